@@ -1,0 +1,52 @@
+package memory
+
+import (
+	"regexp"
+	"strings"
+	"unicode"
+)
+
+// Memory text is derived from tool output, repositories and conversations, and
+// it is replayed into a privileged position (the engine prompt). Neutralise
+// makes it inert before it goes into any prompt:
+//   - '<' and '>' (and their look-alikes) become spaces, so text cannot open or
+//     close a tag such as </engram-memory>;
+//   - "ignore/disregard/forget (all) previous/prior/above instruction(s)" and
+//     close variants become "[...]";
+//   - role prefixes ("system:", "assistant:", "user:", "human:") at a line start
+//     are removed;
+//   - invisible format characters are dropped and whitespace collapses to one
+//     space, so the text is one line.
+//
+// Neutralise is idempotent.
+func Neutralise(s string) string {
+	s = strings.Map(func(r rune) rune {
+		switch r {
+		case '<', '>', '\uFF1C', '\uFF1E', '\u2039', '\u203A', '\u00AB', '\u00BB',
+			'\u3008', '\u3009', '\u27E8', '\u27E9', '\u2329', '\u232A', '\uFE64', '\uFE65':
+			return ' '
+		}
+		if unicode.Is(unicode.Cf, r) { // zero-width and other format characters
+			return -1
+		}
+		return r
+	}, s)
+	for {
+		next := rolePrefix.ReplaceAllString(s, "")
+		next = overrideAttempt.ReplaceAllString(next, "[...]")
+		if next == s {
+			break
+		}
+		s = next
+	}
+	return strings.Join(strings.Fields(s), " ")
+}
+
+var (
+	rolePrefix = regexp.MustCompile(`(?im)^[\s\-*#>"'\x60]*(system|assistant|user|human)\s*:`)
+
+	overrideAttempt = regexp.MustCompile(`(?i)\b(ignore|disregard|forget|override|skip)\s+` +
+		`(?:(?:all|any|every|of|the|your|my|these|those|everything)\s+)*` +
+		`(previous|prior|above|earlier|preceding|former|foregoing|system)\s+` +
+		`(instructions?|prompts?|rules|directions|directives|guidelines|messages?|context|commands?)\b`)
+)

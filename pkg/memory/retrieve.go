@@ -1,0 +1,477 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+	"unicode"
+)
+
+// Retrieval constants (issue 4). Channels and expansion use these; callers
+// choose the limit, the confidence floor and whether to expand.
+const (
+	ChannelDepth      = 60   // candidates asked of each channel
+	RRFK              = 60.0 // reciprocal-rank fusion constant
+	AnchorActivation  = 1.0 / 120
+	MaxAnchorPaths    = 40
+	ExpansionSeeds    = 6
+	ExpansionDecay    = 0.45
+	ExpansionFanout   = 24
+	ForeignFactor     = 0.85
+	PinnedPrior       = 1.5
+	StalePrior        = 0.7
+	RecencyHalfDays   = 90.0
+	PreciseMinSamples = 8
+	PreciseFloor      = 0.35
+	PreciseSD         = 1.0
+
+	contradictionSpare = 8
+)
+
+// Profile is the kind of a query, from the share of code-like tokens.
+type Profile string
+
+// The profiles.
+const (
+	ProfileProse Profile = "prose"
+	ProfileMixed Profile = "mixed"
+	ProfileCode  Profile = "code"
+)
+
+// Weights returns the lexical and vector channel weights of the profile.
+func (p Profile) Weights() (lexical, vector float64) {
+	switch p {
+	case ProfileCode:
+		return 1.4, 0.6
+	case ProfileMixed:
+		return 1.15, 0.85
+	default:
+		return 0.8, 1.2
+	}
+}
+
+// QueryProfile classifies a query by the share of its whitespace-separated
+// tokens that look like code: a path separator, a file extension, snake_case,
+// camelCase or "()". >= 0.6 code, >= 0.2 mixed, otherwise prose.
+func QueryProfile(query string) Profile {
+	toks := strings.Fields(query)
+	if len(toks) == 0 {
+		return ProfileProse
+	}
+	code := 0
+	for _, t := range toks {
+		if codeLike(t) {
+			code++
+		}
+	}
+	share := float64(code) / float64(len(toks))
+	switch {
+	case share >= 0.6:
+		return ProfileCode
+	case share >= 0.2:
+		return ProfileMixed
+	}
+	return ProfileProse
+}
+
+func codeLike(tok string) bool {
+	t := strings.Trim(tok, "`'\",;:!?")
+	if t == "" {
+		return false
+	}
+	if strings.Contains(t, "()") || strings.ContainsAny(t, "/\\") {
+		return true
+	}
+	rs := []rune(t)
+	for i := 1; i < len(rs); i++ {
+		// snake_case: a letter or digit on both sides of an underscore.
+		if rs[i] == '_' && i+1 < len(rs) && isAlnum(rs[i-1]) && isAlnum(rs[i+1]) {
+			return true
+		}
+		// camelCase: a lower-case letter followed by an upper-case one.
+		if unicode.IsLower(rs[i-1]) && unicode.IsUpper(rs[i]) {
+			return true
+		}
+	}
+	// A file extension: name.ext with a short alphanumeric extension that has a letter.
+	t = strings.TrimRight(t, ".")
+	if dot := strings.LastIndexByte(t, '.'); dot > 0 && dot < len(t)-1 {
+		ext := t[dot+1:]
+		if len(ext) <= 5 && strings.IndexFunc(ext, func(r rune) bool { return !isAlnum(r) }) < 0 &&
+			strings.IndexFunc(ext, unicode.IsLetter) >= 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func isAlnum(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
+
+// RetrievalStore is what retrieval needs of a store.
+type RetrievalStore interface {
+	Channels
+	GetMany(ctx context.Context, ids []string) ([]Node, error)
+	Edges(ctx context.Context, id string) ([]Edge, error)
+}
+
+// Query is one hybrid retrieval.
+type Query struct {
+	Text   string    // the words of the question; channels run only when TextMin is reached
+	Vector []float32 // the embedded Text (optional: without it the vector channel is skipped)
+	Model  string    // the model that made Vector
+	// AnchorPaths are the repo-relative paths the session works in (the last
+	// MaxAnchorPaths are used); memories attached to them come in with
+	// AnchorActivation whatever the text says.
+	AnchorPaths []string
+	Filter      Filter // visibility; Filter.MinConfidence drops low-confidence hits
+	Limit       int    // hits returned (default 24)
+	Expand      bool   // one hop of graph expansion
+	Precise     bool   // cut the vector channel at max(mean + 1 sd, 0.35) over >= 8 samples
+	TextMin     int    // minimum query length (characters) for the text channels; 0: any
+	Now         time.Time
+}
+
+// Hit is one retrieved memory with how it was scored.
+type Hit struct {
+	Node       Node    `json:"-"`
+	ID         string  `json:"id"`
+	Score      float64 `json:"score"`
+	Fused      float64 `json:"fused"`      // reciprocal-rank fusion of the text channels
+	Activation float64 `json:"activation"` // anchor paths and graph mass
+	Prior      float64 `json:"prior"`
+	Lexical    int     `json:"lexical_rank,omitempty"` // 1-based rank in the lexical channel
+	Vector     int     `json:"vector_rank,omitempty"`
+	Path       bool    `json:"path,omitempty"`
+	Graph      bool    `json:"graph,omitempty"` // reached only through the graph
+	Foreign    bool    `json:"foreign,omitempty"`
+}
+
+type cand struct {
+	fused, activation float64
+	lexRank, vecRank  int
+	path, direct      bool
+}
+
+// Retrieve runs hybrid retrieval: lexical BM25 and vector cosine fused by
+// weighted reciprocal rank, anchor paths, optional one-hop graph expansion, a
+// prior from feedback, recency, staleness and confidence, and contradictions
+// settled at read time. Hits are best first.
+func Retrieve(ctx context.Context, st RetrievalStore, q Query) ([]Hit, error) {
+	if q.Limit <= 0 {
+		q.Limit = 24
+	}
+	if q.Now.IsZero() {
+		q.Now = time.Now()
+	}
+	cands := map[string]*cand{}
+	get := func(id string) *cand {
+		c := cands[id]
+		if c == nil {
+			c = &cand{}
+			cands[id] = c
+		}
+		return c
+	}
+
+	text := strings.TrimSpace(q.Text)
+	if text != "" && len([]rune(text)) >= q.TextMin {
+		lw, vw := QueryProfile(text).Weights()
+		if terms := Terms(text); len(terms) > 0 {
+			lex, err := st.Lexical(ctx, terms, q.Filter, ChannelDepth)
+			if err != nil {
+				return nil, fmt.Errorf("retrieve: lexical channel: %w", err)
+			}
+			for i, s := range lex {
+				c := get(s.ID)
+				c.lexRank = i + 1
+				c.fused += lw / (RRFK + float64(i+1))
+				c.direct = true
+			}
+		}
+		if len(q.Vector) > 0 {
+			vec, err := st.Vector(ctx, q.Model, q.Vector, q.Filter, ChannelDepth)
+			if err != nil {
+				return nil, fmt.Errorf("retrieve: vector channel: %w", err)
+			}
+			if q.Precise {
+				vec = preciseCut(vec)
+			}
+			for i, s := range vec {
+				c := get(s.ID)
+				c.vecRank = i + 1
+				c.fused += vw / (RRFK + float64(i+1))
+				c.direct = true
+			}
+		}
+	}
+	if paths := lastN(q.AnchorPaths, MaxAnchorPaths); len(paths) > 0 {
+		byPath, err := st.ByPaths(ctx, paths, q.Filter, ChannelDepth)
+		if err != nil {
+			return nil, fmt.Errorf("retrieve: path channel: %w", err)
+		}
+		for _, s := range byPath {
+			c := get(s.ID)
+			c.path = true
+			c.direct = true
+			c.activation += AnchorActivation
+		}
+	}
+	if len(cands) == 0 {
+		return nil, nil
+	}
+
+	if q.Expand {
+		if err := expand(ctx, st, q, cands, get); err != nil {
+			return nil, err
+		}
+	}
+
+	ids := make([]string, 0, len(cands))
+	for id := range cands {
+		ids = append(ids, id)
+	}
+	nodes, err := st.GetMany(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("retrieve: load candidates: %w", err)
+	}
+	hits := make([]Hit, 0, len(nodes))
+	for i := range nodes {
+		n := nodes[i]
+		if !Visible(&n, q.Filter, q.Now) || n.Confidence < q.Filter.MinConfidence {
+			continue
+		}
+		c := cands[n.ID]
+		base := c.activation
+		if c.direct {
+			base += c.fused
+		}
+		h := Hit{Node: n, ID: n.ID, Fused: c.fused, Activation: c.activation, Prior: Prior(&n, q.Now),
+			Lexical: c.lexRank, Vector: c.vecRank, Path: c.path, Graph: !c.direct}
+		h.Foreign = n.ProjectID != "" && n.ProjectID != q.Filter.ProjectID
+		h.Score = base * h.Prior
+		if h.Foreign {
+			h.Score *= ForeignFactor
+		}
+		hits = append(hits, h)
+	}
+	sortHits(hits)
+	// Contradictions are settled among the hits that can still make the cut
+	// (a few spare so that a dropped loser leaves room for the next one).
+	if len(hits) > q.Limit+contradictionSpare {
+		hits = hits[:q.Limit+contradictionSpare]
+	}
+	hits, err = settleContradictions(ctx, st, hits)
+	if err != nil {
+		return nil, err
+	}
+	if len(hits) > q.Limit {
+		hits = hits[:q.Limit]
+	}
+	return hits, nil
+}
+
+func sortHits(hits []Hit) {
+	sort.SliceStable(hits, func(i, j int) bool {
+		if hits[i].Score != hits[j].Score {
+			return hits[i].Score > hits[j].Score
+		}
+		return hits[i].ID < hits[j].ID
+	})
+}
+
+// expand runs one hop of graph expansion from the top direct hits.
+func expand(ctx context.Context, st RetrievalStore, q Query, cands map[string]*cand, get func(string) *cand) error {
+	type seed struct {
+		id   string
+		base float64
+	}
+	seeds := make([]seed, 0, len(cands))
+	for id, c := range cands {
+		seeds = append(seeds, seed{id, c.fused + c.activation})
+	}
+	sort.Slice(seeds, func(i, j int) bool {
+		if seeds[i].base != seeds[j].base {
+			return seeds[i].base > seeds[j].base
+		}
+		return seeds[i].id < seeds[j].id
+	})
+	if len(seeds) > ExpansionSeeds {
+		seeds = seeds[:ExpansionSeeds]
+	}
+	// Mass is computed from the seeds' direct scores before any graph mass lands.
+	masses := make([]float64, len(seeds))
+	for i, s := range seeds {
+		masses[i] = math.Max(cands[s.id].fused, AnchorActivation)
+	}
+	for i, s := range seeds {
+		edges, err := st.Edges(ctx, s.id)
+		if err != nil {
+			return fmt.Errorf("retrieve: expand %s: %w", s.id, err)
+		}
+		var nbIDs []string
+		seen := map[string]bool{s.id: true}
+		for _, e := range edges {
+			if !e.Live() {
+				continue
+			}
+			other := e.Dst
+			if other == s.id {
+				other = e.Src
+			}
+			if seen[other] {
+				continue
+			}
+			seen[other] = true
+			nbIDs = append(nbIDs, other)
+		}
+		if len(nbIDs) == 0 {
+			continue
+		}
+		nbs, err := st.GetMany(ctx, nbIDs)
+		if err != nil {
+			return fmt.Errorf("retrieve: expand %s: %w", s.id, err)
+		}
+		eligible := nbs[:0]
+		for j := range nbs {
+			if Visible(&nbs[j], q.Filter, q.Now) && nbs[j].Confidence >= q.Filter.MinConfidence {
+				eligible = append(eligible, nbs[j])
+			}
+		}
+		if len(eligible) > ExpansionFanout {
+			eligible = eligible[:ExpansionFanout]
+		}
+		if len(eligible) == 0 {
+			continue
+		}
+		share := masses[i] * ExpansionDecay / float64(len(eligible))
+		for _, nb := range eligible {
+			get(nb.ID).activation += share
+		}
+	}
+	return nil
+}
+
+// Prior is the ranking prior of a node: 1.5 when pinned; otherwise
+// reinforcement x recency x staleness x confidence.
+func Prior(n *Node, now time.Time) float64 {
+	if n.Pinned {
+		return PinnedPrior
+	}
+	reinf := 1 + 0.15*math.Log1p(math.Max(0, n.Weight-1)) + 0.18*math.Log1p(float64(n.Useful)) -
+		0.1*math.Log1p(float64(n.Unhelpful))
+	reinf = math.Max(0.5, reinf)
+	ref := n.AccessedAt
+	if ref.IsZero() {
+		ref = n.UpdatedAt
+	}
+	age := 0.0
+	if !ref.IsZero() {
+		age = math.Max(0, now.Sub(ref).Hours()/24)
+	}
+	p := reinf * (0.6 + 0.4*math.Exp(-age/RecencyHalfDays))
+	if n.Stale() {
+		p *= StalePrior
+	}
+	return p * (0.5 + 0.5*n.Confidence)
+}
+
+// preciseCut keeps the vector candidates scoring at least max(mean + 1 sd,
+// 0.35) when there are enough samples to trust the statistics.
+func preciseCut(vec []Scored) []Scored {
+	if len(vec) < PreciseMinSamples {
+		return vec
+	}
+	var sum, sq float64
+	for _, s := range vec {
+		sum += s.Score
+	}
+	mean := sum / float64(len(vec))
+	for _, s := range vec {
+		sq += (s.Score - mean) * (s.Score - mean)
+	}
+	cut := math.Max(mean+PreciseSD*math.Sqrt(sq/float64(len(vec))), PreciseFloor)
+	out := vec[:0:0]
+	for _, s := range vec {
+		if s.Score >= cut {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// settleContradictions drops, for each contradicts edge with both ends in
+// hits, the loser: higher authority wins, then wider scope, then the later update.
+func settleContradictions(ctx context.Context, st RetrievalStore, hits []Hit) ([]Hit, error) {
+	if len(hits) < 2 {
+		return hits, nil
+	}
+	idx := make(map[string]int, len(hits))
+	for i, h := range hits {
+		idx[h.ID] = i
+	}
+	drop := map[string]bool{}
+	for _, h := range hits {
+		edges, err := st.Edges(ctx, h.ID)
+		if err != nil {
+			return nil, fmt.Errorf("retrieve: contradictions of %s: %w", h.ID, err)
+		}
+		for _, e := range edges {
+			if e.Relation != Contradicts || !e.Live() || e.Src != h.ID {
+				continue
+			}
+			j, ok := idx[e.Dst]
+			if !ok {
+				continue
+			}
+			a, b := &hits[idx[e.Src]].Node, &hits[j].Node
+			if ContradictionWinner(a, b) == a {
+				drop[b.ID] = true
+			} else {
+				drop[a.ID] = true
+			}
+		}
+	}
+	if len(drop) == 0 {
+		return hits, nil
+	}
+	out := hits[:0]
+	for _, h := range hits {
+		if !drop[h.ID] {
+			out = append(out, h)
+		}
+	}
+	return out, nil
+}
+
+// ContradictionWinner returns the node that wins a contradiction: higher
+// authority, then wider scope, then the later update (then the smaller id, so
+// that the answer is stable).
+func ContradictionWinner(a, b *Node) *Node {
+	if ra, rb := a.AssertedBy.Rank(), b.AssertedBy.Rank(); ra != rb {
+		return pick(ra > rb, a, b)
+	}
+	if sa, sb := a.Scope.Rank(), b.Scope.Rank(); sa != sb {
+		return pick(sa > sb, a, b)
+	}
+	if !a.UpdatedAt.Equal(b.UpdatedAt) {
+		return pick(a.UpdatedAt.After(b.UpdatedAt), a, b)
+	}
+	return pick(a.ID < b.ID, a, b)
+}
+
+func pick(first bool, a, b *Node) *Node {
+	if first {
+		return a
+	}
+	return b
+}
+
+func lastN(s []string, n int) []string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
