@@ -1,0 +1,137 @@
+package natsembed
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// ErrNotReady is returned by Start when the server did not accept
+// connections within Options.ReadyTimeout.
+var ErrNotReady = errors.New("natsembed: server not ready")
+
+// Logger receives the server's log lines. It is the nats-server logger
+// interface; see the app package for a zap adapter.
+type Logger = server.Logger
+
+// Options configure the embedded server.
+type Options struct {
+	// StoreDir is the JetStream file store folder; created if missing.
+	StoreDir string
+	// Listen is host:port for clients. Port -1 picks a random free port;
+	// empty means 127.0.0.1:4222.
+	Listen string
+	// ServerName names the server (default "engram").
+	ServerName string
+	// ReadyTimeout bounds the wait for the server to accept connections
+	// (default 10s).
+	ReadyTimeout time.Duration
+	// MaxStore caps the JetStream file store in bytes (0: server default).
+	MaxStore int64
+	// Logger, if set, receives the server's messages; Debug and Trace turn
+	// on its verbose levels.
+	Logger       Logger
+	Debug, Trace bool
+}
+
+// Server is a running embedded NATS server.
+type Server struct {
+	ns *server.Server
+}
+
+// Start starts the server and waits until it accepts connections.
+func Start(o Options) (*Server, error) {
+	if o.StoreDir == "" {
+		return nil, errors.New("natsembed: store dir is required")
+	}
+	if o.Listen == "" {
+		o.Listen = "127.0.0.1:4222"
+	}
+	if o.ServerName == "" {
+		o.ServerName = "engram"
+	}
+	if o.ReadyTimeout <= 0 {
+		o.ReadyTimeout = 10 * time.Second
+	}
+	host, portStr, err := net.SplitHostPort(o.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("natsembed: listen address %q: %w", o.Listen, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port < -1 || port > 65535 {
+		return nil, fmt.Errorf("natsembed: listen address %q: bad port", o.Listen)
+	}
+	if port == 0 {
+		port = -1 // nats-server treats 0 as "default port"; we mean random.
+	}
+	if err := os.MkdirAll(o.StoreDir, 0o750); err != nil {
+		return nil, fmt.Errorf("natsembed: store dir: %w", err)
+	}
+	opts := &server.Options{
+		ServerName:            o.ServerName,
+		Host:                  host,
+		Port:                  port,
+		JetStream:             true,
+		StoreDir:              o.StoreDir,
+		JetStreamMaxStore:     o.MaxStore,
+		NoSigs:                true,
+		NoLog:                 o.Logger == nil,
+		Debug:                 o.Debug,
+		Trace:                 o.Trace,
+		DisableShortFirstPing: true,
+	}
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("natsembed: new server: %w", err)
+	}
+	if o.Logger != nil {
+		ns.SetLogger(o.Logger, o.Debug, o.Trace)
+	}
+	ns.Start()
+	if !ns.ReadyForConnections(o.ReadyTimeout) {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+		return nil, fmt.Errorf("%w within %s on %s", ErrNotReady, o.ReadyTimeout, o.Listen)
+	}
+	if !ns.JetStreamEnabled() {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+		return nil, fmt.Errorf("%w: JetStream did not start (store %s)", ErrNotReady, o.StoreDir)
+	}
+	return &Server{ns: ns}, nil
+}
+
+// ClientURL is the nats:// URL clients connect to (the real port when the
+// server was started on a random one).
+func (s *Server) ClientURL() string { return s.ns.ClientURL() }
+
+// Addr is the address the server listens on.
+func (s *Server) Addr() net.Addr { return s.ns.Addr() }
+
+// Ready reports whether the server accepts connections and runs JetStream.
+// It is cheap; health checks call it.
+func (s *Server) Ready() error {
+	if !s.ns.Running() {
+		return errors.New("natsembed: server not running")
+	}
+	if !s.ns.JetStreamEnabled() {
+		return errors.New("natsembed: JetStream disabled")
+	}
+	return nil
+}
+
+// NATS returns the underlying server for in-process connections
+// (nats.InProcessServer) and introspection.
+func (s *Server) NATS() *server.Server { return s.ns }
+
+// Shutdown stops the server and waits until it has stopped; JetStream
+// state is flushed to the store dir. Calling it twice is harmless.
+func (s *Server) Shutdown() {
+	s.ns.Shutdown()
+	s.ns.WaitForShutdown()
+}
