@@ -1,0 +1,363 @@
+package vecindex
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// Errors returned by Add and AddBatch; check them with errors.Is.
+var (
+	// ErrDimension means a vector's length differs from the index dimension.
+	ErrDimension = errors.New("vecindex: wrong vector dimension")
+	// ErrBadVector means a vector has zero length or holds NaN or infinite
+	// values, so it has no direction to compare by cosine.
+	ErrBadVector = errors.New("vecindex: vector is zero or not finite")
+	// ErrEmptyID means an empty id was given.
+	ErrEmptyID = errors.New("vecindex: empty id")
+)
+
+// Hit is one search result.
+type Hit struct {
+	ID    string
+	Score float32 // cosine similarity in [-1, 1], higher is closer
+}
+
+// Defaults for the tunable parameters (see doc.go for the trade-offs).
+const (
+	DefaultM              = 16
+	DefaultEfConstruction = 128
+	DefaultEfSearch       = 96
+	DefaultExactThreshold = 2000
+)
+
+type config struct {
+	m, efConstruction, efSearch int
+	exactThreshold              int
+	workers                     int
+	seed                        uint64
+}
+
+// Option tunes an Index. Non-positive values keep the default.
+type Option func(*config)
+
+// WithM sets the number of graph links per node on the upper layers; the
+// bottom layer keeps up to 2*M. More links raise recall and memory use.
+func WithM(m int) Option { return func(c *config) { setPos(&c.m, m) } }
+
+// WithEfConstruction sets the candidate list size used while inserting.
+// Larger builds a better graph, slower.
+func WithEfConstruction(ef int) Option { return func(c *config) { setPos(&c.efConstruction, ef) } }
+
+// WithEfSearch sets the candidate list size used while searching (raised to
+// k when k is larger). Larger raises recall and latency.
+func WithEfSearch(ef int) Option { return func(c *config) { setPos(&c.efSearch, ef) } }
+
+// WithExactThreshold sets the number of live vectors below which Search scans
+// every vector instead of walking the graph (exact and, at that size, fast).
+// Use a very large value to always search exactly.
+func WithExactThreshold(n int) Option { return func(c *config) { setPos(&c.exactThreshold, n) } }
+
+// WithBuildWorkers sets how many goroutines AddBatch uses to link new
+// vectors into the graph (default GOMAXPROCS).
+func WithBuildWorkers(n int) Option { return func(c *config) { setPos(&c.workers, n) } }
+
+// WithSeed fixes the random source that draws node levels, for reproducible
+// graphs (parallel AddBatch still varies with scheduling).
+func WithSeed(seed uint64) Option { return func(c *config) { c.seed = seed } }
+
+func setPos(dst *int, v int) {
+	if v > 0 {
+		*dst = v
+	}
+}
+
+// Index is an in-memory approximate nearest-neighbour index for cosine
+// similarity. All methods are safe for concurrent use: searches run in
+// parallel with each other, writes are exclusive.
+type Index struct {
+	dim int
+	cfg config
+
+	mu    sync.RWMutex
+	vecs  []float32 // unit vectors, slot*dim
+	nodes []*node   // per slot
+	byID  map[string]uint32
+	free  []uint32 // slots ready for reuse
+	live  int      // vectors that can be returned
+	tombs int      // removed vectors still linked in the graph
+
+	g graph
+
+	visited sync.Pool // *visitSet
+}
+
+type slotState uint8
+
+const (
+	slotFree slotState = iota
+	slotLive
+	slotTomb // removed, still linked in the graph until cleanup
+)
+
+type node struct {
+	mu      sync.Mutex // guards friends during parallel AddBatch
+	id      string
+	state   slotState
+	level   int
+	friends [][]uint32 // per layer 0..level
+}
+
+// New returns an empty index for vectors of dim dimensions. It panics when
+// dim is not positive (a programming error).
+func New(dim int, opts ...Option) *Index {
+	if dim <= 0 {
+		panic(fmt.Sprintf("vecindex: dimension %d, want > 0", dim))
+	}
+	cfg := config{
+		m:              DefaultM,
+		efConstruction: DefaultEfConstruction,
+		efSearch:       DefaultEfSearch,
+		exactThreshold: DefaultExactThreshold,
+		workers:        runtime.GOMAXPROCS(0),
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.m < 2 {
+		cfg.m = 2
+	}
+	seed := cfg.seed
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	ix := &Index{dim: dim, cfg: cfg, byID: make(map[string]uint32)}
+	ix.g.init(cfg, seed)
+	return ix
+}
+
+// Dim returns the vector dimension the index was created with.
+func (ix *Index) Dim() int { return ix.dim }
+
+// Len returns the number of vectors that Search can return.
+func (ix *Index) Len() int {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.live
+}
+
+// Add stores vec under id, replacing any vector already stored under id.
+// The vector is copied and normalised; its length must equal Dim.
+func (ix *Index) Add(id string, vec []float32) error {
+	if id == "" {
+		return ErrEmptyID
+	}
+	unit, err := ix.unit(vec)
+	if err != nil {
+		return fmt.Errorf("vecindex: add %q: %w", id, err)
+	}
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ix.removeLocked(id)
+	slot := ix.allocLocked(id, unit)
+	ix.g.insert(ix, slot, false)
+	ix.maybeCleanupLocked()
+	return nil
+}
+
+// AddBatch adds many vectors at once, linking them into the graph with
+// several goroutines (see WithBuildWorkers); it is the fast path for loading
+// a store at start-up. ids and vecs are parallel slices; a later duplicate id
+// wins, as with repeated Add. Every vector is checked before any is added, so
+// on error the index is unchanged; the error names every bad entry (up to a
+// few) by position.
+func (ix *Index) AddBatch(ids []string, vecs [][]float32) error {
+	if len(ids) != len(vecs) {
+		return fmt.Errorf("vecindex: add batch: %d ids but %d vectors", len(ids), len(vecs))
+	}
+	units := make([]float32, len(ids)*ix.dim)
+	var errs []error
+	for i, v := range vecs {
+		var err error
+		if ids[i] == "" {
+			err = ErrEmptyID
+		} else {
+			err = ix.unitInto(units[i*ix.dim:(i+1)*ix.dim], v)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("entry %d (%q): %w", i, ids[i], err))
+			if len(errs) == 10 {
+				errs = append(errs, errors.New("further entries not checked"))
+				break
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("vecindex: add batch: %w", errors.Join(errs...))
+	}
+	// Later duplicates win.
+	last := make(map[string]int, len(ids))
+	for i, id := range ids {
+		last[id] = i
+	}
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	slots := make([]uint32, 0, len(last))
+	for i, id := range ids {
+		if last[id] != i {
+			continue
+		}
+		ix.removeLocked(id)
+		slots = append(slots, ix.allocLocked(id, units[i*ix.dim:(i+1)*ix.dim]))
+	}
+	ix.g.insertMany(ix, slots)
+	ix.maybeCleanupLocked()
+	return nil
+}
+
+// Remove deletes the vector stored under id; unknown ids are ignored.
+func (ix *Index) Remove(id string) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if ix.removeLocked(id) {
+		ix.maybeCleanupLocked()
+	}
+}
+
+// Search returns up to k hits closest to query by cosine similarity, best
+// first (ties broken by id). When accept is not nil only ids for which it
+// returns true are returned; Search keeps looking (and falls back to a full
+// scan) until it has k accepted hits or has seen every vector. accept is
+// called with the index read-locked: it must be fast and must not call back
+// into the index. A query of the wrong dimension or with zero length has no
+// neighbours: Search returns nil (check Dim first to tell the cases apart).
+func (ix *Index) Search(query []float32, k int, accept func(id string) bool) []Hit {
+	if k <= 0 {
+		return nil
+	}
+	q, err := ix.unit(query)
+	if err != nil {
+		return nil
+	}
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	if ix.live == 0 {
+		return nil
+	}
+	var res []scored
+	if ix.live < ix.cfg.exactThreshold || !ix.g.ready() {
+		res = ix.exactLocked(q, k, accept)
+	} else {
+		res = ix.g.search(ix, q, k, accept)
+	}
+	return ix.hits(res)
+}
+
+func (ix *Index) hits(res []scored) []Hit {
+	if len(res) == 0 {
+		return nil
+	}
+	out := make([]Hit, len(res))
+	for i, r := range res {
+		out[i] = Hit{ID: ix.nodes[r.slot].id, Score: r.sim}
+	}
+	slices.SortFunc(out, func(a, b Hit) int {
+		if a.Score != b.Score {
+			if a.Score > b.Score {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return out
+}
+
+// exactLocked scans every live vector; accept is asked before the distance
+// is computed, so a selective filter makes the scan cheaper.
+func (ix *Index) exactLocked(q []float32, k int, accept func(string) bool) []scored {
+	var top minHeap
+	top.items = make([]scored, 0, k+1)
+	dim := ix.dim
+	for slot, n := range ix.nodes {
+		if n.state != slotLive {
+			continue
+		}
+		if accept != nil && !accept(n.id) {
+			continue
+		}
+		s := dot(q, ix.vecs[slot*dim:(slot+1)*dim])
+		if top.len() < k {
+			top.push(scored{sim: s, slot: uint32(slot)})
+		} else if s > top.peek().sim {
+			top.replaceTop(scored{sim: s, slot: uint32(slot)})
+		}
+	}
+	return top.items
+}
+
+func (ix *Index) unit(vec []float32) ([]float32, error) {
+	u := make([]float32, ix.dim)
+	if err := ix.unitInto(u, vec); err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+func (ix *Index) unitInto(dst, vec []float32) error {
+	if len(vec) != ix.dim {
+		return fmt.Errorf("%w: got %d, want %d", ErrDimension, len(vec), ix.dim)
+	}
+	if !normalize(dst, vec) {
+		return ErrBadVector
+	}
+	return nil
+}
+
+func (ix *Index) vec(slot uint32) []float32 {
+	off := int(slot) * ix.dim
+	return ix.vecs[off : off+ix.dim : off+ix.dim]
+}
+
+// allocLocked stores a unit vector in a free or new slot and marks it live.
+// The caller links it into the graph.
+func (ix *Index) allocLocked(id string, unit []float32) uint32 {
+	var slot uint32
+	if n := len(ix.free); n > 0 {
+		slot = ix.free[n-1]
+		ix.free = ix.free[:n-1]
+	} else {
+		slot = uint32(len(ix.nodes))
+		ix.nodes = append(ix.nodes, &node{})
+		ix.vecs = append(ix.vecs, unit...)
+	}
+	copy(ix.vec(slot), unit)
+	nd := ix.nodes[slot]
+	nd.id = id
+	nd.state = slotLive
+	nd.level = 0
+	nd.friends = nil
+	ix.byID[id] = slot
+	ix.live++
+	return slot
+}
+
+// removeLocked turns id's slot into a tombstone and reports whether id was
+// present.
+func (ix *Index) removeLocked(id string) bool {
+	slot, ok := ix.byID[id]
+	if !ok {
+		return false
+	}
+	delete(ix.byID, id)
+	nd := ix.nodes[slot]
+	nd.state = slotTomb
+	nd.id = ""
+	ix.live--
+	ix.tombs++
+	return true
+}

@@ -1,0 +1,334 @@
+package vecindex
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+)
+
+func randVec(r *rand.Rand, dim int) []float32 {
+	v := make([]float32, dim)
+	for i := range v {
+		v[i] = float32(r.NormFloat64())
+	}
+	return v
+}
+
+// clustered returns n vectors around c random centres with noise spread,
+// the shape real text embeddings have.
+func clustered(r *rand.Rand, n, dim, c int, spread float64) [][]float32 {
+	centres := make([][]float32, c)
+	for i := range centres {
+		centres[i] = randVec(r, dim)
+		normalize(centres[i], centres[i])
+	}
+	out := make([][]float32, n)
+	for i := range out {
+		cen := centres[r.IntN(c)]
+		v := make([]float32, dim)
+		for j := range v {
+			v[j] = cen[j] + float32(r.NormFloat64()*spread/math.Sqrt(float64(dim)))
+		}
+		out[i] = v
+	}
+	return out
+}
+
+func ids(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("n%06d", i)
+	}
+	return out
+}
+
+// bruteForce is the reference: exact cosine top-k over the given vectors.
+func bruteForce(idList []string, vecs [][]float32, q []float32, k int, accept func(string) bool) []Hit {
+	qu := make([]float32, len(q))
+	normalize(qu, q)
+	var all []Hit
+	u := make([]float32, len(q))
+	for i, v := range vecs {
+		if accept != nil && !accept(idList[i]) {
+			continue
+		}
+		normalize(u, v)
+		all = append(all, Hit{ID: idList[i], Score: dot(qu, u)})
+	}
+	slices.SortFunc(all, func(a, b Hit) int {
+		switch {
+		case a.Score > b.Score:
+			return -1
+		case a.Score < b.Score:
+			return 1
+		}
+		return 0
+	})
+	if len(all) > k {
+		all = all[:k]
+	}
+	return all
+}
+
+func TestDotMatchesNaive(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, n := range []int{0, 1, 7, 8, 9, 16, 383, 384, 385} {
+		a, b := randVec(r, n), randVec(r, n)
+		var want float64
+		for i := range a {
+			want += float64(a[i]) * float64(b[i])
+		}
+		got := float64(dot(a, b))
+		if math.Abs(got-want) > 1e-3*(1+math.Abs(want)) {
+			t.Errorf("dot len %d = %v, want %v", n, got, want)
+		}
+	}
+}
+
+func TestAddValidation(t *testing.T) {
+	ix := New(4)
+	if err := ix.Add("a", []float32{1, 2, 3}); !errors.Is(err, ErrDimension) {
+		t.Errorf("short vector: err = %v, want ErrDimension", err)
+	}
+	if err := ix.Add("a", []float32{1, 2, 3, 4, 5}); !errors.Is(err, ErrDimension) {
+		t.Errorf("long vector: err = %v, want ErrDimension", err)
+	}
+	if err := ix.Add("a", []float32{0, 0, 0, 0}); !errors.Is(err, ErrBadVector) {
+		t.Errorf("zero vector: err = %v, want ErrBadVector", err)
+	}
+	if err := ix.Add("a", []float32{1, float32(math.NaN()), 0, 0}); !errors.Is(err, ErrBadVector) {
+		t.Errorf("NaN vector: err = %v, want ErrBadVector", err)
+	}
+	if err := ix.Add("a", []float32{float32(math.Inf(1)), 0, 0, 0}); !errors.Is(err, ErrBadVector) {
+		t.Errorf("Inf vector: err = %v, want ErrBadVector", err)
+	}
+	if err := ix.Add("", []float32{1, 0, 0, 0}); !errors.Is(err, ErrEmptyID) {
+		t.Errorf("empty id: err = %v, want ErrEmptyID", err)
+	}
+	if ix.Len() != 0 {
+		t.Fatalf("Len after rejected adds = %d, want 0", ix.Len())
+	}
+	// A good add after bad ones works, and a bad replacement keeps the old vector.
+	if err := ix.Add("a", []float32{1, 0, 0, 0}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.Add("a", []float32{1, 0}); !errors.Is(err, ErrDimension) {
+		t.Fatalf("bad replacement: err = %v", err)
+	}
+	hits := ix.Search([]float32{1, 0, 0, 0}, 1, nil)
+	if len(hits) != 1 || hits[0].ID != "a" || math.Abs(float64(hits[0].Score)-1) > 1e-6 {
+		t.Fatalf("after bad replacement: %v, want a with score 1", hits)
+	}
+	// Wrong-dimension and zero queries have no neighbours.
+	if got := ix.Search([]float32{1, 0}, 1, nil); got != nil {
+		t.Errorf("wrong-dimension query = %v, want nil", got)
+	}
+	if got := ix.Search([]float32{0, 0, 0, 0}, 1, nil); got != nil {
+		t.Errorf("zero query = %v, want nil", got)
+	}
+	if got := ix.Search([]float32{1, 0, 0, 0}, 0, nil); got != nil {
+		t.Errorf("k=0 = %v, want nil", got)
+	}
+}
+
+func TestAddBatchValidation(t *testing.T) {
+	ix := New(3)
+	err := ix.AddBatch([]string{"a", "b", "", "d"}, [][]float32{{1, 0, 0}, {1, 0}, {0, 1, 0}, {0, 0, 0}})
+	for _, want := range []error{ErrDimension, ErrEmptyID, ErrBadVector} {
+		if !errors.Is(err, want) {
+			t.Errorf("batch err = %v, want it to wrap %v", err, want)
+		}
+	}
+	if ix.Len() != 0 {
+		t.Fatalf("Len after rejected batch = %d, want 0 (all or nothing)", ix.Len())
+	}
+	if err := ix.AddBatch([]string{"a"}, nil); err == nil {
+		t.Error("mismatched lengths: no error")
+	}
+	if err := ix.AddBatch([]string{"a", "b", "a"}, [][]float32{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if ix.Len() != 2 {
+		t.Fatalf("Len = %d, want 2 (duplicate id in batch counts once)", ix.Len())
+	}
+	if h := ix.Search([]float32{0, 0, 1}, 1, nil); len(h) != 1 || h[0].ID != "a" {
+		t.Fatalf("later duplicate should win: %v", h)
+	}
+}
+
+func TestAddReplaceRemove(t *testing.T) {
+	for _, exact := range []bool{true, false} {
+		t.Run(fmt.Sprintf("exact=%v", exact), func(t *testing.T) {
+			opts := []Option{WithSeed(7)}
+			if !exact {
+				opts = append(opts, WithExactThreshold(1)) // always use the graph
+			}
+			const dim, n = 16, 600
+			r := rand.New(rand.NewPCG(3, 4))
+			ix := New(dim, opts...)
+			names := ids(n)
+			vecs := make([][]float32, n)
+			for i := range vecs {
+				vecs[i] = randVec(r, dim)
+				if err := ix.Add(names[i], vecs[i]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if ix.Len() != n {
+				t.Fatalf("Len = %d, want %d", ix.Len(), n)
+			}
+			// Each vector finds itself first with score ~1.
+			for i := 0; i < n; i += 37 {
+				h := ix.Search(vecs[i], 1, nil)
+				if len(h) != 1 || h[0].ID != names[i] || h[0].Score < 0.9999 {
+					t.Fatalf("self search %d: %v", i, h)
+				}
+			}
+			// Replace: the id moves to a new vector; Len unchanged.
+			target := randVec(r, dim)
+			if err := ix.Add(names[5], target); err != nil {
+				t.Fatal(err)
+			}
+			vecs[5] = target
+			if ix.Len() != n {
+				t.Fatalf("Len after replace = %d, want %d", ix.Len(), n)
+			}
+			if h := ix.Search(target, 1, nil); len(h) != 1 || h[0].ID != names[5] {
+				t.Fatalf("replaced vector not found: %v", h)
+			}
+			// Remove half of them (enough to trigger cleanup); none comes back.
+			removed := map[string]bool{}
+			for i := 0; i < n; i += 2 {
+				ix.Remove(names[i])
+				removed[names[i]] = true
+			}
+			ix.Remove("never-added")
+			if ix.Len() != n/2 {
+				t.Fatalf("Len after removals = %d, want %d", ix.Len(), n/2)
+			}
+			for i := 0; i < n; i += 7 {
+				for _, h := range ix.Search(vecs[i], 10, nil) {
+					if removed[h.ID] {
+						t.Fatalf("removed id %s returned", h.ID)
+					}
+				}
+				if !removed[names[i]] {
+					if h := ix.Search(vecs[i], 1, nil); len(h) != 1 || h[0].ID != names[i] {
+						t.Fatalf("live %s not found after removals: %v", names[i], h)
+					}
+				}
+			}
+			// Re-adding a removed id works.
+			if err := ix.Add(names[0], vecs[0]); err != nil {
+				t.Fatal(err)
+			}
+			if h := ix.Search(vecs[0], 1, nil); len(h) != 1 || h[0].ID != names[0] {
+				t.Fatalf("re-added id not found: %v", h)
+			}
+			if ix.Len() != n/2+1 {
+				t.Fatalf("Len after re-add = %d, want %d", ix.Len(), n/2+1)
+			}
+			// Remove everything, then the index still works.
+			for _, id := range names {
+				ix.Remove(id)
+			}
+			if ix.Len() != 0 || ix.Search(vecs[1], 3, nil) != nil {
+				t.Fatalf("empty index: Len %d, search not empty", ix.Len())
+			}
+			if err := ix.Add("z", vecs[1]); err != nil {
+				t.Fatal(err)
+			}
+			if h := ix.Search(vecs[1], 3, nil); len(h) != 1 || h[0].ID != "z" {
+				t.Fatalf("after emptying and re-adding: %v", h)
+			}
+		})
+	}
+}
+
+func TestSearchOrderAndTies(t *testing.T) {
+	ix := New(2)
+	must(t, ix.Add("b", []float32{1, 0}))
+	must(t, ix.Add("a", []float32{2, 0})) // same direction as b: tie, broken by id
+	must(t, ix.Add("c", []float32{1, 1}))
+	must(t, ix.Add("d", []float32{-1, 0}))
+	got := ix.Search([]float32{3, 0}, 10, nil)
+	want := []string{"a", "b", "c", "d"}
+	if len(got) != len(want) {
+		t.Fatalf("got %v", got)
+	}
+	for i, h := range got {
+		if h.ID != want[i] {
+			t.Fatalf("order %v, want %v", got, want)
+		}
+	}
+	if math.Abs(float64(got[2].Score)-math.Sqrt2/2) > 1e-6 || math.Abs(float64(got[3].Score)+1) > 1e-6 {
+		t.Fatalf("scores are not cosines: %v", got)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestConcurrentAddSearch(t *testing.T) {
+	const dim = 32
+	ix := New(dim, WithExactThreshold(50), WithSeed(11))
+	var wg sync.WaitGroup
+	for w := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(w), 99))
+			for i := range 300 {
+				id := fmt.Sprintf("w%d-%d", w, i%200) // some replacements
+				if err := ix.Add(id, randVec(r, dim)); err != nil {
+					t.Error(err)
+					return
+				}
+				if i%5 == 0 {
+					ix.Remove(fmt.Sprintf("w%d-%d", w, i/3))
+				}
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		batch := make([][]float32, 100)
+		r := rand.New(rand.NewPCG(5, 5))
+		for i := range batch {
+			batch[i] = randVec(r, dim)
+		}
+		if err := ix.AddBatch(ids(100), batch); err != nil {
+			t.Error(err)
+		}
+	}()
+	for s := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(s), 7))
+			for range 300 {
+				hits := ix.Search(randVec(r, dim), 5, func(id string) bool { return id[0] == 'w' })
+				for i := 1; i < len(hits); i++ {
+					if hits[i].Score > hits[i-1].Score {
+						t.Error("hits not sorted")
+						return
+					}
+				}
+				_ = ix.Len()
+			}
+		}()
+	}
+	wg.Wait()
+	if ix.Len() == 0 {
+		t.Fatal("nothing stored")
+	}
+}
