@@ -1,8 +1,67 @@
 // Package memory is Engram's memory graph: the model (nodes, edges and
 // per-session records), the Store contract every backend implements, the
-// rules shared by all backends (digest, reinforcement, feedback, decay,
-// redaction) and hybrid retrieval on top of the contract.
+// rules shared by all backends, and hybrid retrieval on top of the contract
+// (retrieve*.go).
 //
-// Backends live in sub-packages (memory/sqlite, memory/redis) and all run the
-// conformance suite in memory/memorytest.
+// # The model
+//
+// A Node is one memory: a subkind (decision, pattern, failure, preference,
+// observation, entity, topic), a scope (session < project < global), the
+// project it belongs to (empty for global memories) and the session that
+// wrote it, label and body, a Digest (its identity: SHA-256 of subkind and the
+// normalised text, or of the entity key for entity and topic nodes),
+// confidence (0..1), weight (1..10), use counters, who wrote the text (Source:
+// user text is never overwritten by a model) and who asserted it (AssertedBy:
+// user > assistant > inferred, the "authority"), reach (here | anywhere),
+// pinned, the lifecycle marks (archived, superseded-by, stale, valid-from /
+// valid-to: revising closes a fact, it never erases it), paths, at most 8
+// entities, timestamps, and an embedding with the name of the model that made
+// it. An Edge is a typed, weighted link (re-linking adds 0.25, max 10;
+// unlinking closes it). Per session the store keeps transcript messages,
+// summaries, the consolidation cursor, injection records, the briefing flag,
+// leases and processed-event records.
+//
+// # The contract
+//
+// Store (store.go) is the whole backend contract, composed of Nodes, Graph,
+// Channels and Sessions; consumers depend on the narrowest part they use.
+// Errors wrap the sentinels ErrNotFound, ErrInvalid, ErrRefused and
+// ErrUnavailable; check them with errors.Is.
+//
+// # The shared rules
+//
+// Every rule that decides a stored value is a pure function here, so that all
+// backends behave identically and a backend only stores and indexes:
+//
+//   - NewID, PrepareNew (validation listing every problem, defaults, digest,
+//     redaction, entity cap, clamping), Redact (secrets out of label and body
+//     on every write);
+//   - Reinforce (what an upsert of an existing digest does), ApplyPatch
+//     (Update), ApplyVerdict (feedback), MarkStale and StaleFactor (decay),
+//     CheckSupersede (authority and scope), PrepareEdge and Relink;
+//   - Visible (the Filter rules), ValidAt (as-of reads), IsStanding,
+//     StandingFor and CompareStanding / SortStanding (standing instructions),
+//     CompareTimeline;
+//   - Terms, the lexical query tokenizer.
+//
+// Upsert matching: a node's digest is unique within its project (global
+// nodes: within the global space). Upsert of a digest that exists reinforces
+// that node whatever its state; an archived node is restored only by a user's
+// re-assertion, a superseded or closed one stays closed. Update to a digest
+// another node of the project holds is ErrRefused.
+//
+// # Adding a backend
+//
+// Implement Store, apply the shared rules on every write (never re-implement
+// them), take the clock as an option (the suite drives a fake clock), and run
+// the conformance suite from the backend's tests:
+//
+//	func TestConformance(t *testing.T) {
+//		memorytest.Run(t, func(t *testing.T, now func() time.Time) memory.Store {
+//			return openMyStore(t, WithClock(now))
+//		})
+//	}
+//
+// memorytest.Bench measures the channels at a given size with the same
+// factory. Backends today: memory/sqlite (embedded default), memory/redis.
 package memory

@@ -83,10 +83,14 @@ type TimelineQuery struct {
 type Nodes interface {
 	// Upsert stores n, or reinforces the node of the same digest in the same
 	// project. An empty ID is generated; Digest is computed when empty.
+	// Backends apply PrepareNew to n, then Reinforce on a match (whatever the
+	// match's state: see the package doc).
 	Upsert(ctx context.Context, n Node) (UpsertResult, error)
 	Get(ctx context.Context, id string) (Node, error)
 	// GetMany returns the nodes that exist, in the order of ids.
 	GetMany(ctx context.Context, ids []string) ([]Node, error)
+	// Update applies ApplyPatch; a new digest held by another node of the
+	// project is ErrRefused.
 	Update(ctx context.Context, id string, p Patch) (Node, error)
 	Archive(ctx context.Context, id string) error
 	Restore(ctx context.Context, id string) error
@@ -106,7 +110,8 @@ type Nodes interface {
 	// ApplyFeedback applies the verdicts on injected memories.
 	ApplyFeedback(ctx context.Context, verdicts map[string]Verdict) error
 	// MarkStale decays memories of project attached to the changed paths and
-	// returns the ids it marked.
+	// returns the ids it marked (the rule: memory.MarkStale; at most
+	// MaxStalePerCall per call, most recently updated first).
 	MarkStale(ctx context.Context, projectID string, paths []string) ([]string, error)
 	// Touch records an access (injection, recall) of the nodes.
 	Touch(ctx context.Context, ids []string) error

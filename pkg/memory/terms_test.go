@@ -1,0 +1,74 @@
+package memory
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestTerms(t *testing.T) {
+	cases := []struct {
+		in   string
+		want []string
+	}{
+		{"", []string{}},
+		{"a b c", []string{}},
+		{"Fix the parseConfig() bug in pkg/config/load.go", []string{"parseconfig", "config", "load", "fix", "the", "bug", "pkg", "in", "go"}},
+		{"Redis redis REDIS re", []string{"redis", "re"}},
+		{"snake_case-and.dots", []string{"snake", "case", "dots", "and"}},
+		{"Größe über 42 x", []string{"größe", "über", "42"}},
+		{"!!!@@@###", []string{}},
+	}
+	for _, c := range cases {
+		got := Terms(c.in)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("Terms(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+func TestTermsCap(t *testing.T) {
+	var words []string
+	for i := range 50 {
+		words = append(words, strings.Repeat("w", 2+i%10)+string(rune('a'+i%26))+string(rune('a'+i/26)))
+	}
+	got := Terms(strings.Join(words, " "))
+	if len(got) != MaxTerms {
+		t.Fatalf("len = %d, want %d", len(got), MaxTerms)
+	}
+	if utf8.RuneCountInString(got[0]) != 13 || utf8.RuneCountInString(got[len(got)-1]) < 4 {
+		t.Fatalf("not longest first: first %q last %q", got[0], got[len(got)-1])
+	}
+}
+
+func FuzzTerms(f *testing.F) {
+	for _, s := range []string{"", "hello world", "pkg/memory/store.go parseConfig()", "ÄÖÜ äöü 漢字 ab", "a\x00b\xffcd", strings.Repeat("xy ", 100)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got := Terms(s)
+		if len(got) > MaxTerms {
+			t.Fatalf("%d terms", len(got))
+		}
+		seen := map[string]bool{}
+		for i, term := range got {
+			if utf8.RuneCountInString(term) < 2 {
+				t.Fatalf("short term %q", term)
+			}
+			if term != strings.ToLower(term) {
+				t.Fatalf("not lower-case: %q", term)
+			}
+			if seen[term] {
+				t.Fatalf("duplicate %q", term)
+			}
+			seen[term] = true
+			if i > 0 && utf8.RuneCountInString(got[i-1]) < utf8.RuneCountInString(term) {
+				t.Fatalf("not longest first: %q", got)
+			}
+			if strings.ContainsFunc(term, func(r rune) bool { return r == ' ' || r == '/' || r == '.' }) {
+				t.Fatalf("separator in term %q", term)
+			}
+		}
+	})
+}
