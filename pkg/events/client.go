@@ -1,0 +1,230 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Message headers set on published events.
+const (
+	// HeaderMsgID is JetStream's de-duplication header; it carries the event id.
+	HeaderMsgID = jetstream.MsgIDHeader
+	// HeaderType carries the event type (for tools that do not decode bodies).
+	HeaderType = "Engram-Type"
+	// HeaderVersion carries the schema version.
+	HeaderVersion = "Engram-Version"
+)
+
+// Headers of a dead letter in ENGRAM_DLQ (the body is the original message's
+// body, byte for byte).
+const (
+	HeaderDLQReason     = "Engram-Dlq-Reason"     // why it was dead-lettered
+	HeaderDLQConsumer   = "Engram-Dlq-Consumer"   // the consumer that gave up
+	HeaderDLQSubject    = "Engram-Dlq-Subject"    // the original subject
+	HeaderDLQStream     = "Engram-Dlq-Stream"     // the original stream
+	HeaderDLQSequence   = "Engram-Dlq-Sequence"   // the original stream sequence
+	HeaderDLQDeliveries = "Engram-Dlq-Deliveries" // deliveries made
+	HeaderDLQMsgID      = "Engram-Dlq-Msg-Id"     // the original Nats-Msg-Id (the event id)
+	HeaderDLQTime       = "Engram-Dlq-Time"       // when (RFC 3339, UTC)
+)
+
+// DefaultInjectTimeout is how long Inject waits for the memory block.
+const DefaultInjectTimeout = 1500 * time.Millisecond
+
+// ErrInjectTimeout is returned by Inject when no injection arrived in time.
+// The platform should go on without memory.
+var ErrInjectTimeout = errors.New("events: injection timed out")
+
+// Client publishes Engram events for a chat platform (or a worker) and waits
+// for injections. It is safe for concurrent use.
+type Client struct {
+	nc            *nats.Conn
+	js            jetstream.JetStream
+	subjects      Subjects
+	injectTimeout time.Duration
+}
+
+// ClientOption configures a Client.
+type ClientOption func(*Client)
+
+// WithPrefix sets the subject prefix (default "engram").
+func WithPrefix(prefix string) ClientOption {
+	return func(c *Client) { c.subjects = Subjects{Prefix: prefix} }
+}
+
+// WithInjectTimeout sets how long Inject waits (default 1.5 s).
+func WithInjectTimeout(d time.Duration) ClientOption {
+	return func(c *Client) { c.injectTimeout = d }
+}
+
+// WithJetStream uses js instead of jetstream.New(nc) (e.g. with a domain).
+func WithJetStream(js jetstream.JetStream) ClientOption {
+	return func(c *Client) { c.js = js }
+}
+
+// NewClient returns a client on nc. The streams must exist (EnsureTopology,
+// or a running `engram serve`).
+func NewClient(nc *nats.Conn, opts ...ClientOption) (*Client, error) {
+	if nc == nil {
+		return nil, errors.New("events: NewClient: nil connection")
+	}
+	c := &Client{nc: nc, injectTimeout: DefaultInjectTimeout}
+	for _, o := range opts {
+		o(c)
+	}
+	if err := ValidatePrefix(c.subjects.Prefix); err != nil {
+		return nil, err
+	}
+	if c.injectTimeout <= 0 {
+		return nil, fmt.Errorf("events: inject timeout %v must be positive", c.injectTimeout)
+	}
+	if c.js == nil {
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return nil, fmt.Errorf("events: jetstream: %w", err)
+		}
+		c.js = js
+	}
+	return c, nil
+}
+
+// Subjects returns the client's subject builder.
+func (c *Client) Subjects() Subjects { return c.subjects }
+
+// Msg builds the NATS message of an event: its subject, the JSON body and
+// the headers (Nats-Msg-Id = event id, type, version). It validates e.
+func (s Subjects) Msg(e Envelope) (*nats.Msg, error) {
+	data, err := Encode(e)
+	if err != nil {
+		return nil, err
+	}
+	subj, err := s.For(e)
+	if err != nil {
+		return nil, err
+	}
+	m := nats.NewMsg(subj)
+	m.Data = data
+	m.Header.Set(HeaderMsgID, e.ID)
+	m.Header.Set(HeaderType, string(e.Type))
+	m.Header.Set(HeaderVersion, strconv.Itoa(e.Version))
+	return m, nil
+}
+
+// Publish validates e and publishes it to JetStream on its subject, waiting
+// for the stream's ack. Publishing the same event again (same id) within the
+// duplicate window is a no-op for the stream.
+func (c *Client) Publish(ctx context.Context, e Envelope) error {
+	m, err := c.subjects.Msg(e)
+	if err != nil {
+		return err
+	}
+	if _, err := c.js.PublishMsg(ctx, m); err != nil {
+		return fmt.Errorf("events: publish %s %s: %w", e.Type, e.ID, err)
+	}
+	return nil
+}
+
+// PublishTurnStarted publishes a turn_started event and returns it.
+func (c *Client) PublishTurnStarted(ctx context.Context, ref Ref, p TurnStarted) (Envelope, error) {
+	e := NewTurnStarted(ref, p)
+	return e, c.Publish(ctx, e)
+}
+
+// PublishTurnEnded publishes a turn_ended event and returns it.
+func (c *Client) PublishTurnEnded(ctx context.Context, ref Ref, p TurnEnded) (Envelope, error) {
+	e := NewTurnEnded(ref, p)
+	return e, c.Publish(ctx, e)
+}
+
+// PublishSessionIdle publishes a session_idle event and returns it.
+func (c *Client) PublishSessionIdle(ctx context.Context, ref Ref, p SessionIdle) (Envelope, error) {
+	e := NewSessionIdle(ref, p)
+	return e, c.Publish(ctx, e)
+}
+
+// PublishTokensReported publishes a tokens_reported event and returns it.
+func (c *Client) PublishTokensReported(ctx context.Context, ref Ref, p TokensReported) (Envelope, error) {
+	e := NewTokensReported(ref, p)
+	return e, c.Publish(ctx, e)
+}
+
+// Respond sends e (an injection_ready) as a core NATS message to a reply
+// subject, e.g. TurnStarted.ReplyTo. It is what the injector calls.
+func (c *Client) Respond(replyTo string, e Envelope) error {
+	if !validSubject(replyTo) {
+		return fmt.Errorf("%w: reply subject %q", ErrInvalidSubject, replyTo)
+	}
+	data, err := Encode(e)
+	if err != nil {
+		return err
+	}
+	if err := c.nc.Publish(replyTo, data); err != nil {
+		return fmt.Errorf("events: respond to %s: %w", replyTo, err)
+	}
+	return nil
+}
+
+// Injection is the memory block for a turn.
+type Injection struct {
+	EventID string   // the id of the turn_started event that asked
+	Block   string   // text to prepend to the prompt; may be empty
+	NodeIDs []string // the memories in the block
+}
+
+// Inject publishes turn_started for the turn with a unique reply subject and
+// waits for the injector's answer, at most the inject timeout (and never past
+// ctx). No answer in time is ErrInjectTimeout; the platform then runs the
+// turn without memory. A cancelled ctx returns ctx's error. Any other error
+// (no connection, no stream) should be treated the same way by the platform.
+func (c *Client) Inject(ctx context.Context, ref Ref, p TurnStarted) (Injection, error) {
+	deadline := time.Now().Add(c.injectTimeout)
+	wctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+
+	inbox := c.nc.NewInbox()
+	sub, err := c.nc.SubscribeSync(inbox)
+	if err != nil {
+		return Injection{}, fmt.Errorf("events: inject: subscribe: %w", err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+
+	p.ReplyTo = inbox
+	if d, ok := wctx.Deadline(); ok {
+		p.ReplyBy = d.UTC()
+	}
+	e := NewTurnStarted(ref, p)
+	if err := c.Publish(wctx, e); err != nil {
+		return Injection{}, c.injectErr(ctx, wctx, err)
+	}
+	for {
+		m, err := sub.NextMsgWithContext(wctx)
+		if err != nil {
+			return Injection{}, c.injectErr(ctx, wctx, err)
+		}
+		r, err := Decode(m.Data)
+		if err != nil {
+			continue // not ours to judge; keep waiting for a valid answer
+		}
+		ir, ok := r.Payload.(InjectionReady)
+		if !ok || ir.InReplyTo != e.ID {
+			continue
+		}
+		return Injection{EventID: e.ID, Block: ir.Block, NodeIDs: ir.NodeIDs}, nil
+	}
+}
+
+func (c *Client) injectErr(parent, wctx context.Context, err error) error {
+	if parent.Err() != nil {
+		return fmt.Errorf("events: inject: %w", parent.Err())
+	}
+	if wctx.Err() != nil {
+		return fmt.Errorf("%w after %v", ErrInjectTimeout, c.injectTimeout)
+	}
+	return fmt.Errorf("events: inject: %w", err)
+}

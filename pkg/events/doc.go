@@ -1,0 +1,107 @@
+// Package events is Engram's event contract: the envelope and typed payloads,
+// the subjects, the JetStream streams and consumers, and a Go client for chat
+// platforms. A platform in another language implements the same contract from
+// this page.
+//
+// # Envelope
+//
+// Every event is one JSON object (schema version 1):
+//
+//	{
+//	  "id":          "01JD3Z8Q4W6V2K9T0M5R7XBC1A", // unique; also the Nats-Msg-Id header
+//	  "type":        "turn_started",
+//	  "version":     1,
+//	  "occurred_at": "2026-11-29T19:30:00.123Z",
+//	  "project_id":  "acme/web",                   // any characters, <= 256 bytes
+//	  "session_id":  "chat 42",                    // required except for memory_changed
+//	  "turn_id":     "t-7",                        // turn_started, turn_ended, injection_ready
+//	  "payload":     { ... }                       // required, an object, shape by type
+//	}
+//
+// Decode rejects malformed JSON, an unknown type, a newer schema version and
+// a missing required field with an error wrapping ErrInvalidEvent; each bad
+// field is a *FieldError naming it ("payload.messages[1].role: missing").
+// Unknown fields are ignored, so producers may add fields without breaking
+// older workers. New and the NewX constructors fill id, version and
+// occurred-at.
+//
+// Input types (platform -> Engram) and their payloads:
+//
+//	turn_started     TurnStarted     text*, paths, project_names {id: name}, reply_to, reply_by
+//	turn_ended       TurnEnded       messages* [{role*: user|assistant|tool, content, tool_calls [{id,name*,arguments}],
+//	                                  tool_name, tool_call_id, tool_status: ok|failed (* for tool)}], changed_paths, input_tokens
+//	session_idle     SessionIdle     last_activity*
+//	tokens_reported  TokensReported  stack_id, input_tokens* (> 0), context_window, ephemeral
+//
+// Output types (Engram -> platforms):
+//
+//	injection_ready     InjectionReady     in_reply_to* (the turn_started id), block, node_ids
+//	memory_changed      MemoryChanged      changes* [{id*, kind*}], cause
+//	consolidation_done  ConsolidationDone  up_to, steps, changed, reason
+//	compaction_done     CompactionDone     stack_id, up_to, tokens_before, tokens_after
+//
+// (* required.)
+//
+// # Subjects
+//
+//	engram.in.<type>.<project>.<session>      -> stream ENGRAM_IN
+//	engram.out.<type>.<project>[.<session>]   -> stream ENGRAM_OUT
+//	engram.dlq.<consumer>                     -> stream ENGRAM_DLQ
+//
+// The prefix "engram" is configurable (Subjects.Prefix, Topology.Prefix,
+// WithPrefix). Project and session ids become tokens with EncodeToken:
+// letters, digits and - _ : @ are kept, every other byte is %XX (upper-case
+// hex), the empty id is "%". "acme/web" is "acme%2Fweb"; "chat 42" is
+// "chat%2042". DecodeToken reverses it. Subjects.Parse reads a subject back.
+//
+// # Headers
+//
+// Published events carry Nats-Msg-Id (the event id: JetStream drops a
+// duplicate within the stream's duplicate window, two minutes by default),
+// Engram-Type and Engram-Version. Dead letters carry the Engram-Dlq-* headers
+// (HeaderDLQReason ...): reason, consumer, original subject, stream, stream
+// sequence, deliveries, original Nats-Msg-Id and time; their body is the
+// original body.
+//
+// # Streams and consumers
+//
+// DefaultTopology: ENGRAM_IN (7 days, 1 GiB, discard new: a full stream
+// refuses publishes rather than dropping events), ENGRAM_OUT (1 day,
+// 256 MiB), ENGRAM_DLQ (30 days, 256 MiB); file storage, one replica. On
+// ENGRAM_IN, one durable pull consumer per worker role, explicit ack:
+//
+//	injector      turn_started     ack wait 10s,  max deliver 3
+//	extractor     turn_ended       ack wait 1m,   max deliver 10
+//	consolidator  session_idle     ack wait 2m,   max deliver 10
+//	compactor     tokens_reported  ack wait 1m,   max deliver 10
+//
+// EnsureTopology creates or updates all of it idempotently (at start and by
+// `engram setup`); Topology.Validate lists every problem at once.
+//
+// # Delivery semantics
+//
+// Delivery is at least once. Publish with the event id as Nats-Msg-Id (the
+// Client does) so a retried publish is stored once; workers record processed
+// event ids per consumer so a redelivery does not apply effects twice. A
+// worker acks on success, retries a transient failure with backoff, and sends
+// a message it cannot process (invalid, or failed on its last delivery) to
+// ENGRAM_DLQ with the reason. While a worker's model or store is down it
+// stops pulling: events wait in ENGRAM_IN, nothing is dropped.
+//
+// # A platform's turn
+//
+//	inj, err := client.Inject(ctx, ref, events.TurnStarted{Text: userText})
+//	// err (ErrInjectTimeout or any other): run the turn without memory.
+//	prompt := inj.Block + userText
+//	... run the model ...
+//	client.PublishTurnEnded(ctx, ref, events.TurnEnded{Messages: msgs})
+//	client.PublishTokensReported(ctx, ref, events.TokensReported{InputTokens: n})
+//
+// Inject publishes turn_started with reply_to set to a fresh inbox and
+// reply_by to its deadline (1.5 s by default), then waits for an
+// injection_ready whose in_reply_to is the event id. The injector replies to
+// reply_to (Client.Respond) and also publishes injection_ready on ENGRAM_OUT.
+// A turn is never blocked by Engram for longer than the inject timeout.
+//
+// Package eventstest starts an embedded server for tests.
+package events

@@ -1,0 +1,308 @@
+package events
+
+import (
+	"fmt"
+	"time"
+)
+
+// TurnStarted (input) is published when the user sends a message, before the
+// platform calls its model. The injector answers with an InjectionReady
+// (to ReplyTo when set, and on ENGRAM_OUT).
+type TurnStarted struct {
+	// Text is the user's words for this turn. Required.
+	Text string `json:"text"`
+	// Paths are the repo-relative paths (forward slashes) the session is
+	// working in; they anchor path-attached memories.
+	Paths []string `json:"paths,omitempty"`
+	// ProjectNames maps project ids to display names (for the block's text).
+	ProjectNames map[string]string `json:"project_names,omitempty"`
+	// ReplyTo is a core NATS subject (an inbox) where the platform waits for
+	// the injection. Client.Inject sets it.
+	ReplyTo string `json:"reply_to,omitempty"`
+	// ReplyBy is when the platform stops waiting. An injector that gets the
+	// event later should not reply nor record an injection (the platform went
+	// on without memory). Zero: no deadline.
+	ReplyBy time.Time `json:"reply_by,omitzero"`
+}
+
+// EventType implements Payload.
+func (TurnStarted) EventType() Type { return TypeTurnStarted }
+
+func (t TurnStarted) validate(p *problems) {
+	if t.Text == "" {
+		p.add("text", "missing")
+	}
+	paths(p, "paths", t.Paths)
+	for id := range t.ProjectNames {
+		if id == "" {
+			p.add("project_names", "empty project id")
+		}
+	}
+	if t.ReplyTo != "" && !validSubject(t.ReplyTo) {
+		p.add("reply_to", "not a valid subject")
+	}
+}
+
+// Role of a message in a turn.
+type Role string
+
+// The roles.
+const (
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
+)
+
+// ToolStatus is the outcome of a tool call.
+type ToolStatus string
+
+// The tool statuses.
+const (
+	ToolOK     ToolStatus = "ok"
+	ToolFailed ToolStatus = "failed"
+)
+
+// ToolCall is a call an assistant message made.
+type ToolCall struct {
+	ID        string `json:"id,omitempty"`
+	Name      string `json:"name"`                // required
+	Arguments string `json:"arguments,omitempty"` // JSON text, as the model wrote it
+}
+
+// Message is one message of a turn. The JSON field names match
+// memory.Message so that workers convert field by field.
+type Message struct {
+	Role       Role       `json:"role"` // required: user | assistant | tool
+	Content    string     `json:"content"`
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`   // assistant
+	ToolName   string     `json:"tool_name,omitempty"`    // tool
+	ToolCallID string     `json:"tool_call_id,omitempty"` // tool
+	ToolStatus ToolStatus `json:"tool_status,omitempty"`  // tool: required, ok | failed
+	TokensIn   int        `json:"tokens_in,omitempty"`    // assistant, if known
+	TokensOut  int        `json:"tokens_out,omitempty"`   // assistant, if known
+}
+
+// TurnEnded (input) is published when the turn is complete: the user's
+// message, the assistant's messages with their tool calls, and the tool
+// results.
+type TurnEnded struct {
+	Messages []Message `json:"messages"` // required, at least one
+	// ChangedPaths are repo-relative paths the turn modified (memories
+	// attached to them may be stale).
+	ChangedPaths []string `json:"changed_paths,omitempty"`
+	// InputTokens is the prompt size of the turn's last model call; 0: unknown.
+	InputTokens int64 `json:"input_tokens,omitempty"`
+}
+
+// EventType implements Payload.
+func (TurnEnded) EventType() Type { return TypeTurnEnded }
+
+func (t TurnEnded) validate(p *problems) {
+	if len(t.Messages) == 0 {
+		p.add("messages", "missing")
+	}
+	for i, m := range t.Messages {
+		f := fmt.Sprintf("messages[%d].", i)
+		switch m.Role {
+		case RoleUser, RoleAssistant:
+		case RoleTool:
+			switch m.ToolStatus {
+			case ToolOK, ToolFailed:
+			case "":
+				p.add(f+"tool_status", "missing")
+			default:
+				p.add(f+"tool_status", fmt.Sprintf("unknown status %q (want ok or failed)", string(m.ToolStatus)))
+			}
+		case "":
+			p.add(f+"role", "missing")
+		default:
+			p.add(f+"role", fmt.Sprintf("unknown role %q", string(m.Role)))
+		}
+		for j, c := range m.ToolCalls {
+			if c.Name == "" {
+				p.add(fmt.Sprintf("%stool_calls[%d].name", f, j), "missing")
+			}
+		}
+	}
+	paths(p, "changed_paths", t.ChangedPaths)
+	if t.InputTokens < 0 {
+		p.add("input_tokens", "negative")
+	}
+}
+
+// SessionIdle (input) says a session has been quiet. The idle detector
+// publishes it; a platform may too (e.g. when the user closes a chat).
+type SessionIdle struct {
+	LastActivity time.Time `json:"last_activity"` // required
+}
+
+// EventType implements Payload.
+func (SessionIdle) EventType() Type { return TypeSessionIdle }
+
+func (s SessionIdle) validate(p *problems) {
+	if s.LastActivity.IsZero() {
+		p.add("last_activity", "missing")
+	}
+}
+
+// TokensReported (input) reports the context size of a conversation after a
+// turn; the compactor summarises older messages past a threshold.
+type TokensReported struct {
+	// StackID names the conversation within the session (an agent runtime
+	// may run sub-conversations); empty: the session's main conversation.
+	StackID string `json:"stack_id,omitempty"`
+	// InputTokens of the last turn's model call. Required, > 0.
+	InputTokens int64 `json:"input_tokens"`
+	// ContextWindow of the model, if known (0: unknown).
+	ContextWindow int64 `json:"context_window,omitempty"`
+	// Ephemeral conversations are not compacted into the session's summary.
+	Ephemeral bool `json:"ephemeral,omitempty"`
+}
+
+// EventType implements Payload.
+func (TokensReported) EventType() Type { return TypeTokensReported }
+
+func (t TokensReported) validate(p *problems) {
+	if t.InputTokens <= 0 {
+		p.add("input_tokens", "missing or not positive")
+	}
+	if t.ContextWindow < 0 {
+		p.add("context_window", "negative")
+	}
+	if len(t.StackID) > MaxIDLen {
+		p.add("stack_id", fmt.Sprintf("longer than %d bytes", MaxIDLen))
+	}
+}
+
+// InjectionReady (output) carries the memory block for a turn.
+type InjectionReady struct {
+	// InReplyTo is the id of the turn_started event. Required.
+	InReplyTo string `json:"in_reply_to"`
+	// Block is the text to prepend to the turn's prompt; empty: nothing to add.
+	Block string `json:"block"`
+	// NodeIDs are the memories the block carries.
+	NodeIDs []string `json:"node_ids,omitempty"`
+}
+
+// EventType implements Payload.
+func (InjectionReady) EventType() Type { return TypeInjectionReady }
+
+func (r InjectionReady) validate(p *problems) {
+	p.id("in_reply_to", r.InReplyTo, true)
+}
+
+// ChangeKind says what happened to a memory.
+type ChangeKind string
+
+// The change kinds (a reader must tolerate kinds it does not know).
+const (
+	ChangeCreated    ChangeKind = "created"
+	ChangeReinforced ChangeKind = "reinforced"
+	ChangeUpdated    ChangeKind = "updated"
+	ChangeRevised    ChangeKind = "revised"
+	ChangeSuperseded ChangeKind = "superseded"
+	ChangeArchived   ChangeKind = "archived"
+	ChangeRestored   ChangeKind = "restored"
+	ChangeLinked     ChangeKind = "linked"
+	ChangeUnlinked   ChangeKind = "unlinked"
+	ChangeFeedback   ChangeKind = "feedback"
+	ChangeStale      ChangeKind = "stale"
+)
+
+// Change is one memory that changed.
+type Change struct {
+	ID   string     `json:"id"`   // node id, required
+	Kind ChangeKind `json:"kind"` // required
+}
+
+// MemoryChanged (output) lists the memories a worker changed. Session is
+// optional (a project-level edit has none).
+type MemoryChanged struct {
+	Changes []Change `json:"changes"` // required, at least one
+	// Cause is the id of the event that led to the change, if any.
+	Cause string `json:"cause,omitempty"`
+}
+
+// EventType implements Payload.
+func (MemoryChanged) EventType() Type { return TypeMemoryChanged }
+
+// IDs returns the changed node ids in order.
+func (m MemoryChanged) IDs() []string {
+	ids := make([]string, len(m.Changes))
+	for i, c := range m.Changes {
+		ids[i] = c.ID
+	}
+	return ids
+}
+
+func (m MemoryChanged) validate(p *problems) {
+	if len(m.Changes) == 0 {
+		p.add("changes", "missing")
+	}
+	for i, c := range m.Changes {
+		if c.ID == "" {
+			p.add(fmt.Sprintf("changes[%d].id", i), "missing")
+		}
+		if c.Kind == "" {
+			p.add(fmt.Sprintf("changes[%d].kind", i), "missing")
+		}
+	}
+}
+
+// ConsolidationDone (output) ends a consolidation pass over a session.
+type ConsolidationDone struct {
+	UpTo    int64    `json:"up_to"`             // the transcript message id the pass covered
+	Steps   int      `json:"steps"`             // tool-call steps used
+	Changed []string `json:"changed,omitempty"` // node ids written
+	Reason  string   `json:"reason,omitempty"`  // why it stopped: done, budget, stuck, ...
+}
+
+// EventType implements Payload.
+func (ConsolidationDone) EventType() Type { return TypeConsolidationDone }
+
+func (c ConsolidationDone) validate(p *problems) {
+	if c.UpTo < 0 {
+		p.add("up_to", "negative")
+	}
+	if c.Steps < 0 {
+		p.add("steps", "negative")
+	}
+}
+
+// CompactionDone (output) says a conversation's older messages were
+// summarised.
+type CompactionDone struct {
+	StackID      string `json:"stack_id,omitempty"`
+	UpTo         int64  `json:"up_to"` // the last message id the summary covers
+	TokensBefore int64  `json:"tokens_before,omitempty"`
+	TokensAfter  int64  `json:"tokens_after,omitempty"` // estimate
+}
+
+// EventType implements Payload.
+func (CompactionDone) EventType() Type { return TypeCompactionDone }
+
+func (c CompactionDone) validate(p *problems) {
+	if c.UpTo < 0 {
+		p.add("up_to", "negative")
+	}
+}
+
+func paths(p *problems, field string, ps []string) {
+	for i, s := range ps {
+		if s == "" {
+			p.add(fmt.Sprintf("%s[%d]", field, i), "empty path")
+		}
+	}
+}
+
+// Compile-time checks that every payload implements Payload.
+var (
+	_ Payload = TurnStarted{}
+	_ Payload = TurnEnded{}
+	_ Payload = SessionIdle{}
+	_ Payload = TokensReported{}
+	_ Payload = InjectionReady{}
+	_ Payload = MemoryChanged{}
+	_ Payload = ConsolidationDone{}
+	_ Payload = CompactionDone{}
+)

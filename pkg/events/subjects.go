@@ -1,0 +1,251 @@
+package events
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// DefaultPrefix is the first subject token(s) of every Engram subject.
+const DefaultPrefix = "engram"
+
+// ErrInvalidSubject is wrapped by the errors of subject and token parsing.
+var ErrInvalidSubject = errors.New("events: invalid subject")
+
+// Subjects builds and parses Engram subjects under a prefix:
+//
+//	<prefix>.in.<type>.<project>.<session>     input events (stream ENGRAM_IN)
+//	<prefix>.out.<type>.<project>[.<session>]  output events (stream ENGRAM_OUT)
+//	<prefix>.dlq.<consumer>                    dead letters (stream ENGRAM_DLQ)
+//
+// Project and session ids are encoded with EncodeToken. The zero value uses
+// DefaultPrefix.
+type Subjects struct {
+	Prefix string // one or more dot-separated tokens without wildcards; "" means DefaultPrefix
+}
+
+// ValidatePrefix reports whether prefix is usable as a subject prefix.
+func ValidatePrefix(prefix string) error {
+	if prefix == "" {
+		return nil
+	}
+	if !validSubject(prefix) {
+		return fmt.Errorf("%w: prefix %q: want dot-separated tokens without spaces or wildcards", ErrInvalidSubject, prefix)
+	}
+	return nil
+}
+
+func (s Subjects) prefix() string {
+	if s.Prefix == "" {
+		return DefaultPrefix
+	}
+	return s.Prefix
+}
+
+// In is the subject of an input event.
+func (s Subjects) In(t Type, project, session string) string {
+	return s.prefix() + ".in." + string(t) + "." + EncodeToken(project) + "." + EncodeToken(session)
+}
+
+// Out is the subject of an output event; session may be empty.
+func (s Subjects) Out(t Type, project, session string) string {
+	subj := s.prefix() + ".out." + string(t) + "." + EncodeToken(project)
+	if session != "" {
+		subj += "." + EncodeToken(session)
+	}
+	return subj
+}
+
+// For returns the subject an event is published on (input or output by type).
+func (s Subjects) For(e Envelope) (string, error) {
+	switch {
+	case e.Type.IsInput():
+		return s.In(e.Type, e.ProjectID, e.SessionID), nil
+	case e.Type.IsOutput():
+		return s.Out(e.Type, e.ProjectID, e.SessionID), nil
+	}
+	return "", &FieldError{Field: "type", Reason: fmt.Sprintf("unknown event type %q", string(e.Type))}
+}
+
+// InAll matches every input subject (ENGRAM_IN's subjects).
+func (s Subjects) InAll() string { return s.prefix() + ".in.>" }
+
+// InType matches the input subjects of one type (a consumer's filter).
+func (s Subjects) InType(t Type) string { return s.prefix() + ".in." + string(t) + ".>" }
+
+// OutAll matches every output subject (ENGRAM_OUT's subjects).
+func (s Subjects) OutAll() string { return s.prefix() + ".out.>" }
+
+// OutType matches the output subjects of one type, e.g. for a platform that
+// watches memory_changed.
+func (s Subjects) OutType(t Type) string { return s.prefix() + ".out." + string(t) + ".>" }
+
+// DLQ is the dead-letter subject of a consumer.
+func (s Subjects) DLQ(consumer string) string { return s.prefix() + ".dlq." + EncodeToken(consumer) }
+
+// DLQAll matches every dead-letter subject (ENGRAM_DLQ's subjects).
+func (s Subjects) DLQAll() string { return s.prefix() + ".dlq.>" }
+
+// Address is a parsed event subject.
+type Address struct {
+	Output    bool // false: input
+	Type      Type
+	ProjectID string
+	SessionID string // may be empty for an output subject
+}
+
+// Parse reads an input or output subject back into its parts.
+func (s Subjects) Parse(subject string) (Address, error) {
+	pre := s.prefix() + "."
+	rest, ok := strings.CutPrefix(subject, pre)
+	if !ok {
+		return Address{}, fmt.Errorf("%w: %q does not start with %q", ErrInvalidSubject, subject, pre)
+	}
+	toks := strings.Split(rest, ".")
+	bad := func(why string) (Address, error) {
+		return Address{}, fmt.Errorf("%w: %q: %s", ErrInvalidSubject, subject, why)
+	}
+	if len(toks) < 3 {
+		return bad("too few tokens")
+	}
+	var a Address
+	switch toks[0] {
+	case "in":
+		if len(toks) != 4 {
+			return bad("an input subject has <type>.<project>.<session>")
+		}
+	case "out":
+		if len(toks) != 3 && len(toks) != 4 {
+			return bad("an output subject has <type>.<project>[.<session>]")
+		}
+		a.Output = true
+	default:
+		return bad("want in or out after the prefix")
+	}
+	a.Type = Type(toks[1])
+	if (!a.Output && !a.Type.IsInput()) || (a.Output && !a.Type.IsOutput()) {
+		return bad(fmt.Sprintf("unknown %s type %q", toks[0], toks[1]))
+	}
+	var err error
+	if a.ProjectID, err = DecodeToken(toks[2]); err != nil {
+		return Address{}, err
+	}
+	if len(toks) == 4 {
+		if a.SessionID, err = DecodeToken(toks[3]); err != nil {
+			return Address{}, err
+		}
+	}
+	return a, nil
+}
+
+// tokenSafe are the bytes a token keeps as they are.
+func tokenSafe(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+		c == '-' || c == '_' || c == ':' || c == '@'
+}
+
+const upperHex = "0123456789ABCDEF"
+
+// EncodeToken turns any string into one valid subject token, reversibly.
+// Letters, digits and - _ : @ stay as they are (plain ids stay readable);
+// every other byte becomes %XX (upper-case hex), so the result never holds
+// '.', '*', '>' or whitespace. The empty string becomes "%".
+func EncodeToken(s string) string {
+	if s == "" {
+		return "%"
+	}
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if !tokenSafe(s[i]) {
+			n++
+		}
+	}
+	if n == 0 {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 2*n)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if tokenSafe(c) {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(upperHex[c>>4])
+		b.WriteByte(upperHex[c&15])
+	}
+	return b.String()
+}
+
+// DecodeToken reverses EncodeToken. It accepts only canonical encodings
+// (what EncodeToken produces), so encoding is a bijection.
+func DecodeToken(tok string) (string, error) {
+	if tok == "%" {
+		return "", nil
+	}
+	if tok == "" {
+		return "", fmt.Errorf("%w: empty token", ErrInvalidSubject)
+	}
+	if !strings.Contains(tok, "%") {
+		for i := 0; i < len(tok); i++ {
+			if !tokenSafe(tok[i]) {
+				return "", fmt.Errorf("%w: token %q: byte %q must be escaped", ErrInvalidSubject, tok, tok[i])
+			}
+		}
+		return tok, nil
+	}
+	b := make([]byte, 0, len(tok))
+	for i := 0; i < len(tok); i++ {
+		c := tok[i]
+		if tokenSafe(c) {
+			b = append(b, c)
+			continue
+		}
+		if c != '%' || i+2 >= len(tok) {
+			return "", fmt.Errorf("%w: token %q: bad escape at %d", ErrInvalidSubject, tok, i)
+		}
+		hi, lo := unhex(tok[i+1]), unhex(tok[i+2])
+		if hi < 0 || lo < 0 {
+			return "", fmt.Errorf("%w: token %q: bad escape at %d", ErrInvalidSubject, tok, i)
+		}
+		v := byte(hi<<4 | lo)
+		if tokenSafe(v) {
+			return "", fmt.Errorf("%w: token %q: %q must not be escaped", ErrInvalidSubject, tok, v)
+		}
+		b = append(b, v)
+		i += 2
+	}
+	return string(b), nil
+}
+
+// unhex decodes one upper-case hex digit, -1 if it is not one.
+func unhex(c byte) int {
+	switch {
+	case c >= '0' && c <= '9':
+		return int(c - '0')
+	case c >= 'A' && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
+}
+
+// validSubject: dot-separated non-empty tokens, no whitespace, no wildcard
+// tokens.
+func validSubject(s string) bool {
+	if s == "" || len(s) > 4096 {
+		return false
+	}
+	for _, tok := range strings.Split(s, ".") {
+		if tok == "" || tok == "*" || tok == ">" {
+			return false
+		}
+		for i := 0; i < len(tok); i++ {
+			switch tok[i] {
+			case ' ', '\t', '\r', '\n', '\f', '\v', 0:
+				return false
+			}
+		}
+	}
+	return true
+}

@@ -1,0 +1,254 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Stream names of the default topology.
+const (
+	StreamIn  = "ENGRAM_IN"
+	StreamOut = "ENGRAM_OUT"
+	StreamDLQ = "ENGRAM_DLQ"
+)
+
+// Durable consumer names of the worker roles (on ENGRAM_IN).
+const (
+	ConsumerInjector     = "injector"
+	ConsumerExtractor    = "extractor"
+	ConsumerConsolidator = "consolidator"
+	ConsumerCompactor    = "compactor"
+)
+
+// StreamConfig is what an operator may tune of one stream.
+type StreamConfig struct {
+	Name       string
+	MaxAge     time.Duration // retention by age; 0: unlimited
+	MaxBytes   int64         // retention by size; -1: unlimited
+	Duplicates time.Duration // Nats-Msg-Id duplicate window
+	Replicas   int           // 1 for a single server, 3 for a cluster
+	Storage    jetstream.StorageType
+	// Discard: DiscardNew refuses publishes when the stream is full (the
+	// publisher sees the error, nothing is silently dropped); DiscardOld
+	// drops the oldest messages.
+	Discard jetstream.DiscardPolicy
+}
+
+// ConsumerConfig is one durable pull consumer on ENGRAM_IN.
+type ConsumerConfig struct {
+	Name          string // durable name, also the DLQ subject token and the processed-record key
+	Types         []Type // input types it receives (subject filter)
+	AckWait       time.Duration
+	MaxDeliver    int // deliveries before the message is dead-lettered; -1: unlimited
+	MaxAckPending int // messages in flight across all replicas
+}
+
+// Topology is the whole JetStream layout: subject prefix, three streams and
+// the worker consumers. DefaultTopology gives working values.
+type Topology struct {
+	Prefix    string // subject prefix, see Subjects
+	In        StreamConfig
+	Out       StreamConfig
+	DLQ       StreamConfig
+	Consumers []ConsumerConfig
+}
+
+// DefaultTopology returns the defaults: file storage, one replica, a
+// two-minute duplicate window; ENGRAM_IN keeps a week (1 GiB), ENGRAM_OUT a
+// day (256 MiB), ENGRAM_DLQ 30 days (256 MiB); one consumer per worker role.
+func DefaultTopology() Topology {
+	stream := func(name string, age time.Duration, bytes int64, discard jetstream.DiscardPolicy) StreamConfig {
+		return StreamConfig{Name: name, MaxAge: age, MaxBytes: bytes, Duplicates: 2 * time.Minute,
+			Replicas: 1, Storage: jetstream.FileStorage, Discard: discard}
+	}
+	return Topology{
+		Prefix: DefaultPrefix,
+		In:     stream(StreamIn, 7*24*time.Hour, 1<<30, jetstream.DiscardNew),
+		Out:    stream(StreamOut, 24*time.Hour, 256<<20, jetstream.DiscardOld),
+		DLQ:    stream(StreamDLQ, 30*24*time.Hour, 256<<20, jetstream.DiscardNew),
+		Consumers: []ConsumerConfig{
+			// A late injection is useless: few deliveries, short ack wait.
+			{Name: ConsumerInjector, Types: []Type{TypeTurnStarted}, AckWait: 10 * time.Second, MaxDeliver: 3, MaxAckPending: 256},
+			{Name: ConsumerExtractor, Types: []Type{TypeTurnEnded}, AckWait: time.Minute, MaxDeliver: 10, MaxAckPending: 64},
+			{Name: ConsumerConsolidator, Types: []Type{TypeSessionIdle}, AckWait: 2 * time.Minute, MaxDeliver: 10, MaxAckPending: 16},
+			{Name: ConsumerCompactor, Types: []Type{TypeTokensReported}, AckWait: time.Minute, MaxDeliver: 10, MaxAckPending: 64},
+		},
+	}
+}
+
+// Subjects returns the subject builder of the topology's prefix.
+func (t Topology) Subjects() Subjects { return Subjects{Prefix: t.Prefix} }
+
+// Consumer returns the consumer named name.
+func (t Topology) Consumer(name string) (ConsumerConfig, bool) {
+	for _, c := range t.Consumers {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return ConsumerConfig{}, false
+}
+
+// Validate reports every problem of the topology at once (joined errors).
+func (t Topology) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("topology: "+format, args...)) }
+	if err := ValidatePrefix(t.Prefix); err != nil {
+		errs = append(errs, fmt.Errorf("topology: %w", err))
+	}
+	names := map[string]bool{}
+	for _, s := range []struct {
+		role string
+		c    StreamConfig
+	}{{"in", t.In}, {"out", t.Out}, {"dlq", t.DLQ}} {
+		c := s.c
+		switch {
+		case c.Name == "":
+			bad("stream %s: name missing", s.role)
+		case !validName(c.Name):
+			bad("stream %s: name %q must not hold spaces, '.', '*', '>', '/' or '\\'", s.role, c.Name)
+		case names[c.Name]:
+			bad("stream %s: name %q used twice", s.role, c.Name)
+		}
+		names[c.Name] = true
+		if c.MaxAge < 0 {
+			bad("stream %s: max age %v is negative", s.role, c.MaxAge)
+		}
+		if c.MaxBytes == 0 || c.MaxBytes < -1 {
+			bad("stream %s: max bytes %d: want > 0 or -1 (unlimited)", s.role, c.MaxBytes)
+		}
+		if c.Duplicates <= 0 {
+			bad("stream %s: duplicate window %v must be positive", s.role, c.Duplicates)
+		} else if c.MaxAge > 0 && c.Duplicates > c.MaxAge {
+			bad("stream %s: duplicate window %v exceeds max age %v", s.role, c.Duplicates, c.MaxAge)
+		}
+		if c.Replicas < 1 || c.Replicas > 5 {
+			bad("stream %s: replicas %d: want 1..5", s.role, c.Replicas)
+		}
+		if c.Storage != jetstream.FileStorage && c.Storage != jetstream.MemoryStorage {
+			bad("stream %s: unknown storage %d", s.role, c.Storage)
+		}
+		if c.Discard != jetstream.DiscardOld && c.Discard != jetstream.DiscardNew {
+			bad("stream %s: unknown discard policy %d", s.role, c.Discard)
+		}
+	}
+	if len(t.Consumers) == 0 {
+		bad("no consumers")
+	}
+	seen := map[string]bool{}
+	for i, c := range t.Consumers {
+		id := fmt.Sprintf("consumer %d (%s)", i, c.Name)
+		switch {
+		case c.Name == "":
+			bad("consumer %d: name missing", i)
+		case !validName(c.Name):
+			bad("%s: name must not hold spaces, '.', '*', '>', '/' or '\\'", id)
+		case seen[c.Name]:
+			bad("%s: name used twice", id)
+		}
+		seen[c.Name] = true
+		if len(c.Types) == 0 {
+			bad("%s: no input types", id)
+		}
+		for _, ty := range c.Types {
+			if !ty.IsInput() {
+				bad("%s: %q is not an input type", id, string(ty))
+			}
+		}
+		if c.AckWait < time.Second {
+			bad("%s: ack wait %v: want at least 1s", id, c.AckWait)
+		}
+		if c.MaxDeliver == 0 || c.MaxDeliver < -1 {
+			bad("%s: max deliver %d: want > 0 or -1 (unlimited)", id, c.MaxDeliver)
+		}
+		if c.MaxAckPending < 1 {
+			bad("%s: max ack pending %d: want > 0", id, c.MaxAckPending)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func validName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case ' ', '\t', '\r', '\n', '.', '*', '>', '/', '\\', 0:
+			return false
+		}
+	}
+	return true
+}
+
+// StreamConfigs returns the JetStream configurations of the three streams.
+func (t Topology) StreamConfigs() []jetstream.StreamConfig {
+	subj := t.Subjects()
+	mk := func(c StreamConfig, subject, desc string) jetstream.StreamConfig {
+		return jetstream.StreamConfig{
+			Name:        c.Name,
+			Description: desc,
+			Subjects:    []string{subject},
+			Retention:   jetstream.LimitsPolicy,
+			MaxAge:      c.MaxAge,
+			MaxBytes:    c.MaxBytes,
+			MaxMsgs:     -1,
+			Discard:     c.Discard,
+			Duplicates:  c.Duplicates,
+			Replicas:    c.Replicas,
+			Storage:     c.Storage,
+			AllowDirect: true,
+		}
+	}
+	return []jetstream.StreamConfig{
+		mk(t.In, subj.InAll(), "Engram input events from chat platforms"),
+		mk(t.Out, subj.OutAll(), "Engram output events from workers"),
+		mk(t.DLQ, subj.DLQAll(), "Engram dead letters"),
+	}
+}
+
+// JetStreamConsumerConfig returns the JetStream configuration of c: a durable
+// pull consumer with explicit ack, filtered on c's input types.
+func (t Topology) JetStreamConsumerConfig(c ConsumerConfig) jetstream.ConsumerConfig {
+	subj := t.Subjects()
+	cc := jetstream.ConsumerConfig{
+		Durable:       c.Name,
+		Description:   "Engram worker " + c.Name,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       c.AckWait,
+		MaxDeliver:    c.MaxDeliver,
+		MaxAckPending: c.MaxAckPending,
+		ReplayPolicy:  jetstream.ReplayInstantPolicy,
+		Replicas:      t.In.Replicas,
+	}
+	if len(c.Types) == 1 {
+		cc.FilterSubject = subj.InType(c.Types[0])
+	} else {
+		for _, ty := range c.Types {
+			cc.FilterSubjects = append(cc.FilterSubjects, subj.InType(ty))
+		}
+	}
+	return cc
+}
+
+// EnsureTopology validates t, then creates or updates the three streams and
+// every consumer. It is idempotent: run it at every start and from
+// `engram setup`.
+func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology) error {
+	if err := t.Validate(); err != nil {
+		return err
+	}
+	for _, sc := range t.StreamConfigs() {
+		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
+			return fmt.Errorf("events: ensure stream %s: %w", sc.Name, err)
+		}
+	}
+	for _, c := range t.Consumers {
+		if _, err := js.CreateOrUpdateConsumer(ctx, t.In.Name, t.JetStreamConsumerConfig(c)); err != nil {
+			return fmt.Errorf("events: ensure consumer %s on %s: %w", c.Name, t.In.Name, err)
+		}
+	}
+	return nil
+}
