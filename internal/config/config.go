@@ -1,0 +1,394 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Store kinds.
+const (
+	StoreSQLite = "sqlite"
+	StoreRedis  = "redis"
+)
+
+// Log formats. Auto is console on a terminal (engram serve) and JSON otherwise.
+const (
+	LogAuto    = "auto"
+	LogJSON    = "json"
+	LogConsole = "console"
+)
+
+// Config is the whole process configuration.
+type Config struct {
+	// DataDir holds the embedded NATS store (<DataDir>/nats) and the SQLite
+	// database (<DataDir>/engram.db) of `engram serve`.
+	DataDir string
+
+	NATS   NATS
+	HTTP   HTTP
+	Store  Store
+	Events Events
+	Work   Work
+	Idle   Idle
+	Log    Log
+}
+
+// NATS says where the bus is.
+type NATS struct {
+	// URL of the NATS servers (comma-separated). Empty in `engram serve`
+	// means: run an embedded server on Listen.
+	URL string
+	// Listen is the embedded server's client address.
+	Listen string
+	// ConnectTimeout bounds the first connection.
+	ConnectTimeout time.Duration
+}
+
+// HTTP is the health and metrics endpoint.
+type HTTP struct {
+	// Addr of /healthz, /readyz and /metrics; empty disables the endpoint.
+	Addr string
+	// LagRefresh is how often JetStream consumer lag gauges are refreshed.
+	LagRefresh time.Duration
+}
+
+// Store selects and locates the memory store.
+type Store struct {
+	Kind       string // sqlite | redis
+	SQLitePath string // empty: <DataDir>/engram.db
+	RedisURL   string
+}
+
+// Events configures subjects, streams and consumers.
+type Events struct {
+	SubjectPrefix   string
+	MaxAge          time.Duration // ENGRAM_IN and ENGRAM_OUT retention by age
+	MaxBytes        int64         // ... and by size (per stream)
+	DLQMaxAge       time.Duration // ENGRAM_DLQ retention by age
+	Replicas        int
+	DuplicateWindow time.Duration
+	AckWait         time.Duration
+	MaxDeliver      int
+	MaxAckPending   int
+}
+
+// Work configures the workers a process runs.
+type Work struct {
+	// Workers lists the roles this process runs; empty or "all": every
+	// registered worker.
+	Workers []string
+	// Concurrency is the number of messages a worker handles at once.
+	Concurrency int
+	// PerWorker overrides Concurrency by role.
+	PerWorker map[string]int
+	// ShutdownTimeout bounds the graceful drain of in-flight messages.
+	ShutdownTimeout time.Duration
+}
+
+// Idle configures the idle detector.
+type Idle struct {
+	Enabled bool
+	// Quiet is how long a session must be quiet before session_idle.
+	Quiet time.Duration
+	// Sweep is how often sessions are checked; 0: derived from Quiet.
+	Sweep time.Duration
+}
+
+// Log configures the logger.
+type Log struct {
+	Format string // auto | json | console
+	Level  string // debug | info | warn | error
+}
+
+// Default returns the configuration before environment and flags.
+func Default() Config {
+	return Config{
+		DataDir: defaultDataDir(),
+		NATS: NATS{
+			Listen:         "127.0.0.1:4222",
+			ConnectTimeout: 5 * time.Second,
+		},
+		HTTP:  HTTP{Addr: "127.0.0.1:7474", LagRefresh: 15 * time.Second},
+		Store: Store{Kind: StoreSQLite},
+		Events: Events{
+			SubjectPrefix:   "engram",
+			MaxAge:          7 * 24 * time.Hour,
+			MaxBytes:        1 << 30,
+			DLQMaxAge:       30 * 24 * time.Hour,
+			Replicas:        1,
+			DuplicateWindow: 2 * time.Minute,
+			AckWait:         30 * time.Second,
+			MaxDeliver:      8,
+			MaxAckPending:   64,
+		},
+		Work: Work{Concurrency: 2, ShutdownTimeout: 25 * time.Second},
+		Idle: Idle{Enabled: true, Quiet: 30 * time.Minute},
+		Log:  Log{Format: LogAuto, Level: "info"},
+	}
+}
+
+func defaultDataDir() string {
+	if x := os.Getenv("XDG_DATA_HOME"); x != "" {
+		return filepath.Join(x, "engram")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".local", "share", "engram")
+	}
+	return ".engram"
+}
+
+// NATSStoreDir is the embedded server's JetStream folder.
+func (c Config) NATSStoreDir() string { return filepath.Join(c.DataDir, "nats") }
+
+// SQLitePath is the SQLite database file.
+func (c Config) SQLitePath() string {
+	if c.Store.SQLitePath != "" {
+		return c.Store.SQLitePath
+	}
+	return filepath.Join(c.DataDir, "engram.db")
+}
+
+// Embedded reports whether `engram serve` runs its own NATS server.
+func (c Config) Embedded() bool { return strings.TrimSpace(c.NATS.URL) == "" }
+
+// ClientNATSURL is the URL a client subcommand connects to: NATS.URL, or
+// the local `engram serve` on NATS.Listen.
+func (c Config) ClientNATSURL() string {
+	if !c.Embedded() {
+		return c.NATS.URL
+	}
+	host, port, err := net.SplitHostPort(c.NATS.Listen)
+	if err != nil {
+		return "nats://" + c.NATS.Listen
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	return "nats://" + net.JoinHostPort(host, port)
+}
+
+// HTTPURL is the base URL of the health endpoint (http://host:port).
+func (c Config) HTTPURL() string {
+	host, port, err := net.SplitHostPort(c.HTTP.Addr)
+	if err != nil {
+		return "http://" + c.HTTP.Addr
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+// IdleSweep is the sweep interval: Idle.Sweep, or Quiet/30 clamped to
+// [1s, 1m].
+func (c Config) IdleSweep() time.Duration {
+	if c.Idle.Sweep > 0 {
+		return c.Idle.Sweep
+	}
+	d := c.Idle.Quiet / 30
+	return min(max(d, time.Second), time.Minute)
+}
+
+// ConcurrencyOf is the concurrency of a worker role.
+func (c Config) ConcurrencyOf(role string) int {
+	if n, ok := c.Work.PerWorker[role]; ok {
+		return n
+	}
+	return c.Work.Concurrency
+}
+
+// Runs reports whether this process runs the worker role.
+func (c Config) Runs(role string) bool {
+	if len(c.Work.Workers) == 0 {
+		return true
+	}
+	for _, w := range c.Work.Workers {
+		if w == "all" || w == role {
+			return true
+		}
+	}
+	return false
+}
+
+// Validate checks the whole configuration and returns every problem found,
+// joined; nil when it is usable.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+
+	if strings.TrimSpace(c.DataDir) == "" {
+		bad("data dir (ENGRAM_DATA) is empty")
+	}
+	if !c.Embedded() {
+		for _, u := range strings.Split(c.NATS.URL, ",") {
+			if err := checkURL(strings.TrimSpace(u), "nats", "tls", "ws", "wss"); err != nil {
+				bad("NATS URL (ENGRAM_NATS_URL) %q: %v", u, err)
+			}
+		}
+	}
+	if err := checkHostPort(c.NATS.Listen, true); err != nil {
+		bad("NATS listen address (ENGRAM_NATS_LISTEN) %q: %v", c.NATS.Listen, err)
+	}
+	if c.NATS.ConnectTimeout <= 0 {
+		bad("NATS connect timeout (ENGRAM_NATS_CONNECT_TIMEOUT) must be positive, got %s", c.NATS.ConnectTimeout)
+	}
+	if c.HTTP.Addr != "" {
+		if err := checkHostPort(c.HTTP.Addr, false); err != nil {
+			bad("HTTP address (ENGRAM_HTTP_ADDR) %q: %v", c.HTTP.Addr, err)
+		}
+	}
+	if c.HTTP.LagRefresh <= 0 {
+		bad("lag refresh (ENGRAM_LAG_REFRESH) must be positive, got %s", c.HTTP.LagRefresh)
+	}
+	switch c.Store.Kind {
+	case StoreSQLite:
+	case StoreRedis:
+		if strings.TrimSpace(c.Store.RedisURL) == "" {
+			bad("store is redis but ENGRAM_REDIS_URL is empty")
+		} else if err := checkURL(c.Store.RedisURL, "redis", "rediss", "unix"); err != nil {
+			bad("Redis URL (ENGRAM_REDIS_URL): %v", err)
+		}
+	default:
+		bad("store (ENGRAM_STORE) %q: want %s or %s", c.Store.Kind, StoreSQLite, StoreRedis)
+	}
+	e := c.Events
+	if err := checkSubjectPrefix(e.SubjectPrefix); err != nil {
+		bad("subject prefix (ENGRAM_SUBJECT_PREFIX) %q: %v", e.SubjectPrefix, err)
+	}
+	if e.MaxAge <= 0 {
+		bad("stream max age (ENGRAM_STREAM_MAX_AGE) must be positive, got %s", e.MaxAge)
+	}
+	if e.MaxBytes <= 0 {
+		bad("stream max bytes (ENGRAM_STREAM_MAX_BYTES) must be positive, got %d", e.MaxBytes)
+	}
+	if e.DLQMaxAge <= 0 {
+		bad("DLQ max age (ENGRAM_DLQ_MAX_AGE) must be positive, got %s", e.DLQMaxAge)
+	}
+	if e.Replicas < 1 || e.Replicas > 5 {
+		bad("stream replicas (ENGRAM_STREAM_REPLICAS) must be 1..5, got %d", e.Replicas)
+	}
+	if e.DuplicateWindow <= 0 {
+		bad("duplicate window (ENGRAM_DUPLICATE_WINDOW) must be positive, got %s", e.DuplicateWindow)
+	} else if e.MaxAge > 0 && e.DuplicateWindow > e.MaxAge {
+		bad("duplicate window (ENGRAM_DUPLICATE_WINDOW) %s is longer than the stream max age %s", e.DuplicateWindow, e.MaxAge)
+	}
+	if e.AckWait < time.Second {
+		bad("ack wait (ENGRAM_ACK_WAIT) must be at least 1s, got %s", e.AckWait)
+	}
+	if e.MaxDeliver < 1 {
+		bad("max deliver (ENGRAM_MAX_DELIVER) must be at least 1, got %d", e.MaxDeliver)
+	}
+	if e.MaxAckPending < 1 {
+		bad("max ack pending (ENGRAM_MAX_ACK_PENDING) must be at least 1, got %d", e.MaxAckPending)
+	}
+	w := c.Work
+	if w.Concurrency < 1 {
+		bad("concurrency (ENGRAM_CONCURRENCY) must be at least 1, got %d", w.Concurrency)
+	}
+	roles := make([]string, 0, len(w.PerWorker))
+	for r := range w.PerWorker {
+		roles = append(roles, r)
+	}
+	sort.Strings(roles)
+	for _, r := range roles {
+		if n := w.PerWorker[r]; n < 1 {
+			bad("worker concurrency (ENGRAM_WORKER_CONCURRENCY) of %q must be at least 1, got %d", r, n)
+		}
+	}
+	for _, r := range w.Workers {
+		if !validRole(r) {
+			bad("workers (ENGRAM_WORKERS): %q is not a worker role name", r)
+		}
+	}
+	if w.ShutdownTimeout <= 0 {
+		bad("shutdown timeout (ENGRAM_SHUTDOWN_TIMEOUT) must be positive, got %s", w.ShutdownTimeout)
+	}
+	if c.Idle.Enabled && c.Idle.Quiet <= 0 {
+		bad("idle quiet period (ENGRAM_IDLE_QUIET) must be positive when the idle detector is on, got %s", c.Idle.Quiet)
+	}
+	if c.Idle.Sweep < 0 {
+		bad("idle sweep (ENGRAM_IDLE_SWEEP) must not be negative, got %s", c.Idle.Sweep)
+	}
+	switch c.Log.Format {
+	case LogAuto, LogJSON, LogConsole:
+	default:
+		bad("log format (ENGRAM_LOG_FORMAT) %q: want auto, json or console", c.Log.Format)
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log level (ENGRAM_LOG_LEVEL) %q: want debug, info, warn or error", c.Log.Level)
+	}
+	return errors.Join(errs...)
+}
+
+func checkURL(raw string, schemes ...string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return err
+	}
+	for _, s := range schemes {
+		if u.Scheme == s {
+			if u.Host == "" && s != "unix" {
+				return errors.New("no host")
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("scheme %q, want one of %s", u.Scheme, strings.Join(schemes, ", "))
+}
+
+func checkHostPort(addr string, allowRandom bool) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		return fmt.Errorf("port %q is not a number", port)
+	}
+	if n == -1 && allowRandom {
+		return nil
+	}
+	if n < 0 || n > 65535 {
+		return fmt.Errorf("port %d out of range", n)
+	}
+	return nil
+}
+
+// checkSubjectPrefix accepts one or more dot-separated subject tokens made
+// of letters, digits, '-' and '_'.
+func checkSubjectPrefix(p string) error {
+	if p == "" {
+		return errors.New("empty")
+	}
+	for _, tok := range strings.Split(p, ".") {
+		if tok == "" {
+			return errors.New("empty token")
+		}
+		if !validRole(tok) {
+			return fmt.Errorf("token %q: only letters, digits, '-' and '_'", tok)
+		}
+	}
+	return nil
+}
+
+func validRole(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
+}

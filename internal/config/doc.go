@@ -1,0 +1,17 @@
+// Package config is Engram's one configuration: defaults, then ENGRAM_*
+// environment variables, then command-line flags, then Validate, which
+// reports every problem at once (errors.Join) so an operator fixes a bad
+// deployment in one go.
+//
+// Every setting is declared once, in settings.go, with its flag name,
+// environment variable, default and meaning. That table drives the flag set,
+// the environment lookup, `engram serve -h` and the configuration table in
+// the README (a test checks the README lists every variable).
+//
+//	cfg := config.Default()
+//	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+//	if err := cfg.Load(fs, os.Args[2:], os.LookupEnv); err != nil { ... } // parse + Validate
+//
+// Subcommands that need only part of it (the NATS URL and the HTTP address
+// for `engram status`) register a subset with LoadGroups.
+package config

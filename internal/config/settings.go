@@ -1,0 +1,314 @@
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Group selects a part of the settings; subcommands register only what
+// they use.
+type Group uint8
+
+const (
+	// Conn: where the bus and the health endpoint are, subjects, logging.
+	Conn Group = 1 << iota
+	// Topology: streams and consumers (engram setup, serve, workers).
+	Topology
+	// Runtime: data dir, store, workers, idle detector (serve, workers).
+	Runtime
+
+	// All is every setting.
+	All = Conn | Topology | Runtime
+)
+
+// Setting is one configuration knob: a flag, an environment variable, a
+// default and a meaning. Settings lists them all; the README table is made
+// from it.
+type Setting struct {
+	Flag    string
+	Env     string
+	Usage   string
+	Default string // the default as text
+	Group   Group
+	value   flag.Value
+}
+
+// Settings returns the table of settings bound to c. The values are c's
+// fields: setting one writes c.
+func (c *Config) Settings() []Setting {
+	s := []Setting{
+		{Flag: "data", Env: "ENGRAM_DATA", Group: Runtime, value: (*strV)(&c.DataDir),
+			Usage: "data dir: embedded NATS store (<data>/nats) and SQLite database (<data>/engram.db); default $XDG_DATA_HOME/engram or ~/.local/share/engram"},
+		{Flag: "nats-url", Env: "ENGRAM_NATS_URL", Group: Conn, value: (*strV)(&c.NATS.URL),
+			Usage: "NATS server URLs (comma-separated); empty: serve runs an embedded server, other commands use the local one on -nats-listen"},
+		{Flag: "nats-listen", Env: "ENGRAM_NATS_LISTEN", Group: Conn, value: (*strV)(&c.NATS.Listen),
+			Usage: "client address of the embedded NATS server (port -1: random)"},
+		{Flag: "nats-connect-timeout", Env: "ENGRAM_NATS_CONNECT_TIMEOUT", Group: Conn, value: (*durV)(&c.NATS.ConnectTimeout),
+			Usage: "timeout of the first NATS connection"},
+		{Flag: "http", Env: "ENGRAM_HTTP_ADDR", Group: Conn, value: (*strV)(&c.HTTP.Addr),
+			Usage: "address of /healthz, /readyz and /metrics (port 0: random; empty: off)"},
+		{Flag: "lag-refresh", Env: "ENGRAM_LAG_REFRESH", Group: Runtime, value: (*durV)(&c.HTTP.LagRefresh),
+			Usage: "how often the JetStream consumer lag gauges are refreshed"},
+		{Flag: "store", Env: "ENGRAM_STORE", Group: Runtime, value: (*strV)(&c.Store.Kind),
+			Usage: "memory store: sqlite or redis"},
+		{Flag: "sqlite-path", Env: "ENGRAM_SQLITE_PATH", Group: Runtime, value: (*strV)(&c.Store.SQLitePath),
+			Usage: "SQLite database file (default <data>/engram.db)"},
+		{Flag: "redis-url", Env: "ENGRAM_REDIS_URL", Group: Runtime, value: (*strV)(&c.Store.RedisURL),
+			Usage: "Redis 8 URL (redis://host:port/db), required with -store redis"},
+		{Flag: "subject-prefix", Env: "ENGRAM_SUBJECT_PREFIX", Group: Conn, value: (*strV)(&c.Events.SubjectPrefix),
+			Usage: "first token(s) of every subject: <prefix>.in.<type>.<project>.<session>"},
+		{Flag: "stream-max-age", Env: "ENGRAM_STREAM_MAX_AGE", Group: Topology, value: (*durV)(&c.Events.MaxAge),
+			Usage: "retention by age of ENGRAM_IN and ENGRAM_OUT (accepts d for days)"},
+		{Flag: "stream-max-bytes", Env: "ENGRAM_STREAM_MAX_BYTES", Group: Topology, value: (*bytesV)(&c.Events.MaxBytes),
+			Usage: "retention by size of each stream (accepts K, M, G suffixes, powers of 1024)"},
+		{Flag: "dlq-max-age", Env: "ENGRAM_DLQ_MAX_AGE", Group: Topology, value: (*durV)(&c.Events.DLQMaxAge),
+			Usage: "retention by age of ENGRAM_DLQ"},
+		{Flag: "stream-replicas", Env: "ENGRAM_STREAM_REPLICAS", Group: Topology, value: (*intV)(&c.Events.Replicas),
+			Usage: "replicas of each stream and consumer (1 for a single server)"},
+		{Flag: "duplicate-window", Env: "ENGRAM_DUPLICATE_WINDOW", Group: Topology, value: (*durV)(&c.Events.DuplicateWindow),
+			Usage: "window in which a repeated Nats-Msg-Id (event id) is dropped"},
+		{Flag: "ack-wait", Env: "ENGRAM_ACK_WAIT", Group: Topology, value: (*durV)(&c.Events.AckWait),
+			Usage: "time a consumer waits for an ack before redelivering (long handlers send in-progress)"},
+		{Flag: "max-deliver", Env: "ENGRAM_MAX_DELIVER", Group: Topology, value: (*intV)(&c.Events.MaxDeliver),
+			Usage: "deliveries of one message before it is dead-lettered"},
+		{Flag: "max-ack-pending", Env: "ENGRAM_MAX_ACK_PENDING", Group: Topology, value: (*intV)(&c.Events.MaxAckPending),
+			Usage: "unacknowledged messages a consumer allows across its replicas"},
+		{Flag: "workers", Env: "ENGRAM_WORKERS", Group: Runtime, value: (*listV)(&c.Work.Workers),
+			Usage: "worker roles this process runs, comma-separated (empty or all: every registered worker)"},
+		{Flag: "concurrency", Env: "ENGRAM_CONCURRENCY", Group: Runtime, value: (*intV)(&c.Work.Concurrency),
+			Usage: "messages each worker handles at once"},
+		{Flag: "worker-concurrency", Env: "ENGRAM_WORKER_CONCURRENCY", Group: Runtime, value: (*mapV)(&c.Work.PerWorker),
+			Usage: "per-role concurrency overrides, e.g. injector=8,extractor=2"},
+		{Flag: "shutdown-timeout", Env: "ENGRAM_SHUTDOWN_TIMEOUT", Group: Runtime, value: (*durV)(&c.Work.ShutdownTimeout),
+			Usage: "graceful shutdown: how long in-flight messages may take to finish"},
+		{Flag: "idle", Env: "ENGRAM_IDLE", Group: Runtime, value: (*boolV)(&c.Idle.Enabled),
+			Usage: "run the idle detector (publishes session_idle); false turns it off"},
+		{Flag: "idle-quiet", Env: "ENGRAM_IDLE_QUIET", Group: Runtime, value: (*durV)(&c.Idle.Quiet),
+			Usage: "how long a session is quiet before session_idle is published"},
+		{Flag: "idle-sweep", Env: "ENGRAM_IDLE_SWEEP", Group: Runtime, value: (*durV)(&c.Idle.Sweep),
+			Usage: "how often the idle detector checks sessions (0: quiet/30, between 1s and 1m)"},
+		{Flag: "log-format", Env: "ENGRAM_LOG_FORMAT", Group: Conn, value: (*strV)(&c.Log.Format),
+			Usage: "log format: auto (console on a terminal, else JSON), json or console"},
+		{Flag: "log-level", Env: "ENGRAM_LOG_LEVEL", Group: Conn, value: (*strV)(&c.Log.Level),
+			Usage: "log level: debug, info, warn or error"},
+	}
+	for i := range s {
+		s[i].Default = s[i].value.String()
+	}
+	return s
+}
+
+// Load applies the environment (lookup, usually os.LookupEnv) and then
+// the flags in args to c for the settings of groups, and validates the
+// result. fs gets the flags registered; its remaining arguments are
+// fs.Args(). Every problem (bad variables, bad flags, invalid values) is
+// reported in one joined error.
+func (c *Config) Load(fs *flag.FlagSet, args []string, lookup func(string) (string, bool), groups Group) error {
+	var errs []error
+	for _, s := range c.Settings() {
+		if s.Group&groups == 0 {
+			continue
+		}
+		if v, ok := lookup(s.Env); ok {
+			if err := s.value.Set(v); err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q: %w", s.Env, v, err))
+			}
+		}
+		fs.Var(s.value, s.Flag, s.Usage+" [$"+s.Env+"]")
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		// Validate too, so the operator sees everything at once.
+		return errors.Join(append(errs, c.Validate())...)
+	}
+	return c.Validate()
+}
+
+type strV string
+
+func (v *strV) String() string     { return string(*v) }
+func (v *strV) Set(s string) error { *v = strV(strings.TrimSpace(s)); return nil }
+
+type intV int
+
+func (v *intV) String() string { return strconv.Itoa(int(*v)) }
+func (v *intV) Set(s string) error {
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil {
+		return errors.New("not an integer")
+	}
+	*v = intV(n)
+	return nil
+}
+
+type boolV bool
+
+func (v *boolV) String() string   { return strconv.FormatBool(bool(*v)) }
+func (v *boolV) IsBoolFlag() bool { return true }
+func (v *boolV) Set(s string) error {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "1", "t", "true", "on", "yes":
+		*v = true
+	case "0", "f", "false", "off", "no":
+		*v = false
+	default:
+		return errors.New("not a boolean (true/false, on/off)")
+	}
+	return nil
+}
+
+// durV is a time.Duration that also accepts a days suffix ("7d").
+type durV time.Duration
+
+func (v *durV) String() string { return formatDuration(time.Duration(*v)) }
+func (v *durV) Set(s string) error {
+	d, err := ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*v = durV(d)
+	return nil
+}
+
+// ParseDuration is time.ParseDuration plus whole days ("7d", "1d12h").
+func ParseDuration(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	var days time.Duration
+	if i := strings.IndexByte(s, 'd'); i > 0 {
+		n, err := strconv.Atoi(s[:i])
+		if err != nil || n < 0 || n > 100000 {
+			return 0, fmt.Errorf("not a duration (like 30s, 5m, 7d): %q", s)
+		}
+		days = time.Duration(n) * 24 * time.Hour
+		s = s[i+1:]
+		if s == "" {
+			return days, nil
+		}
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("not a duration (like 30s, 5m, 7d): %q", s)
+	}
+	if days > 0 && (d < 0 || d > time.Duration(math.MaxInt64)-days) {
+		return 0, fmt.Errorf("duration out of range: %q", s)
+	}
+	return days + d, nil
+}
+
+func formatDuration(d time.Duration) string {
+	if d >= 24*time.Hour && d%(24*time.Hour) == 0 {
+		return strconv.FormatInt(int64(d/(24*time.Hour)), 10) + "d"
+	}
+	return d.String()
+}
+
+// bytesV is a byte count with optional K, M, G, T suffix (powers of 1024).
+type bytesV int64
+
+func (v *bytesV) String() string {
+	n := int64(*v)
+	for _, u := range []struct {
+		s string
+		m int64
+	}{{"T", 1 << 40}, {"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}} {
+		if n >= u.m && n%u.m == 0 {
+			return strconv.FormatInt(n/u.m, 10) + u.s
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+func (v *bytesV) Set(s string) error {
+	s = strings.ToUpper(strings.TrimSpace(s))
+	s = strings.TrimSuffix(strings.TrimSuffix(s, "B"), "I")
+	mult := int64(1)
+	if s != "" {
+		switch s[len(s)-1] {
+		case 'K':
+			mult = 1 << 10
+		case 'M':
+			mult = 1 << 20
+		case 'G':
+			mult = 1 << 30
+		case 'T':
+			mult = 1 << 40
+		}
+		if mult > 1 {
+			s = s[:len(s)-1]
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return errors.New("not a byte size (like 512M, 1G)")
+	}
+	*v = bytesV(n * mult)
+	return nil
+}
+
+// listV is a comma-separated list.
+type listV []string
+
+func (v *listV) String() string { return strings.Join(*v, ",") }
+func (v *listV) Set(s string) error {
+	*v = nil
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			*v = append(*v, p)
+		}
+	}
+	return nil
+}
+
+// mapV is role=n,role=n.
+type mapV map[string]int
+
+func (v *mapV) String() string {
+	keys := make([]string, 0, len(*v))
+	for k := range *v {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + strconv.Itoa((*v)[k])
+	}
+	return strings.Join(parts, ",")
+}
+
+func (v *mapV) Set(s string) error {
+	m := map[string]int{}
+	var errs []error
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		k, n, ok := strings.Cut(p, "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" {
+			errs = append(errs, fmt.Errorf("%q: want role=n", p))
+			continue
+		}
+		i, err := strconv.Atoi(strings.TrimSpace(n))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%q: %q is not an integer", p, n))
+			continue
+		}
+		m[k] = i
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	*v = m
+	return nil
+}
