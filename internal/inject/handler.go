@@ -1,0 +1,74 @@
+package inject
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/engram-memory/engram/pkg/events"
+)
+
+// Publisher sends the injector's answers.
+type Publisher interface {
+	// Publish sends an output event to ENGRAM_OUT.
+	Publish(ctx context.Context, e events.Envelope) error
+	// Respond sends an event to a platform's reply subject (core NATS).
+	Respond(replyTo string, e events.Envelope) error
+}
+
+// Handler is the turn_started handler: it builds the block, answers the
+// waiting platform and publishes injection_ready.
+type Handler struct {
+	inj *Injector
+	pub Publisher
+	log *zap.Logger
+	now func() time.Time
+}
+
+// NewHandler returns the turn_started handler.
+func NewHandler(inj *Injector, pub Publisher, log *zap.Logger) *Handler {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Handler{inj: inj, pub: pub, log: log, now: inj.now}
+}
+
+// Handle answers one turn_started event. An event of another type or with an
+// invalid payload is a permanent error (the runner dead-letters it).
+func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
+	ts, err := events.PayloadAs[events.TurnStarted](ev)
+	if err != nil {
+		return fmt.Errorf("inject: %w", err) // wraps events.ErrInvalidEvent: permanent
+	}
+	if !ts.ReplyBy.IsZero() && h.now().After(ts.ReplyBy) {
+		// The platform went on without memory: neither answer nor record
+		// an injection that the turn never carried.
+		h.log.Info("turn_started arrived after its reply deadline; skipped",
+			zap.String("event_id", ev.ID), zap.String("project", ev.ProjectID), zap.String("session", ev.SessionID),
+			zap.Time("reply_by", ts.ReplyBy))
+		return nil
+	}
+	block, err := h.inj.Build(ctx, Request{
+		Project: ev.ProjectID, Session: ev.SessionID, Turn: ev.TurnID,
+		Text: ts.Text, Paths: ts.Paths, ProjectNames: ts.ProjectNames,
+	})
+	if err != nil {
+		return err
+	}
+	for _, p := range block.Problems {
+		h.log.Warn("injection degraded", zap.String("event_id", ev.ID), zap.String("project", ev.ProjectID), zap.Error(p))
+	}
+	out := events.New(ev.Ref(), events.InjectionReady{InReplyTo: ev.ID, Block: block.Text, NodeIDs: block.IDs})
+	if ts.ReplyTo != "" {
+		if err := h.pub.Respond(ts.ReplyTo, out); err != nil {
+			// The platform may have gone; injection_ready still records the answer.
+			h.log.Warn("reply to platform failed", zap.String("event_id", ev.ID), zap.Error(err))
+		}
+	}
+	if err := h.pub.Publish(ctx, out); err != nil {
+		return fmt.Errorf("inject: publish injection_ready: %w", err)
+	}
+	return nil
+}
