@@ -86,37 +86,60 @@ type Nodes interface {
 	// Backends apply PrepareNew to n, then Reinforce on a match (whatever the
 	// match's state: see the package doc).
 	Upsert(ctx context.Context, n Node) (UpsertResult, error)
+	// Get returns the node (ErrNotFound when there is none). The embedding
+	// need not be filled (Scan returns it).
 	Get(ctx context.Context, id string) (Node, error)
 	// GetMany returns the nodes that exist, in the order of ids.
 	GetMany(ctx context.Context, ids []string) ([]Node, error)
 	// Update applies ApplyPatch; a new digest held by another node of the
 	// project is ErrRefused.
 	Update(ctx context.Context, id string, p Patch) (Node, error)
+	// Archive ("forget") and Restore apply memory.Archive / memory.Restore;
+	// ErrNotFound for an unknown id.
 	Archive(ctx context.Context, id string) error
 	Restore(ctx context.Context, id string) error
-	// Supersede marks oldID superseded by newID and links newID -supersedes-> oldID.
+	// Supersede marks oldID superseded by newID (memory.Close: superseded-by
+	// set, validity closed) and links newID -supersedes-> oldID. ErrRefused
+	// per memory.CheckSupersede; ErrNotFound when either is unknown.
 	Supersede(ctx context.Context, oldID, newID string) error
-	// Revise closes oldID's validity, stores n as the new fact and links
-	// n -supersedes-> old. It returns the new node.
+	// Revise prepares n with memory.PrepareRevision (inherits what it leaves
+	// empty; ErrRefused per CheckSupersede), upserts it, closes oldID
+	// (memory.Close) and links n -supersedes-> old, in one transaction. It
+	// returns the new (or reinforced) node.
 	Revise(ctx context.Context, oldID string, n Node) (Node, error)
+	// SetEmbedding stores the vector of a node and the model that made it
+	// (ErrNotFound, ErrInvalid for an empty model or vector).
 	SetEmbedding(ctx context.Context, id, model string, vec []float32) error
-	// PendingEmbeddings lists live nodes whose vector is missing or made by another model.
+	// PendingEmbeddings lists live nodes whose vector is missing or made by
+	// another model, oldest created first; limit <= 0: DefaultChannelLimit.
 	PendingEmbeddings(ctx context.Context, model string, limit int) ([]Node, error)
 	// HasLiveMemory reports cheaply whether project (or global) holds any live node.
 	HasLiveMemory(ctx context.Context, projectID string) (bool, error)
+	// Timeline lists nodes by memory.CompareTimeline (newest update first)
+	// under the Filter rules (memory.Visible, or memory.AsOfVisible when
+	// AsOf is set); limit <= 0: DefaultChannelLimit.
 	Timeline(ctx context.Context, q TimelineQuery) ([]Node, error)
-	// StandingInstructions selects the rules in force for a project.
+	// StandingInstructions selects the rules in force for a project
+	// (memory.StandingFor) in memory.CompareStanding order; limit <= 0: all.
 	StandingInstructions(ctx context.Context, projectID string, limit int) ([]Node, error)
-	// ApplyFeedback applies the verdicts on injected memories.
+	// ApplyFeedback applies the verdicts on injected memories
+	// (memory.ApplyVerdict). Unknown ids are skipped; an unknown verdict is
+	// ErrInvalid and nothing is applied.
 	ApplyFeedback(ctx context.Context, verdicts map[string]Verdict) error
 	// MarkStale decays memories of project attached to the changed paths and
 	// returns the ids it marked (the rule: memory.MarkStale; at most
 	// MaxStalePerCall per call, most recently updated first).
 	MarkStale(ctx context.Context, projectID string, paths []string) ([]string, error)
-	// Touch records an access (injection, recall) of the nodes.
+	// Touch records an access (injection, recall) of the nodes: access +1,
+	// accessed-at now. Unknown ids are skipped.
 	Touch(ctx context.Context, ids []string) error
-	// PutBatch writes nodes (by id, as given) and edges: import and bulk
-	// loading. All or nothing per project.
+	// PutBatch writes nodes (by id, as given, replacing a node of that id;
+	// through memory.PrepareNew) and edges (through memory.PrepareEdge,
+	// replacing the live edge of the same src, dst and relation): import and
+	// bulk loading. Every item is validated first: any invalid item, an edge
+	// whose end is neither in the batch nor stored, or a digest another node
+	// of the project holds is an error and nothing is written. All or nothing
+	// per project.
 	PutBatch(ctx context.Context, nodes []Node, edges []Edge) error
 	// Scan calls fn for every node (vectors included) and every edge.
 	Scan(ctx context.Context, node func(Node) error, edge func(Edge) error) error
@@ -124,41 +147,62 @@ type Nodes interface {
 
 // Graph is the edge side of the contract.
 type Graph interface {
-	// Link creates the edge, or adds WeightStep to an existing live one. A
-	// self-link is ErrInvalid.
+	// Link creates the edge (memory.PrepareEdge), or adds WeightStep to an
+	// existing live one (memory.Relink). A self-link is ErrInvalid; both ends
+	// must exist (ErrNotFound). Linking again after Unlink creates a new edge.
 	Link(ctx context.Context, e Edge) (Edge, error)
-	// Unlink closes the edge (valid-to); it is kept for as-of reads.
+	// Unlink closes the live edge (valid-to); it is kept for as-of reads.
+	// ErrNotFound when there is no live edge.
 	Unlink(ctx context.Context, src, dst string, rel Relation) error
-	// Edges lists the live edges that touch id, in both directions.
+	// Edges lists the live edges that touch id, in both directions (empty
+	// for an unknown id).
 	Edges(ctx context.Context, id string) ([]Edge, error)
-	// Neighbours walks live edges up to hops (1..3) and returns the visible
-	// nodes reached, nearest first.
+	// Neighbours walks live edges in both directions up to hops (1..3, else
+	// ErrInvalid) from id (ErrNotFound when unknown) and returns the nodes
+	// reached that pass the filter (memory.Visible), each once at its
+	// smallest depth, nearest first (then heavier edge, then id). Nodes that
+	// fail the filter are neither returned nor walked through; the start
+	// node is not returned.
 	Neighbours(ctx context.Context, id string, hops int, f Filter) ([]Neighbour, error)
 }
 
 // Channels are the retrieval channels, each returning ranked candidates.
 type Channels interface {
-	// Lexical is BM25 over label, body, paths and entity names; terms are
-	// OR-ed (see Terms), prefix-matched where the backend can.
+	// Every channel applies the Filter rules (memory.Visible) and returns
+	// at most limit (<= 0: DefaultChannelLimit) candidates, best first, with
+	// positive scores where higher is better.
+	//
+	// Lexical is BM25 over label, body, paths and entity names (tokenised
+	// like memory.Terms); terms are OR-ed, prefix-matched where the backend
+	// can. No terms: no candidates.
 	Lexical(ctx context.Context, terms []string, f Filter, limit int) ([]Scored, error)
-	// Vector is cosine similarity against embeddings made by model.
+	// Vector is cosine similarity against embeddings made by model (nodes
+	// embedded by another model are not candidates).
 	Vector(ctx context.Context, model string, vec []float32, f Filter, limit int) ([]Scored, error)
-	// ByPaths returns the nodes attached to any of paths.
+	// ByPaths returns the nodes attached to any of paths; the score is the
+	// number of the given paths the node is attached to (ties: newest
+	// update first).
 	ByPaths(ctx context.Context, paths []string, f Filter, limit int) ([]Scored, error)
 }
 
 // Sessions holds per-session records.
 type Sessions interface {
-	// AppendTranscript appends a turn's messages, once per turn id. It
-	// returns the stored messages with their ids and whether they were new.
+	// AppendTranscript appends a turn's messages, once per turn id
+	// (memory.PrepareMessages: content redacted). It returns the stored
+	// messages with their ids (increasing per session) and whether they were
+	// new; a repeated turn id returns the first append's messages.
 	AppendTranscript(ctx context.Context, s SessionRef, turnID string, msgs []Message) ([]Message, bool, error)
 	// Messages lists messages with id > afterID, oldest first; limit <= 0: all.
 	Messages(ctx context.Context, s SessionRef, afterID int64, limit int) ([]Message, error)
+	// LatestSummary returns the last saved summary (ErrNotFound: none).
 	LatestSummary(ctx context.Context, s SessionRef) (Summary, error)
+	// SaveSummary stores a summary (memory.PrepareSummary) as the latest.
 	SaveSummary(ctx context.Context, s SessionRef, sum Summary) error
+	// Cursor is the consolidation cursor: 0 until advanced.
 	Cursor(ctx context.Context, s SessionRef) (int64, error)
 	// AdvanceCursor moves the cursor to `to` if that is forward; it returns the cursor after the call.
 	AdvanceCursor(ctx context.Context, s SessionRef, to int64) (int64, error)
+	// PutInjection records (replaces) the ids injected into a turn.
 	PutInjection(ctx context.Context, s SessionRef, turnID string, ids []string) error
 	// TakeInjection returns and deletes the record: a second take gets ErrNotFound.
 	TakeInjection(ctx context.Context, s SessionRef, turnID string) ([]string, error)
@@ -168,10 +212,13 @@ type Sessions interface {
 	// AcquireLease takes the named lease of a session for owner; false when
 	// another owner holds an unexpired one. Re-acquiring by the holder renews.
 	AcquireLease(ctx context.Context, s SessionRef, name, owner string, ttl time.Duration) (bool, error)
+	// RenewLease extends an unexpired lease held by owner; false otherwise.
 	RenewLease(ctx context.Context, s SessionRef, name, owner string, ttl time.Duration) (bool, error)
+	// ReleaseLease releases a lease held by owner; by anyone else it is a no-op.
 	ReleaseLease(ctx context.Context, s SessionRef, name, owner string) error
 	// EventProcessed / MarkEventProcessed keep the processed-event records
-	// (per consumer and event id) that make redelivery idempotent.
+	// (per consumer and event id) that make redelivery idempotent; a record
+	// expires after ttl (<= 0: never).
 	EventProcessed(ctx context.Context, project, consumer, eventID string) (bool, error)
 	MarkEventProcessed(ctx context.Context, project, consumer, eventID string, ttl time.Duration) error
 }
