@@ -1,0 +1,235 @@
+package dlq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/engram-memory/engram/pkg/events"
+)
+
+// ErrNotFound: no dead letter at that sequence.
+var ErrNotFound = errors.New("dlq: no such dead letter")
+
+// Letter is a dead letter: the original message and why it was given up.
+type Letter struct {
+	Consumer   string
+	Reason     string
+	Subject    string // original subject
+	Stream     string // original stream
+	Sequence   uint64 // original stream sequence
+	Deliveries uint64
+	MsgID      string // original Nats-Msg-Id (the event id)
+	Time       time.Time
+	Header     nats.Header // the original headers, without the Nats-* ones
+	Data       []byte      // the original body
+
+	DLQSequence uint64 // set when read back from ENGRAM_DLQ
+}
+
+// MsgID is the Nats-Msg-Id of the dead letter of (stream, consumer,
+// sequence): the same message dead-lettered twice (by the runner and by the
+// max-deliveries watcher, or by two replicas) is stored once within
+// ENGRAM_DLQ's duplicate window.
+func MsgID(stream, consumer string, seq uint64) string {
+	return "dlq:" + stream + ":" + consumer + ":" + strconv.FormatUint(seq, 10)
+}
+
+// Writer puts dead letters into ENGRAM_DLQ on <prefix>.dlq.<consumer>.
+type Writer struct {
+	js       jetstream.JetStream
+	subjects events.Subjects
+}
+
+// NewWriter returns a writer publishing through js under subjects' prefix.
+func NewWriter(js jetstream.JetStream, subjects events.Subjects) *Writer {
+	return &Writer{js: js, subjects: subjects}
+}
+
+// maxReason bounds the reason header.
+const maxReason = 1024
+
+// Put stores l in the DLQ and waits for the stream's ack.
+func (w *Writer) Put(ctx context.Context, l Letter) error {
+	m := nats.NewMsg(w.subjects.DLQ(l.Consumer))
+	m.Data = l.Data
+	for k, vs := range l.Header {
+		if strings.HasPrefix(strings.ToLower(k), "nats-") || strings.HasPrefix(k, "Engram-Dlq-") {
+			continue
+		}
+		for _, v := range vs {
+			m.Header.Add(k, v)
+		}
+	}
+	if l.Time.IsZero() {
+		l.Time = time.Now()
+	}
+	m.Header.Set(jetstream.MsgIDHeader, MsgID(l.Stream, l.Consumer, l.Sequence))
+	m.Header.Set(events.HeaderDLQReason, clip(oneLine(l.Reason), maxReason))
+	m.Header.Set(events.HeaderDLQConsumer, l.Consumer)
+	m.Header.Set(events.HeaderDLQSubject, l.Subject)
+	m.Header.Set(events.HeaderDLQStream, l.Stream)
+	m.Header.Set(events.HeaderDLQSequence, strconv.FormatUint(l.Sequence, 10))
+	m.Header.Set(events.HeaderDLQDeliveries, strconv.FormatUint(l.Deliveries, 10))
+	if l.MsgID != "" {
+		m.Header.Set(events.HeaderDLQMsgID, l.MsgID)
+	}
+	m.Header.Set(events.HeaderDLQTime, l.Time.UTC().Format(time.RFC3339Nano))
+	if _, err := w.js.PublishMsg(ctx, m); err != nil {
+		return fmt.Errorf("dlq: put %s seq %d: %w", l.Consumer, l.Sequence, err)
+	}
+	return nil
+}
+
+func oneLine(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\r' {
+			return ' '
+		}
+		return r
+	}, s)
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	// Cut on a rune boundary.
+	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n] + "..."
+}
+
+// FromRaw reads a dead letter stored in ENGRAM_DLQ.
+func FromRaw(m *jetstream.RawStreamMsg) Letter {
+	h := m.Header
+	num := func(k string) uint64 { v, _ := strconv.ParseUint(h.Get(k), 10, 64); return v }
+	t, _ := time.Parse(time.RFC3339Nano, h.Get(events.HeaderDLQTime))
+	orig := nats.Header{}
+	for k, vs := range h {
+		if strings.HasPrefix(strings.ToLower(k), "nats-") || strings.HasPrefix(k, "Engram-Dlq-") {
+			continue
+		}
+		orig[k] = append([]string(nil), vs...)
+	}
+	return Letter{
+		Consumer:    h.Get(events.HeaderDLQConsumer),
+		Reason:      h.Get(events.HeaderDLQReason),
+		Subject:     h.Get(events.HeaderDLQSubject),
+		Stream:      h.Get(events.HeaderDLQStream),
+		Sequence:    num(events.HeaderDLQSequence),
+		Deliveries:  num(events.HeaderDLQDeliveries),
+		MsgID:       h.Get(events.HeaderDLQMsgID),
+		Time:        t,
+		Header:      orig,
+		Data:        m.Data,
+		DLQSequence: m.Sequence,
+	}
+}
+
+// Store reads and replays the dead letters of one DLQ stream (for `engram
+// dlq list|show|replay`).
+type Store struct {
+	js     jetstream.JetStream
+	stream string
+}
+
+// NewStore returns a reader of the DLQ stream named stream (events.StreamDLQ
+// by default topology).
+func NewStore(js jetstream.JetStream, stream string) *Store {
+	return &Store{js: js, stream: stream}
+}
+
+// List returns up to limit dead letters, oldest first, starting at sequence
+// from (0: the first).
+func (s *Store) List(ctx context.Context, from uint64, limit int) ([]Letter, error) {
+	st, err := s.js.Stream(ctx, s.stream)
+	if err != nil {
+		return nil, fmt.Errorf("dlq: stream %s: %w", s.stream, err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("dlq: stream %s info: %w", s.stream, err)
+	}
+	seq := max(from, info.State.FirstSeq)
+	var out []Letter
+	for ; seq <= info.State.LastSeq && (limit <= 0 || len(out) < limit); seq++ {
+		m, err := st.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return out, fmt.Errorf("dlq: get %d: %w", seq, err)
+		}
+		out = append(out, FromRaw(m))
+	}
+	return out, nil
+}
+
+// Get returns the dead letter at DLQ sequence seq.
+func (s *Store) Get(ctx context.Context, seq uint64) (Letter, error) {
+	st, err := s.js.Stream(ctx, s.stream)
+	if err != nil {
+		return Letter{}, fmt.Errorf("dlq: stream %s: %w", s.stream, err)
+	}
+	m, err := st.GetMsg(ctx, seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return Letter{}, fmt.Errorf("%w: %d", ErrNotFound, seq)
+	}
+	if err != nil {
+		return Letter{}, fmt.Errorf("dlq: get %d: %w", seq, err)
+	}
+	return FromRaw(m), nil
+}
+
+// Replay publishes the letter at seq again on its original subject (same
+// body and headers, a new Nats-Msg-Id so the duplicate window does not drop
+// it) and then deletes it from the DLQ. The event id in the body is
+// unchanged; since the event was never processed, workers handle it.
+func (s *Store) Replay(ctx context.Context, seq uint64) error {
+	l, err := s.Get(ctx, seq)
+	if err != nil {
+		return err
+	}
+	if l.Subject == "" {
+		return fmt.Errorf("dlq: letter %d has no original subject", seq)
+	}
+	m := nats.NewMsg(l.Subject)
+	m.Data = l.Data
+	for k, vs := range l.Header {
+		for _, v := range vs {
+			m.Header.Add(k, v)
+		}
+	}
+	id := l.MsgID
+	if id == "" {
+		id = MsgID(l.Stream, l.Consumer, l.Sequence)
+	}
+	m.Header.Set(jetstream.MsgIDHeader, id+":replay:"+strconv.FormatUint(seq, 10))
+	if _, err := s.js.PublishMsg(ctx, m); err != nil {
+		return fmt.Errorf("dlq: replay %d to %s: %w", seq, l.Subject, err)
+	}
+	return s.Delete(ctx, seq)
+}
+
+// Delete removes the letter at seq.
+func (s *Store) Delete(ctx context.Context, seq uint64) error {
+	st, err := s.js.Stream(ctx, s.stream)
+	if err != nil {
+		return fmt.Errorf("dlq: stream %s: %w", s.stream, err)
+	}
+	if err := st.DeleteMsg(ctx, seq); err != nil {
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return fmt.Errorf("%w: %d", ErrNotFound, seq)
+		}
+		return fmt.Errorf("dlq: delete %d: %w", seq, err)
+	}
+	return nil
+}

@@ -1,0 +1,682 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/engram-memory/engram/internal/runner/dlq"
+	"github.com/engram-memory/engram/pkg/events"
+)
+
+// Handler processes one decoded event. nil acks it; see the package doc for
+// what errors do. It must return when ctx is done.
+type Handler func(ctx context.Context, ev events.Envelope) error
+
+// Gate is a dependency the worker needs (model, store). While any gate is
+// not ready the runner does not pull.
+type Gate interface {
+	Ready(ctx context.Context) error
+}
+
+// GateFunc adapts a function to Gate.
+type GateFunc func(ctx context.Context) error
+
+// Ready implements Gate.
+func (f GateFunc) Ready(ctx context.Context) error { return f(ctx) }
+
+// Processed keeps the processed-event records that make redelivery
+// idempotent. memory.Store implements it.
+type Processed interface {
+	EventProcessed(ctx context.Context, project, consumer, eventID string) (bool, error)
+	MarkEventProcessed(ctx context.Context, project, consumer, eventID string, ttl time.Duration) error
+}
+
+// Result is what the runner did with a delivery.
+type Result string
+
+// The results.
+const (
+	ResultAcked        Result = "acked"         // handled
+	ResultDuplicate    Result = "duplicate"     // already processed: acked without calling the handler
+	ResultRetried      Result = "retried"       // transient failure: nak with delay
+	ResultDeadLettered Result = "dead_lettered" // copied to the DLQ and terminated
+	ResultInterrupted  Result = "interrupted"   // shutdown cut the handler short: nak, redelivered at once
+)
+
+// Outcome describes one delivery, for metrics.
+type Outcome struct {
+	Worker   string
+	Type     events.Type // empty when the event could not be decoded
+	EventID  string
+	Result   Result
+	Delivery uint64        // 1 for the first delivery
+	Latency  time.Duration // handler time (zero when it was not called)
+	Delay    time.Duration // the nak delay, for ResultRetried
+	Err      error         // the handler's (or the runner's) error, nil when acked
+}
+
+// Observer receives what the runner does. The serve engineer adapts it to
+// Prometheus. Calls come from many goroutines and must not block.
+type Observer interface {
+	// Delivered is called once per delivery.
+	Delivered(o Outcome)
+	// Paused is called when pulling pauses (cause set) or resumes (nil).
+	Paused(worker string, cause error)
+	// Captured is called for a message captured from the server's
+	// max-deliveries advisory.
+	Captured(worker string, l dlq.Letter)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Delivered(Outcome)           {}
+func (nopObserver) Paused(string, error)        {}
+func (nopObserver) Captured(string, dlq.Letter) {}
+
+// Compile-time checks.
+var (
+	_ Observer = nopObserver{}
+	_ Gate     = GateFunc(nil)
+)
+
+// Config configures a runner.
+type Config struct {
+	Consumer string          // durable consumer name (events.ConsumerInjector, ...); required
+	Stream   string          // stream of the consumer; default events.StreamIn
+	Subjects events.Subjects // prefix for the DLQ subject
+	// Concurrency is how many handlers run at once in this process; default 1.
+	Concurrency int
+	// BackoffBase and BackoffMax bound the transient redelivery delay:
+	// base * 2^(delivery-1), at most max. Defaults 1s and 5m.
+	BackoffBase time.Duration
+	BackoffMax  time.Duration
+	// UnavailableDelay is the nak delay of an Unavailable error; default 10s.
+	UnavailableDelay time.Duration
+	// GateInterval is how often gates are checked: while paused, and at most
+	// this often while running; default 2s.
+	GateInterval time.Duration
+	// ProcessedTTL is how long processed-event records live; default 8 days
+	// (longer than ENGRAM_IN keeps events).
+	ProcessedTTL time.Duration
+	// FetchWait bounds one pull request; default 5s.
+	FetchWait time.Duration
+	// CaptureMaxDeliveries watches the server's max-deliveries advisory;
+	// default on (set DisableCapture to turn it off).
+	DisableCapture bool
+}
+
+// ConfigFor returns the configuration of the named consumer of topo with
+// the defaults for the rest.
+func ConfigFor(topo events.Topology, consumer string) Config {
+	return Config{Consumer: consumer, Stream: topo.In.Name, Subjects: topo.Subjects()}
+}
+
+func (c *Config) setDefaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	if c.Stream == "" {
+		c.Stream = events.StreamIn
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = 1
+	}
+	def(&c.BackoffBase, time.Second)
+	def(&c.BackoffMax, 5*time.Minute)
+	def(&c.UnavailableDelay, 10*time.Second)
+	def(&c.GateInterval, 2*time.Second)
+	def(&c.ProcessedTTL, 8*24*time.Hour)
+	def(&c.FetchWait, 5*time.Second)
+}
+
+// Validate lists every problem of the configuration (after defaults).
+func (c Config) Validate() error {
+	c.setDefaults()
+	var errs []error
+	bad := func(f string, a ...any) { errs = append(errs, fmt.Errorf("runner: "+f, a...)) }
+	if c.Consumer == "" {
+		bad("consumer name missing")
+	}
+	if err := events.ValidatePrefix(c.Subjects.Prefix); err != nil {
+		errs = append(errs, fmt.Errorf("runner: %w", err))
+	}
+	if c.Concurrency < 1 {
+		bad("concurrency %d: want >= 1", c.Concurrency)
+	}
+	for name, d := range map[string]time.Duration{"backoff base": c.BackoffBase, "backoff max": c.BackoffMax,
+		"unavailable delay": c.UnavailableDelay, "gate interval": c.GateInterval,
+		"processed ttl": c.ProcessedTTL, "fetch wait": c.FetchWait} {
+		if d < 0 {
+			bad("%s %v is negative", name, d)
+		}
+	}
+	if c.BackoffMax < c.BackoffBase {
+		bad("backoff max %v below backoff base %v", c.BackoffMax, c.BackoffBase)
+	}
+	if c.FetchWait > 0 && c.FetchWait < 100*time.Millisecond {
+		bad("fetch wait %v: want at least 100ms", c.FetchWait)
+	}
+	return errors.Join(errs...)
+}
+
+// Backoff is the transient redelivery delay after the given delivery
+// (1-based): base * 2^(delivery-1), capped at max.
+func (c Config) Backoff(delivery uint64) time.Duration {
+	c.setDefaults()
+	d := c.BackoffBase
+	for i := uint64(1); i < delivery && d < c.BackoffMax; i++ {
+		d *= 2
+	}
+	return min(d, c.BackoffMax)
+}
+
+// Option adds a dependency to a runner.
+type Option func(*Runner)
+
+// WithLogger logs pauses, panics and failures to write the DLQ or to ack.
+func WithLogger(l *zap.Logger) Option { return func(r *Runner) { r.log = l } }
+
+// WithGates adds gates checked before pulling.
+func WithGates(g ...Gate) Option { return func(r *Runner) { r.gates = append(r.gates, g...) } }
+
+// WithProcessed enables processed-event records: an event already processed
+// by this consumer is acked without calling the handler; a handled one is
+// recorded.
+func WithProcessed(p Processed) Option { return func(r *Runner) { r.processed = p } }
+
+// WithObserver reports outcomes, pauses and captures.
+func WithObserver(o Observer) Option { return func(r *Runner) { r.obs = o } }
+
+// Runner pulls one durable consumer and runs a handler on each message.
+type Runner struct {
+	js        jetstream.JetStream
+	cfg       Config
+	h         Handler
+	log       *zap.Logger
+	gates     []Gate
+	processed Processed
+	obs       Observer
+	dlq       *dlq.Writer
+
+	cons       jetstream.Consumer
+	ackWait    time.Duration
+	maxDeliver int
+	watcher    *dlq.Watcher
+
+	sem        chan struct{}
+	pullCtx    context.Context
+	stopPull   context.CancelFunc
+	handlerCtx context.Context
+	cancelWork context.CancelFunc
+	loopDone   chan struct{}
+	inflight   sync.WaitGroup
+
+	mu          sync.Mutex
+	started     bool
+	stopped     bool
+	paused      bool
+	pauseCause  error
+	holdUntil   time.Time // Unavailable: do not resume before
+	lastGateOK  time.Time
+	stopOnce    sync.Once
+	stopErr     error
+	runningWork int
+}
+
+// New returns a runner of h on cfg.Consumer. Start begins pulling.
+func New(js jetstream.JetStream, cfg Config, h Handler, opts ...Option) (*Runner, error) {
+	if js == nil || h == nil {
+		return nil, errors.New("runner: nil JetStream or handler")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	r := &Runner{js: js, cfg: cfg, h: h, log: zap.NewNop(), obs: nopObserver{}}
+	for _, o := range opts {
+		o(r)
+	}
+	r.log = r.log.With(zap.String("worker", cfg.Consumer))
+	r.dlq = dlq.NewWriter(js, cfg.Subjects)
+	return r, nil
+}
+
+// Start looks the consumer up (it must exist: events.EnsureTopology), starts
+// the max-deliveries watcher and the pull loop, and returns.
+func (r *Runner) Start(ctx context.Context) error {
+	r.mu.Lock()
+	if r.started {
+		r.mu.Unlock()
+		return errors.New("runner: already started")
+	}
+	r.started = true
+	r.mu.Unlock()
+
+	cons, err := r.js.Consumer(ctx, r.cfg.Stream, r.cfg.Consumer)
+	if err != nil {
+		return fmt.Errorf("runner: consumer %s on %s: %w", r.cfg.Consumer, r.cfg.Stream, err)
+	}
+	info := cons.CachedInfo()
+	r.cons = cons
+	r.ackWait = info.Config.AckWait
+	if r.ackWait <= 0 {
+		r.ackWait = 30 * time.Second // the server's default
+	}
+	r.maxDeliver = info.Config.MaxDeliver
+	if !r.cfg.DisableCapture {
+		w, err := dlq.Watch(r.js.Conn(), r.js, r.dlq, r.cfg.Stream, r.cfg.Consumer,
+			func(l dlq.Letter) {
+				r.log.Warn("message exhausted its deliveries; captured into the DLQ",
+					zap.Uint64("stream_seq", l.Sequence), zap.String("subject", l.Subject))
+				r.obs.Captured(r.cfg.Consumer, l)
+			},
+			func(err error) { r.log.Error("max-deliveries capture failed", zap.Error(err)) })
+		if err != nil {
+			return err
+		}
+		r.watcher = w
+	}
+	r.sem = make(chan struct{}, r.cfg.Concurrency)
+	r.pullCtx, r.stopPull = context.WithCancel(context.Background())
+	r.handlerCtx, r.cancelWork = context.WithCancel(context.Background())
+	r.loopDone = make(chan struct{})
+	go r.loop()
+	return nil
+}
+
+// Stop stops pulling and waits for the handlers in flight until ctx is
+// done; then it cancels their context and waits for them to return (the
+// interrupted messages are nak'ed for immediate redelivery). It returns
+// ctx's error when the deadline cut handlers short.
+func (r *Runner) Stop(ctx context.Context) error {
+	r.stopOnce.Do(func() {
+		r.mu.Lock()
+		started := r.started
+		r.stopped = true
+		r.mu.Unlock()
+		if !started {
+			return
+		}
+		r.stopPull()
+		<-r.loopDone
+		done := make(chan struct{})
+		go func() { r.inflight.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			r.stopErr = fmt.Errorf("runner %s: stop: handlers cut short: %w", r.cfg.Consumer, ctx.Err())
+			r.cancelWork()
+			<-done
+		}
+		r.cancelWork()
+		if r.watcher != nil {
+			r.watcher.Stop()
+		}
+	})
+	return r.stopErr
+}
+
+// Status is a snapshot of the runner.
+type Status struct {
+	Running  bool
+	Paused   bool
+	Cause    error // why paused
+	InFlight int
+}
+
+// Status returns the runner's state (for readiness and `engram status`).
+func (r *Runner) Status() Status {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return Status{Running: r.started && !r.stopped, Paused: r.paused, Cause: r.pauseCause, InFlight: r.runningWork}
+}
+
+// loop pulls while the gates are ready and a handler slot is free.
+func (r *Runner) loop() {
+	defer close(r.loopDone)
+	for r.pullCtx.Err() == nil {
+		if !r.waitReady() {
+			return
+		}
+		// At least one free slot, then every other free one.
+		select {
+		case r.sem <- struct{}{}:
+		case <-r.pullCtx.Done():
+			return
+		}
+		n := 1
+	fill:
+		for n < r.cfg.Concurrency {
+			select {
+			case r.sem <- struct{}{}:
+				n++
+			default:
+				break fill
+			}
+		}
+		got, err := r.fetch(n)
+		for i := got; i < n; i++ {
+			<-r.sem
+		}
+		if err != nil && r.pullCtx.Err() == nil {
+			r.log.Warn("pull failed", zap.Error(err))
+			r.sleep(time.Second)
+		}
+	}
+}
+
+// fetch pulls up to n messages and starts a handler for each. It returns
+// how many it started.
+func (r *Runner) fetch(n int) (int, error) {
+	fctx, cancel := context.WithTimeout(r.pullCtx, r.cfg.FetchWait)
+	defer cancel()
+	batch, err := r.cons.Fetch(n, jetstream.FetchContext(fctx))
+	if err != nil {
+		if fctx.Err() != nil {
+			return 0, nil
+		}
+		return 0, err
+	}
+	got := 0
+	for msg := range batch.Messages() {
+		got++
+		r.inflight.Add(1)
+		go r.handle(msg)
+	}
+	if err := batch.Error(); err != nil && fctx.Err() == nil &&
+		!errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) &&
+		!errors.Is(err, jetstream.ErrNoMessages) {
+		return got, err
+	}
+	return got, nil
+}
+
+// waitReady blocks while paused or a gate is not ready. It returns false
+// when the runner stops.
+func (r *Runner) waitReady() bool {
+	for {
+		if r.pullCtx.Err() != nil {
+			return false
+		}
+		r.mu.Lock()
+		hold := time.Until(r.holdUntil)
+		needCheck := r.paused || time.Since(r.lastGateOK) >= r.cfg.GateInterval
+		r.mu.Unlock()
+		if hold > 0 {
+			if !r.sleep(hold) {
+				return false
+			}
+			continue
+		}
+		if !needCheck {
+			return true
+		}
+		err := r.checkGates()
+		if err == nil {
+			r.setPaused(nil)
+			return true
+		}
+		r.setPaused(err)
+		if !r.sleep(r.cfg.GateInterval) {
+			return false
+		}
+	}
+}
+
+func (r *Runner) checkGates() error {
+	if len(r.gates) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(r.pullCtx, max(r.cfg.GateInterval, time.Second))
+	defer cancel()
+	var errs []error
+	for _, g := range r.gates {
+		if err := g.Ready(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// setPaused records a pause (cause != nil) or a resume, reporting
+// transitions once.
+func (r *Runner) setPaused(cause error) {
+	r.mu.Lock()
+	was := r.paused
+	r.paused = cause != nil
+	r.pauseCause = cause
+	if cause == nil {
+		r.lastGateOK = time.Now()
+	}
+	r.mu.Unlock()
+	switch {
+	case cause != nil && !was:
+		r.log.Warn("dependency unavailable; pausing", zap.Error(cause))
+		r.obs.Paused(r.cfg.Consumer, cause)
+	case cause == nil && was:
+		r.log.Info("dependencies ready; resuming")
+		r.obs.Paused(r.cfg.Consumer, nil)
+	}
+}
+
+// pauseFor is called when a handler reports Unavailable: pull nothing for
+// at least the gate interval, then resume only when the gates are ready.
+func (r *Runner) pauseFor(cause error) {
+	r.mu.Lock()
+	r.holdUntil = time.Now().Add(r.cfg.GateInterval)
+	r.mu.Unlock()
+	r.setPaused(cause)
+}
+
+// sleep waits d or until the runner stops (false).
+func (r *Runner) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.pullCtx.Done():
+		return false
+	}
+}
+
+// handle runs one message to its outcome and frees its slot.
+func (r *Runner) handle(msg jetstream.Msg) {
+	defer r.inflight.Done()
+	defer func() { <-r.sem }()
+	r.mu.Lock()
+	r.runningWork++
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.runningWork--
+		r.mu.Unlock()
+	}()
+
+	o := Outcome{Worker: r.cfg.Consumer}
+	meta, err := msg.Metadata()
+	if err != nil {
+		// Not a JetStream message: nothing to ack.
+		o.Result, o.Err = ResultRetried, fmt.Errorf("runner: message metadata: %w", err)
+		r.log.Error("message without JetStream metadata", zap.Error(err))
+		r.obs.Delivered(o)
+		return
+	}
+	o.Delivery = meta.NumDelivered
+
+	ev, err := events.Decode(msg.Data())
+	if err != nil {
+		o.Err = err
+		r.deadLetter(msg, meta, "invalid event: "+err.Error(), &o)
+		r.obs.Delivered(o)
+		return
+	}
+	o.Type, o.EventID = ev.Type, ev.ID
+
+	ctx := r.handlerCtx
+	if r.processed != nil {
+		done, err := r.processed.EventProcessed(ctx, ev.ProjectID, r.cfg.Consumer, ev.ID)
+		if err != nil {
+			o.Err = fmt.Errorf("runner: processed-event lookup: %w", err)
+			r.retry(msg, meta, o.Err, &o)
+			r.obs.Delivered(o)
+			return
+		}
+		if done {
+			o.Result = ResultDuplicate
+			if err := msg.Ack(); err != nil {
+				o.Err = fmt.Errorf("runner: ack: %w", err)
+				r.log.Warn("ack failed", zap.Error(err), zap.String("event_id", ev.ID))
+			}
+			r.obs.Delivered(o)
+			return
+		}
+	}
+
+	start := time.Now()
+	herr := r.call(ctx, msg, ev)
+	o.Latency = time.Since(start)
+	o.Err = herr
+
+	switch {
+	case herr == nil:
+		o.Result = ResultAcked
+		if r.processed != nil {
+			mctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if err := r.processed.MarkEventProcessed(mctx, ev.ProjectID, r.cfg.Consumer, ev.ID, r.cfg.ProcessedTTL); err != nil {
+				// The effects are done; a redelivery would rely on the
+				// handler's own idempotency. Ack anyway.
+				o.Err = fmt.Errorf("runner: mark processed: %w", err)
+				r.log.Warn("could not record processed event", zap.Error(err), zap.String("event_id", ev.ID))
+			}
+			cancel()
+		}
+		if err := msg.Ack(); err != nil {
+			o.Err = fmt.Errorf("runner: ack: %w", err)
+			r.log.Warn("ack failed", zap.Error(err), zap.String("event_id", ev.ID))
+		}
+	case IsPermanent(herr):
+		r.deadLetter(msg, meta, herr.Error(), &o)
+	case r.handlerCtx.Err() != nil && errors.Is(herr, context.Canceled):
+		o.Result = ResultInterrupted
+		if err := msg.Nak(); err != nil {
+			r.log.Warn("nak failed", zap.Error(err), zap.String("event_id", ev.ID))
+		}
+	default:
+		r.retry(msg, meta, herr, &o)
+	}
+	r.obs.Delivered(o)
+}
+
+// call runs the handler with a heartbeat and turns a panic into an error.
+func (r *Runner) call(ctx context.Context, msg jetstream.Msg, ev events.Envelope) (err error) {
+	hbDone := make(chan struct{})
+	hbStopped := make(chan struct{})
+	go func() {
+		defer close(hbStopped)
+		t := time.NewTicker(max(r.ackWait/3, 10*time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-hbDone:
+				return
+			case <-t.C:
+				if err := msg.InProgress(); err != nil {
+					r.log.Warn("in-progress heartbeat failed", zap.Error(err), zap.String("event_id", ev.ID))
+				}
+			}
+		}
+	}()
+	defer func() {
+		close(hbDone)
+		<-hbStopped
+	}()
+	defer func() {
+		if v := recover(); v != nil {
+			pe := &PanicError{Value: v, Stack: debug.Stack()}
+			r.log.Error("handler panicked", zap.Any("panic", v), zap.ByteString("stack", pe.Stack),
+				zap.String("event_id", ev.ID))
+			err = pe
+		}
+	}()
+	return r.h(ctx, ev)
+}
+
+// retry naks a transient failure with its delay, or dead-letters it on the
+// last allowed delivery.
+func (r *Runner) retry(msg jetstream.Msg, meta *jetstream.MsgMetadata, herr error, o *Outcome) {
+	if r.maxDeliver > 0 && meta.NumDelivered >= uint64(r.maxDeliver) {
+		r.deadLetter(msg, meta, fmt.Sprintf("failed on the last allowed delivery (%d): %v", meta.NumDelivered, herr), o)
+		return
+	}
+	delay := r.cfg.Backoff(meta.NumDelivered)
+	var ra *retryAfterError
+	switch {
+	case errors.As(herr, &ra):
+		delay = ra.delay
+	case IsUnavailable(herr):
+		delay = r.cfg.UnavailableDelay
+		r.pauseFor(herr)
+	}
+	o.Result, o.Delay = ResultRetried, delay
+	if err := msg.NakWithDelay(delay); err != nil {
+		r.log.Warn("nak failed", zap.Error(err), zap.String("event_id", o.EventID))
+	}
+}
+
+// deadLetter copies the message to the DLQ and terminates it. If the DLQ
+// cannot be written the message is nak'ed instead, so nothing is lost.
+func (r *Runner) deadLetter(msg jetstream.Msg, meta *jetstream.MsgMetadata, reason string, o *Outcome) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l := dlq.Letter{
+		Consumer:   r.cfg.Consumer,
+		Reason:     reason,
+		Subject:    msg.Subject(),
+		Stream:     meta.Stream,
+		Sequence:   meta.Sequence.Stream,
+		Deliveries: meta.NumDelivered,
+		MsgID:      msg.Headers().Get(jetstream.MsgIDHeader),
+		Header:     msg.Headers(),
+		Data:       msg.Data(),
+	}
+	if err := r.dlq.Put(ctx, l); err != nil {
+		delay := r.cfg.Backoff(meta.NumDelivered)
+		o.Result, o.Delay = ResultRetried, delay
+		o.Err = errors.Join(o.Err, err)
+		r.log.Error("could not dead-letter; will retry", zap.Error(err), zap.String("reason", reason),
+			zap.Uint64("stream_seq", meta.Sequence.Stream))
+		if err := msg.NakWithDelay(delay); err != nil {
+			r.log.Warn("nak failed", zap.Error(err))
+		}
+		return
+	}
+	o.Result = ResultDeadLettered
+	r.log.Warn("event dead-lettered", zap.String("reason", reason), zap.Uint64("stream_seq", meta.Sequence.Stream),
+		zap.Uint64("delivery", meta.NumDelivered), zap.String("event_id", o.EventID))
+	if err := msg.TermWithReason(clipReason(reason)); err != nil {
+		r.log.Warn("term failed", zap.Error(err))
+	}
+}
+
+func clipReason(s string) string {
+	const n = 256
+	if len(s) <= n {
+		return s
+	}
+	for i := n; i > 0; i-- {
+		if s[i]&0xC0 != 0x80 {
+			return s[:i]
+		}
+	}
+	return s[:n]
+}
