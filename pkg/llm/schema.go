@@ -380,7 +380,7 @@ func (s *Schema) checkBounded(path string) error {
 
 // MaxChars is an upper bound on the characters of a compact JSON instance of
 // the schema whose strings need no escaping, plus room for the whitespace a
-// model puts between tokens.
+// model puts between tokens (room for pretty-printing a few levels deep).
 func (s *Schema) MaxChars() int {
 	switch s.Type {
 	case "string":
@@ -402,11 +402,11 @@ func (s *Schema) MaxChars() int {
 		if s.Items != nil {
 			item = s.Items.MaxChars()
 		}
-		return 2 + n*(item+4)
+		return 8 + n*(item+12)
 	case "object":
-		n := 2
+		n := 8
 		for _, p := range s.Properties {
-			n += len(p.Name) + 2 + 8 + p.Schema.MaxChars()
+			n += len(p.Name) + 4 + 16 + p.Schema.MaxChars()
 		}
 		return n
 	}

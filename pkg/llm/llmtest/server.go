@@ -102,6 +102,19 @@ func WithModels(names ...string) Option {
 // chat request that no script matches gets a 500 naming the request.
 func New(t testing.TB, opts ...Option) *Server {
 	t.Helper()
+	s, err := start(t, opts...)
+	if err != nil {
+		t.Fatalf("llmtest: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Start is New without a test: the caller must Close the server. Methods
+// that would fail a test (LastChat, Client) panic instead.
+func Start(opts ...Option) (*Server, error) { return start(nil, opts...) }
+
+func start(t testing.TB, opts ...Option) (*Server, error) {
 	s := &Server{
 		t:          t,
 		embedder:   hashembed.New(hashembed.DefaultDim),
@@ -125,12 +138,25 @@ func New(t testing.TB, opts ...Option) *Server {
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatalf("llmtest: listen: %v", err)
+		return nil, fmt.Errorf("listen: %w", err)
 	}
 	s.addr = ln.Addr().String()
 	s.serve(ln)
-	t.Cleanup(s.Close)
-	return s
+	return s, nil
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if s.t != nil {
+		s.t.Logf(format, args...)
+	}
+}
+
+func (s *Server) fatalf(format string, args ...any) {
+	if s.t != nil {
+		s.t.Helper()
+		s.t.Fatalf(format, args...)
+	}
+	panic(fmt.Sprintf(format, args...))
 }
 
 func (s *Server) serve(ln net.Listener) {
@@ -169,10 +195,9 @@ func (s *Server) Config() llm.Config {
 
 // Client returns an llm.Client on Config().
 func (s *Server) Client(opts ...llm.Option) *llm.Client {
-	s.t.Helper()
 	c, err := llm.New(s.Config(), opts...)
 	if err != nil {
-		s.t.Fatalf("llmtest: client: %v", err)
+		s.fatalf("llmtest: client: %v", err)
 	}
 	return c
 }
@@ -274,7 +299,6 @@ func (s *Server) Down() {
 
 // Up listens again on the same address after Down.
 func (s *Server) Up() {
-	s.t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.down || s.closed {
@@ -289,8 +313,9 @@ func (s *Server) Up() {
 		time.Sleep(100 * time.Millisecond)
 	}
 	if err != nil {
-		s.t.Errorf("llmtest: relisten on %s: %v", s.addr, err)
-		return
+		s.mu.Unlock()
+		defer s.mu.Lock()
+		s.fatalf("llmtest: relisten on %s: %v", s.addr, err)
 	}
 	s.down = false
 	s.serve(ln)
@@ -332,10 +357,9 @@ func (s *Server) ChatRequests() []api.ChatRequest {
 
 // LastChat returns the last chat request; the test fails if there is none.
 func (s *Server) LastChat() api.ChatRequest {
-	s.t.Helper()
 	reqs := s.ChatRequests()
 	if len(reqs) == 0 {
-		s.t.Fatalf("llmtest: no chat request received")
+		s.fatalf("llmtest: no chat request received")
 	}
 	return reqs[len(reqs)-1]
 }
@@ -565,7 +589,7 @@ func (s *Server) pickChat(req api.ChatRequest) Reply {
 		return rep
 	}
 	s.unmatched++
-	s.t.Logf("llmtest: no scripted reply for chat request to %q (%d messages)", req.Model, len(req.Messages))
+	s.logf("llmtest: no scripted reply for chat request to %q (%d messages)", req.Model, len(req.Messages))
 	return s.fallback
 }
 
