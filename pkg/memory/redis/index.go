@@ -1,0 +1,428 @@
+package redis
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/engram-memory/engram/pkg/memory"
+)
+
+// maxTermBytes caps an indexed (and a queried) term; longer ones are cut on
+// a rune boundary, so a long query term still matches as a prefix.
+const maxTermBytes = 64
+
+// maxDocLen is the largest document length the postings encode.
+const maxDocLen = 65535
+
+// docTokens splits text the way memory.Terms splits a query (runs of
+// letters and digits, lower-cased, at least 2 characters) but keeps
+// repetitions: the term frequencies of a document.
+func docTokens(n *memory.Node) (tf map[string]int, length int) {
+	tf = map[string]int{}
+	add := func(text string) {
+		for _, f := range strings.FieldsFunc(text, func(r rune) bool {
+			return !unicode.IsLetter(r) && !unicode.IsDigit(r)
+		}) {
+			if utf8.RuneCountInString(f) < 2 {
+				continue
+			}
+			tf[cutTerm(strings.ToLower(f))]++
+			length++
+		}
+	}
+	add(n.Label)
+	add(n.Body)
+	for _, p := range n.Paths {
+		add(p)
+	}
+	for _, e := range n.Entities {
+		add(e.Name)
+	}
+	return tf, length
+}
+
+func cutTerm(t string) string {
+	if len(t) <= maxTermBytes {
+		return t
+	}
+	i := maxTermBytes
+	for i > 0 && !utf8.RuneStart(t[i]) {
+		i--
+	}
+	return t[:i]
+}
+
+// standingScore orders the standing set like memory.CompareStanding:
+// pinned first, then preference, decision, pattern, then newest update
+// (ties: member order, the id).
+func standingScore(n *memory.Node) float64 {
+	class := 0
+	if !n.Pinned {
+		class = 4
+	}
+	switch n.Subkind {
+	case memory.Preference:
+	case memory.Decision:
+		class++
+	case memory.Pattern:
+		class += 2
+	default:
+		class += 3
+	}
+	const span = 1 << 43 // milliseconds until the year 2248
+	ms := min(max(n.UpdatedAt.UnixMilli(), 0), span-1)
+	return float64(class)*span + float64(span-1-ms)
+}
+
+// timeScore is the timeline score: updated-at in microseconds.
+func timeScore(n *memory.Node) float64 { return float64(n.UpdatedAt.UnixMicro()) }
+
+func createdScore(n *memory.Node) float64 { return float64(n.CreatedAt.UnixMicro()) }
+
+// sessionHash is how a session id appears in vector attributes: a filter
+// expression then never has to quote arbitrary text.
+func sessionHash(s string) string {
+	if s == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:8])
+}
+
+// vectorAttrs are the JSON attributes of a node in its vector set: what
+// the FILTER of the vector channel tests (see vectorFilter).
+func vectorAttrs(n *memory.Node) string {
+	b01 := func(b bool) int {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	var vt int64
+	if !n.ValidTo.IsZero() {
+		vt = n.ValidTo.UnixNano()
+	}
+	a := struct {
+		Scope    string  `json:"sc"`
+		Session  string  `json:"ss"`
+		Reach    string  `json:"rc"`
+		Archived int     `json:"ar"`
+		Super    int     `json:"sb"`
+		ValidTo  int64   `json:"vt"`
+		Conf     float64 `json:"cf"`
+		Subkind  string  `json:"sk"`
+	}{string(n.Scope), sessionHash(n.SessionID), string(n.Reach), b01(!n.ArchivedAt.IsZero()),
+		b01(n.SupersededBy != ""), vt, n.Confidence, string(n.Subkind)}
+	b, _ := json.Marshal(a)
+	return string(b)
+}
+
+// reindexLexScript moves a document's postings from its old terms to its
+// new ones, drops emptied terms from the term dictionary and keeps the
+// corpus statistics (document count n, total length l) for BM25.
+// A posting's score is tf*65536 + document length.
+var reindexLexScript = goredis.NewScript(`
+local p, id = ARGV[1], ARGV[2]
+local nold = tonumber(ARGV[6])
+local newtf = {}
+local i = 7 + nold
+while i <= #ARGV do newtf[ARGV[i]] = tonumber(ARGV[i + 1]); i = i + 2 end
+for j = 7, 6 + nold do
+  local t = ARGV[j]
+  if not newtf[t] then
+    local k = p .. 't:' .. t
+    redis.call('ZREM', k, id)
+    if redis.call('ZCARD', k) == 0 then redis.call('ZREM', KEYS[1], t) end
+  end
+end
+local dl = tonumber(ARGV[5])
+if dl > 65535 then dl = 65535 end
+for t, tf in pairs(newtf) do
+  redis.call('ZADD', p .. 't:' .. t, tf * 65536 + dl, id)
+  redis.call('ZADD', KEYS[1], 0, t)
+end
+redis.call('HINCRBY', KEYS[2], 'n', ARGV[3])
+redis.call('HINCRBY', KEYS[2], 'l', tonumber(ARGV[5]) - tonumber(ARGV[4]))
+return 1
+`)
+
+// hdelIfScript deletes a hash field only while it holds the given value.
+var hdelIfScript = goredis.NewScript(`
+if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return redis.call('HDEL', KEYS[1], ARGV[1]) end
+return 0
+`)
+
+// writeNode queues, inside a MULTI of the node's slot, everything that
+// stores n and keeps the indexes of its project right. old is the stored
+// node (nil for a new one). The caller has WATCHed the node key, the
+// digest hash and the vector set, and checked the vector's dimension.
+func (s *Store) writeNode(ctx context.Context, pipe goredis.Pipeliner, old, n *memory.Node) {
+	k := s.keys(n.ProjectID)
+	id := n.ID
+
+	// The hash: only changed fields are written.
+	enc := encodeNode(n)
+	var oldEnc map[string]any
+	if old != nil {
+		oldEnc = encodeNode(old)
+		var gone []string
+		for f := range oldEnc {
+			if _, ok := enc[f]; !ok {
+				gone = append(gone, f)
+			}
+		}
+		if len(gone) > 0 {
+			pipe.HDel(ctx, k.node(id), gone...)
+		}
+	}
+	changed := make(map[string]any, len(enc))
+	for f, v := range enc {
+		if old == nil || !sameValue(oldEnc[f], v) {
+			changed[f] = v
+		}
+	}
+	if len(changed) > 0 {
+		pipe.HSet(ctx, k.node(id), changed)
+	}
+
+	// Digest -> id.
+	if old == nil || old.Digest != n.Digest {
+		pipe.HSet(ctx, k.digests(), n.Digest, id)
+		if old != nil && old.Digest != "" {
+			hdelIfScript.Eval(ctx, pipe, []string{k.digests()}, old.Digest, id)
+		}
+	}
+
+	// Timeline.
+	if old == nil || !old.UpdatedAt.Equal(n.UpdatedAt) {
+		pipe.ZAdd(ctx, k.all(), goredis.Z{Score: timeScore(n), Member: id})
+	}
+
+	// Live set.
+	live := n.Live()
+	if old == nil || old.Live() != live {
+		if live {
+			pipe.SAdd(ctx, k.live(), id)
+		} else if old != nil {
+			pipe.SRem(ctx, k.live(), id)
+		}
+	}
+
+	// Standing candidates.
+	if memory.IsStanding(n) {
+		if old == nil || !memory.IsStanding(old) || standingScore(old) != standingScore(n) {
+			pipe.ZAdd(ctx, k.standing(), goredis.Z{Score: standingScore(n), Member: id})
+		}
+	} else if old != nil && memory.IsStanding(old) {
+		pipe.ZRem(ctx, k.standing(), id)
+	}
+
+	// Embedding backlog: live nodes without a vector (pe) or with one of a
+	// model (em:<model>).
+	oldModel, newModel := "", ""
+	if old != nil && len(old.Embedding) > 0 {
+		oldModel = old.EmbeddingModel
+	}
+	if len(n.Embedding) > 0 {
+		newModel = n.EmbeddingModel
+	}
+	if old != nil && old.Live() && (!live || oldModel != newModel) {
+		if oldModel == "" {
+			pipe.ZRem(ctx, k.pending(), id)
+		} else {
+			pipe.ZRem(ctx, k.embedded(oldModel), id)
+		}
+	}
+	if live && (old == nil || !old.Live() || oldModel != newModel) {
+		if newModel == "" {
+			pipe.ZAdd(ctx, k.pending(), goredis.Z{Score: createdScore(n), Member: id})
+		} else {
+			pipe.ZAdd(ctx, k.embedded(newModel), goredis.Z{Score: createdScore(n), Member: id})
+			pipe.SAdd(ctx, k.models(), newModel)
+		}
+	}
+
+	// Vector set of the model.
+	if oldModel != "" && oldModel != newModel {
+		pipe.VRem(ctx, k.vectors(oldModel), id)
+	}
+	if newModel != "" {
+		attrs := vectorAttrs(n)
+		if oldModel != newModel || !slices.Equal(old.Embedding, n.Embedding) {
+			args := &goredis.VAddArgs{SetAttr: attrs}
+			switch s.quant {
+			case "noquant":
+				args.NoQuant = true
+			case "q8":
+				args.Q8 = true
+			case "bin":
+				args.Bin = true
+			}
+			pipe.VAddWithArgs(ctx, k.vectors(newModel), id, &goredis.VectorFP32{Val: encodeVector(n.Embedding)}, args)
+		} else if vectorAttrs(old) != attrs {
+			pipe.VSetAttr(ctx, k.vectors(newModel), id, attrs)
+		}
+	}
+
+	// Lexical postings.
+	newTF, newLen := docTokens(n)
+	var oldTF map[string]int
+	oldLen := 0
+	if old != nil {
+		oldTF, oldLen = docTokens(old)
+	}
+	if old == nil || oldLen != newLen || !sameTF(oldTF, newTF) {
+		args := make([]any, 0, 6+len(oldTF)+2*len(newTF))
+		docDelta := 0
+		if old == nil {
+			docDelta = 1
+		}
+		args = append(args, k.p, id, docDelta, oldLen, newLen, len(oldTF))
+		for t := range oldTF {
+			args = append(args, t)
+		}
+		for t, c := range newTF {
+			args = append(args, t, c)
+		}
+		reindexLexScript.Eval(ctx, pipe, []string{k.terms(), k.stats()}, args...)
+	}
+
+	// Path sets.
+	var oldPaths []string
+	if old != nil {
+		oldPaths = old.Paths
+	}
+	for _, p := range oldPaths {
+		if !slices.Contains(n.Paths, p) {
+			pipe.SRem(ctx, k.path(p), id)
+		}
+	}
+	for _, p := range n.Paths {
+		if !slices.Contains(oldPaths, p) {
+			pipe.SAdd(ctx, k.path(p), id)
+		}
+	}
+}
+
+func sameValue(a, b any) bool {
+	switch x := a.(type) {
+	case string:
+		y, ok := b.(string)
+		return ok && x == y
+	case []byte:
+		y, ok := b.([]byte)
+		return ok && bytes.Equal(x, y)
+	}
+	return false
+}
+
+func sameTF(a, b map[string]int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for t, c := range a {
+		if b[t] != c {
+			return false
+		}
+	}
+	return true
+}
+
+// vectorFilter is the FILTER expression of the vector channel for one
+// project's vector set: memory.Visible written in the vector-set expression
+// language. own: the set is of f.ProjectID (or global when f.ProjectID is
+// empty); foreign: another project's set, read for cross-project recall.
+// global: the global set.
+func vectorFilter(f memory.Filter, kind tagKind, nowNano int64) string {
+	var parts []string
+	switch kind {
+	case tagForeign:
+		parts = append(parts, `.rc == "anywhere"`, `.sc != "session"`)
+	case tagGlobal:
+		if f.ProjectID != "" {
+			parts = append(parts, `.sc != "session"`)
+		} else {
+			parts = append(parts, `(.sc != "session" or .ss == "`+sessionHash(f.SessionID)+`")`)
+		}
+	default:
+		parts = append(parts, `(.sc != "session" or .ss == "`+sessionHash(f.SessionID)+`")`)
+	}
+	if !f.IncludeArchived {
+		parts = append(parts, `.ar == 0`)
+	}
+	if !f.IncludeSuperseded {
+		parts = append(parts, `.sb == 0`, `(.vt == 0 or .vt > `+strconv.FormatInt(nowNano, 10)+`)`)
+	}
+	if f.MinConfidence > 0 {
+		parts = append(parts, `.cf >= `+strconv.FormatFloat(f.MinConfidence, 'g', -1, 64))
+	}
+	if len(f.Subkinds) > 0 {
+		var or []string
+		for _, sk := range f.Subkinds {
+			if sk.Valid() {
+				or = append(or, `.sk == "`+string(sk)+`"`)
+			}
+		}
+		if len(or) == 0 {
+			or = append(or, `.sk == "-"`)
+		}
+		parts = append(parts, "("+strings.Join(or, " or ")+")")
+	}
+	return strings.Join(parts, " and ")
+}
+
+// tagKind says how a filter relates to a project's keys.
+type tagKind int
+
+const (
+	tagOwn     tagKind = iota // the filter's project
+	tagGlobal                 // global memories
+	tagForeign                // another project (cross-project reads: reach anywhere only)
+)
+
+// scopeTags lists the projects a filter reads: its own, global, and with
+// CrossProject every other registered project.
+func (s *Store) scopeTags(ctx context.Context, f memory.Filter) ([]scopeTag, error) {
+	out := []scopeTag{{project: f.ProjectID, kind: tagOwn}}
+	if f.ProjectID != "" {
+		out = append(out, scopeTag{project: "", kind: tagGlobal})
+	}
+	if f.CrossProject {
+		ps, err := s.projects(ctx)
+		if err != nil {
+			return nil, err
+		}
+		slices.Sort(ps)
+		for _, p := range ps {
+			if p != f.ProjectID {
+				out = append(out, scopeTag{project: p, kind: tagForeign})
+			}
+		}
+	}
+	return out, nil
+}
+
+type scopeTag struct {
+	project string
+	kind    tagKind
+}
+
+func finiteVec(v []float32) bool {
+	for _, x := range v {
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			return false
+		}
+	}
+	return true
+}

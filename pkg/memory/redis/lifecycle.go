@@ -1,0 +1,575 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/engram-memory/engram/pkg/memory"
+)
+
+// supersedeEdge is the newID -supersedes-> oldID edge after linking it
+// (again) given the current live one.
+func (s *Store) supersedeEdge(cur memory.Edge, exists bool, newID, oldID string) (memory.Edge, error) {
+	e, err := memory.PrepareEdge(memory.Edge{Src: newID, Dst: oldID, Relation: memory.Supersedes}, s.now())
+	if err != nil {
+		return memory.Edge{}, err
+	}
+	if exists {
+		return memory.Relink(cur, e), nil
+	}
+	return e, nil
+}
+
+// Supersede closes oldID (memory.Close) and links newID -supersedes-> oldID.
+// Both in one project (or both global): one transaction. Across projects
+// the edge is written first and the close last, each step atomic, so a
+// retry after a crash completes it.
+func (s *Store) Supersede(ctx context.Context, oldID, newID string) error {
+	if oldID == newID {
+		return fmt.Errorf("%w: memory %s cannot supersede itself", memory.ErrInvalid, oldID)
+	}
+	projs, err := s.nodeProjects(ctx, oldID, newID)
+	if err != nil {
+		return err
+	}
+	po, pn := projs[0], projs[1]
+	if po != pn {
+		old, err := s.Get(ctx, oldID)
+		if err != nil {
+			return err
+		}
+		newer, err := s.Get(ctx, newID)
+		if err != nil {
+			return err
+		}
+		if err := memory.CheckSupersede(old, newer); err != nil {
+			return err
+		}
+		if _, err := s.Link(ctx, memory.Edge{Src: newID, Dst: oldID, Relation: memory.Supersedes}); err != nil {
+			return err
+		}
+		now := s.now()
+		_, err = s.modify(ctx, "supersede", oldID, func(o memory.Node) (memory.Node, error) {
+			if err := memory.CheckSupersede(o, newer); err != nil {
+				return memory.Node{}, err
+			}
+			return memory.Close(o, newID, now), nil
+		})
+		return err
+	}
+	k := s.keys(po)
+	return s.retryTx(ctx, "supersede", func(tx *goredis.Tx) error {
+		old, err := readNode(ctx, tx, k, oldID)
+		if err != nil {
+			return err
+		}
+		newer, err := readNode(ctx, tx, k, newID)
+		if err != nil {
+			return err
+		}
+		if err := memory.CheckSupersede(old, newer); err != nil {
+			return err
+		}
+		closed := memory.Close(old, newID, s.now())
+		cur, ok, err := liveEdge(ctx, tx, k, newID, oldID, memory.Supersedes)
+		if err != nil {
+			return err
+		}
+		e, err := s.supersedeEdge(cur, ok, newID, oldID)
+		if err != nil {
+			return err
+		}
+		_, err = tx.TxPipelined(ctx, func(pipe goredis.Pipeliner) error {
+			s.writeNode(ctx, pipe, &old, &closed)
+			s.writeEdge(ctx, pipe, po, po, e, false)
+			return nil
+		})
+		return err
+	}, k.node(oldID), k.node(newID), k.digests(), k.edgesOut(newID), k.edgesIn(oldID))
+}
+
+// Revise stores the revision of oldID (memory.PrepareRevision, upserted:
+// a revision to an existing memory reinforces it), closes the old node and
+// links new -supersedes-> old, in one transaction when both are in one
+// project.
+func (s *Store) Revise(ctx context.Context, oldID string, in memory.Node) (memory.Node, error) {
+	old, err := s.Get(ctx, oldID)
+	if err != nil {
+		return memory.Node{}, err
+	}
+	now := s.now()
+	n, err := memory.PrepareRevision(old, in, now)
+	if err != nil {
+		return memory.Node{}, err
+	}
+	if n.ProjectID != old.ProjectID {
+		res, err := s.Upsert(ctx, n)
+		if err != nil {
+			return memory.Node{}, err
+		}
+		if err := s.Supersede(ctx, oldID, res.Node.ID); err != nil {
+			return memory.Node{}, err
+		}
+		return s.Get(ctx, res.Node.ID)
+	}
+	if err := s.register(ctx, n.ProjectID); err != nil {
+		return memory.Node{}, err
+	}
+	k := s.keys(old.ProjectID)
+	existing, err := s.c.HGet(ctx, k.digests(), n.Digest).Result()
+	if err != nil && !errors.Is(err, goredis.Nil) {
+		return memory.Node{}, s.wrap("revise", err)
+	}
+	if existing == "" {
+		if err := s.claimID(ctx, n.ID, n.ProjectID); err != nil {
+			return memory.Node{}, err
+		}
+	}
+	var out memory.Node
+	err = s.retryTx(ctx, "revise", func(tx *goredis.Tx) error {
+		o, err := readNode(ctx, tx, k, oldID)
+		if err != nil {
+			return err
+		}
+		id, err := tx.HGet(ctx, k.digests(), n.Digest).Result()
+		if err != nil && !errors.Is(err, goredis.Nil) {
+			return err
+		}
+		var prev *memory.Node
+		next := n
+		if id != "" {
+			if err := tx.Watch(ctx, k.node(id)).Err(); err != nil {
+				return err
+			}
+			x, err := readNode(ctx, tx, k, id)
+			if err == nil {
+				if x.ID == oldID {
+					return fmt.Errorf("%w: the revision of %s does not change it", memory.ErrInvalid, oldID)
+				}
+				prev = &x
+				next = memory.Reinforce(x, n, now)
+			} else if !errors.Is(err, memory.ErrNotFound) {
+				return err
+			}
+		}
+		if prev == nil {
+			if existing != "" {
+				if err := s.claimID(ctx, n.ID, n.ProjectID); err != nil {
+					return err
+				}
+			}
+			if err := tx.Watch(ctx, k.node(n.ID)).Err(); err != nil {
+				return err
+			}
+		}
+		if err := memory.CheckSupersede(o, next); err != nil {
+			return err
+		}
+		if err := s.checkVector(ctx, tx, prev, &next); err != nil {
+			return err
+		}
+		if err := tx.Watch(ctx, k.edgesOut(next.ID), k.edgesIn(oldID)).Err(); err != nil {
+			return err
+		}
+		cur, ok, err := liveEdge(ctx, tx, k, next.ID, oldID, memory.Supersedes)
+		if err != nil {
+			return err
+		}
+		e, err := s.supersedeEdge(cur, ok, next.ID, oldID)
+		if err != nil {
+			return err
+		}
+		closed := memory.Close(o, next.ID, now)
+		_, err = tx.TxPipelined(ctx, func(pipe goredis.Pipeliner) error {
+			s.writeNode(ctx, pipe, prev, &next)
+			s.writeNode(ctx, pipe, &o, &closed)
+			s.writeEdge(ctx, pipe, old.ProjectID, old.ProjectID, e, false)
+			return nil
+		})
+		if err == nil {
+			out = next
+		}
+		return err
+	}, k.node(oldID), k.digests())
+	return out, err
+}
+
+// Timeline lists nodes newest update first under the filter rules
+// (memory.Visible, or memory.AsOfVisible for an as-of read).
+func (s *Store) Timeline(ctx context.Context, q memory.TimelineQuery) ([]memory.Node, error) {
+	limit := memory.Limit(q.Limit)
+	tags, err := s.scopeTags(ctx, q.Filter)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	keep := func(n *memory.Node) bool {
+		if q.OnlySession && n.SessionID != q.SessionID {
+			return false
+		}
+		if !q.AsOf.IsZero() {
+			return memory.AsOfVisible(n, q.Filter, q.AsOf)
+		}
+		return memory.Visible(n, q.Filter, now)
+	}
+	var all []memory.Node
+	for _, t := range tags {
+		got, err := s.scanTag(ctx, t.project, limit, keep)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, got...)
+	}
+	slices.SortFunc(all, func(a, b memory.Node) int { return memory.CompareTimeline(&a, &b) })
+	if len(all) > limit {
+		all = all[:limit]
+	}
+	return all, nil
+}
+
+// scanTag walks a project's timeline (newest first) until it has limit
+// nodes that keep accepts.
+func (s *Store) scanTag(ctx context.Context, project string, limit int, keep func(*memory.Node) bool) ([]memory.Node, error) {
+	k := s.keys(project)
+	batch := int64(max(2*limit, 64))
+	var out []memory.Node
+	for start := int64(0); len(out) < limit; start += batch {
+		ids, err := s.c.ZRevRange(ctx, k.all(), start, start+batch-1).Result()
+		if err != nil {
+			return nil, s.wrap("timeline", err)
+		}
+		nodes, err := s.loadTagNodes(ctx, project, ids)
+		if err != nil {
+			return nil, err
+		}
+		for i := range nodes {
+			if keep(&nodes[i]) {
+				out = append(out, nodes[i])
+				if len(out) == limit {
+					break
+				}
+			}
+		}
+		if int64(len(ids)) < batch {
+			break
+		}
+	}
+	return out, nil
+}
+
+// StandingInstructions selects the standing instructions of a project and
+// the global ones (memory.StandingFor), in memory.CompareStanding order.
+func (s *Store) StandingInstructions(ctx context.Context, projectID string, limit int) ([]memory.Node, error) {
+	projects := []string{projectID}
+	if projectID != "" {
+		projects = append(projects, "")
+	}
+	stop := int64(-1)
+	if limit > 0 {
+		stop = int64(limit + 16 - 1) // a margin for same-millisecond ties
+	}
+	var all []memory.Node
+	for _, p := range projects {
+		ids, err := s.c.ZRange(ctx, s.keys(p).standing(), 0, stop).Result()
+		if err != nil {
+			return nil, s.wrap("standing instructions", err)
+		}
+		nodes, err := s.loadTagNodes(ctx, p, ids)
+		if err != nil {
+			return nil, err
+		}
+		for i := range nodes {
+			if memory.StandingFor(&nodes[i], projectID) {
+				all = append(all, nodes[i])
+			}
+		}
+	}
+	return memory.SortStanding(all, limit), nil
+}
+
+// PutBatch writes nodes by id (replacing) and edges (replacing the live
+// edge of the same ends and relation); everything is validated first. All
+// or nothing per project: one transaction per project, then the edges that
+// cross projects.
+func (s *Store) PutBatch(ctx context.Context, nodes []memory.Node, edges []memory.Edge) error {
+	now := s.now()
+	var bad []string
+	prepared := make([]memory.Node, 0, len(nodes))
+	for i, in := range nodes {
+		n, err := memory.PrepareNew(in, now)
+		if err != nil {
+			bad = append(bad, fmt.Sprintf("node %d (%s): %v", i, in.ID, err))
+			continue
+		}
+		prepared = append(prepared, n)
+	}
+	projOf := map[string]string{}
+	digests := map[string]string{} // project \x1f digest -> id
+	for _, n := range prepared {
+		if p, ok := projOf[n.ID]; ok && p != n.ProjectID {
+			bad = append(bad, fmt.Sprintf("node %s is given in two projects", n.ID))
+		}
+		projOf[n.ID] = n.ProjectID
+		dk := n.ProjectID + sep + n.Digest
+		if other, ok := digests[dk]; ok && other != n.ID {
+			bad = append(bad, fmt.Sprintf("nodes %s and %s hold the same content (digest %s)", other, n.ID, n.Digest))
+		}
+		digests[dk] = n.ID
+	}
+	preparedEdges := make([]memory.Edge, 0, len(edges))
+	var unknown []string
+	for i, in := range edges {
+		e, err := memory.PrepareEdge(in, now)
+		if err != nil {
+			bad = append(bad, fmt.Sprintf("edge %d: %v", i, err))
+			continue
+		}
+		preparedEdges = append(preparedEdges, e)
+		for _, id := range []string{e.Src, e.Dst} {
+			if _, ok := projOf[id]; !ok && !slices.Contains(unknown, id) {
+				unknown = append(unknown, id)
+			}
+		}
+	}
+	// Stored ids: their project (an id cannot move) and the edge ends.
+	var ids []string
+	for _, n := range prepared {
+		ids = append(ids, n.ID)
+	}
+	stored, err := s.projectsOf(ctx, append(ids, unknown...))
+	if err != nil {
+		return err
+	}
+	for _, n := range prepared {
+		if p, ok := stored[n.ID]; ok && p != n.ProjectID {
+			bad = append(bad, fmt.Sprintf("node %s belongs to project %q, not %q", n.ID, p, n.ProjectID))
+		}
+	}
+	if len(unknown) > 0 {
+		pipe := s.c.Pipeline()
+		ex := map[string]*goredis.IntCmd{}
+		for _, id := range unknown {
+			if p, ok := stored[id]; ok {
+				ex[id] = pipe.Exists(ctx, s.keys(p).node(id))
+			}
+		}
+		if len(ex) > 0 {
+			if _, err := pipe.Exec(ctx); err != nil {
+				return s.wrap("put batch", err)
+			}
+		}
+		for _, id := range unknown {
+			if c, ok := ex[id]; !ok || c.Val() == 0 {
+				bad = append(bad, fmt.Sprintf("edge end %s is neither in the batch nor stored", id))
+			} else {
+				projOf[id] = stored[id]
+			}
+		}
+	}
+	// Digests another stored node of the project holds.
+	byProject := map[string][]memory.Node{}
+	for _, n := range prepared {
+		byProject[n.ProjectID] = append(byProject[n.ProjectID], n)
+	}
+	for p, ns := range byProject {
+		fields := make([]string, len(ns))
+		for i, n := range ns {
+			fields[i] = n.Digest
+		}
+		vals, err := s.c.HMGet(ctx, s.keys(p).digests(), fields...).Result()
+		if err != nil {
+			return s.wrap("put batch", err)
+		}
+		for i, v := range vals {
+			if id, ok := v.(string); ok && id != ns[i].ID && !batchReplaces(byProject[p], id, ns[i].Digest) {
+				bad = append(bad, fmt.Sprintf("node %s: memory %s already holds this content in the project", ns[i].ID, id))
+			}
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%w: put batch: %s", memory.ErrInvalid, strings.Join(bad, "; "))
+	}
+
+	// Write: per project, nodes and the edges inside it in one transaction.
+	edgesIn := map[string][]memory.Edge{}
+	var crossing []memory.Edge
+	for _, e := range preparedEdges {
+		if projOf[e.Src] == projOf[e.Dst] {
+			edgesIn[projOf[e.Src]] = append(edgesIn[projOf[e.Src]], e)
+		} else {
+			crossing = append(crossing, e)
+		}
+	}
+	projects := map[string]bool{}
+	for p := range byProject {
+		projects[p] = true
+	}
+	for p := range edgesIn {
+		projects[p] = true
+	}
+	for p := range projects {
+		if err := s.register(ctx, p); err != nil {
+			return err
+		}
+		for _, n := range byProject[p] {
+			if err := s.claimID(ctx, n.ID, p); err != nil {
+				return err
+			}
+		}
+		if err := s.putTag(ctx, p, byProject[p], edgesIn[p]); err != nil {
+			return err
+		}
+	}
+	if len(crossing) > 0 {
+		// Edges between projects: the copies first, the primaries last.
+		pipe := s.c.Pipeline()
+		for _, e := range crossing {
+			s.writeEdgeIn(ctx, pipe, projOf[e.Dst], e, false)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return s.wrap("put batch", err)
+		}
+		pipe = s.c.Pipeline()
+		for _, e := range crossing {
+			s.writeEdgeOut(ctx, pipe, projOf[e.Src], e, false)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return s.wrap("put batch", err)
+		}
+	}
+	return nil
+}
+
+// batchReplaces reports whether the batch itself rewrites node id with
+// another digest (so its old digest is free).
+func batchReplaces(batch []memory.Node, id, digest string) bool {
+	for _, n := range batch {
+		if n.ID == id {
+			return n.Digest != digest
+		}
+	}
+	return false
+}
+
+func (s *Store) putTag(ctx context.Context, project string, nodes []memory.Node, edges []memory.Edge) error {
+	k := s.keys(project)
+	watch := []string{k.digests()}
+	for _, n := range nodes {
+		watch = append(watch, k.node(n.ID))
+	}
+	return s.retryTx(ctx, "put batch", func(tx *goredis.Tx) error {
+		pipe := tx.Pipeline()
+		cmds := make([]*goredis.MapStringStringCmd, len(nodes))
+		for i, n := range nodes {
+			cmds[i] = pipe.HGetAll(ctx, k.node(n.ID))
+		}
+		if len(nodes) > 0 {
+			if _, err := pipe.Exec(ctx); err != nil {
+				return err
+			}
+		}
+		olds := make([]*memory.Node, len(nodes))
+		dims := map[string]int{}
+		for i, c := range cmds {
+			o, ok, err := decodeNode(c.Val())
+			if err != nil {
+				return err
+			}
+			if ok {
+				olds[i] = &o
+			}
+			n := nodes[i]
+			if len(n.Embedding) == 0 {
+				continue
+			}
+			if d, ok := dims[n.EmbeddingModel]; ok {
+				if d != len(n.Embedding) {
+					return fmt.Errorf("%w: put batch: model %q vectors of %d and %d dimensions",
+						memory.ErrInvalid, n.EmbeddingModel, d, len(n.Embedding))
+				}
+				continue
+			}
+			dims[n.EmbeddingModel] = len(n.Embedding)
+			if err := s.checkVector(ctx, tx, olds[i], &nodes[i]); err != nil {
+				return err
+			}
+		}
+		_, err := tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+			for i := range nodes {
+				s.writeNode(ctx, p, olds[i], &nodes[i])
+			}
+			for _, e := range edges {
+				s.writeEdge(ctx, p, project, project, e, false)
+			}
+			return nil
+		})
+		return err
+	}, watch...)
+}
+
+// Scan calls node for every node (vectors included) and edge for every
+// edge (closed ones too), project by project.
+func (s *Store) Scan(ctx context.Context, node func(memory.Node) error, edge func(memory.Edge) error) error {
+	projects, err := s.projects(ctx)
+	if err != nil {
+		return err
+	}
+	slices.Sort(projects)
+	projects = append([]string{""}, projects...)
+	const batch = 500
+	for _, p := range projects {
+		k := s.keys(p)
+		for start := int64(0); ; start += batch {
+			ids, err := s.c.ZRange(ctx, k.all(), start, start+batch-1).Result()
+			if err != nil {
+				return s.wrap("scan", err)
+			}
+			nodes, err := s.loadTagNodes(ctx, p, ids)
+			if err != nil {
+				return err
+			}
+			if node != nil {
+				for _, n := range nodes {
+					if err := node(n); err != nil {
+						return err
+					}
+				}
+			}
+			if edge != nil && len(ids) > 0 {
+				pipe := s.c.Pipeline()
+				cmds := make([]*goredis.MapStringStringCmd, len(ids))
+				for i, id := range ids {
+					cmds[i] = pipe.HGetAll(ctx, k.edgesOut(id))
+				}
+				if _, err := pipe.Exec(ctx); err != nil {
+					return s.wrap("scan", err)
+				}
+				for _, c := range cmds {
+					var es []memory.Edge
+					for _, v := range c.Val() {
+						e, err := decodeEdge(v)
+						if err != nil {
+							return err
+						}
+						es = append(es, e)
+					}
+					slices.SortFunc(es, compareEdges)
+					for _, e := range es {
+						if err := edge(e); err != nil {
+							return err
+						}
+					}
+				}
+			}
+			if len(ids) < batch {
+				break
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,566 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/engram-memory/engram/pkg/memory"
+)
+
+// ---- reading nodes ----
+
+// readNode reads one node with c (a client or a WATCHing transaction).
+func readNode(ctx context.Context, c goredis.Cmdable, k keys, id string) (memory.Node, error) {
+	h, err := c.HGetAll(ctx, k.node(id)).Result()
+	if err != nil {
+		return memory.Node{}, err
+	}
+	n, ok, err := decodeNode(h)
+	if err != nil {
+		return memory.Node{}, err
+	}
+	if !ok {
+		return memory.Node{}, fmt.Errorf("%w: node %s", memory.ErrNotFound, id)
+	}
+	return n, nil
+}
+
+// loadNodes reads the nodes of ids (several projects allowed; one command
+// per node, pipelined). Unknown ids are left out of the map.
+func (s *Store) loadNodes(ctx context.Context, ids []string) (map[string]memory.Node, error) {
+	projs, err := s.projectsOf(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]memory.Node, len(ids))
+	pipe := s.c.Pipeline()
+	type pending struct {
+		id  string
+		cmd *goredis.MapStringStringCmd
+	}
+	var cmds []pending
+	for _, id := range ids {
+		p, ok := projs[id]
+		if !ok {
+			continue
+		}
+		cmds = append(cmds, pending{id, pipe.HGetAll(ctx, s.keys(p).node(id))})
+	}
+	if len(cmds) == 0 {
+		return out, nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, s.wrap("load nodes", err)
+	}
+	for _, c := range cmds {
+		n, ok, err := decodeNode(c.cmd.Val())
+		if err != nil {
+			return nil, fmt.Errorf("redis load nodes: %w", err)
+		}
+		if ok {
+			out[c.id] = n
+		}
+	}
+	return out, nil
+}
+
+// loadTagNodes reads nodes known to be in one project.
+func (s *Store) loadTagNodes(ctx context.Context, project string, ids []string) ([]memory.Node, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	k := s.keys(project)
+	pipe := s.c.Pipeline()
+	cmds := make([]*goredis.MapStringStringCmd, len(ids))
+	for i, id := range ids {
+		cmds[i] = pipe.HGetAll(ctx, k.node(id))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, s.wrap("load nodes", err)
+	}
+	out := make([]memory.Node, 0, len(ids))
+	for _, c := range cmds {
+		n, ok, err := decodeNode(c.Val())
+		if err != nil {
+			return nil, fmt.Errorf("redis load nodes: %w", err)
+		}
+		if ok {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// Get returns the node with id (ErrNotFound when there is none).
+func (s *Store) Get(ctx context.Context, id string) (memory.Node, error) {
+	p, err := s.projectOf(ctx, id)
+	if err != nil {
+		return memory.Node{}, err
+	}
+	n, err := readNode(ctx, s.c, s.keys(p), id)
+	if err != nil {
+		return memory.Node{}, s.wrap("get", err)
+	}
+	return n, nil
+}
+
+// GetMany returns the nodes that exist, in the order of ids.
+func (s *Store) GetMany(ctx context.Context, ids []string) ([]memory.Node, error) {
+	m, err := s.loadNodes(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]memory.Node, 0, len(m))
+	seen := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		if n, ok := m[id]; ok && !seen[id] {
+			seen[id] = true
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// ---- writing nodes ----
+
+// checkVector validates n's vector against the dimension of its model's
+// vector set (read inside the transaction, which then watches the set).
+func (s *Store) checkVector(ctx context.Context, tx *goredis.Tx, old, n *memory.Node) error {
+	if len(n.Embedding) == 0 {
+		return nil
+	}
+	if old != nil && old.EmbeddingModel == n.EmbeddingModel && slices.Equal(old.Embedding, n.Embedding) {
+		return nil
+	}
+	if !finiteVec(n.Embedding) {
+		return fmt.Errorf("%w: the embedding of %s holds a value that is not a finite number", memory.ErrInvalid, n.ID)
+	}
+	zero := true
+	for _, x := range n.Embedding {
+		if x != 0 {
+			zero = false
+			break
+		}
+	}
+	if zero {
+		return fmt.Errorf("%w: the embedding of %s is all zeros (no direction for cosine)", memory.ErrInvalid, n.ID)
+	}
+	key := s.keys(n.ProjectID).vectors(n.EmbeddingModel)
+	if err := tx.Watch(ctx, key).Err(); err != nil {
+		return err
+	}
+	card, err := tx.VCard(ctx, key).Result()
+	if err != nil {
+		return err
+	}
+	if card == 0 {
+		return nil
+	}
+	dim, err := tx.VDim(ctx, key).Result()
+	if err != nil {
+		return err
+	}
+	if int(dim) != len(n.Embedding) {
+		return fmt.Errorf("%w: the embedding of %s has %d dimensions; model %q has %d here",
+			memory.ErrInvalid, n.ID, len(n.Embedding), n.EmbeddingModel, dim)
+	}
+	return nil
+}
+
+// modify applies fn to the stored node id in one optimistic transaction.
+func (s *Store) modify(ctx context.Context, op, id string, fn func(old memory.Node) (memory.Node, error)) (memory.Node, error) {
+	p, err := s.projectOf(ctx, id)
+	if err != nil {
+		return memory.Node{}, err
+	}
+	k := s.keys(p)
+	var out memory.Node
+	err = s.retryTx(ctx, op, func(tx *goredis.Tx) error {
+		old, err := readNode(ctx, tx, k, id)
+		if err != nil {
+			return err
+		}
+		n, err := fn(old)
+		if err != nil {
+			return err
+		}
+		if n.Digest != old.Digest {
+			other, err := tx.HGet(ctx, k.digests(), n.Digest).Result()
+			if err != nil && !errors.Is(err, goredis.Nil) {
+				return err
+			}
+			if err == nil && other != id {
+				return fmt.Errorf("%w: memory %s already holds this content in the project", memory.ErrRefused, other)
+			}
+		}
+		if err := s.checkVector(ctx, tx, &old, &n); err != nil {
+			return err
+		}
+		_, err = tx.TxPipelined(ctx, func(pipe goredis.Pipeliner) error {
+			s.writeNode(ctx, pipe, &old, &n)
+			return nil
+		})
+		if err == nil {
+			out = n
+		}
+		return err
+	}, k.node(id), k.digests())
+	return out, err
+}
+
+// Upsert stores n, or reinforces the node of the same digest in its
+// project (memory.Reinforce).
+func (s *Store) Upsert(ctx context.Context, in memory.Node) (memory.UpsertResult, error) {
+	now := s.now()
+	n, err := memory.PrepareNew(in, now)
+	if err != nil {
+		return memory.UpsertResult{}, err
+	}
+	if err := s.register(ctx, n.ProjectID); err != nil {
+		return memory.UpsertResult{}, err
+	}
+	k := s.keys(n.ProjectID)
+	existing, err := s.c.HGet(ctx, k.digests(), n.Digest).Result()
+	if err != nil && !errors.Is(err, goredis.Nil) {
+		return memory.UpsertResult{}, s.wrap("upsert", err)
+	}
+	if existing == "" {
+		if err := s.claimID(ctx, n.ID, n.ProjectID); err != nil {
+			return memory.UpsertResult{}, err
+		}
+	}
+	var res memory.UpsertResult
+	err = s.retryTx(ctx, "upsert", func(tx *goredis.Tx) error {
+		id, err := tx.HGet(ctx, k.digests(), n.Digest).Result()
+		if err != nil && !errors.Is(err, goredis.Nil) {
+			return err
+		}
+		if id != "" {
+			if err := tx.Watch(ctx, k.node(id)).Err(); err != nil {
+				return err
+			}
+			old, err := readNode(ctx, tx, k, id)
+			if err == nil {
+				merged := memory.Reinforce(old, n, now)
+				if err := s.checkVector(ctx, tx, &old, &merged); err != nil {
+					return err
+				}
+				_, err = tx.TxPipelined(ctx, func(pipe goredis.Pipeliner) error {
+					s.writeNode(ctx, pipe, &old, &merged)
+					return nil
+				})
+				if err == nil {
+					res = memory.UpsertResult{Node: merged, Created: false}
+				}
+				return err
+			}
+			if !errors.Is(err, memory.ErrNotFound) {
+				return err
+			}
+			// A digest entry without its node: store n afresh below.
+		}
+		if existing != "" {
+			// The digest was there before the transaction but is gone now:
+			// the id is not claimed yet.
+			if err := s.claimID(ctx, n.ID, n.ProjectID); err != nil {
+				return err
+			}
+		}
+		if err := tx.Watch(ctx, k.node(n.ID)).Err(); err != nil {
+			return err
+		}
+		ex, err := tx.Exists(ctx, k.node(n.ID)).Result()
+		if err != nil {
+			return err
+		}
+		if ex > 0 {
+			return fmt.Errorf("%w: id %s is already used by another memory", memory.ErrInvalid, n.ID)
+		}
+		if err := s.checkVector(ctx, tx, nil, &n); err != nil {
+			return err
+		}
+		_, err = tx.TxPipelined(ctx, func(pipe goredis.Pipeliner) error {
+			s.writeNode(ctx, pipe, nil, &n)
+			return nil
+		})
+		if err == nil {
+			res = memory.UpsertResult{Node: n, Created: true}
+		}
+		return err
+	}, k.digests())
+	return res, err
+}
+
+// Update applies a patch (memory.ApplyPatch); a new digest another node of
+// the project holds is ErrRefused.
+func (s *Store) Update(ctx context.Context, id string, p memory.Patch) (memory.Node, error) {
+	return s.modify(ctx, "update", id, func(old memory.Node) (memory.Node, error) {
+		return memory.ApplyPatch(old, p, s.now())
+	})
+}
+
+// Archive hides the node ("forget"); Restore brings it back.
+func (s *Store) Archive(ctx context.Context, id string) error {
+	now := s.now()
+	_, err := s.modify(ctx, "archive", id, func(n memory.Node) (memory.Node, error) {
+		return memory.Archive(n, now), nil
+	})
+	return err
+}
+
+// Restore clears the archived mark.
+func (s *Store) Restore(ctx context.Context, id string) error {
+	now := s.now()
+	_, err := s.modify(ctx, "restore", id, func(n memory.Node) (memory.Node, error) {
+		return memory.Restore(n, now), nil
+	})
+	return err
+}
+
+// SetEmbedding stores the vector of a node made by model.
+func (s *Store) SetEmbedding(ctx context.Context, id, model string, vec []float32) error {
+	if model == "" || len(vec) == 0 {
+		return fmt.Errorf("%w: an embedding needs a model name and a vector", memory.ErrInvalid)
+	}
+	_, err := s.modify(ctx, "set embedding", id, func(n memory.Node) (memory.Node, error) {
+		n.Embedding = slices.Clone(vec)
+		n.EmbeddingModel = model
+		return n, nil
+	})
+	return err
+}
+
+// Touch records an access of the nodes: access count +1, accessed-at now.
+// Unknown ids are skipped.
+func (s *Store) Touch(ctx context.Context, ids []string) error {
+	now := s.now().UTC()
+	return s.modifyMany(ctx, "touch", ids, func(n memory.Node) (memory.Node, bool) {
+		n.Access++
+		n.AccessedAt = now
+		return n, true
+	})
+}
+
+// ApplyFeedback applies the verdicts (memory.ApplyVerdict). Unknown ids are
+// skipped; an unknown verdict is ErrInvalid and nothing is applied.
+func (s *Store) ApplyFeedback(ctx context.Context, verdicts map[string]memory.Verdict) error {
+	var bad []string
+	ids := make([]string, 0, len(verdicts))
+	for id, v := range verdicts {
+		if !v.Valid() {
+			bad = append(bad, fmt.Sprintf("%s: unknown verdict %q", id, v))
+		}
+		ids = append(ids, id)
+	}
+	if len(bad) > 0 {
+		slices.Sort(bad)
+		return fmt.Errorf("%w: feedback: %s", memory.ErrInvalid, strings.Join(bad, "; "))
+	}
+	now := s.now()
+	return s.modifyMany(ctx, "apply feedback", ids, func(n memory.Node) (memory.Node, bool) {
+		return memory.ApplyVerdict(n, verdicts[n.ID], now), true
+	})
+}
+
+// modifyMany applies fn to many nodes: one transaction per project.
+func (s *Store) modifyMany(ctx context.Context, op string, ids []string, fn func(memory.Node) (memory.Node, bool)) error {
+	projs, err := s.projectsOf(ctx, ids)
+	if err != nil {
+		return err
+	}
+	byProject := map[string][]string{}
+	for _, id := range ids {
+		if p, ok := projs[id]; ok && !slices.Contains(byProject[p], id) {
+			byProject[p] = append(byProject[p], id)
+		}
+	}
+	for p, pids := range byProject {
+		if _, err := s.modifyTag(ctx, op, p, pids, -1, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// modifyTag applies fn to nodes of one project in one transaction and
+// returns the ids it changed; at most max changes when max >= 0.
+func (s *Store) modifyTag(ctx context.Context, op, project string, ids []string, max int,
+	fn func(memory.Node) (memory.Node, bool)) ([]string, error) {
+	k := s.keys(project)
+	watch := make([]string, len(ids))
+	for i, id := range ids {
+		watch[i] = k.node(id)
+	}
+	var changed []string
+	err := s.retryTx(ctx, op, func(tx *goredis.Tx) error {
+		changed = changed[:0]
+		cmds := make([]*goredis.MapStringStringCmd, len(ids))
+		pipe := tx.Pipeline()
+		for i, id := range ids {
+			cmds[i] = pipe.HGetAll(ctx, k.node(id))
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return err
+		}
+		type pair struct{ old, n memory.Node }
+		var writes []pair
+		for _, c := range cmds {
+			old, ok, err := decodeNode(c.Val())
+			if err != nil {
+				return err
+			}
+			if !ok {
+				continue
+			}
+			if max >= 0 && len(writes) >= max {
+				break
+			}
+			n, ch := fn(old)
+			if ch {
+				writes = append(writes, pair{old, n})
+				changed = append(changed, n.ID)
+			}
+		}
+		if len(writes) == 0 {
+			return nil
+		}
+		_, err := tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+			for i := range writes {
+				s.writeNode(ctx, p, &writes[i].old, &writes[i].n)
+			}
+			return nil
+		})
+		return err
+	}, watch...)
+	return changed, err
+}
+
+// MarkStale decays the live memories of project attached to paths
+// (memory.MarkStale), at most memory.MaxStalePerCall per call, most recently
+// updated first.
+func (s *Store) MarkStale(ctx context.Context, projectID string, paths []string) ([]string, error) {
+	paths = memory.NormalisePaths(paths)
+	if len(paths) == 0 {
+		return nil, nil
+	}
+	k := s.keys(projectID)
+	pkeys := make([]string, len(paths))
+	for i, p := range paths {
+		pkeys[i] = k.path(p)
+	}
+	ids, err := s.c.SUnion(ctx, pkeys...).Result()
+	if err != nil {
+		return nil, s.wrap("mark stale", err)
+	}
+	nodes, err := s.loadTagNodes(ctx, projectID, ids)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(nodes, func(a, b memory.Node) int { return memory.CompareTimeline(&a, &b) })
+	now := s.now()
+	var chosen []string
+	for i := range nodes {
+		if _, ok := memory.MarkStale(nodes[i], now); ok {
+			chosen = append(chosen, nodes[i].ID)
+			if len(chosen) == memory.MaxStalePerCall {
+				break
+			}
+		}
+	}
+	if len(chosen) == 0 {
+		return nil, nil
+	}
+	return s.modifyTag(ctx, "mark stale", projectID, chosen, -1,
+		func(n memory.Node) (memory.Node, bool) { return memory.MarkStale(n, now) })
+}
+
+// HasLiveMemory reports whether the project or the global memories hold a
+// live node.
+func (s *Store) HasLiveMemory(ctx context.Context, projectID string) (bool, error) {
+	pipe := s.c.Pipeline()
+	a := pipe.SCard(ctx, s.keys(projectID).live())
+	b := pipe.SCard(ctx, s.keys("").live())
+	if _, err := pipe.Exec(ctx); err != nil {
+		return false, s.wrap("has live memory", err)
+	}
+	return a.Val()+b.Val() > 0, nil
+}
+
+// PendingEmbeddings lists live nodes without a vector of model, oldest
+// first, from every project.
+func (s *Store) PendingEmbeddings(ctx context.Context, model string, limit int) ([]memory.Node, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	projects, err := s.projects(ctx)
+	if err != nil {
+		return nil, err
+	}
+	projects = append([]string{""}, projects...)
+	type cand struct {
+		id, project string
+		score       float64
+	}
+	var cands []cand
+	for _, p := range projects {
+		k := s.keys(p)
+		models, err := s.c.SMembers(ctx, k.models()).Result()
+		if err != nil {
+			return nil, s.wrap("pending embeddings", err)
+		}
+		srcs := []string{k.pending()}
+		for _, m := range models {
+			if m != model {
+				srcs = append(srcs, k.embedded(m))
+			}
+		}
+		pipe := s.c.Pipeline()
+		cmds := make([]*goredis.ZSliceCmd, len(srcs))
+		for i, src := range srcs {
+			cmds[i] = pipe.ZRangeWithScores(ctx, src, 0, int64(limit-1))
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, s.wrap("pending embeddings", err)
+		}
+		for _, c := range cmds {
+			for _, z := range c.Val() {
+				cands = append(cands, cand{z.Member.(string), p, z.Score})
+			}
+		}
+	}
+	slices.SortFunc(cands, func(a, b cand) int {
+		if a.score != b.score {
+			if a.score < b.score {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.id, b.id)
+	})
+	ids := make([]string, 0, limit)
+	for _, c := range cands {
+		if len(ids) == limit {
+			break
+		}
+		if !slices.Contains(ids, c.id) {
+			ids = append(ids, c.id)
+			s.cache(c.id, c.project)
+		}
+	}
+	nodes, err := s.GetMany(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := nodes[:0]
+	for _, n := range nodes {
+		if n.Live() && (len(n.Embedding) == 0 || n.EmbeddingModel != model) {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}

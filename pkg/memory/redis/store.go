@@ -1,0 +1,408 @@
+package redis
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/engram-memory/engram/pkg/memory"
+)
+
+// DefaultNamespace is the key prefix used when WithNamespace is not given.
+const DefaultNamespace = "engram"
+
+// idShards is how many small hashes the id -> project index is spread over.
+const idShards = 1024
+
+// maxTxRetries bounds the optimistic (WATCH) retries of one write.
+const maxTxRetries = 64
+
+// Store is the Redis 8 backend of memory.Store. It is safe for concurrent
+// use; it keeps no state that another replica would need (only a bounded
+// cache of the immutable id -> project mapping).
+type Store struct {
+	c     goredis.UniversalClient
+	ns    string
+	now   func() time.Time
+	quant string
+
+	mu       sync.Mutex
+	projOf   map[string]string   // id -> project (immutable once written)
+	reg      map[string]struct{} // projects known to be in the registry
+	closeCli bool
+}
+
+var _ memory.Store = (*Store)(nil)
+
+// Option configures a Store.
+type Option func(*Store) error
+
+// WithClock sets the clock used for timestamps, leases, briefing flags and
+// processed-event expiry (default time.Now).
+func WithClock(now func() time.Time) Option {
+	return func(s *Store) error {
+		if now == nil {
+			return errors.New("WithClock: nil clock")
+		}
+		s.now = now
+		return nil
+	}
+}
+
+// WithNamespace sets the prefix of every key (default "engram"). Several
+// stores can share one server under different namespaces; DeleteNamespace
+// removes one.
+func WithNamespace(prefix string) Option {
+	return func(s *Store) error {
+		if err := checkNamespace(prefix); err != nil {
+			return err
+		}
+		s.ns = prefix
+		return nil
+	}
+}
+
+// WithVectorQuantization chooses how vector sets store vectors: "noquant"
+// (float32, exact cosine: the default), "q8" (int8, 4x smaller, approximate
+// scores) or "bin".
+func WithVectorQuantization(q string) Option {
+	return func(s *Store) error {
+		switch q {
+		case "noquant", "q8", "bin":
+			s.quant = q
+			return nil
+		}
+		return fmt.Errorf("WithVectorQuantization: unknown quantization %q (noquant, q8, bin)", q)
+	}
+}
+
+// WithCloseClient makes Close close the client too (default: the caller
+// owns the client and closes it).
+func WithCloseClient() Option {
+	return func(s *Store) error { s.closeCli = true; return nil }
+}
+
+func checkNamespace(ns string) error {
+	if ns == "" {
+		return errors.New("namespace is empty")
+	}
+	if strings.ContainsAny(ns, "{}*?[]\\ \t\r\n") {
+		return fmt.Errorf("namespace %q holds a character that is not allowed ({}*?[]\\ or space)", ns)
+	}
+	return nil
+}
+
+// New returns a Store on client. It checks nothing on the server; Ping does.
+func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
+	if client == nil {
+		return nil, fmt.Errorf("redis memory store: %w: nil client", memory.ErrInvalid)
+	}
+	s := &Store{
+		c:      client,
+		ns:     DefaultNamespace,
+		now:    time.Now,
+		quant:  "noquant",
+		projOf: map[string]string{},
+		reg:    map[string]struct{}{},
+	}
+	var problems []string
+	for _, o := range opts {
+		if err := o(s); err != nil {
+			problems = append(problems, err.Error())
+		}
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("redis memory store: %w: %s", memory.ErrInvalid, strings.Join(problems, "; "))
+	}
+	return s, nil
+}
+
+// Ping checks that the server answers and has vector sets (Redis >= 8).
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.c.Ping(ctx).Err(); err != nil {
+		return s.wrap("ping", err)
+	}
+	// VCARD of a missing key answers 0 on a server with vector sets and an
+	// unknown-command error on an older one.
+	if err := s.c.VCard(ctx, s.ns+":{probe}:v").Err(); err != nil && !errors.Is(err, goredis.Nil) {
+		return fmt.Errorf("redis memory store: the server has no vector sets (Redis 8 is needed): %w", err)
+	}
+	return nil
+}
+
+// Close closes the client when WithCloseClient was given.
+func (s *Store) Close() error {
+	if s.closeCli {
+		return s.c.Close()
+	}
+	return nil
+}
+
+// Namespace returns the key prefix of the store.
+func (s *Store) Namespace() string { return s.ns }
+
+// DeleteNamespace removes every key under prefix ns (on every master of a
+// cluster). Tests use it to drop the namespace of a fresh store.
+func DeleteNamespace(ctx context.Context, client goredis.UniversalClient, ns string) error {
+	if err := checkNamespace(ns); err != nil {
+		return fmt.Errorf("delete namespace: %w: %v", memory.ErrInvalid, err)
+	}
+	del := func(ctx context.Context, c goredis.UniversalClient) error {
+		var cursor uint64
+		for {
+			keys, next, err := c.Scan(ctx, cursor, ns+":*", 1000).Result()
+			if err != nil {
+				return err
+			}
+			if len(keys) > 0 {
+				// One key per command: keys of different slots never share a command.
+				pipe := c.Pipeline()
+				for _, k := range keys {
+					pipe.Unlink(ctx, k)
+				}
+				if _, err := pipe.Exec(ctx); err != nil {
+					return err
+				}
+			}
+			if next == 0 {
+				return nil
+			}
+			cursor = next
+		}
+	}
+	var err error
+	if cc, ok := client.(*goredis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *goredis.Client) error { return del(ctx, c) })
+	} else {
+		err = del(ctx, client)
+	}
+	if err != nil {
+		return fmt.Errorf("delete namespace %s: %w", ns, err)
+	}
+	return nil
+}
+
+// ---- keys ----
+
+// tag returns the hash tag of a project's keys: {p:<id>} (or {h:<sha256>}
+// for an id that holds a brace), {g} for global memories.
+func tagOf(project string) string {
+	if project == "" {
+		return "{g}"
+	}
+	if strings.ContainsAny(project, "{}") {
+		sum := sha256.Sum256([]byte(project))
+		return "{h:" + hex.EncodeToString(sum[:16]) + "}"
+	}
+	return "{p:" + project + "}"
+}
+
+// keys builds the key names of one project (one hash tag, one slot).
+type keys struct{ p string } // "<ns>:<tag>:"
+
+func (s *Store) keys(project string) keys { return keys{p: s.ns + ":" + tagOf(project) + ":"} }
+
+func (k keys) node(id string) string     { return k.p + "n:" + id }
+func (k keys) digests() string           { return k.p + "dg" }
+func (k keys) all() string               { return k.p + "all" }
+func (k keys) live() string              { return k.p + "lv" }
+func (k keys) standing() string          { return k.p + "st" }
+func (k keys) pending() string           { return k.p + "pe" }
+func (k keys) embedded(m string) string  { return k.p + "em:" + m }
+func (k keys) models() string            { return k.p + "models" }
+func (k keys) vectors(m string) string   { return k.p + "v:" + m }
+func (k keys) postings(t string) string  { return k.p + "t:" + t }
+func (k keys) terms() string             { return k.p + "terms" }
+func (k keys) stats() string             { return k.p + "bm" }
+func (k keys) path(p string) string      { return k.p + "pa:" + p }
+func (k keys) edgesOut(id string) string { return k.p + "eo:" + id }
+func (k keys) edgesIn(id string) string  { return k.p + "ei:" + id }
+func (k keys) session(sid string) string { return k.p + "s:" + sid + ":" }
+func (k keys) events(c string) string    { return k.p + "ev:" + c }
+
+func (s *Store) registryKey() string { return s.ns + ":{r}:projects" }
+
+func (s *Store) idKey(id string) string {
+	return fmt.Sprintf("%s:{i:%d}:ids", s.ns, crc32.ChecksumIEEE([]byte(id))%idShards)
+}
+
+// ---- id -> project index ----
+
+// register records a project in the registry (cross-project reads, scans).
+func (s *Store) register(ctx context.Context, project string) error {
+	if project == "" {
+		return nil
+	}
+	s.mu.Lock()
+	_, ok := s.reg[project]
+	s.mu.Unlock()
+	if ok {
+		return nil
+	}
+	if err := s.c.SAdd(ctx, s.registryKey(), project).Err(); err != nil {
+		return s.wrap("register project", err)
+	}
+	s.mu.Lock()
+	s.reg[project] = struct{}{}
+	s.mu.Unlock()
+	return nil
+}
+
+// projects lists every registered project (global excluded).
+func (s *Store) projects(ctx context.Context) ([]string, error) {
+	ps, err := s.c.SMembers(ctx, s.registryKey()).Result()
+	if err != nil {
+		return nil, s.wrap("list projects", err)
+	}
+	return ps, nil
+}
+
+// claimID writes id -> project in the index unless the id belongs to
+// another project (ErrInvalid).
+func (s *Store) claimID(ctx context.Context, id, project string) error {
+	if p, ok := s.cachedProject(id); ok {
+		if p != project {
+			return fmt.Errorf("%w: id %s belongs to another project (%q)", memory.ErrInvalid, id, p)
+		}
+		return nil
+	}
+	key := s.idKey(id)
+	set, err := s.c.HSetNX(ctx, key, id, project).Result()
+	if err != nil {
+		return s.wrap("claim id", err)
+	}
+	if !set {
+		p, err := s.c.HGet(ctx, key, id).Result()
+		if err != nil {
+			return s.wrap("claim id", err)
+		}
+		if p != project {
+			return fmt.Errorf("%w: id %s belongs to another project (%q)", memory.ErrInvalid, id, p)
+		}
+	}
+	s.cache(id, project)
+	return nil
+}
+
+func (s *Store) cachedProject(id string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.projOf[id]
+	return p, ok
+}
+
+func (s *Store) cache(id, project string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.projOf) >= 200_000 {
+		clear(s.projOf)
+	}
+	s.projOf[id] = project
+}
+
+// projectOf finds the project of a node id: ErrNotFound when unknown.
+func (s *Store) projectOf(ctx context.Context, id string) (string, error) {
+	if p, ok := s.cachedProject(id); ok {
+		return p, nil
+	}
+	p, err := s.c.HGet(ctx, s.idKey(id), id).Result()
+	if errors.Is(err, goredis.Nil) {
+		return "", fmt.Errorf("%w: node %s", memory.ErrNotFound, id)
+	}
+	if err != nil {
+		return "", s.wrap("find node", err)
+	}
+	s.cache(id, p)
+	return p, nil
+}
+
+// projectsOf resolves many ids; unknown ids are left out of the map.
+func (s *Store) projectsOf(ctx context.Context, ids []string) (map[string]string, error) {
+	out := make(map[string]string, len(ids))
+	var miss []string
+	for _, id := range ids {
+		if p, ok := s.cachedProject(id); ok {
+			out[id] = p
+		} else if id != "" {
+			miss = append(miss, id)
+		}
+	}
+	if len(miss) == 0 {
+		return out, nil
+	}
+	pipe := s.c.Pipeline()
+	cmds := make([]*goredis.StringCmd, len(miss))
+	for i, id := range miss {
+		cmds[i] = pipe.HGet(ctx, s.idKey(id), id)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
+		return nil, s.wrap("find nodes", err)
+	}
+	for i, id := range miss {
+		p, err := cmds[i].Result()
+		if errors.Is(err, goredis.Nil) {
+			continue
+		}
+		if err != nil {
+			return nil, s.wrap("find nodes", err)
+		}
+		out[id] = p
+		s.cache(id, p)
+	}
+	return out, nil
+}
+
+// ---- errors ----
+
+// wrap turns a client error into a store error: connection problems are
+// memory.ErrUnavailable; the original error stays in the chain.
+func (s *Store) wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, memory.ErrNotFound) || errors.Is(err, memory.ErrInvalid) ||
+		errors.Is(err, memory.ErrRefused) || errors.Is(err, memory.ErrUnavailable) {
+		return err
+	}
+	var ne net.Error
+	if errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, goredis.ErrClosed) || errors.Is(err, goredis.ErrPoolTimeout) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		isClusterDown(err) {
+		return fmt.Errorf("redis %s: %w: %w", op, memory.ErrUnavailable, err)
+	}
+	return fmt.Errorf("redis %s: %w", op, err)
+}
+
+func isClusterDown(err error) bool {
+	msg := err.Error()
+	return strings.HasPrefix(msg, "CLUSTERDOWN") || strings.HasPrefix(msg, "TRYAGAIN") ||
+		strings.HasPrefix(msg, "LOADING") || strings.HasPrefix(msg, "MASTERDOWN")
+}
+
+// retryTx runs an optimistic transaction on keys of one slot until it
+// commits (bounded).
+func (s *Store) retryTx(ctx context.Context, op string, fn func(tx *goredis.Tx) error, watch ...string) error {
+	for i := 0; i < maxTxRetries; i++ {
+		err := s.c.Watch(ctx, fn, watch...)
+		if errors.Is(err, goredis.TxFailedErr) {
+			if ctx.Err() != nil {
+				return s.wrap(op, ctx.Err())
+			}
+			time.Sleep(time.Duration(i) * 100 * time.Microsecond)
+			continue
+		}
+		return s.wrap(op, err)
+	}
+	return fmt.Errorf("redis %s: %w: too much contention (%d retries)", op, memory.ErrUnavailable, maxTxRetries)
+}
