@@ -1,0 +1,599 @@
+package extract
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/engram-memory/engram/pkg/events"
+	"github.com/engram-memory/engram/pkg/llm"
+	"github.com/engram-memory/engram/pkg/memory"
+)
+
+// Transcripts is the transcript side of the store.
+type Transcripts interface {
+	AppendTranscript(ctx context.Context, s memory.SessionRef, turnID string, msgs []memory.Message) ([]memory.Message, bool, error)
+	Messages(ctx context.Context, s memory.SessionRef, afterID int64, limit int) ([]memory.Message, error)
+}
+
+// Injections are the records of what the injector put into each turn.
+type Injections interface {
+	PutInjection(ctx context.Context, s memory.SessionRef, turnID string, ids []string) error
+	TakeInjection(ctx context.Context, s memory.SessionRef, turnID string) ([]string, error)
+}
+
+// Leases keep two replicas off one session's span.
+type Leases interface {
+	AcquireLease(ctx context.Context, s memory.SessionRef, name, owner string, ttl time.Duration) (bool, error)
+	RenewLease(ctx context.Context, s memory.SessionRef, name, owner string, ttl time.Duration) (bool, error)
+	ReleaseLease(ctx context.Context, s memory.SessionRef, name, owner string) error
+}
+
+// Records are the processed records that make redelivery idempotent.
+type Records interface {
+	EventProcessed(ctx context.Context, project, consumer, eventID string) (bool, error)
+	MarkEventProcessed(ctx context.Context, project, consumer, eventID string, ttl time.Duration) error
+}
+
+// Writer writes memories, edges and feedback.
+type Writer interface {
+	Upsert(ctx context.Context, n memory.Node) (memory.UpsertResult, error)
+	Link(ctx context.Context, e memory.Edge) (memory.Edge, error)
+	ApplyFeedback(ctx context.Context, verdicts map[string]memory.Verdict) error
+}
+
+// Staler marks memories attached to changed paths stale.
+type Staler interface {
+	MarkStale(ctx context.Context, projectID string, paths []string) ([]string, error)
+}
+
+// Embeddings stores vectors and lists the memories that lack one.
+type Embeddings interface {
+	SetEmbedding(ctx context.Context, id, model string, vec []float32) error
+	PendingEmbeddings(ctx context.Context, model string, limit int) ([]memory.Node, error)
+}
+
+// Store is everything the extractor needs of the memory store.
+type Store interface {
+	memory.RetrievalStore
+	Transcripts
+	Injections
+	Leases
+	Records
+	Writer
+	Staler
+	Embeddings
+}
+
+// Chatter sends one chat call (llm.Client implements it).
+type Chatter interface {
+	Chat(ctx context.Context, req llm.Request) (llm.Response, error)
+}
+
+// Embedder turns texts into vectors (llm.Client's embedder and the hashing
+// embedder implement it).
+type Embedder interface {
+	Embed(ctx context.Context, texts []string) ([][]float32, error)
+	Model() string
+}
+
+// Publisher sends output events to ENGRAM_OUT.
+type Publisher interface {
+	Publish(ctx context.Context, e events.Envelope) error
+}
+
+var (
+	_ Store   = memory.Store(nil)
+	_ Chatter = llm.Chatter(nil)
+	_ Chatter = (*llm.Client)(nil)
+)
+
+// Record names (the consumer field of the store's processed records) and the
+// lease name.
+const (
+	LeaseName   = "extract"
+	recTurn     = "extractor.turn"     // a turn's extraction is done (or given up)
+	recFeedback = "extractor.feedback" // a turn's verdicts were applied
+	recWritten  = "extractor.written"  // a span's memories were written
+	recInvalid  = "extractor.invalid"  // the k-th invalid reply for a span
+)
+
+// Errors. The handler maps them onto the runner's delay, retry and
+// dead-letter decisions.
+var (
+	// ErrInvalidReply: the model's reply was unusable after the repair
+	// attempt. Found with errors.As as *InvalidReplyError.
+	ErrInvalidReply = errors.New("extract: invalid model reply")
+	// ErrLeaseLost: the session's lease expired while a span was worked on;
+	// the work is redone by whoever holds it next.
+	ErrLeaseLost = errors.New("extract: session lease lost")
+)
+
+// InvalidReplyError reports an unusable reply. Final is set once
+// Config.MaxInvalid replies for the span were invalid: the span's turns are
+// then marked done (their transcript stays stored) and the event should be
+// dead-lettered with Reply attached.
+type InvalidReplyError struct {
+	Failures int
+	Final    bool
+	Delay    time.Duration // before the next attempt, when not final
+	Reply    string        // the model's last reply, redacted and cut to 2,000 characters
+	Err      error
+}
+
+func (e *InvalidReplyError) Error() string {
+	s := fmt.Sprintf("extract: invalid model reply (%d failures", e.Failures)
+	if e.Final {
+		s += ", giving up on the span"
+	}
+	s += fmt.Sprintf("): %v", e.Err)
+	if e.Reply != "" {
+		s += "; last reply: " + oneLine(capChars(e.Reply, 600))
+	}
+	return s
+}
+
+// Unwrap returns both the sentinel and the cause.
+func (e *InvalidReplyError) Unwrap() []error { return []error{ErrInvalidReply, e.Err} }
+
+// Extractor stores turns and extracts memories from spans of turns.
+type Extractor struct {
+	store Store
+	chat  Chatter
+	emb   Embedder // nil: no vectors (the cosine rule and embedding are skipped)
+	pub   Publisher
+	cfg   Config
+	now   func() time.Time
+
+	kick chan struct{} // wakes the backlog embedder
+}
+
+// Option configures an Extractor.
+type Option func(*Extractor)
+
+// WithClock sets the clock (tests).
+func WithClock(now func() time.Time) Option { return func(x *Extractor) { x.now = now } }
+
+// New returns an extractor. emb may be nil; pub may be nil (no
+// memory_changed events).
+func New(store Store, chat Chatter, emb Embedder, pub Publisher, cfg Config, opts ...Option) (*Extractor, error) {
+	var errs []error
+	if store == nil {
+		errs = append(errs, errors.New("extract: no store"))
+	}
+	if chat == nil {
+		errs = append(errs, errors.New("extract: no chat model"))
+	}
+	if err := cfg.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	x := &Extractor{store: store, chat: chat, emb: emb, pub: pub, cfg: cfg, now: time.Now, kick: make(chan struct{}, 1)}
+	for _, o := range opts {
+		o(x)
+	}
+	return x, nil
+}
+
+// Turn is one ended turn.
+type Turn struct {
+	EventID      string // the turn_ended event (cause of memory_changed)
+	Project      string
+	Session      string
+	Turn         string
+	Messages     []memory.Message
+	ChangedPaths []string
+}
+
+// Result says what handling a turn did.
+type Result struct {
+	Appended bool            // the turn's messages were new
+	Spans    int             // extraction calls made (one per span)
+	Skipped  int             // spans too short to extract
+	Changes  []events.Change // memories written, reinforced, linked, judged, marked stale
+	Busy     bool            // another replica holds the session: it extracts this turn
+}
+
+func (x *Extractor) ref(project, session string) memory.SessionRef {
+	return memory.SessionRef{Project: project, Session: session}
+}
+
+// HandleTurn appends the turn's transcript (once per turn id), marks memories
+// attached to changed paths stale, then extracts every span of turns not yet
+// extracted in the session, holding the session's lease. When another replica
+// holds the lease it returns at once with Busy set: the holder looks for new
+// turns after it lets go, so this turn is folded into its next span.
+func (x *Extractor) HandleTurn(ctx context.Context, t Turn) (Result, error) {
+	var res Result
+	ref := x.ref(t.Project, t.Session)
+	stored, appended, err := x.store.AppendTranscript(ctx, ref, t.Turn, t.Messages)
+	if err != nil {
+		return res, fmt.Errorf("extract: append transcript of turn %q: %w", t.Turn, err)
+	}
+	res.Appended = appended
+	hint := int64(0)
+	if len(stored) > 0 {
+		hint = stored[0].ID
+	}
+	if paths := memory.NormalisePaths(t.ChangedPaths); len(paths) > 0 {
+		ids, err := x.store.MarkStale(ctx, t.Project, paths)
+		if err != nil {
+			return res, fmt.Errorf("extract: mark stale: %w", err)
+		}
+		if len(ids) > 0 {
+			changes := make([]events.Change, len(ids))
+			for i, id := range ids {
+				changes[i] = events.Change{ID: id, Kind: events.ChangeStale}
+			}
+			res.Changes = append(res.Changes, changes...)
+			if err := x.publish(ctx, ref, t.EventID, "stale:"+t.EventID, changes); err != nil {
+				return res, err
+			}
+		}
+	}
+	return x.drain(ctx, ref, t.EventID, hint, res)
+}
+
+// Drain extracts whatever is pending in a session (used after a restart or
+// by tests); HandleTurn does it for each turn.
+func (x *Extractor) Drain(ctx context.Context, project, session string) (Result, error) {
+	return x.drain(ctx, x.ref(project, session), "", 0, Result{})
+}
+
+func (x *Extractor) drain(ctx context.Context, ref memory.SessionRef, cause string, hint int64, res Result) (Result, error) {
+	for {
+		owner := memory.NewID()
+		ok, err := x.store.AcquireLease(ctx, ref, LeaseName, owner, x.cfg.LeaseTTL)
+		if err != nil {
+			return res, fmt.Errorf("extract: acquire lease of %s: %w", ref, err)
+		}
+		if !ok {
+			res.Busy = true
+			return res, nil
+		}
+		err = x.holding(ctx, ref, owner, func(ctx context.Context) error {
+			for range x.cfg.MaxSpanLoops {
+				span, err := x.findSpan(ctx, ref, hint)
+				if err != nil || len(span) == 0 {
+					return err
+				}
+				changes, called, err := x.extractSpan(ctx, ref, cause, span)
+				if called {
+					res.Spans++
+				} else if err == nil {
+					res.Skipped++
+				}
+				res.Changes = append(res.Changes, changes...)
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return res, err
+		}
+		// A turn appended while we held the lease saw it held and left the
+		// work to us: look again now that it is released.
+		span, err := x.findSpan(ctx, ref, hint)
+		if err != nil {
+			return res, err
+		}
+		if len(span) == 0 {
+			return res, nil
+		}
+	}
+}
+
+// holding runs fn with the lease held and renewed; fn's context ends when
+// the lease is lost. The lease is released afterwards.
+func (x *Extractor) holding(ctx context.Context, ref memory.SessionRef, owner string, fn func(context.Context) error) error {
+	wctx, cancel := context.WithCancelCause(ctx)
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(x.cfg.LeaseTTL / 3)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-wctx.Done():
+				return
+			case <-tick.C:
+				ok, err := x.store.RenewLease(wctx, ref, LeaseName, owner, x.cfg.LeaseTTL)
+				if err != nil && wctx.Err() == nil {
+					cancel(fmt.Errorf("%w: renew: %w", ErrLeaseLost, err))
+					return
+				}
+				if !ok && wctx.Err() == nil {
+					cancel(ErrLeaseLost)
+					return
+				}
+			}
+		}
+	}()
+	err := fn(wctx)
+	close(done)
+	wg.Wait()
+	if cause := context.Cause(wctx); err != nil && errors.Is(cause, ErrLeaseLost) && ctx.Err() == nil {
+		err = fmt.Errorf("extract: %s: %w", ref, cause)
+	}
+	cancel(nil)
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer rcancel()
+	if rerr := x.store.ReleaseLease(rctx, ref, LeaseName, owner); rerr != nil && err == nil {
+		err = fmt.Errorf("extract: release lease of %s: %w", ref, rerr)
+	}
+	return err
+}
+
+// spanTurn is one turn of a span with its messages.
+type spanTurn struct {
+	ID   string
+	Msgs []memory.Message
+}
+
+func recordKey(session, turn string) string {
+	return strconv.Itoa(len(session)) + ":" + session + ":" + turn
+}
+
+// findSpan returns the turns from the oldest turn not yet extracted to the
+// newest. Extracted turns form a prefix of the session (a span is marked
+// done as a whole), so it walks back from the newest turn until it meets a
+// done one, reading a window of messages before hint and widening it when
+// the window holds no done turn.
+func (x *Extractor) findSpan(ctx context.Context, ref memory.SessionRef, hint int64) ([]spanTurn, error) {
+	window := int64(x.cfg.ScanWindow)
+	for {
+		after := max(0, hint-window)
+		msgs, err := x.store.Messages(ctx, ref, after, 0)
+		if err != nil {
+			return nil, fmt.Errorf("extract: read transcript of %s: %w", ref, err)
+		}
+		turns := groupTurns(msgs)
+		start := len(turns)
+		found := false
+		for i := len(turns) - 1; i >= 0; i-- {
+			done, err := x.store.EventProcessed(ctx, ref.Project, recTurn, recordKey(ref.Session, turns[i].ID))
+			if err != nil {
+				return nil, fmt.Errorf("extract: read turn record: %w", err)
+			}
+			if done {
+				found = true
+				break
+			}
+			start = i
+		}
+		if found || after == 0 {
+			return turns[start:], nil
+		}
+		window *= 8
+	}
+}
+
+// groupTurns splits messages (oldest first) into turns; a turn's messages are
+// contiguous because a turn is appended at once.
+func groupTurns(msgs []memory.Message) []spanTurn {
+	var out []spanTurn
+	for _, m := range msgs {
+		if n := len(out); n > 0 && out[n-1].ID == m.TurnID {
+			out[n-1].Msgs = append(out[n-1].Msgs, m)
+			continue
+		}
+		out = append(out, spanTurn{ID: m.TurnID, Msgs: []memory.Message{m}})
+	}
+	return out
+}
+
+// extractSpan makes the one model call of a span and applies its reply. It
+// reports whether the model was called.
+func (x *Extractor) extractSpan(ctx context.Context, ref memory.SessionRef, cause string, span []spanTurn) ([]events.Change, bool, error) {
+	var msgs []memory.Message
+	for _, t := range span {
+		msgs = append(msgs, t.Msgs...)
+	}
+	first, last := msgs[0].ID, msgs[len(msgs)-1].ID
+	spanKey := recordKey(ref.Session, strconv.FormatInt(first, 10)+"-"+strconv.FormatInt(last, 10))
+	invalidKey := recordKey(ref.Session, span[0].ID)
+
+	injected, err := x.readInjected(ctx, ref, span)
+	if err != nil {
+		return nil, false, err
+	}
+
+	transcript := Render(msgs, x.cfg)
+	if len([]rune(strings.TrimSpace(transcript))) < x.cfg.MinSpanChars {
+		return nil, false, x.finish(ctx, ref, span)
+	}
+
+	p, shown, err := x.prompt(ctx, ref, transcript, injected)
+	if err != nil {
+		return nil, false, err
+	}
+	req := llm.Request{Role: llm.RoleExtract, Project: ref.Project, Messages: p.Messages(), Timeout: x.cfg.CallTimeout}
+	temp := x.cfg.Temperature
+	req.Temperature = &temp
+	reply, resp, err := llm.Structured[Reply](ctx, x.chat, req)
+	if err != nil {
+		if errors.Is(err, llm.ErrMisbehaved) {
+			return nil, true, x.invalid(ctx, ref, span, invalidKey, resp, err)
+		}
+		return nil, true, fmt.Errorf("extract: model call for %s: %w", ref, err)
+	}
+
+	var changes []events.Change
+	done, err := x.store.EventProcessed(ctx, ref.Project, recWritten, spanKey)
+	if err != nil {
+		return nil, true, fmt.Errorf("extract: read span record: %w", err)
+	}
+	if !done {
+		changes, err = x.write(ctx, ref, reply, shown)
+		if err != nil {
+			return changes, true, err
+		}
+		if err := x.store.MarkEventProcessed(ctx, ref.Project, recWritten, spanKey, x.cfg.RecordTTL); err != nil {
+			return changes, true, fmt.Errorf("extract: record span: %w", err)
+		}
+	}
+	fb, err := x.feedback(ctx, ref, span, injected, reply.Verdicts)
+	changes = append(changes, fb...)
+	if err != nil {
+		return changes, true, err
+	}
+	if len(changes) > 0 {
+		if err := x.publish(ctx, ref, cause, "span:"+spanKey, changes); err != nil {
+			return changes, true, err
+		}
+	}
+	return changes, true, x.finish(ctx, ref, span)
+}
+
+// injectedTurn is what the injector recorded for one turn of the span.
+type injectedTurn struct {
+	turn string
+	ids  []string
+}
+
+// readInjected reads the injection records of the span's turns without
+// consuming them: each is taken and put back, and taken for good when the
+// span is finished, so a crash before then finds them again.
+func (x *Extractor) readInjected(ctx context.Context, ref memory.SessionRef, span []spanTurn) ([]injectedTurn, error) {
+	var out []injectedTurn
+	for _, t := range span {
+		ids, err := x.store.TakeInjection(ctx, ref, t.ID)
+		if memory.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("extract: read injection of turn %q: %w", t.ID, err)
+		}
+		if err := x.store.PutInjection(ctx, ref, t.ID, ids); err != nil {
+			return nil, fmt.Errorf("extract: keep injection of turn %q: %w", t.ID, err)
+		}
+		if len(ids) > 0 {
+			out = append(out, injectedTurn{turn: t.ID, ids: ids})
+		}
+	}
+	return out, nil
+}
+
+// finish marks the span's turns done and drops their injection records.
+func (x *Extractor) finish(ctx context.Context, ref memory.SessionRef, span []spanTurn) error {
+	for _, t := range span {
+		if err := x.store.MarkEventProcessed(ctx, ref.Project, recTurn, recordKey(ref.Session, t.ID), x.cfg.RecordTTL); err != nil {
+			return fmt.Errorf("extract: record turn %q: %w", t.ID, err)
+		}
+	}
+	for _, t := range span {
+		if _, err := x.store.TakeInjection(ctx, ref, t.ID); err != nil && !memory.IsNotFound(err) {
+			return fmt.Errorf("extract: drop injection of turn %q: %w", t.ID, err)
+		}
+	}
+	return nil
+}
+
+// invalid counts an invalid reply for the span (in the store, so replicas
+// and restarts agree) and decides between a retry and giving up.
+func (x *Extractor) invalid(ctx context.Context, ref memory.SessionRef, span []spanTurn, key string, resp llm.Response, cause error) error {
+	failures := x.cfg.MaxInvalid
+	for k := 1; k <= x.cfg.MaxInvalid; k++ {
+		rk := key + "#" + strconv.Itoa(k)
+		seen, err := x.store.EventProcessed(ctx, ref.Project, recInvalid, rk)
+		if err != nil {
+			return fmt.Errorf("extract: read failure record: %w", err)
+		}
+		if seen {
+			continue
+		}
+		if err := x.store.MarkEventProcessed(ctx, ref.Project, recInvalid, rk, x.cfg.RecordTTL); err != nil {
+			return fmt.Errorf("extract: record failure: %w", err)
+		}
+		failures = k
+		break
+	}
+	e := &InvalidReplyError{Failures: failures, Reply: capChars(memory.Redact(resp.Message.Content), 2000), Err: cause}
+	if failures >= x.cfg.MaxInvalid {
+		e.Final = true
+		if err := x.finish(ctx, ref, span); err != nil {
+			return errors.Join(e, err)
+		}
+		return e
+	}
+	e.Delay = time.Duration(float64(x.cfg.InvalidDelay) * math.Pow(2, float64(failures-1)))
+	return e
+}
+
+// feedback applies the verdicts on the memories injected into the span's
+// turns, once per turn (a turn's record is written before its verdicts are
+// applied: at most once, never twice).
+func (x *Extractor) feedback(ctx context.Context, ref memory.SessionRef, span []spanTurn, injected []injectedTurn, verdicts []ReplyVerdict) ([]events.Change, error) {
+	given := map[string]memory.Verdict{}
+	for _, v := range verdicts {
+		vd := memory.Verdict(v.Verdict)
+		id := strings.TrimSpace(v.ID)
+		if vd.Valid() && id != "" {
+			if _, dup := given[id]; !dup {
+				given[id] = vd
+			}
+		}
+	}
+	var changes []events.Change
+	for _, it := range injected {
+		apply := map[string]memory.Verdict{}
+		for _, id := range it.ids {
+			if v, ok := given[id]; ok {
+				apply[id] = v
+				delete(given, id) // an id injected into two turns is judged once
+			}
+		}
+		key := recordKey(ref.Session, it.turn)
+		done, err := x.store.EventProcessed(ctx, ref.Project, recFeedback, key)
+		if err != nil {
+			return changes, fmt.Errorf("extract: read feedback record: %w", err)
+		}
+		if done || len(apply) == 0 {
+			continue
+		}
+		if err := x.store.MarkEventProcessed(ctx, ref.Project, recFeedback, key, x.cfg.RecordTTL); err != nil {
+			return changes, fmt.Errorf("extract: record feedback: %w", err)
+		}
+		if err := x.store.ApplyFeedback(ctx, apply); err != nil {
+			return changes, fmt.Errorf("extract: apply feedback: %w", err)
+		}
+		ids := make([]string, 0, len(apply))
+		for id := range apply {
+			ids = append(ids, id)
+		}
+		slices.Sort(ids)
+		for _, id := range ids {
+			changes = append(changes, events.Change{ID: id, Kind: events.ChangeFeedback})
+		}
+	}
+	return changes, nil
+}
+
+// publish sends memory_changed with an id derived from key, so that a
+// redelivered span publishes a duplicate the stream drops.
+func (x *Extractor) publish(ctx context.Context, ref memory.SessionRef, cause, key string, changes []events.Change) error {
+	if x.pub == nil || len(changes) == 0 {
+		return nil
+	}
+	ev := events.New(events.Ref{ProjectID: ref.Project, SessionID: ref.Session},
+		events.MemoryChanged{Changes: changes, Cause: cause})
+	ev.ID = eventID(ref.Project, key)
+	if err := x.pub.Publish(ctx, ev); err != nil {
+		return fmt.Errorf("extract: publish memory_changed: %w", err)
+	}
+	return nil
+}

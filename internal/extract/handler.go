@@ -1,0 +1,104 @@
+package extract
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/engram-memory/engram/internal/runner"
+	"github.com/engram-memory/engram/pkg/events"
+	"github.com/engram-memory/engram/pkg/llm"
+	"github.com/engram-memory/engram/pkg/memory"
+)
+
+// Handler is the turn_ended handler for the runner.
+type Handler struct {
+	x   *Extractor
+	log *zap.Logger
+	now func() time.Time
+}
+
+// NewHandler returns the turn_ended handler. log may be nil.
+func NewHandler(x *Extractor, log *zap.Logger) *Handler {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Handler{x: x, log: log, now: x.now}
+}
+
+// TurnFromEvent converts a turn_ended event. An event of another type is an
+// error wrapping events.ErrInvalidEvent.
+func TurnFromEvent(ev events.Envelope) (Turn, error) {
+	te, err := events.PayloadAs[events.TurnEnded](ev)
+	if err != nil {
+		return Turn{}, fmt.Errorf("extract: %w", err)
+	}
+	t := Turn{EventID: ev.ID, Project: ev.ProjectID, Session: ev.SessionID, Turn: ev.TurnID, ChangedPaths: te.ChangedPaths}
+	t.Messages = make([]memory.Message, len(te.Messages))
+	for i, m := range te.Messages {
+		mm := memory.Message{
+			TurnID: ev.TurnID, Role: memory.Role(m.Role), Content: m.Content,
+			ToolName: m.ToolName, ToolCallID: m.ToolCallID, ToolStatus: memory.ToolStatus(m.ToolStatus),
+			TokensIn: m.TokensIn, TokensOut: m.TokensOut, CreatedAt: ev.OccurredAt,
+		}
+		for _, c := range m.ToolCalls {
+			mm.ToolCalls = append(mm.ToolCalls, memory.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+		}
+		t.Messages[i] = mm
+	}
+	return t, nil
+}
+
+// Handle handles one turn_ended event and tells the runner what to do:
+//
+//   - the model unavailable or missing, the store unavailable: Unavailable
+//     (the runner waits and pauses pulling; nothing is dead-lettered);
+//   - the project's token budget spent: RetryAfter until it resets;
+//   - an invalid reply after the repair attempt: RetryAfter with the
+//     span's backoff, and Permanent (dead-letter, with the model's last
+//     reply in the reason) after Config.MaxInvalid failures; the transcript
+//     is stored either way;
+//   - a turn that breaks the transcript rules: Permanent.
+func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
+	t, err := TurnFromEvent(ev)
+	if err != nil {
+		return err
+	}
+	res, err := h.x.HandleTurn(ctx, t)
+	if err != nil {
+		return Classify(err)
+	}
+	if res.Spans > 0 || res.Busy {
+		h.log.Debug("turn handled", zap.String("event_id", ev.ID), zap.String("project", ev.ProjectID),
+			zap.String("session", ev.SessionID), zap.Int("spans", res.Spans), zap.Bool("busy", res.Busy),
+			zap.Int("changes", len(res.Changes)))
+	}
+	return nil
+}
+
+// Classify maps an extraction error onto the runner's decisions (see
+// Handler.Handle).
+func Classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	var inv *InvalidReplyError
+	var budget *llm.BudgetError
+	switch {
+	case errors.As(err, &inv):
+		if inv.Final {
+			return runner.Permanent(err)
+		}
+		return runner.RetryAfter(err, inv.Delay)
+	case errors.As(err, &budget):
+		return runner.RetryAfter(err, max(time.Until(budget.Until), time.Second))
+	case errors.Is(err, llm.ErrUnavailable), errors.Is(err, llm.ErrModelMissing), errors.Is(err, memory.ErrUnavailable):
+		return runner.Unavailable(err)
+	case errors.Is(err, llm.ErrInvalidRequest), errors.Is(err, memory.ErrInvalid):
+		return runner.Permanent(err)
+	}
+	return err
+}
