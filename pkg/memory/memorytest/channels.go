@@ -1,0 +1,261 @@
+package memorytest
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/engram-memory/engram/pkg/memory"
+)
+
+var channelTests = []subtest{
+	{"Lexical/Ranking", testLexicalRanking},
+	{"Lexical/Fields", testLexicalFields},
+	{"Vector/Ranking", testVectorRanking},
+	{"ByPaths/Ranking", testByPaths},
+	{"Filter", testFilterMatrix},
+}
+
+// lexicalCorpus is a fixed corpus of equally long labels in project p, plus
+// unrelated documents so that every term of the queries is rare.
+var lexicalCorpus = map[string]string{
+	"both":    "redis cluster failover notes",
+	"redis":   "redis memory tuning notes",
+	"cluster": "cluster sizing tuning notes",
+	"zebra":   "zebra alpha beta gamma",
+	"apple1":  "apple delta epsilon eta",
+	"apple2":  "apple theta iota kappa",
+	"apple3":  "apple lambda mu nu",
+	"apple4":  "apple xi omicron pi",
+	"f1":      "rho sigma tau upsilon",
+	"f2":      "phi chi psi omega",
+	"f3":      "one two three four",
+	"f4":      "five six seven eight",
+	"f5":      "nine ten eleven twelve",
+	"f6":      "red green blue yellow",
+	"f7":      "north south east west",
+	"f8":      "spring summer autumn winter",
+}
+
+func (e *env) seedLexical() map[string]string {
+	byName := map[string]string{}
+	for name, label := range lexicalCorpus {
+		byName[name] = e.upsert(node("p", memory.Observation, label)).ID
+	}
+	return byName
+}
+
+func (e *env) lexical(terms []string, f memory.Filter, limit int) []memory.Scored {
+	e.t.Helper()
+	sc, err := e.s.Lexical(e.ctx, terms, f, limit)
+	e.ok(err, "Lexical")
+	e.ranked(fmt.Sprintf("lexical %v", terms), sc)
+	return sc
+}
+
+func testLexicalRanking(e *env) {
+	byName := e.seedLexical()
+	f := memory.Filter{ProjectID: "p"}
+	got := ids(e.lexical([]string{"redis", "cluster"}, f, 10))
+	if len(got) != 3 || got[0] != byName["both"] {
+		e.t.Fatalf("more matching terms must rank first: %s", names(byName, got))
+	}
+	e.sameSet("redis or cluster", got, []string{byName["both"], byName["redis"], byName["cluster"]})
+
+	got = ids(e.lexical([]string{"apple", "zebra"}, f, 10))
+	if len(got) != 5 || got[0] != byName["zebra"] {
+		e.t.Fatalf("the rarer term must rank first: %s", names(byName, got))
+	}
+	e.sameSet("apple or zebra", got[1:], []string{byName["apple1"], byName["apple2"], byName["apple3"], byName["apple4"]})
+
+	got = ids(e.lexical([]string{"notes"}, f, 2))
+	if len(got) != 2 {
+		e.t.Fatalf("limit 2: %s", names(byName, got))
+	}
+	if got := e.lexical(nil, f, 10); len(got) != 0 {
+		e.t.Fatalf("no terms: %v", got)
+	}
+	if got := e.lexical([]string{"nothingmatchesthis"}, f, 10); len(got) != 0 {
+		e.t.Fatalf("no match: %v", got)
+	}
+	// upper-case in the text is matched by the lower-case terms of memory.Terms
+	up := e.upsert(node("p", memory.Decision, "Use PostgreSQL Replication"))
+	e.sameList("case", ids(e.lexical(memory.Terms("postgresql"), f, 10)), []string{up.ID})
+	// an updated text is re-indexed
+	label := "switch to valkey"
+	_, err := e.s.Update(e.ctx, up.ID, memory.Patch{Label: &label})
+	e.ok(err, "Update")
+	if got := e.lexical([]string{"postgresql"}, f, 10); len(got) != 0 {
+		e.t.Fatalf("old text still indexed: %v", got)
+	}
+	e.sameList("new text", ids(e.lexical([]string{"valkey"}, f, 10)), []string{up.ID})
+}
+
+func testLexicalFields(e *env) {
+	body := e.upsert(memory.Node{Subkind: memory.Decision, ProjectID: "p", Label: "a label", Body: "the body mentions quokka"})
+	path := e.upsert(memory.Node{Subkind: memory.Decision, ProjectID: "p", Label: "b label", Paths: []string{"internal/loader/reader.go"}})
+	ent := e.upsert(memory.Node{Subkind: memory.Decision, ProjectID: "p", Label: "c label",
+		Entities: []memory.Entity{{Key: "k8s", Name: "Kubernetes"}}})
+	f := memory.Filter{ProjectID: "p"}
+	e.sameList("body", ids(e.lexical([]string{"quokka"}, f, 10)), []string{body.ID})
+	e.sameList("path", ids(e.lexical([]string{"loader"}, f, 10)), []string{path.ID})
+	e.sameList("entity name", ids(e.lexical([]string{"kubernetes"}, f, 10)), []string{ent.ID})
+	e.sameSet("label", ids(e.lexical([]string{"label"}, f, 10)), []string{body.ID, path.ID, ent.ID})
+}
+
+func testVectorRanking(e *env) {
+	mk := func(label string, v []float32, model string) string {
+		n := e.upsert(node("p", memory.Observation, label))
+		e.ok(e.s.SetEmbedding(e.ctx, n.ID, model, v), "SetEmbedding")
+		return n.ID
+	}
+	v1 := mk("v1", vec(1, 0, 0), "m")
+	v2 := mk("v2", vec(0.9, 0.1, 0), "m")
+	v3 := mk("v3", vec(0.5, 0.8, 0), "m")
+	mk("v4", vec(-1, 0, 0), "m")          // opposite: not a candidate
+	mk("other model", vec(1, 0, 0), "m2") // another model: not a candidate
+	f := memory.Filter{ProjectID: "p"}
+	sc, err := e.s.Vector(e.ctx, "m", vec(2, 0, 0), f, 10)
+	e.ok(err, "Vector")
+	e.ranked("vector", sc)
+	byName := map[string]string{"v1": v1, "v2": v2, "v3": v3}
+	if got := ids(sc); !equal(got, []string{v1, v2, v3}) {
+		e.t.Fatalf("nearest first: %s", names(byName, got))
+	}
+	want := []float64{1, 0.9 / math.Sqrt(0.82), 0.5 / math.Sqrt(0.89)}
+	for i, s := range sc {
+		if !near(s.Score, want[i], 1e-3) {
+			e.t.Fatalf("cosine of %s = %v, want %v", names(byName, []string{s.ID}), s.Score, want[i])
+		}
+	}
+	sc, err = e.s.Vector(e.ctx, "m", vec(1, 0, 0), f, 2)
+	e.ok(err, "Vector")
+	e.sameList("limit 2", ids(sc), []string{v1, v2})
+	sc, err = e.s.Vector(e.ctx, "m", vec(0, 1, 0), f, 10)
+	e.ok(err, "Vector")
+	if len(sc) == 0 || sc[0].ID != v3 {
+		e.t.Fatalf("query (0,1,0): %s", names(byName, ids(sc)))
+	}
+	sc, err = e.s.Vector(e.ctx, "unknown-model", vec(1, 0, 0), f, 10)
+	e.ok(err, "Vector unknown model")
+	if len(sc) != 0 {
+		e.t.Fatalf("unknown model: %v", sc)
+	}
+	// a new vector replaces the old one
+	e.ok(e.s.SetEmbedding(e.ctx, v1, "m", vec(0, 0, 1)), "SetEmbedding")
+	sc, err = e.s.Vector(e.ctx, "m", vec(1, 0, 0), f, 10)
+	e.ok(err, "Vector")
+	e.sameList("after re-embedding", ids(sc), []string{v2, v3})
+}
+
+func testByPaths(e *env) {
+	p1 := e.upsert(memory.Node{Subkind: memory.Decision, ProjectID: "p", Label: "p1", Paths: []string{"a.go", "b.go"}})
+	e.c.Advance(time.Second)
+	p2 := e.upsert(memory.Node{Subkind: memory.Decision, ProjectID: "p", Label: "p2", Paths: []string{"a.go"}})
+	e.c.Advance(time.Second)
+	p3 := e.upsert(memory.Node{Subkind: memory.Decision, ProjectID: "p", Label: "p3", Paths: []string{"c.go"}})
+	e.c.Advance(time.Second)
+	p4 := e.upsert(memory.Node{Subkind: memory.Decision, ProjectID: "p", Label: "p4", Paths: []string{"b.go", "d.go"}})
+	byName := map[string]string{"p1": p1.ID, "p2": p2.ID, "p3": p3.ID, "p4": p4.ID}
+	f := memory.Filter{ProjectID: "p"}
+	sc, err := e.s.ByPaths(e.ctx, []string{"a.go", "b.go"}, f, 10)
+	e.ok(err, "ByPaths")
+	e.ranked("paths", sc)
+	if got := ids(sc); !equal(got, []string{p1.ID, p4.ID, p2.ID}) {
+		e.t.Fatalf("more paths first, then newest: %s", names(byName, got))
+	}
+	if sc[0].Score != 2 || sc[1].Score != 1 || sc[2].Score != 1 {
+		e.t.Fatalf("scores: %v", sc)
+	}
+	sc, err = e.s.ByPaths(e.ctx, []string{"a.go", "b.go"}, f, 1)
+	e.ok(err, "ByPaths")
+	e.sameList("limit", ids(sc), []string{p1.ID})
+	sc, err = e.s.ByPaths(e.ctx, nil, f, 10)
+	e.ok(err, "ByPaths")
+	if len(sc) != 0 {
+		e.t.Fatalf("no paths: %v", sc)
+	}
+	paths := []string{"c.go"}
+	_, err = e.s.Update(e.ctx, p3.ID, memory.Patch{Paths: &[]string{"e.go"}})
+	e.ok(err, "Update paths")
+	sc, err = e.s.ByPaths(e.ctx, paths, f, 10)
+	e.ok(err, "ByPaths")
+	if len(sc) != 0 {
+		e.t.Fatalf("old path still indexed: %v", sc)
+	}
+	sc, err = e.s.ByPaths(e.ctx, []string{"e.go"}, f, 10)
+	e.ok(err, "ByPaths")
+	e.sameList("new path", ids(sc), []string{p3.ID})
+}
+
+// testFilterMatrix checks every Filter rule on every channel and the
+// timeline with a corpus in which every node matches every query.
+func testFilterMatrix(e *env) {
+	byName := map[string]string{}
+	mk := func(name string, n memory.Node) {
+		n.Label = "zebra " + name
+		n.Paths = []string{"x.go"}
+		if n.Subkind == "" {
+			n.Subkind = memory.Observation
+		}
+		got := e.upsert(n)
+		e.ok(e.s.SetEmbedding(e.ctx, got.ID, "m", vec(1, 0)), "SetEmbedding")
+		byName[name] = got.ID
+	}
+	mk("own", memory.Node{Subkind: memory.Decision, ProjectID: "p"})
+	mk("global", memory.Node{Subkind: memory.Preference})
+	mk("otherHere", memory.Node{ProjectID: "q"})
+	mk("otherAnywhere", memory.Node{ProjectID: "q", Reach: memory.ReachAnywhere})
+	mk("sessOwn", memory.Node{Scope: memory.ScopeSession, ProjectID: "p", SessionID: "s1"})
+	mk("sessOther", memory.Node{Scope: memory.ScopeSession, ProjectID: "p", SessionID: "s2"})
+	mk("sessOtherProject", memory.Node{Scope: memory.ScopeSession, ProjectID: "q", SessionID: "s1", Reach: memory.ReachAnywhere})
+	mk("archived", memory.Node{ProjectID: "p"})
+	mk("superseded", memory.Node{ProjectID: "p"})
+	mk("lowConf", memory.Node{ProjectID: "p", Confidence: 0.2})
+	e.ok(e.s.Archive(e.ctx, byName["archived"]), "Archive")
+	e.ok(e.s.Supersede(e.ctx, byName["superseded"], byName["own"]), "Supersede")
+	past := Epoch.Add(-time.Hour)
+	e.ok(e.s.PutBatch(e.ctx, []memory.Node{{ID: "closed-fact", Subkind: memory.Observation, ProjectID: "p", Label: "zebra closed",
+		Paths: []string{"x.go"}, CreatedAt: past.Add(-time.Hour), ValidTo: past, Embedding: vec(1, 0), EmbeddingModel: "m"}}, nil), "PutBatch")
+	byName["closed"] = "closed-fact"
+
+	base := []string{"own", "global", "sessOwn", "lowConf"}
+	cases := []struct {
+		name string
+		f    memory.Filter
+		want []string
+	}{
+		{"own session", memory.Filter{ProjectID: "p", SessionID: "s1"}, base},
+		{"cross-project", memory.Filter{ProjectID: "p", SessionID: "s1", CrossProject: true}, append(clone(base), "otherAnywhere")},
+		{"other session", memory.Filter{ProjectID: "p", SessionID: "s2"}, []string{"own", "global", "sessOther", "lowConf"}},
+		{"no session", memory.Filter{ProjectID: "p"}, []string{"own", "global", "lowConf"}},
+		{"archived asked", memory.Filter{ProjectID: "p", SessionID: "s1", IncludeArchived: true}, append(clone(base), "archived")},
+		{"superseded asked", memory.Filter{ProjectID: "p", SessionID: "s1", IncludeSuperseded: true}, append(clone(base), "superseded", "closed")},
+		{"min confidence", memory.Filter{ProjectID: "p", SessionID: "s1", MinConfidence: 0.3}, []string{"own", "global", "sessOwn"}},
+		{"subkinds", memory.Filter{ProjectID: "p", SessionID: "s1", Subkinds: []memory.Subkind{memory.Decision, memory.Preference}}, []string{"own", "global"}},
+		{"project q", memory.Filter{ProjectID: "q"}, []string{"otherHere", "otherAnywhere", "global"}},
+		{"project q session s1", memory.Filter{ProjectID: "q", SessionID: "s1"}, []string{"otherHere", "otherAnywhere", "global", "sessOtherProject"}},
+		{"unknown project", memory.Filter{ProjectID: "nowhere", CrossProject: true}, []string{"global", "otherAnywhere"}},
+	}
+	for _, c := range cases {
+		var want []string
+		for _, n := range c.want {
+			want = append(want, byName[n])
+		}
+		lex, err := e.s.Lexical(e.ctx, []string{"zebra"}, c.f, 50)
+		e.ok(err, "Lexical")
+		vs, err := e.s.Vector(e.ctx, "m", vec(1, 0), c.f, 50)
+		e.ok(err, "Vector")
+		ps, err := e.s.ByPaths(e.ctx, []string{"x.go"}, c.f, 50)
+		e.ok(err, "ByPaths")
+		tl, err := e.s.Timeline(e.ctx, memory.TimelineQuery{Filter: c.f, Limit: 50})
+		e.ok(err, "Timeline")
+		for ch, got := range map[string][]string{"lexical": ids(lex), "vector": ids(vs), "paths": ids(ps), "timeline": nodeIDs(tl)} {
+			if !equal(sorted(got), sorted(want)) {
+				e.t.Errorf("%s / %s: got %s, want %s", c.name, ch, names(byName, sorted(got)), names(byName, sorted(want)))
+			}
+		}
+	}
+}
+
+func clone(ss []string) []string { return append([]string(nil), ss...) }
