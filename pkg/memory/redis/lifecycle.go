@@ -298,7 +298,7 @@ func (s *Store) StandingInstructions(ctx context.Context, projectID string, limi
 // cross projects.
 func (s *Store) PutBatch(ctx context.Context, nodes []memory.Node, edges []memory.Edge) error {
 	now := s.now()
-	var bad []string
+	var bad, refused []string
 	prepared := make([]memory.Node, 0, len(nodes))
 	for i, in := range nodes {
 		n, err := memory.PrepareNew(in, now)
@@ -317,7 +317,7 @@ func (s *Store) PutBatch(ctx context.Context, nodes []memory.Node, edges []memor
 		projOf[n.ID] = n.ProjectID
 		dk := n.ProjectID + sep + n.Digest
 		if other, ok := digests[dk]; ok && other != n.ID {
-			bad = append(bad, fmt.Sprintf("nodes %s and %s hold the same content (digest %s)", other, n.ID, n.Digest))
+			refused = append(refused, fmt.Sprintf("nodes %s and %s hold the same content (digest %s)", other, n.ID, n.Digest))
 		}
 		digests[dk] = n.ID
 	}
@@ -387,12 +387,15 @@ func (s *Store) PutBatch(ctx context.Context, nodes []memory.Node, edges []memor
 		}
 		for i, v := range vals {
 			if id, ok := v.(string); ok && id != ns[i].ID && !batchReplaces(byProject[p], id, ns[i].Digest) {
-				bad = append(bad, fmt.Sprintf("node %s: memory %s already holds this content in the project", ns[i].ID, id))
+				refused = append(refused, fmt.Sprintf("node %s: memory %s already holds this content in the project", ns[i].ID, id))
 			}
 		}
 	}
 	if len(bad) > 0 {
-		return fmt.Errorf("%w: put batch: %s", memory.ErrInvalid, strings.Join(bad, "; "))
+		return fmt.Errorf("%w: put batch: %s", memory.ErrInvalid, strings.Join(append(bad, refused...), "; "))
+	}
+	if len(refused) > 0 {
+		return fmt.Errorf("%w: put batch: %s", memory.ErrRefused, strings.Join(refused, "; "))
 	}
 
 	// Write: per project, nodes and the edges inside it in one transaction.
