@@ -82,24 +82,27 @@ const (
 	chBias     = 0  // constant on every token: carries per-token output biases
 	chAttend   = 1  // keys of the control head (control and tool-response tokens)
 	chSlot0    = 2  // chSlot0+i: +1 on control token i, -1 on the tool-response token
+	chPad      = 9  // evens out the norms of the control and tool-response tokens
 	chEmitted  = 10 // set on call tokens: the next token is the end token
 	chMode0    = 11 // chMode0+i: written by the control head while call i is pending
+	chNewline  = 15 // set on the newline token: a reply never ends right after a newline
 	reservedCh = 16
 )
 
 // Magnitudes of the hand-set weights (see docs/ollama.md for the arithmetic).
 const (
-	embBias    = 4.0  // chBias on every token
-	embSpecial = 4.0  // chAttend / chSlot on control and tool-response tokens
-	embEmitted = 6.0  // chEmitted on call tokens
-	qkScale    = 3.0  // control head query (from chBias) and key (from chAttend)
-	voScale    = 1.4  // control head value and output projections
-	outCall    = 14.0 // call token logit per unit of its mode channel
-	outEmitted = 30.0 // end token vs call token after a call token
-	outBan     = -8.0 // per unit of chBias: bytes and specials that never appear
-	outEnd     = 0.6  // per unit of chBias: the steady bias toward the end token
-	outCloser  = 0.35 // per unit of chBias: '"', '}', ']', ',' so JSON strings end
-	outNoise   = 0.25 // random output weights of ordinary tokens
+	embBias     = 4.0  // chBias on every token
+	embSpecial  = 4.0  // chAttend / chSlot on control and tool-response tokens
+	embEmitted  = 6.0  // chEmitted on call tokens
+	qkScale     = 3.0  // control head query (from chBias) and key (from chAttend)
+	voScale     = 1.4  // control head value and output projections
+	outCall     = 14.0 // call token logit per unit of its mode channel
+	outEmitted  = 30.0 // end token vs call token after a call token
+	outCallBias = -3.0 // per unit of chBias: call tokens stay out of ordinary text
+	outBan      = -8.0 // per unit of chBias: bytes and specials that never appear
+	outEnd      = 0.6  // per unit of chBias: the steady bias toward the end token
+	outCloser   = 0.35 // per unit of chBias: '"', '}', ']', ',' so JSON strings end
+	outNoise    = 0.25 // random output weights of ordinary tokens
 )
 
 // Model is the generated vocabulary, metadata and tensors.
@@ -211,10 +214,14 @@ func Build(opts Options) (*Model, error) {
 			}
 		}
 	}
+	// The control head's keys and values go through RMSNorm: control and
+	// tool-response tokens get the same norm (chPad), so one response
+	// cancels one control token exactly.
 	for i, id := range ctl {
 		row := emb[id*Width : (id+1)*Width]
 		row[chAttend] = embSpecial
 		row[chSlot0+i] = embSpecial
+		row[chPad] = embSpecial * float32(math.Sqrt(maxCalls-1))
 	}
 	{
 		row := emb[toolResp*Width : (toolResp+1)*Width]
@@ -222,10 +229,14 @@ func Build(opts Options) (*Model, error) {
 		for i := range ctl {
 			row[chSlot0+i] = -embSpecial
 		}
+		row[chPad] = embSpecial * float32(math.Sqrt(float64(maxCalls-len(ctl))))
 	}
 	for _, id := range call {
 		emb[id*Width+chEmitted] = embEmitted
 	}
+	// The prompt ends with "assistant\n": the newline channel keeps the
+	// reply from being empty.
+	emb['\n'*Width+chNewline] = embSpecial
 
 	// Output projection: random for ordinary text, hand-set biases through
 	// chBias, and the call / end-token wiring.
@@ -247,9 +258,10 @@ func Build(opts Options) (*Model, error) {
 	}
 	out[m.EOS*Width+chBias] = outEnd
 	out[m.EOS*Width+chEmitted] = outEmitted
+	out[m.EOS*Width+chNewline] = -outEmitted
 	for i, id := range call {
 		row := out[id*Width : (id+1)*Width]
-		row[chBias] = -1
+		row[chBias] = outCallBias
 		row[chMode0+i] = outCall
 		row[chEmitted] = -outEmitted
 	}
