@@ -7,6 +7,8 @@ package eventstest
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -22,31 +24,43 @@ import (
 // (and the server waited for) when the test ends.
 func RunServer(t testing.TB) (*server.Server, *nats.Conn) {
 	t.Helper()
-	opts := &server.Options{
-		Host:      "127.0.0.1",
-		Port:      -1,
-		JetStream: true,
-		StoreDir:  t.TempDir(),
-		NoLog:     true,
-		NoSigs:    true,
-		// Keep the test server small.
-		JetStreamMaxMemory: 64 << 20,
-		JetStreamMaxStore:  256 << 20,
-	}
-	srv, err := server.NewServer(opts)
+	srv, err := StartServer(t.TempDir())
 	if err != nil {
-		t.Fatalf("eventstest: new server: %v", err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		srv.Shutdown()
-		t.Fatal("eventstest: nats-server not ready within 10s")
+		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		srv.Shutdown()
 		srv.WaitForShutdown()
 	})
 	return srv, Connect(t, srv)
+}
+
+// StartServer starts a nats-server with JetStream on a random loopback port
+// storing in dir (for examples and benchmarks without a *testing.T). The
+// caller shuts it down: srv.Shutdown(); srv.WaitForShutdown().
+func StartServer(dir string) (*server.Server, error) {
+	opts := &server.Options{
+		Host:      "127.0.0.1",
+		Port:      -1,
+		JetStream: true,
+		StoreDir:  dir,
+		NoLog:     true,
+		NoSigs:    true,
+		// Keep the test server small.
+		JetStreamMaxMemory: 128 << 20,
+		JetStreamMaxStore:  256 << 20,
+	}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("eventstest: new server: %w", err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+		return nil, errors.New("eventstest: nats-server not ready within 10s")
+	}
+	return srv, nil
 }
 
 // Connect opens another connection to srv, closed when the test ends.
@@ -60,12 +74,14 @@ func Connect(t testing.TB, srv *server.Server) *nats.Conn {
 	return nc
 }
 
-// Topology returns events.DefaultTopology with memory storage (fast, nothing
-// left on disk). Tests adjust consumers' ack wait and max deliver as needed.
+// Topology returns events.DefaultTopology with memory storage of 16 MiB per
+// stream (fast, nothing left on disk). Tests adjust consumers' ack wait and
+// max deliver as needed.
 func Topology() events.Topology {
 	t := events.DefaultTopology()
 	for _, s := range []*events.StreamConfig{&t.In, &t.Out, &t.DLQ} {
 		s.Storage = jetstream.MemoryStorage
+		s.MaxBytes = 16 << 20
 	}
 	return t
 }
