@@ -1,0 +1,124 @@
+package health
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Lag keeps gauges of the JetStream lag of every consumer of some streams,
+// refreshed by Run (or Refresh):
+//
+//	engram_consumer_pending{stream,consumer}       messages not yet delivered
+//	engram_consumer_ack_pending{stream,consumer}   delivered, not yet acked
+//	engram_consumer_redelivered{stream,consumer}   delivered more than once, not yet acked
+//	engram_stream_messages{stream}                 messages stored
+//
+// KEDA's NATS JetStream scaler reads the same numbers from the server's
+// monitoring endpoint; these are for dashboards and alerts.
+type Lag struct {
+	js      jetstream.JetStream
+	streams []string
+
+	pending     *prometheus.GaugeVec
+	ackPending  *prometheus.GaugeVec
+	redelivered *prometheus.GaugeVec
+	messages    *prometheus.GaugeVec
+	lastRefresh prometheus.Gauge
+
+	mu   sync.Mutex
+	seen map[[2]string]bool
+}
+
+// NewLag creates the lag gauges for streams and registers them with reg.
+func NewLag(reg prometheus.Registerer, js jetstream.JetStream, streams ...string) (*Lag, error) {
+	l := &Lag{
+		js: js, streams: streams, seen: map[[2]string]bool{},
+		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "engram_consumer_pending",
+			Help: "Messages of a consumer's filter not yet delivered."}, []string{"stream", "consumer"}),
+		ackPending: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "engram_consumer_ack_pending",
+			Help: "Messages delivered to a consumer and not yet acknowledged."}, []string{"stream", "consumer"}),
+		redelivered: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "engram_consumer_redelivered",
+			Help: "Messages delivered more than once and not yet acknowledged."}, []string{"stream", "consumer"}),
+		messages: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "engram_stream_messages",
+			Help: "Messages stored in a stream."}, []string{"stream"}),
+		lastRefresh: prometheus.NewGauge(prometheus.GaugeOpts{Name: "engram_lag_refreshed_timestamp_seconds",
+			Help: "When the lag gauges were last refreshed (Unix time)."}),
+	}
+	for _, c := range []prometheus.Collector{l.pending, l.ackPending, l.redelivered, l.messages, l.lastRefresh} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return l, nil
+}
+
+// Refresh reads stream and consumer info once and updates the gauges;
+// consumers that disappeared are removed.
+func (l *Lag) Refresh(ctx context.Context) error {
+	var errs []error
+	now := map[[2]string]bool{}
+	for _, name := range l.streams {
+		s, err := l.js.Stream(ctx, name)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("health: lag: stream %s: %w", name, err))
+			continue
+		}
+		si, err := s.Info(ctx)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("health: lag: stream %s: %w", name, err))
+			continue
+		}
+		l.messages.WithLabelValues(name).Set(float64(si.State.Msgs))
+		lister := s.ListConsumers(ctx)
+		for ci := range lister.Info() {
+			k := [2]string{name, ci.Name}
+			now[k] = true
+			l.pending.WithLabelValues(name, ci.Name).Set(float64(ci.NumPending))
+			l.ackPending.WithLabelValues(name, ci.Name).Set(float64(ci.NumAckPending))
+			l.redelivered.WithLabelValues(name, ci.Name).Set(float64(ci.NumRedelivered))
+		}
+		if err := lister.Err(); err != nil && !errors.Is(err, jetstream.ErrEndOfData) {
+			errs = append(errs, fmt.Errorf("health: lag: consumers of %s: %w", name, err))
+		}
+	}
+	l.mu.Lock()
+	for k := range l.seen {
+		if !now[k] && len(errs) == 0 { // keep the old values when a read failed
+			l.pending.DeleteLabelValues(k[0], k[1])
+			l.ackPending.DeleteLabelValues(k[0], k[1])
+			l.redelivered.DeleteLabelValues(k[0], k[1])
+			delete(l.seen, k)
+		}
+	}
+	for k := range now {
+		l.seen[k] = true
+	}
+	l.mu.Unlock()
+	if len(errs) == 0 {
+		l.lastRefresh.SetToCurrentTime()
+	}
+	return errors.Join(errs...)
+}
+
+// Run refreshes every interval until ctx is done; errors go to onErr (may
+// be nil). It returns when ctx is done.
+func (l *Lag) Run(ctx context.Context, interval time.Duration, onErr func(error)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if err := l.Refresh(ctx); err != nil && onErr != nil && ctx.Err() == nil {
+			onErr(err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,139 @@
+package health
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/engram-memory/engram/internal/runner"
+	"github.com/engram-memory/engram/internal/runner/dlq"
+	"github.com/engram-memory/engram/pkg/llm"
+)
+
+// Metrics are the process's Prometheus metrics. It implements
+// runner.Observer (one per process, shared by every worker) and
+// llm.Observer.
+type Metrics struct {
+	handled      *prometheus.CounterVec
+	failed       *prometheus.CounterVec
+	deadLettered *prometheus.CounterVec
+	latency      *prometheus.HistogramVec
+	paused       *prometheus.GaugeVec
+	captured     *prometheus.CounterVec
+
+	llmCalls   *prometheus.CounterVec
+	llmLatency *prometheus.HistogramVec
+	llmTokens  *prometheus.CounterVec
+}
+
+var (
+	_ runner.Observer = (*Metrics)(nil)
+	_ llm.Observer    = (*Metrics)(nil)
+)
+
+// NewMetrics creates the metrics and registers them with reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		handled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "engram_events_handled_total",
+			Help: "Deliveries handled by a worker, by event type and result (acked, duplicate, retried, dead_lettered, interrupted).",
+		}, []string{"worker", "type", "result"}),
+		failed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "engram_events_failed_total",
+			Help: "Deliveries whose handling failed (retried or dead-lettered), by worker and event type.",
+		}, []string{"worker", "type"}),
+		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "engram_events_dead_lettered_total",
+			Help: "Messages a worker sent to ENGRAM_DLQ (source: handler or advisory capture).",
+		}, []string{"worker", "source"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "engram_handler_duration_seconds",
+			Help:    "Handler latency by worker and event type.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300},
+		}, []string{"worker", "type"}),
+		paused: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "engram_worker_paused",
+			Help: "1 while a worker does not pull because a dependency (model, store) is unavailable.",
+		}, []string{"worker"}),
+		captured: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "engram_events_max_deliveries_captured_total",
+			Help: "Messages captured from the server's max-deliveries advisory into the DLQ.",
+		}, []string{"worker"}),
+		llmCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "engram_model_calls_total",
+			Help: "Model calls by operation, role, project, model and outcome (ok or the error class).",
+		}, []string{"op", "role", "project", "model", "outcome"}),
+		llmLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "engram_model_call_duration_seconds",
+			Help:    "Model call latency by operation, role and model.",
+			Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300},
+		}, []string{"op", "role", "model"}),
+		llmTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "engram_model_tokens_total",
+			Help: "Model tokens by role, project and kind (prompt, completion).",
+		}, []string{"role", "project", "kind"}),
+	}
+	for _, c := range []prometheus.Collector{m.handled, m.failed, m.deadLettered, m.latency, m.paused,
+		m.captured, m.llmCalls, m.llmLatency, m.llmTokens} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// Delivered implements runner.Observer.
+func (m *Metrics) Delivered(o runner.Outcome) {
+	typ := string(o.Type)
+	if typ == "" {
+		typ = "undecodable"
+	}
+	m.handled.WithLabelValues(o.Worker, typ, string(o.Result)).Inc()
+	switch o.Result {
+	case runner.ResultRetried, runner.ResultDeadLettered:
+		m.failed.WithLabelValues(o.Worker, typ).Inc()
+	}
+	if o.Result == runner.ResultDeadLettered {
+		m.deadLettered.WithLabelValues(o.Worker, "handler").Inc()
+	}
+	if o.Latency > 0 {
+		m.latency.WithLabelValues(o.Worker, typ).Observe(o.Latency.Seconds())
+	}
+}
+
+// Paused implements runner.Observer.
+func (m *Metrics) Paused(worker string, cause error) {
+	v := 0.0
+	if cause != nil {
+		v = 1
+	}
+	m.paused.WithLabelValues(worker).Set(v)
+}
+
+// Captured implements runner.Observer.
+func (m *Metrics) Captured(worker string, _ dlq.Letter) {
+	m.captured.WithLabelValues(worker).Inc()
+	m.deadLettered.WithLabelValues(worker, "advisory").Inc()
+}
+
+// ObserveCall implements llm.Observer.
+func (m *Metrics) ObserveCall(ci llm.CallInfo) {
+	outcome := "ok"
+	if ci.Err != nil {
+		outcome = classLabel(ci)
+	}
+	role := string(ci.Role)
+	m.llmCalls.WithLabelValues(ci.Op, role, ci.Project, ci.Model, outcome).Inc()
+	m.llmLatency.WithLabelValues(ci.Op, role, ci.Model).Observe(ci.Latency.Seconds())
+	if ci.PromptTokens > 0 {
+		m.llmTokens.WithLabelValues(role, ci.Project, "prompt").Add(float64(ci.PromptTokens))
+	}
+	if ci.CompletionTokens > 0 {
+		m.llmTokens.WithLabelValues(role, ci.Project, "completion").Add(float64(ci.CompletionTokens))
+	}
+}
+
+func classLabel(ci llm.CallInfo) string {
+	if ci.Class == llm.ClassNone {
+		return llm.Classify(ci.Err).String()
+	}
+	return ci.Class.String()
+}
