@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"reflect"
 	"strconv"
 	"strings"
@@ -281,9 +282,12 @@ func (g *generator) of(t reflect.Type, path string, ft fieldTags) (*Schema, erro
 		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		s.Type = "integer"
 		s.Minimum, s.Maximum = ft.minimum, ft.maximum
-		if t.Kind() >= reflect.Uint && t.Kind() <= reflect.Uint64 && s.Minimum == nil {
-			zero := 0.0
-			s.Minimum = &zero
+		lo, hi := intRange(t)
+		if s.Minimum == nil && lo != nil {
+			s.Minimum = lo
+		}
+		if s.Maximum == nil && hi != nil {
+			s.Maximum = hi
 		}
 	case reflect.Float32, reflect.Float64:
 		s.Type = "number"
@@ -348,6 +352,29 @@ func (g *generator) of(t reflect.Type, path string, ft fieldTags) (*Schema, erro
 		return nil, fmt.Errorf("llm: schema field %s: unsupported type %v", path, t)
 	}
 	return s, nil
+}
+
+// intRange is the range of the small integer kinds (nil when a float64
+// cannot say it exactly or it needs no saying).
+func intRange(t reflect.Type) (lo, hi *float64) {
+	f := func(x float64) *float64 { return &x }
+	switch t.Kind() {
+	case reflect.Int8:
+		return f(math.MinInt8), f(math.MaxInt8)
+	case reflect.Int16:
+		return f(math.MinInt16), f(math.MaxInt16)
+	case reflect.Int32:
+		return f(math.MinInt32), f(math.MaxInt32)
+	case reflect.Uint8:
+		return f(0), f(math.MaxUint8)
+	case reflect.Uint16:
+		return f(0), f(math.MaxUint16)
+	case reflect.Uint32:
+		return f(0), f(math.MaxUint32)
+	case reflect.Uint, reflect.Uint64:
+		return f(0), nil
+	}
+	return nil, nil
 }
 
 // CheckBounded returns an error naming the first string without maxLength or

@@ -85,6 +85,7 @@ func (e *Embedder) Vector(text string) []float32 {
 		content = words
 	}
 	prev := ""
+	offs := make([]int, 0, 32)
 	for _, w := range content {
 		s := stem(w)
 		e.add(acc, "w\x00", s, "", wordWeight)
@@ -92,9 +93,14 @@ func (e *Embedder) Vector(text string) []float32 {
 			e.add(acc, "b\x00", prev, s, bigramWeight)
 		}
 		prev = s
-		r := []rune("<" + w + ">")
-		for j := 0; j+3 <= len(r); j++ {
-			e.add(acc, "c\x00", string(r[j:j+3]), "", trigramWeight)
+		padded := "<" + w + ">"
+		offs = offs[:0]
+		for i := range padded {
+			offs = append(offs, i)
+		}
+		offs = append(offs, len(padded))
+		for j := 0; j+3 < len(offs); j++ {
+			e.add(acc, "c\x00", padded[offs[j]:offs[j+3]], "", trigramWeight)
 		}
 	}
 	var norm float64
