@@ -16,7 +16,7 @@ type fuzzArgs struct {
 }
 
 type fuzzSub struct {
-	ID   uint8 `json:"id"`
+	ID   uint8  `json:"id"`
 	Note string `json:"note" llm:"maxLength=8"`
 }
 
