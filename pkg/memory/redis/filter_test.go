@@ -1,0 +1,123 @@
+package redis_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/engram-memory/engram/pkg/memory"
+	"github.com/engram-memory/engram/pkg/memory/redis"
+)
+
+// TestServerFiltersMatchVisible checks that the filters evaluated on the
+// server (the Lua filter of the lexical channel and the FILTER expression of
+// the vector channel) select exactly the nodes memory.Visible selects, over
+// random nodes and random filters.
+func TestServerFiltersMatchVisible(t *testing.T) {
+	c := testClient(t)
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	s := openStore(t, c, redis.WithClock(func() time.Time { return now }))
+	ctx := t.Context()
+	rng := rand.New(rand.NewPCG(7, 11))
+	pick := func(xs ...string) string { return xs[rng.IntN(len(xs))] }
+
+	var nodes []memory.Node
+	for i := range 90 {
+		n := memory.Node{
+			ID:         fmt.Sprintf("n%03d", i),
+			Subkind:    memory.Subkind(pick("decision", "pattern", "observation", "preference")),
+			Label:      fmt.Sprintf("shared word number %d", i),
+			Confidence: []float64{0.1, 0.3, 0.5, 0.9}[rng.IntN(4)],
+			Reach:      memory.Reach(pick("here", "anywhere")),
+			Embedding:  []float32{1, rng.Float32(), rng.Float32()},
+			CreatedAt:  now.Add(-time.Duration(100-i) * time.Hour),
+		}
+		n.EmbeddingModel = "m"
+		switch rng.IntN(5) {
+		case 0:
+			n.Scope = memory.ScopeGlobal
+		case 1:
+			n.Scope, n.ProjectID, n.SessionID = memory.ScopeSession, pick("p", "q"), pick("s1", "s2")
+		default:
+			n.Scope, n.ProjectID, n.SessionID = memory.ScopeProject, pick("p", "q", "r"), pick("", "s1")
+		}
+		if rng.IntN(6) == 0 {
+			n.ArchivedAt = now.Add(-time.Hour)
+		}
+		if rng.IntN(8) == 0 {
+			n.SupersededBy = "n000"
+		}
+		switch rng.IntN(6) {
+		case 0:
+			n.ValidTo = now.Add(-time.Minute)
+		case 1:
+			n.ValidTo = now.Add(time.Minute)
+		case 2:
+			n.ValidTo = now
+		}
+		nodes = append(nodes, n)
+	}
+	if err := s.PutBatch(ctx, nodes, nil); err != nil {
+		t.Fatal(err)
+	}
+	stored := map[string]memory.Node{}
+	if err := s.Scan(ctx, func(n memory.Node) error { stored[n.ID] = n; return nil }, nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(stored) != len(nodes) {
+		t.Fatalf("stored %d nodes, want %d", len(stored), len(nodes))
+	}
+
+	selected, hidden := 0, 0
+	for i := range 60 {
+		f := memory.Filter{
+			ProjectID:         pick("p", "q", ""),
+			SessionID:         pick("", "s1", "s2"),
+			CrossProject:      rng.IntN(2) == 0,
+			IncludeArchived:   rng.IntN(3) == 0,
+			IncludeSuperseded: rng.IntN(3) == 0,
+			MinConfidence:     []float64{0, 0.3, 0.6}[rng.IntN(3)],
+		}
+		switch rng.IntN(3) {
+		case 1:
+			f.Subkinds = []memory.Subkind{memory.Decision}
+		case 2:
+			f.Subkinds = []memory.Subkind{memory.Pattern, memory.Observation}
+		}
+		var want []string
+		for _, n := range stored {
+			if memory.Visible(&n, f, now) {
+				want = append(want, n.ID)
+			}
+		}
+		slices.Sort(want)
+		selected += len(want)
+		hidden += len(stored) - len(want)
+		lex, err := s.Lexical(ctx, []string{"shared"}, f, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vec, err := s.Vector(ctx, "m", []float32{1, 0.5, 0.5}, f, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ch := range []struct {
+			name string
+			got  []memory.Scored
+		}{{"lexical", lex}, {"vector", vec}} {
+			var got []string
+			for _, sc := range ch.got {
+				got = append(got, sc.ID)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, want) {
+				t.Fatalf("filter %d %+v: %s channel selected\n %v\nmemory.Visible selects\n %v", i, f, ch.name, got, want)
+			}
+		}
+	}
+	if selected == 0 || hidden == 0 {
+		t.Fatalf("the random filters selected %d and hid %d nodes: the test proves nothing", selected, hidden)
+	}
+}
