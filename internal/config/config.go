@@ -11,6 +11,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/engram-memory/engram/internal/idle"
+	"github.com/engram-memory/engram/pkg/events"
+	"github.com/engram-memory/engram/pkg/llm"
 )
 
 // Store kinds.
@@ -39,6 +43,8 @@ type Config struct {
 	Work   Work
 	Idle   Idle
 	Log    Log
+	// LLM is the model layer's configuration (Ollama host, models, budgets).
+	LLM llm.Config
 }
 
 // NATS says where the bus is.
@@ -69,15 +75,18 @@ type Store struct {
 
 // Events configures subjects, streams and consumers.
 type Events struct {
-	SubjectPrefix   string
-	MaxAge          time.Duration // ENGRAM_IN and ENGRAM_OUT retention by age
-	MaxBytes        int64         // ... and by size (per stream)
-	DLQMaxAge       time.Duration // ENGRAM_DLQ retention by age
-	Replicas        int
-	DuplicateWindow time.Duration
-	AckWait         time.Duration
-	MaxDeliver      int
-	MaxAckPending   int
+	SubjectPrefix string
+	// Retention of ENGRAM_IN, ENGRAM_OUT and ENGRAM_DLQ by age and size.
+	InMaxAge, OutMaxAge, DLQMaxAge       time.Duration
+	InMaxBytes, OutMaxBytes, DLQMaxBytes int64
+	Replicas                             int
+	DuplicateWindow                      time.Duration
+	// Consumer overrides; 0 keeps each worker role's own default
+	// (events.DefaultTopology: the injector has a short ack wait and few
+	// deliveries, the others longer).
+	AckWait       time.Duration
+	MaxDeliver    int
+	MaxAckPending int
 }
 
 // Work configures the workers a process runs.
@@ -116,23 +125,63 @@ func Default() Config {
 			Listen:         "127.0.0.1:4222",
 			ConnectTimeout: 5 * time.Second,
 		},
-		HTTP:  HTTP{Addr: "127.0.0.1:7474", LagRefresh: 15 * time.Second},
-		Store: Store{Kind: StoreSQLite},
-		Events: Events{
-			SubjectPrefix:   "engram",
-			MaxAge:          7 * 24 * time.Hour,
-			MaxBytes:        1 << 30,
-			DLQMaxAge:       30 * 24 * time.Hour,
-			Replicas:        1,
-			DuplicateWindow: 2 * time.Minute,
-			AckWait:         30 * time.Second,
-			MaxDeliver:      8,
-			MaxAckPending:   64,
-		},
-		Work: Work{Concurrency: 2, ShutdownTimeout: 25 * time.Second},
-		Idle: Idle{Enabled: true, Quiet: 30 * time.Minute},
-		Log:  Log{Format: LogAuto, Level: "info"},
+		HTTP:   HTTP{Addr: "127.0.0.1:7474", LagRefresh: 15 * time.Second},
+		Store:  Store{Kind: StoreSQLite},
+		Events: eventsDefaults(),
+		Work:   Work{Concurrency: 2, ShutdownTimeout: 25 * time.Second},
+		Idle:   Idle{Enabled: true, Quiet: 30 * time.Minute},
+		Log:    Log{Format: LogAuto, Level: "info"},
+		LLM:    llm.DefaultConfig(),
 	}
+}
+
+func eventsDefaults() Events {
+	t := events.DefaultTopology()
+	return Events{
+		SubjectPrefix:   t.Prefix,
+		InMaxAge:        t.In.MaxAge,
+		InMaxBytes:      t.In.MaxBytes,
+		OutMaxAge:       t.Out.MaxAge,
+		OutMaxBytes:     t.Out.MaxBytes,
+		DLQMaxAge:       t.DLQ.MaxAge,
+		DLQMaxBytes:     t.DLQ.MaxBytes,
+		Replicas:        t.In.Replicas,
+		DuplicateWindow: t.In.Duplicates,
+	}
+}
+
+// Topology is the JetStream layout of this configuration: the default
+// topology with the prefix, retention, replicas and consumer overrides
+// applied, plus the idle detector's consumer when it is on.
+func (c Config) Topology() events.Topology {
+	t := events.DefaultTopology()
+	e := c.Events
+	t.Prefix = e.SubjectPrefix
+	for _, s := range []struct {
+		sc    *events.StreamConfig
+		age   time.Duration
+		bytes int64
+	}{{&t.In, e.InMaxAge, e.InMaxBytes}, {&t.Out, e.OutMaxAge, e.OutMaxBytes}, {&t.DLQ, e.DLQMaxAge, e.DLQMaxBytes}} {
+		s.sc.MaxAge, s.sc.MaxBytes = s.age, s.bytes
+		s.sc.Replicas = e.Replicas
+		s.sc.Duplicates = e.DuplicateWindow
+	}
+	if c.Idle.Enabled {
+		t.Consumers = append(t.Consumers, idle.ConsumerConfig())
+	}
+	for i := range t.Consumers {
+		cc := &t.Consumers[i]
+		if e.AckWait > 0 {
+			cc.AckWait = e.AckWait
+		}
+		if e.MaxDeliver != 0 && cc.MaxDeliver != -1 {
+			cc.MaxDeliver = e.MaxDeliver
+		}
+		if e.MaxAckPending > 0 {
+			cc.MaxAckPending = e.MaxAckPending
+		}
+	}
+	return t
 }
 
 func defaultDataDir() string {
@@ -263,31 +312,34 @@ func (c Config) Validate() error {
 	if err := checkSubjectPrefix(e.SubjectPrefix); err != nil {
 		bad("subject prefix (ENGRAM_SUBJECT_PREFIX) %q: %v", e.SubjectPrefix, err)
 	}
-	if e.MaxAge <= 0 {
-		bad("stream max age (ENGRAM_STREAM_MAX_AGE) must be positive, got %s", e.MaxAge)
-	}
-	if e.MaxBytes <= 0 {
-		bad("stream max bytes (ENGRAM_STREAM_MAX_BYTES) must be positive, got %d", e.MaxBytes)
-	}
-	if e.DLQMaxAge <= 0 {
-		bad("DLQ max age (ENGRAM_DLQ_MAX_AGE) must be positive, got %s", e.DLQMaxAge)
+	for _, r := range []struct {
+		env   string
+		age   time.Duration
+		bytes int64
+	}{{"IN", e.InMaxAge, e.InMaxBytes}, {"OUT", e.OutMaxAge, e.OutMaxBytes}, {"DLQ", e.DLQMaxAge, e.DLQMaxBytes}} {
+		if r.age <= 0 {
+			bad("max age (ENGRAM_%s_MAX_AGE) must be positive, got %s", r.env, r.age)
+		} else if e.DuplicateWindow > r.age {
+			bad("duplicate window (ENGRAM_DUPLICATE_WINDOW) %s is longer than ENGRAM_%s_MAX_AGE %s", e.DuplicateWindow, r.env, r.age)
+		}
+		if r.bytes <= 0 {
+			bad("max bytes (ENGRAM_%s_MAX_BYTES) must be positive, got %d", r.env, r.bytes)
+		}
 	}
 	if e.Replicas < 1 || e.Replicas > 5 {
 		bad("stream replicas (ENGRAM_STREAM_REPLICAS) must be 1..5, got %d", e.Replicas)
 	}
 	if e.DuplicateWindow <= 0 {
 		bad("duplicate window (ENGRAM_DUPLICATE_WINDOW) must be positive, got %s", e.DuplicateWindow)
-	} else if e.MaxAge > 0 && e.DuplicateWindow > e.MaxAge {
-		bad("duplicate window (ENGRAM_DUPLICATE_WINDOW) %s is longer than the stream max age %s", e.DuplicateWindow, e.MaxAge)
 	}
-	if e.AckWait < time.Second {
-		bad("ack wait (ENGRAM_ACK_WAIT) must be at least 1s, got %s", e.AckWait)
+	if e.AckWait != 0 && e.AckWait < time.Second {
+		bad("ack wait (ENGRAM_ACK_WAIT) must be 0 (role default) or at least 1s, got %s", e.AckWait)
 	}
-	if e.MaxDeliver < 1 {
-		bad("max deliver (ENGRAM_MAX_DELIVER) must be at least 1, got %d", e.MaxDeliver)
+	if e.MaxDeliver < -1 {
+		bad("max deliver (ENGRAM_MAX_DELIVER) must be 0 (role default), -1 (unlimited) or positive, got %d", e.MaxDeliver)
 	}
-	if e.MaxAckPending < 1 {
-		bad("max ack pending (ENGRAM_MAX_ACK_PENDING) must be at least 1, got %d", e.MaxAckPending)
+	if e.MaxAckPending < 0 {
+		bad("max ack pending (ENGRAM_MAX_ACK_PENDING) must be 0 (role default) or positive, got %d", e.MaxAckPending)
 	}
 	w := c.Work
 	if w.Concurrency < 1 {
@@ -326,6 +378,9 @@ func (c Config) Validate() error {
 	case "debug", "info", "warn", "error":
 	default:
 		bad("log level (ENGRAM_LOG_LEVEL) %q: want debug, info, warn or error", c.Log.Level)
+	}
+	if err := c.LLM.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

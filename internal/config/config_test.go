@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/engram-memory/engram/internal/config"
+	"github.com/engram-memory/engram/internal/idle"
+	"github.com/engram-memory/engram/pkg/events"
 )
 
 func env(m map[string]string) func(string) (string, bool) {
@@ -47,8 +49,10 @@ func TestEnvThenFlags(t *testing.T) {
 		"ENGRAM_NATS_URL":           "nats://a:4222, nats://b:4222",
 		"ENGRAM_STORE":              "redis",
 		"ENGRAM_REDIS_URL":          "redis://r:6379/0",
-		"ENGRAM_STREAM_MAX_AGE":     "3d12h",
-		"ENGRAM_STREAM_MAX_BYTES":   "512M",
+		"ENGRAM_IN_MAX_AGE":         "3d12h",
+		"ENGRAM_IN_MAX_BYTES":       "512M",
+		"ENGRAM_CHAT_MODEL":         "llama3.2:1b",
+		"ENGRAM_SUMMARIZE_MODEL":    "qwen2.5:0.5b",
 		"ENGRAM_IDLE":               "off",
 		"ENGRAM_WORKER_CONCURRENCY": "injector=8, extractor=3",
 		"ENGRAM_WORKERS":            "injector,extractor",
@@ -67,8 +71,11 @@ func TestEnvThenFlags(t *testing.T) {
 	if c.Store.Kind != "redis" || c.Store.RedisURL != "redis://r:6379/0" {
 		t.Errorf("store %+v", c.Store)
 	}
-	if c.Events.MaxAge != 84*time.Hour || c.Events.MaxBytes != 512<<20 {
-		t.Errorf("retention %s %d", c.Events.MaxAge, c.Events.MaxBytes)
+	if c.Events.InMaxAge != 84*time.Hour || c.Events.InMaxBytes != 512<<20 {
+		t.Errorf("retention %s %d", c.Events.InMaxAge, c.Events.InMaxBytes)
+	}
+	if c.LLM.Extract.Name != "llama3.2:1b" || c.LLM.Consolidate.Name != "llama3.2:1b" || c.LLM.Summarize.Name != "qwen2.5:0.5b" {
+		t.Errorf("models %q %q %q", c.LLM.Extract.Name, c.LLM.Consolidate.Name, c.LLM.Summarize.Name)
 	}
 	if c.Idle.Enabled || c.Idle.Quiet != 10*time.Minute {
 		t.Errorf("idle %+v", c.Idle)
@@ -98,8 +105,9 @@ func TestValidateListsEveryProblem(t *testing.T) {
 	c.Store.Kind = "redis" // without URL
 	c.Events.SubjectPrefix = "a b"
 	c.Events.Replicas = 9
-	c.Events.AckWait = 0
-	c.Events.MaxDeliver = 0
+	c.Events.AckWait = 500 * time.Millisecond
+	c.LLM.Host = "ftp://ollama"
+	c.Events.MaxDeliver = -2
 	c.Work.Concurrency = 0
 	c.Work.PerWorker = map[string]int{"injector": 0}
 	c.Idle.Quiet = 0
@@ -114,7 +122,7 @@ func TestValidateListsEveryProblem(t *testing.T) {
 	}
 	want := []string{"ENGRAM_DATA", "ENGRAM_NATS_URL", "ENGRAM_NATS_LISTEN", "ENGRAM_REDIS_URL",
 		"ENGRAM_SUBJECT_PREFIX", "ENGRAM_STREAM_REPLICAS", "ENGRAM_ACK_WAIT", "ENGRAM_MAX_DELIVER",
-		"ENGRAM_CONCURRENCY", "ENGRAM_WORKER_CONCURRENCY", "ENGRAM_IDLE_QUIET", "ENGRAM_LOG_FORMAT"}
+		"ENGRAM_CONCURRENCY", "ENGRAM_WORKER_CONCURRENCY", "ENGRAM_IDLE_QUIET", "ENGRAM_LOG_FORMAT", "llm config: host"}
 	if n := len(joined.Unwrap()); n != len(want) {
 		t.Errorf("got %d problems, want %d:\n%v", n, len(want), err)
 	}
@@ -130,7 +138,7 @@ func TestLoadReportsBadVariablesAndInvalidValuesTogether(t *testing.T) {
 		"ENGRAM_ACK_WAIT":           "soon",
 		"ENGRAM_MAX_DELIVER":        "many",
 		"ENGRAM_IDLE":               "maybe",
-		"ENGRAM_STREAM_MAX_BYTES":   "lots",
+		"ENGRAM_IN_MAX_BYTES":       "lots",
 		"ENGRAM_WORKER_CONCURRENCY": "injector",
 		"ENGRAM_STORE":              "postgres",
 	}, "-log-level", "loud")
@@ -138,7 +146,7 @@ func TestLoadReportsBadVariablesAndInvalidValuesTogether(t *testing.T) {
 		t.Fatal("want errors")
 	}
 	for _, w := range []string{"ENGRAM_ACK_WAIT=\"soon\"", "ENGRAM_MAX_DELIVER=\"many\"", "ENGRAM_IDLE=\"maybe\"",
-		"ENGRAM_STREAM_MAX_BYTES=\"lots\"", "ENGRAM_WORKER_CONCURRENCY=\"injector\"", "ENGRAM_STORE", "ENGRAM_LOG_LEVEL"} {
+		"ENGRAM_IN_MAX_BYTES=\"lots\"", "ENGRAM_WORKER_CONCURRENCY=\"injector\"", "ENGRAM_STORE", "ENGRAM_LOG_LEVEL"} {
 		if !strings.Contains(err.Error(), w) {
 			t.Errorf("missing %s in:\n%v", w, err)
 		}
@@ -207,5 +215,43 @@ func TestIdleSweepDerivedFromQuiet(t *testing.T) {
 	c.Idle.Sweep = 7 * time.Second
 	if c.IdleSweep() != 7*time.Second {
 		t.Errorf("explicit sweep %s", c.IdleSweep())
+	}
+}
+
+func TestTopologyAppliesOverrides(t *testing.T) {
+	c := config.Default()
+	topo := c.Topology()
+	if err := topo.Validate(); err != nil {
+		t.Fatalf("default topology invalid: %v", err)
+	}
+	inj, _ := topo.Consumer(events.ConsumerInjector)
+	ext, _ := topo.Consumer(events.ConsumerExtractor)
+	if inj.AckWait == ext.AckWait {
+		t.Errorf("role defaults flattened: injector %s extractor %s", inj.AckWait, ext.AckWait)
+	}
+	if _, ok := topo.Consumer(idle.ConsumerName); !ok {
+		t.Error("idle consumer missing while the detector is on")
+	}
+
+	c.Events.SubjectPrefix = "acme.engram"
+	c.Events.Replicas = 3
+	c.Events.AckWait = 45 * time.Second
+	c.Events.MaxDeliver = 4
+	c.Events.InMaxAge = 48 * time.Hour
+	c.Idle.Enabled = false
+	topo = c.Topology()
+	if err := topo.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if topo.Prefix != "acme.engram" || topo.In.Replicas != 3 || topo.DLQ.Replicas != 3 || topo.In.MaxAge != 48*time.Hour {
+		t.Errorf("streams %+v %+v", topo.In, topo.DLQ)
+	}
+	for _, cc := range topo.Consumers {
+		if cc.AckWait != 45*time.Second || cc.MaxDeliver != 4 {
+			t.Errorf("consumer %s: ack wait %s max deliver %d", cc.Name, cc.AckWait, cc.MaxDeliver)
+		}
+		if cc.Name == idle.ConsumerName {
+			t.Error("idle consumer present while the detector is off")
+		}
 	}
 }

@@ -63,22 +63,28 @@ func (c *Config) Settings() []Setting {
 			Usage: "Redis 8 URL (redis://host:port/db), required with -store redis"},
 		{Flag: "subject-prefix", Env: "ENGRAM_SUBJECT_PREFIX", Group: Conn, value: (*strV)(&c.Events.SubjectPrefix),
 			Usage: "first token(s) of every subject: <prefix>.in.<type>.<project>.<session>"},
-		{Flag: "stream-max-age", Env: "ENGRAM_STREAM_MAX_AGE", Group: Topology, value: (*durV)(&c.Events.MaxAge),
-			Usage: "retention by age of ENGRAM_IN and ENGRAM_OUT (accepts d for days)"},
-		{Flag: "stream-max-bytes", Env: "ENGRAM_STREAM_MAX_BYTES", Group: Topology, value: (*bytesV)(&c.Events.MaxBytes),
-			Usage: "retention by size of each stream (accepts K, M, G suffixes, powers of 1024)"},
+		{Flag: "in-max-age", Env: "ENGRAM_IN_MAX_AGE", Group: Topology, value: (*durV)(&c.Events.InMaxAge),
+			Usage: "retention by age of ENGRAM_IN (accepts d for days)"},
+		{Flag: "in-max-bytes", Env: "ENGRAM_IN_MAX_BYTES", Group: Topology, value: (*bytesV)(&c.Events.InMaxBytes),
+			Usage: "retention by size of ENGRAM_IN (K, M, G suffixes, powers of 1024); when full, publishes are refused, nothing is dropped"},
+		{Flag: "out-max-age", Env: "ENGRAM_OUT_MAX_AGE", Group: Topology, value: (*durV)(&c.Events.OutMaxAge),
+			Usage: "retention by age of ENGRAM_OUT"},
+		{Flag: "out-max-bytes", Env: "ENGRAM_OUT_MAX_BYTES", Group: Topology, value: (*bytesV)(&c.Events.OutMaxBytes),
+			Usage: "retention by size of ENGRAM_OUT (oldest dropped first)"},
 		{Flag: "dlq-max-age", Env: "ENGRAM_DLQ_MAX_AGE", Group: Topology, value: (*durV)(&c.Events.DLQMaxAge),
 			Usage: "retention by age of ENGRAM_DLQ"},
+		{Flag: "dlq-max-bytes", Env: "ENGRAM_DLQ_MAX_BYTES", Group: Topology, value: (*bytesV)(&c.Events.DLQMaxBytes),
+			Usage: "retention by size of ENGRAM_DLQ"},
 		{Flag: "stream-replicas", Env: "ENGRAM_STREAM_REPLICAS", Group: Topology, value: (*intV)(&c.Events.Replicas),
 			Usage: "replicas of each stream and consumer (1 for a single server)"},
 		{Flag: "duplicate-window", Env: "ENGRAM_DUPLICATE_WINDOW", Group: Topology, value: (*durV)(&c.Events.DuplicateWindow),
 			Usage: "window in which a repeated Nats-Msg-Id (event id) is dropped"},
 		{Flag: "ack-wait", Env: "ENGRAM_ACK_WAIT", Group: Topology, value: (*durV)(&c.Events.AckWait),
-			Usage: "time a consumer waits for an ack before redelivering (long handlers send in-progress)"},
+			Usage: "override of every consumer's ack wait (0: each role's default: injector 10s, extractor 1m, consolidator 2m, compactor 1m, idle 30s)"},
 		{Flag: "max-deliver", Env: "ENGRAM_MAX_DELIVER", Group: Topology, value: (*intV)(&c.Events.MaxDeliver),
-			Usage: "deliveries of one message before it is dead-lettered"},
+			Usage: "override of deliveries before a message is dead-lettered (0: role default: injector 3, others 10)"},
 		{Flag: "max-ack-pending", Env: "ENGRAM_MAX_ACK_PENDING", Group: Topology, value: (*intV)(&c.Events.MaxAckPending),
-			Usage: "unacknowledged messages a consumer allows across its replicas"},
+			Usage: "override of the unacknowledged messages a consumer allows across its replicas (0: role default)"},
 		{Flag: "workers", Env: "ENGRAM_WORKERS", Group: Runtime, value: (*listV)(&c.Work.Workers),
 			Usage: "worker roles this process runs, comma-separated (empty or all: every registered worker)"},
 		{Flag: "concurrency", Env: "ENGRAM_CONCURRENCY", Group: Runtime, value: (*intV)(&c.Work.Concurrency),
@@ -93,6 +99,23 @@ func (c *Config) Settings() []Setting {
 			Usage: "how long a session is quiet before session_idle is published"},
 		{Flag: "idle-sweep", Env: "ENGRAM_IDLE_SWEEP", Group: Runtime, value: (*durV)(&c.Idle.Sweep),
 			Usage: "how often the idle detector checks sessions (0: quiet/30, between 1s and 1m)"},
+		{Flag: "ollama-host", Env: "ENGRAM_OLLAMA_HOST", Group: Runtime, value: (*strV)(&c.LLM.Host),
+			Usage: "Ollama base URL (empty: $OLLAMA_HOST, else http://127.0.0.1:11434)"},
+		{Flag: "chat-model", Env: "ENGRAM_CHAT_MODEL", Group: Runtime,
+			value: &multiStrV{&c.LLM.Extract.Name, &c.LLM.Consolidate.Name, &c.LLM.Summarize.Name},
+			Usage: "chat model of every role (extract, consolidate, summarize); the per-role settings override it"},
+		{Flag: "extract-model", Env: "ENGRAM_EXTRACT_MODEL", Group: Runtime, value: (*strV)(&c.LLM.Extract.Name),
+			Usage: "model of the extractor"},
+		{Flag: "consolidate-model", Env: "ENGRAM_CONSOLIDATE_MODEL", Group: Runtime, value: (*strV)(&c.LLM.Consolidate.Name),
+			Usage: "model of the consolidator"},
+		{Flag: "summarize-model", Env: "ENGRAM_SUMMARIZE_MODEL", Group: Runtime, value: (*strV)(&c.LLM.Summarize.Name),
+			Usage: "model of the compactor"},
+		{Flag: "embed-model", Env: "ENGRAM_EMBED_MODEL", Group: Runtime, value: (*strV)(&c.LLM.Embed.Name),
+			Usage: "Ollama embedding model (empty: the built-in hashing embedder)"},
+		{Flag: "model-autopull", Env: "ENGRAM_MODEL_AUTOPULL", Group: Runtime, value: (*boolV)(&c.LLM.AutoPull),
+			Usage: "pull a missing model once when a call needs it"},
+		{Flag: "daily-token-budget", Env: "ENGRAM_DAILY_TOKEN_BUDGET", Group: Runtime, value: (*int64V)(&c.LLM.DailyTokenBudget),
+			Usage: "model tokens one project may spend per UTC day (0: no budget)"},
 		{Flag: "log-format", Env: "ENGRAM_LOG_FORMAT", Group: Conn, value: (*strV)(&c.Log.Format),
 			Usage: "log format: auto (console on a terminal, else JSON), json or console"},
 		{Flag: "log-level", Env: "ENGRAM_LOG_LEVEL", Group: Conn, value: (*strV)(&c.Log.Level),
@@ -149,6 +172,35 @@ func (v *intV) Set(s string) error {
 		return errors.New("not an integer")
 	}
 	*v = intV(n)
+	return nil
+}
+
+type int64V int64
+
+func (v *int64V) String() string { return strconv.FormatInt(int64(*v), 10) }
+func (v *int64V) Set(s string) error {
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil {
+		return errors.New("not an integer")
+	}
+	*v = int64V(n)
+	return nil
+}
+
+// multiStrV sets several strings at once.
+type multiStrV []*string
+
+func (v *multiStrV) String() string {
+	if len(*v) == 0 || (*v)[0] == nil {
+		return ""
+	}
+	return *(*v)[0]
+}
+
+func (v *multiStrV) Set(s string) error {
+	for _, p := range *v {
+		*p = strings.TrimSpace(s)
+	}
 	return nil
 }
 
