@@ -1,0 +1,314 @@
+package injectbench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/engram-memory/engram/internal/inject"
+	"github.com/engram-memory/engram/internal/natsembed"
+	"github.com/engram-memory/engram/internal/runner"
+	"github.com/engram-memory/engram/pkg/events"
+	"github.com/engram-memory/engram/pkg/llm/hashembed"
+	"github.com/engram-memory/engram/pkg/memory"
+)
+
+// Store is what the benchmark needs of a store.
+type Store interface {
+	inject.Store
+	PutBatch(ctx context.Context, nodes []memory.Node, edges []memory.Edge) error
+	EventProcessed(ctx context.Context, project, consumer, eventID string) (bool, error)
+	MarkEventProcessed(ctx context.Context, project, consumer, eventID string, ttl time.Duration) error
+}
+
+// Options configure a benchmark run.
+type Options struct {
+	StoreName   string // reported as "store"
+	Memories    int    // memories in the project (seeds + filler)
+	Clients     []int  // concurrent clients per measurement, e.g. 1 and 8
+	Turns       int    // measured turns per measurement (all clients together)
+	Warmup      int    // unmeasured turns first
+	Dir         string // scratch folder (NATS store)
+	Concurrency int    // injector handlers in flight
+	Progress    io.Writer
+}
+
+// Result is one measurement (`engram bench inject --json` prints them).
+type Result struct {
+	Store             string  `json:"store"`
+	Memories          int     `json:"memories"`
+	Clients           int     `json:"clients"`
+	Turns             int     `json:"turns"`
+	P50ms             float64 `json:"p50_ms"`
+	P99ms             float64 `json:"p99_ms"`
+	TurnsPerSec       float64 `json:"turns_per_sec"`
+	BlockTokensMedian int     `json:"block_tokens_median"`
+	BlockTokensP95    int     `json:"block_tokens_p95"`
+	Timeouts          int     `json:"timeouts"`
+	SeedSeconds       float64 `json:"seed_seconds"`
+}
+
+// LineCount is how many lines one corpus turn received.
+type LineCount struct {
+	Turn     string `json:"turn"`
+	Standing int    `json:"standing"`
+	Recalled int    `json:"recalled"`
+	Tokens   int    `json:"tokens"`
+}
+
+// Seed fills st with the corpus: the hand-written seeds plus filler up to
+// memories, embedded with emb. It returns how long it took.
+func Seed(ctx context.Context, st Store, emb *hashembed.Embedder, memories int) (time.Duration, error) {
+	start := time.Now()
+	nodes := SeedNodes()
+	if memories > len(nodes) {
+		nodes = append(nodes, Filler(memories-len(nodes), 1)...)
+	}
+	now := time.Now().UTC()
+	const batch = 1000
+	for i := 0; i < len(nodes); i += batch {
+		chunk := nodes[i:min(i+batch, len(nodes))]
+		texts := make([]string, len(chunk))
+		for j := range chunk {
+			texts[j] = chunk[j].Label + "\n" + chunk[j].Body
+		}
+		vecs, err := emb.Embed(ctx, texts)
+		if err != nil {
+			return 0, err
+		}
+		prepared := make([]memory.Node, len(chunk))
+		for j := range chunk {
+			chunk[j].Embedding, chunk[j].EmbeddingModel = vecs[j], emb.Model()
+			// Spread ages over a year so that recency does something.
+			chunk[j].UpdatedAt = now.Add(-time.Duration((i+j)%365) * 24 * time.Hour)
+			n, err := memory.PrepareNew(chunk[j], now)
+			if err != nil {
+				return 0, fmt.Errorf("injectbench: seed %s: %w", chunk[j].ID, err)
+			}
+			prepared[j] = n
+		}
+		var edges []memory.Edge
+		if i == 0 {
+			edges = SeedEdges()
+		}
+		if err := st.PutBatch(ctx, prepared, edges); err != nil {
+			return 0, fmt.Errorf("injectbench: seed batch %d: %w", i/batch, err)
+		}
+	}
+	return time.Since(start), nil
+}
+
+// Corpus returns the turns whose blocks are measured: ordinary questions,
+// content-free turns and one rich question.
+func Corpus() []string {
+	out := append([]string{}, Questions...)
+	out = append(out, ContentFree...)
+	return append(out, Rich)
+}
+
+// Lines builds the block of every corpus turn directly (no bus) and counts
+// its lines: the table in package inject's docs.
+func Lines(ctx context.Context, inj *inject.Injector) ([]LineCount, error) {
+	var out []LineCount
+	for i, q := range Corpus() {
+		b, err := inj.Build(ctx, inject.Request{Project: Project, Session: fmt.Sprintf("lines-%d", i), Turn: "t1", Text: q,
+			ProjectNames: map[string]string{OtherProject: "Billing API"}})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, LineCount{Turn: q, Standing: len(b.Standing), Recalled: len(b.Recalled), Tokens: b.Tokens()})
+	}
+	return out, nil
+}
+
+// Run measures turn_started published -> block received by the client,
+// through JetStream on an embedded server, with the injector worker running
+// in this process on st.
+func Run(ctx context.Context, st Store, opts Options) ([]Result, []LineCount, error) {
+	if opts.Memories <= 0 || opts.Turns <= 0 || len(opts.Clients) == 0 || opts.Dir == "" {
+		return nil, nil, errors.New("injectbench: memories, turns, clients and dir are required")
+	}
+	progress := opts.Progress
+	if progress == nil {
+		progress = io.Discard
+	}
+	emb := hashembed.New(384)
+	fmt.Fprintf(progress, "seeding %d memories (%s)...\n", opts.Memories, opts.StoreName)
+	seedTime, err := Seed(ctx, st, emb, opts.Memories)
+	if err != nil {
+		return nil, nil, err
+	}
+	fmt.Fprintf(progress, "seeded in %.1fs\n", seedTime.Seconds())
+
+	inj, err := inject.New(st, emb, inject.Defaults())
+	if err != nil {
+		return nil, nil, err
+	}
+	lines, err := Lines(ctx, inj)
+	if err != nil {
+		return nil, nil, err
+	}
+
+	srv, err := natsembed.Start(natsembed.Options{StoreDir: filepath.Join(opts.Dir, "nats"), Listen: "127.0.0.1:-1"})
+	if err != nil {
+		return nil, nil, err
+	}
+	defer srv.Shutdown()
+	workerConn, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		return nil, nil, err
+	}
+	defer workerConn.Close()
+	js, err := jetstream.New(workerConn)
+	if err != nil {
+		return nil, nil, err
+	}
+	topo := events.DefaultTopology()
+	if err := events.EnsureTopology(ctx, js, topo); err != nil {
+		return nil, nil, err
+	}
+	pub, err := events.NewClient(workerConn)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg := runner.ConfigFor(topo, events.ConsumerInjector)
+	cfg.Concurrency = max(opts.Concurrency, 1)
+	r, err := runner.New(js, cfg, inject.NewHandler(inj, pub, nil).Handle, runner.WithProcessed(st))
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := r.Start(ctx); err != nil {
+		return nil, nil, err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = r.Stop(sctx)
+	}()
+
+	platformConn, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		return nil, nil, err
+	}
+	defer platformConn.Close()
+	client, err := events.NewClient(platformConn, events.WithInjectTimeout(5*time.Second))
+	if err != nil {
+		return nil, nil, err
+	}
+
+	corpus := Corpus()
+	var results []Result
+	for _, clients := range opts.Clients {
+		if _, _, err := drive(ctx, client, corpus, clients, opts.Warmup, "warm"); err != nil {
+			return nil, nil, err
+		}
+		lat, res, err := drive(ctx, client, corpus, clients, opts.Turns, fmt.Sprintf("c%d", clients))
+		if err != nil {
+			return nil, nil, err
+		}
+		res.Store, res.Memories, res.Clients, res.SeedSeconds = opts.StoreName, opts.Memories, clients, seedTime.Seconds()
+		res.P50ms, res.P99ms = percentile(lat, 0.50), percentile(lat, 0.99)
+		results = append(results, res)
+		fmt.Fprintf(progress, "%s %d memories, %d clients: p50 %.2f ms, p99 %.2f ms, %.0f turns/s\n",
+			opts.StoreName, opts.Memories, clients, res.P50ms, res.P99ms, res.TurnsPerSec)
+	}
+	return results, lines, nil
+}
+
+// drive runs turns spread over clients concurrent platforms and returns the
+// latencies (ms) with throughput and block sizes.
+func drive(ctx context.Context, client *events.Client, corpus []string, clients, turns int, tag string) ([]float64, Result, error) {
+	var (
+		mu       sync.Mutex
+		lat      []float64
+		tokens   []int
+		timeouts int
+		firstErr error
+		wg       sync.WaitGroup
+		next     = make(chan int)
+	)
+	start := time.Now()
+	for c := 0; c < clients; c++ {
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			for i := range next {
+				ref := events.Ref{ProjectID: Project, SessionID: fmt.Sprintf("%s-s%d", tag, c), TurnID: fmt.Sprintf("%s-t%d", tag, i)}
+				t0 := time.Now()
+				got, err := client.Inject(ctx, ref, events.TurnStarted{Text: corpus[i%len(corpus)],
+					ProjectNames: map[string]string{OtherProject: "Billing API"}})
+				d := time.Since(t0)
+				mu.Lock()
+				switch {
+				case errors.Is(err, events.ErrInjectTimeout):
+					timeouts++
+				case err != nil:
+					if firstErr == nil {
+						firstErr = err
+					}
+				default:
+					lat = append(lat, float64(d.Microseconds())/1000)
+					tokens = append(tokens, (len([]rune(got.Block))+3)/4)
+				}
+				mu.Unlock()
+			}
+		}(c)
+	}
+feed:
+	for i := 0; i < turns; i++ {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	elapsed := time.Since(start)
+	if firstErr != nil {
+		return nil, Result{}, firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, Result{}, err
+	}
+	res := Result{Turns: len(lat), Timeouts: timeouts, TurnsPerSec: float64(len(lat)) / elapsed.Seconds()}
+	sort.Ints(tokens)
+	if len(tokens) > 0 {
+		res.BlockTokensMedian = tokens[len(tokens)/2]
+		res.BlockTokensP95 = tokens[min(len(tokens)-1, int(float64(len(tokens))*0.95))]
+	}
+	return lat, res, nil
+}
+
+func percentile(v []float64, p float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	sort.Float64s(s)
+	return s[min(len(s)-1, int(float64(len(s))*p))]
+}
+
+// Table renders line counts as a Markdown table.
+func Table(lines []LineCount) string {
+	var sb strings.Builder
+	sb.WriteString("| turn | standing | recalled | tokens |\n|---|---|---|---|\n")
+	for _, l := range lines {
+		turn := l.Turn
+		if len(turn) > 60 {
+			turn = turn[:57] + "..."
+		}
+		fmt.Fprintf(&sb, "| %s | %d | %d | %d |\n", turn, l.Standing, l.Recalled, l.Tokens)
+	}
+	return sb.String()
+}
