@@ -334,7 +334,9 @@ func TestClassify(t *testing.T) {
 		{"bad request", llm.ErrInvalidRequest, runner.IsPermanent},
 		{"final invalid", &extract.InvalidReplyError{Final: true, Err: llm.ErrMisbehaved}, runner.IsPermanent},
 		{"invalid", &extract.InvalidReplyError{Err: llm.ErrMisbehaved}, func(err error) bool { return !runner.IsPermanent(err) && !runner.IsUnavailable(err) }},
-		{"budget", &llm.BudgetError{Project: "p"}, func(err error) bool { return errors.Is(err, llm.ErrBudgetExhausted) && !runner.IsPermanent(err) && !runner.IsUnavailable(err) }},
+		{"budget", &llm.BudgetError{Project: "p"}, func(err error) bool {
+			return errors.Is(err, llm.ErrBudgetExhausted) && !runner.IsPermanent(err) && !runner.IsUnavailable(err)
+		}},
 	}
 	for _, c := range cases {
 		if got := extract.Classify(c.err); !c.want(got) {
