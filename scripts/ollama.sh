@@ -20,6 +20,8 @@
 #            otherwise, when missing, it prints nothing and a hint on stderr.
 #            Use: eval "$(bash scripts/ollama.sh env)"
 #   version  print the pinned Ollama version
+#   test     build if missing, then run the real-Ollama suite (go test ./pkg/llm/ollamae2e/);
+#            extra arguments go to `go test` (e.g. -run Tool -v). `make test-ollama` runs this.
 #
 # Settings (environment):
 #   ENGRAM_CACHE          cache root (default $HOME/.cache/engram); the binary lives in
@@ -148,7 +150,14 @@ env)
 version)
 	printf '%s\n' "$OLLAMA_VERSION" >&3
 	;;
+test)
+	shift
+	do_build
+	cd "$(dirname "$0")/.."
+	exec 1>&3
+	ENGRAM_TEST_OLLAMA_BIN="$BIN" exec go test -count=1 "$@" ./pkg/llm/ollamae2e/
+	;;
 *)
-	die "usage: $0 build|path|env|version"
+	die "usage: $0 build|path|env|version|test [go test flags]"
 	;;
 esac

@@ -47,8 +47,10 @@ type server struct {
 	files   tiny.Files
 
 	// Timings of the start, for the report.
-	readyIn  time.Duration
-	createIn map[string]time.Duration
+	readyIn    time.Duration
+	createIn   map[string]time.Duration
+	firstChat  time.Duration // includes loading the model
+	firstEmbed time.Duration
 }
 
 var (
@@ -182,7 +184,28 @@ func start(bin string) (*server, error) {
 			return s, err
 		}
 	}
-	return s, nil
+	return s, s.warmUp()
+}
+
+// warmUp loads both models with one call each (timed): a model that does
+// not load fails every test with the server log.
+func (s *server) warmUp() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	stream := false
+	begin := time.Now()
+	err := s.api.Chat(ctx, &api.ChatRequest{Model: chatModel, Stream: &stream,
+		Messages: []api.Message{{Role: "user", Content: "hi"}}}, func(api.ChatResponse) error { return nil })
+	if err != nil {
+		return fmt.Errorf("first chat: %w", err)
+	}
+	s.firstChat = time.Since(begin)
+	begin = time.Now()
+	if _, err := s.api.Embed(ctx, &api.EmbedRequest{Model: embedModel, Input: "hi"}); err != nil {
+		return fmt.Errorf("first embed: %w", err)
+	}
+	s.firstEmbed = time.Since(begin)
+	return nil
 }
 
 // env is the server's whole environment: nothing of the developer's Ollama
@@ -301,7 +324,8 @@ func TestServerFacts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("ollama %s ready in %v; create %v; gguf %d bytes", s.version, s.readyIn, s.createIn, st.Size())
+	t.Logf("ollama %s ready in %v; create %v; first chat %v, first embed %v (model loads); gguf %d bytes",
+		s.version, s.readyIn, s.createIn, s.firstChat, s.firstEmbed, st.Size())
 }
 
 // pinnedVersion is the Ollama version scripts/ollama.sh builds.
