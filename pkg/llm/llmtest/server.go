@@ -70,6 +70,7 @@ type Server struct {
 	requests  []Request
 	calls     map[string]int
 	unmatched int
+	inflight  int
 }
 
 type rule struct {
@@ -292,8 +293,10 @@ func (s *Server) Down() {
 		return
 	}
 	s.down = true
-	hs := s.hs
+	hs, ln := s.hs, s.ln
 	s.mu.Unlock()
+	// Close the listener here too: Serve may not have started tracking it.
+	_ = ln.Close()
 	_ = hs.Close()
 }
 
@@ -330,9 +333,19 @@ func (s *Server) Close() {
 	}
 	s.closed = true
 	close(s.closing)
-	hs := s.hs
+	hs, ln := s.hs, s.ln
 	s.mu.Unlock()
+	_ = ln.Close()
 	_ = hs.Close()
+	// Wait (bounded) for handlers: delayed and hanging ones return on close.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		s.mu.Lock()
+		n := s.inflight
+		s.mu.Unlock()
+		if n == 0 {
+			return
+		}
+	}
 }
 
 // Requests returns every request received, in order.
@@ -397,6 +410,14 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 }
 
 func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	s.inflight++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.inflight--
+		s.mu.Unlock()
+	}()
 	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
@@ -527,12 +548,12 @@ func (s *Server) fault(w http.ResponseWriter, r *http.Request, rep Reply, model,
 	delay := s.latency + rep.delay
 	s.mu.Unlock()
 	if delay > 0 && !s.wait(r.Context(), delay) {
-		return true
+		panic(http.ErrAbortHandler) // drop the connection without an answer
 	}
 	switch {
 	case rep.hang:
 		s.wait(r.Context(), -1)
-		return true
+		panic(http.ErrAbortHandler)
 	case rep.status == http.StatusNotFound && rep.errMsg == "":
 		writeError(w, http.StatusNotFound, missingMessage(model, path))
 		return true
