@@ -226,6 +226,7 @@ type Runner struct {
 	paused      bool
 	pauseCause  error
 	holdUntil   time.Time // Unavailable: do not resume before
+	cancelFetch context.CancelFunc
 	lastGateOK  time.Time
 	stopOnce    sync.Once
 	stopErr     error
@@ -260,7 +261,16 @@ func (r *Runner) Start(ctx context.Context) error {
 	}
 	r.started = true
 	r.mu.Unlock()
+	if err := r.start(ctx); err != nil {
+		r.mu.Lock()
+		r.started = false
+		r.mu.Unlock()
+		return err
+	}
+	return nil
+}
 
+func (r *Runner) start(ctx context.Context) error {
 	cons, err := r.js.Consumer(ctx, r.cfg.Stream, r.cfg.Consumer)
 	if err != nil {
 		return fmt.Errorf("runner: consumer %s on %s: %w", r.cfg.Consumer, r.cfg.Stream, err)
@@ -344,13 +354,15 @@ func (r *Runner) Status() Status {
 func (r *Runner) loop() {
 	defer close(r.loopDone)
 	for r.pullCtx.Err() == nil {
-		if !r.waitReady() {
-			return
-		}
-		// At least one free slot, then every other free one.
+		// At least one free slot, then every other free one; the gates are
+		// checked after a slot frees (a handler may just have paused us).
 		select {
 		case r.sem <- struct{}{}:
 		case <-r.pullCtx.Done():
+			return
+		}
+		if !r.waitReady() {
+			<-r.sem
 			return
 		}
 		n := 1
@@ -379,6 +391,14 @@ func (r *Runner) loop() {
 func (r *Runner) fetch(n int) (int, error) {
 	fctx, cancel := context.WithTimeout(r.pullCtx, r.cfg.FetchWait)
 	defer cancel()
+	r.mu.Lock()
+	r.cancelFetch = cancel // a pause ends the pull request early
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.cancelFetch = nil
+		r.mu.Unlock()
+	}()
 	batch, err := r.cons.Fetch(n, jetstream.FetchContext(fctx))
 	if err != nil {
 		if fctx.Err() != nil {
@@ -473,6 +493,9 @@ func (r *Runner) setPaused(cause error) {
 func (r *Runner) pauseFor(cause error) {
 	r.mu.Lock()
 	r.holdUntil = time.Now().Add(r.cfg.GateInterval)
+	if r.cancelFetch != nil {
+		r.cancelFetch()
+	}
 	r.mu.Unlock()
 	r.setPaused(cause)
 }

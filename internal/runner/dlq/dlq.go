@@ -158,7 +158,10 @@ func (s *Store) List(ctx context.Context, from uint64, limit int) ([]Letter, err
 	if err != nil {
 		return nil, fmt.Errorf("dlq: stream %s info: %w", s.stream, err)
 	}
-	seq := max(from, info.State.FirstSeq)
+	if info.State.Msgs == 0 {
+		return nil, nil
+	}
+	seq := max(from, info.State.FirstSeq, 1)
 	var out []Letter
 	for ; seq <= info.State.LastSeq && (limit <= 0 || len(out) < limit); seq++ {
 		m, err := st.GetMsg(ctx, seq)
