@@ -1,0 +1,208 @@
+package extract_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/engram-memory/engram/internal/extract"
+	"github.com/engram-memory/engram/internal/inject"
+	"github.com/engram-memory/engram/internal/runner"
+	"github.com/engram-memory/engram/pkg/events"
+	"github.com/engram-memory/engram/pkg/events/eventstest"
+	"github.com/engram-memory/engram/pkg/llm/llmtest"
+	"github.com/engram-memory/engram/pkg/memory"
+)
+
+// loop runs the injector and the extractor on an embedded JetStream server.
+type loop struct {
+	*fixture
+	js     jetstream.JetStream
+	topo   events.Topology
+	client *events.Client
+}
+
+func newLoop(t *testing.T, open func(t testing.TB) memory.Store) *loop {
+	t.Helper()
+	f := newFixture(t, open)
+	_, nc := eventstest.RunServer(t)
+	topo := eventstest.Topology()
+	js := eventstest.Setup(t, nc, topo)
+	client, err := events.NewClient(nc, events.WithJetStream(js), events.WithInjectTimeout(20*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := extract.New(f.st, f.client, f.emb, client, f.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.x = x
+	inj, err := inject.New(f.st, f.emb, inject.Defaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	modelGate := runner.GateFunc(func(ctx context.Context) error {
+		_, err := f.client.Check(ctx)
+		return err
+	})
+	start := func(consumer string, h runner.Handler, gates ...runner.Gate) {
+		cfg := runner.ConfigFor(topo, consumer)
+		cfg.Concurrency = 2
+		cfg.GateInterval = 100 * time.Millisecond
+		cfg.UnavailableDelay = 200 * time.Millisecond
+		cfg.BackoffBase = 100 * time.Millisecond
+		r, err := runner.New(js, cfg, h, runner.WithProcessed(f.st), runner.WithGates(gates...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := r.Stop(ctx); err != nil {
+				t.Errorf("stop %s: %v", consumer, err)
+			}
+		})
+	}
+	start(events.ConsumerInjector, inject.NewHandler(inj, client, nil).Handle)
+	start(events.ConsumerExtractor, extract.NewHandler(x, nil).Handle, modelGate)
+	return &loop{fixture: f, js: js, topo: topo, client: client}
+}
+
+func (l *loop) turnEnded(turn, text string) {
+	l.t.Helper()
+	_, err := l.client.PublishTurnEnded(l.ctx, events.Ref{ProjectID: project, SessionID: session, TurnID: turn},
+		events.TurnEnded{Messages: []events.Message{
+			{Role: events.RoleUser, Content: text},
+			{Role: events.RoleAssistant, Content: "Understood. I will follow that from now on."},
+		}})
+	if err != nil {
+		l.t.Fatal(err)
+	}
+}
+
+// waitFor polls cond until it holds or a generous deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (l *loop) turnDone(turn string) bool {
+	ok, err := l.st.EventProcessed(l.ctx, project, "extractor.turn", extractTurnKey(session, turn))
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	return ok
+}
+
+func extractTurnKey(session, turn string) string {
+	return strings.Join([]string{strconv.Itoa(len(session)), session, turn}, ":")
+}
+
+func (l *loop) streamCount(name string) uint64 {
+	l.t.Helper()
+	s, err := l.js.Stream(l.ctx, name)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	info, err := s.Info(l.ctx)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	return info.State.Msgs
+}
+
+func TestLoopThroughJetStream(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func(t testing.TB) memory.Store) {
+		l := newLoop(t, open)
+		seeded := l.seed(memory.Node{Subkind: memory.Pattern, Label: "The build runs with make build from the repository root", Confidence: 0.7})
+		ref1 := events.Ref{ProjectID: project, SessionID: session, TurnID: "t1"}
+		inj1, err := l.client.Inject(l.ctx, ref1, events.TurnStarted{Text: "How do I run the build of this repository?"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !contains(inj1.Block, seeded.ID) {
+			t.Fatalf("first block does not recall the seeded memory:\n%s", inj1.Block)
+		}
+		l.srv.OnChat(llmtest.SystemContains("long-term memory"), reply(
+			[]extract.ReplyVerdict{{ID: seeded.ID, Verdict: "used"}},
+			rule("Never use yarn in this project; use pnpm.", "project")))
+		l.turnEnded("t1", "How do I run the build of this repository? Also: never use yarn here, we use pnpm.")
+		waitFor(t, "turn t1 extracted", func() bool { return l.turnDone("t1") })
+
+		ref2 := events.Ref{ProjectID: project, SessionID: session, TurnID: "t2"}
+		inj2, err := l.client.Inject(l.ctx, ref2, events.TurnStarted{Text: "Add the lodash dependency please."})
+		if err != nil {
+			t.Fatal(err)
+		}
+		si := strings.Index(inj2.Block, "STANDING INSTRUCTIONS")
+		if si < 0 || !contains(inj2.Block[si:], "Never use yarn in this project; use pnpm.") {
+			t.Fatalf("second block lacks the user's rule as a standing instruction:\n%s", inj2.Block)
+		}
+		if got := l.get(seeded.ID); got.Useful != 1 {
+			t.Errorf("the injected memory's useful count = %d, want 1 (verdict used)", got.Useful)
+		}
+		waitFor(t, "memory_changed on ENGRAM_OUT", func() bool { return l.streamCount(l.topo.Out.Name) >= 3 })
+		if n := l.streamCount(l.topo.DLQ.Name); n != 0 {
+			t.Errorf("%d dead letters", n)
+		}
+		if n := l.extractCalls(); n != 1 {
+			t.Errorf("extraction calls = %d, want 1", n)
+		}
+	})
+}
+
+func TestLoopOutageThenRecovery(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func(t testing.TB) memory.Store) {
+		l := newLoop(t, open)
+		l.srv.OnChatAlways(llmtest.SystemContains("long-term memory"),
+			reply(nil, rule("Always answer in Indonesian.", "global")))
+		l.srv.Down()
+		for _, id := range []string{"t1", "t2", "t3"} {
+			l.turnEnded(id, "Turn "+id+": please always answer in Indonesian from now on.")
+		}
+		// The model gate holds the extractor: the events wait in the stream.
+		waitFor(t, "three turn_ended events waiting", func() bool { return l.streamCount(l.topo.In.Name) == 3 })
+		time.Sleep(500 * time.Millisecond) // several gate intervals with the model down
+		cons, err := l.js.Consumer(l.ctx, l.topo.In.Name, events.ConsumerExtractor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := cons.Info(l.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.NumPending+uint64(info.NumAckPending) != 3 {
+			t.Errorf("during the outage: %d pending, %d in flight; want all 3 waiting", info.NumPending, info.NumAckPending)
+		}
+		l.srv.Up()
+		waitFor(t, "every turn extracted after recovery", func() bool {
+			return l.turnDone("t1") && l.turnDone("t2") && l.turnDone("t3")
+		})
+		if n := l.streamCount(l.topo.DLQ.Name); n != 0 {
+			t.Errorf("%d dead letters after an outage, want none", n)
+		}
+		if n := l.extractCalls(); n < 1 || n > 3 {
+			t.Errorf("extraction calls = %d, want 1..3 for 3 turns", n)
+		}
+		msgs, err := l.st.Messages(l.ctx, ref(), 0, 0)
+		if err != nil || len(msgs) != 6 {
+			t.Errorf("transcript: %d messages, %v; want 6", len(msgs), err)
+		}
+		if _, ok := l.find("Always answer in Indonesian."); !ok {
+			t.Error("the rule was not extracted after recovery")
+		}
+	})
+}
