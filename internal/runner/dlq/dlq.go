@@ -229,7 +229,9 @@ func (s *Store) Delete(ctx context.Context, seq uint64) error {
 		return fmt.Errorf("dlq: stream %s: %w", s.stream, err)
 	}
 	if err := st.DeleteMsg(ctx, seq); err != nil {
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
+		// The server answers "sequence not found" (10043) without a typed
+		// error: look the message up to tell a missing letter from a failure.
+		if _, gerr := st.GetMsg(ctx, seq); errors.Is(gerr, jetstream.ErrMsgNotFound) {
 			return fmt.Errorf("%w: %d", ErrNotFound, seq)
 		}
 		return fmt.Errorf("dlq: delete %d: %w", seq, err)
