@@ -47,7 +47,8 @@ type Config struct {
 	// ProjectBudgets overrides DailyTokenBudget per project (0: unlimited).
 	ProjectBudgets map[string]int64
 
-	// MaxPredict caps num_predict (0: no cap).
+	// MaxPredict caps num_predict (0: no cap). A structured call whose
+	// schema needs more is refused with ErrInvalidRequest rather than cut off.
 	MaxPredict int
 }
 

@@ -40,6 +40,11 @@ var (
 	ErrInvalidArguments = errors.New("llm: invalid tool arguments")
 )
 
+// MisbehavedRetries is how many times a runtime should retry work that
+// failed with ErrMisbehaved (each try already includes one repair attempt)
+// before giving up on it as permanent.
+const MisbehavedRetries = 3
+
 // BudgetError says a project's daily token budget is spent until Until.
 type BudgetError struct {
 	Project string

@@ -252,3 +252,27 @@ func TestClassify(t *testing.T) {
 		}
 	}
 }
+
+func TestMaxPredictRefusesSchemaThatCannotFit(t *testing.T) {
+	srv := llmtest.New(t)
+	cfg := srv.Config()
+	cfg.MaxPredict = 50
+	c, err := llm.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = llm.Structured[fact](ctx(t), c, req("q"))
+	if !errors.Is(err, llm.ErrInvalidRequest) || !strings.Contains(err.Error(), "MaxPredict is 50") {
+		t.Fatalf("err = %v", err)
+	}
+	// Plain calls are capped instead.
+	srv.Enqueue(llmtest.Text("ok"))
+	r := req("q")
+	r.MaxTokens = 500
+	if _, err := c.Chat(ctx(t), r); err != nil {
+		t.Fatal(err)
+	}
+	if got := srv.LastChat().Options["num_predict"]; got != float64(50) {
+		t.Fatalf("num_predict %v, want capped 50", got)
+	}
+}

@@ -40,6 +40,9 @@ type Message struct {
 	ToolCalls []ToolCall
 	// ToolName names the tool whose result a "tool" message carries.
 	ToolName string
+	// ToolCallID is the ID of the call a "tool" message answers, when the
+	// model gave one.
+	ToolCallID string
 }
 
 // System, User, Assistant and ToolResult build messages.
@@ -54,6 +57,11 @@ func Assistant(content string) Message { return Message{Author: AuthorAssistant,
 // ToolResult builds the message that hands a tool's result back to the model.
 func ToolResult(toolName, content string) Message {
 	return Message{Author: AuthorTool, Content: content, ToolName: toolName}
+}
+
+// ToolResultFor builds the message that answers a specific tool call.
+func ToolResultFor(call ToolCall, content string) Message {
+	return Message{Author: AuthorTool, Content: content, ToolName: call.Name, ToolCallID: call.ID}
 }
 
 // ToolCall is one call the model asked for. Arguments is the JSON object the

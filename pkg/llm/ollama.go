@@ -189,7 +189,7 @@ func (c *Client) toAPI(req Request, mc ModelConfig) (*api.ChatRequest, error) {
 		Options:   map[string]any{},
 	}
 	for _, m := range req.Messages {
-		am := api.Message{Role: m.Author, Content: m.Content, ToolName: m.ToolName}
+		am := api.Message{Role: m.Author, Content: m.Content, ToolName: m.ToolName, ToolCallID: m.ToolCallID}
 		for i, tc := range m.ToolCalls {
 			args := api.NewToolCallFunctionArguments()
 			if len(tc.Arguments) > 0 {
@@ -227,6 +227,11 @@ func (c *Client) toAPI(req Request, mc ModelConfig) (*api.ChatRequest, error) {
 		predict = req.Format.PredictTokens()
 	}
 	if c.cfg.MaxPredict > 0 && (predict <= 0 || predict > c.cfg.MaxPredict) {
+		if req.Format != nil {
+			// A valid reply could be cut off: it would misbehave every time.
+			return nil, fmt.Errorf("%w: the format schema needs up to %d tokens but MaxPredict is %d: tighten the schema's bounds or raise MaxPredict",
+				ErrInvalidRequest, predict, c.cfg.MaxPredict)
+		}
 		predict = c.cfg.MaxPredict
 	}
 	if predict > 0 {

@@ -40,7 +40,7 @@ func decodeWith[T any](s *Schema, data []byte) (T, error) {
 // valid reply always fits. An invalid reply (not JSON, a schema violation, or
 // cut off at the token limit) gets one repair attempt in which the model is
 // told what was wrong; if that fails too the error wraps ErrMisbehaved.
-// Errors from c.Chat are returned as they are.
+// Errors from c.Chat are returned as they are. Tools in req are dropped.
 //
 // The returned Response is the last one, with the tokens and latency of both
 // attempts added up.
@@ -119,9 +119,11 @@ type SchemaEntry struct {
 	Name string
 	// Kind is "format" (structured output) or "tool" (tool parameters).
 	Kind string
-	// Type is the Go type the schema was built from.
+	// Type is the Go type the schema was built from (nil for tools).
 	Type   reflect.Type
 	Schema *Schema
+	// Tool is the tool's spec, for Kind "tool".
+	Tool *ToolSpec
 }
 
 var registry struct {
@@ -145,7 +147,7 @@ func RegisterSchema[T any](name string) *Schema {
 
 // RegisterTool records a tool's parameter schema under "tool."+name.
 func RegisterTool(spec ToolSpec) {
-	register(SchemaEntry{Name: "tool." + spec.Name, Kind: "tool", Schema: spec.Parameters})
+	register(SchemaEntry{Name: "tool." + spec.Name, Kind: "tool", Schema: spec.Parameters, Tool: &spec})
 }
 
 func register(e SchemaEntry) {

@@ -209,3 +209,39 @@ func TestToolLoopOverHTTP(t *testing.T) {
 		t.Fatalf("tool result message %+v", m[2])
 	}
 }
+
+func TestToolResultCarriesCallID(t *testing.T) {
+	srv := llmtest.New(t)
+	srv.Enqueue(llmtest.ToolCall("recall", map[string]any{"query": "q"}), llmtest.Text("done"))
+	c := srv.Client()
+	r := req("hi")
+	r.Tools = []llm.ToolSpec{recall.Spec()}
+	resp, err := c.Chat(ctx(t), r)
+	if err != nil || len(resp.Message.ToolCalls) != 1 || resp.Message.ToolCalls[0].ID != "call_0" {
+		t.Fatalf("%+v %v", resp, err)
+	}
+	r.Messages = append(r.Messages, resp.Message, llm.ToolResultFor(resp.Message.ToolCalls[0], "nothing"))
+	if _, err := c.Chat(ctx(t), r); err != nil {
+		t.Fatal(err)
+	}
+	m := srv.LastChat().Messages
+	if got := m[len(m)-1]; got.Role != "tool" || got.ToolCallID != "call_0" || got.ToolName != "recall" {
+		t.Fatalf("tool message %+v", got)
+	}
+	if got := m[len(m)-2]; len(got.ToolCalls) != 1 || got.ToolCalls[0].ID != "call_0" {
+		t.Fatalf("assistant message %+v", got)
+	}
+}
+
+func TestRegisterTool(t *testing.T) {
+	llm.RegisterTool(recall.Spec())
+	for _, e := range llm.Schemas() {
+		if e.Name == "tool.recall" {
+			if e.Kind != "tool" || e.Tool == nil || e.Tool.Name != "recall" || e.Schema.Property("query") == nil {
+				t.Fatalf("entry %+v", e)
+			}
+			return
+		}
+	}
+	t.Fatal("tool.recall not registered")
+}
