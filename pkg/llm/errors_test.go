@@ -276,3 +276,44 @@ func TestMaxPredictRefusesSchemaThatCannotFit(t *testing.T) {
 		t.Fatalf("num_predict %v, want capped 50", got)
 	}
 }
+
+func TestWaitReady(t *testing.T) {
+	srv := llmtest.New(t)
+	srv.RemoveModel(llmtest.ChatModel)
+	c := srv.Client()
+	reports := make(chan error, 100)
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.WaitReady(ctx(t), 10*time.Millisecond, func(_ llm.Readiness, err error) {
+			select {
+			case reports <- err:
+			default:
+			}
+		})
+		done <- err
+	}()
+	select {
+	case err := <-reports:
+		if !errors.Is(err, llm.ErrModelMissing) || !strings.Contains(err.Error(), "ollama pull llmtest-chat") {
+			t.Fatalf("report %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no report while the model is missing")
+	}
+	srv.AddModel(llmtest.ChatModel)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("WaitReady did not return once the model was there")
+	}
+
+	cctx, cancel := context.WithCancel(context.Background())
+	srv.Down()
+	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
+	if _, err := c.WaitReady(cctx, 5*time.Millisecond, nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("canceled wait: %v", err)
+	}
+}

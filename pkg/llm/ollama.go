@@ -549,3 +549,31 @@ func (e *OllamaEmbedder) embedBatch(ctx context.Context, texts []string, mc Mode
 	}
 	return resp.Embeddings, tokens, est, nil
 }
+
+// WaitReady calls Check every interval until it succeeds or ctx ends,
+// passing each failed result to report (may be nil) so the caller can say
+// why it waits. It returns the last readiness and nil, or ctx's error.
+func (c *Client) WaitReady(ctx context.Context, interval time.Duration, report func(Readiness, error)) (Readiness, error) {
+	if interval <= 0 {
+		interval = 5 * time.Second
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		rd, err := c.Check(ctx)
+		if err == nil {
+			return rd, nil
+		}
+		if ctx.Err() != nil {
+			return rd, ctx.Err()
+		}
+		if report != nil {
+			report(rd, err)
+		}
+		select {
+		case <-ctx.Done():
+			return rd, ctx.Err()
+		case <-t.C:
+		}
+	}
+}

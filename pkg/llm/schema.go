@@ -54,9 +54,9 @@ func (s *Schema) Property(name string) *Schema {
 
 // MarshalJSON writes the schema with keys in a fixed order. Objects carry
 // "additionalProperties": false.
-func (s *Schema) MarshalJSON() ([]byte, error) {
+func (s Schema) MarshalJSON() ([]byte, error) {
 	var b bytes.Buffer
-	s.write(&b)
+	(&s).write(&b)
 	return b.Bytes(), nil
 }
 

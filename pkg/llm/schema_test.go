@@ -235,3 +235,13 @@ func TestEstimateTokens(t *testing.T) {
 		}
 	}
 }
+
+func TestSchemaMarshalsAsValueAndPointer(t *testing.T) {
+	s, _ := SchemaFor[schemaItem]()
+	byPtr, _ := json.Marshal(s)
+	byVal, _ := json.Marshal(*s)
+	inMap, _ := json.Marshal(map[string]any{"s": *s})
+	if string(byPtr) != string(byVal) || string(inMap) != `{"s":`+string(byPtr)+`}` || !strings.Contains(string(byPtr), `"additionalProperties":false`) {
+		t.Fatalf("ptr %s\nval %s\nmap %s", byPtr, byVal, inMap)
+	}
+}
