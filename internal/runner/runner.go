@@ -107,6 +107,10 @@ type Config struct {
 	ProcessedTTL time.Duration
 	// FetchWait bounds one pull request; default 5s.
 	FetchWait time.Duration
+	// HandlerTimeout bounds one handler call; default 15m. Past it the
+	// handler's ctx is cancelled and the heartbeat stops (a stuck handler
+	// cannot hold its message forever); the failure is transient.
+	HandlerTimeout time.Duration
 	// CaptureMaxDeliveries watches the server's max-deliveries advisory;
 	// default on (set DisableCapture to turn it off).
 	DisableCapture bool
@@ -136,6 +140,7 @@ func (c *Config) setDefaults() {
 	def(&c.GateInterval, 2*time.Second)
 	def(&c.ProcessedTTL, 8*24*time.Hour)
 	def(&c.FetchWait, 5*time.Second)
+	def(&c.HandlerTimeout, 15*time.Minute)
 }
 
 // Validate lists every problem of the configuration (after defaults).
@@ -154,7 +159,7 @@ func (c Config) Validate() error {
 	}
 	for name, d := range map[string]time.Duration{"backoff base": c.BackoffBase, "backoff max": c.BackoffMax,
 		"unavailable delay": c.UnavailableDelay, "gate interval": c.GateInterval,
-		"processed ttl": c.ProcessedTTL, "fetch wait": c.FetchWait} {
+		"processed ttl": c.ProcessedTTL, "fetch wait": c.FetchWait, "handler timeout": c.HandlerTimeout} {
 		if d < 0 {
 			bad("%s %v is negative", name, d)
 		}
@@ -255,9 +260,9 @@ func New(js jetstream.JetStream, cfg Config, h Handler, opts ...Option) (*Runner
 // the max-deliveries watcher and the pull loop, and returns.
 func (r *Runner) Start(ctx context.Context) error {
 	r.mu.Lock()
-	if r.started {
+	if r.started || r.stopped {
 		r.mu.Unlock()
-		return errors.New("runner: already started")
+		return errors.New("runner: already started or stopped")
 	}
 	r.started = true
 	r.mu.Unlock()
@@ -602,6 +607,8 @@ func (r *Runner) handle(msg jetstream.Msg) {
 
 // call runs the handler with a heartbeat and turns a panic into an error.
 func (r *Runner) call(ctx context.Context, msg jetstream.Msg, ev events.Envelope) (err error) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.HandlerTimeout)
+	defer cancel()
 	hbDone := make(chan struct{})
 	hbStopped := make(chan struct{})
 	go func() {
@@ -611,6 +618,8 @@ func (r *Runner) call(ctx context.Context, msg jetstream.Msg, ev events.Envelope
 		for {
 			select {
 			case <-hbDone:
+				return
+			case <-ctx.Done():
 				return
 			case <-t.C:
 				if err := msg.InProgress(); err != nil {

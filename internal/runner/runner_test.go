@@ -592,3 +592,45 @@ func TestMaxDeliveriesCapturedFromAdvisory(t *testing.T) {
 		t.Fatalf("body %v %v", e, err)
 	}
 }
+
+func TestHandlerTimeoutIsTransient(t *testing.T) {
+	h := newHarness(t, nil)
+	cfg := h.config()
+	cfg.HandlerTimeout = 200 * time.Millisecond
+	var calls atomic.Int32
+	h.start(cfg, func(ctx context.Context, _ events.Envelope) error {
+		if calls.Add(1) == 1 {
+			<-ctx.Done() // stuck until the runner gives up on it
+			return ctx.Err()
+		}
+		return nil
+	})
+	h.publish(1)
+	eventually(t, "ack", func() bool { return h.obs.count(runner.ResultAcked) == 1 })
+	if o := h.obs.all()[0]; o.Result != runner.ResultRetried || !errors.Is(o.Err, context.DeadlineExceeded) {
+		t.Fatalf("outcome %+v", o)
+	}
+}
+
+func TestNoStartAfterStop(t *testing.T) {
+	h := newHarness(t, nil)
+	r, err := runner.New(h.js, h.config(), func(context.Context, events.Envelope) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(context.Background()); err == nil {
+		t.Fatal("started twice")
+	}
+	if err := r.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(context.Background()); err == nil {
+		t.Fatal("started after stop")
+	}
+	if r.Status().Running {
+		t.Fatal("running after stop")
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -41,22 +42,58 @@ func MsgID(stream, consumer string, seq uint64) string {
 	return "dlq:" + stream + ":" + consumer + ":" + strconv.FormatUint(seq, 10)
 }
 
-// Writer puts dead letters into ENGRAM_DLQ on <prefix>.dlq.<consumer>.
+// Writer puts dead letters into ENGRAM_DLQ on <prefix>.dlq.<consumer>. It
+// remembers the last letters it wrote, so that a capture of a message it
+// already dead-lettered is skipped even after the stream's duplicate window.
 type Writer struct {
 	js       jetstream.JetStream
 	subjects events.Subjects
+
+	mu     sync.Mutex
+	recent map[string]struct{}
+	order  []string
 }
+
+// recentCap bounds the writer's memory of what it wrote.
+const recentCap = 4096
 
 // NewWriter returns a writer publishing through js under subjects' prefix.
 func NewWriter(js jetstream.JetStream, subjects events.Subjects) *Writer {
-	return &Writer{js: js, subjects: subjects}
+	return &Writer{js: js, subjects: subjects, recent: map[string]struct{}{}}
+}
+
+func (w *Writer) wrote(id string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, ok := w.recent[id]
+	return ok
+}
+
+func (w *Writer) remember(id string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.recent[id]; ok {
+		return
+	}
+	w.recent[id] = struct{}{}
+	w.order = append(w.order, id)
+	if len(w.order) > recentCap {
+		delete(w.recent, w.order[0])
+		w.order = w.order[1:]
+	}
 }
 
 // maxReason bounds the reason header.
 const maxReason = 1024
 
-// Put stores l in the DLQ and waits for the stream's ack.
+// Put stores l in the DLQ and waits for the stream's ack. A letter for the
+// same (stream, consumer, sequence) that this writer already stored, or that
+// the stream already holds within its duplicate window, is not stored again.
 func (w *Writer) Put(ctx context.Context, l Letter) error {
+	id := MsgID(l.Stream, l.Consumer, l.Sequence)
+	if w.wrote(id) {
+		return nil
+	}
 	m := nats.NewMsg(w.subjects.DLQ(l.Consumer))
 	m.Data = l.Data
 	for k, vs := range l.Header {
@@ -70,7 +107,7 @@ func (w *Writer) Put(ctx context.Context, l Letter) error {
 	if l.Time.IsZero() {
 		l.Time = time.Now()
 	}
-	m.Header.Set(jetstream.MsgIDHeader, MsgID(l.Stream, l.Consumer, l.Sequence))
+	m.Header.Set(jetstream.MsgIDHeader, id)
 	m.Header.Set(events.HeaderDLQReason, clip(oneLine(l.Reason), maxReason))
 	m.Header.Set(events.HeaderDLQConsumer, l.Consumer)
 	m.Header.Set(events.HeaderDLQSubject, l.Subject)
@@ -84,6 +121,7 @@ func (w *Writer) Put(ctx context.Context, l Letter) error {
 	if _, err := w.js.PublishMsg(ctx, m); err != nil {
 		return fmt.Errorf("dlq: put %s seq %d: %w", l.Consumer, l.Sequence, err)
 	}
+	w.remember(id)
 	return nil
 }
 

@@ -40,8 +40,8 @@ func TestPutDedupesAndReadsBack(t *testing.T) {
 	_, js, topo := setup(t, nil)
 	ctx := context.Background()
 	w := dlq.NewWriter(js, topo.Subjects())
-	for range 3 { // the runner, the watcher, another replica
-		if err := w.Put(ctx, letter(7)); err != nil {
+	for range 3 { // the runner, the watcher, another replica (its own writer)
+		if err := dlq.NewWriter(js, topo.Subjects()).Put(ctx, letter(7)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -224,5 +224,30 @@ func TestWatcherReportsGoneMessages(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("no error reported")
+	}
+}
+
+func TestWriterRemembersPastTheDuplicateWindow(t *testing.T) {
+	_, js, topo := setup(t, func(tp *events.Topology) { tp.DLQ.Duplicates = 100 * time.Millisecond })
+	ctx := context.Background()
+	w := dlq.NewWriter(js, topo.Subjects())
+	if err := w.Put(ctx, letter(1)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(400 * time.Millisecond) // the stream's window has passed
+	if err := w.Put(ctx, letter(1)); err != nil {
+		t.Fatal(err)
+	}
+	s := dlq.NewStore(js, events.StreamDLQ)
+	if ls, _ := s.List(ctx, 0, 0); len(ls) != 1 {
+		t.Fatalf("%d letters, want 1", len(ls))
+	}
+	// A writer that never saw it relies on the stream alone: past the
+	// window it stores a second copy (the bound of the guarantee).
+	if err := dlq.NewWriter(js, topo.Subjects()).Put(ctx, letter(1)); err != nil {
+		t.Fatal(err)
+	}
+	if ls, _ := s.List(ctx, 0, 0); len(ls) != 2 {
+		t.Fatalf("%d letters, want 2", len(ls))
 	}
 }
