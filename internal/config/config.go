@@ -92,7 +92,7 @@ type Events struct {
 // Work configures the workers a process runs.
 type Work struct {
 	// Workers lists the roles this process runs; empty or "all": every
-	// registered worker.
+	// registered worker; "none": no worker (an idle-detector-only process).
 	Workers []string
 	// Concurrency is the number of messages a worker handles at once.
 	Concurrency int
@@ -260,7 +260,7 @@ func (c Config) Runs(role string) bool {
 		return true
 	}
 	for _, w := range c.Work.Workers {
-		if w == "all" || w == role {
+		if w == "all" || w == role { // "none" matches no role
 			return true
 		}
 	}

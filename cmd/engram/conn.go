@@ -1,0 +1,46 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/engram-memory/engram/internal/config"
+)
+
+// loadConfig parses a subcommand's flags (the settings of groups plus what
+// extra registers) over the environment. Bad configuration is one joined
+// error listing every problem.
+func loadConfig(name string, args []string, groups config.Group, extra func(fs *flag.FlagSet)) (config.Config, *flag.FlagSet, error) {
+	cfg := config.Default()
+	fs := flag.NewFlagSet("engram "+name, flag.ContinueOnError)
+	fs.SetOutput(os.Stderr)
+	if extra != nil {
+		extra(fs)
+	}
+	err := cfg.Load(fs, args, os.LookupEnv, groups)
+	return cfg, fs, err
+}
+
+// connect opens a client connection to cfg's NATS (a local `engram serve`
+// by default).
+func connect(cfg config.Config) (*nats.Conn, jetstream.JetStream, error) {
+	url := cfg.ClientNATSURL()
+	nc, err := nats.Connect(url, nats.Name("engram-cli"), nats.Timeout(cfg.NATS.ConnectTimeout))
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to NATS at %s (is `engram serve` running, or ENGRAM_NATS_URL set?): %w", url, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, js, nil
+}
+
+// out writes formatted text, ignoring write errors of a closed stdout.
+func out(w io.Writer, format string, a ...any) { _, _ = fmt.Fprintf(w, format, a...) }

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/engram-memory/engram/internal/config"
+	"github.com/engram-memory/engram/pkg/events"
+)
+
+func init() {
+	register("publish", "publish input events from JSON (stdin, or -f file); id, version and occurred_at are filled in when missing", publish)
+}
+
+func publish(ctx context.Context, stdout io.Writer, args []string) error {
+	var file string
+	cfg, _, err := loadConfig("publish", args, config.Conn, func(fs *flag.FlagSet) {
+		fs.StringVar(&file, "f", "-", "file of JSON events (one object, several concatenated, or an array); - is stdin")
+	})
+	if err != nil {
+		return err
+	}
+	var r io.Reader = os.Stdin
+	if file != "-" {
+		f, err := os.Open(file)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		r = f
+	}
+	evs, err := readEvents(r)
+	if err != nil {
+		return err
+	}
+	nc, _, err := connect(cfg)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	cl, err := events.NewClient(nc, events.WithPrefix(cfg.Events.SubjectPrefix))
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for _, e := range evs {
+		if err := cl.Publish(ctx, e); err != nil {
+			return err
+		}
+		subj, _ := cl.Subjects().For(e)
+		out(stdout, "published %s %s on %s\n", e.Type, e.ID, subj)
+	}
+	return nil
+}
+
+// readEvents decodes every event of r (objects, concatenated or in an
+// array), filling a missing id, version and occurred_at, and validating
+// each (every invalid event is reported, nothing is published then).
+func readEvents(r io.Reader) ([]events.Envelope, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	data = bytes.TrimSpace(data)
+	var raws []json.RawMessage
+	if len(data) > 0 && data[0] == '[' {
+		if err := json.Unmarshal(data, &raws); err != nil {
+			return nil, fmt.Errorf("input: %w", err)
+		}
+	} else {
+		dec := json.NewDecoder(bytes.NewReader(data))
+		for {
+			var raw json.RawMessage
+			if err := dec.Decode(&raw); errors.Is(err, io.EOF) {
+				break
+			} else if err != nil {
+				return nil, fmt.Errorf("input: event %d: %w", len(raws)+1, err)
+			}
+			raws = append(raws, raw)
+		}
+	}
+	if len(raws) == 0 {
+		return nil, fmt.Errorf("%w: no event in the input", errUsage)
+	}
+	var evs []events.Envelope
+	var errs []error
+	for i, raw := range raws {
+		e, err := completeEvent(raw)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("event %d: %w", i+1, err))
+			continue
+		}
+		evs = append(evs, e)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return evs, nil
+}
+
+func completeEvent(raw json.RawMessage) (events.Envelope, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return events.Envelope{}, fmt.Errorf("not a JSON object: %w", err)
+	}
+	set := func(k string, v any) {
+		if _, ok := m[k]; !ok {
+			b, _ := json.Marshal(v)
+			m[k] = b
+		}
+	}
+	set("id", events.NewID())
+	set("version", events.SchemaVersion)
+	set("occurred_at", time.Now().UTC())
+	full, _ := json.Marshal(m)
+	e, err := events.Decode(full)
+	if err != nil {
+		return e, err
+	}
+	if !e.Type.IsInput() {
+		return e, fmt.Errorf("%s is an output event; publish sends input events (%v)", e.Type, events.InputTypes)
+	}
+	return e, nil
+}

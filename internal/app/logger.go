@@ -1,0 +1,55 @@
+package app
+
+import (
+	"fmt"
+	"os"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/engram-memory/engram/internal/config"
+)
+
+// NewLogger builds the process logger: zap's production JSON, or a
+// console encoder when the format is console, or auto and stderr is a
+// terminal.
+func NewLogger(c config.Log) (*zap.Logger, error) {
+	var lvl zapcore.Level
+	if err := lvl.UnmarshalText([]byte(c.Level)); err != nil {
+		return nil, fmt.Errorf("app: log level %q: %w", c.Level, err)
+	}
+	console := c.Format == config.LogConsole || (c.Format == config.LogAuto && isTerminal(os.Stderr))
+	var zc zap.Config
+	if console {
+		zc = zap.NewDevelopmentConfig()
+		zc.Development = false
+		zc.EncoderConfig.EncodeLevel = zapcore.CapitalColorLevelEncoder
+		zc.EncoderConfig.EncodeTime = zapcore.TimeEncoderOfLayout("15:04:05.000")
+		zc.DisableStacktrace = true
+	} else {
+		zc = zap.NewProductionConfig()
+		zc.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
+	}
+	zc.Level = zap.NewAtomicLevelAt(lvl)
+	l, err := zc.Build()
+	if err != nil {
+		return nil, fmt.Errorf("app: logger: %w", err)
+	}
+	return l, nil
+}
+
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// natsLogger adapts zap to the embedded server's logger. Notices are debug
+// so that `engram serve` logs one line when ready, not the server's banner.
+type natsLogger struct{ s *zap.SugaredLogger }
+
+func (l natsLogger) Noticef(f string, v ...any) { l.s.Debugf(f, v...) }
+func (l natsLogger) Warnf(f string, v ...any)   { l.s.Warnf(f, v...) }
+func (l natsLogger) Fatalf(f string, v ...any)  { l.s.Errorf(f, v...) }
+func (l natsLogger) Errorf(f string, v ...any)  { l.s.Errorf(f, v...) }
+func (l natsLogger) Debugf(f string, v ...any)  { l.s.Debugf(f, v...) }
+func (l natsLogger) Tracef(f string, v ...any)  { l.s.Debugf(f, v...) }

@@ -1,0 +1,121 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"go.uber.org/fx"
+	"go.uber.org/zap"
+
+	"github.com/engram-memory/engram/internal/config"
+)
+
+// Process is a started Engram process.
+type Process struct {
+	app     *fx.App
+	Bus     *Bus
+	HTTP    *HTTP
+	Workers *Workers
+	Log     *zap.Logger
+	// Started is how long start-up took, from Start's call to ready.
+	Started time.Duration
+}
+
+// Start builds and starts a process: Core(cfg, embed, name) plus extra
+// options (worker modules). It returns when every component has started.
+func Start(ctx context.Context, cfg config.Config, embed bool, name string, extra ...fx.Option) (*Process, error) {
+	t0 := time.Now()
+	p := &Process{}
+	opts := append([]fx.Option{Core(cfg, embed, name)}, extra...)
+	opts = append(opts, fx.Populate(&p.Bus, &p.HTTP, &p.Workers, &p.Log))
+	p.app = fx.New(opts...)
+	if err := p.app.Err(); err != nil {
+		return nil, errStartup(err)
+	}
+	if err := p.app.Start(ctx); err != nil {
+		return nil, errStartup(err)
+	}
+	p.Started = time.Since(t0)
+	return p, nil
+}
+
+// Stop stops the process: workers drain, then the idle detector, the HTTP
+// endpoint, the store and the NATS connection (and embedded server).
+func (p *Process) Stop(ctx context.Context) error {
+	return p.app.Stop(ctx)
+}
+
+// StopTimeout is the budget Stop should be given.
+func (p *Process) StopTimeout() time.Duration { return p.app.StopTimeout() }
+
+// LogReady logs the one "ready" line: where platforms connect and where the
+// health endpoint is.
+func (p *Process) LogReady(msg string) {
+	fields := []zap.Field{zap.String("nats", p.Bus.URL), zap.Strings("workers", p.Workers.Roles()),
+		zap.Duration("startup", p.Started)}
+	if u := p.HTTP.URL(); u != "" {
+		fields = append(fields, zap.String("http", u))
+	}
+	p.Log.Info(msg, fields...)
+}
+
+// SignalContext is ctx cancelled by SIGINT or SIGTERM.
+func SignalContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+}
+
+// Serve starts a process, logs the ready line, waits until ctx is done
+// (a signal) and stops it gracefully.
+func Serve(ctx context.Context, cfg config.Config, embed bool, name string, extra ...fx.Option) error {
+	p, err := Start(ctx, cfg, embed, name, extra...)
+	if err != nil {
+		return err
+	}
+	p.LogReady("engram ready")
+	<-ctx.Done()
+	p.Log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), p.StopTimeout())
+	defer cancel()
+	if err := p.Stop(sctx); err != nil {
+		return fmt.Errorf("app: stop: %w", err)
+	}
+	return nil
+}
+
+// RunWorker is the main of a single-worker binary (cmd/injector, ...): it
+// reads the configuration from ENGRAM_* variables and os.Args flags, runs
+// only role (whose worker module is worker) against ENGRAM_NATS_URL and the
+// configured store, and exits when SIGINT or SIGTERM has drained it. It
+// does not return.
+func RunWorker(role string, worker fx.Option) {
+	os.Exit(runWorker(role, worker, os.Args[1:]))
+}
+
+func runWorker(role string, worker fx.Option, args []string) int {
+	cfg := config.Default()
+	// One idle detector deployment is enough (several replicas of it are
+	// safe): worker binaries run it only when ENGRAM_IDLE or -idle asks.
+	cfg.Idle.Enabled = false
+	fs := flag.NewFlagSet(role, flag.ContinueOnError)
+	if err := cfg.Load(fs, args, os.LookupEnv, config.All); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(os.Stderr, "%s: configuration:\n%v\n", role, err)
+		return 2
+	}
+	cfg.Work.Workers = []string{role}
+	ctx, stop := SignalContext(context.Background())
+	defer stop()
+	if err := Serve(ctx, cfg, false, "engram-"+role, worker); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", role, err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,136 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/engram-memory/engram/internal/config"
+	"github.com/engram-memory/engram/internal/health"
+	"github.com/engram-memory/engram/internal/runner"
+	"github.com/engram-memory/engram/pkg/events"
+)
+
+// Worker is one worker role's contribution: its handler on the durable
+// consumer named Role.
+type Worker struct {
+	// Role is the worker role and its durable consumer name on ENGRAM_IN
+	// (events.ConsumerInjector, ...); the topology must have it.
+	Role    string
+	Handler runner.Handler
+	// Gates pause pulling while a dependency (model, store) is down.
+	Gates []runner.Gate
+	// Processed, when set, keeps processed-event records (usually the
+	// memory store) so a redelivery is not applied twice.
+	Processed runner.Processed
+	// Options are extra runner options.
+	Options []runner.Option
+}
+
+// Workers are the running runners of a process.
+type Workers struct {
+	runners map[string]*runner.Runner
+	order   []string
+}
+
+// StartWorkers starts one runner per worker that cfg selects (ENGRAM_WORKERS)
+// on topo's consumers, with cfg's concurrency, reporting to obs. Two workers
+// of the same role are an error, as is a role without a consumer.
+func StartWorkers(ctx context.Context, js jetstream.JetStream, topo events.Topology, cfg config.Config,
+	ws []Worker, obs runner.Observer, log *zap.Logger) (*Workers, error) {
+	w := &Workers{runners: map[string]*runner.Runner{}}
+	var errs []error
+	seen := map[string]bool{}
+	var selected []Worker
+	for _, wk := range ws {
+		switch {
+		case wk.Role == "" || wk.Handler == nil:
+			errs = append(errs, fmt.Errorf("app: worker %q: role and handler are required", wk.Role))
+		case seen[wk.Role]:
+			errs = append(errs, fmt.Errorf("app: worker %q registered twice", wk.Role))
+		default:
+			if _, ok := topo.Consumer(wk.Role); !ok {
+				errs = append(errs, fmt.Errorf("app: worker %q: the topology has no consumer of that name", wk.Role))
+			}
+		}
+		seen[wk.Role] = true
+		if cfg.Runs(wk.Role) {
+			selected = append(selected, wk)
+		}
+	}
+	for _, r := range cfg.Work.Workers {
+		if r != "all" && r != "none" && !seen[r] {
+			errs = append(errs, fmt.Errorf("app: ENGRAM_WORKERS names %q, which is not a registered worker", r))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	sort.Slice(selected, func(i, j int) bool { return selected[i].Role < selected[j].Role })
+	for _, wk := range selected {
+		rc := runner.ConfigFor(topo, wk.Role)
+		rc.Concurrency = cfg.ConcurrencyOf(wk.Role)
+		opts := []runner.Option{runner.WithLogger(log), runner.WithGates(wk.Gates...)}
+		if obs != nil {
+			opts = append(opts, runner.WithObserver(obs))
+		}
+		if wk.Processed != nil {
+			opts = append(opts, runner.WithProcessed(wk.Processed))
+		}
+		opts = append(opts, wk.Options...)
+		r, err := runner.New(js, rc, wk.Handler, opts...)
+		if err == nil {
+			err = r.Start(ctx)
+		}
+		if err != nil {
+			_ = w.Stop(ctx)
+			return nil, fmt.Errorf("app: start worker %s: %w", wk.Role, err)
+		}
+		w.runners[wk.Role] = r
+		w.order = append(w.order, wk.Role)
+	}
+	return w, nil
+}
+
+// Roles lists the running workers.
+func (w *Workers) Roles() []string { return append([]string(nil), w.order...) }
+
+// Stop stops every runner, draining in-flight messages until ctx is done.
+func (w *Workers) Stop(ctx context.Context) error {
+	errs := make([]error, len(w.order))
+	done := make(chan int)
+	for i, role := range w.order {
+		go func() {
+			errs[i] = w.runners[role].Stop(ctx)
+			done <- i
+		}()
+	}
+	for range w.order {
+		<-done
+	}
+	return errors.Join(errs...)
+}
+
+// Checks are the workers' readiness checks ("worker:<role>"): failed when
+// the runner is not running, degraded while it is paused.
+func (w *Workers) Checks() []health.Check {
+	var cs []health.Check
+	for _, role := range w.order {
+		r := w.runners[role]
+		cs = append(cs, health.Check{Name: "worker:" + role, Run: func(context.Context) error {
+			st := r.Status()
+			switch {
+			case !st.Running:
+				return errors.New("not running")
+			case st.Paused:
+				return health.Degraded(fmt.Errorf("paused: %w", st.Cause))
+			}
+			return nil
+		}})
+	}
+	return cs
+}
