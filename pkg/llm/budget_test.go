@@ -1,7 +1,9 @@
 package llm_test
 
 import (
+	"context"
 	"errors"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -244,3 +246,48 @@ func TestKeepAliveAndModelsPerRole(t *testing.T) {
 		t.Errorf("forever keep-alive body %s", srv.Requests()[1].Body)
 	}
 }
+
+type failingLedger struct{}
+
+func (failingLedger) Spent(context.Context, string, time.Time) (int64, error) {
+	return 0, errors.New("redis down")
+}
+
+func (failingLedger) Add(context.Context, string, time.Time, int64) error { return nil }
+
+// Two replicas sharing a ledger share the budget; a failing ledger makes the
+// call transiently unavailable rather than unbudgeted.
+func TestSharedAndFailingLedger(t *testing.T) {
+	srv := llmtest.New(t)
+	srv.OnChatAlways(nil, llmtest.Text("ok").Tokens(50, 50))
+	cfg := srv.Config()
+	cfg.DailyTokenBudget = 150
+	shared := llm.NewMemoryLedger()
+	var counted int
+	hc := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		counted++
+		return http.DefaultTransport.RoundTrip(r)
+	})}
+	a, _ := llm.New(cfg, llm.WithLedger(shared), llm.WithHTTPClient(hc))
+	b, _ := llm.New(cfg, llm.WithLedger(shared))
+	if _, err := a.Chat(ctx(t), req("q")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Chat(ctx(t), req("q")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Chat(ctx(t), req("q")); !errors.Is(err, llm.ErrBudgetExhausted) {
+		t.Fatalf("replica a after 200 shared tokens: %v", err)
+	}
+	if counted != 1 {
+		t.Fatalf("custom HTTP client carried %d requests, want 1", counted)
+	}
+	c, _ := llm.New(cfg, llm.WithLedger(failingLedger{}))
+	if _, err := c.Chat(ctx(t), req("q")); !errors.Is(err, llm.ErrUnavailable) || !strings.Contains(err.Error(), "redis down") {
+		t.Fatalf("failing ledger: %v", err)
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
