@@ -622,7 +622,8 @@ func testPending(e *env) {
 	e.sameList("another model", pend("m2", 10), []string{a.ID, b.ID, c.ID})
 	e.ok(e.s.SetEmbedding(e.ctx, a.ID, "m2", vec(0, 0, 1)), "SetEmbedding")
 	e.sameList("model changed", pend("m1", 10), []string{a.ID, b.ID})
-	e.is(e.s.SetEmbedding(e.ctx, "nope", "m1", vec(1)), memory.ErrNotFound, "unknown node")
+	e.is(e.s.SetEmbedding(e.ctx, "nope", "m1", vec(1, 0, 0)), memory.ErrNotFound, "unknown node")
+	e.is(e.s.SetEmbedding(e.ctx, b.ID, "m1", vec(1, 0)), memory.ErrInvalid, "wrong dimension")
 	e.is(e.s.SetEmbedding(e.ctx, b.ID, "", vec(1)), memory.ErrInvalid, "no model")
 	e.is(e.s.SetEmbedding(e.ctx, b.ID, "m1", nil), memory.ErrInvalid, "no vector")
 	// the vector is searchable under its model only

@@ -1,0 +1,127 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/engram-memory/engram/pkg/memory"
+)
+
+// Lexical implements memory.Channels: BM25 (k1 1.2, b 0.75) over label, body,
+// paths and entity names, from the in-memory index. Terms are re-tokenised
+// with memory.Terms; a term of 3 or more characters also matches up to 32
+// longer tokens it prefixes, counted as one term.
+func (s *Store) Lexical(ctx context.Context, terms []string, f memory.Filter, limit int) ([]memory.Scored, error) {
+	terms = memory.Terms(strings.Join(terms, " "))
+	if len(terms) == 0 {
+		return nil, nil
+	}
+	now := s.now()
+	t := scoredTop{k: memory.Limit(limit)}
+	x := s.idx
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	sc, _ := x.scratch.Get().(*scratch)
+	if sc == nil {
+		sc = &scratch{}
+	}
+	defer x.scratch.Put(sc)
+	x.lex.search(terms, sc, func(rid uint32, score float64) {
+		if len(t.items) == t.k && score < t.items[len(t.items)-1].score {
+			return // cannot enter: skip the filter check
+		}
+		if h, ok := x.visible(rid, &f, now); ok {
+			t.add(scoredItem{rid: rid, id: h.ID, score: score})
+		}
+	})
+	return t.scored(), nil
+}
+
+// Vector implements memory.Channels: cosine similarity from the model's
+// in-memory vector index (pkg/memory/vecindex), filtered while searching.
+// Only positive similarities are candidates.
+func (s *Store) Vector(ctx context.Context, model string, vec []float32, f memory.Filter, limit int) ([]memory.Scored, error) {
+	limit = memory.Limit(limit)
+	now := s.now()
+	x := s.idx
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	ix := x.vecs[model]
+	if ix == nil {
+		return nil, nil
+	}
+	if len(vec) != ix.Dim() {
+		return nil, fmt.Errorf("%w: model %s makes %d-dimension vectors, the query has %d", memory.ErrInvalid, model, ix.Dim(), len(vec))
+	}
+	hits := ix.Search(vec, limit, func(id string) bool {
+		rid, ok := x.byID[id]
+		if !ok {
+			return false
+		}
+		_, vis := x.visible(rid, &f, now)
+		return vis
+	})
+	out := make([]memory.Scored, 0, len(hits))
+	for _, h := range hits {
+		if h.Score > 0 {
+			out = append(out, memory.Scored{ID: h.ID, Score: float64(h.Score)})
+		}
+	}
+	return out, nil
+}
+
+// ByPaths implements memory.Channels.
+func (s *Store) ByPaths(ctx context.Context, paths []string, f memory.Filter, limit int) ([]memory.Scored, error) {
+	paths = memory.NormalisePaths(paths)
+	if len(paths) == 0 {
+		return nil, nil
+	}
+	limit = memory.Limit(limit)
+	rows, err := s.db.QueryContext(ctx, `SELECT rid, count(*) FROM node_paths WHERE path IN (`+placeholders(len(paths))+`) GROUP BY rid`, anySlice(paths)...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: by paths: %w", err)
+	}
+	type cand struct {
+		rid   uint32
+		count int
+	}
+	var cands []cand
+	for rows.Next() {
+		var c cand
+		if err := rows.Scan(&c.rid, &c.count); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("sqlite: by paths: %w", err)
+		}
+		cands = append(cands, c)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: by paths: %w", err)
+	}
+	now := s.now()
+	type hit struct {
+		h     *memory.Node
+		count int
+	}
+	var hits []hit
+	s.idx.mu.RLock()
+	for _, c := range cands {
+		if h, ok := s.idx.visible(c.rid, &f, now); ok {
+			hits = append(hits, hit{h, c.count})
+		}
+	}
+	s.idx.mu.RUnlock()
+	slices.SortFunc(hits, func(a, b hit) int {
+		if a.count != b.count {
+			return b.count - a.count
+		}
+		return memory.CompareTimeline(a.h, b.h)
+	})
+	out := make([]memory.Scored, 0, min(limit, len(hits)))
+	for _, h := range hits[:min(limit, len(hits))] {
+		out = append(out, memory.Scored{ID: h.h.ID, Score: float64(h.count)})
+	}
+	return out, nil
+}

@@ -1,0 +1,167 @@
+package sqlite
+
+import (
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/engram-memory/engram/pkg/memory"
+	"github.com/engram-memory/engram/pkg/memory/vecindex"
+)
+
+// index is the in-memory side of the store, rebuilt from the database at
+// open and kept in step with every committed write: a head (the node without
+// its text and vector) per rid for filtering and ordering, the BM25 index,
+// one vector index per embedding model, the standing-instruction candidates
+// and the counters behind HasLiveMemory and the embedding backlog.
+type index struct {
+	mu        sync.RWMutex
+	heads     []*memory.Node // by rid; nil: no node
+	byID      map[string]uint32
+	lex       *lexIndex
+	vecs      map[string]*vecindex.Index // by embedding model
+	vecOpts   []vecindex.Option
+	standing  map[uint32]struct{}
+	liveBy    map[string]int // live nodes per project ("" global)
+	liveTotal int
+	embedded  map[string]int // live nodes per embedding model
+	scratch   sync.Pool      // *scratch
+}
+
+func newIndex(vecOpts []vecindex.Option) *index {
+	return &index{
+		byID:     map[string]uint32{},
+		lex:      newLexIndex(),
+		vecs:     map[string]*vecindex.Index{},
+		vecOpts:  vecOpts,
+		standing: map[uint32]struct{}{},
+		liveBy:   map[string]int{},
+		embedded: map[string]int{},
+	}
+}
+
+// change is one committed node write to mirror in the index.
+type change struct {
+	rid  uint32
+	old  *memory.Node // nil: a new node
+	n    memory.Node
+	vec  bool // the embedding changed
+	text bool // the indexed text changed
+}
+
+func head(n *memory.Node) *memory.Node {
+	h := *n
+	h.Label, h.Body, h.Paths, h.Entities, h.Embedding = "", "", nil, nil, nil
+	return &h
+}
+
+func (x *index) count(h *memory.Node, d int) {
+	if h == nil || !h.Live() {
+		return
+	}
+	x.liveBy[h.ProjectID] += d
+	x.liveTotal += d
+	if h.EmbeddingModel != "" {
+		x.embedded[h.EmbeddingModel] += d
+	}
+}
+
+// apply mirrors committed changes. Vector errors cannot happen here: the
+// write path checked the vectors (checkVector) before committing.
+func (x *index) apply(changes []change) {
+	if len(changes) == 0 {
+		return
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	var batch map[string][]int // model -> change indexes, for bulk vector adds
+	for i := range changes {
+		c := &changes[i]
+		for int(c.rid) >= len(x.heads) {
+			x.heads = append(x.heads, nil)
+		}
+		prev := x.heads[c.rid]
+		x.count(prev, -1)
+		if prev != nil && prev.ID != c.n.ID {
+			delete(x.byID, prev.ID)
+		}
+		h := head(&c.n)
+		x.heads[c.rid] = h
+		x.byID[c.n.ID] = c.rid
+		x.count(h, +1)
+		if memory.IsStanding(h) {
+			x.standing[c.rid] = struct{}{}
+		} else {
+			delete(x.standing, c.rid)
+		}
+		if c.text {
+			x.lex.set(c.rid, docText(&c.n))
+		}
+		if c.vec {
+			if prev != nil && prev.EmbeddingModel != "" {
+				if ix := x.vecs[prev.EmbeddingModel]; ix != nil {
+					ix.Remove(prev.ID)
+				}
+			}
+			if len(c.n.Embedding) > 0 {
+				if batch == nil {
+					batch = map[string][]int{}
+				}
+				batch[c.n.EmbeddingModel] = append(batch[c.n.EmbeddingModel], i)
+			}
+		}
+	}
+	for model, is := range batch {
+		ix := x.vecs[model]
+		if ix == nil {
+			ix = vecindex.New(len(changes[is[0]].n.Embedding), x.vecOpts...)
+			x.vecs[model] = ix
+		}
+		if len(is) == 1 {
+			_ = ix.Add(changes[is[0]].n.ID, changes[is[0]].n.Embedding)
+			continue
+		}
+		ids := make([]string, len(is))
+		vs := make([][]float32, len(is))
+		for j, i := range is {
+			ids[j], vs[j] = changes[i].n.ID, changes[i].n.Embedding
+		}
+		_ = ix.AddBatch(ids, vs)
+	}
+}
+
+// checkVector reports ErrInvalid for a vector the index of model cannot take.
+func (x *index) checkVector(model string, vec []float32) error {
+	if model == "" {
+		return fmt.Errorf("%w: an embedding needs the name of its model", memory.ErrInvalid)
+	}
+	if len(vec) == 0 {
+		return fmt.Errorf("%w: empty embedding", memory.ErrInvalid)
+	}
+	var norm float64
+	for _, v := range vec {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return fmt.Errorf("%w: the embedding holds a value that is not a finite number", memory.ErrInvalid)
+		}
+		norm += float64(v) * float64(v)
+	}
+	if norm == 0 {
+		return fmt.Errorf("%w: zero embedding", memory.ErrInvalid)
+	}
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if ix := x.vecs[model]; ix != nil && ix.Dim() != len(vec) {
+		return fmt.Errorf("%w: model %s makes %d-dimension vectors, got %d", memory.ErrInvalid, model, ix.Dim(), len(vec))
+	}
+	return nil
+}
+
+// visible applies the Filter rules to the node at rid.
+func (x *index) visible(rid uint32, f *memory.Filter, now time.Time) (*memory.Node, bool) {
+	if int(rid) >= len(x.heads) || x.heads[rid] == nil {
+		return nil, false
+	}
+	h := x.heads[rid]
+	return h, memory.Visible(h, *f, now)
+}

@@ -1,0 +1,112 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// migrations are applied in order; PRAGMA user_version records how many ran.
+// Never edit a released migration: append a new one.
+var migrations = []string{
+	// 1: nodes, paths, edges, per-session records.
+	`
+CREATE TABLE nodes (
+	rid       INTEGER PRIMARY KEY,
+	id        TEXT NOT NULL UNIQUE,
+	project   TEXT NOT NULL,
+	digest    TEXT NOT NULL,
+	doc       BLOB NOT NULL,          -- the node as JSON, without the embedding
+	emb_model TEXT NOT NULL DEFAULT '',
+	emb       BLOB                    -- float32 little-endian
+);
+CREATE UNIQUE INDEX nodes_digest ON nodes(project, digest);
+
+CREATE TABLE node_paths (
+	path TEXT NOT NULL,
+	rid  INTEGER NOT NULL REFERENCES nodes(rid) ON DELETE CASCADE,
+	PRIMARY KEY (path, rid)
+) WITHOUT ROWID;
+CREATE INDEX node_paths_rid ON node_paths(rid);
+
+CREATE TABLE edges (
+	eid        INTEGER PRIMARY KEY,
+	src        TEXT NOT NULL,
+	dst        TEXT NOT NULL,
+	relation   TEXT NOT NULL,
+	weight     REAL NOT NULL,
+	source     TEXT NOT NULL,
+	valid_from INTEGER NOT NULL,
+	valid_to   INTEGER NOT NULL DEFAULT 0
+);
+CREATE UNIQUE INDEX edges_live ON edges(src, dst, relation) WHERE valid_to = 0;
+CREATE INDEX edges_src ON edges(src, valid_to);
+CREATE INDEX edges_dst ON edges(dst, valid_to);
+
+CREATE TABLE turns (
+	project TEXT NOT NULL, session TEXT NOT NULL, turn_id TEXT NOT NULL,
+	PRIMARY KEY (project, session, turn_id)
+) WITHOUT ROWID;
+CREATE TABLE messages (
+	project TEXT NOT NULL, session TEXT NOT NULL, id INTEGER NOT NULL,
+	turn_id TEXT NOT NULL, doc BLOB NOT NULL,
+	PRIMARY KEY (project, session, id)
+) WITHOUT ROWID;
+CREATE INDEX messages_turn ON messages(project, session, turn_id);
+CREATE TABLE summaries (
+	seq INTEGER PRIMARY KEY, project TEXT NOT NULL, session TEXT NOT NULL, doc BLOB NOT NULL
+);
+CREATE INDEX summaries_session ON summaries(project, session, seq);
+CREATE TABLE cursors (
+	project TEXT NOT NULL, session TEXT NOT NULL, value INTEGER NOT NULL,
+	PRIMARY KEY (project, session)
+) WITHOUT ROWID;
+CREATE TABLE injections (
+	project TEXT NOT NULL, session TEXT NOT NULL, turn_id TEXT NOT NULL, ids BLOB NOT NULL,
+	PRIMARY KEY (project, session, turn_id)
+) WITHOUT ROWID;
+CREATE TABLE briefs (
+	project TEXT NOT NULL, session TEXT NOT NULL, expires INTEGER NOT NULL,
+	PRIMARY KEY (project, session)
+) WITHOUT ROWID;
+CREATE TABLE leases (
+	project TEXT NOT NULL, session TEXT NOT NULL, name TEXT NOT NULL,
+	owner TEXT NOT NULL, expires INTEGER NOT NULL,
+	PRIMARY KEY (project, session, name)
+) WITHOUT ROWID;
+CREATE TABLE processed (
+	project TEXT NOT NULL, consumer TEXT NOT NULL, event TEXT NOT NULL, expires INTEGER NOT NULL,
+	PRIMARY KEY (project, consumer, event)
+) WITHOUT ROWID;
+CREATE INDEX processed_expires ON processed(expires) WHERE expires > 0;
+`,
+}
+
+// migrate brings the schema up to date in one transaction per migration.
+func migrate(ctx context.Context, db *sql.DB) error {
+	var version int
+	if err := db.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	if version > len(migrations) {
+		return fmt.Errorf("schema version %d is newer than this binary knows (%d)", version, len(migrations))
+	}
+	for v := version; v < len(migrations); v++ {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("migration %d: %w", v+1, err)
+		}
+		if _, err := tx.ExecContext(ctx, migrations[v]); err != nil {
+			_ = tx.Rollback()
+			return fmt.Errorf("migration %d: %w", v+1, err)
+		}
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, v+1)); err != nil {
+			_ = tx.Rollback()
+			return fmt.Errorf("migration %d: %w", v+1, err)
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("migration %d: %w", v+1, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,330 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/engram-memory/engram/pkg/memory"
+)
+
+// AppendTranscript implements memory.Sessions.
+func (s *Store) AppendTranscript(ctx context.Context, ref memory.SessionRef, turnID string, msgs []memory.Message) ([]memory.Message, bool, error) {
+	if err := memory.CheckSession(ref); err != nil {
+		return nil, false, err
+	}
+	prepared, err := memory.PrepareMessages(turnID, msgs, s.now())
+	if err != nil {
+		return nil, false, err
+	}
+	var out []memory.Message
+	fresh := false
+	err = s.write(ctx, func(w *wtx) error {
+		var one int
+		err := w.tx.QueryRowContext(ctx, `SELECT 1 FROM turns WHERE project = ? AND session = ? AND turn_id = ?`, ref.Project, ref.Session, turnID).Scan(&one)
+		if err == nil {
+			out, err = queryMessages(ctx, w.tx, `SELECT doc FROM messages WHERE project = ? AND session = ? AND turn_id = ? ORDER BY id`, ref.Project, ref.Session, turnID)
+			return err
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("sqlite: append transcript: %w", err)
+		}
+		var last int64
+		if err := w.tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(id), 0) FROM messages WHERE project = ? AND session = ?`, ref.Project, ref.Session).Scan(&last); err != nil {
+			return fmt.Errorf("sqlite: append transcript: %w", err)
+		}
+		for i := range prepared {
+			prepared[i].ID = last + int64(i) + 1
+			doc, err := json.Marshal(prepared[i])
+			if err != nil {
+				return fmt.Errorf("sqlite: encode message: %w", err)
+			}
+			if _, err := w.exec(`INSERT INTO messages(project, session, id, turn_id, doc) VALUES (?, ?, ?, ?, ?)`,
+				ref.Project, ref.Session, prepared[i].ID, turnID, doc); err != nil {
+				return err
+			}
+		}
+		if _, err := w.exec(`INSERT INTO turns(project, session, turn_id) VALUES (?, ?, ?)`, ref.Project, ref.Session, turnID); err != nil {
+			return err
+		}
+		out, fresh = prepared, true
+		return nil
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return out, fresh, nil
+}
+
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+func queryMessages(ctx context.Context, q querier, query string, args ...any) ([]memory.Message, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: messages: %w", err)
+	}
+	defer rows.Close()
+	var out []memory.Message
+	for rows.Next() {
+		var doc []byte
+		if err := rows.Scan(&doc); err != nil {
+			return nil, fmt.Errorf("sqlite: messages: %w", err)
+		}
+		var m memory.Message
+		if err := json.Unmarshal(doc, &m); err != nil {
+			return nil, fmt.Errorf("sqlite: decode message: %w", err)
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: messages: %w", err)
+	}
+	return out, nil
+}
+
+// Messages implements memory.Sessions.
+func (s *Store) Messages(ctx context.Context, ref memory.SessionRef, afterID int64, limit int) ([]memory.Message, error) {
+	if err := memory.CheckSession(ref); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		limit = -1
+	}
+	return queryMessages(ctx, s.db, `SELECT doc FROM messages WHERE project = ? AND session = ? AND id > ? ORDER BY id LIMIT ?`,
+		ref.Project, ref.Session, afterID, limit)
+}
+
+// LatestSummary implements memory.Sessions.
+func (s *Store) LatestSummary(ctx context.Context, ref memory.SessionRef) (memory.Summary, error) {
+	if err := memory.CheckSession(ref); err != nil {
+		return memory.Summary{}, err
+	}
+	var doc []byte
+	err := s.db.QueryRowContext(ctx, `SELECT doc FROM summaries WHERE project = ? AND session = ? ORDER BY seq DESC LIMIT 1`, ref.Project, ref.Session).Scan(&doc)
+	if errors.Is(err, sql.ErrNoRows) {
+		return memory.Summary{}, fmt.Errorf("summary of %s: %w", ref, memory.ErrNotFound)
+	}
+	if err != nil {
+		return memory.Summary{}, fmt.Errorf("sqlite: latest summary: %w", err)
+	}
+	var sum memory.Summary
+	if err := json.Unmarshal(doc, &sum); err != nil {
+		return memory.Summary{}, fmt.Errorf("sqlite: decode summary: %w", err)
+	}
+	return sum, nil
+}
+
+// SaveSummary implements memory.Sessions.
+func (s *Store) SaveSummary(ctx context.Context, ref memory.SessionRef, sum memory.Summary) error {
+	if err := memory.CheckSession(ref); err != nil {
+		return err
+	}
+	sum, err := memory.PrepareSummary(sum, s.now())
+	if err != nil {
+		return err
+	}
+	doc, err := json.Marshal(sum)
+	if err != nil {
+		return fmt.Errorf("sqlite: encode summary: %w", err)
+	}
+	return s.write(ctx, func(w *wtx) error {
+		_, err := w.exec(`INSERT INTO summaries(project, session, doc) VALUES (?, ?, ?)`, ref.Project, ref.Session, doc)
+		return err
+	})
+}
+
+// Cursor implements memory.Sessions.
+func (s *Store) Cursor(ctx context.Context, ref memory.SessionRef) (int64, error) {
+	if err := memory.CheckSession(ref); err != nil {
+		return 0, err
+	}
+	var v int64
+	err := s.db.QueryRowContext(ctx, `SELECT value FROM cursors WHERE project = ? AND session = ?`, ref.Project, ref.Session).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: cursor: %w", err)
+	}
+	return v, nil
+}
+
+// AdvanceCursor implements memory.Sessions.
+func (s *Store) AdvanceCursor(ctx context.Context, ref memory.SessionRef, to int64) (int64, error) {
+	if err := memory.CheckSession(ref); err != nil {
+		return 0, err
+	}
+	var v int64
+	err := s.write(ctx, func(w *wtx) error {
+		return w.tx.QueryRowContext(ctx, `INSERT INTO cursors(project, session, value) VALUES (?, ?, max(?, 0))
+			ON CONFLICT(project, session) DO UPDATE SET value = max(value, excluded.value) RETURNING value`,
+			ref.Project, ref.Session, to).Scan(&v)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: advance cursor: %w", err)
+	}
+	return v, nil
+}
+
+// PutInjection implements memory.Sessions.
+func (s *Store) PutInjection(ctx context.Context, ref memory.SessionRef, turnID string, ids []string) error {
+	if err := memory.CheckSession(ref); err != nil {
+		return err
+	}
+	if ids == nil {
+		ids = []string{}
+	}
+	doc, err := json.Marshal(ids)
+	if err != nil {
+		return fmt.Errorf("sqlite: encode injection: %w", err)
+	}
+	return s.write(ctx, func(w *wtx) error {
+		_, err := w.exec(`INSERT OR REPLACE INTO injections(project, session, turn_id, ids) VALUES (?, ?, ?, ?)`, ref.Project, ref.Session, turnID, doc)
+		return err
+	})
+}
+
+// TakeInjection implements memory.Sessions.
+func (s *Store) TakeInjection(ctx context.Context, ref memory.SessionRef, turnID string) ([]string, error) {
+	if err := memory.CheckSession(ref); err != nil {
+		return nil, err
+	}
+	var ids []string
+	err := s.write(ctx, func(w *wtx) error {
+		var doc []byte
+		err := w.tx.QueryRowContext(ctx, `DELETE FROM injections WHERE project = ? AND session = ? AND turn_id = ? RETURNING ids`,
+			ref.Project, ref.Session, turnID).Scan(&doc)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("injection record %s turn %s: %w", ref, turnID, memory.ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("sqlite: take injection: %w", err)
+		}
+		if err := json.Unmarshal(doc, &ids); err != nil {
+			return fmt.Errorf("sqlite: decode injection: %w", err)
+		}
+		return nil
+	})
+	return ids, err
+}
+
+// BriefOnce implements memory.Sessions.
+func (s *Store) BriefOnce(ctx context.Context, ref memory.SessionRef, ttl time.Duration) (bool, error) {
+	if err := memory.CheckSession(ref); err != nil {
+		return false, err
+	}
+	if err := memory.CheckTTL(ttl); err != nil {
+		return false, err
+	}
+	set := false
+	err := s.write(ctx, func(w *wtx) error {
+		r, err := w.exec(`INSERT INTO briefs(project, session, expires) VALUES (?, ?, ?)
+			ON CONFLICT(project, session) DO UPDATE SET expires = excluded.expires WHERE expires <= ?`,
+			ref.Project, ref.Session, nanos(w.now.Add(ttl)), nanos(w.now))
+		if err != nil {
+			return err
+		}
+		n, _ := r.RowsAffected()
+		set = n > 0
+		return nil
+	})
+	return set, err
+}
+
+// AcquireLease implements memory.Sessions.
+func (s *Store) AcquireLease(ctx context.Context, ref memory.SessionRef, name, owner string, ttl time.Duration) (bool, error) {
+	if err := checkLease(ref, name, owner, ttl); err != nil {
+		return false, err
+	}
+	got := false
+	err := s.write(ctx, func(w *wtx) error {
+		r, err := w.exec(`INSERT INTO leases(project, session, name, owner, expires) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT(project, session, name) DO UPDATE SET owner = excluded.owner, expires = excluded.expires
+			WHERE owner = excluded.owner OR expires <= ?`,
+			ref.Project, ref.Session, name, owner, nanos(w.now.Add(ttl)), nanos(w.now))
+		if err != nil {
+			return err
+		}
+		n, _ := r.RowsAffected()
+		got = n > 0
+		return nil
+	})
+	return got, err
+}
+
+// RenewLease implements memory.Sessions.
+func (s *Store) RenewLease(ctx context.Context, ref memory.SessionRef, name, owner string, ttl time.Duration) (bool, error) {
+	if err := checkLease(ref, name, owner, ttl); err != nil {
+		return false, err
+	}
+	got := false
+	err := s.write(ctx, func(w *wtx) error {
+		r, err := w.exec(`UPDATE leases SET expires = ? WHERE project = ? AND session = ? AND name = ? AND owner = ? AND expires > ?`,
+			nanos(w.now.Add(ttl)), ref.Project, ref.Session, name, owner, nanos(w.now))
+		if err != nil {
+			return err
+		}
+		n, _ := r.RowsAffected()
+		got = n > 0
+		return nil
+	})
+	return got, err
+}
+
+// ReleaseLease implements memory.Sessions.
+func (s *Store) ReleaseLease(ctx context.Context, ref memory.SessionRef, name, owner string) error {
+	if err := memory.CheckSession(ref); err != nil {
+		return err
+	}
+	return s.write(ctx, func(w *wtx) error {
+		_, err := w.exec(`DELETE FROM leases WHERE project = ? AND session = ? AND name = ? AND owner = ?`, ref.Project, ref.Session, name, owner)
+		return err
+	})
+}
+
+func checkLease(ref memory.SessionRef, name, owner string, ttl time.Duration) error {
+	if err := memory.CheckSession(ref); err != nil {
+		return err
+	}
+	if name == "" || owner == "" {
+		return fmt.Errorf("%w: a lease needs a name and an owner", memory.ErrInvalid)
+	}
+	return memory.CheckTTL(ttl)
+}
+
+// EventProcessed implements memory.Sessions.
+func (s *Store) EventProcessed(ctx context.Context, project, consumer, eventID string) (bool, error) {
+	var expires int64
+	err := s.db.QueryRowContext(ctx, `SELECT expires FROM processed WHERE project = ? AND consumer = ? AND event = ?`, project, consumer, eventID).Scan(&expires)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("sqlite: event processed: %w", err)
+	}
+	return expires == 0 || expires > nanos(s.now()), nil
+}
+
+// MarkEventProcessed implements memory.Sessions. Expired records are
+// deleted on the way.
+func (s *Store) MarkEventProcessed(ctx context.Context, project, consumer, eventID string, ttl time.Duration) error {
+	if consumer == "" || eventID == "" {
+		return fmt.Errorf("%w: a processed-event record needs a consumer and an event id", memory.ErrInvalid)
+	}
+	return s.write(ctx, func(w *wtx) error {
+		var expires int64
+		if ttl > 0 {
+			expires = nanos(w.now.Add(ttl))
+		}
+		if _, err := w.exec(`DELETE FROM processed WHERE expires > 0 AND expires <= ?`, nanos(w.now)); err != nil {
+			return err
+		}
+		_, err := w.exec(`INSERT OR REPLACE INTO processed(project, consumer, event, expires) VALUES (?, ?, ?, ?)`, project, consumer, eventID, expires)
+		return err
+	})
+}

@@ -1,0 +1,454 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/engram-memory/engram/pkg/memory"
+	"github.com/engram-memory/engram/pkg/memory/vecindex"
+
+	_ "modernc.org/sqlite" // the pure-Go SQLite driver
+)
+
+// Option configures Open.
+type Option func(*options)
+
+type options struct {
+	now         func() time.Time
+	busyTimeout time.Duration
+	vecOpts     []vecindex.Option
+}
+
+// WithClock makes the store read the time from now (tests drive a fake clock).
+func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
+
+// WithBusyTimeout sets how long a statement waits for a lock (default 10 s).
+func WithBusyTimeout(d time.Duration) Option { return func(o *options) { o.busyTimeout = d } }
+
+// WithVectorIndex passes options to every per-model vector index.
+func WithVectorIndex(opts ...vecindex.Option) Option {
+	return func(o *options) { o.vecOpts = append(o.vecOpts, opts...) }
+}
+
+// Store is the SQLite backend of memory.Store.
+type Store struct {
+	db     *sql.DB
+	now    func() time.Time
+	idx    *index
+	wmu    sync.Mutex // serialises write transactions so the index follows commit order
+	unlock func()
+	once   sync.Once
+	path   string
+}
+
+var _ memory.Store = (*Store)(nil)
+
+// Open opens (creating when missing) the store at path, migrates its schema
+// and loads the in-memory indexes. Only one process may open a path at a time.
+func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
+	o := options{now: time.Now, busyTimeout: 10 * time.Second}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if path == "" {
+		return nil, fmt.Errorf("sqlite: open: %w: empty path", memory.ErrInvalid)
+	}
+	unlock, err := lockFile(path + ".lock")
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open: %w", err)
+	}
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", o.busyTimeout.Milliseconds()))
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Add("_pragma", "foreign_keys(ON)")
+	q.Add("_txlock", "immediate")
+	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		unlock()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(4)
+	db.SetMaxIdleConns(4)
+	s := &Store{db: db, now: o.now, idx: newIndex(o.vecOpts), unlock: unlock, path: path}
+	if err := migrate(ctx, db); err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	if err := s.load(ctx); err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// Close closes the database and releases the data file. It is safe to call
+// more than once.
+func (s *Store) Close() error {
+	var err error
+	s.once.Do(func() {
+		err = s.db.Close()
+		s.unlock()
+	})
+	return err
+}
+
+// Path is the database file.
+func (s *Store) Path() string { return s.path }
+
+// load rebuilds the in-memory index from the database.
+func (s *Store) load(ctx context.Context) error {
+	rows, err := s.db.QueryContext(ctx, `SELECT rid, doc, emb_model, emb FROM nodes ORDER BY rid`)
+	if err != nil {
+		return fmt.Errorf("load nodes: %w", err)
+	}
+	defer rows.Close()
+	var changes []change
+	for rows.Next() {
+		var rid int64
+		n, err := scanNode(rows, &rid)
+		if err != nil {
+			return fmt.Errorf("load nodes: %w", err)
+		}
+		changes = append(changes, change{rid: uint32(rid), n: n, vec: len(n.Embedding) > 0, text: true})
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("load nodes: %w", err)
+	}
+	s.idx.apply(changes)
+	return nil
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+// scanNode reads (rid,) doc, emb_model, emb.
+func scanNode(r scanner, rid *int64) (memory.Node, error) {
+	var doc, emb []byte
+	var model string
+	var err error
+	if rid != nil {
+		err = r.Scan(rid, &doc, &model, &emb)
+	} else {
+		err = r.Scan(&doc, &model, &emb)
+	}
+	if err != nil {
+		return memory.Node{}, err
+	}
+	var n memory.Node
+	if err := json.Unmarshal(doc, &n); err != nil {
+		return memory.Node{}, fmt.Errorf("decode node: %w", err)
+	}
+	n.EmbeddingModel = model
+	n.Embedding = decodeVec(emb)
+	return n, nil
+}
+
+func encodeVec(v []float32) []byte {
+	if len(v) == 0 {
+		return nil
+	}
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return b
+}
+
+func decodeVec(b []byte) []float32 {
+	if len(b) == 0 {
+		return nil
+	}
+	v := make([]float32, len(b)/4)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return v
+}
+
+// ---- the write path ----
+
+// wtx is one write transaction and the index changes it makes.
+type wtx struct {
+	s       *Store
+	ctx     context.Context
+	tx      *sql.Tx
+	now     time.Time
+	changes []change
+}
+
+// write runs fn in a transaction and mirrors its node changes in the index
+// after the commit. Write transactions are serialised.
+func (s *Store) write(ctx context.Context, fn func(w *wtx) error) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlite: begin: %w", err)
+	}
+	w := &wtx{s: s, ctx: ctx, tx: tx, now: s.now().UTC()}
+	if err := fn(w); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlite: commit: %w", err)
+	}
+	s.idx.apply(w.changes)
+	return nil
+}
+
+func (w *wtx) exec(q string, args ...any) (sql.Result, error) {
+	r, err := w.tx.ExecContext(w.ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
+	return r, nil
+}
+
+// get loads a node by id (ErrNotFound).
+func (w *wtx) get(id string) (memory.Node, int64, error) {
+	var rid int64
+	n, err := scanNode(w.tx.QueryRowContext(w.ctx, `SELECT rid, doc, emb_model, emb FROM nodes WHERE id = ?`, id), &rid)
+	if errors.Is(err, sql.ErrNoRows) {
+		return memory.Node{}, 0, fmt.Errorf("node %s: %w", id, memory.ErrNotFound)
+	}
+	if err != nil {
+		return memory.Node{}, 0, fmt.Errorf("sqlite: get %s: %w", id, err)
+	}
+	return n, rid, nil
+}
+
+// byDigest loads the node of a digest in a project; ok false when none.
+func (w *wtx) byDigest(project, digest string) (memory.Node, int64, bool, error) {
+	var rid int64
+	n, err := scanNode(w.tx.QueryRowContext(w.ctx, `SELECT rid, doc, emb_model, emb FROM nodes WHERE project = ? AND digest = ?`, project, digest), &rid)
+	if errors.Is(err, sql.ErrNoRows) {
+		return memory.Node{}, 0, false, nil
+	}
+	if err != nil {
+		return memory.Node{}, 0, false, fmt.Errorf("sqlite: digest lookup: %w", err)
+	}
+	return n, rid, true, nil
+}
+
+// put writes n: a new row when rid is 0, else the row rid whose previous
+// content is old.
+func (w *wtx) put(rid int64, old *memory.Node, n memory.Node) (int64, error) {
+	emb := n.Embedding
+	doc, err := json.Marshal(n)
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: encode node %s: %w", n.ID, err)
+	}
+	vecChanged := (old == nil && len(emb) > 0) ||
+		(old != nil && (old.EmbeddingModel != n.EmbeddingModel || !slices.Equal(old.Embedding, emb)))
+	if len(emb) > 0 && vecChanged {
+		if err := w.s.idx.checkVector(n.EmbeddingModel, emb); err != nil {
+			return 0, fmt.Errorf("node %s: %w", n.ID, err)
+		}
+	}
+	switch {
+	case rid == 0:
+		err = w.tx.QueryRowContext(w.ctx, `INSERT INTO nodes(id, project, digest, doc, emb_model, emb) VALUES (?, ?, ?, ?, ?, ?) RETURNING rid`,
+			n.ID, n.ProjectID, n.Digest, doc, n.EmbeddingModel, encodeVec(emb)).Scan(&rid)
+		if err != nil {
+			return 0, fmt.Errorf("sqlite: insert node %s: %w", n.ID, err)
+		}
+	case vecChanged:
+		_, err = w.exec(`UPDATE nodes SET id = ?, project = ?, digest = ?, doc = ?, emb_model = ?, emb = ? WHERE rid = ?`,
+			n.ID, n.ProjectID, n.Digest, doc, n.EmbeddingModel, encodeVec(emb), rid)
+	default:
+		_, err = w.exec(`UPDATE nodes SET id = ?, project = ?, digest = ?, doc = ? WHERE rid = ?`, n.ID, n.ProjectID, n.Digest, doc, rid)
+	}
+	if err != nil {
+		return 0, err
+	}
+	if old == nil || !slices.Equal(old.Paths, n.Paths) {
+		if old != nil {
+			if _, err := w.exec(`DELETE FROM node_paths WHERE rid = ?`, rid); err != nil {
+				return 0, err
+			}
+		}
+		for _, p := range n.Paths {
+			if _, err := w.exec(`INSERT OR IGNORE INTO node_paths(path, rid) VALUES (?, ?)`, p, rid); err != nil {
+				return 0, err
+			}
+		}
+	}
+	text := old == nil || docText(old) != docText(&n)
+	w.changes = append(w.changes, change{rid: uint32(rid), old: old, n: n, vec: vecChanged, text: text})
+	return rid, nil
+}
+
+// upsert stores a prepared node or reinforces the node of its digest.
+func (w *wtx) upsert(p memory.Node) (memory.UpsertResult, error) {
+	old, rid, found, err := w.byDigest(p.ProjectID, p.Digest)
+	if err != nil {
+		return memory.UpsertResult{}, err
+	}
+	if found {
+		n := memory.Reinforce(old, p, w.now)
+		if _, err := w.put(rid, &old, n); err != nil {
+			return memory.UpsertResult{}, err
+		}
+		return memory.UpsertResult{Node: n}, nil
+	}
+	var exists int
+	err = w.tx.QueryRowContext(w.ctx, `SELECT 1 FROM nodes WHERE id = ?`, p.ID).Scan(&exists)
+	if err == nil {
+		return memory.UpsertResult{}, fmt.Errorf("%w: id %s is taken by another memory", memory.ErrInvalid, p.ID)
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return memory.UpsertResult{}, fmt.Errorf("sqlite: %w", err)
+	}
+	if _, err := w.put(0, nil, p); err != nil {
+		return memory.UpsertResult{}, err
+	}
+	return memory.UpsertResult{Node: p, Created: true}, nil
+}
+
+// modify applies fn to the node id and stores the result.
+func (s *Store) modify(ctx context.Context, id string, fn func(w *wtx, n memory.Node) (memory.Node, error)) (memory.Node, error) {
+	var out memory.Node
+	err := s.write(ctx, func(w *wtx) error {
+		n, rid, err := w.get(id)
+		if err != nil {
+			return err
+		}
+		old := n
+		n, err = fn(w, n)
+		if err != nil {
+			return err
+		}
+		out = n
+		_, err = w.put(rid, &old, n)
+		return err
+	})
+	return out, err
+}
+
+// ---- reads ----
+
+const nodeCols = `doc, emb_model, emb`
+
+// Get implements memory.Nodes.
+func (s *Store) Get(ctx context.Context, id string) (memory.Node, error) {
+	n, err := scanNode(s.db.QueryRowContext(ctx, `SELECT `+nodeCols+` FROM nodes WHERE id = ?`, id), nil)
+	if errors.Is(err, sql.ErrNoRows) {
+		return memory.Node{}, fmt.Errorf("node %s: %w", id, memory.ErrNotFound)
+	}
+	if err != nil {
+		return memory.Node{}, fmt.Errorf("sqlite: get %s: %w", id, err)
+	}
+	return n, nil
+}
+
+// GetMany implements memory.Nodes.
+func (s *Store) GetMany(ctx context.Context, ids []string) ([]memory.Node, error) {
+	byID, err := s.fetch(ctx, `id`, anySlice(ids))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]memory.Node, 0, len(ids))
+	for _, id := range ids {
+		if n, ok := byID[id]; ok {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// byRids fetches nodes by rid in the given order.
+func (s *Store) byRids(ctx context.Context, rids []uint32) ([]memory.Node, error) {
+	args := make([]any, len(rids))
+	for i, r := range rids {
+		args[i] = int64(r)
+	}
+	byRid, err := s.fetchRid(ctx, args)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]memory.Node, 0, len(rids))
+	for _, r := range rids {
+		if n, ok := byRid[int64(r)]; ok {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+func anySlice(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
+}
+
+const chunk = 500
+
+func (s *Store) fetch(ctx context.Context, col string, keys []any) (map[string]memory.Node, error) {
+	out := make(map[string]memory.Node, len(keys))
+	for len(keys) > 0 {
+		part := keys[:min(chunk, len(keys))]
+		keys = keys[len(part):]
+		rows, err := s.db.QueryContext(ctx, `SELECT `+nodeCols+` FROM nodes WHERE `+col+` IN (`+placeholders(len(part))+`)`, part...)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: fetch: %w", err)
+		}
+		for rows.Next() {
+			n, err := scanNode(rows, nil)
+			if err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("sqlite: fetch: %w", err)
+			}
+			out[n.ID] = n
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: fetch: %w", err)
+		}
+	}
+	return out, nil
+}
+
+func (s *Store) fetchRid(ctx context.Context, keys []any) (map[int64]memory.Node, error) {
+	out := make(map[int64]memory.Node, len(keys))
+	for len(keys) > 0 {
+		part := keys[:min(chunk, len(keys))]
+		keys = keys[len(part):]
+		rows, err := s.db.QueryContext(ctx, `SELECT rid, `+nodeCols+` FROM nodes WHERE rid IN (`+placeholders(len(part))+`)`, part...)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: fetch: %w", err)
+		}
+		for rows.Next() {
+			var rid int64
+			n, err := scanNode(rows, &rid)
+			if err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("sqlite: fetch: %w", err)
+			}
+			out[rid] = n
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: fetch: %w", err)
+		}
+	}
+	return out, nil
+}
