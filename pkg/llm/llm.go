@@ -45,7 +45,7 @@ type Message struct {
 	ToolCallID string
 }
 
-// System, User, Assistant and ToolResult build messages.
+// System builds a system message.
 func System(content string) Message { return Message{Author: AuthorSystem, Content: content} }
 
 // User builds a user message.
