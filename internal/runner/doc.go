@@ -45,7 +45,10 @@
 //     (ResultInterrupted) for another replica to take.
 //
 // While a handler runs, the runner sends InProgress every ack wait / 3 so a
-// slow handler (a model call) does not get its message redelivered.
+// slow handler (a model call) does not get its message redelivered. A call
+// is bounded by Config.HandlerTimeout (default 15m): past it the handler's
+// ctx is cancelled, the heartbeat stops and the failure is transient, so a
+// stuck handler cannot hold its message forever.
 //
 // # Health gating
 //
