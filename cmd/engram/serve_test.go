@@ -1,0 +1,358 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/engram-memory/engram/internal/health"
+	"github.com/engram-memory/engram/pkg/events"
+)
+
+// buildEngram builds the engram binary with the test worker into a temp dir.
+func buildEngram(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "engram")
+	cmd := exec.Command("go", "build", "-tags", "engram_testworker", "-o", bin, ".")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("go build: %v", err)
+	}
+	return bin
+}
+
+// served is a running `engram serve`.
+type served struct {
+	cmd     *exec.Cmd
+	natsURL string
+	httpURL string
+	startup time.Duration
+	mu      sync.Mutex
+	stderr  bytes.Buffer
+	exited  chan error
+	readyAt time.Duration
+}
+
+func (s *served) logs() string { s.mu.Lock(); defer s.mu.Unlock(); return s.stderr.String() }
+
+// startServe runs `engram serve` on random ports with dataDir and waits for
+// the ready line.
+func startServe(t *testing.T, bin, dataDir string, env []string, args ...string) *served {
+	t.Helper()
+	t0 := time.Now()
+	cmd := exec.Command(bin, append([]string{"serve", "-nats-listen", "127.0.0.1:-1", "-http", "127.0.0.1:0",
+		"-log-format", "json", "-data", dataDir}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	pr, pw := io.Pipe()
+	cmd.Stderr = pw
+	cmd.Stdout = io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &served{cmd: cmd, exited: make(chan error, 1)}
+	ready := make(chan map[string]any, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			s.mu.Lock()
+			s.stderr.WriteString(line + "\n")
+			s.mu.Unlock()
+			var m map[string]any
+			if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "engram ready" {
+				select {
+				case ready <- m:
+				default:
+				}
+			}
+		}
+	}()
+	go func() { err := cmd.Wait(); pw.Close(); s.exited <- err }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			<-s.exited
+		}
+	})
+	select {
+	case m := <-ready:
+		s.natsURL, _ = m["nats"].(string)
+		s.httpURL, _ = m["http"].(string)
+		s.readyAt = time.Since(t0)
+	case err := <-s.exited:
+		t.Fatalf("engram serve exited before ready: %v\n%s", err, s.logs())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("engram serve not ready within 60s:\n%s", s.logs())
+	}
+	if s.natsURL == "" || s.httpURL == "" {
+		t.Fatalf("ready line without URLs:\n%s", s.logs())
+	}
+	return s
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (s *served) stop(t *testing.T) {
+	t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-s.exited:
+		if err != nil {
+			t.Fatalf("engram serve exit after SIGTERM: %v\n%s", err, s.logs())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("engram serve did not stop within 60s of SIGTERM:\n%s", s.logs())
+	}
+}
+
+// engram runs a CLI subcommand against s and returns its stdout.
+func (s *served) engram(t *testing.T, bin string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "ENGRAM_NATS_URL="+s.natsURL, "ENGRAM_HTTP_ADDR="+strings.TrimPrefix(s.httpURL, "http://"))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("engram %v: %v\nstdout:\n%s\nstderr:\n%s", args, err, stdout.String(), stderr.String())
+	}
+	return stdout.String()
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func getReadyz(t *testing.T, base string) (int, health.Report) {
+	t.Helper()
+	resp, err := http.Get(base + "/readyz")
+	if err != nil {
+		return 0, health.Report{}
+	}
+	defer resp.Body.Close()
+	var rep health.Report
+	_ = json.NewDecoder(resp.Body).Decode(&rep)
+	return resp.StatusCode, rep
+}
+
+func TestServeEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the engram binary")
+	}
+	bin := buildEngram(t)
+	dataDir := filepath.Join(t.TempDir(), "data") // empty, not even created
+	rejectFile := filepath.Join(t.TempDir(), "reject")
+	if err := os.WriteFile(rejectFile, []byte("bad-project\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startServe(t, bin, dataDir, []string{"ENGRAM_TESTWORKER_REJECT_FILE=" + rejectFile})
+	t.Logf("engram serve: ready line after %s (process start to ready)", s.readyAt)
+
+	waitFor(t, "/readyz 200", func() bool { code, _ := getReadyz(t, s.httpURL); return code == 200 })
+	_, rep := getReadyz(t, s.httpURL)
+	checks := map[string]string{}
+	for _, c := range rep.Checks {
+		checks[c.Name] = c.Status
+	}
+	if checks["nats"] != health.StatusOK || checks["worker:compactor"] != health.StatusOK {
+		t.Fatalf("readiness checks %+v", rep.Checks)
+	}
+
+	nc, err := nats.Connect(s.natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	cl, err := events.NewClient(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	// Events from the Go client: the test worker (compactor) acks these.
+	ref := events.Ref{ProjectID: "acme/web", SessionID: "chat 1"}
+	for i := 0; i < 3; i++ {
+		if _, err := cl.PublishTokensReported(ctx, ref, events.TokensReported{InputTokens: int64(1000 + i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := cl.PublishTurnStarted(ctx, events.Ref{ProjectID: "acme/web", SessionID: "chat 1", TurnID: "t1"}, events.TurnStarted{Text: "hello"}); err != nil {
+		t.Fatal(err)
+	}
+	consumerInfo := func(name string) *jetstream.ConsumerInfo {
+		c, err := js.Consumer(ctx, events.StreamIn, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ci, err := c.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ci
+	}
+	waitFor(t, "the compactor to ack 3 events", func() bool {
+		ci := consumerInfo(events.ConsumerCompactor)
+		return ci.AckFloor.Stream > 0 && ci.NumPending == 0 && ci.NumAckPending == 0 && ci.Delivered.Consumer >= 3
+	})
+	waitFor(t, "the idle detector to record activity", func() bool {
+		ci := consumerInfo("idle")
+		return ci.NumPending == 0 && ci.NumAckPending == 0 && ci.Delivered.Consumer >= 4
+	})
+
+	// engram status: streams, consumers with their lag, readiness.
+	st := s.engram(t, bin, "status")
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^ENGRAM_IN\s+\[engram\.in\.>\]\s+4\s`),
+		regexp.MustCompile(`(?m)^compactor\s+ENGRAM_IN\s+0\s+0\s+0\s`),
+		regexp.MustCompile(`(?m)^injector\s+ENGRAM_IN\s+1\s+0\s+0\s`), // no injector yet: its event waits
+		regexp.MustCompile(`(?m)^worker:compactor\s+ok`),
+		regexp.MustCompile(`readiness \(.*/readyz\): ready`),
+	} {
+		if !want.MatchString(st) {
+			t.Errorf("engram status lacks %s:\n%s", want, st)
+		}
+	}
+
+	// DLQ round trip 1: an undecodable event published raw is dead-lettered
+	// with its reason.
+	badSubj := events.Subjects{}.In(events.TypeTokensReported, "acme/web", "chat 1")
+	if _, err := js.Publish(ctx, badSubj, []byte(`{"type":"tokens_reported","payload":`)); err != nil {
+		t.Fatal(err)
+	}
+	// Round trip 2: a valid event the worker rejects (permanent failure).
+	rejected, err := cl.PublishTokensReported(ctx, events.Ref{ProjectID: "bad-project", SessionID: "s"}, events.TokensReported{InputTokens: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dlqCount := func() uint64 {
+		s, err := js.Stream(ctx, events.StreamDLQ)
+		if err != nil {
+			t.Fatal(err)
+		}
+		si, err := s.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return si.State.Msgs
+	}
+	waitFor(t, "two dead letters", func() bool { return dlqCount() == 2 })
+	list := s.engram(t, bin, "dlq", "list")
+	lines := strings.Split(strings.TrimSpace(list), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "SEQ") ||
+		!strings.Contains(lines[1], "compactor") || !strings.Contains(lines[1], "invalid event") ||
+		!strings.Contains(lines[2], "rejected by the test worker") {
+		t.Fatalf("engram dlq list:\n%s", list)
+	}
+	seqOf := func(line string) string { return strings.Fields(line)[0] }
+	show := s.engram(t, bin, "dlq", "show", seqOf(lines[2]))
+	for _, want := range []string{"consumer:    compactor", "subject:     engram.in.tokens_reported.bad-project.s",
+		"event id:    " + rejected.ID, `"input_tokens": 7`} {
+		if !strings.Contains(show, want) {
+			t.Errorf("engram dlq show lacks %q:\n%s", want, show)
+		}
+	}
+	// Fix the cause, replay: the event is handled and leaves the DLQ.
+	if err := os.Remove(rejectFile); err != nil {
+		t.Fatal(err)
+	}
+	acked := consumerInfo(events.ConsumerCompactor).AckFloor.Stream
+	if got := s.engram(t, bin, "dlq", "replay", seqOf(lines[2])); !strings.Contains(got, "replayed "+seqOf(lines[2])) {
+		t.Fatalf("engram dlq replay: %s", got)
+	}
+	waitFor(t, "the replayed event to be acked", func() bool {
+		ci := consumerInfo(events.ConsumerCompactor)
+		return ci.AckFloor.Stream > acked && ci.NumPending == 0 && ci.NumAckPending == 0
+	})
+	if n := dlqCount(); n != 1 {
+		t.Fatalf("DLQ holds %d letters after the replay, want 1 (the undecodable one)", n)
+	}
+	if l := s.engram(t, bin, "dlq", "list"); strings.Contains(l, "rejected by the test worker") || !strings.Contains(l, "invalid event") {
+		t.Fatalf("engram dlq list after replay:\n%s", l)
+	}
+
+	// engram publish: JSON on stdin with the id, version and time filled in.
+	pub := exec.Command(bin, "publish")
+	pub.Env = append(os.Environ(), "ENGRAM_NATS_URL="+s.natsURL)
+	pub.Stdin = strings.NewReader(`{"type":"tokens_reported","project_id":"cli","session_id":"s1","payload":{"input_tokens":5}}
+{"type":"turn_ended","project_id":"cli","session_id":"s1","turn_id":"t1","payload":{"messages":[{"role":"user","content":"hi"}]}}`)
+	if b, err := pub.CombinedOutput(); err != nil || strings.Count(string(b), "published ") != 2 {
+		t.Fatalf("engram publish: %v\n%s", err, b)
+	}
+	bad := exec.Command(bin, "publish")
+	bad.Env = pub.Env
+	bad.Stdin = strings.NewReader(`{"type":"tokens_reported","project_id":"cli","payload":{}}`)
+	if b, err := bad.CombinedOutput(); err == nil || !strings.Contains(string(b), "session_id") || !strings.Contains(string(b), "input_tokens") {
+		t.Fatalf("engram publish of an invalid event: %v\n%s", err, b)
+	}
+
+	// Metrics reflect what happened.
+	resp, err := http.Get(s.httpURL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`engram_events_handled_total{result="acked",type="tokens_reported",worker="compactor"}`,
+		`engram_events_dead_lettered_total{source="handler",worker="compactor"} 2`, `engram_consumer_pending{consumer="injector",stream="ENGRAM_IN"}`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+
+	s.stop(t)
+	if !strings.Contains(s.logs(), `"msg":"shutting down"`) {
+		t.Errorf("no shutdown line:\n%s", s.logs())
+	}
+	if n := strings.Count(s.logs(), `"level":"info"`); n > 3 {
+		t.Errorf("serve logged %d info lines; want the ready line and the shutdown line:\n%s", n, s.logs())
+	}
+
+	// Restart on the same data dir: the streams and messages are still there.
+	s2 := startServe(t, bin, dataDir, nil, "-idle=false")
+	st = s2.engram(t, bin, "status")
+	if !regexp.MustCompile(`(?m)^ENGRAM_IN\s+\[engram\.in\.>\]\s+(\d+)\s`).MatchString(st) || !strings.Contains(st, "injector") {
+		t.Fatalf("status after restart:\n%s", st)
+	}
+	if m := regexp.MustCompile(`(?m)^ENGRAM_IN\s+\S+\s+(\d+)\s`).FindStringSubmatch(st); m == nil || m[1] == "0" {
+		t.Fatalf("ENGRAM_IN lost its messages across a restart:\n%s", st)
+	}
+	s2.stop(t)
+}
+
+func TestServeIdleOffHasNoIdleConsumer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the engram binary")
+	}
+	bin := buildEngram(t)
+	s := startServe(t, bin, filepath.Join(t.TempDir(), "data"), nil, "-idle=false")
+	st := s.engram(t, bin, "status")
+	if regexp.MustCompile(`(?m)^idle\s`).MatchString(st) {
+		t.Fatalf("idle consumer exists with -idle=false:\n%s", st)
+	}
+	s.stop(t)
+}
