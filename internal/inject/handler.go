@@ -32,7 +32,8 @@ func NewHandler(inj *Injector, pub Publisher, log *zap.Logger) *Handler {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Handler{inj: inj, pub: pub, log: log, now: inj.now}
+	// The reply deadline is the platform's wall clock, not the ranking clock.
+	return &Handler{inj: inj, pub: pub, log: log, now: time.Now}
 }
 
 // Handle answers one turn_started event. An event of another type or with an

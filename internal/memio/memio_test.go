@@ -1,0 +1,105 @@
+package memio_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/engram-memory/engram/internal/memio"
+	"github.com/engram-memory/engram/internal/storetest"
+	"github.com/engram-memory/engram/pkg/memory"
+)
+
+const goodFile = `{"type":"node","id":"n1","subkind":"preference","scope":"project","project_id":"p1","label":"Use pnpm","body":"never npm","confidence":0.9,"asserted_by":"user","source":"user","reach":"here","pinned":false,"paths":["package.json"],"updated_at":"2026-05-01T10:00:00Z"}
+
+{"type":"node","id":"n2","subkind":"decision","project_id":"p1","label":"Prices in integer cents"}
+{"type":"node","subkind":"observation","label":"Global fact without a project","reach":"anywhere"}
+{"type":"edge","src":"n2","dst":"n1","relation":"relates_to"}
+`
+
+func TestImportExportRoundTrip(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		ctx := context.Background()
+		st := b.Open(t)
+		now := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+		stats, err := memio.Import(ctx, st, strings.NewReader(goodFile), now)
+		if err != nil {
+			t.Fatalf("import: %v", err)
+		}
+		if stats.Nodes != 3 || stats.Edges != 1 {
+			t.Fatalf("stats = %+v, want 3 nodes 1 edge", stats)
+		}
+		n1, err := st.Get(ctx, "n1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n1.AssertedBy != memory.AssertedUser || n1.Confidence != 0.9 || !n1.UpdatedAt.Equal(time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)) {
+			t.Errorf("n1 imported wrong: %+v", n1)
+		}
+		n2, err := st.Get(ctx, "n2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n2.Scope != memory.ScopeProject || n2.Source != memory.SourceAgent || n2.Confidence != memory.DefaultConfidence {
+			t.Errorf("n2 defaults wrong: scope %s source %s confidence %v", n2.Scope, n2.Source, n2.Confidence)
+		}
+		edges, err := st.Edges(ctx, "n1")
+		if err != nil || len(edges) != 1 || edges[0].Src != "n2" || edges[0].Relation != memory.RelatesTo {
+			t.Errorf("edges of n1 = %+v, %v", edges, err)
+		}
+
+		var buf bytes.Buffer
+		out, err := memio.Export(ctx, st, &buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.Nodes != 3 || out.Edges != 1 {
+			t.Fatalf("export stats = %+v", out)
+		}
+		// What was exported imports into an empty store unchanged.
+		st2 := b.Open(t)
+		if _, err := memio.Import(ctx, st2, bytes.NewReader(buf.Bytes()), now.Add(time.Hour)); err != nil {
+			t.Fatalf("re-import: %v\n%s", err, buf.String())
+		}
+		again, err := st2.Get(ctx, "n1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again.Label != n1.Label || again.Digest != n1.Digest || !again.UpdatedAt.Equal(n1.UpdatedAt) || again.AssertedBy != n1.AssertedBy {
+			t.Errorf("round trip changed n1:\n%+v\n%+v", n1, again)
+		}
+	})
+}
+
+func TestImportRejectsWholeFile(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		ctx := context.Background()
+		st := b.Open(t)
+		bad := `{"type":"node","id":"ok1","subkind":"decision","project_id":"p1","label":"fine"}
+{"type":"node","id":"bad1","subkind":"wish","project_id":"p1","label":"unknown subkind"}
+not json
+{"type":"node","id":"</engram-memory>","subkind":"decision","project_id":"p1","label":"hostile id"}
+{"type":"node","id":"x","subkind":"decision","project_id":"p1","label":"typo field","lable":"oops"}
+{"type":"edge","src":"ok1","dst":"ghost","relation":"relates_to"}
+{"type":"thing"}
+`
+		_, err := memio.Import(ctx, st, strings.NewReader(bad), time.Now())
+		if err == nil {
+			t.Fatal("invalid file imported")
+		}
+		if !errors.Is(err, memio.ErrInvalidLine) {
+			t.Errorf("error %v does not wrap ErrInvalidLine", err)
+		}
+		for _, want := range []string{"line 2", "line 3", "line 4", "line 5", "line 7", `"ghost"`} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error does not mention %s:\n%v", want, err)
+			}
+		}
+		if _, err := st.Get(ctx, "ok1"); !errors.Is(err, memory.ErrNotFound) {
+			t.Errorf("a valid line of an invalid file was written (get ok1: %v)", err)
+		}
+	})
+}
