@@ -4,8 +4,11 @@ import (
 	"context"
 	"io"
 
+	"go.uber.org/fx"
+
 	"github.com/engram-memory/engram/internal/app"
 	"github.com/engram-memory/engram/internal/config"
+	"github.com/engram-memory/engram/pkg/memory"
 )
 
 func init() {
@@ -17,5 +20,8 @@ func serve(ctx context.Context, _ io.Writer, args []string) error {
 	if err != nil {
 		return err
 	}
-	return app.Serve(ctx, cfg, true, "engram-serve", workerModules...)
+	// serve opens the store even when no worker asks for it yet, so that a
+	// broken data dir shows at start and /readyz reports the store.
+	opts := append([]fx.Option{fx.Invoke(func(memory.Store) {})}, workerModules...)
+	return app.Serve(ctx, cfg, true, "engram-serve", opts...)
 }

@@ -164,6 +164,11 @@ func TestServeEndToEnd(t *testing.T) {
 	}
 	bin := buildEngram(t)
 	dataDir := filepath.Join(t.TempDir(), "data") // empty, not even created
+	defer func() {
+		if _, err := os.Stat(filepath.Join(dataDir, "engram.db")); err != nil {
+			t.Errorf("no SQLite database in the data dir: %v", err)
+		}
+	}()
 	rejectFile := filepath.Join(t.TempDir(), "reject")
 	if err := os.WriteFile(rejectFile, []byte("bad-project\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -177,7 +182,7 @@ func TestServeEndToEnd(t *testing.T) {
 	for _, c := range rep.Checks {
 		checks[c.Name] = c.Status
 	}
-	if checks["nats"] != health.StatusOK || checks["worker:compactor"] != health.StatusOK {
+	if checks["nats"] != health.StatusOK || checks["store"] != health.StatusOK || checks["worker:compactor"] != health.StatusOK {
 		t.Fatalf("readiness checks %+v", rep.Checks)
 	}
 

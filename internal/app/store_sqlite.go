@@ -3,12 +3,21 @@ package app
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/engram-memory/engram/pkg/memory"
+	"github.com/engram-memory/engram/pkg/memory/sqlite"
 )
 
-// openSQLite opens the SQLite store. (pkg/memory/sqlite is not in the tree
-// yet; until it is, the sqlite store kind reports that it is unavailable.)
-func openSQLite(_ context.Context, path string) (memory.Store, error) {
-	return nil, fmt.Errorf("%w: sqlite (%s): pkg/memory/sqlite is not built yet", errNoStore, path)
+// openSQLite opens (creating) the SQLite store at path.
+func openSQLite(ctx context.Context, path string) (memory.Store, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return nil, fmt.Errorf("app: sqlite store: %w", err)
+	}
+	s, err := sqlite.Open(ctx, path)
+	if err != nil {
+		return nil, fmt.Errorf("app: sqlite store: %w", err)
+	}
+	return s, nil
 }
