@@ -452,3 +452,12 @@ func (s *Store) fetchRid(ctx context.Context, keys []any) (map[int64]memory.Node
 	}
 	return out, nil
 }
+
+// Checkpoint copies the write-ahead log into the database file and truncates
+// it (backups, size measurements).
+func (s *Store) Checkpoint(ctx context.Context) error {
+	if _, err := s.db.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+		return fmt.Errorf("sqlite: checkpoint: %w", err)
+	}
+	return nil
+}
