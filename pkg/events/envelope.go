@@ -220,44 +220,48 @@ func Encode(e Envelope) ([]byte, error) {
 	return b, nil
 }
 
-// wire is the decoding shape: pointers tell a missing field from an empty one.
-type wire struct {
-	ID         *string         `json:"id"`
-	Type       *Type           `json:"type"`
-	Version    *int            `json:"version"`
-	OccurredAt *time.Time      `json:"occurred_at"`
-	ProjectID  *string         `json:"project_id"`
-	SessionID  string          `json:"session_id"`
-	TurnID     string          `json:"turn_id"`
-	Payload    json.RawMessage `json:"payload"`
-}
-
 // Decode parses and validates one event. Malformed JSON, an unknown type, a
-// newer schema version or a missing required field is an error wrapping
-// ErrInvalidEvent that names the field. Unknown fields are ignored.
+// newer schema version or a missing or mistyped required field is an error
+// wrapping ErrInvalidEvent that names the field. Unknown fields are ignored.
 func Decode(data []byte) (Envelope, error) {
-	var w wire
-	if err := json.Unmarshal(data, &w); err != nil {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
 		return Envelope{}, fmt.Errorf("%w: malformed JSON: %w", ErrInvalidEvent, err)
 	}
+	if raw == nil {
+		return Envelope{}, fmt.Errorf("%w: malformed JSON: not an object", ErrInvalidEvent)
+	}
 	var e Envelope
-	deref(&e.ID, w.ID)
-	deref(&e.Type, w.Type)
-	deref(&e.Version, w.Version)
-	deref(&e.OccurredAt, w.OccurredAt)
-	deref(&e.ProjectID, w.ProjectID)
-	e.SessionID, e.TurnID = w.SessionID, w.TurnID
-
 	var p problems
+	// A field of the wrong JSON type is reported (by name) here; a missing
+	// one by validateHead.
+	field := func(name string, dst any) {
+		r, ok := raw[name]
+		if !ok || bytes.Equal(bytes.TrimSpace(r), []byte("null")) {
+			return
+		}
+		if err := json.Unmarshal(r, dst); err != nil {
+			p.add(name, "malformed: "+err.Error())
+		}
+	}
+	field("id", &e.ID)
+	field("type", &e.Type)
+	field("version", &e.Version)
+	field("occurred_at", &e.OccurredAt)
+	field("project_id", &e.ProjectID)
+	field("session_id", &e.SessionID)
+	field("turn_id", &e.TurnID)
+	malformed := len(p.errs) > 0
+
 	e.validateHead(&p)
-	raw := bytes.TrimSpace(w.Payload)
+	payload := bytes.TrimSpace(raw["payload"])
 	switch {
-	case len(raw) == 0 || bytes.Equal(raw, []byte("null")):
+	case len(payload) == 0 || bytes.Equal(payload, []byte("null")):
 		p.add("payload", "missing")
-	case raw[0] != '{':
+	case payload[0] != '{':
 		p.add("payload", "not a JSON object")
 	case e.Type.Valid():
-		pl, err := decodePayload(e.Type, raw)
+		pl, err := decodePayload(e.Type, payload)
 		if err != nil {
 			p.add("payload", err.Error())
 			break
@@ -267,9 +271,32 @@ func Decode(data []byte) (Envelope, error) {
 		pl.validate(&p)
 	}
 	if err := p.err(); err != nil {
+		if malformed {
+			// Keep "missing" out of the report for a field that was present
+			// but mistyped.
+			p.errs = dedupeFields(p.errs)
+			err = p.err()
+		}
 		return Envelope{}, err
 	}
 	return e, nil
+}
+
+// dedupeFields keeps the first error of each field.
+func dedupeFields(errs []error) []error {
+	seen := map[string]bool{}
+	out := errs[:0]
+	for _, err := range errs {
+		var fe *FieldError
+		if errors.As(err, &fe) {
+			if seen[fe.Field] {
+				continue
+			}
+			seen[fe.Field] = true
+		}
+		out = append(out, err)
+	}
+	return out
 }
 
 // UnmarshalJSON decodes and validates like Decode.
@@ -280,12 +307,6 @@ func (e *Envelope) UnmarshalJSON(data []byte) error {
 	}
 	*e = d
 	return nil
-}
-
-func deref[T any](dst *T, src *T) {
-	if src != nil {
-		*dst = *src
-	}
 }
 
 func decodePayload(t Type, raw []byte) (Payload, error) {
