@@ -634,3 +634,52 @@ func TestNoStartAfterStop(t *testing.T) {
 		t.Fatal("running after stop")
 	}
 }
+
+// The injector's path end to end: Inject publishes turn_started, a runner on
+// the injector consumer answers to reply_to; with the model down the runner
+// pauses and Inject times out, and the platform goes on without memory.
+func TestInjectThroughRunner(t *testing.T) {
+	h := newHarness(t, nil)
+	var down atomic.Bool
+	gate := runner.GateFunc(func(context.Context) error {
+		if down.Load() {
+			return errors.New("model down")
+		}
+		return nil
+	})
+	cfg := runner.ConfigFor(h.topo, events.ConsumerInjector)
+	cfg.GateInterval = 100 * time.Millisecond
+	cfg.FetchWait = time.Second
+	r := h.start(cfg, func(_ context.Context, ev events.Envelope) error {
+		p, err := events.PayloadAs[events.TurnStarted](ev)
+		if err != nil {
+			return runner.Permanent(err)
+		}
+		if !p.ReplyBy.IsZero() && time.Now().After(p.ReplyBy) {
+			return nil // the platform stopped waiting
+		}
+		return h.client.Respond(p.ReplyTo, events.New(ev.Ref(),
+			events.InjectionReady{InReplyTo: ev.ID, Block: "<memory>" + p.Text + "</memory>"}))
+	}, runner.WithGates(gate))
+
+	platform, err := events.NewClient(h.nc, events.WithInjectTimeout(20*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inj, err := platform.Inject(context.Background(), events.Ref{ProjectID: "p", SessionID: "s", TurnID: "t1"},
+		events.TurnStarted{Text: "hello"})
+	if err != nil || inj.Block != "<memory>hello</memory>" {
+		t.Fatalf("inject: %+v %v", inj, err)
+	}
+
+	down.Store(true)
+	eventually(t, "paused", func() bool { return r.Status().Paused })
+	quick, _ := events.NewClient(h.nc, events.WithInjectTimeout(300*time.Millisecond))
+	if _, err := quick.Inject(context.Background(), events.Ref{ProjectID: "p", SessionID: "s", TurnID: "t2"},
+		events.TurnStarted{Text: "anyone?"}); !errors.Is(err, events.ErrInjectTimeout) {
+		t.Fatalf("err %v, want ErrInjectTimeout", err)
+	}
+	// Back up: the late turn_started is handled (no reply: past reply_by).
+	down.Store(false)
+	eventually(t, "late event settled", func() bool { return h.obs.count(runner.ResultAcked) == 2 })
+}
