@@ -14,20 +14,20 @@ import (
 
 // maxExpansions is how many dictionary terms one query term may expand to
 // as a prefix (the exact term first: it sorts first).
-const maxExpansions = 48
+const maxExpansions = 12
 
-// lexicalScript is the lexical channel of one project, computed on the
-// server: each query term is expanded as a prefix over the term
-// dictionary (ZRANGEBYLEX); BM25 (k1 1.2, b 0.75) is summed over query
-// terms, taking per query term the best of its expansions; the documents
-// are then tested best first against the filter (memory.Visible, written in
-// Lua below) until limit pass.
-//
-// KEYS: terms dictionary, corpus stats. ARGV: key prefix, now (unix ns),
-// limit, kind (o own, g global, f foreign), session, include archived,
-// include superseded, min confidence, subkinds (comma list), max
-// expansions, query terms...
-var lexicalScript = goredis.NewScript(`
+// lexicalBudget is about how many postings one lexical query reads in a
+// project (spread over its terms; at least 4*limit per term).
+const lexicalBudget = 3000
+
+// luaVisible starts the scripts that filter on the server: memory.Visible
+// over the fields of a node hash, for one project's keys. ARGV 1-9: key
+// prefix, now (unix ns), limit, kind (o: the filter's own project, g:
+// global memories read for a project, f: a foreign project read
+// cross-project), session id, include archived (0/1), include superseded
+// (0/1), min confidence, subkinds (comma list, empty: all).
+// TestServerFiltersMatchVisible checks it against memory.Visible.
+const luaVisible = `
 local p = ARGV[1]
 local now = tonumber(ARGV[2])
 local limit = tonumber(ARGV[3])
@@ -41,75 +41,191 @@ if ARGV[9] ~= '' then
   sks = {}
   for sk in string.gmatch(ARGV[9], '[^,]+') do sks[sk] = true end
 end
+local function visible(id)
+  local f = redis.call('HMGET', p .. 'n:' .. id, 'sc', 'ss', 'rc', 'ar', 'sb', 'vt', 'cf', 'sk')
+  if f[1] == false then return false end
+  if f[1] == 'session' and not (kind == 'o' and (f[2] or '') == sess) then return false end
+  if kind == 'f' and f[3] ~= 'anywhere' then return false end
+  if not inclA and f[4] then return false end
+  if not inclS then
+    if f[5] then return false end
+    if f[6] and tonumber(f[6]) <= now then return false end
+  end
+  if (tonumber(f[7]) or 0) < minc then return false end
+  if sks and not sks[f[8] or ''] then return false end
+  return true
+end
+`
+
+// lexicalScript is the lexical channel of one project, computed on the
+// server.
+//
+// Each query term is expanded as a prefix over the term dictionary
+// (ZRANGEBYLEX). A document's score is BM25 (k1 1.2, b 0.75, the current
+// document count and average length): the sum over query terms of the best
+// of that term's expansions. Postings sort by impact (see reindexLexScript),
+// so each posting list is read best first, up to its share of
+// lexicalBudget: a list that fits is read whole and exact; of a longer one
+// (a very common term, whose idf is low) only the best postings make
+// candidates, and the leading candidates then get the missing
+// contributions of those lists by ZSCORE. The candidates are then tested
+// best first against the filter (memory.Visible, written in Lua below)
+// until limit pass.
+//
+// KEYS: terms dictionary, corpus stats. ARGV: the filter arguments of luaVisible (1-9), max
+// expansions, budget, query terms...
+var lexicalScript = goredis.NewScript(luaVisible + `
 local maxExp = tonumber(ARGV[10])
+local budget = tonumber(ARGV[11])
 local st = redis.call('HMGET', KEYS[2], 'n', 'l')
 local N = tonumber(st[1]) or 0
 if N <= 0 then return {} end
 local avgdl = (tonumber(st[2]) or 0) / N
 if avgdl <= 0 then avgdl = 1 end
-local k1, b = 1.2, 0.75
-local norm = k1 * (1 - b)
-local normdl = k1 * b / avgdl
-local scores = {}
-for qi = 11, #ARGV do
+local K1, B = 1.2, 0.75
+local c1, c2 = K1 * (1 - B), K1 * B / avgdl
+local SHIFT = 536870912
+
+local lists = {}
+for qi = 12, #ARGV do
   local q = ARGV[qi]
   local terms = redis.call('ZRANGEBYLEX', KEYS[1], '[' .. q, '[' .. q .. '\255', 'LIMIT', 0, maxExp)
-  local best = nil
-  if #terms > 1 then best = {} end
   for _, t in ipairs(terms) do
-    local post = redis.call('ZRANGE', p .. 't:' .. t, 0, -1, 'WITHSCORES')
-    local df = #post / 2
+    local key = p .. 't:' .. t
+    local df = redis.call('ZCARD', key)
     if df > 0 then
-      local idf = math.log(1 + (N - df + 0.5) / (df + 0.5))
-      local w = idf * (k1 + 1)
-      for j = 1, #post, 2 do
-        local sc = tonumber(post[j + 1])
-        local tf = math.floor(sc / 65536)
-        local dl = sc - tf * 65536
-        local s = w * tf / (tf + norm + normdl * dl)
-        local id = post[j]
-        if best then
-          local o = best[id]
-          if o == nil or o < s then best[id] = s end
-        else
-          scores[id] = (scores[id] or 0) + s
+      lists[#lists + 1] = {key = key, q = qi, df = df,
+        w = math.log(1 + (N - df + 0.5) / (df + 0.5)) * (K1 + 1)}
+    end
+  end
+end
+if #lists == 0 then return {} end
+local m = math.max(4 * limit, math.floor(budget / #lists))
+
+local qbest = {}
+local cand = {}
+local ids = {}
+for _, L in ipairs(lists) do
+  local post = redis.call('ZRANGE', L.key, 0, m - 1, 'REV', 'WITHSCORES')
+  local seen = nil
+  if L.df > m then
+    seen = {}
+    L.seen = seen
+  end
+  local qb = qbest[L.q]
+  if not qb then
+    qb = {}
+    qbest[L.q] = qb
+  end
+  local w = L.w
+  for j = 1, #post, 2 do
+    local d = post[j]
+    local rest = tonumber(post[j + 1]) % SHIFT
+    local tf = math.floor(rest / 65536)
+    local v = w * tf / (tf + c1 + c2 * (rest - tf * 65536))
+    local o = qb[d]
+    if o == nil or o < v then qb[d] = v end
+    if seen then
+      seen[d] = true
+      L.last = v
+    end
+    if not cand[d] then
+      cand[d] = true
+      ids[#ids + 1] = d
+    end
+  end
+end
+
+local score = {}
+local function total(d)
+  local s = 0
+  for _, qb in pairs(qbest) do
+    local v = qb[d]
+    if v then s = s + v end
+  end
+  return s
+end
+local mx = 0
+for _, d in ipairs(ids) do
+  local s = total(d)
+  score[d] = s
+  if s > mx then mx = s end
+end
+local function better(x, y)
+  local a, c = score[x], score[y]
+  if a ~= c then return a > c end
+  return x < y
+end
+
+-- The leading candidates: a histogram of the scores finds a threshold
+-- above which at least k candidates lie, without sorting them all.
+local k = 2 * limit + 20
+local top, rest = ids, {}
+if #ids > 4 * k and mx > 0 then
+  local NB = 1024
+  local counts = {}
+  for i = 0, NB do counts[i] = 0 end
+  for _, d in ipairs(ids) do
+    local b = math.floor(score[d] / mx * NB)
+    counts[b] = counts[b] + 1
+  end
+  local acc, cut = 0, 0
+  for b = NB, 0, -1 do
+    acc = acc + counts[b]
+    if acc >= k then
+      cut = b
+      break
+    end
+  end
+  top = {}
+  for _, d in ipairs(ids) do
+    if math.floor(score[d] / mx * NB) >= cut then top[#top + 1] = d else rest[#rest + 1] = d end
+  end
+end
+
+-- Missing contributions of truncated lists for the leading candidates,
+-- from the lists whose unread postings can still matter (more than 1% of
+-- the limit-th score).
+table.sort(top, better)
+local kth = score[top[math.min(#top, limit)]] or 0
+local lead = {}
+for i = 1, math.min(#top, limit + 10) do lead[i] = top[i] end
+for _, L in ipairs(lists) do
+  if L.seen and L.last * 1.25 >= 0.01 * kth then
+    local qb = qbest[L.q]
+    for _, d in ipairs(lead) do
+      if not L.seen[d] then
+        local sc = redis.call('ZSCORE', L.key, d)
+        if sc then
+          local r = tonumber(sc) % SHIFT
+          local tf = math.floor(r / 65536)
+          local v = L.w * tf / (tf + c1 + c2 * (r - tf * 65536))
+          local o = qb[d]
+          if o == nil or o < v then qb[d] = v end
         end
       end
     end
   end
-  if best then
-    for id, s in pairs(best) do scores[id] = (scores[id] or 0) + s end
-  end
 end
-local ids = {}
-for id in pairs(scores) do ids[#ids + 1] = id end
-table.sort(ids, function(x, y)
-  local a, c = scores[x], scores[y]
-  if a ~= c then return a > c end
-  return x < y
-end)
+for _, d in ipairs(top) do score[d] = total(d) end
+table.sort(top, better)
+
 local out = {}
 local found = 0
-for _, id in ipairs(ids) do
-  local f = redis.call('HMGET', p .. 'n:' .. id, 'sc', 'ss', 'rc', 'ar', 'sb', 'vt', 'cf', 'sk')
-  local ok = f[1] ~= false
-  if ok and f[1] == 'session' then
-    ok = kind == 'o' and (f[2] or '') == sess
+local function visit(list)
+  for _, id in ipairs(list) do
+    if visible(id) then
+      out[#out + 1] = id
+      out[#out + 1] = string.format('%.17g', score[id])
+      found = found + 1
+      if found >= limit then return end
+    end
   end
-  if ok and kind == 'f' then ok = f[3] == 'anywhere' end
-  if ok and not inclA and f[4] then ok = false end
-  if ok and not inclS then
-    if f[5] then ok = false
-    elseif f[6] and tonumber(f[6]) <= now then ok = false end
-  end
-  if ok and (tonumber(f[7]) or 0) < minc then ok = false end
-  if ok and sks and not sks[f[8] or ''] then ok = false end
-  if ok then
-    out[#out + 1] = id
-    out[#out + 1] = string.format('%.17g', scores[id])
-    found = found + 1
-    if found >= limit then break end
-  end
+end
+visit(top)
+if found < limit and #rest > 0 then
+  table.sort(rest, better)
+  visit(rest)
 end
 return out
 `)
@@ -152,19 +268,15 @@ func (s *Store) Lexical(ctx context.Context, terms []string, f memory.Filter, li
 	if err != nil {
 		return nil, err
 	}
-	var sks []string
-	for _, sk := range f.Subkinds {
-		sks = append(sks, string(sk))
-	}
-	if len(f.Subkinds) > 0 && len(sks) == 0 {
+	sks, none := subkindsArg(f)
+	if none {
 		return nil, nil
 	}
-	now := strconv.FormatInt(s.now().UnixNano(), 10)
+	now := s.now().UnixNano()
 	var all []memory.Scored
 	for _, t := range tags {
 		k := s.keys(t.project)
-		args := []any{k.p, now, limit, kindArg(t.kind, f), f.SessionID, b01(f.IncludeArchived),
-			b01(f.IncludeSuperseded), fmtFloat(f.MinConfidence), strings.Join(sks, ","), maxExpansions}
+		args := append(filterArgs(k, now, limit, t.kind, f, sks), maxExpansions, lexicalBudget)
 		for _, q := range qs {
 			args = append(args, q)
 		}
@@ -199,9 +311,44 @@ func topScored(all []memory.Scored, limit int) []memory.Scored {
 	return all
 }
 
-// Vector is cosine similarity on the vector set of model, filtered on the
-// server (VSIM FILTER); nodes embedded by another model are not in that
-// set. Scores are cosine similarities; only positive ones are returned.
+// vectorScript is the vector channel of one project. VSIM's own FILTER is
+// exact but slow in Redis 8.0 (it parses every visited element's JSON
+// attributes: about 20-30 ms at 10,000 elements even when nearly all pass),
+// so the script asks VSIM for more neighbours than needed, unfiltered, and
+// keeps the visible ones (luaVisible), widening the search four times over
+// while too few pass; only a heavily filtered query falls back to VSIM
+// FILTER with the attributes (vectorAttrs, vectorFilter).
+//
+// KEYS: the vector set. ARGV: the filter arguments of luaVisible (1-9),
+// query vector (FP32 blob), first count, EF, the FILTER expression, widest
+// unfiltered count.
+var vectorScript = goredis.NewScript(luaVisible + `
+local blob, count, ef, expr, widest = ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12]), ARGV[13], tonumber(ARGV[14])
+if redis.call('EXISTS', KEYS[1]) == 0 then return {} end
+local card = redis.call('VCARD', KEYS[1])
+while true do
+  local res = redis.call('VSIM', KEYS[1], 'FP32', blob, 'WITHSCORES', 'COUNT', count, 'EF', math.max(ef, count))
+  local out = {}
+  local found = 0
+  for j = 1, #res, 2 do
+    if visible(res[j]) then
+      out[#out + 1] = res[j]
+      out[#out + 1] = res[j + 1]
+      found = found + 1
+      if found >= limit then return out end
+    end
+  end
+  if #res / 2 < count or count >= card then return out end
+  if count >= widest then break end
+  count = math.min(count * 4, widest)
+end
+return redis.call('VSIM', KEYS[1], 'FP32', blob, 'WITHSCORES', 'COUNT', limit, 'EF', math.max(ef, limit),
+  'FILTER', expr, 'FILTER-EF', math.max(limit * 100, card))
+`)
+
+// Vector is cosine similarity on the vector set of model (nodes embedded
+// by another model are not in that set), filtered on the server. Scores are
+// cosine similarities; only positive ones are returned.
 func (s *Store) Vector(ctx context.Context, model string, vec []float32, f memory.Filter, limit int) ([]memory.Scored, error) {
 	limit = memory.Limit(limit)
 	if model == "" || len(vec) == 0 {
@@ -214,46 +361,54 @@ func (s *Store) Vector(ctx context.Context, model string, vec []float32, f memor
 	if err != nil {
 		return nil, err
 	}
+	sks, none := subkindsArg(f)
+	if none {
+		return nil, nil
+	}
 	now := s.now().UnixNano()
-	blob := &goredis.VectorFP32{Val: encodeVector(vec)}
+	blob := string(encodeVector(vec))
 	var all []memory.Scored
 	for _, t := range tags {
-		key := s.keys(t.project).vectors(model)
-		args := &goredis.VSimArgs{
-			Count:  int64(limit),
-			EF:     int64(max(4*limit, 200)),
-			Filter: vectorFilter(f, t.kind, now),
-		}
-		res, err := vsim(ctx, s.c, key, blob, args)
+		k := s.keys(t.project)
+		args := filterArgs(k, now, limit, t.kind, f, sks)
+		args = append(args, blob, limit+limit/2+8, max(2*limit, 100), vectorFilter(f, t.kind, now), max(16*limit, 1000))
+		res, err := vectorScript.Run(ctx, s.c, []string{k.vectors(model)}, args...).StringSlice()
 		if err != nil {
+			if strings.Contains(err.Error(), "dimension") {
+				return nil, fmt.Errorf("%w: %v", memory.ErrInvalid, err)
+			}
 			return nil, s.wrap("vector", err)
 		}
-		for _, r := range res {
+		for i := 0; i+1 < len(res); i += 2 {
+			sc, err := strconv.ParseFloat(res[i+1], 64)
+			if err != nil {
+				return nil, fmt.Errorf("redis vector: bad score %q: %w", res[i+1], err)
+			}
 			// VSIM's score is (1 + cosine) / 2.
-			cos := 2*r.Score - 1
-			if cos > 0 {
-				all = append(all, memory.Scored{ID: r.Name, Score: cos})
+			if cos := 2*sc - 1; cos > 0 {
+				all = append(all, memory.Scored{ID: res[i], Score: cos})
 			}
 		}
 	}
 	return topScored(all, limit), nil
 }
 
-// vsim runs VSIM on a set that may not exist (no result) or have another
-// dimension (ErrInvalid).
-func vsim(ctx context.Context, c goredis.UniversalClient, key string, v goredis.Vector, args *goredis.VSimArgs) ([]goredis.VectorScore, error) {
-	res, err := c.VSimWithArgsWithScores(ctx, key, v, args).Result()
-	if err == nil {
-		return res, nil
+// subkindsArg is the subkinds argument of luaVisible; none reports a
+// filter that names only unknown subkinds (nothing can match).
+func subkindsArg(f memory.Filter) (arg string, none bool) {
+	var sks []string
+	for _, sk := range f.Subkinds {
+		if sk.Valid() {
+			sks = append(sks, string(sk))
+		}
 	}
-	msg := err.Error()
-	switch {
-	case strings.Contains(msg, "key does not exist"):
-		return nil, nil
-	case strings.Contains(msg, "dimension"):
-		return nil, fmt.Errorf("%w: %v", memory.ErrInvalid, err)
-	}
-	return nil, err
+	return strings.Join(sks, ","), len(f.Subkinds) > 0 && len(sks) == 0
+}
+
+// filterArgs are ARGV 1-9 of luaVisible.
+func filterArgs(k keys, now int64, limit int, kind tagKind, f memory.Filter, sks string) []any {
+	return []any{k.p, strconv.FormatInt(now, 10), limit, kindArg(kind, f), f.SessionID, b01(f.IncludeArchived),
+		b01(f.IncludeSuperseded), fmtFloat(f.MinConfidence), sks}
 }
 
 // ByPaths returns the nodes attached to any of paths, scored by the number

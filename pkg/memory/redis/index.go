@@ -22,9 +22,6 @@ import (
 // a rune boundary, so a long query term still matches as a prefix.
 const maxTermBytes = 64
 
-// maxDocLen is the largest document length the postings encode.
-const maxDocLen = 65535
-
 // docTokens splits text the way memory.Terms splits a query (runs of
 // letters and digits, lower-cased, at least 2 characters) but keeps
 // repetitions: the term frequencies of a document.
@@ -131,7 +128,13 @@ func vectorAttrs(n *memory.Node) string {
 // reindexLexScript moves a document's postings from its old terms to its
 // new ones, drops emptied terms from the term dictionary and keeps the
 // corpus statistics (document count n, total length l) for BM25.
-// A posting's score is tf*65536 + document length.
+//
+// A posting's score packs three numbers: the document's BM25 term weight
+// at indexing time (tf*(k1+1)/(tf + k1*(1-b+b*dl/avgdl)) with the average
+// length of that moment, quantised to 16 bits) times 2^29, plus tf (13
+// bits) times 2^16, plus the document length (16 bits). Postings therefore
+// sort by impact, which lets the lexical script read the best postings of
+// a very common term first, while tf and length are exact for scoring.
 var reindexLexScript = goredis.NewScript(`
 local p, id = ARGV[1], ARGV[2]
 local nold = tonumber(ARGV[6])
@@ -148,8 +151,16 @@ for j = 7, 6 + nold do
 end
 local dl = tonumber(ARGV[5])
 if dl > 65535 then dl = 65535 end
+local st = redis.call('HMGET', KEYS[2], 'n', 'l')
+local n, l = tonumber(st[1]) or 0, tonumber(st[2]) or 0
+local avg = dl
+if n > 0 and l > 0 then avg = l / n end
+if avg < 1 then avg = 1 end
 for t, tf in pairs(newtf) do
-  redis.call('ZADD', p .. 't:' .. t, tf * 65536 + dl, id)
+  if tf > 8191 then tf = 8191 end
+  local imp = tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * dl / avg))
+  local q = math.floor(imp / 2.2 * 65535)
+  redis.call('ZADD', p .. 't:' .. t, q * 536870912 + tf * 65536 + dl, id)
   redis.call('ZADD', KEYS[1], 0, t)
 end
 redis.call('HINCRBY', KEYS[2], 'n', ARGV[3])

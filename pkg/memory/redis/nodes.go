@@ -128,8 +128,8 @@ func (s *Store) GetMany(ctx context.Context, ids []string) ([]memory.Node, error
 
 // ---- writing nodes ----
 
-// checkVector validates n's vector against the dimension of its model's
-// vector set (read inside the transaction, which then watches the set).
+// checkVector validates n's vector (finite, not all zeros, the dimension
+// of its model).
 func (s *Store) checkVector(ctx context.Context, tx *goredis.Tx, old, n *memory.Node) error {
 	if len(n.Embedding) == 0 {
 		return nil
@@ -150,24 +150,32 @@ func (s *Store) checkVector(ctx context.Context, tx *goredis.Tx, old, n *memory.
 	if zero {
 		return fmt.Errorf("%w: the embedding of %s is all zeros (no direction for cosine)", memory.ErrInvalid, n.ID)
 	}
-	key := s.keys(n.ProjectID).vectors(n.EmbeddingModel)
-	if err := tx.Watch(ctx, key).Err(); err != nil {
-		return err
+	return s.claimDim(ctx, n.EmbeddingModel, len(n.Embedding))
+}
+
+// claimDim checks a vector's dimension against its model's, which the
+// first vector of the model fixes for the whole store (one small hash,
+// written once per model; a mismatch is ErrInvalid).
+func (s *Store) claimDim(ctx context.Context, model string, dim int) error {
+	s.mu.Lock()
+	d, ok := s.dims[model]
+	s.mu.Unlock()
+	if !ok {
+		key := s.ns + ":{r}:dims"
+		if err := s.c.HSetNX(ctx, key, model, dim).Err(); err != nil {
+			return err
+		}
+		v, err := s.c.HGet(ctx, key, model).Int()
+		if err != nil {
+			return err
+		}
+		d = v
+		s.mu.Lock()
+		s.dims[model] = d
+		s.mu.Unlock()
 	}
-	card, err := tx.VCard(ctx, key).Result()
-	if err != nil {
-		return err
-	}
-	if card == 0 {
-		return nil
-	}
-	dim, err := tx.VDim(ctx, key).Result()
-	if err != nil {
-		return err
-	}
-	if int(dim) != len(n.Embedding) {
-		return fmt.Errorf("%w: the embedding of %s has %d dimensions; model %q has %d here",
-			memory.ErrInvalid, n.ID, len(n.Embedding), n.EmbeddingModel, dim)
+	if d != dim {
+		return fmt.Errorf("%w: a vector of %d dimensions; model %q has %d", memory.ErrInvalid, dim, model, d)
 	}
 	return nil
 }

@@ -51,6 +51,7 @@ func testClient(t testing.TB) *goredis.Client {
 			return
 		}
 		opt.PoolSize = 32
+		opt.ReadTimeout = 2 * time.Minute // a bulk PutBatch is one long EXEC
 		c := goredis.NewClient(opt)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -39,6 +39,7 @@ type Store struct {
 	mu       sync.Mutex
 	projOf   map[string]string   // id -> project (immutable once written)
 	reg      map[string]struct{} // projects known to be in the registry
+	dims     map[string]int      // model -> dimension (immutable once written)
 	closeCli bool
 }
 
@@ -114,6 +115,7 @@ func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
 		quant:  "noquant",
 		projOf: map[string]string{},
 		reg:    map[string]struct{}{},
+		dims:   map[string]int{},
 	}
 	var problems []string
 	for _, o := range opts {

@@ -1,0 +1,100 @@
+package redis_test
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/engram-memory/engram/pkg/memory"
+	"github.com/engram-memory/engram/pkg/memory/memorytest"
+	"github.com/engram-memory/engram/pkg/memory/redis"
+)
+
+// The channel benchmarks seed one project with the memorytest corpus
+// (384-dimension vectors) and report upserts/s and p50/p99 per query of
+// each channel, then the memory one node takes on the server.
+//
+//	eval "$(bash scripts/redis8.sh env)"
+//	go test -run '^$' -bench Channels10k -benchtime 1x ./pkg/memory/redis
+//	ENGRAM_BENCH_LARGE=1 go test -run '^$' -bench Channels100k -benchtime 1x -timeout 30m ./pkg/memory/redis
+func BenchmarkChannels10k(b *testing.B) { benchChannels(b, 10_000) }
+
+// BenchmarkChannels100k runs only with ENGRAM_BENCH_LARGE=1 (it takes
+// minutes and about 1 GB on the server).
+func BenchmarkChannels100k(b *testing.B) {
+	if os.Getenv("ENGRAM_BENCH_LARGE") == "" {
+		b.Skip("set ENGRAM_BENCH_LARGE=1 to run the 100k-node benchmark")
+	}
+	benchChannels(b, 100_000)
+}
+
+func benchChannels(b *testing.B, nodes int) {
+	c := testClient(b)
+	var st *redis.Store
+	s := memorytest.Bench(b, func(b *testing.B) memory.Store {
+		st = openStore(b, c)
+		return st
+	}, nodes)
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	u, err := namespaceUsage(ctx, c, st.Namespace())
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total int64
+	if err := st.Scan(ctx, func(memory.Node) error { total++; return nil }, nil); err != nil {
+		b.Fatal(err)
+	}
+	per := func(x int64) float64 { return float64(x) / float64(total) }
+	vectorBytes := int64(4*memorytest.BenchDim) * total // the float32 blob in each node hash
+	b.ReportMetric(per(u.all), "bytes/node")
+	b.ReportMetric(per(u.all-u.vectorSets-vectorBytes), "bytes/node-excl-vector")
+	b.Logf("%d nodes: %.0f bytes/node in all; vector sets %.0f, vector blobs in hashes %.0f, node hashes (with blob) %.0f, postings %.0f, other indexes %.0f",
+		total, per(u.all), per(u.vectorSets), per(vectorBytes), per(u.nodes), per(u.postings), per(u.all-u.vectorSets-u.nodes-u.postings))
+}
+
+type usage struct{ all, vectorSets, nodes, postings int64 }
+
+// namespaceUsage sums MEMORY USAGE (exact, SAMPLES 0) over the keys of a
+// namespace, by kind of key.
+func namespaceUsage(ctx context.Context, c goredis.UniversalClient, ns string) (usage, error) {
+	var u usage
+	var cursor uint64
+	for {
+		keys, next, err := c.Scan(ctx, cursor, ns+":*", 2000).Result()
+		if err != nil {
+			return u, err
+		}
+		pipe := c.Pipeline()
+		cmds := make([]*goredis.IntCmd, len(keys))
+		for i, k := range keys {
+			cmds[i] = pipe.MemoryUsage(ctx, k, 0)
+		}
+		if len(keys) > 0 {
+			if _, err := pipe.Exec(ctx); err != nil && err != goredis.Nil {
+				return u, err
+			}
+		}
+		for i, k := range keys {
+			n := cmds[i].Val()
+			u.all += n
+			switch rest := k[strings.Index(k, "}:")+2:]; {
+			case strings.HasPrefix(rest, "v:"):
+				u.vectorSets += n
+			case strings.HasPrefix(rest, "n:"):
+				u.nodes += n
+			case strings.HasPrefix(rest, "t:"):
+				u.postings += n
+			}
+		}
+		if next == 0 {
+			return u, nil
+		}
+		cursor = next
+	}
+}
