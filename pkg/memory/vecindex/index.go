@@ -30,7 +30,7 @@ type Hit struct {
 // Defaults for the tunable parameters (see doc.go for the trade-offs).
 const (
 	DefaultM              = 16
-	DefaultEfConstruction = 128
+	DefaultEfConstruction = 100
 	DefaultEfSearch       = 96
 	DefaultExactThreshold = 2000
 )
@@ -109,7 +109,8 @@ type node struct {
 	id      string
 	state   slotState
 	level   int
-	friends [][]uint32 // per layer 0..level
+	friends [][]uint32  // per layer 0..level: linked slots
+	sims    [][]float32 // per layer: similarity to each linked slot
 }
 
 // New returns an empty index for vectors of dim dimensions. It panics when
@@ -164,7 +165,7 @@ func (ix *Index) Add(id string, vec []float32) error {
 	defer ix.mu.Unlock()
 	ix.removeLocked(id)
 	slot := ix.allocLocked(id, unit)
-	ix.g.insert(ix, slot, false)
+	ix.g.insert(ix, slot)
 	ix.maybeCleanupLocked()
 	return nil
 }
@@ -340,7 +341,7 @@ func (ix *Index) allocLocked(id string, unit []float32) uint32 {
 	nd.id = id
 	nd.state = slotLive
 	nd.level = 0
-	nd.friends = nil
+	nd.friends, nd.sims = nil, nil
 	ix.byID[id] = slot
 	ix.live++
 	return slot

@@ -48,15 +48,23 @@ func ids(n int) []string {
 
 // bruteForce is the reference: exact cosine top-k over the given vectors.
 func bruteForce(idList []string, vecs [][]float32, q []float32, k int, accept func(string) bool) []Hit {
+	units := make([][]float32, len(vecs))
+	for i, v := range vecs {
+		units[i] = make([]float32, len(v))
+		normalize(units[i], v)
+	}
+	return bruteForceUnits(idList, units, q, k, accept)
+}
+
+// bruteForceUnits is bruteForce over vectors already normalised.
+func bruteForceUnits(idList []string, units [][]float32, q []float32, k int, accept func(string) bool) []Hit {
 	qu := make([]float32, len(q))
 	normalize(qu, q)
-	var all []Hit
-	u := make([]float32, len(q))
-	for i, v := range vecs {
+	all := make([]Hit, 0, len(units))
+	for i, u := range units {
 		if accept != nil && !accept(idList[i]) {
 			continue
 		}
-		normalize(u, v)
 		all = append(all, Hit{ID: idList[i], Score: dot(qu, u)})
 	}
 	slices.SortFunc(all, func(a, b Hit) int {

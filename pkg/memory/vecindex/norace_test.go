@@ -1,0 +1,5 @@
+//go:build !race
+
+package vecindex
+
+const raceEnabled = false
