@@ -94,16 +94,24 @@ func TestBackoffSchedule(t *testing.T) {
 func TestRetryAfterDelay(t *testing.T) {
 	h := newHarness(t, nil)
 	var calls atomic.Int32
+	var first, second time.Time
 	h.start(h.config(), func(context.Context, events.Envelope) error {
 		if calls.Add(1) == 1 {
+			first = time.Now()
 			return runner.RetryAfter(errors.New("token budget spent"), 300*time.Millisecond)
 		}
+		second = time.Now()
 		return nil
 	})
 	h.publish(1)
 	eventually(t, "ack", func() bool { return h.obs.count(runner.ResultAcked) == 1 })
 	if o := h.obs.all()[0]; o.Result != runner.ResultRetried || o.Delay != 300*time.Millisecond {
 		t.Fatalf("outcome %+v", o)
+	}
+	// The server held the redelivery back (a lower bound only: a loaded
+	// machine can make it later, never sooner).
+	if gap := second.Sub(first); gap < 250*time.Millisecond {
+		t.Fatalf("redelivered after %v, want >= 300ms", gap)
 	}
 }
 
