@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/engram-memory/engram/internal/idle"
+	"github.com/engram-memory/engram/internal/inject"
 	"github.com/engram-memory/engram/pkg/events"
 	"github.com/engram-memory/engram/pkg/llm"
 )
@@ -45,6 +46,8 @@ type Config struct {
 	Log    Log
 	// LLM is the model layer's configuration (Ollama host, models, budgets).
 	LLM llm.Config
+	// Inject holds the injector's constants (ENGRAM_INJECT_*).
+	Inject inject.Config
 }
 
 // NATS says where the bus is.
@@ -132,6 +135,7 @@ func Default() Config {
 		Idle:   Idle{Enabled: true, Quiet: 30 * time.Minute},
 		Log:    Log{Format: LogAuto, Level: "info"},
 		LLM:    llm.DefaultConfig(),
+		Inject: inject.Defaults(),
 	}
 }
 
@@ -380,6 +384,9 @@ func (c Config) Validate() error {
 		bad("log level (ENGRAM_LOG_LEVEL) %q: want debug, info, warn or error", c.Log.Level)
 	}
 	if err := c.LLM.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Inject.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

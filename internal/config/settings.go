@@ -116,6 +116,30 @@ func (c *Config) Settings() []Setting {
 			Usage: "pull a missing model once when a call needs it"},
 		{Flag: "daily-token-budget", Env: "ENGRAM_DAILY_TOKEN_BUDGET", Group: Runtime, value: (*int64V)(&c.LLM.DailyTokenBudget),
 			Usage: "model tokens one project may spend per UTC day (0: no budget)"},
+		{Flag: "inject-min-confidence", Env: "ENGRAM_INJECT_MIN_CONFIDENCE", Group: Runtime, value: (*floatV)(&c.Inject.MinConfidence),
+			Usage: "injector: memories under this confidence are never injected"},
+		{Flag: "inject-hits", Env: "ENGRAM_INJECT_HITS", Group: Runtime, value: (*intV)(&c.Inject.Hits),
+			Usage: "injector: hits asked of the ranker"},
+		{Flag: "inject-max-standing", Env: "ENGRAM_INJECT_MAX_STANDING", Group: Runtime, value: (*intV)(&c.Inject.MaxStanding),
+			Usage: "injector: standing instructions per block"},
+		{Flag: "inject-line-chars", Env: "ENGRAM_INJECT_LINE_CHARS", Group: Runtime, value: (*intV)(&c.Inject.LineChars),
+			Usage: "injector: characters of memory text per line"},
+		{Flag: "inject-relative-floor", Env: "ENGRAM_INJECT_RELATIVE_FLOOR", Group: Runtime, value: (*floatV)(&c.Inject.RelativeFloor),
+			Usage: "injector: recalled lines score at least this fraction of the best"},
+		{Flag: "inject-max-recalled", Env: "ENGRAM_INJECT_MAX_RECALLED", Group: Runtime, value: (*intV)(&c.Inject.MaxRecalled),
+			Usage: "injector: recalled lines at most"},
+		{Flag: "inject-plateau-keep", Env: "ENGRAM_INJECT_PLATEAU_KEEP", Group: Runtime, value: (*intV)(&c.Inject.PlateauKeep),
+			Usage: "injector: lines kept when the ranking reaches the ceiling without falling under the floor"},
+		{Flag: "inject-min-query-chars", Env: "ENGRAM_INJECT_MIN_QUERY_CHARS", Group: Runtime, value: (*intV)(&c.Inject.MinQueryChars),
+			Usage: "injector: text channels run for questions at least this long (anchor paths always)"},
+		{Flag: "inject-auto-recall", Env: "ENGRAM_INJECT_AUTO_RECALL", Group: Runtime, value: (*boolV)(&c.Inject.AutoRecall),
+			Usage: "injector: build memory blocks at all (false: no block is sent)"},
+		{Flag: "inject-cross-project", Env: "ENGRAM_INJECT_CROSS_PROJECT", Group: Runtime, value: (*boolV)(&c.Inject.CrossProject),
+			Usage: "injector: recall memories of other projects whose reach is anywhere"},
+		{Flag: "inject-disabled-projects", Env: "ENGRAM_INJECT_DISABLED_PROJECTS", Group: Runtime, value: (*listV)(&c.Inject.DisabledProjects),
+			Usage: "injector: projects with memory off, comma-separated"},
+		{Flag: "inject-briefing-ttl", Env: "ENGRAM_INJECT_BRIEFING_TTL", Group: Runtime, value: (*durV)(&c.Inject.BriefingTTL),
+			Usage: "injector: a session gets the first-turn directive again after this long"},
 		{Flag: "log-format", Env: "ENGRAM_LOG_FORMAT", Group: Conn, value: (*strV)(&c.Log.Format),
 			Usage: "log format: auto (console on a terminal, else JSON), json or console"},
 		{Flag: "log-level", Env: "ENGRAM_LOG_LEVEL", Group: Conn, value: (*strV)(&c.Log.Level),
@@ -172,6 +196,18 @@ func (v *intV) Set(s string) error {
 		return errors.New("not an integer")
 	}
 	*v = intV(n)
+	return nil
+}
+
+type floatV float64
+
+func (v *floatV) String() string { return strconv.FormatFloat(float64(*v), 'g', -1, 64) }
+func (v *floatV) Set(s string) error {
+	f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	if err != nil {
+		return errors.New("not a number")
+	}
+	*v = floatV(f)
 	return nil
 }
 

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/engram-memory/engram/internal/app"
+	"github.com/engram-memory/engram/internal/config"
+	"github.com/engram-memory/engram/internal/memio"
+	"github.com/engram-memory/engram/pkg/memory"
+)
+
+func init() {
+	register("memory", "seed, inspect and move a memory graph: engram memory import FILE.jsonl | engram memory export [-o FILE]", memoryCmd)
+}
+
+func memoryCmd(ctx context.Context, stdout io.Writer, args []string) error {
+	if len(args) == 0 {
+		return fmt.Errorf("%w: engram memory import FILE.jsonl | export [-o FILE]", errUsage)
+	}
+	switch args[0] {
+	case "import":
+		return memoryImport(ctx, stdout, args[1:])
+	case "export":
+		return memoryExport(ctx, stdout, args[1:])
+	}
+	return fmt.Errorf("%w: unknown memory command %q (import, export)", errUsage, args[0])
+}
+
+// memoryImport writes a JSON-lines file into the configured store (the data
+// dir's SQLite, which a running `engram serve` holds: stop it first; or
+// ENGRAM_REDIS_URL) and embeds the imported memories with the configured
+// embedder, so that recall is ready at once.
+func memoryImport(ctx context.Context, stdout io.Writer, args []string) error {
+	cfg, fs, err := loadConfig("memory import", args, config.Runtime|config.Conn, nil)
+	if err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return fmt.Errorf("%w: engram memory import FILE.jsonl (- for stdin)", errUsage)
+	}
+	var r io.Reader = os.Stdin
+	if name := fs.Arg(0); name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		r = f
+	}
+	st, err := app.OpenStore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	stats, err := memio.Import(ctx, st, r, time.Now())
+	if err != nil {
+		return err
+	}
+	c, _, err := app.NewLLM(cfg, nil)
+	if err != nil {
+		return err
+	}
+	embedded, err := embedBacklog(ctx, st, app.NewEmbedder(cfg, c))
+	if err != nil {
+		return fmt.Errorf("imported %d nodes and %d edges, but embedding them failed (the running workers embed them when the embedder is back): %w",
+			stats.Nodes, stats.Edges, err)
+	}
+	out(stdout, "imported %d nodes and %d edges; embedded %d\n", stats.Nodes, stats.Edges, embedded)
+	return nil
+}
+
+// embedBacklog embeds every live node waiting for a vector of emb's model.
+func embedBacklog(ctx context.Context, st memory.Store, emb app.Embedder) (int, error) {
+	done := 0
+	for {
+		pending, err := st.PendingEmbeddings(ctx, emb.Model(), 64)
+		if err != nil || len(pending) == 0 {
+			return done, err
+		}
+		texts := make([]string, len(pending))
+		for i, n := range pending {
+			texts[i] = n.Label + "\n" + n.Body
+		}
+		vecs, err := emb.Embed(ctx, texts)
+		if err != nil {
+			return done, err
+		}
+		for i, n := range pending {
+			if err := st.SetEmbedding(ctx, n.ID, emb.Model(), vecs[i]); err != nil {
+				return done, err
+			}
+		}
+		done += len(pending)
+	}
+}
+
+func memoryExport(ctx context.Context, stdout io.Writer, args []string) error {
+	var file string
+	cfg, _, err := loadConfig("memory export", args, config.Runtime|config.Conn, func(fs *flag.FlagSet) {
+		fs.StringVar(&file, "o", "-", "output file; - is stdout")
+	})
+	if err != nil {
+		return err
+	}
+	st, err := app.OpenStore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	w := stdout
+	if file != "-" {
+		f, err := os.Create(file)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		w = f
+	}
+	stats, err := memio.Export(ctx, st, w)
+	if err != nil {
+		return err
+	}
+	if file != "-" {
+		out(stdout, "exported %d nodes and %d edges to %s\n", stats.Nodes, stats.Edges, file)
+	}
+	return nil
+}

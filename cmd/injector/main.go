@@ -1,0 +1,13 @@
+// Command injector runs only the injector worker: it answers turn_started
+// events with the memory block, against ENGRAM_NATS_URL and the configured
+// store (ENGRAM_STORE, ENGRAM_REDIS_URL). Scale it by replicas; every
+// setting is an ENGRAM_* variable (see the README).
+package main
+
+import (
+	"github.com/engram-memory/engram/internal/app"
+	"github.com/engram-memory/engram/internal/inject/injectfx"
+	"github.com/engram-memory/engram/pkg/events"
+)
+
+func main() { app.RunWorker(events.ConsumerInjector, injectfx.Module()) }

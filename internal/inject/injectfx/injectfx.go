@@ -1,0 +1,41 @@
+// Package injectfx wires the injector into an fx application: the
+// turn_started worker, registered with app.ProvideWorker so that
+// `engram serve` and cmd/injector run it the same way.
+package injectfx
+
+import (
+	"go.uber.org/fx"
+	"go.uber.org/zap"
+
+	"github.com/engram-memory/engram/internal/app"
+	"github.com/engram-memory/engram/internal/config"
+	"github.com/engram-memory/engram/internal/inject"
+	"github.com/engram-memory/engram/pkg/events"
+	"github.com/engram-memory/engram/pkg/llm"
+	"github.com/engram-memory/engram/pkg/memory"
+)
+
+// Module is the injector's fx module.
+func Module() fx.Option {
+	return fx.Module("injector", app.ProvideWorker(NewWorker))
+}
+
+// NewWorker builds the injector on the process's store and embedder and
+// returns its worker registration: the turn_started handler on the
+// injector consumer, with processed-event records in the store. It has no
+// model gate: the injector must answer even when the chat model is down
+// (the hashing embedder needs no model; an Ollama embedder that fails
+// leaves recall out of that turn's block, standing instructions still go).
+func NewWorker(cfg config.Config, st memory.Store, c *llm.Client, ec *events.Client, log *zap.Logger) (app.Worker, error) {
+	log = log.Named("injector")
+	emb := app.NewEmbedder(cfg, c)
+	inj, err := inject.New(st, emb, cfg.Inject)
+	if err != nil {
+		return app.Worker{}, err
+	}
+	return app.Worker{
+		Role:      events.ConsumerInjector,
+		Handler:   inject.NewHandler(inj, ec, log).Handle,
+		Processed: st,
+	}, nil
+}
