@@ -290,12 +290,12 @@ func TestDuplicatePublishHandledOnce(t *testing.T) {
 }
 
 func TestInProgressKeepsSlowHandlerAlive(t *testing.T) {
-	h := newHarness(t, func(c *events.ConsumerConfig) { c.AckWait = time.Second; c.MaxDeliver = 5 })
+	h := newHarness(t, func(c *events.ConsumerConfig) { c.AckWait = 2 * time.Second; c.MaxDeliver = 5 })
 	var calls atomic.Int32
 	h.start(h.config(), func(ctx context.Context, _ events.Envelope) error {
 		calls.Add(1)
-		select { // three ack waits
-		case <-time.After(3500 * time.Millisecond):
+		select { // more than two ack waits
+		case <-time.After(5 * time.Second):
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()
