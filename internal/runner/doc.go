@@ -36,8 +36,9 @@
 //     the consumer's MaxDeliver) is dead-lettered rather than nak'ed, so
 //     nothing exhausts silently. Messages the server gives up on anyway (a
 //     process died holding it on its last delivery) are captured from the
-//     max-deliveries advisory ($JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.
-//     <stream>.<consumer>), fetched by stream sequence and dead-lettered;
+//     max-deliveries advisory,
+//     $JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.<stream>.<consumer>,
+//     fetched by stream sequence and dead-lettered;
 //     the DLQ's Nats-Msg-Id (dlq.MsgID) dedupes against what the runner or
 //     another replica already dead-lettered.
 //   - Shutdown past its deadline cancels the handler's ctx; a handler that
