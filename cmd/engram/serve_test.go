@@ -361,3 +361,84 @@ func TestServeIdleOffHasNoIdleConsumer(t *testing.T) {
 	}
 	s.stop(t)
 }
+
+// BenchmarkServeStartup measures `engram serve` from process start to its
+// ready line with an empty data dir (embedded NATS with a fresh JetStream
+// store, topology, SQLite, health endpoint, idle detector), then stops it.
+//
+//	go test -run '^$' -bench ServeStartup -benchtime 10x ./cmd/engram
+func BenchmarkServeStartup(b *testing.B) {
+	benchBuild.Do(func() {
+		dir, err := os.MkdirTemp("", "engram-bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchBin = filepath.Join(dir, "engram")
+		cmd := exec.Command("go", "build", "-o", benchBin, ".")
+		cmd.Stderr = os.Stderr
+		if err := cmd.Run(); err != nil {
+			b.Fatal(err)
+		}
+	})
+	bin := benchBin
+	var samples []time.Duration
+	for i := 0; i < b.N; i++ {
+		dir := filepath.Join(b.TempDir(), "data")
+		t0 := time.Now()
+		c := exec.Command(bin, "serve", "-nats-listen", "127.0.0.1:-1", "-http", "127.0.0.1:0", "-log-format", "json", "-data", dir)
+		stderr, err := c.StderrPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := c.Start(); err != nil {
+			b.Fatal(err)
+		}
+		lines := make(chan string, 64)
+		var logs strings.Builder
+		go func() {
+			defer close(lines)
+			sc := bufio.NewScanner(stderr)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+		}()
+		var d time.Duration
+		for line := range lines {
+			logs.WriteString(line + "\n")
+			if d == 0 && strings.Contains(line, `"msg":"engram ready"`) {
+				d = time.Since(t0)
+				_ = c.Process.Signal(syscall.SIGTERM)
+			}
+		}
+		err = c.Wait()
+		if d == 0 || err != nil {
+			b.Fatalf("serve: ready after %v, exit %v:\n%s", d, err, logs.String())
+		}
+		samples = append(samples, d)
+	}
+	sortDurations(samples)
+	b.ReportMetric(float64(samples[len(samples)/2].Microseconds())/1000, "median-ms")
+	b.ReportMetric(float64(samples[len(samples)-1].Microseconds())/1000, "max-ms")
+	b.ReportMetric(0, "ns/op")
+}
+
+var (
+	benchBuild sync.Once
+	benchBin   string
+)
+
+func sortDurations(d []time.Duration) {
+	for i := 1; i < len(d); i++ {
+		for j := i; j > 0 && d[j] < d[j-1]; j-- {
+			d[j], d[j-1] = d[j-1], d[j]
+		}
+	}
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if benchBin != "" {
+		_ = os.RemoveAll(filepath.Dir(benchBin))
+	}
+	os.Exit(code)
+}

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/engram-memory/engram/internal/config"
+	"github.com/engram-memory/engram/internal/inject/injectbench"
+	"github.com/engram-memory/engram/pkg/memory"
+	redisstore "github.com/engram-memory/engram/pkg/memory/redis"
+	"github.com/engram-memory/engram/pkg/memory/sqlite"
+)
+
+func init() {
+	register("bench", "measure Engram: engram bench inject [-store sqlite|redis] [-memories N] [-clients 1,8] [-json]", benchCmd)
+}
+
+func benchCmd(ctx context.Context, stdout io.Writer, args []string) error {
+	if len(args) == 0 || args[0] != "inject" {
+		return fmt.Errorf("%w: engram bench inject [flags] (the only benchmark so far)", errUsage)
+	}
+	return benchInject(ctx, stdout, args[1:])
+}
+
+// benchInject seeds a fresh store (a temporary SQLite database, or a
+// throw-away namespace of the Redis at ENGRAM_REDIS_URL), runs the injector
+// on an embedded NATS server and drives it with concurrent platform clients:
+// turn_started published -> block received.
+func benchInject(ctx context.Context, stdout io.Writer, args []string) error {
+	var (
+		storeKind string
+		memories  int
+		clients   string
+		turns     int
+		asJSON    bool
+		lines     bool
+		conc      int
+	)
+	_, _, err := loadConfig("bench inject", args, config.Conn, func(fs *flag.FlagSet) {
+		fs.StringVar(&storeKind, "store", "sqlite", "store to measure: sqlite (temporary file) or redis (ENGRAM_REDIS_URL, a throw-away namespace)")
+		fs.IntVar(&memories, "memories", 10000, "memories in the project")
+		fs.StringVar(&clients, "clients", "1,8", "concurrent clients, comma-separated: one measurement each")
+		fs.IntVar(&turns, "turns", 1000, "measured turns per measurement")
+		fs.IntVar(&conc, "concurrency", 8, "injector handlers in flight")
+		fs.BoolVar(&asJSON, "json", false, "print one JSON object per measurement")
+		fs.BoolVar(&lines, "lines", false, "also print how many lines each corpus question gets (Markdown table)")
+	})
+	if err != nil {
+		return err
+	}
+	var cs []int
+	for _, f := range strings.Split(clients, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return fmt.Errorf("%w: -clients %q: want positive integers", errUsage, clients)
+		}
+		cs = append(cs, n)
+	}
+	dir, err := os.MkdirTemp("", "engram-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+
+	var st injectbench.Store
+	switch storeKind {
+	case "sqlite":
+		s, err := sqlite.Open(ctx, filepath.Join(dir, "engram.db"))
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		st = s
+	case "redis":
+		url := os.Getenv("ENGRAM_REDIS_URL")
+		if url == "" {
+			return fmt.Errorf("%w: -store redis needs ENGRAM_REDIS_URL", errUsage)
+		}
+		s, cleanup, err := benchRedis(url)
+		if err != nil {
+			return err
+		}
+		defer cleanup()
+		st = s
+	default:
+		return fmt.Errorf("%w: -store %q: sqlite or redis", errUsage, storeKind)
+	}
+	progress := io.Writer(os.Stderr)
+	results, lineCounts, err := injectbench.Run(ctx, st, injectbench.Options{
+		StoreName: storeKind, Memories: memories, Clients: cs, Turns: turns, Warmup: min(100, turns),
+		Dir: dir, Concurrency: conc, Progress: progress,
+	})
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		for _, r := range results {
+			if err := enc.Encode(r); err != nil {
+				return err
+			}
+		}
+	} else {
+		out(stdout, "%-7s %9s %7s %6s %8s %8s %10s %12s\n", "store", "memories", "clients", "turns", "p50_ms", "p99_ms", "turns/s", "tokens(med)")
+		for _, r := range results {
+			out(stdout, "%-7s %9d %7d %6d %8.2f %8.2f %10.0f %12d\n", r.Store, r.Memories, r.Clients, r.Turns, r.P50ms, r.P99ms, r.TurnsPerSec, r.BlockTokensMedian)
+		}
+	}
+	if lines {
+		out(stdout, "\n%s", injectbench.Table(lineCounts))
+	}
+	return nil
+}
+
+// benchRedis opens a Redis store in a fresh namespace and returns a cleanup
+// that deletes it.
+func benchRedis(url string) (*redisstore.Store, func(), error) {
+	opts, err := goredis.ParseURL(url)
+	if err != nil {
+		return nil, nil, fmt.Errorf("ENGRAM_REDIS_URL: %w", err)
+	}
+	client := goredis.NewClient(opts)
+	ns := "bench-" + memory.NewID()
+	s, err := redisstore.New(client, redisstore.WithNamespace(ns))
+	if err != nil {
+		_ = client.Close()
+		return nil, nil, err
+	}
+	return s, func() {
+		_ = redisstore.DeleteNamespace(context.Background(), client, ns)
+		_ = s.Close()
+		_ = client.Close()
+	}, nil
+}
