@@ -39,14 +39,14 @@ func Render(msgs []memory.Message, cfg Config) string {
 			if len(m.ToolCalls) > 0 {
 				names := make([]string, 0, len(m.ToolCalls))
 				for _, c := range m.ToolCalls {
-					if n := oneLine(c.Name); n != "" {
+					if n := oneLine(memory.Redact(c.Name)); n != "" {
 						names = append(names, capChars(n, 80))
 					}
 				}
 				writeLine(&b, "ASSISTANT called tools: ", strings.Join(names, ", "))
 			}
 		case memory.RoleTool:
-			name := capChars(oneLine(m.ToolName), 80)
+			name := capChars(oneLine(memory.Redact(m.ToolName)), 80)
 			if name == "" {
 				name = "(unnamed)"
 			}
