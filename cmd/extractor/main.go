@@ -1,0 +1,15 @@
+// Command extractor runs the extractor worker alone (the distributed
+// deployment): it consumes turn_ended from ENGRAM_IN on ENGRAM_NATS_URL,
+// stores transcripts, extracts memories with the configured Ollama model
+// into the configured store (ENGRAM_REDIS_URL or SQLite), publishes
+// memory_changed, and embeds memories that lack a vector. Configuration is
+// read from ENGRAM_* variables and flags (-h lists them).
+package main
+
+import (
+	"github.com/engram-memory/engram/internal/app"
+	"github.com/engram-memory/engram/internal/extract/extractfx"
+	"github.com/engram-memory/engram/pkg/events"
+)
+
+func main() { app.RunWorker(events.ConsumerExtractor, extractfx.Module()) }

@@ -1,0 +1,104 @@
+// Package extractfx wires the extractor into an fx application: the
+// turn_ended worker (registered with app.ProvideWorker, so `engram serve`
+// and cmd/extractor run it the same way) and the backlog embedder, which
+// runs for the life of the process.
+//
+// `engram serve` runs it when cmd/engram registers the module:
+//
+//	func init() { registerWorker(extractfx.Module()) }
+package extractfx
+
+import (
+	"context"
+	"sync"
+
+	"go.uber.org/fx"
+	"go.uber.org/zap"
+
+	"github.com/engram-memory/engram/internal/app"
+	"github.com/engram-memory/engram/internal/config"
+	"github.com/engram-memory/engram/internal/extract"
+	"github.com/engram-memory/engram/internal/runner"
+	"github.com/engram-memory/engram/pkg/events"
+	"github.com/engram-memory/engram/pkg/llm"
+	"github.com/engram-memory/engram/pkg/llm/hashembed"
+	"github.com/engram-memory/engram/pkg/memory"
+)
+
+// Module is the extractor's fx module.
+func Module() fx.Option {
+	return fx.Module("extractor",
+		fx.Provide(fx.Private, New),
+		app.ProvideWorker(func(w *Worker) app.Worker { return w.AppWorker() }),
+	)
+}
+
+// Embedder returns the embedder of cfg: the Ollama embedding model when one
+// is configured, else the built-in hashing embedder. The injector must use
+// the same one (its readiness gate waits for vectors of that model).
+func Embedder(cfg config.Config, c *llm.Client) extract.Embedder {
+	if cfg.LLM.Embed.Name != "" {
+		return c.Embedder()
+	}
+	return hashembed.New(cfg.LLM.EmbedDim)
+}
+
+// Worker is the extractor of a process with its backlog embedder.
+type Worker struct {
+	X       *extract.Extractor
+	handler *extract.Handler
+	client  *llm.Client
+	store   memory.Store
+	log     *zap.Logger
+
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+}
+
+// New builds the extractor on the process's store, model client and event
+// client with the default constants, and starts the backlog embedder with
+// the lifecycle.
+func New(lc fx.Lifecycle, cfg config.Config, st memory.Store, c *llm.Client, ec *events.Client, log *zap.Logger) (*Worker, error) {
+	log = log.Named("extractor")
+	x, err := extract.New(st, c, Embedder(cfg, c), ec, extract.Defaults())
+	if err != nil {
+		return nil, err
+	}
+	w := &Worker{X: x, handler: extract.NewHandler(x, log), client: c, store: st, log: log}
+	lc.Append(fx.Hook{
+		OnStart: func(context.Context) error { w.Start(); return nil },
+		OnStop:  func(context.Context) error { w.Stop(); return nil },
+	})
+	return w, nil
+}
+
+// AppWorker is the worker registration: the turn_ended handler on the
+// extractor consumer, gated on the extraction model, with processed-event
+// records in the store.
+func (w *Worker) AppWorker() app.Worker {
+	return app.Worker{
+		Role:      events.ConsumerExtractor,
+		Handler:   w.handler.Handle,
+		Gates:     []runner.Gate{runner.GateFunc(extract.ModelGate(w.client))},
+		Processed: w.store,
+	}
+}
+
+// Start runs the backlog embedder until Stop.
+func (w *Worker) Start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	w.stop = cancel
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		w.X.RunBacklog(ctx, func(err error) { w.log.Warn("backlog embedding failed; retrying", zap.Error(err)) })
+	}()
+}
+
+// Stop stops the backlog embedder and waits for it.
+func (w *Worker) Stop() {
+	if w.stop != nil {
+		w.stop()
+	}
+	w.wg.Wait()
+}
