@@ -21,7 +21,6 @@ import (
 	"github.com/engram-memory/engram/internal/runner"
 	"github.com/engram-memory/engram/pkg/events"
 	"github.com/engram-memory/engram/pkg/llm"
-	"github.com/engram-memory/engram/pkg/llm/hashembed"
 	"github.com/engram-memory/engram/pkg/memory"
 )
 
@@ -31,16 +30,6 @@ func Module() fx.Option {
 		fx.Provide(fx.Private, New),
 		app.ProvideWorker(func(w *Worker) app.Worker { return w.AppWorker() }),
 	)
-}
-
-// Embedder returns the embedder of cfg: the Ollama embedding model when one
-// is configured, else the built-in hashing embedder. The injector must use
-// the same one (its readiness gate waits for vectors of that model).
-func Embedder(cfg config.Config, c *llm.Client) extract.Embedder {
-	if cfg.LLM.Embed.Name != "" {
-		return c.Embedder()
-	}
-	return hashembed.New(cfg.LLM.EmbedDim)
 }
 
 // Worker is the extractor of a process with its backlog embedder.
@@ -60,7 +49,7 @@ type Worker struct {
 // the lifecycle.
 func New(lc fx.Lifecycle, cfg config.Config, st memory.Store, c *llm.Client, ec *events.Client, log *zap.Logger) (*Worker, error) {
 	log = log.Named("extractor")
-	x, err := extract.New(st, c, Embedder(cfg, c), ec, extract.Defaults())
+	x, err := extract.New(st, c, app.NewEmbedder(cfg, c), ec, extract.Defaults())
 	if err != nil {
 		return nil, err
 	}
