@@ -162,8 +162,27 @@ var fillerObjects = []string{"the nightly job", "a Redis hash", "the admin table
 	"the GraphQL resolver", "an S3 bucket", "the feature flag", "a materialised view", "the event bus",
 	"a Lambda function", "the edge cache", "a Postgres trigger", "the CSV parser", "the PDF renderer"}
 
+var fillerDetails = []string{"after the March incident", "to cut p95 latency", "because the vendor API rate-limits",
+	"so that retries stay safe", "behind a feature flag", "only for EU customers", "for the mobile app", "to keep the bundle small",
+	"when the queue backs up", "during the nightly window", "for admins only", "to satisfy the auditors", "until the rewrite lands",
+	"as a stopgap", "per the architecture review", "to avoid N+1 queries", "with a five-minute TTL", "using optimistic locking",
+	"with exponential backoff", "in a single transaction", "outside the request path", "with structured logs",
+	"after profiling showed hot spots", "to support partial refunds", "for multi-currency carts", "with server-side rendering"}
+
+var syllables = []string{"ka", "lo", "mi", "ne", "ru", "ta", "vo", "zi", "pe", "su", "do", "gra", "bel", "tor", "vin", "quo"}
+
+// pseudoWord makes an identifier-like word that is unique to i.
+func pseudoWord(r *rand.Rand, i int) string {
+	var sb strings.Builder
+	for range 2 + r.IntN(2) {
+		sb.WriteString(syllables[r.IntN(len(syllables))])
+	}
+	return fmt.Sprintf("%s%d", sb.String(), i)
+}
+
 // Filler returns n synthetic memories spread over many topics, so that the
-// seeds compete with a realistic crowd. Deterministic by seed.
+// seeds compete with a realistic crowd. Every filler memory is distinct (it
+// names its own component). Deterministic by seed.
 func Filler(n int, seedValue uint64) []memory.Node {
 	r := rand.New(rand.NewPCG(seedValue, 7))
 	subkinds := []memory.Subkind{memory.Decision, memory.Pattern, memory.Failure, memory.Observation}
@@ -172,19 +191,33 @@ func Filler(n int, seedValue uint64) []memory.Node {
 		topic := fillerTopics[r.IntN(len(fillerTopics))]
 		verb := fillerVerbs[r.IntN(len(fillerVerbs))]
 		obj := fillerObjects[r.IntN(len(fillerObjects))]
-		mod := fmt.Sprintf("%s-%d", strings.ReplaceAll(topic, " ", "-"), r.IntN(400))
+		detail := fillerDetails[r.IntN(len(fillerDetails))]
+		comp := pseudoWord(r, i)
+		dir := strings.ReplaceAll(topic, " ", "")
+		var label, body string
+		switch r.IntN(3) {
+		case 0:
+			label = fmt.Sprintf("%s in %s %s %s", comp, topic, verb, obj)
+			body = fmt.Sprintf("Done %s.", detail)
+		case 1:
+			label = fmt.Sprintf("The %s code %s %s %s", topic, verb, obj, detail)
+			body = fmt.Sprintf("Component %s.", comp)
+		default:
+			label = fmt.Sprintf("%s: %s %s", comp, verb, obj)
+			body = fmt.Sprintf("Part of %s work, %s.", topic, detail)
+		}
 		out[i] = memory.Node{
 			ID:         fmt.Sprintf("fill%06d", i),
 			Subkind:    subkinds[r.IntN(len(subkinds))],
 			Scope:      memory.ScopeProject,
 			ProjectID:  Project,
-			Label:      fmt.Sprintf("The %s module %s %s", topic, verb, obj),
-			Body:       fmt.Sprintf("Noted while working on %s; see src/%s/index.ts.", mod, strings.ReplaceAll(topic, " ", "")),
+			Label:      label,
+			Body:       body,
 			Confidence: 0.35 + 0.6*r.Float64(),
 			AssertedBy: memory.AssertedInferred,
 			Source:     memory.SourceAgent,
 			Reach:      memory.ReachHere,
-			Paths:      []string{fmt.Sprintf("src/%s/%s.ts", strings.ReplaceAll(topic, " ", ""), mod)},
+			Paths:      []string{fmt.Sprintf("src/%s/%s.ts", dir, comp)},
 			Weight:     1 + float64(r.IntN(4)),
 		}
 	}
