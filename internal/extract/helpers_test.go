@@ -3,70 +3,25 @@ package extract_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
-
 	"github.com/engram-memory/engram/internal/extract"
+	"github.com/engram-memory/engram/internal/storetest"
 	"github.com/engram-memory/engram/pkg/events"
 	"github.com/engram-memory/engram/pkg/llm"
 	"github.com/engram-memory/engram/pkg/llm/llmtest"
 	"github.com/engram-memory/engram/pkg/memory"
-	redisstore "github.com/engram-memory/engram/pkg/memory/redis"
 )
 
-// backend opens a fresh, empty store.
-type backend struct {
-	name string
-	open func(t testing.TB) memory.Store
-}
-
-var nsSeq atomic.Int64
-
-func openRedis(t testing.TB) memory.Store {
-	t.Helper()
-	url := os.Getenv("ENGRAM_TEST_REDIS_URL")
-	if url == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CI is set but ENGRAM_TEST_REDIS_URL is not: scripts/test.sh starts Redis 8")
-		}
-		t.Skip("ENGRAM_TEST_REDIS_URL is not set (bash scripts/redis8.sh env starts a Redis 8)")
-	}
-	opts, err := goredis.ParseURL(url)
-	if err != nil {
-		t.Fatalf("ENGRAM_TEST_REDIS_URL: %v", err)
-	}
-	client := goredis.NewClient(opts)
-	ns := fmt.Sprintf("xt%d-%d", time.Now().UnixNano(), nsSeq.Add(1))
-	st, err := redisstore.New(client, redisstore.WithNamespace(ns))
-	if err != nil {
-		t.Fatalf("open redis store: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = redisstore.DeleteNamespace(ctx, client, ns)
-		_ = st.Close()
-		_ = client.Close()
-	})
-	return st
-}
-
-func backends() []backend {
-	return []backend{{"redis", openRedis}}
-}
-
-// eachStore runs f once per backend.
+// eachStore runs f once per available backend (SQLite always, Redis 8 when
+// ENGRAM_TEST_REDIS_URL is set; required under CI).
 func eachStore(t *testing.T, f func(t *testing.T, open func(t testing.TB) memory.Store)) {
-	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) { f(t, b.open) })
-	}
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		f(t, func(t testing.TB) memory.Store { return b.Open(t) })
+	})
 }
 
 // recorder is a Publisher that keeps what it was given.
