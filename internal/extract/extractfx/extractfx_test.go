@@ -1,0 +1,81 @@
+package extractfx_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/engram-memory/engram/internal/app"
+	"github.com/engram-memory/engram/internal/config"
+	"github.com/engram-memory/engram/internal/extract"
+	"github.com/engram-memory/engram/internal/extract/extractfx"
+	"github.com/engram-memory/engram/internal/inject/injectfx"
+	"github.com/engram-memory/engram/pkg/events"
+	"github.com/engram-memory/engram/pkg/llm/llmtest"
+)
+
+// TestServeRunsTheExtractor starts a whole process the way `engram serve`
+// does (embedded NATS, SQLite in the data dir, the injector and this
+// module) and drives a user's rule from turn_ended into the next block.
+func TestServeRunsTheExtractor(t *testing.T) {
+	srv := llmtest.New(t)
+	srv.OnChatAlways(llmtest.SystemContains("long-term memory"), llmtest.JSON(extract.Reply{
+		Verdicts: []extract.ReplyVerdict{},
+		Memories: []extract.ReplyMemory{{Subkind: "preference", Scope: "global", Reach: "anywhere", AssertedBy: "user",
+			Label: "Always answer in Indonesian.", Confidence: 0.95,
+			Paths: []string{}, Entities: []string{}, Relations: []extract.ReplyRelation{}}},
+	}))
+	cfg := config.Default()
+	cfg.DataDir = t.TempDir()
+	cfg.NATS.Listen = "127.0.0.1:-1"
+	cfg.HTTP.Addr = ""
+	cfg.Idle.Enabled = false
+	cfg.Log = config.Log{Format: config.LogJSON, Level: "error"}
+	cfg.LLM = srv.Config()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p, err := app.Start(ctx, cfg, true, "extractfx-test", injectfx.Module(), extractfx.Module())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := p.Stop(context.Background()); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	}()
+	if roles := strings.Join(p.Workers.Roles(), ","); !strings.Contains(roles, events.ConsumerExtractor) {
+		t.Fatalf("running workers %q lack the extractor", roles)
+	}
+	nc, err := nats.Connect(p.Bus.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	client, err := events.NewClient(nc, events.WithPrefix(cfg.Events.SubjectPrefix), events.WithInjectTimeout(20*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := events.Ref{ProjectID: "p1", SessionID: "s1", TurnID: "t1"}
+	if _, err := client.PublishTurnEnded(ctx, ref, events.TurnEnded{Messages: []events.Message{
+		{Role: events.RoleUser, Content: "From now on, always answer in Indonesian."},
+		{Role: events.RoleAssistant, Content: "Baik, saya akan menjawab dalam bahasa Indonesia."},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for n := 2; ; n++ {
+		ref.TurnID = "t" + strconv.Itoa(n)
+		inj, err := client.Inject(ctx, ref, events.TurnStarted{Text: "What is the capital of France?"})
+		if err == nil && strings.Contains(inj.Block, "Always answer in Indonesian.") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the rule never reached a block (last: %q, %v)", inj.Block, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
