@@ -47,8 +47,21 @@
 // Upsert matching: a node's digest is unique within its project (global
 // nodes: within the global space). Upsert of a digest that exists reinforces
 // that node whatever its state; an archived node is restored only by a user's
-// re-assertion, a superseded or closed one stays closed. Update to a digest
-// another node of the project holds is ErrRefused.
+// re-assertion, a superseded or closed one stays closed. Update (or PutBatch)
+// to a digest another node of the project holds is ErrRefused.
+//
+// Lifecycle: Archive ("forget") hides a node until Restore. Supersede and
+// Revise both close the old node (superseded-by set, valid-to = now) and link
+// new -supersedes-> old, and both are refused (ErrRefused) when the new node
+// has lower authority or a narrower scope; Revise creates (or reinforces) the
+// new node in the same transaction, inheriting what it leaves empty. Timeline
+// with AsOf reads the facts valid at that time, closed ones included.
+//
+// Channel contract: every channel applies Visible, returns at most limit
+// (<= 0: DefaultChannelLimit) candidates best first with positive scores;
+// Lexical takes Terms output, Vector only compares vectors of the same model
+// (cosine > 0), ByPaths scores by the number of matched paths. Every write of
+// text (nodes, transcripts, summaries) goes through Redact.
 //
 // # Adding a backend
 //

@@ -1,23 +1,3 @@
-// Package memorytest is the conformance suite every memory.Store backend
-// runs, and a benchmark helper for the retrieval channels.
-//
-// A backend's test calls Run with a Factory that returns a fresh, empty store
-// driven by the given clock:
-//
-//	func TestConformance(t *testing.T) {
-//		memorytest.Run(t, func(t *testing.T, now func() time.Time) memory.Store {
-//			s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "m.db"), sqlite.WithClock(now))
-//			if err != nil {
-//				t.Fatal(err)
-//			}
-//			return s
-//		})
-//	}
-//
-// Each subtest gets its own store and its own fake clock, which the suite
-// advances to test lease expiry, briefing expiry and the 6-hour decay rule
-// without sleeping. The suite closes the store when the subtest ends. The
-// backend must read the time only through the clock.
 package memorytest
 
 import (

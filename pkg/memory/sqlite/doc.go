@@ -1,0 +1,38 @@
+// Package sqlite is the embedded, single-binary backend of memory.Store: one
+// SQLite file (pure Go, modernc.org/sqlite, no cgo) plus in-memory indexes.
+//
+// # Layout
+//
+// The file holds the truth: nodes (the node as JSON, its project and digest
+// as indexed columns, the embedding as a float32 little-endian blob and the
+// name of its model), node paths, edges (closed ones kept for as-of reads) and
+// the per-session records (transcript messages and turns, summaries, cursors,
+// injection records, briefing flags, leases, processed events). The schema is
+// versioned in code (migrations, PRAGMA user_version); a file from a newer
+// binary is refused. The database runs in WAL mode with synchronous=NORMAL and
+// a busy timeout; every write that touches several rows is one transaction.
+//
+// # In-memory indexes
+//
+// Open loads every node once and builds, in memory:
+//   - a head per node (the node without text or vector) on which the Filter
+//     rules (memory.Visible), timeline order, standing selection, the
+//     embedding backlog and HasLiveMemory are evaluated;
+//   - a BM25 index (k1 1.2, b 0.75) over label, body, paths and entity
+//     names, tokenised like memory.Terms; a query term of 3 or more
+//     characters also matches up to 32 longer tokens it prefixes. SQLite FTS5
+//     was measured first and rejected: with prefix queries and common terms
+//     it took p50 530 ms, p99 2.1 s per query at 100,000 nodes under modernc;
+//   - one vector index per embedding model (pkg/memory/vecindex), filtered
+//     while searching.
+//
+// Writes are serialised; after each commit the changed nodes are mirrored in
+// the indexes, so a reader never sees an index ahead of the file. Because the
+// indexes live in one process, a data file is locked (flock on <path>.lock)
+// and a second Open of it fails.
+//
+// Costs: memory holds the heads, postings and vectors (roughly 2-3 KB per
+// node with a 384-dimension vector); Open takes time proportional to the
+// nodes (the vector graph build dominates). See bench_test.go for the
+// numbers and how to run them (go test -run '^$' -bench 'Channels/10k').
+package sqlite
