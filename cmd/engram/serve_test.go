@@ -137,6 +137,8 @@ func (s *served) engram(t *testing.T, bin string, args ...string) string {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
+	t0 := time.Now()
+	defer func() { t.Logf("waited %s for %s", time.Since(t0).Round(time.Millisecond), what) }()
 	deadline := time.Now().Add(60 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
@@ -224,6 +226,10 @@ func TestServeEndToEnd(t *testing.T) {
 		ci := consumerInfo(events.ConsumerCompactor)
 		return ci.AckFloor.Stream > 0 && ci.NumPending == 0 && ci.NumAckPending == 0 && ci.Delivered.Consumer >= 3
 	})
+	waitFor(t, "the injector to answer turn_started", func() bool {
+		ci := consumerInfo(events.ConsumerInjector)
+		return ci.NumPending == 0 && ci.NumAckPending == 0 && ci.Delivered.Consumer >= 1
+	})
 	waitFor(t, "the idle detector to record activity", func() bool {
 		ci := consumerInfo("idle")
 		return ci.NumPending == 0 && ci.NumAckPending == 0 && ci.Delivered.Consumer >= 4
@@ -234,7 +240,8 @@ func TestServeEndToEnd(t *testing.T) {
 	for _, want := range []*regexp.Regexp{
 		regexp.MustCompile(`(?m)^ENGRAM_IN\s+\[engram\.in\.>\]\s+4\s`),
 		regexp.MustCompile(`(?m)^compactor\s+ENGRAM_IN\s+0\s+0\s+0\s`),
-		regexp.MustCompile(`(?m)^injector\s+ENGRAM_IN\s+1\s+0\s+0\s`), // no injector yet: its event waits
+		regexp.MustCompile(`(?m)^injector\s+ENGRAM_IN\s+0\s+0\s+0\s`),
+		regexp.MustCompile(`(?m)^ENGRAM_OUT\s+\[engram\.out\.>\]\s+1\s`), // the injector's injection_ready
 		regexp.MustCompile(`(?m)^worker:compactor\s+ok`),
 		regexp.MustCompile(`readiness \(.*/readyz\): ready`),
 	} {
