@@ -305,6 +305,7 @@ func (s *Store) PutBatch(ctx context.Context, nodes []memory.Node, edges []memor
 	prepared := make([]memory.Node, 0, len(nodes))
 	inBatch := map[string]bool{}
 	digests := map[[2]string]string{}
+	dims := map[string]int{}
 	var conflict error
 	for i, n := range nodes {
 		if n.ID == "" {
@@ -320,6 +321,11 @@ func (s *Store) PutBatch(ctx context.Context, nodes []memory.Node, edges []memor
 				bad = append(bad, fmt.Sprintf("node %d (%s): %v", i, n.ID, err))
 				continue
 			}
+			if d, ok := dims[p.EmbeddingModel]; ok && d != len(p.Embedding) {
+				bad = append(bad, fmt.Sprintf("node %d (%s): %d-dimension vector, other nodes of model %s have %d", i, n.ID, len(p.Embedding), p.EmbeddingModel, d))
+				continue
+			}
+			dims[p.EmbeddingModel] = len(p.Embedding)
 		}
 		if inBatch[p.ID] {
 			bad = append(bad, fmt.Sprintf("node %d: duplicate id %s", i, p.ID))

@@ -216,3 +216,19 @@ func TestClosedStore(t *testing.T) {
 		t.Fatalf("Get on a closed store: %v", err)
 	}
 }
+
+func TestPutBatchMixedDimensions(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), "m.db"))
+	defer s.Close()
+	err := s.PutBatch(ctx, []memory.Node{
+		{ID: "a", Subkind: memory.Decision, ProjectID: "p", Label: "a", Embedding: []float32{1, 0}, EmbeddingModel: "m"},
+		{ID: "b", Subkind: memory.Decision, ProjectID: "p", Label: "b", Embedding: []float32{1, 0, 0}, EmbeddingModel: "m"},
+	}, nil)
+	if !errors.Is(err, memory.ErrInvalid) {
+		t.Fatalf("mixed dimensions in one batch: %v", err)
+	}
+	if _, err := s.Get(ctx, "a"); !errors.Is(err, memory.ErrNotFound) {
+		t.Fatalf("rejected batch stored a node: %v", err)
+	}
+}
