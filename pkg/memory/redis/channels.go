@@ -17,8 +17,12 @@ import (
 const maxExpansions = 12
 
 // lexicalBudget is about how many postings one lexical query reads in a
-// project (spread over its terms; at least 4*limit per term).
-const lexicalBudget = 3000
+// project, spread over its terms, at least lexicalMinPerTerm (and limit)
+// per term.
+const (
+	lexicalBudget     = 2500
+	lexicalMinPerTerm = 120
+)
 
 // luaVisible starts the scripts that filter on the server: memory.Visible
 // over the fields of a node hash, for one project's keys. ARGV 1-9: key
@@ -73,10 +77,11 @@ end
 // until limit pass.
 //
 // KEYS: terms dictionary, corpus stats. ARGV: the filter arguments of luaVisible (1-9), max
-// expansions, budget, query terms...
-var lexicalScript = goredis.NewScript(luaVisible + `
+// expansions, budget, minimum postings per term, query terms...
+const lexicalSource = luaVisible + `
 local maxExp = tonumber(ARGV[10])
 local budget = tonumber(ARGV[11])
+local minPer = tonumber(ARGV[12])
 local st = redis.call('HMGET', KEYS[2], 'n', 'l')
 local N = tonumber(st[1]) or 0
 if N <= 0 then return {} end
@@ -87,7 +92,7 @@ local c1, c2 = K1 * (1 - B), K1 * B / avgdl
 local SHIFT = 536870912
 
 local lists = {}
-for qi = 12, #ARGV do
+for qi = 13, #ARGV do
   local q = ARGV[qi]
   local terms = redis.call('ZRANGEBYLEX', KEYS[1], '[' .. q, '[' .. q .. '\255', 'LIMIT', 0, maxExp)
   for _, t in ipairs(terms) do
@@ -100,13 +105,19 @@ for qi = 12, #ARGV do
   end
 end
 if #lists == 0 then return {} end
-local m = math.max(4 * limit, math.floor(budget / #lists))
+-- Shortest lists first: each reads its share of what is left of the
+-- budget (at least minPer), so rare terms are read whole and the rest goes
+-- to the common ones.
+table.sort(lists, function(x, y) return x.df < y.df end)
+local left = budget
 
 local qbest = {}
 local cand = {}
 local ids = {}
-for _, L in ipairs(lists) do
+for i, L in ipairs(lists) do
+  local m = math.max(minPer, math.floor(left / (#lists - i + 1)))
   local post = redis.call('ZRANGE', L.key, 0, m - 1, 'REV', 'WITHSCORES')
+  left = left - #post / 2
   local seen = nil
   if L.df > m then
     seen = {}
@@ -228,7 +239,9 @@ if found < limit and #rest > 0 then
   visit(rest)
 end
 return out
-`)
+`
+
+var lexicalScript = goredis.NewScript(lexicalSource)
 
 // kindArg is how the lexical script names a project's relation to the filter.
 func kindArg(k tagKind, f memory.Filter) string {
@@ -276,7 +289,7 @@ func (s *Store) Lexical(ctx context.Context, terms []string, f memory.Filter, li
 	var all []memory.Scored
 	for _, t := range tags {
 		k := s.keys(t.project)
-		args := append(filterArgs(k, now, limit, t.kind, f, sks), maxExpansions, lexicalBudget)
+		args := append(filterArgs(k, now, limit, t.kind, f, sks), maxExpansions, s.lexBudget, max(s.lexMinPer, limit))
 		for _, q := range qs {
 			args = append(args, q)
 		}

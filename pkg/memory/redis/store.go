@@ -40,6 +40,8 @@ type Store struct {
 	projOf   map[string]string   // id -> project (immutable once written)
 	reg      map[string]struct{} // projects known to be in the registry
 	dims     map[string]int      // model -> dimension (immutable once written)
+
+	lexBudget, lexMinPer int // postings a lexical query reads per project; at least per term
 	closeCli bool
 }
 
@@ -116,6 +118,9 @@ func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
 		projOf: map[string]string{},
 		reg:    map[string]struct{}{},
 		dims:   map[string]int{},
+
+		lexBudget: lexicalBudget,
+		lexMinPer: lexicalMinPerTerm,
 	}
 	var problems []string
 	for _, o := range opts {
