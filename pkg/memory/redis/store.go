@@ -36,13 +36,13 @@ type Store struct {
 	now   func() time.Time
 	quant string
 
-	mu       sync.Mutex
-	projOf   map[string]string   // id -> project (immutable once written)
-	reg      map[string]struct{} // projects known to be in the registry
-	dims     map[string]int      // model -> dimension (immutable once written)
+	mu     sync.Mutex
+	projOf map[string]string   // id -> project (immutable once written)
+	reg    map[string]struct{} // projects known to be in the registry
+	dims   map[string]int      // model -> dimension (immutable once written)
 
 	lexBudget, lexMinPer int // postings a lexical query reads per project; at least per term
-	closeCli bool
+	closeCli             bool
 }
 
 var _ memory.Store = (*Store)(nil)
