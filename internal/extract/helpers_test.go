@@ -54,7 +54,7 @@ const (
 // fixture is an extractor on a real store and the real Ollama client
 // talking to the scripted server.
 type fixture struct {
-	t      *testing.T
+	t      testing.TB
 	ctx    context.Context
 	st     memory.Store
 	srv    *llmtest.Server
@@ -65,7 +65,7 @@ type fixture struct {
 	cfg    extract.Config
 }
 
-func newFixture(t *testing.T, open func(t testing.TB) memory.Store, mod ...func(*extract.Config)) *fixture {
+func newFixture(t testing.TB, open func(t testing.TB) memory.Store, mod ...func(*extract.Config)) *fixture {
 	t.Helper()
 	f := &fixture{t: t, ctx: context.Background(), st: open(t), srv: llmtest.New(t), pub: &recorder{}}
 	f.client = f.srv.Client()
