@@ -47,9 +47,9 @@ type Worker struct {
 // New builds the extractor on the process's store, model client and event
 // client with the default constants, and starts the backlog embedder with
 // the lifecycle.
-func New(lc fx.Lifecycle, cfg config.Config, st memory.Store, c *llm.Client, ec *events.Client, log *zap.Logger) (*Worker, error) {
+func New(lc fx.Lifecycle, cfg config.Config, topo events.Topology, st memory.Store, c *llm.Client, ec *events.Client, log *zap.Logger) (*Worker, error) {
 	log = log.Named("extractor")
-	x, err := extract.New(st, c, app.NewEmbedder(cfg, c), ec, extract.Defaults())
+	x, err := extract.New(st, c, app.NewEmbedder(cfg, c), ec, Config(topo))
 	if err != nil {
 		return nil, err
 	}
@@ -59,6 +59,23 @@ func New(lc fx.Lifecycle, cfg config.Config, st memory.Store, c *llm.Client, ec 
 		OnStop:  func(context.Context) error { w.Stop(); return nil },
 	})
 	return w, nil
+}
+
+// Config is extract.Defaults fitted to the extractor's consumer: the session
+// lease lasts at most half the ack wait (a dead holder's lease has expired by
+// the time its event is redelivered, so that delivery can take the span
+// over), and a span is given up before the consumer's last delivery.
+func Config(topo events.Topology) extract.Config {
+	xc := extract.Defaults()
+	if cc, ok := topo.Consumer(events.ConsumerExtractor); ok {
+		if cc.AckWait > 0 {
+			xc.LeaseTTL = min(xc.LeaseTTL, cc.AckWait/2)
+		}
+		if cc.MaxDeliver > 1 {
+			xc.MaxInvalid = min(xc.MaxInvalid, cc.MaxDeliver-1)
+		}
+	}
+	return xc
 }
 
 // AppWorker is the worker registration: the turn_ended handler on the

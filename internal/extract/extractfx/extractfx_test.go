@@ -79,3 +79,23 @@ func TestServeRunsTheExtractor(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+func TestConfigFitsTheConsumer(t *testing.T) {
+	topo := events.DefaultTopology()
+	for i := range topo.Consumers {
+		if topo.Consumers[i].Name == events.ConsumerExtractor {
+			topo.Consumers[i].AckWait = 20 * time.Second
+			topo.Consumers[i].MaxDeliver = 2
+		}
+	}
+	xc := extractfx.Config(topo)
+	if xc.LeaseTTL != 10*time.Second || xc.MaxInvalid != 1 {
+		t.Errorf("lease %v, max invalid %d; want 10s and 1", xc.LeaseTTL, xc.MaxInvalid)
+	}
+	if err := xc.Validate(); err != nil {
+		t.Error(err)
+	}
+	if d := extractfx.Config(events.DefaultTopology()); d.LeaseTTL != extract.Defaults().LeaseTTL || d.MaxInvalid != extract.Defaults().MaxInvalid {
+		t.Errorf("defaults changed under the default topology: %+v", d)
+	}
+}
