@@ -295,8 +295,13 @@ func ParseDuration(s string) (time.Duration, error) {
 }
 
 func formatDuration(d time.Duration) string {
-	if d >= 24*time.Hour && d%(24*time.Hour) == 0 {
+	switch {
+	case d >= 24*time.Hour && d%(24*time.Hour) == 0:
 		return strconv.FormatInt(int64(d/(24*time.Hour)), 10) + "d"
+	case d >= time.Hour && d%time.Hour == 0:
+		return strings.TrimSuffix(d.String(), "0m0s")
+	case d >= time.Minute && d%time.Minute == 0:
+		return strings.TrimSuffix(d.String(), "0s")
 	}
 	return d.String()
 }
