@@ -26,9 +26,9 @@ type loop struct {
 	client *events.Client
 }
 
-func newLoop(t *testing.T, open func(t testing.TB) memory.Store) *loop {
+func newLoop(t *testing.T, open func(t testing.TB) memory.Store, mod ...func(*extract.Config)) *loop {
 	t.Helper()
-	f := newFixture(t, open)
+	f := newFixture(t, open, mod...)
 	_, nc := eventstest.RunServer(t)
 	topo := eventstest.Topology()
 	js := eventstest.Setup(t, nc, topo)
@@ -203,6 +203,37 @@ func TestLoopOutageThenRecovery(t *testing.T) {
 		}
 		if _, ok := l.find("Always answer in Indonesian."); !ok {
 			t.Error("the rule was not extracted after recovery")
+		}
+	})
+}
+
+func TestLoopInvalidReplyDeadLettered(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func(t testing.TB) memory.Store) {
+		l := newLoop(t, open, func(c *extract.Config) { c.InvalidDelay = 100 * time.Millisecond })
+		l.srv.OnChatAlways(llmtest.SystemContains("long-term memory"), llmtest.Text("Sure! The user likes pnpm. (no JSON here)"))
+		l.turnEnded("t1", "Use pnpm for every install in this repository.")
+		waitFor(t, "the span dead-lettered", func() bool { return l.streamCount(l.topo.DLQ.Name) == 1 })
+		s, err := l.js.Stream(l.ctx, l.topo.DLQ.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := s.GetLastMsgForSubject(l.ctx, l.topo.Subjects().DLQ(events.ConsumerExtractor))
+		if err != nil {
+			t.Fatal(err)
+		}
+		reason := m.Header.Get(events.HeaderDLQReason)
+		if !contains(reason, "no JSON here") || !contains(reason, "3 failures") {
+			t.Errorf("dead-letter reason lacks the failures or the model's last reply: %q", reason)
+		}
+		if n := l.extractCalls(); n != 2*l.cfg.MaxInvalid {
+			t.Errorf("model calls = %d, want %d (each attempt and its repair)", n, 2*l.cfg.MaxInvalid)
+		}
+		msgs, err := l.st.Messages(l.ctx, ref(), 0, 0)
+		if err != nil || len(msgs) != 2 {
+			t.Errorf("transcript: %d messages, %v; want it stored", len(msgs), err)
+		}
+		if !l.turnDone("t1") {
+			t.Error("the given-up turn is not marked done: the next span would retry it")
 		}
 	})
 }
