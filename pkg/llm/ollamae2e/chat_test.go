@@ -3,6 +3,7 @@ package ollamae2e
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -164,7 +165,8 @@ func TestToolCallBraceInString(t *testing.T) {
 			got = "misparsed"
 		}
 	}
-	t.Logf("ollama %s, argument %q: %s (tool calls %+v, content %q)", s.version, want, got, raw.Message.ToolCalls, raw.Message.Content)
+	calls, _ := json.Marshal(raw.Message.ToolCalls)
+	t.Logf("ollama %s, argument %q: %s (tool calls %s, content %q)", s.version, want, got, calls, raw.Message.Content)
 	if got != braceBehaviour {
 		t.Errorf("ollama %s handles '}' in a string argument as %q, docs/ollama.md says %q: update both", s.version, got, braceBehaviour)
 	}
@@ -289,7 +291,7 @@ func TestKeepAlive(t *testing.T) {
 		min, max time.Duration
 	}{
 		{"42m", 42 * time.Minute, 40 * time.Minute, 43 * time.Minute},
-		{"forever", -1, 24 * 365 * time.Hour, 1 << 62},
+		{"forever", -1, 24 * 365 * time.Hour, math.MaxInt64},
 		{"7m", 7 * time.Minute, 5 * time.Minute, 8 * time.Minute},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -308,6 +310,9 @@ func TestKeepAlive(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// The two model names share one GGUF blob, and Ollama 0.17.4
+			// serves both from one runner: /api/ps lists the chat model
+			// only, with the keep-alive of the last call.
 			seen := 0
 			for _, m := range ps.Models {
 				if m.Name != chatModel+":latest" && m.Name != embedModel+":latest" {
@@ -319,8 +324,8 @@ func TestKeepAlive(t *testing.T) {
 					t.Errorf("%s expires in %v, want between %v and %v", m.Name, left, tc.min, tc.max)
 				}
 			}
-			if seen != 2 {
-				t.Errorf("%d of the 2 models loaded: %+v", seen, ps.Models)
+			if seen == 0 {
+				t.Errorf("no tiny model loaded: %+v", ps.Models)
 			}
 		})
 	}

@@ -3,6 +3,7 @@ package ollamae2e
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -13,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/ollama/ollama/api"
 
 	"github.com/engram-memory/engram/pkg/llm"
 )
@@ -31,8 +34,11 @@ var covered = map[string]string{
 
 // sendFormat sends schema as the format of one chat call and checks the
 // reply: it ends by itself, is valid against the schema, and decodes
-// strictly into typ (when known).
-func sendFormat(t *testing.T, c *llm.Client, name string, schema *llm.Schema, typ reflect.Type, prompt string) {
+// strictly into typ (when known). The one exception is the grammar's known
+// gap: minimum/maximum of "number" fields are not enforced by Ollama 0.17.4
+// (see TestNumberRangesNotEnforced); such problems are counted, not failed.
+// It returns the number of out-of-range numbers.
+func sendFormat(t *testing.T, c *llm.Client, name string, schema *llm.Schema, typ reflect.Type, prompt string) int {
 	t.Helper()
 	resp, err := c.Chat(ctxT(t), llm.Request{Role: llm.RoleExtract, Project: "schemas",
 		Messages: []llm.Message{llm.System("Reply with one JSON object."), llm.User(prompt)},
@@ -45,19 +51,75 @@ func sendFormat(t *testing.T, c *llm.Client, name string, schema *llm.Schema, ty
 		t.Fatalf("%s: done %q after %d tokens (num_predict %d): %q", name, resp.DoneReason,
 			resp.CompletionTokens, schema.PredictTokens(), content)
 	}
+	numbers := 0
 	if err := schema.Validate([]byte(content)); err != nil {
-		t.Fatalf("%s: reply not valid against its schema: %v\n%s", name, err, content)
+		var ve *llm.ValidationError
+		if !errors.As(err, &ve) {
+			t.Fatalf("%s: reply is not JSON: %v\n%s", name, err, content)
+		}
+		for _, p := range ve.Problems {
+			if isNumberRange(schema, p) {
+				numbers++
+				continue
+			}
+			t.Errorf("%s: reply not valid against its schema: %s\n%s", name, p, content)
+		}
 	}
-	if typ != nil {
+	if typ != nil && numbers == 0 {
 		for typ.Kind() == reflect.Pointer {
 			typ = typ.Elem()
 		}
 		dec := json.NewDecoder(bytes.NewReader([]byte(content)))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(reflect.New(typ).Interface()); err != nil {
-			t.Fatalf("%s: reply does not decode into %v: %v\n%s", name, typ, err, content)
+			t.Errorf("%s: reply does not decode into %v: %v\n%s", name, typ, err, content)
 		}
 	}
+	return numbers
+}
+
+// isNumberRange reports whether p is a minimum/maximum (or overflow)
+// problem of a field whose schema type is "number".
+func isNumberRange(root *llm.Schema, p llm.Problem) bool {
+	s := root
+	for _, part := range strings.Split(p.Path, ".") {
+		name, _, indexed := strings.Cut(part, "[")
+		if name != "" {
+			if s = s.Property(name); s == nil {
+				return false
+			}
+		}
+		for ; indexed; _, part, indexed = strings.Cut(part, "[") {
+			if s = s.Items; s == nil {
+				return false
+			}
+			_, part, _ = strings.Cut(part, "]")
+		}
+	}
+	if s.Type != "number" {
+		return false
+	}
+	return strings.Contains(p.Message, "allowed") || strings.Contains(p.Message, "required") ||
+		strings.Contains(p.Message, "out of range")
+}
+
+// deep returns a copy of s whose arrays must have at least one item, so the
+// grammar walks every nested object (a tiny model otherwise often answers
+// with empty arrays).
+func deep(s *llm.Schema) *llm.Schema {
+	c := *s
+	if c.Items != nil {
+		c.Items = deep(c.Items)
+		if c.MaxItems != nil && *c.MaxItems > 0 && (c.MinItems == nil || *c.MinItems == 0) {
+			one := 1
+			c.MinItems = &one
+		}
+	}
+	c.Properties = nil
+	for _, p := range s.Properties {
+		c.Properties = append(c.Properties, llm.Property{Name: p.Name, Schema: deep(p.Schema)})
+	}
+	return &c
 }
 
 // TestRegisteredSchemas sends every registered production schema to the real
@@ -79,6 +141,13 @@ func TestRegisteredSchemas(t *testing.T) {
 			switch e.Kind {
 			case "format":
 				sendFormat(t, c, e.Name, e.Schema, e.Type, prompt)
+				n := 0
+				for i := 0; i < 3; i++ {
+					n += sendFormat(t, c, e.Name+" (arrays non-empty)", deep(e.Schema), e.Type, prompt)
+				}
+				if n > 0 {
+					t.Logf("%s: %d numbers outside their minimum/maximum (not enforced by the grammar; see TestNumberRangesNotEnforced)", e.Name, n)
+				}
 			case "tool":
 				name := strings.TrimPrefix(e.Name, "tool.")
 				spec := llm.ToolSpec{Name: name, Description: "test", Parameters: e.Schema}
@@ -91,6 +160,7 @@ func TestRegisteredSchemas(t *testing.T) {
 					t.Errorf("tool %s offered: done %q", name, resp.DoneReason)
 				}
 				sendFormat(t, c, e.Name, e.Schema, e.Type, prompt)
+				sendFormat(t, c, e.Name+" (arrays non-empty)", deep(e.Schema), e.Type, prompt)
 			default:
 				t.Errorf("schema %q: unknown kind %q", e.Name, e.Kind)
 			}
@@ -148,15 +218,65 @@ func TestStructuredProbes(t *testing.T) {
 			}
 		}
 	}
+	// A number range is not enforced by the grammar: Structured either
+	// returns a value inside it or fails with ErrMisbehaved, never a value
+	// outside it.
 	for i := 0; i < 4; i++ {
-		v, resp, err := llm.Structured[probeScore](ctxT(t), c, llm.Request{Role: llm.RoleExtract, Project: "probe",
+		v, _, err := llm.Structured[probeScore](ctxT(t), c, llm.Request{Role: llm.RoleExtract, Project: "probe",
 			Messages: []llm.Message{llm.User("Score it. " + strconv.Itoa(i))}})
-		if err != nil {
-			t.Fatalf("probeScore %d: %v (last reply %q)", i, err, resp.Message.Content)
+		switch {
+		case errors.Is(err, llm.ErrMisbehaved):
+			t.Logf("probeScore %d: %v", i, err)
+		case err != nil:
+			t.Fatalf("probeScore %d: %v", i, err)
+		case v.Score < 0 || v.Score > 1:
+			t.Errorf("probeScore %d: score %v out of [0,1] returned as valid", i, v.Score)
 		}
-		if v.Score < 0 || v.Score > 1 {
-			t.Errorf("probeScore %d: score %v out of [0,1]", i, v.Score)
+	}
+}
+
+// TestNumberRangesNotEnforced records a fact of the pinned Ollama: the JSON
+// Schema grammar bounds integers (minimum/maximum) but not numbers. With a
+// fixed sampling seed the tiny model writes out-of-range numbers; if a new
+// version starts enforcing them, this test says so (update docs/ollama.md).
+func TestNumberRangesNotEnforced(t *testing.T) {
+	s := need(t)
+	schema, err := llm.SchemaFor[probeScore]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ints, err := llm.SchemaFor[struct {
+		N int `json:"n" llm:"minimum=1,maximum=5"`
+	}]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outside, intOutside := 0, 0
+	for seed := 1; seed <= 8; seed++ {
+		for _, sc := range []*llm.Schema{schema, ints} {
+			format, _ := sc.MarshalJSON()
+			stream := false
+			var content string
+			err := s.api.Chat(ctxT(t), &api.ChatRequest{Model: chatModel, Stream: &stream, Format: format,
+				Options:  map[string]any{"seed": seed, "num_predict": 256},
+				Messages: []api.Message{{Role: "user", Content: "Score it."}},
+			}, func(r api.ChatResponse) error { content += r.Message.Content; return nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := sc.Validate([]byte(content)); err != nil {
+				if sc == ints {
+					intOutside++
+					t.Errorf("integer range violated: %v: %s", err, content)
+				} else {
+					outside++
+				}
+			}
 		}
+	}
+	t.Logf("ollama %s: %d of 8 number replies outside [0,1]; %d of 8 integer replies outside [1,5]", s.version, outside, intOutside)
+	if outside == 0 {
+		t.Errorf("ollama %s kept every number inside its minimum/maximum: number ranges may be enforced now; update docs/ollama.md and this test", s.version)
 	}
 }
 
