@@ -335,3 +335,51 @@ func TestBacklogEmbedsWhenEmbedderReturns(t *testing.T) {
 		}
 	})
 }
+
+// leaseStore reports every renewal as lost.
+type leaseStore struct{ memory.Store }
+
+func (leaseStore) RenewLease(context.Context, memory.SessionRef, string, string, time.Duration) (bool, error) {
+	return false, nil
+}
+
+func TestLease(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func(t testing.TB) memory.Store) {
+		t.Run("renewed while the model works", func(t *testing.T) {
+			f := newFixture(t, open, func(c *extract.Config) { c.LeaseTTL = 300 * time.Millisecond })
+			f.srv.Enqueue(reply(nil).After(1500*time.Millisecond), reply(nil))
+			done := make(chan error, 1)
+			go func() {
+				_, err := f.x.HandleTurn(f.ctx, userTurn("t1", "A turn whose extraction takes longer than the lease."))
+				done <- err
+			}()
+			waitFor(t, "the model call", func() bool { return f.extractCalls() == 1 })
+			time.Sleep(900 * time.Millisecond) // three lease lifetimes
+			res := f.handle(userTurn("t2", "A turn that ends while the first is extracted."))
+			if !res.Busy {
+				t.Errorf("the lease expired under a live holder: %+v", res)
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		})
+		t.Run("lost", func(t *testing.T) {
+			f := newFixture(t, open, func(c *extract.Config) { c.LeaseTTL = 150 * time.Millisecond })
+			x, err := extract.New(leaseStore{f.st}, f.client, f.emb, f.pub, f.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.srv.Enqueue(reply(nil, rule("Never write to prod.", "project")).After(5 * time.Second))
+			_, err = x.HandleTurn(f.ctx, userTurn("t1", "Never write to the production database directly."))
+			if !errors.Is(err, extract.ErrLeaseLost) {
+				t.Fatalf("err = %v, want ErrLeaseLost", err)
+			}
+			if c := extract.Classify(err); runner.IsPermanent(c) {
+				t.Errorf("a lost lease is permanent: %v", c)
+			}
+			if len(f.all()) != 0 {
+				t.Errorf("a holder that lost its lease wrote memories")
+			}
+		})
+	})
+}
