@@ -28,7 +28,7 @@ func (s *Store) Lexical(ctx context.Context, terms []string, f memory.Filter, li
 		sc = &scratch{}
 	}
 	defer x.scratch.Put(sc)
-	x.lex.search(terms, sc, func(rid uint32, score float64) {
+	x.lex.search(terms, sc, t.k, func(rid uint32, score float64) {
 		if len(t.items) == t.k && score < t.items[len(t.items)-1].score {
 			return // cannot enter: skip the filter check
 		}

@@ -83,6 +83,7 @@ type term struct {
 type lexIndex struct {
 	terms    map[string]*term
 	dict     []string   // sorted terms, for prefix expansion
+	recent   []string   // sorted terms added since dict was last merged (kept small)
 	docTerms [][]string // per rid: the distinct terms of the live document
 	docLen   []uint32   // per rid: tokens
 	gen      []uint32   // per rid
@@ -137,8 +138,8 @@ func (x *lexIndex) set(rid uint32, text string) {
 		if tm == nil {
 			tm = &term{}
 			x.terms[t] = tm
-			i, _ := slices.BinarySearch(x.dict, t)
-			x.dict = slices.Insert(x.dict, i, t)
+			i, _ := slices.BinarySearch(x.recent, t)
+			x.recent = slices.Insert(x.recent, i, t)
 		}
 		tm.postings = append(tm.postings, posting{rid: rid, gen: x.gen[rid], tf: uint16(min(c, math.MaxUint16))})
 		tm.df++
@@ -150,9 +151,31 @@ func (x *lexIndex) set(rid uint32, text string) {
 	x.nDocs++
 	x.totalLen += int64(length)
 	x.live += len(names)
+	if len(x.recent) > recentMax {
+		x.mergeDict()
+	}
 	if x.dead > 1024 && x.dead > x.live/2 {
 		x.compact()
 	}
+}
+
+// recentMax bounds the small sorted dictionary of new terms: inserting into
+// it is cheap, and it is merged into the big one when it grows past this.
+const recentMax = 2048
+
+func (x *lexIndex) mergeDict() {
+	merged := make([]string, 0, len(x.dict)+len(x.recent))
+	i, j := 0, 0
+	for i < len(x.dict) || j < len(x.recent) {
+		if j == len(x.recent) || (i < len(x.dict) && x.dict[i] < x.recent[j]) {
+			merged = append(merged, x.dict[i])
+			i++
+		} else {
+			merged = append(merged, x.recent[j])
+			j++
+		}
+	}
+	x.dict, x.recent = merged, x.recent[:0]
 }
 
 func (x *lexIndex) compact() {
@@ -165,19 +188,18 @@ func (x *lexIndex) compact() {
 		}
 		if len(kept) == 0 {
 			delete(x.terms, t)
-			if i, ok := slices.BinarySearch(x.dict, t); ok {
-				x.dict = slices.Delete(x.dict, i, i+1)
-			}
 			continue
 		}
 		tm.postings = slices.Clip(kept)
 	}
 	x.dead = 0
+	x.dict = slices.DeleteFunc(x.dict, func(t string) bool { return x.terms[t] == nil })
+	x.recent = slices.DeleteFunc(x.recent, func(t string) bool { return x.terms[t] == nil })
 }
 
 // expand returns the dictionary terms a query term matches: itself and, for
 // terms of at least prefixMin runes, up to prefixMax longer terms it
-// prefixes.
+// prefixes (the first in dictionary order).
 func (x *lexIndex) expand(q string) []*term {
 	var out []*term
 	if tm := x.terms[q]; tm != nil {
@@ -186,14 +208,28 @@ func (x *lexIndex) expand(q string) []*term {
 	if utf8.RuneCountInString(q) < prefixMin {
 		return out
 	}
-	i, found := slices.BinarySearch(x.dict, q)
+	longer := prefixRange(x.dict, q, nil)
+	longer = prefixRange(x.recent, q, longer)
+	if len(x.recent) > 0 {
+		slices.Sort(longer)
+	}
+	for _, t := range longer[:min(prefixMax, len(longer))] {
+		out = append(out, x.terms[t])
+	}
+	return out
+}
+
+// prefixRange appends up to prefixMax terms of sorted that q is a proper
+// prefix of.
+func prefixRange(sorted []string, q string, into []string) []string {
+	i, found := slices.BinarySearch(sorted, q)
 	if found {
 		i++
 	}
-	for n := 0; i < len(x.dict) && n < prefixMax && strings.HasPrefix(x.dict[i], q); i, n = i+1, n+1 {
-		out = append(out, x.terms[x.dict[i]])
+	for n := 0; i < len(sorted) && n < prefixMax && strings.HasPrefix(sorted[i], q); i, n = i+1, n+1 {
+		into = append(into, sorted[i])
 	}
-	return out
+	return into
 }
 
 // scratch holds per-query accumulators, reused between queries.
@@ -204,10 +240,19 @@ type scratch struct {
 	touched []uint32
 }
 
-// search scores every document matching any query term (BM25, a prefix term
-// counting as one term whose frequency sums its expansions) and calls
-// visit for each with its score, in no particular order.
-func (x *lexIndex) search(terms []string, sc *scratch, visit func(rid uint32, score float64)) {
+// commonShare: a query term held by more than this share of the documents
+// (summed over its prefix expansions) is "common". Its BM25 weight is tiny
+// (idf < ln 4 against about 7-11 for a rare term), so when the rarer terms
+// already matched at least 2 x want documents the common terms are not
+// scored at all; otherwise every term is scored (exact BM25).
+const commonShare = 0.25
+
+// search scores the documents matching any query term (BM25, a prefix term
+// counting as one term whose frequency sums its expansions) and calls visit
+// for each with its score, in no particular order. want (> 0) is how many
+// candidates the caller needs: it allows skipping common terms (see
+// commonShare).
+func (x *lexIndex) search(terms []string, sc *scratch, want int, visit func(rid uint32, score float64)) {
 	if x.nDocs == 0 {
 		return
 	}
@@ -221,12 +266,32 @@ func (x *lexIndex) search(terms []string, sc *scratch, visit func(rid uint32, sc
 		avg = 1
 	}
 	N := float64(x.nDocs)
-	sc.touched = sc.touched[:0]
+	type qterm struct {
+		exp []*term
+		df  int // upper bound: the sum over expansions
+	}
+	qs := make([]qterm, 0, len(terms))
 	for _, q := range terms {
+		exp := x.expand(q)
+		if len(exp) == 0 {
+			continue
+		}
+		df := 0
+		for _, tm := range exp {
+			df += tm.df
+		}
+		qs = append(qs, qterm{exp, df})
+	}
+	slices.SortStableFunc(qs, func(a, b qterm) int { return a.df - b.df })
+	sc.touched = sc.touched[:0]
+	for _, q := range qs {
+		if want > 0 && float64(q.df) > commonShare*N && len(sc.touched) >= 2*want {
+			break // the rest are common terms and the rare ones matched enough
+		}
 		sc.touchT = sc.touchT[:0]
-		for _, tm := range x.expand(q) {
+		for _, tm := range q.exp {
 			for _, p := range tm.postings {
-				if x.gen[p.rid] != p.gen || x.docTerms[p.rid] == nil {
+				if x.gen[p.rid] != p.gen {
 					continue
 				}
 				if sc.tf[p.rid] == 0 {
