@@ -232,7 +232,7 @@ func (s *Store) MarkStale(ctx context.Context, projectID string, paths []string)
 	}
 	var marked []string
 	err := s.write(ctx, func(w *wtx) error {
-		rows, err := w.tx.QueryContext(w.ctx, `SELECT DISTINCT n.rid, n.doc, n.emb_model, n.emb FROM node_paths p JOIN nodes n ON n.rid = p.rid
+		rows, err := w.tx.QueryContext(w.ctx, `SELECT DISTINCT n.rid, `+nodeCols+` FROM node_paths p JOIN nodes n ON n.rid = p.rid LEFT JOIN node_vectors v ON v.rid = n.rid
 			WHERE n.project = ? AND p.path IN (`+placeholders(len(paths))+`)`, append([]any{projectID}, anySlice(paths)...)...)
 		if err != nil {
 			return fmt.Errorf("sqlite: mark stale: %w", err)
@@ -404,7 +404,7 @@ func (s *Store) PutBatch(ctx context.Context, nodes []memory.Node, edges []memor
 
 // Scan implements memory.Nodes.
 func (s *Store) Scan(ctx context.Context, node func(memory.Node) error, edge func(memory.Edge) error) error {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+nodeCols+` FROM nodes ORDER BY rid`)
+	rows, err := s.db.QueryContext(ctx, `SELECT `+nodeCols+` FROM `+nodeFrom+` ORDER BY n.rid`)
 	if err != nil {
 		return fmt.Errorf("sqlite: scan: %w", err)
 	}

@@ -16,11 +16,17 @@ CREATE TABLE nodes (
 	id        TEXT NOT NULL UNIQUE,
 	project   TEXT NOT NULL,
 	digest    TEXT NOT NULL,
-	doc       BLOB NOT NULL,          -- the node as JSON, without the embedding
-	emb_model TEXT NOT NULL DEFAULT '',
-	emb       BLOB                    -- float32 little-endian
+	doc       BLOB NOT NULL           -- the node as JSON, without the embedding
 );
 CREATE UNIQUE INDEX nodes_digest ON nodes(project, digest);
+
+-- vectors apart from the nodes: a 1.5 KB blob next to each document would
+-- leave most of every page unused
+CREATE TABLE node_vectors (
+	rid   INTEGER PRIMARY KEY REFERENCES nodes(rid) ON DELETE CASCADE,
+	model TEXT NOT NULL,
+	emb   BLOB NOT NULL                -- float32 little-endian
+);
 
 CREATE TABLE node_paths (
 	path TEXT NOT NULL,

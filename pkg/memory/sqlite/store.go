@@ -108,7 +108,7 @@ func (s *Store) Path() string { return s.path }
 
 // load rebuilds the in-memory index from the database.
 func (s *Store) load(ctx context.Context) error {
-	rows, err := s.db.QueryContext(ctx, `SELECT rid, doc, emb_model, emb FROM nodes ORDER BY rid`)
+	rows, err := s.db.QueryContext(ctx, `SELECT n.rid, `+nodeCols+` FROM `+nodeFrom+` ORDER BY n.rid`)
 	if err != nil {
 		return fmt.Errorf("load nodes: %w", err)
 	}
@@ -218,7 +218,7 @@ func (w *wtx) exec(q string, args ...any) (sql.Result, error) {
 // get loads a node by id (ErrNotFound).
 func (w *wtx) get(id string) (memory.Node, int64, error) {
 	var rid int64
-	n, err := scanNode(w.tx.QueryRowContext(w.ctx, `SELECT rid, doc, emb_model, emb FROM nodes WHERE id = ?`, id), &rid)
+	n, err := scanNode(w.tx.QueryRowContext(w.ctx, `SELECT n.rid, `+nodeCols+` FROM `+nodeFrom+` WHERE n.id = ?`, id), &rid)
 	if errors.Is(err, sql.ErrNoRows) {
 		return memory.Node{}, 0, fmt.Errorf("node %s: %w", id, memory.ErrNotFound)
 	}
@@ -231,7 +231,7 @@ func (w *wtx) get(id string) (memory.Node, int64, error) {
 // byDigest loads the node of a digest in a project; ok false when none.
 func (w *wtx) byDigest(project, digest string) (memory.Node, int64, bool, error) {
 	var rid int64
-	n, err := scanNode(w.tx.QueryRowContext(w.ctx, `SELECT rid, doc, emb_model, emb FROM nodes WHERE project = ? AND digest = ?`, project, digest), &rid)
+	n, err := scanNode(w.tx.QueryRowContext(w.ctx, `SELECT n.rid, `+nodeCols+` FROM `+nodeFrom+` WHERE n.project = ? AND n.digest = ?`, project, digest), &rid)
 	if errors.Is(err, sql.ErrNoRows) {
 		return memory.Node{}, 0, false, nil
 	}
@@ -256,21 +256,24 @@ func (w *wtx) put(rid int64, old *memory.Node, n memory.Node) (int64, error) {
 			return 0, fmt.Errorf("node %s: %w", n.ID, err)
 		}
 	}
-	switch {
-	case rid == 0:
-		err = w.tx.QueryRowContext(w.ctx, `INSERT INTO nodes(id, project, digest, doc, emb_model, emb) VALUES (?, ?, ?, ?, ?, ?) RETURNING rid`,
-			n.ID, n.ProjectID, n.Digest, doc, n.EmbeddingModel, encodeVec(emb)).Scan(&rid)
+	if rid == 0 {
+		err = w.tx.QueryRowContext(w.ctx, `INSERT INTO nodes(id, project, digest, doc) VALUES (?, ?, ?, ?) RETURNING rid`,
+			n.ID, n.ProjectID, n.Digest, doc).Scan(&rid)
 		if err != nil {
 			return 0, fmt.Errorf("sqlite: insert node %s: %w", n.ID, err)
 		}
-	case vecChanged:
-		_, err = w.exec(`UPDATE nodes SET id = ?, project = ?, digest = ?, doc = ?, emb_model = ?, emb = ? WHERE rid = ?`,
-			n.ID, n.ProjectID, n.Digest, doc, n.EmbeddingModel, encodeVec(emb), rid)
-	default:
-		_, err = w.exec(`UPDATE nodes SET id = ?, project = ?, digest = ?, doc = ? WHERE rid = ?`, n.ID, n.ProjectID, n.Digest, doc, rid)
-	}
-	if err != nil {
+	} else if _, err := w.exec(`UPDATE nodes SET id = ?, project = ?, digest = ?, doc = ? WHERE rid = ?`, n.ID, n.ProjectID, n.Digest, doc, rid); err != nil {
 		return 0, err
+	}
+	if vecChanged {
+		if len(emb) > 0 {
+			_, err = w.exec(`INSERT OR REPLACE INTO node_vectors(rid, model, emb) VALUES (?, ?, ?)`, rid, n.EmbeddingModel, encodeVec(emb))
+		} else {
+			_, err = w.exec(`DELETE FROM node_vectors WHERE rid = ?`, rid)
+		}
+		if err != nil {
+			return 0, err
+		}
 	}
 	if old == nil || !slices.Equal(old.Paths, n.Paths) {
 		if old != nil {
@@ -338,11 +341,15 @@ func (s *Store) modify(ctx context.Context, id string, fn func(w *wtx, n memory.
 
 // ---- reads ----
 
-const nodeCols = `doc, emb_model, emb`
+// nodeCols and nodeFrom read a node with its vector (scanNode).
+const (
+	nodeCols = `n.doc, COALESCE(v.model, ''), v.emb`
+	nodeFrom = `nodes n LEFT JOIN node_vectors v ON v.rid = n.rid`
+)
 
 // Get implements memory.Nodes.
 func (s *Store) Get(ctx context.Context, id string) (memory.Node, error) {
-	n, err := scanNode(s.db.QueryRowContext(ctx, `SELECT `+nodeCols+` FROM nodes WHERE id = ?`, id), nil)
+	n, err := scanNode(s.db.QueryRowContext(ctx, `SELECT `+nodeCols+` FROM `+nodeFrom+` WHERE n.id = ?`, id), nil)
 	if errors.Is(err, sql.ErrNoRows) {
 		return memory.Node{}, fmt.Errorf("node %s: %w", id, memory.ErrNotFound)
 	}
@@ -405,7 +412,7 @@ func (s *Store) fetch(ctx context.Context, col string, keys []any) (map[string]m
 	for len(keys) > 0 {
 		part := keys[:min(chunk, len(keys))]
 		keys = keys[len(part):]
-		rows, err := s.db.QueryContext(ctx, `SELECT `+nodeCols+` FROM nodes WHERE `+col+` IN (`+placeholders(len(part))+`)`, part...)
+		rows, err := s.db.QueryContext(ctx, `SELECT `+nodeCols+` FROM `+nodeFrom+` WHERE n.`+col+` IN (`+placeholders(len(part))+`)`, part...)
 		if err != nil {
 			return nil, fmt.Errorf("sqlite: fetch: %w", err)
 		}
@@ -431,7 +438,7 @@ func (s *Store) fetchRid(ctx context.Context, keys []any) (map[int64]memory.Node
 	for len(keys) > 0 {
 		part := keys[:min(chunk, len(keys))]
 		keys = keys[len(part):]
-		rows, err := s.db.QueryContext(ctx, `SELECT rid, `+nodeCols+` FROM nodes WHERE rid IN (`+placeholders(len(part))+`)`, part...)
+		rows, err := s.db.QueryContext(ctx, `SELECT n.rid, `+nodeCols+` FROM `+nodeFrom+` WHERE n.rid IN (`+placeholders(len(part))+`)`, part...)
 		if err != nil {
 			return nil, fmt.Errorf("sqlite: fetch: %w", err)
 		}
