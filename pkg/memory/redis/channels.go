@@ -20,8 +20,8 @@ const maxExpansions = 12
 // project, spread over its terms, at least lexicalMinPerTerm (and limit)
 // per term.
 const (
-	lexicalBudget     = 2500
-	lexicalMinPerTerm = 120
+	lexicalBudget     = 2000
+	lexicalMinPerTerm = 100
 )
 
 // luaVisible starts the scripts that filter on the server: memory.Visible
@@ -65,9 +65,9 @@ end
 // server.
 //
 // Each query term is expanded as a prefix over the term dictionary
-// (ZRANGEBYLEX). A document's score is BM25 (k1 1.2, b 0.75, the current
-// document count and average length): the sum over query terms of the best
-// of that term's expansions. Postings sort by impact (see reindexLexScript),
+// (ZRANGEBYLEX) and the expansions are OR-ed like query terms. A document's
+// score is BM25 (k1 1.2, b 0.75, the current document count and average
+// length) summed over the terms it holds. Postings sort by impact (see reindexLexScript),
 // so each posting list is read best first, up to its share of
 // lexicalBudget: a list that fits is read whole and exact; of a longer one
 // (a very common term, whose idf is low) only the best postings make
@@ -111,56 +111,33 @@ if #lists == 0 then return {} end
 table.sort(lists, function(x, y) return x.df < y.df end)
 local left = budget
 
-local qbest = {}
-local cand = {}
+local score = {}
 local ids = {}
+local mx = 0
 for i, L in ipairs(lists) do
   local m = math.max(minPer, math.floor(left / (#lists - i + 1)))
   local post = redis.call('ZRANGE', L.key, 0, m - 1, 'REV', 'WITHSCORES')
-  left = left - #post / 2
-  local seen = nil
-  if L.df > m then
-    seen = {}
-    L.seen = seen
-  end
-  local qb = qbest[L.q]
-  if not qb then
-    qb = {}
-    qbest[L.q] = qb
-  end
+  local n = #post
+  left = left - n / 2
   local w = L.w
-  for j = 1, #post, 2 do
+  for j = 1, n, 2 do
     local d = post[j]
-    local rest = tonumber(post[j + 1]) % SHIFT
-    local tf = math.floor(rest / 65536)
-    local v = w * tf / (tf + c1 + c2 * (rest - tf * 65536))
-    local o = qb[d]
-    if o == nil or o < v then qb[d] = v end
-    if seen then
-      seen[d] = true
-      L.last = v
-    end
-    if not cand[d] then
-      cand[d] = true
-      ids[#ids + 1] = d
-    end
+    local r = tonumber(post[j + 1]) % SHIFT
+    local tf = math.floor(r / 65536)
+    local o = score[d]
+    local v = w * tf / (tf + c1 + c2 * (r - tf * 65536)) + (o or 0)
+    score[d] = v
+    if o == nil then ids[#ids + 1] = d end
+    if v > mx then mx = v end
   end
-end
-
-local score = {}
-local function total(d)
-  local s = 0
-  for _, qb in pairs(qbest) do
-    local v = qb[d]
-    if v then s = s + v end
+  if L.df > m and n > 0 then
+    -- Truncated: remember where reading stopped (score, then member: equal
+    -- scores come in reverse member order).
+    L.stop, L.stopMember = tonumber(post[n]), post[n - 1]
+    local r = L.stop % SHIFT
+    local tf = math.floor(r / 65536)
+    L.last = w * tf / (tf + c1 + c2 * (r - tf * 65536))
   end
-  return s
-end
-local mx = 0
-for _, d in ipairs(ids) do
-  local s = total(d)
-  score[d] = s
-  if s > mx then mx = s end
 end
 local function better(x, y)
   local a, c = score[x], score[y]
@@ -176,8 +153,10 @@ if #ids > 4 * k and mx > 0 then
   local NB = 1024
   local counts = {}
   for i = 0, NB do counts[i] = 0 end
+  local bucket = {}
   for _, d in ipairs(ids) do
     local b = math.floor(score[d] / mx * NB)
+    bucket[d] = b
     counts[b] = counts[b] + 1
   end
   local acc, cut = 0, 0
@@ -190,7 +169,7 @@ if #ids > 4 * k and mx > 0 then
   end
   top = {}
   for _, d in ipairs(ids) do
-    if math.floor(score[d] / mx * NB) >= cut then top[#top + 1] = d else rest[#rest + 1] = d end
+    if bucket[d] >= cut then top[#top + 1] = d else rest[#rest + 1] = d end
   end
 end
 
@@ -199,26 +178,23 @@ end
 -- the limit-th score).
 table.sort(top, better)
 local kth = score[top[math.min(#top, limit)]] or 0
-local lead = {}
-for i = 1, math.min(#top, limit + 10) do lead[i] = top[i] end
+local nlead = math.min(#top, limit + 10)
 for _, L in ipairs(lists) do
-  if L.seen and L.last * 1.25 >= 0.01 * kth then
-    local qb = qbest[L.q]
-    for _, d in ipairs(lead) do
-      if not L.seen[d] then
-        local sc = redis.call('ZSCORE', L.key, d)
-        if sc then
-          local r = tonumber(sc) % SHIFT
+  if L.stop and L.last * 1.25 >= 0.01 * kth then
+    for i = 1, nlead do
+      local d = top[i]
+      local sc = redis.call('ZSCORE', L.key, d)
+      if sc then
+        sc = tonumber(sc)
+        if sc < L.stop or (sc == L.stop and d < L.stopMember) then
+          local r = sc % SHIFT
           local tf = math.floor(r / 65536)
-          local v = L.w * tf / (tf + c1 + c2 * (r - tf * 65536))
-          local o = qb[d]
-          if o == nil or o < v then qb[d] = v end
+          score[d] = score[d] + L.w * tf / (tf + c1 + c2 * (r - tf * 65536))
         end
       end
     end
   end
 end
-for _, d in ipairs(top) do score[d] = total(d) end
 table.sort(top, better)
 
 local out = {}
