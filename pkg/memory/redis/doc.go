@@ -1,0 +1,110 @@
+// Package redis is the Redis 8 backend of memory.Store, for the distributed
+// deployment (several worker replicas sharing one memory graph). It works on
+// a standalone server and on Redis Cluster through a go-redis
+// UniversalClient, keeps no state a second replica would need, and passes
+// the conformance suite (memory/memorytest) on both.
+//
+//	client := goredis.NewUniversalClient(&goredis.UniversalOptions{Addrs: addrs})
+//	store, err := redis.New(client, redis.WithNamespace("engram"))
+//
+// Every rule that decides a stored value is memory's (PrepareNew, Reinforce,
+// ApplyPatch, ApplyVerdict, MarkStale, Close, PrepareRevision, Visible,
+// standing order, edge rules): this package only stores and indexes.
+//
+// # Redis 8 on the development machines
+//
+// Vector sets (VADD/VSIM) need Redis >= 8. Debian 12 ships 7.0, so
+// scripts/redis8.sh fetches Debian 13's redis 8.0.2 with a private apt list
+// into $ENGRAM_CACHE/redis8 (default ~/.cache/engram/redis8, outside the
+// repository; the system's apt state is not touched) and runs it through
+// trixie's own dynamic loader:
+//
+//	bash scripts/redis8.sh start      # standalone :6390, cluster :7001-7003
+//	eval "$(bash scripts/redis8.sh env)"   # starts if needed, exports the test variables
+//	go test ./pkg/memory/redis
+//	bash scripts/redis8.sh stop
+//
+// Tests read ENGRAM_TEST_REDIS_URL (standalone) and ENGRAM_TEST_REDIS_CLUSTER
+// (comma-separated cluster nodes); without them they skip, unless CI is set,
+// when they fail. Each test store uses its own namespace (WithNamespace) on
+// the shared server and drops it with DeleteNamespace.
+//
+// # Key layout
+//
+// Every key starts with the namespace, then the hash tag of the project it
+// belongs to: {p:<project>} (or {h:<sha256>} for a project id holding a
+// brace), {g} for global memories. All keys of one project therefore hash
+// to one cluster slot, and projects spread over the shards. With K =
+// "<ns>:{p:<project>}:":
+//
+//	K n:<id>          hash: the node, one short field per attribute (zero values left
+//	                  out), the vector as a little-endian float32 blob (vec)
+//	K dg              hash: digest -> id (upsert matching within the project)
+//	K all             zset: every node by updated-at (timeline, scan)
+//	K lv              set: live nodes (HasLiveMemory)
+//	K st              zset: standing-instruction candidates (memory.IsStanding) scored
+//	                  in memory.CompareStanding order
+//	K pe              zset: live nodes without a vector, by created-at (backlog)
+//	K em:<model>      zset: live nodes embedded by model, by created-at
+//	K models          set: the models used in the project
+//	K v:<model>       vector set (VADD ... NOQUANT SETATTR {sc,ss,rc,ar,sb,vt,cf,sk})
+//	K t:<term>        zset: BM25 postings of a term (impact, tf, length packed in the score)
+//	K terms           zset: the term dictionary (all scores 0, for ZRANGEBYLEX prefixes)
+//	K bm              hash: n documents, l total length (BM25 statistics)
+//	K pa:<path>       set: nodes attached to a path (ByPaths, MarkStale)
+//	K eo:<id>         hash: out-edges of id (JSON; the primary copy)
+//	K ei:<id>         hash: in-edges of id (JSON; a copy under the destination's project)
+//	K s:<session>:... per-session records (see sessions.go): messages (list), turns,
+//	                  summaries, cursor, injections, briefing flag, leases
+//	K ev:<consumer>   hash: processed events -> expiry
+//
+// Outside any project: <ns>:{r}:projects (the registry, for cross-project
+// reads and scans), <ns>:{r}:dims (model -> vector dimension) and
+// <ns>:{i:<0..1023>}:ids (id -> project: Get by id finds the slot; the
+// mapping never changes, so the store caches it).
+//
+// # Retrieval channels
+//
+// Lexical is BM25 computed in a Lua script on the project's slot: query
+// terms are prefix-expanded over the term dictionary, posting lists are read
+// best impact first under a budget (whole when short, so small corpora and
+// rare terms are exact; of a very common term only the best postings make
+// candidates, and the leading candidates get the rest of their score by
+// ZSCORE), and candidates are filtered best first with memory.Visible
+// written in Lua. Vector asks VSIM for more neighbours than needed without
+// FILTER and filters them with the same Lua (VSIM's FILTER in 8.0.2 costs
+// 20-30 ms at 10,000 elements), falling back to VSIM FILTER when the filter
+// rejects too many. ByPaths and the listings load nodes and apply
+// memory.Visible in Go. TestServerFiltersMatchVisible checks both server-side
+// filters against memory.Visible.
+//
+// # Atomicity
+//
+// A write that touches one project runs as one optimistic transaction:
+// WATCH the node, digest and edge keys, read, apply the shared rule in Go,
+// then MULTI/EXEC every key it changes (the node hash and all its indexes,
+// including the Lua that moves postings and VADD). A conflicting writer
+// makes EXEC fail and the write is retried. Sessions use small Lua scripts
+// (cursor, leases, briefing flag, take-once injections) or WATCH
+// (transcript). Expiry (leases, briefing, processed events) is decided
+// against the store's clock (WithClock); Redis' own expiry only collects
+// garbage a day later.
+//
+// Writes that span projects (an edge between a project and a global memory,
+// Supersede or Revise across projects, PutBatch edges between projects) are
+// done in steps, each atomic on its slot, in an order that a retry
+// completes: the copy of an edge before its primary, the edge before the
+// close. A new id is written to the id index before its node.
+//
+// PutBatch is one MULTI per project: a batch of thousands of nodes with
+// vectors holds the server for seconds (VADD builds the HNSW graph), so
+// bulk loads should send batches of a few hundred nodes.
+//
+// # Cluster
+//
+// No command names keys of two slots: multi-key commands, scripts and
+// transactions stay within one project's tag, and cross-project reads
+// (CrossProject, Scan, PendingEmbeddings) send one command per project.
+// TestClusterConformance runs the whole suite on a three-node cluster and
+// TestClusterSpread checks that projects land on every master.
+package redis
