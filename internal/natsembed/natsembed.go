@@ -69,6 +69,15 @@ func Start(o Options) (*Server, error) {
 	if port == 0 {
 		port = -1 // nats-server treats 0 as "default port"; we mean random.
 	}
+	if port > 0 {
+		// Fail at once with the OS's reason (address in use, permission)
+		// rather than after ReadyTimeout.
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, portStr))
+		if err != nil {
+			return nil, fmt.Errorf("%w: listen %s: %w", ErrNotReady, o.Listen, err)
+		}
+		_ = ln.Close()
+	}
 	if err := os.MkdirAll(o.StoreDir, 0o750); err != nil {
 		return nil, fmt.Errorf("natsembed: store dir: %w", err)
 	}
