@@ -1,5 +1,5 @@
 // Command tinymodel writes a tiny llama-architecture GGUF model and the
-// Modelfiles that turn it into an Ollama chat model and an embedding model,
+// Modelfiles that turn it into Ollama chat models and an embedding model,
 // for the end-to-end tests against a real Ollama server (docs/ollama.md).
 //
 //	go run ./tools/tinymodel -out DIR [-seed N] [-call 'NAME={"arg":"value"}' ...]
@@ -25,7 +25,8 @@ type callFlags []tiny.Call
 func (c *callFlags) String() string { return fmt.Sprint(len(*c)) }
 
 func (c *callFlags) Set(s string) error {
-	name, args, ok := strings.Cut(s, "=")
+	rest, bare := strings.CutPrefix(s, "bare:")
+	name, args, ok := strings.Cut(rest, "=")
 	if !ok || name == "" {
 		return fmt.Errorf("want NAME=JSON-OBJECT, got %q", s)
 	}
@@ -33,7 +34,7 @@ func (c *callFlags) Set(s string) error {
 	if err := json.Unmarshal([]byte(args), &m); err != nil {
 		return fmt.Errorf("arguments of %s: %w", name, err)
 	}
-	*c = append(*c, tiny.Call{Name: name, Arguments: m})
+	*c = append(*c, tiny.Call{Name: name, Arguments: m, Bare: bare})
 	return nil
 }
 
@@ -41,7 +42,7 @@ func main() {
 	out := flag.String("out", "", "folder to write tiny.gguf, Modelfile.chat and Modelfile.embed into (required)")
 	seed := flag.Uint64("seed", 1, "seed of the random weights")
 	var calls callFlags
-	flag.Var(&calls, "call", `fixed tool call NAME={"arg":...} (repeatable, at most 4)`)
+	flag.Var(&calls, "call", `fixed tool call NAME={"arg":...} (repeatable, at most 4; prefix "bare:" for a bare-JSON call)`)
 	flag.Parse()
 	if *out == "" {
 		fmt.Fprintln(os.Stderr, "tinymodel: -out is required")
@@ -60,8 +61,9 @@ func main() {
 	fmt.Println(files.GGUF)
 	fmt.Println(files.Chat)
 	fmt.Println(files.Embed)
+	fmt.Println(files.Bare)
 	for i, c := range opts.Calls {
-		text, _ := tiny.CallText(c)
-		fmt.Printf("%s -> %s\n", tiny.CallControl(i), text)
+		pieces, _ := tiny.CallPieces(c)
+		fmt.Printf("%s -> %q\n", tiny.CallControl(i), pieces)
 	}
 }

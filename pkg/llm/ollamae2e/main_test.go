@@ -23,6 +23,7 @@ import (
 // Names of the models TestMain creates.
 const (
 	chatModel  = "engram-tiny"
+	bareModel  = "engram-tiny-bare" // tool calls as bare JSON: Ollama's tag is "{"
 	embedModel = "engram-tiny-embed"
 	modelSeed  = 1
 )
@@ -32,6 +33,8 @@ const (
 var testCalls = []tiny.Call{
 	{Name: "recall", Arguments: map[string]any{"query": "tiny model facts"}},
 	{Name: "recall", Arguments: map[string]any{"query": "close } brace"}},
+	{Name: "recall", Arguments: map[string]any{"query": "close } brace"}, Bare: true},
+	{Name: "recall", Arguments: map[string]any{"query": "tiny model facts"}, Bare: true},
 }
 
 // server is the running Ollama server shared by the package's tests.
@@ -179,7 +182,7 @@ func start(bin string) (*server, error) {
 	}
 	s.readyIn = time.Since(begin)
 
-	for name, mf := range map[string]string{chatModel: s.files.Chat, embedModel: s.files.Embed} {
+	for name, mf := range map[string]string{chatModel: s.files.Chat, bareModel: s.files.Bare, embedModel: s.files.Embed} {
 		if err := s.create(name, mf); err != nil {
 			return s, err
 		}

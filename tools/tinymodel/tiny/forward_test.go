@@ -152,14 +152,24 @@ func chatPrompt(m *Model, parts ...any) []int {
 }
 
 func TestForwardTricks(t *testing.T) {
-	m, err := Build(Options{Seed: 1, Calls: DefaultCalls()})
+	calls := append(DefaultCalls(), Call{Name: "recall", Arguments: map[string]any{"query": "x"}, Bare: true})
+	m, err := Build(Options{Seed: 1, Calls: calls})
 	if err != nil {
 		t.Fatal(err)
 	}
-	callTok := make([]int, len(m.Calls))
-	for i, c := range m.Calls {
-		text, _ := CallText(c)
-		callTok[i] = slices.Index(m.Tokens, text)
+	callTok := make([]int, len(m.Calls)) // first piece of each call
+	pieceToks := make([][]int, len(m.Calls))
+	var allPieces []int
+	for i := range m.Calls {
+		for _, text := range m.Pieces[i] {
+			id := slices.Index(m.Tokens, text)
+			if id < 0 {
+				t.Fatalf("call %d: piece %q is not a token", i, text)
+			}
+			pieceToks[i] = append(pieceToks[i], id)
+			allPieces = append(allPieces, id)
+		}
+		callTok[i] = pieceToks[i][0]
 	}
 	user := func(content ...any) []any {
 		return append(append([]any{TokIMStart, "user\n"}, content...), TokIMEnd, "\n")
@@ -181,18 +191,31 @@ func TestForwardTricks(t *testing.T) {
 		if best != callTok[i] || margin < 10 {
 			t.Errorf("call %d: next token %d (%q) margin %.1f, want the call token %d", i, best, m.Tokens[best], margin, callTok[i])
 		}
-		logits = forward(m, append(toks, callTok[i]))
-		best, margin = argmax(logits)
-		t.Logf("call %d: end token margin after the call %.1f", i, margin)
-		if best != m.EOS || margin < 10 {
-			t.Errorf("call %d: after the call token %d (%q) margin %.1f, want the end token", i, best, m.Tokens[best], margin)
+		// Each piece leads to the next; the last to the end token.
+		for k, id := range pieceToks[i] {
+			toks = append(toks, id)
+			want := m.EOS
+			if k+1 < len(pieceToks[i]) {
+				want = pieceToks[i][k+1]
+			}
+			logits = forward(m, toks)
+			best, margin = argmax(logits)
+			t.Logf("call %d: after piece %d: margin %.1f", i, k, margin)
+			if best != want || margin < 10 {
+				t.Errorf("call %d: after piece %d comes %d (%q) margin %.1f, want %q", i, k, best, m.Tokens[best], margin, m.Tokens[want])
+			}
 		}
 		// After the tool result the call is off: text, not another call.
-		toks = prompt(user("look this up ", CallControl(i)), []any{TokIMStart, "assistant\n", callTok[i], TokIMEnd, "\n"},
+		history := []any{TokIMStart, "assistant\n"}
+		for _, id := range pieceToks[i] {
+			history = append(history, id)
+		}
+		history = append(history, TokIMEnd, "\n")
+		toks = prompt(user("look this up ", CallControl(i)), history,
 			user(TokToolResponse, `{"ok":true}</tool_response>`), assistant)
 		logits = forward(m, toks)
 		best, _ = argmax(logits)
-		if slices.Contains(callTok, best) || best == m.EOS || best >= 256+len(merges) {
+		if slices.Contains(allPieces, best) || best == m.EOS || best >= 256+len(merges) {
 			t.Errorf("call %d: after the tool result the model emits %q", i, m.Tokens[best])
 		}
 	}
@@ -201,7 +224,7 @@ func TestForwardTricks(t *testing.T) {
 	// empty reply.
 	logits := forward(m, prompt(user("hello there"), assistant))
 	top := slices.Max(logits)
-	for _, id := range callTok {
+	for _, id := range allPieces {
 		if logits[id] > top-10 {
 			t.Errorf("call token %d has logit %.1f without its control token", id, logits[id])
 		}

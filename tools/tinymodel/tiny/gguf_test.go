@@ -85,12 +85,16 @@ func TestGGUFHeaderAndMetadata(t *testing.T) {
 		}
 	}
 	// The control tokens and call tokens are present.
-	for i, c := range DefaultCalls() {
-		text, _ := CallText(c)
+	for i := range DefaultCalls() {
+		pieces := m.Pieces[i]
 		ci := slices.Index(m.Tokens, CallControl(i))
-		ti := slices.Index(m.Tokens, text)
-		if ci < 0 || ti < 0 || types[ci] != tokControl || types[ti] != tokUserDefined {
-			t.Errorf("call %d: control %d, call token %d", i, ci, ti)
+		if ci < 0 || types[ci] != tokControl {
+			t.Errorf("call %d: control token %d", i, ci)
+		}
+		for _, p := range pieces {
+			if ti := slices.Index(m.Tokens, p); ti < 0 || types[ti] != tokUserDefined {
+				t.Errorf("call %d: piece %q token %d", i, p, ti)
+			}
 		}
 	}
 }
@@ -181,6 +185,13 @@ func TestGenerateWritesModelfiles(t *testing.T) {
 			t.Errorf("chat Modelfile lacks %q", want)
 		}
 	}
+	bare, err := os.ReadFile(files.Bare)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(bare), "<tool_call>\n") || !strings.Contains(string(bare), ".ToolCalls") {
+		t.Errorf("bare Modelfile renders tagged tool calls:\n%s", bare)
+	}
 	embed, err := os.ReadFile(files.Embed)
 	if err != nil {
 		t.Fatal(err)
@@ -190,6 +201,38 @@ func TestGenerateWritesModelfiles(t *testing.T) {
 	}
 	if filepath.Dir(files.GGUF) != dir {
 		t.Errorf("gguf at %s", files.GGUF)
+	}
+}
+
+func TestCallPieces(t *testing.T) {
+	got, err := CallPieces(Call{Name: "f", Arguments: map[string]any{"q": "a } b"}, Bare: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{`{"name":"f","arguments":{"q":"a }`, ` b"}`, "}\n"}
+	if !slices.Equal(got, want) {
+		t.Errorf("pieces %q, want %q", got, want)
+	}
+	got, _ = CallPieces(Call{Name: "f", Arguments: map[string]any{"q": "x"}})
+	if len(got) != 1 || !strings.HasPrefix(got[0], "<tool_call>{") || !strings.HasSuffix(got[0], "}</tool_call>") {
+		t.Errorf("tagged call pieces %q", got)
+	}
+	if _, err := CallPieces(Call{Name: "f", Arguments: map[string]any{"q": "}}}}"}, Bare: true}); err == nil {
+		t.Error("a call of 6 pieces was accepted")
+	}
+	// The same piece twice would be one token for two calls; only the
+	// final "}" is made unique.
+	two := []Call{{Name: "f", Bare: true}, {Name: "f", Bare: true}}
+	if _, err := Build(Options{Calls: two}); err == nil {
+		t.Error("two identical bare calls accepted")
+	}
+	empty := map[string]any{}
+	m, err := Build(Options{Calls: []Call{{Name: "f", Arguments: empty, Bare: true}, {Name: "g", Arguments: empty, Bare: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Pieces[0]) != 2 || len(m.Pieces[1]) != 2 || m.Pieces[0][1] != "}\n" || m.Pieces[1][1] != "}\n\n" {
+		t.Errorf("pieces %q", m.Pieces)
 	}
 }
 

@@ -41,6 +41,11 @@ func CallControl(i int) string { return fmt.Sprintf("<|engram_call_%d|>", i) }
 type Call struct {
 	Name      string         // tool name; it must be among the tools the request offers
 	Arguments map[string]any // JSON object
+	// Bare: the call is emitted as bare JSON, without the <tool_call> tags,
+	// in pieces split after every '}' (a chunk of streamed output ends
+	// there), for a template whose tool-call tag is "{" (BareModelfile).
+	// At most 4 pieces.
+	Bare bool
 }
 
 // Options choose what Generate writes.
@@ -51,23 +56,64 @@ type Options struct {
 
 // DefaultCalls are the calls of a model generated without -call flags: call 0
 // is an ordinary recall; call 1 has a string argument containing '}' (which
-// Ollama's tool-call parser is known to mishandle).
+// Ollama's tool-call parser is known to mishandle); call 2 is call 1 as bare
+// JSON streamed in pieces.
 func DefaultCalls() []Call {
 	return []Call{
 		{Name: "recall", Arguments: map[string]any{"query": "tiny model facts"}},
 		{Name: "recall", Arguments: map[string]any{"query": "close } brace"}},
+		{Name: "recall", Arguments: map[string]any{"query": "close } brace"}, Bare: true},
 	}
 }
 
-// CallText is the exact text the model emits for call c: one user-defined
-// token, rendered raw by llama.cpp.
+// CallText is the exact text the model emits for call c, rendered raw by
+// llama.cpp: <tool_call>JSON</tool_call> as one token, or for a Bare call the
+// JSON (see CallPieces).
 func CallText(c Call) (string, error) {
 	args, err := json.Marshal(c.Arguments)
 	if err != nil {
 		return "", fmt.Errorf("tool call %s: arguments: %w", c.Name, err)
 	}
 	name, _ := json.Marshal(c.Name)
-	return `<tool_call>{"name":` + string(name) + `,"arguments":` + string(args) + `}</tool_call>`, nil
+	text := `{"name":` + string(name) + `,"arguments":` + string(args) + `}`
+	if c.Bare {
+		return text, nil
+	}
+	return "<tool_call>" + text + "</tool_call>", nil
+}
+
+// maxPieces bounds the tokens of one call (the chain channels available).
+const maxPieces = 4
+
+// CallPieces returns the tokens the model emits for call c, in order: one
+// for a tagged call; for a Bare call the JSON split after every '}', a lone
+// final "}" getting a newline (so the piece is not a plain "}", which would
+// capture every '}' of the prompts).
+func CallPieces(c Call) ([]string, error) {
+	text, err := CallText(c)
+	if err != nil {
+		return nil, err
+	}
+	if !c.Bare {
+		return []string{text}, nil
+	}
+	var pieces []string
+	for len(text) > 0 {
+		i := strings.IndexByte(text, '}')
+		if i < 0 {
+			pieces = append(pieces, text)
+			break
+		}
+		pieces = append(pieces, text[:i+1])
+		text = text[i+1:]
+	}
+	if last := len(pieces) - 1; pieces[last] == "}" {
+		pieces[last] = "}\n"
+	}
+	if len(pieces) > maxPieces {
+		return nil, fmt.Errorf("tool call %s: %d pieces, at most %d (fewer '}')", c.Name, len(pieces), maxPieces)
+	}
+	return pieces, nil
 }
 
 // Token types (llama.cpp's llama_token_type).
@@ -82,6 +128,7 @@ const (
 	chBias     = 0  // constant on every token: carries per-token output biases
 	chAttend   = 1  // keys of the control head (control and tool-response tokens)
 	chSlot0    = 2  // chSlot0+i: +1 on control token i, -1 on the tool-response token
+	chChain0   = 6  // chChain0+k: set on piece k of a call that has a piece k+1
 	chPad      = 9  // evens out the norms of the control and tool-response tokens
 	chEmitted  = 10 // set on call tokens: the next token is the end token
 	chMode0    = 11 // chMode0+i: written by the control head while call i is pending
@@ -114,6 +161,7 @@ type Model struct {
 	Tensor []Tensor
 	EOS    int
 	Calls  []Call
+	Pieces [][]string // the token texts each call is emitted as
 }
 
 var merges = [][2]string{{"Ġ", "t"}, {"t", "h"}, {"i", "n"}, {"e", "r"}, {"a", "n"}, {"Ġ", "a"}}
@@ -140,22 +188,35 @@ func Build(opts Options) (*Model, error) {
 		return nil, fmt.Errorf("tiny: %d calls, at most %d", len(opts.Calls), maxCalls)
 	}
 	var errs []error
-	callTexts := make([]string, len(opts.Calls))
+	callPieces := make([][]string, len(opts.Calls))
+	seen := map[string]bool{}
 	for i, c := range opts.Calls {
 		if c.Name == "" {
 			errs = append(errs, fmt.Errorf("tiny: call %d has no name", i))
 		}
-		t, err := CallText(c)
+		p, err := CallPieces(c)
 		if err != nil {
-			errs = append(errs, err)
+			errs = append(errs, fmt.Errorf("tiny: %w", err))
 		}
-		callTexts[i] = t
+		for k, piece := range p {
+			// Bare calls all end with a lone "}": give each its own token
+			// by adding newlines.
+			for k == len(p)-1 && strings.HasPrefix(piece, "}\n") && seen[piece] {
+				piece += "\n"
+			}
+			if seen[piece] {
+				errs = append(errs, fmt.Errorf("tiny: call %d: piece %q is already a token of another call", i, piece))
+			}
+			seen[piece] = true
+			p[k] = piece
+		}
+		callPieces[i] = p
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 
-	m := &Model{Calls: opts.Calls}
+	m := &Model{Calls: opts.Calls, Pieces: callPieces}
 	b2u := byteToUnicode()
 	for b := 0; b < 256; b++ {
 		m.Tokens = append(m.Tokens, string(b2u[b]))
@@ -176,12 +237,14 @@ func Build(opts Options) (*Model, error) {
 	m.EOS = add(TokIMEnd, tokControl)
 	toolResp := add(TokToolResponse, tokControl)
 	ctl := make([]int, len(opts.Calls))
-	call := make([]int, len(opts.Calls))
+	pieces := make([][]int, len(opts.Calls)) // token ids of each call's pieces
 	for i := range opts.Calls {
 		ctl[i] = add(CallControl(i), tokControl)
 	}
 	for i := range opts.Calls {
-		call[i] = add(callTexts[i], tokUserDefined)
+		for _, text := range callPieces[i] {
+			pieces[i] = append(pieces[i], add(text, tokUserDefined))
+		}
 	}
 	vocab := len(m.Tokens)
 
@@ -231,8 +294,16 @@ func Build(opts Options) (*Model, error) {
 		}
 		row[chPad] = embSpecial * float32(math.Sqrt(float64(maxCalls-len(ctl))))
 	}
-	for _, id := range call {
-		emb[id*Width+chEmitted] = embEmitted
+	// Piece k of a call carries chain channel k, or "emitted" when it is
+	// the last piece.
+	for _, ids := range pieces {
+		for k, id := range ids {
+			if k == len(ids)-1 {
+				emb[id*Width+chEmitted] = embEmitted
+			} else {
+				emb[id*Width+chChain0+k] = embEmitted
+			}
+		}
 	}
 	// The prompt ends with "assistant\n": the newline channel keeps the
 	// reply from being empty.
@@ -259,11 +330,24 @@ func Build(opts Options) (*Model, error) {
 	out[m.EOS*Width+chBias] = outEnd
 	out[m.EOS*Width+chEmitted] = outEmitted
 	out[m.EOS*Width+chNewline] = -outEmitted
-	for i, id := range call {
-		row := out[id*Width : (id+1)*Width]
-		row[chBias] = outCallBias
-		row[chMode0+i] = outCall
-		row[chEmitted] = -outEmitted
+	// A pending call i (its mode channel) selects the call's pieces; the
+	// chain channel of piece k selects piece k+1 over piece 0; "emitted"
+	// selects the end token over everything.
+	for i, ids := range pieces {
+		for k, id := range ids {
+			row := out[id*Width : (id+1)*Width]
+			row[chBias] = outCallBias
+			row[chMode0+i] = outCall
+			row[chEmitted] = -outEmitted
+			for j := 0; j < maxPieces-1; j++ {
+				row[chChain0+j] = -outEmitted
+			}
+			if k > 0 {
+				// Only after piece k-1: a lower baseline than piece 0.
+				row[chChain0+k-1] = outEmitted
+				row[chBias] = outCallBias - 8
+			}
+		}
 	}
 	_ = eot
 	_ = imStart
@@ -394,7 +478,24 @@ func (m *Model) checkFinite() error {
 // JSON in the system turn, tool calls as <tool_call>{...}</tool_call>, tool
 // results as a user turn wrapped in the <tool_response> control token (which
 // also switches the pending call off inside the model).
-const ChatTemplate = `{{- if or .System .Tools }}<|im_start|>system
+var ChatTemplate = chatTemplate(false)
+
+// BareTemplate is ChatTemplate with tool calls rendered as bare JSON objects:
+// Ollama then uses "{" as the tool-call tag.
+var BareTemplate = chatTemplate(true)
+
+func chatTemplate(bare bool) string {
+	howTo := `To call a tool, reply with <tool_call>{"name": <name>, "arguments": <json object>}</tool_call>`
+	calls := `{{- if .ToolCalls }}<tool_call>
+{{- range .ToolCalls }}{"name": {{ json .Function.Name }}, "arguments": {{ json .Function.Arguments }}}{{ end }}</tool_call>
+{{- end }}`
+	if bare {
+		howTo = `To call a tool, reply with {"name": <name>, "arguments": <json object>}`
+		calls = `{{- if .ToolCalls }}
+{{- range .ToolCalls }}{"name": {{ json .Function.Name }}, "arguments": {{ json .Function.Arguments }}}{{ end }}
+{{- end }}`
+	}
+	return `{{- if or .System .Tools }}<|im_start|>system
 {{ if .System }}{{ .System }}{{ end }}
 {{- if .Tools }}
 # Tools
@@ -403,7 +504,7 @@ const ChatTemplate = `{{- if or .System .Tools }}<|im_start|>system
 {{ json . }}
 {{- end }}
 </tools>
-To call a tool, reply with <tool_call>{"name": <name>, "arguments": <json object>}</tool_call>
+` + howTo + `
 {{- end }}<|im_end|>
 {{ end }}
 {{- range $i, $_ := .Messages }}
@@ -412,9 +513,7 @@ To call a tool, reply with <tool_call>{"name": <name>, "arguments": <json object
 {{ .Content }}<|im_end|>
 {{ else if eq .Role "assistant" }}<|im_start|>assistant
 {{ .Content }}
-{{- if .ToolCalls }}<tool_call>
-{{- range .ToolCalls }}{"name": {{ json .Function.Name }}, "arguments": {{ json .Function.Arguments }}}{{ end }}</tool_call>
-{{- end }}
+` + calls + `
 {{- if not $last }}<|im_end|>
 {{ end }}
 {{- else if eq .Role "tool" }}<|im_start|>user
@@ -423,29 +522,33 @@ To call a tool, reply with <tool_call>{"name": <name>, "arguments": <json object
 {{- if and (ne .Role "assistant") $last }}<|im_start|>assistant
 {{ end }}
 {{- end }}`
+}
 
-// Modelfiles returns the chat and the embedding Modelfile for a GGUF file
-// named gguf in the same folder. num_thread is 1: llama.cpp's threads meet at
-// spinning barriers after every operation, and on a loaded shared machine
-// that made this tiny model ~1000x slower (400 ms instead of 0.3 ms a token).
-func Modelfiles(gguf string) (chat, embed string) {
-	chat = "FROM ./" + gguf + "\n" +
-		"TEMPLATE \"\"\"" + ChatTemplate + "\"\"\"\n" +
-		"PARAMETER stop " + TokIMEnd + "\n" +
-		"PARAMETER stop " + TokEndOfText + "\n" +
-		"PARAMETER num_ctx " + fmt.Sprint(Context) + "\n" +
-		"PARAMETER num_predict 512\n" +
-		"PARAMETER num_thread 1\n"
+// Modelfiles returns the chat, the bare-JSON chat and the embedding
+// Modelfile for a GGUF file named gguf in the same folder. num_thread is 1:
+// llama.cpp's threads meet at spinning barriers after every operation, and
+// on a loaded shared machine that made this tiny model ~1000x slower (400 ms
+// instead of 0.3 ms a token).
+func Modelfiles(gguf string) (chat, bare, embed string) {
+	chatWith := func(tmpl string) string {
+		return "FROM ./" + gguf + "\n" +
+			"TEMPLATE \"\"\"" + tmpl + "\"\"\"\n" +
+			"PARAMETER stop " + TokIMEnd + "\n" +
+			"PARAMETER stop " + TokEndOfText + "\n" +
+			"PARAMETER num_ctx " + fmt.Sprint(Context) + "\n" +
+			"PARAMETER num_predict 512\n" +
+			"PARAMETER num_thread 1\n"
+	}
 	embed = "FROM ./" + gguf + "\n" +
 		"PARAMETER num_thread 1\n" +
 		"PARAMETER num_ctx " + fmt.Sprint(Context) + "\n"
-	return chat, embed
+	return chatWith(ChatTemplate), chatWith(BareTemplate), embed
 }
 
 // escapeCheck makes sure the template has no triple quote that would end the
 // Modelfile's TEMPLATE block early.
 func init() {
-	if strings.Contains(ChatTemplate, `"""`) {
-		panic("tiny: ChatTemplate contains a triple quote")
+	if strings.Contains(ChatTemplate+BareTemplate, `"""`) {
+		panic("tiny: a template contains a triple quote")
 	}
 }
