@@ -3,6 +3,7 @@ package redis_test
 import (
 	"context"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -42,6 +43,7 @@ func benchChannels(b *testing.B, nodes int) {
 	defer s.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
+	serverCPU(b, ctx, c, st)
 	u, err := namespaceUsage(ctx, c, st.Namespace())
 	if err != nil {
 		b.Fatal(err)
@@ -61,6 +63,57 @@ func benchChannels(b *testing.B, nodes int) {
 	})
 	b.Logf("%d nodes: %.0f bytes/node in all; vector sets %.0f, vector blobs in hashes %.0f, node hashes (with blob) %.0f, postings %.0f, other indexes %.0f",
 		total, per(u.all), per(u.vectorSets), per(vectorBytes), per(u.nodes), per(u.postings), per(u.all-u.vectorSets-u.nodes-u.postings))
+}
+
+// serverCPU reports the Redis main thread's CPU time per query of each
+// channel (INFO cpu before and after 300 queries): the server's share,
+// which the client-side numbers of memorytest.Bench do not include and
+// which stays meaningful when the machine is busy with other work.
+func serverCPU(b *testing.B, ctx context.Context, c goredis.UniversalClient, s *redis.Store) {
+	cpu := func() float64 {
+		info, err := c.Info(ctx, "cpu").Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		var tot float64
+		for _, l := range strings.Split(info, "\r\n") {
+			k, v, _ := strings.Cut(l, ":")
+			if k == "used_cpu_user_main_thread" || k == "used_cpu_sys_main_thread" {
+				x, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					b.Fatal(err)
+				}
+				tot += x
+			}
+		}
+		return tot
+	}
+	corpus := memorytest.NewBenchCorpus()
+	f := memory.Filter{ProjectID: memorytest.BenchProject, SessionID: "s1"}
+	const n = 300
+	for _, ch := range []struct {
+		name string
+		q    func() error
+	}{
+		{"Lexical", func() error { _, err := s.Lexical(ctx, corpus.Query(), f, 60); return err }},
+		{"Vector", func() error {
+			_, err := s.Vector(ctx, memorytest.BenchModel, corpus.Vector(), f, 60)
+			return err
+		}},
+		{"Standing", func() error { _, err := s.StandingInstructions(ctx, memorytest.BenchProject, 6); return err }},
+	} {
+		b.Run("ServerCPU/"+ch.name, func(b *testing.B) {
+			for b.Loop() {
+			}
+			c0 := cpu()
+			for range n {
+				if err := ch.q(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric((cpu()-c0)/n*1000, "server-cpu-ms/query")
+		})
+	}
 }
 
 type usage struct{ all, vectorSets, nodes, postings int64 }
