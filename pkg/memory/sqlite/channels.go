@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/engram-memory/engram/pkg/memory"
+	"github.com/engram-memory/engram/pkg/memory/vecindex"
 )
 
 // Lexical implements memory.Channels: BM25 (k1 1.2, b 0.75) over label, body,
@@ -48,21 +49,27 @@ func (s *Store) Vector(ctx context.Context, model string, vec []float32, f memor
 	x := s.idx
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	ix := x.vecs[model]
-	if ix == nil {
+	d := x.dim(model)
+	if d == 0 {
 		return nil, nil
 	}
-	if len(vec) != ix.Dim() {
-		return nil, fmt.Errorf("%w: model %s makes %d-dimension vectors, the query has %d", memory.ErrInvalid, model, ix.Dim(), len(vec))
+	if len(vec) != d {
+		return nil, fmt.Errorf("%w: model %s makes %d-dimension vectors, the query has %d", memory.ErrInvalid, model, d, len(vec))
 	}
-	hits := ix.Search(vec, limit, func(id string) bool {
+	accept := func(id string) bool {
 		rid, ok := x.byID[id]
 		if !ok {
 			return false
 		}
 		_, vis := x.visible(rid, &f, now)
 		return vis
-	})
+	}
+	var hits []vecindex.Hit
+	if fl := x.flat[model]; fl != nil {
+		hits = fl.search(vec, limit, accept)
+	} else {
+		hits = x.vecs[model].Search(vec, limit, accept)
+	}
 	out := make([]memory.Scored, 0, len(hits))
 	for _, h := range hits {
 		if h.Score > 0 {

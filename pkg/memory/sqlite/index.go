@@ -21,6 +21,7 @@ type index struct {
 	byID      map[string]uint32
 	lex       *lexIndex
 	vecs      map[string]*vecindex.Index // by embedding model
+	flat      map[string]*flatVecs       // models whose graph index is still being built
 	vecOpts   []vecindex.Option
 	standing  map[uint32]struct{}
 	liveBy    map[string]int // live nodes per project ("" global)
@@ -34,6 +35,7 @@ func newIndex(vecOpts []vecindex.Option) *index {
 		byID:     map[string]uint32{},
 		lex:      newLexIndex(),
 		vecs:     map[string]*vecindex.Index{},
+		flat:     map[string]*flatVecs{},
 		vecOpts:  vecOpts,
 		standing: map[uint32]struct{}{},
 		liveBy:   map[string]int{},
@@ -100,11 +102,17 @@ func (x *index) apply(changes []change) {
 		}
 		if c.vec {
 			if prev != nil && prev.EmbeddingModel != "" {
-				if ix := x.vecs[prev.EmbeddingModel]; ix != nil {
+				if fl := x.flat[prev.EmbeddingModel]; fl != nil {
+					fl.remove(prev.ID)
+				} else if ix := x.vecs[prev.EmbeddingModel]; ix != nil {
 					ix.Remove(prev.ID)
 				}
 			}
 			if len(c.n.Embedding) > 0 {
+				if fl := x.flat[c.n.EmbeddingModel]; fl != nil {
+					fl.add(c.n.ID, c.n.Embedding, true)
+					continue
+				}
 				if batch == nil {
 					batch = map[string][]int{}
 				}
@@ -151,10 +159,21 @@ func (x *index) checkVector(model string, vec []float32) error {
 	}
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	if ix := x.vecs[model]; ix != nil && ix.Dim() != len(vec) {
-		return fmt.Errorf("%w: model %s makes %d-dimension vectors, got %d", memory.ErrInvalid, model, ix.Dim(), len(vec))
+	if d := x.dim(model); d > 0 && d != len(vec) {
+		return fmt.Errorf("%w: model %s makes %d-dimension vectors, got %d", memory.ErrInvalid, model, d, len(vec))
 	}
 	return nil
+}
+
+// dim is the dimension of model's vectors, 0 when none is indexed.
+func (x *index) dim(model string) int {
+	if fl := x.flat[model]; fl != nil {
+		return fl.dim
+	}
+	if ix := x.vecs[model]; ix != nil {
+		return ix.Dim()
+	}
+	return 0
 }
 
 // visible applies the Filter rules to the node at rid.

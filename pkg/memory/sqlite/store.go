@@ -49,6 +49,10 @@ type Store struct {
 	unlock func()
 	once   sync.Once
 	path   string
+
+	stop    chan struct{}  // closed by Close: stops the background index build
+	bg      sync.WaitGroup // the background index build
+	indexed chan struct{}  // closed when every vector index is built
 }
 
 var _ memory.Store = (*Store)(nil)
@@ -80,7 +84,8 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	}
 	db.SetMaxOpenConns(4)
 	db.SetMaxIdleConns(4)
-	s := &Store{db: db, now: o.now, idx: newIndex(o.vecOpts), unlock: unlock, path: path}
+	s := &Store{db: db, now: o.now, idx: newIndex(o.vecOpts), unlock: unlock, path: path,
+		stop: make(chan struct{}), indexed: make(chan struct{})}
 	if err := migrate(ctx, db); err != nil {
 		_ = s.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
@@ -97,6 +102,8 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 func (s *Store) Close() error {
 	var err error
 	s.once.Do(func() {
+		close(s.stop)
+		s.bg.Wait()
 		err = s.db.Close()
 		s.unlock()
 	})
@@ -106,7 +113,9 @@ func (s *Store) Close() error {
 // Path is the database file.
 func (s *Store) Path() string { return s.path }
 
-// load rebuilds the in-memory index from the database.
+// load rebuilds the in-memory index from the database. The vector graphs
+// are built in the background (buildVectors); until a model's graph is
+// ready its channel answers by exact search.
 func (s *Store) load(ctx context.Context) error {
 	rows, err := s.db.QueryContext(ctx, `SELECT n.rid, `+nodeCols+` FROM `+nodeFrom+` ORDER BY n.rid`)
 	if err != nil {
@@ -120,13 +129,88 @@ func (s *Store) load(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("load nodes: %w", err)
 		}
-		changes = append(changes, change{rid: uint32(rid), n: n, vec: len(n.Embedding) > 0, text: true})
+		changes = append(changes, change{rid: uint32(rid), n: n, text: true})
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("load nodes: %w", err)
 	}
 	s.idx.apply(changes)
+	type snapshot struct {
+		ids  []string
+		vecs [][]float32
+	}
+	snaps := map[string]*snapshot{}
+	s.idx.mu.Lock()
+	for _, c := range changes {
+		n := &c.n
+		if len(n.Embedding) == 0 {
+			continue
+		}
+		fl := s.idx.flat[n.EmbeddingModel]
+		if fl == nil {
+			fl = newFlat(len(n.Embedding))
+			s.idx.flat[n.EmbeddingModel] = fl
+			snaps[n.EmbeddingModel] = &snapshot{}
+		}
+		if len(n.Embedding) != fl.dim {
+			continue // cannot happen: writes check dimensions
+		}
+		fl.add(n.ID, n.Embedding, false)
+		sn := snaps[n.EmbeddingModel]
+		sn.ids = append(sn.ids, n.ID)
+		sn.vecs = append(sn.vecs, n.Embedding)
+	}
+	s.idx.mu.Unlock()
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		for model, sn := range snaps {
+			if !s.buildVectors(model, sn.ids, sn.vecs) {
+				return
+			}
+		}
+		close(s.indexed)
+	}()
 	return nil
+}
+
+// buildVectors builds model's graph index in chunks (stopping early when
+// the store closes), replays the writes made meanwhile and swaps it in.
+func (s *Store) buildVectors(model string, ids []string, vecs [][]float32) bool {
+	ix := vecindex.New(len(vecs[0]), s.idx.vecOpts...)
+	const step = 2000
+	for off := 0; off < len(ids); off += step {
+		select {
+		case <-s.stop:
+			return false
+		default:
+		}
+		end := min(off+step, len(ids))
+		_ = ix.AddBatch(ids[off:end], vecs[off:end]) // checked when written
+	}
+	s.idx.mu.Lock()
+	defer s.idx.mu.Unlock()
+	for _, op := range s.idx.flat[model].log {
+		if op.vec == nil {
+			ix.Remove(op.id)
+		} else {
+			_ = ix.Add(op.id, op.vec)
+		}
+	}
+	s.idx.vecs[model] = ix
+	delete(s.idx.flat, model)
+	return true
+}
+
+// WaitIndexed waits until the vector indexes loaded at Open are built (the
+// vector channel answers by exact search until then).
+func (s *Store) WaitIndexed(ctx context.Context) error {
+	select {
+	case <-s.indexed:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 type scanner interface{ Scan(dest ...any) error }

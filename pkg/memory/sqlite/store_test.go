@@ -5,9 +5,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/engram-memory/engram/pkg/memory"
 	"github.com/engram-memory/engram/pkg/memory/sqlite"
@@ -230,5 +232,94 @@ func TestPutBatchMixedDimensions(t *testing.T) {
 	}
 	if _, err := s.Get(ctx, "a"); !errors.Is(err, memory.ErrNotFound) {
 		t.Fatalf("rejected batch stored a node: %v", err)
+	}
+}
+
+// TestBackgroundVectorBuild reopens a store with more vectors than the exact
+// threshold of the graph index, writes while the graph is being built, and
+// checks the vector channel before and after the build.
+func TestBackgroundVectorBuild(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "m.db")
+	s := open(t, path)
+	rng := rand.New(rand.NewPCG(1, 2))
+	randVec := func() []float32 {
+		v := make([]float32, 16)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64())
+		}
+		return v
+	}
+	var nodes []memory.Node
+	for i := range 3000 {
+		nodes = append(nodes, memory.Node{ID: fmt.Sprintf("n%d", i), Subkind: memory.Observation, ProjectID: "p",
+			Label: fmt.Sprintf("node %d", i), Embedding: randVec(), EmbeddingModel: "m"})
+	}
+	if err := s.PutBatch(ctx, nodes, nil); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	s = open(t, path)
+	defer s.Close()
+	f := memory.Filter{ProjectID: "p"}
+	q := randVec()
+	fresh, err := s.Upsert(ctx, memory.Node{Subkind: memory.Observation, ProjectID: "p", Label: "fresh", Embedding: q, EmbeddingModel: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetEmbedding(ctx, "n0", "other", []float32{1, 2, 3}); err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string) {
+		t.Helper()
+		hits, err := s.Vector(ctx, "m", q, f, 5)
+		if err != nil || len(hits) == 0 || hits[0].ID != fresh.Node.ID {
+			t.Fatalf("%s: nearest of the fresh vector: %v %v", when, hits, err)
+		}
+		hits, err = s.Vector(ctx, "m", nodes[0].Embedding, f, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range hits {
+			if h.ID == "n0" {
+				t.Fatalf("%s: a vector moved to another model is still searched under m", when)
+			}
+		}
+		if hits, _ := s.Vector(ctx, "m", nodes[7].Embedding, f, 1); len(hits) != 1 || hits[0].ID != "n7" {
+			t.Fatalf("%s: exact vector of n7: %v", when, hits)
+		}
+	}
+	check("while building")
+	wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	if err := s.WaitIndexed(wctx); err != nil {
+		t.Fatal(err)
+	}
+	check("after the build")
+	if hits, _ := s.Vector(ctx, "other", []float32{1, 2, 3}, f, 1); len(hits) != 1 || hits[0].ID != "n0" {
+		t.Fatalf("model other: %v", hits)
+	}
+
+	// closing while a build runs stops it
+	s2path := filepath.Join(t.TempDir(), "m2.db")
+	copyStore(t, s, s2path)
+	s2 := open(t, s2path)
+	if err := s2.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func copyStore(t *testing.T, from *sqlite.Store, to string) {
+	t.Helper()
+	ctx := context.Background()
+	dst := open(t, to)
+	defer dst.Close()
+	var nodes []memory.Node
+	if err := from.Scan(ctx, func(n memory.Node) error { nodes = append(nodes, n); return nil }, func(memory.Edge) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.PutBatch(ctx, nodes, nil); err != nil {
+		t.Fatal(err)
 	}
 }

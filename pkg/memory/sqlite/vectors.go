@@ -1,0 +1,108 @@
+package sqlite
+
+import (
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/engram-memory/engram/pkg/memory/vecindex"
+)
+
+// flatVecs serves a model's vector channel by exact search while its graph
+// index is built in the background after Open. Writes made meanwhile are
+// applied here and logged for replay into the new index.
+type flatVecs struct {
+	dim  int
+	ids  []string
+	vecs [][]float32 // unit vectors; nil: removed
+	at   map[string]int
+	log  []vecOp
+}
+
+type vecOp struct {
+	id  string
+	vec []float32 // nil: remove
+}
+
+func newFlat(dim int) *flatVecs { return &flatVecs{dim: dim, at: map[string]int{}} }
+
+func (f *flatVecs) add(id string, v []float32, logIt bool) {
+	u := unit(v)
+	if i, ok := f.at[id]; ok {
+		f.vecs[i] = u
+	} else {
+		f.at[id] = len(f.ids)
+		f.ids = append(f.ids, id)
+		f.vecs = append(f.vecs, u)
+	}
+	if logIt {
+		f.log = append(f.log, vecOp{id, v})
+	}
+}
+
+func (f *flatVecs) remove(id string) {
+	if i, ok := f.at[id]; ok {
+		f.vecs[i] = nil
+		delete(f.at, id)
+	}
+	f.log = append(f.log, vecOp{id: id})
+}
+
+func unit(v []float32) []float32 {
+	var n float64
+	for _, x := range v {
+		n += float64(x) * float64(x)
+	}
+	n = math.Sqrt(n)
+	u := make([]float32, len(v))
+	if n == 0 {
+		return u
+	}
+	for i, x := range v {
+		u[i] = float32(float64(x) / n)
+	}
+	return u
+}
+
+// search is an exact cosine scan with the accept filter, best first.
+func (f *flatVecs) search(q []float32, k int, accept func(string) bool) []vecindex.Hit {
+	if len(q) != f.dim || k <= 0 {
+		return nil
+	}
+	qu := unit(q)
+	var out []vecindex.Hit
+	for i, v := range f.vecs {
+		if v == nil || !accept(f.ids[i]) {
+			continue
+		}
+		var s float32
+		for j := range v {
+			s += v[j] * qu[j]
+		}
+		h := vecindex.Hit{ID: f.ids[i], Score: s}
+		if len(out) == k && !hitBefore(h, out[k-1]) {
+			continue
+		}
+		at, _ := slices.BinarySearchFunc(out, h, func(a, b vecindex.Hit) int {
+			if hitBefore(a, b) {
+				return -1
+			}
+			if hitBefore(b, a) {
+				return 1
+			}
+			return 0
+		})
+		out = slices.Insert(out, at, h)
+		if len(out) > k {
+			out = out[:k]
+		}
+	}
+	return out
+}
+
+func hitBefore(a, b vecindex.Hit) bool {
+	if a.Score != b.Score {
+		return a.Score > b.Score
+	}
+	return strings.Compare(a.ID, b.ID) < 0
+}
