@@ -38,6 +38,13 @@ func (x *Extractor) prompt(ctx context.Context, ref memory.SessionRef, transcrip
 			}
 		}
 	}
+	if len(ids) > MaxReplyVerdicts {
+		// The reply has room for this many verdicts: judge the latest turns'.
+		for _, id := range ids[:len(ids)-MaxReplyVerdicts] {
+			delete(shown, id)
+		}
+		ids = ids[len(ids)-MaxReplyVerdicts:]
+	}
 	if len(ids) > 0 {
 		nodes, err := x.store.GetMany(ctx, ids)
 		if err != nil {
