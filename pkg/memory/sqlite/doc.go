@@ -4,8 +4,8 @@
 // # Layout
 //
 // The file holds the truth: nodes (the node as JSON, its project and digest
-// as indexed columns, the embedding as a float32 little-endian blob and the
-// name of its model), node paths, edges (closed ones kept for as-of reads) and
+// as indexed columns), their embeddings in a table of their own (a float32
+// little-endian blob and the name of the model; 8 KB pages), node paths, edges (closed ones kept for as-of reads) and
 // the per-session records (transcript messages and turns, summaries, cursors,
 // injection records, briefing flags, leases, processed events). The schema is
 // versioned in code (migrations, PRAGMA user_version); a file from a newer
@@ -24,7 +24,11 @@
 //     was measured first and rejected: with prefix queries and common terms
 //     it took p50 530 ms, p99 2.1 s per query at 100,000 nodes under modernc;
 //   - one vector index per embedding model (pkg/memory/vecindex), filtered
-//     while searching.
+//     while searching. Open returns before these graphs are built: they are
+//     built in the background (Close stops the build; WaitIndexed waits for
+//     it) and until a model's graph is ready its channel answers by exact
+//     search over the loaded vectors, with writes made meanwhile replayed
+//     into the graph before it is swapped in.
 //
 // Writes are serialised; after each commit the changed nodes are mirrored in
 // the indexes, so a reader never sees an index ahead of the file. Because the
@@ -32,7 +36,8 @@
 // and a second Open of it fails.
 //
 // Costs: memory holds the heads, postings and vectors (roughly 2-3 KB per
-// node with a 384-dimension vector); Open takes time proportional to the
-// nodes (the vector graph build dominates). See bench_test.go for the
+// node with a 384-dimension vector); Open reads every node (the BM25 index
+// is built synchronously; the vector graphs, the slow part, in the
+// background). See bench_test.go for the
 // numbers and how to run them (go test -run '^$' -bench 'Channels/10k').
 package sqlite
