@@ -108,7 +108,8 @@ type Nodes interface {
 	// returns the new (or reinforced) node.
 	Revise(ctx context.Context, oldID string, n Node) (Node, error)
 	// SetEmbedding stores the vector of a node and the model that made it
-	// (ErrNotFound, ErrInvalid for an empty model or vector).
+	// (ErrNotFound; ErrInvalid for an empty model, an empty or zero vector,
+	// or one whose dimension differs from the model's other vectors).
 	SetEmbedding(ctx context.Context, id, model string, vec []float32) error
 	// PendingEmbeddings lists live nodes whose vector is missing or made by
 	// another model, oldest created first; limit <= 0: DefaultChannelLimit.
@@ -177,7 +178,9 @@ type Channels interface {
 	// can. No terms: no candidates.
 	Lexical(ctx context.Context, terms []string, f Filter, limit int) ([]Scored, error)
 	// Vector is cosine similarity against embeddings made by model (nodes
-	// embedded by another model are not candidates).
+	// embedded by another model are not candidates; only cosine > 0 counts).
+	// A query of another dimension than the model's vectors is ErrInvalid;
+	// a model with no vectors gives no candidates.
 	Vector(ctx context.Context, model string, vec []float32, f Filter, limit int) ([]Scored, error)
 	// ByPaths returns the nodes attached to any of paths; the score is the
 	// number of the given paths the node is attached to (ties: newest
