@@ -40,8 +40,9 @@ var testCalls = []tiny.Call{
 // server is the running Ollama server shared by the package's tests.
 type server struct {
 	bin     string
-	url     string // http://127.0.0.1:port
-	dir     string // temporary folder: models, home, log, generated files
+	extra   []string // extra environment, e.g. OLLAMA_NEW_ENGINE=1
+	url     string   // http://127.0.0.1:port
+	dir     string   // temporary folder: models, home, log, generated files
 	logPath string
 	cmd     *exec.Cmd
 	exited  chan struct{}
@@ -70,7 +71,7 @@ func run(m *testing.M) int {
 	bin := os.Getenv("ENGRAM_TEST_OLLAMA_BIN")
 	if bin == "" {
 		skipReason = "ENGRAM_TEST_OLLAMA_BIN is not set: build the pinned Ollama with `make ollama` " +
-			"(scripts/ollama.sh build), then eval \"$(bash scripts/ollama.sh env)\" or run `make test-ollama`"
+			"(scripts/ollama.sh build), then eval \"$(bash scripts/ollama.sh env)\" or run `bash scripts/ollama.sh test`"
 		return m.Run()
 	}
 	s, err := start(bin)
@@ -117,7 +118,9 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-func start(bin string) (*server, error) {
+// start starts a server with extra environment variables, creates the tiny
+// models and loads them.
+func start(bin string, extra ...string) (*server, error) {
 	if _, err := os.Stat(bin); err != nil {
 		return nil, fmt.Errorf("ENGRAM_TEST_OLLAMA_BIN: %w", err)
 	}
@@ -125,7 +128,7 @@ func start(bin string) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &server{bin: bin, dir: dir, logPath: filepath.Join(dir, "server.log"), createIn: map[string]time.Duration{}}
+	s := &server{bin: bin, extra: extra, dir: dir, logPath: filepath.Join(dir, "server.log"), createIn: map[string]time.Duration{}}
 	for _, sub := range []string{"models", "home", "tiny"} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
 			return s, err
@@ -203,6 +206,9 @@ func (s *server) warmUp() error {
 		return fmt.Errorf("first chat: %w", err)
 	}
 	s.firstChat = time.Since(begin)
+	if s.newEngine() {
+		return nil // no embeddings there (TestNewEngine)
+	}
 	begin = time.Now()
 	if _, err := s.api.Embed(ctx, &api.EmbedRequest{Model: embedModel, Input: "hi"}); err != nil {
 		return fmt.Errorf("first embed: %w", err)
@@ -214,7 +220,7 @@ func (s *server) warmUp() error {
 // env is the server's whole environment: nothing of the developer's Ollama
 // setup leaks in, and outbound HTTP goes to a closed port (no network).
 func (s *server) env(hostPort string) []string {
-	return []string{
+	return append([]string{
 		"PATH=" + os.Getenv("PATH"),
 		"HOME=" + filepath.Join(s.dir, "home"),
 		"TMPDIR=" + os.TempDir(),
@@ -225,7 +231,7 @@ func (s *server) env(hostPort string) []string {
 		"HTTP_PROXY=http://127.0.0.1:9",
 		"HTTPS_PROXY=http://127.0.0.1:9",
 		"NO_PROXY=127.0.0.1,localhost",
-	}
+	}, s.extra...)
 }
 
 // create runs `ollama create NAME -f MODELFILE` against the server.
@@ -242,6 +248,15 @@ func (s *server) create(name, modelfile string) error {
 	}
 	s.createIn[name] = time.Since(begin)
 	return nil
+}
+
+func (s *server) newEngine() bool {
+	for _, e := range s.extra {
+		if e == "OLLAMA_NEW_ENGINE=1" {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *server) stop() {
