@@ -235,6 +235,21 @@ func TestStructuredProbes(t *testing.T) {
 	}
 }
 
+// TestStructuredCutOff: a reply cut at num_predict mid-JSON (done reason
+// "length") is a misbehaving model, transient, never a decode of half an
+// object.
+func TestStructuredCutOff(t *testing.T) {
+	c := client(t)
+	_, resp, err := llm.Structured[probeReply](ctxT(t), c, llm.Request{Role: llm.RoleExtract, Project: "probe",
+		Messages: []llm.Message{llm.User("Extract memories.")}, MaxTokens: 6})
+	if !errors.Is(err, llm.ErrMisbehaved) || llm.Classify(err) != llm.ClassTransient {
+		t.Fatalf("cut-off reply: %v (class %v), want ErrMisbehaved, transient", err, llm.Classify(err))
+	}
+	if resp.DoneReason != "length" || !strings.Contains(err.Error(), "cut off") {
+		t.Errorf("done %q, error %v: want the token limit named", resp.DoneReason, err)
+	}
+}
+
 // TestNumberRangesNotEnforced records a fact of the pinned Ollama: the JSON
 // Schema grammar bounds integers (minimum/maximum) but not numbers. With a
 // fixed sampling seed the tiny model writes out-of-range numbers; if a new
