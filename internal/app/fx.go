@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -66,13 +67,13 @@ func TelemetryModule() fx.Option {
 // server. name labels the connection.
 func BusModule(embed bool, name string) fx.Option {
 	return fx.Module("nats",
-		fx.Provide(func(lc fx.Lifecycle, cfg config.Config, tel *Telemetry, log *zap.Logger) (*Bus, error) {
+		fx.Provide(func(lc fx.Lifecycle, rel *Releases, cfg config.Config, tel *Telemetry, log *zap.Logger) (*Bus, error) {
 			bus, err := OpenBus(context.Background(), cfg, embed, name, log)
 			if err != nil {
 				return nil, err
 			}
 			tel.Checks.Add(bus.Check())
-			lc.Append(fx.StopHook(bus.Close))
+			lc.Append(fx.StopHook(rel.Add(bus.Close)))
 			return bus, nil
 		}),
 		fx.Provide(func(b *Bus) jetstream.JetStream { return b.JS }),
@@ -99,7 +100,7 @@ func TopologyModule() fx.Option {
 // when something needs it (a worker), and closed at stop.
 func StoreModule() fx.Option {
 	return fx.Module("store",
-		fx.Provide(func(lc fx.Lifecycle, cfg config.Config, tel *Telemetry) (memory.Store, error) {
+		fx.Provide(func(lc fx.Lifecycle, rel *Releases, cfg config.Config, tel *Telemetry) (memory.Store, error) {
 			ctx, cancel := context.WithTimeout(context.Background(), cfg.NATS.ConnectTimeout+10*time.Second)
 			defer cancel()
 			s, err := OpenStore(ctx, cfg)
@@ -107,7 +108,7 @@ func StoreModule() fx.Option {
 				return nil, err
 			}
 			tel.Checks.Add(StoreCheck(s))
-			lc.Append(fx.StopHook(s.Close))
+			lc.Append(fx.StopHook(rel.Add(func() { _ = s.Close() })))
 			return s, nil
 		}),
 	)
@@ -132,12 +133,12 @@ func LLMModule() fx.Option {
 // gauges. It provides *HTTP.
 func HTTPModule() fx.Option {
 	return fx.Module("http",
-		fx.Provide(func(lc fx.Lifecycle, cfg config.Config, bus *Bus, topo events.Topology, tel *Telemetry, log *zap.Logger) (*HTTP, error) {
+		fx.Provide(func(lc fx.Lifecycle, rel *Releases, cfg config.Config, bus *Bus, topo events.Topology, tel *Telemetry, log *zap.Logger) (*HTTP, error) {
 			h, err := StartHTTP(cfg, bus, topo, tel, log)
 			if err != nil {
 				return nil, err
 			}
-			lc.Append(fx.StopHook(h.Stop))
+			lc.Append(fx.StopHook(rel.Add(func() { _ = h.Stop(context.Background()) })))
 			return h, nil
 		}),
 		fx.Invoke(func(*HTTP) {}),
@@ -203,12 +204,47 @@ func WorkersModule() fx.Option {
 	)
 }
 
+// Releases collects the release functions of resources that constructors
+// acquire (the NATS connection and embedded server, the store, the HTTP
+// listener). fx runs OnStop hooks only after a successful start; when
+// building the graph fails (fx.New), Release frees what was acquired.
+type Releases struct {
+	mu  sync.Mutex
+	fns []func()
+}
+
+// Add records fn and returns a function that runs it at most once.
+func (r *Releases) Add(fn func()) func() {
+	var once sync.Once
+	f := func() { once.Do(fn) }
+	r.mu.Lock()
+	r.fns = append(r.fns, f)
+	r.mu.Unlock()
+	return f
+}
+
+// Release runs the recorded functions in reverse order.
+func (r *Releases) Release() {
+	r.mu.Lock()
+	fns := r.fns
+	r.fns = nil
+	r.mu.Unlock()
+	for i := len(fns) - 1; i >= 0; i-- {
+		fns[i]()
+	}
+}
+
 // Core is every module of a process but its workers: config, logger,
 // telemetry, NATS (embedded when embed is set and no URL is configured),
 // topology, store, model client, health endpoint, idle detector and the
-// workers runner.
-func Core(cfg config.Config, embed bool, name string) fx.Option {
+// workers runner. rel frees acquired resources when building fails (may be
+// nil: a fresh one).
+func Core(cfg config.Config, embed bool, name string, rel *Releases) fx.Option {
+	if rel == nil {
+		rel = &Releases{}
+	}
 	return fx.Options(
+		fx.Supply(rel),
 		ConfigModule(cfg),
 		LoggerModule(),
 		FxLogger(),

@@ -32,10 +32,12 @@ type Process struct {
 func Start(ctx context.Context, cfg config.Config, embed bool, name string, extra ...fx.Option) (*Process, error) {
 	t0 := time.Now()
 	p := &Process{}
-	opts := append([]fx.Option{Core(cfg, embed, name)}, extra...)
+	rel := &Releases{}
+	opts := append([]fx.Option{Core(cfg, embed, name, rel)}, extra...)
 	opts = append(opts, fx.Populate(&p.Bus, &p.HTTP, &p.Workers, &p.Log))
 	p.app = fx.New(opts...)
 	if err := p.app.Err(); err != nil {
+		rel.Release() // fx runs no OnStop hook when the graph fails to build
 		return nil, errStartup(err)
 	}
 	if err := p.app.Start(ctx); err != nil {
