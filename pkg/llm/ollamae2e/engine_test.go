@@ -16,8 +16,8 @@ import (
 // embeddings", which pkg/llm must classify as a permanent invalid request
 // (a misconfigured embedding model, not an outage).
 func TestNewEngine(t *testing.T) {
-	main := need(t)
-	s, err := start(main.bin, "OLLAMA_NEW_ENGINE=1")
+	shared := need(t)
+	s, err := start(shared.bin, "OLLAMA_NEW_ENGINE=1")
 	if s != nil {
 		defer s.stop()
 	}

@@ -233,7 +233,7 @@ func Build(opts Options) (*Model, error) {
 		return len(m.Tokens) - 1
 	}
 	eot := add(TokEndOfText, tokControl)
-	imStart := add(TokIMStart, tokControl)
+	add(TokIMStart, tokControl)
 	m.EOS = add(TokIMEnd, tokControl)
 	toolResp := add(TokToolResponse, tokControl)
 	ctl := make([]int, len(opts.Calls))
@@ -349,8 +349,6 @@ func Build(opts Options) (*Model, error) {
 			}
 		}
 	}
-	_ = eot
-	_ = imStart
 
 	tensors := []Tensor{
 		{Name: "token_embd.weight", Dims: []uint64{Width, uint64(vocab)}, Data: emb},
