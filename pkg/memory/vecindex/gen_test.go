@@ -20,7 +20,7 @@ type embeddingLike struct {
 }
 
 func newEmbeddingLike(r *rand.Rand, dim, latent, clusters int) *embeddingLike {
-	e := &embeddingLike{dim: dim, latent: latent, spread: 0.5, noise: 0.05}
+	e := &embeddingLike{dim: dim, latent: latent, spread: 1, noise: 0.2}
 	e.basis = make([][]float32, latent)
 	for i := range e.basis {
 		e.basis[i] = randVec(r, dim)

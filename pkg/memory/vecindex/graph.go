@@ -142,7 +142,7 @@ func (g *graph) link(ix *Index, q uint32, locked bool, sc *scratch) {
 	}
 	eps := append(sc.eps[:0], scored{sim: curSim, slot: cur})
 	for l := min(top, lq); l >= 0; l-- {
-		found, _ := g.searchLayer(ix, qv, eps, g.efC, l, locked, nil, 0, sc)
+		found, _ := g.searchLayer(ix, qv, eps, g.efC, l, locked, nil, g.efC, 0, sc)
 		// A concurrent insert may already have linked q: never link to self.
 		found = slices.DeleteFunc(found, func(c scored) bool { return c.slot == q })
 		if len(found) == 0 {
@@ -296,16 +296,37 @@ func (g *graph) friends(ix *Index, n uint32, l int, locked bool, sc *scratch) []
 // never returned. With budget > 0 it gives up after computing that many
 // distances and reports complete=false. The result aliases scratch memory,
 // in no particular order.
+//
+// With a filter the beam counts accepted hits only, so the walk must reach
+// about ef/p nodes when a fraction p of them is accepted. To keep that near
+// the cost of an unfiltered search, the width shrinks with the acceptance
+// rate seen so far, to ef*p*filterSlack but never below minEf.
 func (g *graph) searchLayer(ix *Index, qv []float32, eps []scored, ef, l int, locked bool,
-	accept func(string) bool, budget int, sc *scratch) (res []scored, complete bool) {
+	accept func(string) bool, minEf, budget int, sc *scratch) (res []scored, complete bool) {
 	vis := &sc.visit
 	vis.next()
 	cand, top := &sc.cand, &sc.top
 	cand.reset()
 	top.reset()
+	width := ef
+	asked, taken := 0, 0
 	eligible := func(slot uint32) bool {
 		nd := ix.nodes[slot]
-		return nd.state == slotLive && (accept == nil || accept(nd.id))
+		if nd.state != slotLive {
+			return false
+		}
+		if accept == nil {
+			return true
+		}
+		asked++
+		ok := accept(nd.id)
+		if ok {
+			taken++
+		}
+		if asked >= 32 {
+			width = min(ef, max(minEf, ef*taken*filterSlack/asked))
+		}
+		return ok
 	}
 	for _, e := range eps {
 		if vis.seen(e.slot) {
@@ -314,15 +335,15 @@ func (g *graph) searchLayer(ix *Index, qv []float32, eps []scored, ef, l int, lo
 		cand.push(e)
 		if eligible(e.slot) {
 			top.push(e)
-			if top.len() > ef {
-				top.pop()
-			}
 		}
+	}
+	for top.len() > width {
+		top.pop()
 	}
 	work := 0
 	for cand.len() > 0 {
 		c := cand.pop()
-		if top.len() >= ef && c.sim < top.peek().sim {
+		if top.len() >= width && c.sim < top.peek().sim {
 			break
 		}
 		for _, f := range g.friends(ix, c.slot, l, locked, sc) {
@@ -331,11 +352,11 @@ func (g *graph) searchLayer(ix *Index, qv []float32, eps []scored, ef, l int, lo
 			}
 			s := dot(qv, ix.vec(f))
 			work++
-			if top.len() < ef || s > top.peek().sim {
+			if top.len() < width || s > top.peek().sim {
 				cand.push(scored{sim: s, slot: f})
 				if eligible(f) {
 					top.push(scored{sim: s, slot: f})
-					if top.len() > ef {
+					for top.len() > width {
 						top.pop()
 					}
 				}
@@ -347,6 +368,10 @@ func (g *graph) searchLayer(ix *Index, qv []float32, eps []scored, ef, l int, lo
 	}
 	return top.items, true
 }
+
+// filterSlack is how much more walking than an unfiltered search a filtered
+// one may do before its width shrinks (see searchLayer).
+const filterSlack = 4
 
 // search answers a query of k hits on a non-empty graph.
 func (g *graph) search(ix *Index, q []float32, k int, accept func(string) bool) []scored {
@@ -360,13 +385,13 @@ func (g *graph) search(ix *Index, q []float32, k int, accept func(string) bool) 
 	ef := max(g.efS, k)
 	budget := 0
 	if accept != nil {
-		// A selective filter makes the beam walk far to fill up; past
-		// this much work a filtered full scan is cheaper.
-		budget = max(8192, ix.live/10)
+		// A very selective filter makes the beam walk far to fill up;
+		// past this much work a filtered full scan is cheaper.
+		budget = max(8192, ix.live/8)
 	}
 	eps := append(sc.eps[:0], scored{sim: curSim, slot: cur})
 	sc.eps = eps
-	res, complete := g.searchLayer(ix, q, eps, ef, 0, false, accept, budget, sc)
+	res, complete := g.searchLayer(ix, q, eps, ef, 0, false, accept, min(ef, 2*k), budget, sc)
 	if !complete || (len(res) < k && len(res) < ix.live) {
 		// The filter is so selective that the walk ran out of budget,
 		// or too few hits were in reach (also the rare region cut off

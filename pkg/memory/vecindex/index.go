@@ -159,7 +159,7 @@ func (ix *Index) Add(id string, vec []float32) error {
 	}
 	unit, err := ix.unit(vec)
 	if err != nil {
-		return fmt.Errorf("vecindex: add %q: %w", id, err)
+		return fmt.Errorf("add %q: %w", id, err)
 	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
@@ -198,7 +198,7 @@ func (ix *Index) AddBatch(ids []string, vecs [][]float32) error {
 		}
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("vecindex: add batch: %w", errors.Join(errs...))
+		return fmt.Errorf("add batch: %w", errors.Join(errs...))
 	}
 	// Later duplicates win.
 	last := make(map[string]int, len(ids))
