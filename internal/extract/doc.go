@@ -62,7 +62,12 @@
 // reinforces it instead of storing; "opposite" links a contradicts edge, only
 // to ids the model was shown; global memories have no project; session
 // memories always have reach "here". Verdicts for ids that were not injected
-// are dropped. New memories carry their vector when the embedder answered;
+// are dropped. A memory the model marks as stated by the user whose label
+// shares no content word with the transcript (a small model copying the
+// prompt's example, or inventing a rule) is kept as an inferred memory of
+// confidence <= 0.4, so it never becomes a standing instruction; a rule the
+// model translated into another language than the user's can be caught by
+// this too (it is then recalled, not standing). New memories carry their vector when the embedder answered;
 // otherwise RunBacklog embeds them (in batches) when it is back, which is
 // also what makes the injector's recall ready again.
 //

@@ -242,12 +242,6 @@ func (x *Extractor) HandleTurn(ctx context.Context, t Turn) (Result, error) {
 	return x.drain(ctx, ref, t.EventID, hint, res)
 }
 
-// Drain extracts whatever is pending in a session (used after a restart or
-// by tests); HandleTurn does it for each turn.
-func (x *Extractor) Drain(ctx context.Context, project, session string) (Result, error) {
-	return x.drain(ctx, x.ref(project, session), "", 0, Result{})
-}
-
 func (x *Extractor) drain(ctx context.Context, ref memory.SessionRef, cause string, hint int64, res Result) (Result, error) {
 	for {
 		owner := memory.NewID()
@@ -438,7 +432,7 @@ func (x *Extractor) extractSpan(ctx context.Context, ref memory.SessionRef, caus
 		return nil, true, fmt.Errorf("extract: read span record: %w", err)
 	}
 	if !done {
-		changes, err = x.write(ctx, ref, reply, shown)
+		changes, err = x.write(ctx, ref, reply, shown, transcript)
 		if err != nil {
 			return changes, true, err
 		}

@@ -349,3 +349,23 @@ func TestClassify(t *testing.T) {
 }
 
 var _ = llmtest.Any
+
+func TestUngroundedUserRuleIsNotStanding(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func(t testing.TB) memory.Store) {
+		f := newFixture(t, open)
+		// A small model copies the prompt's example into an unrelated span.
+		f.srv.Enqueue(reply(nil, rule("Always answer in Indonesian.", "global"), rule("Never use the staging database for load tests.", "project")))
+		f.handle(userTurn("t1", "Please never run load tests against the staging database; it falls over."))
+		standing, err := f.st.StandingInstructions(f.ctx, project, 6)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(standing) != 1 || standing[0].Label != "Never use the staging database for load tests." {
+			t.Fatalf("standing = %+v, want only the grounded rule", standing)
+		}
+		copied, ok := f.find("Always answer in Indonesian.")
+		if !ok || copied.AssertedBy != memory.AssertedInferred || copied.Confidence > 0.4 {
+			t.Errorf("ungrounded rule: %+v, want kept as an inferred memory of confidence <= 0.4", copied)
+		}
+	})
+}
