@@ -296,12 +296,14 @@ func TestNumberRangesNotEnforced(t *testing.T) {
 }
 
 // TestEveryRegisteringPackageImported scans the module for packages that
-// call llm.RegisterSchema or llm.RegisterTool and checks this package
-// imports each of them, so their schemas are in llm.Schemas() here.
+// use pkg/llm's schemas (llm.RegisterSchema, llm.RegisterTool,
+// llm.Structured, llm.NewTool, llm.MustTool) and checks that this package
+// imports each of them, so their schemas are in llm.Schemas() here, and that
+// a package using Structured or defining tools also registers them.
 func TestEveryRegisteringPackageImported(t *testing.T) {
 	root, modPath := moduleRoot(t)
 	fset := token.NewFileSet()
-	registering := map[string]bool{}
+	uses := map[string]map[string]bool{} // package -> llm functions called
 	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -319,16 +321,22 @@ func TestEveryRegisteringPackageImported(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if !bytes.Contains(src, []byte("RegisterSchema")) && !bytes.Contains(src, []byte("RegisterTool")) {
+		if !bytes.Contains(src, []byte("pkg/llm\"")) {
 			return nil
 		}
 		f, err := parser.ParseFile(fset, path, src, 0)
 		if err != nil {
 			return nil // someone's half-written file; the compiler will say
 		}
-		if callsRegister(f) {
+		if called := llmCalls(f); len(called) > 0 {
 			rel, _ := filepath.Rel(root, filepath.Dir(path))
-			registering[modPath+"/"+filepath.ToSlash(rel)] = true
+			pkg := modPath + "/" + filepath.ToSlash(rel)
+			if uses[pkg] == nil {
+				uses[pkg] = map[string]bool{}
+			}
+			for name := range called {
+				uses[pkg][name] = true
+			}
 		}
 		return nil
 	})
@@ -336,20 +344,25 @@ func TestEveryRegisteringPackageImported(t *testing.T) {
 		t.Fatal(err)
 	}
 	imported := ownImports(t)
-	for pkg := range registering {
-		if pkg == modPath+"/pkg/llm" {
-			continue // imported anyway
-		}
+	names := map[string]bool{}
+	for pkg, called := range uses {
+		names[pkg] = true
 		if !imported[pkg] {
-			t.Errorf("package %s registers schemas or tools but ollamae2e does not import it: add `_ %q` to imports_test.go and its schemas to covered", pkg, pkg)
+			t.Errorf("package %s uses llm schemas or tools but ollamae2e does not import it: add `_ %q` to imports_test.go and its schema names to covered", pkg, pkg)
+		}
+		if called["Structured"] && !called["RegisterSchema"] {
+			t.Errorf("package %s calls llm.Structured but registers no schema: register each type with llm.RegisterSchema so the real-Ollama suite sends it", pkg)
+		}
+		if (called["NewTool"] || called["MustTool"]) && !called["RegisterTool"] {
+			t.Errorf("package %s defines tools but registers none: call llm.RegisterTool(tool.Spec()) for each", pkg)
 		}
 	}
-	t.Logf("registering packages: %v", keys(registering))
+	t.Logf("packages using llm schemas: %v", keys(names))
 }
 
-// callsRegister reports whether f calls <pkg>.RegisterSchema[...](...) or
-// <pkg>.RegisterTool(...) where <pkg> imports pkg/llm.
-func callsRegister(f *ast.File) bool {
+// llmCalls returns which of pkg/llm's schema functions f calls (as
+// <llm>.Name(...) or <llm>.Name[T](...)).
+func llmCalls(f *ast.File) map[string]bool {
 	llmName := ""
 	for _, imp := range f.Imports {
 		p, _ := strconv.Unquote(imp.Path.Value)
@@ -360,7 +373,10 @@ func callsRegister(f *ast.File) bool {
 			}
 		}
 	}
-	found := false
+	found := map[string]bool{}
+	if llmName == "" {
+		return found
+	}
 	ast.Inspect(f, func(n ast.Node) bool {
 		call, ok := n.(*ast.CallExpr)
 		if !ok {
@@ -373,21 +389,15 @@ func callsRegister(f *ast.File) bool {
 		case *ast.IndexListExpr:
 			fun = x.X
 		}
-		var name string
-		switch x := fun.(type) {
-		case *ast.SelectorExpr:
-			if id, ok := x.X.(*ast.Ident); ok && id.Name == llmName {
-				name = x.Sel.Name
-			}
-		case *ast.Ident:
-			if llmName == "" && f.Name.Name == "llm" {
-				name = x.Name // inside pkg/llm itself
+		if sel, ok := fun.(*ast.SelectorExpr); ok {
+			if id, ok := sel.X.(*ast.Ident); ok && id.Name == llmName {
+				switch sel.Sel.Name {
+				case "RegisterSchema", "RegisterTool", "Structured", "NewTool", "MustTool":
+					found[sel.Sel.Name] = true
+				}
 			}
 		}
-		if name == "RegisterSchema" || name == "RegisterTool" {
-			found = true
-		}
-		return !found
+		return true
 	})
 	return found
 }
@@ -445,4 +455,23 @@ func keys(m map[string]bool) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+func TestLLMCallsScanner(t *testing.T) {
+	src := `package w
+import (
+	model "github.com/engram-memory/engram/pkg/llm"
+	"github.com/engram-memory/engram/pkg/llm/llmtest"
+)
+var tool = model.MustTool[args]("recall", "")
+func f() { _, _, _ = model.Structured[reply](nil, nil, model.Request{}); llmtest.RegisterSchema() }
+`
+	f, err := parser.ParseFile(token.NewFileSet(), "w.go", src, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := keys(llmCalls(f))
+	if want := []string{"MustTool", "Structured"}; !slices.Equal(got, want) {
+		t.Errorf("calls %v, want %v", got, want)
+	}
 }
