@@ -20,6 +20,9 @@
 //
 // Adding a schema or a tool to a worker: register it in that package
 // (llm.RegisterSchema / llm.RegisterTool from a package-level var), import the
-// package here (registry_test.go), and add its name to covered. A test fails
-// until both are done.
+// package here (imports_test.go), and add its name to covered
+// (schemas_test.go). TestRegisteredSchemas and
+// TestEveryRegisteringPackageImported fail until all three are done.
+//
+// Run it: bash scripts/ollama.sh test [-run X -v] (builds Ollama if needed).
 package ollamae2e
