@@ -15,6 +15,10 @@ run:
 test:
 	bash scripts/test.sh
 
+# test-ollama builds the pinned Ollama when missing and runs the real-Ollama suite.
+test-ollama:
+	bash scripts/ollama.sh test -v
+
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x $(PKGS)
 
