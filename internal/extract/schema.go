@@ -56,3 +56,8 @@ const SchemaName = "extract.memories"
 // replySchema registers the reply schema so the real-Ollama suite sends it
 // to a real model.
 var replySchema = llm.RegisterSchema[Reply](SchemaName)
+
+// PredictTokens is the num_predict an extraction call needs (the bound of
+// the reply schema): a configured llm MaxPredict below it makes every call
+// fail.
+func PredictTokens() int { return replySchema.PredictTokens() }

@@ -383,3 +383,37 @@ func TestLease(t *testing.T) {
 		})
 	})
 }
+
+func TestBudgetSpentWaits(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func(t testing.TB) memory.Store) {
+		f := newFixture(t, open)
+		cfg := f.srv.Config()
+		cfg.ProjectBudgets = map[string]int64{project: 10}
+		client, err := llm.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, err := extract.New(f.st, client, f.emb, f.pub, f.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.srv.Enqueue(reply(nil), reply(nil))
+		if _, err := x.HandleTurn(f.ctx, userTurn("t1", "The first turn spends the day's budget of this project.")); err != nil {
+			t.Fatal(err)
+		}
+		_, err = x.HandleTurn(f.ctx, userTurn("t2", "The second turn finds the budget spent and has to wait."))
+		if !errors.Is(err, llm.ErrBudgetExhausted) {
+			t.Fatalf("err = %v, want the budget spent", err)
+		}
+		if c := extract.Classify(err); runner.IsPermanent(c) || runner.IsUnavailable(c) {
+			t.Errorf("budget classified %v, want a delay until the reset", c)
+		}
+		if n := f.extractCalls(); n != 1 {
+			t.Errorf("model calls = %d, want 1 (the budget check precedes the call)", n)
+		}
+		msgs, err := f.st.Messages(f.ctx, ref(), 0, 0)
+		if err != nil || len(msgs) != 4 {
+			t.Errorf("transcript: %d messages, %v; want both turns stored", len(msgs), err)
+		}
+	})
+}

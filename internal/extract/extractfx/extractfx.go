@@ -10,6 +10,7 @@ package extractfx
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"go.uber.org/fx"
@@ -49,6 +50,9 @@ type Worker struct {
 // the lifecycle.
 func New(lc fx.Lifecycle, cfg config.Config, topo events.Topology, st memory.Store, c *llm.Client, ec *events.Client, log *zap.Logger) (*Worker, error) {
 	log = log.Named("extractor")
+	if mp := cfg.LLM.MaxPredict; mp > 0 && mp < extract.PredictTokens() {
+		return nil, fmt.Errorf("extractor: the model's max predict %d is below the %d tokens an extraction reply may need: raise it or set it to 0", mp, extract.PredictTokens())
+	}
 	x, err := extract.New(st, c, app.NewEmbedder(cfg, c), ec, Config(topo))
 	if err != nil {
 		return nil, err
