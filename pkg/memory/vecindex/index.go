@@ -157,14 +157,13 @@ func (ix *Index) Add(id string, vec []float32) error {
 	if id == "" {
 		return ErrEmptyID
 	}
-	unit, err := ix.unit(vec)
-	if err != nil {
+	if _, err := ix.unit(vec); err != nil {
 		return fmt.Errorf("add %q: %w", id, err)
 	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	ix.removeLocked(id)
-	slot := ix.allocLocked(id, unit)
+	slot := ix.allocLocked(id, vec)
 	ix.g.insert(ix, slot)
 	ix.maybeCleanupLocked()
 	return nil
@@ -180,14 +179,14 @@ func (ix *Index) AddBatch(ids []string, vecs [][]float32) error {
 	if len(ids) != len(vecs) {
 		return fmt.Errorf("vecindex: add batch: %d ids but %d vectors", len(ids), len(vecs))
 	}
-	units := make([]float32, len(ids)*ix.dim)
+	check := make([]float32, ix.dim)
 	var errs []error
 	for i, v := range vecs {
 		var err error
 		if ids[i] == "" {
 			err = ErrEmptyID
 		} else {
-			err = ix.unitInto(units[i*ix.dim:(i+1)*ix.dim], v)
+			err = ix.unitInto(check, v)
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("entry %d (%q): %w", i, ids[i], err))
@@ -207,13 +206,18 @@ func (ix *Index) AddBatch(ids []string, vecs [][]float32) error {
 	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
+	// Grow storage once, exactly, instead of by repeated doubling.
+	if extra := len(last) - len(ix.free); extra > 0 {
+		ix.vecs = slices.Grow(ix.vecs, extra*ix.dim)
+		ix.nodes = slices.Grow(ix.nodes, extra)
+	}
 	slots := make([]uint32, 0, len(last))
 	for i, id := range ids {
 		if last[id] != i {
 			continue
 		}
 		ix.removeLocked(id)
-		slots = append(slots, ix.allocLocked(id, units[i*ix.dim:(i+1)*ix.dim]))
+		slots = append(slots, ix.allocLocked(id, vecs[i]))
 	}
 	ix.g.insertMany(ix, slots)
 	ix.maybeCleanupLocked()
@@ -324,9 +328,9 @@ func (ix *Index) vec(slot uint32) []float32 {
 	return ix.vecs[off : off+ix.dim : off+ix.dim]
 }
 
-// allocLocked stores a unit vector in a free or new slot and marks it live.
-// The caller links it into the graph.
-func (ix *Index) allocLocked(id string, unit []float32) uint32 {
+// allocLocked stores vec (already checked) normalised in a free or new slot
+// and marks it live. The caller links it into the graph.
+func (ix *Index) allocLocked(id string, vec []float32) uint32 {
 	var slot uint32
 	if n := len(ix.free); n > 0 {
 		slot = ix.free[n-1]
@@ -334,9 +338,9 @@ func (ix *Index) allocLocked(id string, unit []float32) uint32 {
 	} else {
 		slot = uint32(len(ix.nodes))
 		ix.nodes = append(ix.nodes, &node{})
-		ix.vecs = append(ix.vecs, unit...)
+		ix.vecs = append(ix.vecs, make([]float32, ix.dim)...)
 	}
-	copy(ix.vec(slot), unit)
+	normalize(ix.vec(slot), vec)
 	nd := ix.nodes[slot]
 	nd.id = id
 	nd.state = slotLive
