@@ -24,17 +24,36 @@ import (
 	"github.com/engram-memory/engram/pkg/events"
 )
 
-// buildEngram builds the engram binary with the test worker into a temp dir.
+// buildEngram builds the engram binary with the test worker, once per test
+// binary run (removed by TestMain).
 func buildEngram(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "engram")
-	cmd := exec.Command("go", "build", "-tags", "engram_testworker", "-o", bin, ".")
-	cmd.Stderr = os.Stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("go build: %v", err)
+	testBuild.Do(func() {
+		dir, err := os.MkdirTemp("", "engram-test")
+		if err != nil {
+			testBuildErr = err
+			return
+		}
+		tmpDirs = append(tmpDirs, dir)
+		bin := filepath.Join(dir, "engram")
+		cmd := exec.Command("go", "build", "-tags", "engram_testworker", "-o", bin, ".")
+		cmd.Stderr = os.Stderr
+		if testBuildErr = cmd.Run(); testBuildErr == nil {
+			testBin = bin
+		}
+	})
+	if testBuildErr != nil {
+		t.Fatalf("go build: %v", testBuildErr)
 	}
-	return bin
+	return testBin
 }
+
+var (
+	testBuild    sync.Once
+	testBin      string
+	testBuildErr error
+	tmpDirs      []string
+)
 
 // served is a running `engram serve`.
 type served struct {
@@ -380,6 +399,7 @@ func BenchmarkServeStartup(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		tmpDirs = append(tmpDirs, dir)
 		benchBin = filepath.Join(dir, "engram")
 		cmd := exec.Command("go", "build", "-o", benchBin, ".")
 		cmd.Stderr = os.Stderr
@@ -444,8 +464,8 @@ func sortDurations(d []time.Duration) {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if benchBin != "" {
-		_ = os.RemoveAll(filepath.Dir(benchBin))
+	for _, d := range tmpDirs {
+		_ = os.RemoveAll(d)
 	}
 	os.Exit(code)
 }
