@@ -20,9 +20,10 @@ const (
 	DefaultConfidence = 0.5
 )
 
-// EmbedText is the text a memory's vector is made from: label and body.
+// EmbedText is the text a memory's vector is made from: label, a newline
+// and body (as `engram memory import` embeds them).
 func EmbedText(n *memory.Node) string {
-	return strings.TrimSpace(n.Label + "\n" + n.Body)
+	return n.Label + "\n" + n.Body
 }
 
 // prompt gathers what the model is shown besides the transcript: the
