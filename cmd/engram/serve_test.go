@@ -381,9 +381,23 @@ func TestServeIdleOffHasNoIdleConsumer(t *testing.T) {
 	}
 	bin := buildEngram(t)
 	s := startServe(t, bin, filepath.Join(t.TempDir(), "data"), nil, "-idle=false")
+	idleRow := regexp.MustCompile(`(?m)^idle\s+ENGRAM_IN\s`)
 	st := s.engram(t, bin, "status")
-	if regexp.MustCompile(`(?m)^idle\s`).MatchString(st) {
+	if idleRow.MatchString(st) {
 		t.Fatalf("idle consumer exists with -idle=false:\n%s", st)
+	}
+	// engram setup (idle detector on by default) adds its consumer,
+	// idempotently.
+	for i := 0; i < 2; i++ {
+		out := s.engram(t, bin, "setup")
+		for _, want := range []string{"ENGRAM_IN", "ENGRAM_DLQ", "injector", "idle"} {
+			if !strings.Contains(out, want) {
+				t.Fatalf("engram setup output lacks %s:\n%s", want, out)
+			}
+		}
+	}
+	if st := s.engram(t, bin, "status"); !idleRow.MatchString(st) {
+		t.Fatalf("no idle consumer after engram setup:\n%s", st)
 	}
 	s.stop(t)
 }
