@@ -10,8 +10,9 @@
 //
 //	cfg := config.Default()
 //	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-//	if err := cfg.Load(fs, os.Args[2:], os.LookupEnv); err != nil { ... } // parse + Validate
+//	if err := cfg.Load(fs, os.Args[2:], os.LookupEnv, config.All); err != nil { ... } // parse + Validate
 //
 // Subcommands that need only part of it (the NATS URL and the HTTP address
-// for `engram status`) register a subset with LoadGroups.
+// for `engram status`) load a subset of the groups (config.Conn).
+// Config.Topology turns the events settings into the JetStream layout.
 package config
