@@ -65,7 +65,8 @@ end
 // server.
 //
 // Each query term is expanded as a prefix over the term dictionary
-// (ZRANGEBYLEX) and the expansions are OR-ed like query terms. A document's
+// (ZRANGEBYLEX) and the expansions are OR-ed like query terms (when the term
+// itself is in the dictionary, only expansions held by few documents). A document's
 // score is BM25 (k1 1.2, b 0.75, the current document count and average
 // length) summed over the terms it holds. Postings sort by impact (see reindexLexScript),
 // so each posting list is read best first, up to its share of
@@ -95,10 +96,12 @@ local lists = {}
 for qi = 13, #ARGV do
   local q = ARGV[qi]
   local terms = redis.call('ZRANGEBYLEX', KEYS[1], '[' .. q, '[' .. q .. '\255', 'LIMIT', 0, maxExp)
+  local exact = terms[1] == q
   for _, t in ipairs(terms) do
     local key = p .. 't:' .. t
     local df = redis.call('ZCARD', key)
-    if df > 0 then
+    -- Beside an exact match, only short expansion lists (read whole) join.
+    if df > 0 and (t == q or not exact or df <= minPer) then
       lists[#lists + 1] = {key = key, q = qi, df = df,
         w = math.log(1 + (N - df + 0.5) / (df + 0.5)) * (K1 + 1)}
     end
