@@ -441,7 +441,7 @@ func (s *Store) ByPaths(ctx context.Context, paths []string, f memory.Filter, li
 				counts[id]++
 			}
 		}
-		nodes, err := s.loadTagNodes(ctx, t.project, ids)
+		nodes, err := s.loadTagNodes(ctx, t.project, ids, false)
 		if err != nil {
 			return nil, err
 		}

@@ -243,7 +243,7 @@ func (s *Store) scanTag(ctx context.Context, project string, limit int, keep fun
 		if err != nil {
 			return nil, s.wrap("timeline", err)
 		}
-		nodes, err := s.loadTagNodes(ctx, project, ids)
+		nodes, err := s.loadTagNodes(ctx, project, ids, true)
 		if err != nil {
 			return nil, err
 		}
@@ -279,7 +279,7 @@ func (s *Store) StandingInstructions(ctx context.Context, projectID string, limi
 		if err != nil {
 			return nil, s.wrap("standing instructions", err)
 		}
-		nodes, err := s.loadTagNodes(ctx, p, ids)
+		nodes, err := s.loadTagNodes(ctx, p, ids, false)
 		if err != nil {
 			return nil, err
 		}
@@ -532,7 +532,7 @@ func (s *Store) Scan(ctx context.Context, node func(memory.Node) error, edge fun
 			if err != nil {
 				return s.wrap("scan", err)
 			}
-			nodes, err := s.loadTagNodes(ctx, p, ids)
+			nodes, err := s.loadTagNodes(ctx, p, ids, true)
 			if err != nil {
 				return err
 			}

@@ -69,23 +69,36 @@ func (s *Store) loadNodes(ctx context.Context, ids []string) (map[string]memory.
 	return out, nil
 }
 
-// loadTagNodes reads nodes known to be in one project.
-func (s *Store) loadTagNodes(ctx context.Context, project string, ids []string) ([]memory.Node, error) {
+// loadTagNodes reads nodes known to be in one project; withVector false
+// leaves the embedding out (listings that do not need it read 1.5 KB less
+// per node at 384 dimensions).
+func (s *Store) loadTagNodes(ctx context.Context, project string, ids []string, withVector bool) ([]memory.Node, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
 	k := s.keys(project)
 	pipe := s.c.Pipeline()
-	cmds := make([]*goredis.MapStringStringCmd, len(ids))
+	all := make([]*goredis.MapStringStringCmd, len(ids))
+	some := make([]*goredis.SliceCmd, len(ids))
 	for i, id := range ids {
-		cmds[i] = pipe.HGetAll(ctx, k.node(id))
+		if withVector {
+			all[i] = pipe.HGetAll(ctx, k.node(id))
+		} else {
+			some[i] = pipe.HMGet(ctx, k.node(id), nodeFields...)
+		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, s.wrap("load nodes", err)
 	}
 	out := make([]memory.Node, 0, len(ids))
-	for _, c := range cmds {
-		n, ok, err := decodeNode(c.Val())
+	for i := range ids {
+		var h map[string]string
+		if withVector {
+			h = all[i].Val()
+		} else {
+			h = fieldsToMap(nodeFields, some[i].Val())
+		}
+		n, ok, err := decodeNode(h)
 		if err != nil {
 			return nil, fmt.Errorf("redis load nodes: %w", err)
 		}
@@ -465,7 +478,7 @@ func (s *Store) MarkStale(ctx context.Context, projectID string, paths []string)
 	if err != nil {
 		return nil, s.wrap("mark stale", err)
 	}
-	nodes, err := s.loadTagNodes(ctx, projectID, ids)
+	nodes, err := s.loadTagNodes(ctx, projectID, ids, false)
 	if err != nil {
 		return nil, err
 	}
