@@ -1,10 +1,12 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -23,6 +25,10 @@ func loadConfig(name string, args []string, groups config.Group, extra func(fs *
 		extra(fs)
 	}
 	err := cfg.Load(fs, args, os.LookupEnv, groups)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		return cfg, fs, fmt.Errorf("%w: invalid configuration:\n  %s", errUsage,
+			strings.ReplaceAll(err.Error(), "\n", "\n  "))
+	}
 	return cfg, fs, err
 }
 
