@@ -142,8 +142,9 @@ func (c *BenchCorpus) Seed(ctx context.Context, s memory.Store, nodes int) error
 // Bench seeds a fresh store with nodes corpus nodes (one project,
 // 384-dimension vectors) and measures, as sub-benchmarks: Upsert (new nodes
 // with a vector; metric upserts/s), Lexical, Vector, ByPaths and Standing
-// (one query per op; metrics p50-ms and p99-ms, at least 300 samples each, so
-// even -benchtime 1x reports percentiles). It returns the seeded store (for
+// (one query per op; metrics p50-ms and p99-ms of wall-clock time and, on
+// Linux, cpu-p50-ms and cpu-p99-ms of on-CPU time, at least 300 samples
+// each, so even -benchtime 1x reports percentiles). It returns the seeded store (for
 // backend-specific metrics such as bytes per node); the caller closes it.
 func Bench(b *testing.B, newStore BenchFactory, nodes int) memory.Store {
 	ctx := context.Background()
