@@ -483,3 +483,41 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(code)
 }
+
+func TestServeIdleDetectorPublishesSessionIdle(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the engram binary")
+	}
+	bin := buildEngram(t)
+	s := startServe(t, bin, filepath.Join(t.TempDir(), "data"), nil, "-idle-quiet", "1s", "-idle-sweep", "200ms")
+	nc, err := nats.Connect(s.natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	cl, _ := events.NewClient(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := cl.PublishTokensReported(ctx, events.Ref{ProjectID: "acme", SessionID: "quiet one"}, events.TokensReported{InputTokens: 3}); err != nil {
+		t.Fatal(err)
+	}
+	var idle events.Envelope
+	waitFor(t, "session_idle", func() bool {
+		cons, err := js.OrderedConsumer(ctx, events.StreamIn, jetstream.OrderedConsumerConfig{
+			FilterSubjects: []string{events.Subjects{}.InType(events.TypeSessionIdle)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := cons.Next(jetstream.FetchMaxWait(200 * time.Millisecond))
+		if err != nil {
+			return false
+		}
+		idle, err = events.Decode(m.Data())
+		return err == nil
+	})
+	if idle.ProjectID != "acme" || idle.SessionID != "quiet one" {
+		t.Fatalf("session_idle for %q/%q", idle.ProjectID, idle.SessionID)
+	}
+	s.stop(t)
+}
