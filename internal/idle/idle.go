@@ -121,9 +121,10 @@ func New(ctx context.Context, js jetstream.JetStream, pub Publisher, o Options) 
 	return &Detector{o: o, kv: kv, pub: pub}, nil
 }
 
-// ConsumerConfig is the detector's consumer on ENGRAM_IN for topology t:
-// the input types that mean activity (not session_idle itself). Add it to
-// t.Consumers before events.EnsureTopology.
+// ConsumerConfig is the detector's durable consumer on ENGRAM_IN: the input
+// types that mean activity (not session_idle itself). Add it to a
+// topology's Consumers before events.EnsureTopology (config.Topology does
+// when the detector is on).
 func ConsumerConfig() events.ConsumerConfig {
 	return events.ConsumerConfig{
 		Name:          ConsumerName,
