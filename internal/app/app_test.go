@@ -245,3 +245,29 @@ func TestNewLogger(t *testing.T) {
 		t.Error("bad level accepted")
 	}
 }
+
+func TestGates(t *testing.T) {
+	cfg := testConfig(t)
+	s, err := app.OpenStore(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := app.StoreGate(s)
+	if err := g.Ready(context.Background()); err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	_ = s.Close()
+	if err := g.Ready(context.Background()); err == nil {
+		t.Error("gate of a closed store holds")
+	}
+	cfg.LLM.Host = "http://127.0.0.1:1" // nothing listens
+	c, _, err := app.NewLLM(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := app.ModelGate(c).Ready(ctx); err == nil {
+		t.Error("model gate holds without Ollama")
+	}
+}

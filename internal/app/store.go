@@ -78,7 +78,8 @@ func StoreCheck(s memory.Store) health.Check {
 		if p, ok := s.(pinger); ok {
 			return p.Ping(ctx)
 		}
-		_, err := s.HasLiveMemory(ctx, "")
+		// A read that reaches the database (not an in-memory index).
+		_, err := s.EventProcessed(ctx, "engram-health", "engram-health", "probe")
 		return err
 	}}
 }
