@@ -19,6 +19,9 @@
 //		return app.Worker{Role: events.ConsumerInjector, Handler: h.Handle, Processed: s}, nil
 //	})
 //
+// Gates pause a worker's pulling while a dependency is down: StoreGate(s),
+// ModelGate(c) (for workers that need the chat model).
+//
 // The workers module starts one runner per registered worker (those the
 // config's ENGRAM_WORKERS selects) after the topology exists, and stops them
 // (draining in-flight messages) on shutdown. `engram serve` registers every
