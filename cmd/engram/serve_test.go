@@ -519,5 +519,14 @@ func TestServeIdleDetectorPublishesSessionIdle(t *testing.T) {
 	if idle.ProjectID != "acme" || idle.SessionID != "quiet one" {
 		t.Fatalf("session_idle for %q/%q", idle.ProjectID, idle.SessionID)
 	}
+	resp, err := http.Get(s.httpURL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), "engram_idle_published_total 1") {
+		t.Errorf("/metrics lacks engram_idle_published_total 1")
+	}
 	s.stop(t)
 }

@@ -155,7 +155,7 @@ func IdleModule() fx.Option {
 			var d *Idle
 			lc.Append(fx.Hook{
 				OnStart: func(ctx context.Context) (err error) {
-					d, err = StartIdle(ctx, cfg, bus, topo, client, log.Named("idle"))
+					d, err = StartIdle(ctx, cfg, bus, topo, client, tel.Metrics, log.Named("idle"))
 					return err
 				},
 				OnStop: func(ctx context.Context) error { return d.Stop(ctx) },

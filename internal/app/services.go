@@ -120,13 +120,17 @@ type Idle struct {
 // StartIdle starts the idle detector of cfg on bus: it consumes activity
 // with its consumer (the topology must have it: cfg.Topology() adds it when
 // the detector is on) and publishes session_idle with client.
-func StartIdle(ctx context.Context, cfg config.Config, bus *Bus, topo events.Topology, client *events.Client, log *zap.Logger) (*Idle, error) {
-	d, err := idle.New(ctx, bus.JS, client, idle.Options{
+func StartIdle(ctx context.Context, cfg config.Config, bus *Bus, topo events.Topology, client *events.Client, metrics *health.Metrics, log *zap.Logger) (*Idle, error) {
+	o := idle.Options{
 		Quiet:    cfg.Idle.Quiet,
 		Sweep:    cfg.IdleSweep(),
 		Replicas: cfg.Events.Replicas,
 		OnError:  func(err error) { log.Warn("idle detector", zap.Error(err)) },
-	})
+	}
+	if metrics != nil {
+		o.OnPublished = metrics.IdlePublished
+	}
+	d, err := idle.New(ctx, bus.JS, client, o)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,8 @@
 package health
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/engram-memory/engram/internal/runner"
@@ -18,6 +20,8 @@ type Metrics struct {
 	latency      *prometheus.HistogramVec
 	paused       *prometheus.GaugeVec
 	captured     *prometheus.CounterVec
+
+	idle prometheus.Counter
 
 	llmCalls   *prometheus.CounterVec
 	llmLatency *prometheus.HistogramVec
@@ -57,6 +61,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "engram_events_max_deliveries_captured_total",
 			Help: "Messages captured from the server's max-deliveries advisory into the DLQ.",
 		}, []string{"worker"}),
+		idle: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "engram_idle_published_total",
+			Help: "session_idle events the idle detector of this process published.",
+		}),
 		llmCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "engram_model_calls_total",
 			Help: "Model calls by operation, role, project, model and outcome (ok or the error class).",
@@ -72,7 +80,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"role", "project", "kind"}),
 	}
 	for _, c := range []prometheus.Collector{m.handled, m.failed, m.deadLettered, m.latency, m.paused,
-		m.captured, m.llmCalls, m.llmLatency, m.llmTokens} {
+		m.captured, m.idle, m.llmCalls, m.llmLatency, m.llmTokens} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -113,6 +121,10 @@ func (m *Metrics) Captured(worker string, _ dlq.Letter) {
 	m.captured.WithLabelValues(worker).Inc()
 	m.deadLettered.WithLabelValues(worker, "advisory").Inc()
 }
+
+// IdlePublished counts a session_idle published by the idle detector
+// (idle.Options.OnPublished).
+func (m *Metrics) IdlePublished(_, _ string, _ time.Time) { m.idle.Inc() }
 
 // ObserveCall implements llm.Observer.
 func (m *Metrics) ObserveCall(ci llm.CallInfo) {

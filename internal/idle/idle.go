@@ -66,6 +66,9 @@ type Options struct {
 	Clock Clock
 	// OnError receives the errors of Run's background work (may be nil).
 	OnError func(error)
+	// OnPublished is called after this replica published a session_idle
+	// (may be nil; metrics).
+	OnPublished func(project, session string, lastActivity time.Time)
 }
 
 // Detector tracks session activity and publishes session_idle.
@@ -279,6 +282,9 @@ func (d *Detector) sweepOne(ctx context.Context, e jetstream.KeyValueEntry) (boo
 		// The claim expires after ClaimTTL and the session is tried again;
 		// the event id keeps a retried publish from being stored twice.
 		return false, fmt.Errorf("idle: publish session_idle for %s: %w", e.Key(), err)
+	}
+	if d.o.OnPublished != nil {
+		d.o.OnPublished(st.Project, st.Session, activity)
 	}
 	return true, d.markPublished(ctx, e.Key(), activity)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -297,8 +298,10 @@ func TestRunConsumesActivityFromTheStream(t *testing.T) {
 	clk := &fakeClock{now: time.Now()}
 	var mu sync.Mutex
 	var bgErrs []error
+	var published atomic.Int64
 	d, err := idle.New(ctxT(t), js, cl, idle.Options{Quiet: quiet, Clock: clk, Sweep: 50 * time.Millisecond,
-		OnError: func(err error) { mu.Lock(); bgErrs = append(bgErrs, err); mu.Unlock() }})
+		OnError:     func(err error) { mu.Lock(); bgErrs = append(bgErrs, err); mu.Unlock() },
+		OnPublished: func(string, string, time.Time) { published.Add(1) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,6 +349,9 @@ func TestRunConsumesActivityFromTheStream(t *testing.T) {
 	got := countBySession(idleEvents(t, js))
 	if got["acme/web/chat.42"] != 1 || got["acme/web/other"] != 1 || len(got) != 2 {
 		t.Fatalf("idle events %v", got)
+	}
+	if n := published.Load(); n != 2 {
+		t.Errorf("OnPublished called %d times, want 2", n)
 	}
 	mu.Lock()
 	defer mu.Unlock()
