@@ -228,7 +228,6 @@ func (k keys) pending() string           { return k.p + "pe" }
 func (k keys) embedded(m string) string  { return k.p + "em:" + m }
 func (k keys) models() string            { return k.p + "models" }
 func (k keys) vectors(m string) string   { return k.p + "v:" + m }
-func (k keys) postings(t string) string  { return k.p + "t:" + t }
 func (k keys) terms() string             { return k.p + "terms" }
 func (k keys) stats() string             { return k.p + "bm" }
 func (k keys) path(p string) string      { return k.p + "pa:" + p }
