@@ -513,11 +513,9 @@ func (s *Store) HasLiveMemory(ctx context.Context, projectID string) (bool, erro
 }
 
 // PendingEmbeddings lists live nodes without a vector of model, oldest
-// first, from every project.
+// created first, from every project (limit <= 0: memory.DefaultChannelLimit).
 func (s *Store) PendingEmbeddings(ctx context.Context, model string, limit int) ([]memory.Node, error) {
-	if limit <= 0 {
-		limit = 100
-	}
+	limit = memory.Limit(limit)
 	projects, err := s.projects(ctx)
 	if err != nil {
 		return nil, err
