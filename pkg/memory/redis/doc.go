@@ -66,12 +66,16 @@
 // # Retrieval channels
 //
 // Lexical is BM25 computed in a Lua script on the project's slot: query
-// terms are prefix-expanded over the term dictionary, posting lists are read
+// terms are prefix-expanded over the term dictionary (beside a term that is
+// itself in the dictionary only short expansion lists join; expansions are
+// OR-ed like terms), posting lists are read
 // best impact first under a budget (whole when short, so small corpora and
 // rare terms are exact; of a very common term only the best postings make
 // candidates, and the leading candidates get the rest of their score by
 // ZSCORE), and candidates are filtered best first with memory.Visible
-// written in Lua. Vector asks VSIM for more neighbours than needed without
+// written in Lua. On the benchmark corpus this finds 98% of exact BM25's
+// top 10 and 86% of its top 60 (lexicalBudget trades this against time).
+// Vector asks VSIM for more neighbours than needed without
 // FILTER and filters them with the same Lua (VSIM's FILTER in 8.0.2 costs
 // 20-30 ms at 10,000 elements), falling back to VSIM FILTER when the filter
 // rejects too many. ByPaths and the listings load nodes and apply
