@@ -3,6 +3,7 @@ package sqlite
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -23,7 +24,7 @@ type index struct {
 	vecs      map[string]*vecindex.Index // by embedding model
 	flat      map[string]*flatVecs       // models whose graph index is still being built
 	vecOpts   []vecindex.Option
-	standing  map[uint32]struct{}
+	standing  map[string][]uint32 // per project ("" global): standing rids in memory.CompareStanding order
 	liveBy    map[string]int // live nodes per project ("" global)
 	liveTotal int
 	embedded  map[string]int // live nodes per embedding model
@@ -37,7 +38,7 @@ func newIndex(vecOpts []vecindex.Option) *index {
 		vecs:     map[string]*vecindex.Index{},
 		flat:     map[string]*flatVecs{},
 		vecOpts:  vecOpts,
-		standing: map[uint32]struct{}{},
+		standing: map[string][]uint32{},
 		liveBy:   map[string]int{},
 		embedded: map[string]int{},
 	}
@@ -85,6 +86,9 @@ func (x *index) apply(changes []change) {
 		}
 		prev := x.heads[c.rid]
 		x.count(prev, -1)
+		if prev != nil && memory.IsStanding(prev) {
+			x.standing[prev.ProjectID] = slices.DeleteFunc(x.standing[prev.ProjectID], func(r uint32) bool { return r == c.rid })
+		}
 		if prev != nil && prev.ID != c.n.ID {
 			delete(x.byID, prev.ID)
 		}
@@ -93,9 +97,9 @@ func (x *index) apply(changes []change) {
 		x.byID[c.n.ID] = c.rid
 		x.count(h, +1)
 		if memory.IsStanding(h) {
-			x.standing[c.rid] = struct{}{}
-		} else {
-			delete(x.standing, c.rid)
+			list := x.standing[h.ProjectID]
+			at, _ := slices.BinarySearchFunc(list, h, func(r uint32, h *memory.Node) int { return memory.CompareStanding(x.heads[r], h) })
+			x.standing[h.ProjectID] = slices.Insert(list, at, c.rid)
 		}
 		if c.text {
 			x.lex.set(c.rid, docText(&c.n))

@@ -174,15 +174,22 @@ func (s *Store) StandingInstructions(ctx context.Context, projectID string, limi
 	if limit <= 0 {
 		limit = 1 << 30
 	}
-	top := newTop(limit, memory.CompareStanding)
+	// merge the two sorted lists (the project's and the global one)
 	s.idx.mu.RLock()
-	for rid := range s.idx.standing {
-		if h := s.idx.heads[rid]; memory.StandingFor(h, projectID) {
-			top.add(rid, h)
+	own, global := s.idx.standing[projectID], s.idx.standing[""]
+	if projectID == "" {
+		own = nil
+	}
+	var rids []uint32
+	for len(rids) < limit && (len(own) > 0 || len(global) > 0) {
+		if len(global) == 0 || (len(own) > 0 && memory.CompareStanding(s.idx.heads[own[0]], s.idx.heads[global[0]]) < 0) {
+			rids, own = append(rids, own[0]), own[1:]
+		} else {
+			rids, global = append(rids, global[0]), global[1:]
 		}
 	}
 	s.idx.mu.RUnlock()
-	return s.byRids(ctx, top.rids())
+	return s.byRids(ctx, rids)
 }
 
 // ApplyFeedback implements memory.Nodes.

@@ -232,8 +232,10 @@ func scanNode(r scanner, rid *int64) (memory.Node, error) {
 	if err := json.Unmarshal(doc, &n); err != nil {
 		return memory.Node{}, fmt.Errorf("decode node: %w", err)
 	}
-	n.EmbeddingModel = model
-	n.Embedding = decodeVec(emb)
+	if emb != nil { // list reads leave the vector out; the document names its model
+		n.EmbeddingModel = model
+		n.Embedding = decodeVec(emb)
+	}
 	return n, nil
 }
 
@@ -425,10 +427,12 @@ func (s *Store) modify(ctx context.Context, id string, fn func(w *wtx, n memory.
 
 // ---- reads ----
 
-// nodeCols and nodeFrom read a node with its vector (scanNode).
+// nodeCols and nodeFrom read a node with its vector (scanNode); listCols
+// reads it without (lists never need the vector).
 const (
 	nodeCols = `n.doc, COALESCE(v.model, ''), v.emb`
 	nodeFrom = `nodes n LEFT JOIN node_vectors v ON v.rid = n.rid`
+	listCols = `n.doc, '', NULL`
 )
 
 // Get implements memory.Nodes.
@@ -496,7 +500,7 @@ func (s *Store) fetch(ctx context.Context, col string, keys []any) (map[string]m
 	for len(keys) > 0 {
 		part := keys[:min(chunk, len(keys))]
 		keys = keys[len(part):]
-		rows, err := s.db.QueryContext(ctx, `SELECT `+nodeCols+` FROM `+nodeFrom+` WHERE n.`+col+` IN (`+placeholders(len(part))+`)`, part...)
+		rows, err := s.db.QueryContext(ctx, `SELECT `+listCols+` FROM nodes n WHERE n.`+col+` IN (`+placeholders(len(part))+`)`, part...)
 		if err != nil {
 			return nil, fmt.Errorf("sqlite: fetch: %w", err)
 		}
@@ -522,7 +526,7 @@ func (s *Store) fetchRid(ctx context.Context, keys []any) (map[int64]memory.Node
 	for len(keys) > 0 {
 		part := keys[:min(chunk, len(keys))]
 		keys = keys[len(part):]
-		rows, err := s.db.QueryContext(ctx, `SELECT n.rid, `+nodeCols+` FROM `+nodeFrom+` WHERE n.rid IN (`+placeholders(len(part))+`)`, part...)
+		rows, err := s.db.QueryContext(ctx, `SELECT n.rid, `+listCols+` FROM nodes n WHERE n.rid IN (`+placeholders(len(part))+`)`, part...)
 		if err != nil {
 			return nil, fmt.Errorf("sqlite: fetch: %w", err)
 		}

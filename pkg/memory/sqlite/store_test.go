@@ -323,3 +323,26 @@ func copyStore(t *testing.T, from *sqlite.Store, to string) {
 		t.Fatal(err)
 	}
 }
+
+func TestListsNameTheModel(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), "m.db"))
+	defer s.Close()
+	r, err := s.Upsert(ctx, memory.Node{Subkind: memory.Preference, ProjectID: "p", Label: "x", AssertedBy: memory.AssertedUser,
+		Embedding: []float32{1, 2}, EmbeddingModel: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	many, err := s.GetMany(ctx, []string{r.Node.ID})
+	if err != nil || len(many) != 1 || many[0].EmbeddingModel != "m" {
+		t.Fatalf("GetMany: %+v %v", many, err)
+	}
+	st, err := s.StandingInstructions(ctx, "p", 1)
+	if err != nil || len(st) != 1 || st[0].EmbeddingModel != "m" {
+		t.Fatalf("standing: %+v %v", st, err)
+	}
+	one, err := s.Get(ctx, r.Node.ID)
+	if err != nil || len(one.Embedding) != 2 {
+		t.Fatalf("Get returns the vector: %+v %v", one, err)
+	}
+}
