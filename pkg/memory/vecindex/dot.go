@@ -49,3 +49,46 @@ func normalize(dst, vec []float32) bool {
 	}
 	return true
 }
+
+// dot4 returns the inner products of q with a, b, c and d (all of q's
+// length). Walking four vectors in one pass loads q once for four products
+// and, more importantly, keeps four streams of cache misses in flight: on
+// vectors scattered in memory (a graph walk) it is about twice as fast per
+// vector as four calls to dot.
+func dot4(q, a, b, c, d []float32) (float32, float32, float32, float32) {
+	n := len(q)
+	a, b, c, d = a[:n], b[:n], c[:n], d[:n]
+	var sa0, sb0, sc0, sd0, sa1, sb1, sc1, sd1 float32
+	i := 0
+	for ; i+1 < n; i += 2 {
+		q0, q1 := q[i], q[i+1]
+		sa0 += q0 * a[i]
+		sb0 += q0 * b[i]
+		sc0 += q0 * c[i]
+		sd0 += q0 * d[i]
+		sa1 += q1 * a[i+1]
+		sb1 += q1 * b[i+1]
+		sc1 += q1 * c[i+1]
+		sd1 += q1 * d[i+1]
+	}
+	if i < n {
+		sa0 += q[i] * a[i]
+		sb0 += q[i] * b[i]
+		sc0 += q[i] * c[i]
+		sd0 += q[i] * d[i]
+	}
+	return sa0 + sa1, sb0 + sb1, sc0 + sc1, sd0 + sd1
+}
+
+// dots writes the similarity of q to each slot into out (len(out) ==
+// len(slots)), four at a time.
+func (ix *Index) dots(q []float32, slots []uint32, out []float32) {
+	i := 0
+	for ; i+4 <= len(slots); i += 4 {
+		out[i], out[i+1], out[i+2], out[i+3] = dot4(q,
+			ix.vec(slots[i]), ix.vec(slots[i+1]), ix.vec(slots[i+2]), ix.vec(slots[i+3]))
+	}
+	for ; i < len(slots); i++ {
+		out[i] = dot(q, ix.vec(slots[i]))
+	}
+}

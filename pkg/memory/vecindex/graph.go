@@ -346,12 +346,18 @@ func (g *graph) searchLayer(ix *Index, qv []float32, eps []scored, ef, l int, lo
 		if top.len() >= width && c.sim < top.peek().sim {
 			break
 		}
+		fresh := sc.fresh[:0]
 		for _, f := range g.friends(ix, c.slot, l, locked, sc) {
-			if vis.seen(f) {
-				continue
+			if !vis.seen(f) {
+				fresh = append(fresh, f)
 			}
-			s := dot(qv, ix.vec(f))
-			work++
+		}
+		sims := slices.Grow(sc.sims[:0], len(fresh))[:len(fresh)]
+		sc.fresh, sc.sims = fresh, sims
+		ix.dots(qv, fresh, sims)
+		work += len(fresh)
+		for i, f := range fresh {
+			s := sims[i]
 			if top.len() < width || s > top.peek().sim {
 				cand.push(scored{sim: s, slot: f})
 				if eligible(f) {
@@ -414,6 +420,8 @@ type scratch struct {
 	prune  []scored
 	chosen []scored
 	links  []uint32
+	fresh  []uint32
+	sims   []float32
 	mine   []scored
 	keep   []uint32
 }

@@ -287,21 +287,35 @@ func (ix *Index) hits(res []scored) []Hit {
 func (ix *Index) exactLocked(q []float32, k int, accept func(string) bool) []scored {
 	var top minHeap
 	top.items = make([]scored, 0, k+1)
-	dim := ix.dim
-	for slot, n := range ix.nodes {
-		if n.state != slotLive {
-			continue
-		}
-		if accept != nil && !accept(n.id) {
-			continue
-		}
-		s := dot(q, ix.vecs[slot*dim:(slot+1)*dim])
-		if top.len() < k {
-			top.push(scored{sim: s, slot: uint32(slot)})
-		} else if s > top.peek().sim {
-			top.replaceTop(scored{sim: s, slot: uint32(slot)})
+	var batch [64]uint32
+	var sims [64]float32
+	flush := func(n int) {
+		ix.dots(q, batch[:n], sims[:n])
+		for i, slot := range batch[:n] {
+			s := sims[i]
+			if top.len() < k {
+				top.push(scored{sim: s, slot: slot})
+			} else if s > top.peek().sim {
+				top.replaceTop(scored{sim: s, slot: slot})
+			}
 		}
 	}
+	n := 0
+	for slot, nd := range ix.nodes {
+		if nd.state != slotLive {
+			continue
+		}
+		if accept != nil && !accept(nd.id) {
+			continue
+		}
+		batch[n] = uint32(slot)
+		n++
+		if n == len(batch) {
+			flush(n)
+			n = 0
+		}
+	}
+	flush(n)
 	return top.items
 }
 

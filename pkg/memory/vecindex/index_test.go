@@ -340,3 +340,16 @@ func TestConcurrentAddSearch(t *testing.T) {
 		t.Fatal("nothing stored")
 	}
 }
+
+func TestDot4MatchesDot(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, n := range []int{0, 1, 2, 3, 7, 384, 385} {
+		q, a, b, c, d := randVec(r, n), randVec(r, n), randVec(r, n), randVec(r, n), randVec(r, n)
+		ga, gb, gc, gd := dot4(q, a, b, c, d)
+		for i, pair := range [][2]float32{{ga, dot(q, a)}, {gb, dot(q, b)}, {gc, dot(q, c)}, {gd, dot(q, d)}} {
+			if math.Abs(float64(pair[0]-pair[1])) > 1e-3*(1+math.Abs(float64(pair[1]))) {
+				t.Errorf("len %d vector %d: dot4 %v, dot %v", n, i, pair[0], pair[1])
+			}
+		}
+	}
+}
