@@ -25,7 +25,7 @@ type index struct {
 	flat      map[string]*flatVecs       // models whose graph index is still being built
 	vecOpts   []vecindex.Option
 	standing  map[string][]uint32 // per project ("" global): standing rids in memory.CompareStanding order
-	liveBy    map[string]int // live nodes per project ("" global)
+	liveBy    map[string]int      // live nodes per project ("" global)
 	liveTotal int
 	embedded  map[string]int // live nodes per embedding model
 	scratch   sync.Pool      // *scratch
