@@ -33,7 +33,7 @@ type Config struct {
 	// Coordination.
 	LeaseTTL     time.Duration // per-session lease; must be shorter than the consumer's ack wait (30s)
 	RecordTTL    time.Duration // processed records (turn extracted, feedback applied) (30 days)
-	ScanWindow   int           // messages read back to find the span start, widened x8 when needed (64)
+	ScanWindow   int           // messages read back to find the span start, widened x8 when needed (16)
 	MaxSpanLoops int           // spans extracted by one lease holder before it lets go (16)
 
 	// Embedding.
@@ -53,7 +53,7 @@ func Defaults() Config {
 		InjectedLabelChars: 300,
 		MaxMemories:        5, SameCosine: 0.85,
 		MaxInvalid: 3, InvalidDelay: 30 * time.Second,
-		LeaseTTL: 30 * time.Second, RecordTTL: 30 * 24 * time.Hour, ScanWindow: 64, MaxSpanLoops: 16,
+		LeaseTTL: 30 * time.Second, RecordTTL: 30 * 24 * time.Hour, ScanWindow: 16, MaxSpanLoops: 16,
 		EmbedBatch: 32, BacklogPeriod: 5 * time.Second,
 		Temperature: 0.1,
 	}

@@ -243,6 +243,7 @@ func (x *Extractor) HandleTurn(ctx context.Context, t Turn) (Result, error) {
 }
 
 func (x *Extractor) drain(ctx context.Context, ref memory.SessionRef, cause string, hint int64, res Result) (Result, error) {
+	var seen int64 // the newest message id looked at
 	for {
 		owner := memory.NewID()
 		ok, err := x.store.AcquireLease(ctx, ref, LeaseName, owner, x.cfg.LeaseTTL)
@@ -253,11 +254,16 @@ func (x *Extractor) drain(ctx context.Context, ref memory.SessionRef, cause stri
 			res.Busy = true
 			return res, nil
 		}
+		leftover := false
 		err = x.holding(ctx, ref, owner, func(ctx context.Context) error {
+			span, newest, err := x.findSpan(ctx, ref, hint)
+			if err != nil {
+				return err
+			}
+			seen = max(seen, newest)
 			for range x.cfg.MaxSpanLoops {
-				span, err := x.findSpan(ctx, ref, hint)
-				if err != nil || len(span) == 0 {
-					return err
+				if len(span) == 0 {
+					return nil
 				}
 				changes, called, err := x.extractSpan(ctx, ref, cause, span)
 				if called {
@@ -269,21 +275,39 @@ func (x *Extractor) drain(ctx context.Context, ref memory.SessionRef, cause stri
 				if err != nil {
 					return err
 				}
+				// Turns appended while this span was extracted come after
+				// its last message and are not done: the next span.
+				last := span[len(span)-1]
+				end := last.Msgs[len(last.Msgs)-1].ID
+				msgs, err := x.store.Messages(ctx, ref, end, 0)
+				if err != nil {
+					return fmt.Errorf("extract: read transcript of %s: %w", ref, err)
+				}
+				seen = max(seen, end)
+				if n := len(msgs); n > 0 {
+					seen = max(seen, msgs[n-1].ID)
+				}
+				span = groupTurns(msgs)
 			}
+			leftover = len(span) > 0
 			return nil
 		})
 		if err != nil {
 			return res, err
 		}
+		if leftover {
+			continue
+		}
 		// A turn appended while we held the lease saw it held and left the
 		// work to us: look again now that it is released.
-		span, err := x.findSpan(ctx, ref, hint)
+		more, err := x.store.Messages(ctx, ref, seen, 1)
 		if err != nil {
-			return res, err
+			return res, fmt.Errorf("extract: read transcript of %s: %w", ref, err)
 		}
-		if len(span) == 0 {
+		if len(more) == 0 {
 			return res, nil
 		}
+		hint = more[0].ID
 	}
 }
 
@@ -343,17 +367,21 @@ func recordKey(session, turn string) string {
 }
 
 // findSpan returns the turns from the oldest turn not yet extracted to the
-// newest. Extracted turns form a prefix of the session (a span is marked
-// done as a whole), so it walks back from the newest turn until it meets a
-// done one, reading a window of messages before hint and widening it when
-// the window holds no done turn.
-func (x *Extractor) findSpan(ctx context.Context, ref memory.SessionRef, hint int64) ([]spanTurn, error) {
+// newest, and the newest message id it read. Extracted turns form a prefix
+// of the session (a span is marked done as a whole), so it walks back from
+// the newest turn until it meets a done one, reading a window of messages
+// before hint and widening it when the window holds no done turn.
+func (x *Extractor) findSpan(ctx context.Context, ref memory.SessionRef, hint int64) ([]spanTurn, int64, error) {
 	window := int64(x.cfg.ScanWindow)
 	for {
 		after := max(0, hint-window)
 		msgs, err := x.store.Messages(ctx, ref, after, 0)
 		if err != nil {
-			return nil, fmt.Errorf("extract: read transcript of %s: %w", ref, err)
+			return nil, 0, fmt.Errorf("extract: read transcript of %s: %w", ref, err)
+		}
+		var newest int64
+		if n := len(msgs); n > 0 {
+			newest = msgs[n-1].ID
 		}
 		turns := groupTurns(msgs)
 		start := len(turns)
@@ -361,7 +389,7 @@ func (x *Extractor) findSpan(ctx context.Context, ref memory.SessionRef, hint in
 		for i := len(turns) - 1; i >= 0; i-- {
 			done, err := x.store.EventProcessed(ctx, ref.Project, recTurn, recordKey(ref.Session, turns[i].ID))
 			if err != nil {
-				return nil, fmt.Errorf("extract: read turn record: %w", err)
+				return nil, 0, fmt.Errorf("extract: read turn record: %w", err)
 			}
 			if done {
 				found = true
@@ -370,7 +398,7 @@ func (x *Extractor) findSpan(ctx context.Context, ref memory.SessionRef, hint in
 			start = i
 		}
 		if found || after == 0 {
-			return turns[start:], nil
+			return turns[start:], newest, nil
 		}
 		window *= 8
 	}

@@ -417,3 +417,32 @@ func TestBudgetSpentWaits(t *testing.T) {
 		}
 	})
 }
+
+func TestSpanStartBeyondTheWindow(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func(t testing.TB) memory.Store) {
+		f := newFixture(t, open, func(c *extract.Config) { c.ScanWindow = 1 })
+		f.srv.Enqueue(reply(nil))
+		f.handle(userTurn("t1", "Turn one: set up the repository layout."))
+		f.srv.Down()
+		for _, id := range []string{"t2", "t3"} {
+			if _, err := f.x.HandleTurn(f.ctx, userTurn(id, "Turn "+id+": keep working on the layout.")); !errors.Is(err, llm.ErrUnavailable) {
+				t.Fatalf("%s: %v", id, err)
+			}
+		}
+		f.srv.Up()
+		f.srv.Enqueue(reply(nil))
+		res := f.handle(userTurn("t3", "Turn t3: keep working on the layout.")) // redelivered first
+		if res.Spans != 1 {
+			t.Fatalf("spans = %d, want 1", res.Spans)
+		}
+		um := f.userMessages()
+		last := um[len(um)-1]
+		last = last[strings.Index(last, "TRANSCRIPT:"):]
+		if !contains(last, "Turn t2:") || !contains(last, "Turn t3:") || contains(last, "Turn one") {
+			t.Errorf("span found beyond a window of one message = %q, want t2 and t3 only", last)
+		}
+		if res := f.handle(userTurn("t2", "Turn t2: keep working on the layout.")); res.Spans != 0 {
+			t.Errorf("t2 redelivered after its span: %+v", res)
+		}
+	})
+}
