@@ -29,6 +29,7 @@ const (
 	PreciseSD         = 1.0
 
 	contradictionSpare = 8
+	expansionSample    = 4 * ExpansionFanout // edges of one seed considered
 )
 
 // Profile is the kind of a query, from the share of code-like tokens.
@@ -114,7 +115,7 @@ func isAlnum(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
 type RetrievalStore interface {
 	Channels
 	GetMany(ctx context.Context, ids []string) ([]Node, error)
-	Edges(ctx context.Context, id string) ([]Edge, error)
+	EdgesOf(ctx context.Context, ids []string) (map[string][]Edge, error)
 }
 
 // Query is one hybrid retrieval.
@@ -306,11 +307,53 @@ func expand(ctx context.Context, st RetrievalStore, q Query, cands map[string]*c
 	for i, s := range seeds {
 		masses[i] = math.Max(cands[s.id].fused, AnchorActivation)
 	}
+	seedIDs := make([]string, len(seeds))
 	for i, s := range seeds {
-		edges, err := st.Edges(ctx, s.id)
-		if err != nil {
-			return fmt.Errorf("retrieve: expand %s: %w", s.id, err)
+		seedIDs[i] = s.id
+	}
+	edgesOf, err := st.EdgesOf(ctx, seedIDs)
+	if err != nil {
+		return fmt.Errorf("retrieve: expand: %w", err)
+	}
+	// Heavier edges first; a hub's edges are cut to a bounded sample so that
+	// one topic node with thousands of links cannot stall a turn.
+	for id, es := range edgesOf {
+		sort.Slice(es, func(i, j int) bool {
+			if es[i].Weight != es[j].Weight {
+				return es[i].Weight > es[j].Weight
+			}
+			return es[i].Src+es[i].Dst < es[j].Src+es[j].Dst
+		})
+		if len(es) > expansionSample {
+			edgesOf[id] = es[:expansionSample]
 		}
+	}
+	// Load every neighbour once.
+	var nbAll []string
+	nbSeen := map[string]bool{}
+	for _, s := range seeds {
+		for _, e := range edgesOf[s.id] {
+			for _, id := range []string{e.Src, e.Dst} {
+				if id != s.id && !nbSeen[id] {
+					nbSeen[id] = true
+					nbAll = append(nbAll, id)
+				}
+			}
+		}
+	}
+	if len(nbAll) == 0 {
+		return nil
+	}
+	loaded, err := st.GetMany(ctx, nbAll)
+	if err != nil {
+		return fmt.Errorf("retrieve: expand: %w", err)
+	}
+	byID := make(map[string]*Node, len(loaded))
+	for i := range loaded {
+		byID[loaded[i].ID] = &loaded[i]
+	}
+	for i, s := range seeds {
+		edges := edgesOf[s.id]
 		var nbIDs []string
 		seen := map[string]bool{s.id: true}
 		for _, e := range edges {
@@ -327,17 +370,10 @@ func expand(ctx context.Context, st RetrievalStore, q Query, cands map[string]*c
 			seen[other] = true
 			nbIDs = append(nbIDs, other)
 		}
-		if len(nbIDs) == 0 {
-			continue
-		}
-		nbs, err := st.GetMany(ctx, nbIDs)
-		if err != nil {
-			return fmt.Errorf("retrieve: expand %s: %w", s.id, err)
-		}
-		eligible := nbs[:0]
-		for j := range nbs {
-			if Visible(&nbs[j], q.Filter, q.Now) && nbs[j].Confidence >= q.Filter.MinConfidence {
-				eligible = append(eligible, nbs[j])
+		var eligible []*Node
+		for _, id := range nbIDs {
+			if nb := byID[id]; nb != nil && Visible(nb, q.Filter, q.Now) && nb.Confidence >= q.Filter.MinConfidence {
+				eligible = append(eligible, nb)
 			}
 		}
 		if len(eligible) > ExpansionFanout {
@@ -412,13 +448,17 @@ func settleContradictions(ctx context.Context, st RetrievalStore, hits []Hit) ([
 	for i, h := range hits {
 		idx[h.ID] = i
 	}
+	ids := make([]string, len(hits))
+	for i, h := range hits {
+		ids[i] = h.ID
+	}
+	edgesOf, err := st.EdgesOf(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("retrieve: contradictions: %w", err)
+	}
 	drop := map[string]bool{}
 	for _, h := range hits {
-		edges, err := st.Edges(ctx, h.ID)
-		if err != nil {
-			return nil, fmt.Errorf("retrieve: contradictions of %s: %w", h.ID, err)
-		}
-		for _, e := range edges {
+		for _, e := range edgesOf[h.ID] {
 			if e.Relation != Contradicts || !e.Live() || e.Src != h.ID {
 				continue
 			}

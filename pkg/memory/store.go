@@ -158,6 +158,10 @@ type Graph interface {
 	// Edges lists the live edges that touch id, in both directions (empty
 	// for an unknown id).
 	Edges(ctx context.Context, id string) ([]Edge, error)
+	// EdgesOf lists the live edges that touch each of ids, in one call (the
+	// hot path of retrieval: graph expansion and contradictions). Ids with
+	// no live edge, or unknown, are absent from the map.
+	EdgesOf(ctx context.Context, ids []string) (map[string][]Edge, error)
 	// Neighbours walks live edges in both directions up to hops (1..3, else
 	// ErrInvalid) from id (ErrNotFound when unknown) and returns the nodes
 	// reached that pass the filter (memory.Visible), each once at its

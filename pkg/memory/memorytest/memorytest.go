@@ -60,6 +60,7 @@ func Run(t *testing.T, newStore Factory) {
 	var tests []subtest
 	tests = append(tests, nodeTests...)
 	tests = append(tests, graphTests...)
+	tests = append(tests, edgesOfTests...)
 	tests = append(tests, channelTests...)
 	tests = append(tests, sessionTests...)
 	for _, st := range tests {
