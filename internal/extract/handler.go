@@ -18,7 +18,6 @@ import (
 type Handler struct {
 	x   *Extractor
 	log *zap.Logger
-	now func() time.Time
 }
 
 // NewHandler returns the turn_ended handler. log may be nil.
@@ -26,7 +25,7 @@ func NewHandler(x *Extractor, log *zap.Logger) *Handler {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Handler{x: x, log: log, now: x.now}
+	return &Handler{x: x, log: log}
 }
 
 // TurnFromEvent converts a turn_ended event. An event of another type is an
