@@ -65,38 +65,13 @@ func memoryImport(ctx context.Context, stdout io.Writer, args []string) error {
 	if err != nil {
 		return err
 	}
-	embedded, err := embedBacklog(ctx, st, app.NewEmbedder(cfg, c))
+	embedded, err := memory.EmbedPending(ctx, st, app.NewEmbedder(cfg, c), 64)
 	if err != nil {
 		return fmt.Errorf("imported %d nodes and %d edges, but embedding them failed (the running workers embed them when the embedder is back): %w",
 			stats.Nodes, stats.Edges, err)
 	}
 	out(stdout, "imported %d nodes and %d edges; embedded %d\n", stats.Nodes, stats.Edges, embedded)
 	return nil
-}
-
-// embedBacklog embeds every live node waiting for a vector of emb's model.
-func embedBacklog(ctx context.Context, st memory.Store, emb app.Embedder) (int, error) {
-	done := 0
-	for {
-		pending, err := st.PendingEmbeddings(ctx, emb.Model(), 64)
-		if err != nil || len(pending) == 0 {
-			return done, err
-		}
-		texts := make([]string, len(pending))
-		for i, n := range pending {
-			texts[i] = n.Label + "\n" + n.Body
-		}
-		vecs, err := emb.Embed(ctx, texts)
-		if err != nil {
-			return done, err
-		}
-		for i, n := range pending {
-			if err := st.SetEmbedding(ctx, n.ID, emb.Model(), vecs[i]); err != nil {
-				return done, err
-			}
-		}
-		done += len(pending)
-	}
 }
 
 func memoryExport(ctx context.Context, stdout io.Writer, args []string) error {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/engram-memory/engram/pkg/memory"
 )
 
 // Kick wakes the backlog embedder (a memory was stored without a vector).
@@ -15,40 +17,17 @@ func (x *Extractor) Kick() {
 }
 
 // EmbedPending embeds memories that have no vector from the configured
-// embedder, in batches, until none is left or a call fails. It returns how
-// many it embedded.
+// embedder, in batches, until none is left or a call fails
+// (memory.EmbedPending). It returns how many it embedded.
 func (x *Extractor) EmbedPending(ctx context.Context) (int, error) {
 	if x.emb == nil {
 		return 0, nil
 	}
-	model := x.emb.Model()
-	total := 0
-	for {
-		nodes, err := x.store.PendingEmbeddings(ctx, model, x.cfg.EmbedBatch)
-		if err != nil {
-			return total, fmt.Errorf("extract: pending embeddings: %w", err)
-		}
-		if len(nodes) == 0 {
-			return total, nil
-		}
-		texts := make([]string, len(nodes))
-		for i := range nodes {
-			texts[i] = EmbedText(&nodes[i])
-		}
-		vecs, err := x.emb.Embed(ctx, texts)
-		if err != nil {
-			return total, fmt.Errorf("extract: embed backlog: %w", err)
-		}
-		if len(vecs) != len(nodes) {
-			return total, fmt.Errorf("extract: embed backlog: %d vectors for %d texts", len(vecs), len(nodes))
-		}
-		for i := range nodes {
-			if err := x.store.SetEmbedding(ctx, nodes[i].ID, model, vecs[i]); err != nil {
-				return total, fmt.Errorf("extract: store vector of %s: %w", nodes[i].ID, err)
-			}
-			total++
-		}
+	n, err := memory.EmbedPending(ctx, x.store, x.emb, x.cfg.EmbedBatch)
+	if err != nil {
+		return n, fmt.Errorf("extract: %w", err)
 	}
+	return n, nil
 }
 
 // RunBacklog embeds pending memories every Config.BacklogPeriod and when

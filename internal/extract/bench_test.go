@@ -95,7 +95,7 @@ func seedGraph(b *testing.B, f *fixture, n int) {
 		t := topics[i%len(topics)]
 		nodes[i] = memory.Node{ID: memory.NewID(), Subkind: memory.Observation, Scope: memory.ScopeProject, ProjectID: project,
 			Label: fmt.Sprintf("The %s component %d uses setting %s_%d", t, i, t, i), Confidence: 0.6}
-		texts[i] = extract.EmbedText(&nodes[i])
+		texts[i] = memory.EmbedText(&nodes[i])
 	}
 	for i := 0; i < n; i += 64 {
 		j := min(n, i+64)

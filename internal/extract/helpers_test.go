@@ -99,7 +99,7 @@ func (f *fixture) seed(n memory.Node) memory.Node {
 	if n.ProjectID == "" && n.Scope != memory.ScopeGlobal {
 		n.ProjectID = project
 	}
-	vecs, err := f.emb.Embed(f.ctx, []string{extract.EmbedText(&n)})
+	vecs, err := f.emb.Embed(f.ctx, []string{memory.EmbedText(&n)})
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -20,12 +20,6 @@ const (
 	DefaultConfidence = 0.5
 )
 
-// EmbedText is the text a memory's vector is made from: label, a newline
-// and body (as `engram memory import` embeds them).
-func EmbedText(n *memory.Node) string {
-	return n.Label + "\n" + n.Body
-}
-
 // prompt gathers what the model is shown besides the transcript: the
 // memories injected into the span's turns and the related memories.
 func (x *Extractor) prompt(ctx context.Context, ref memory.SessionRef, transcript string, injected []injectedTurn) (Prompt, map[string]bool, error) {
@@ -225,7 +219,7 @@ func (x *Extractor) write(ctx context.Context, ref memory.SessionRef, reply Repl
 	if x.emb != nil {
 		texts := make([]string, len(nodes))
 		for i := range nodes {
-			texts[i] = EmbedText(&nodes[i])
+			texts[i] = memory.EmbedText(&nodes[i])
 		}
 		if v, err := x.emb.Embed(ctx, texts); err == nil && len(v) == len(nodes) {
 			vecs, model = v, x.emb.Model()

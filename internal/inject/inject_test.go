@@ -65,7 +65,7 @@ func (f *fixture) add(n memory.Node) memory.Node {
 
 func (f *fixture) embed(n memory.Node) {
 	f.t.Helper()
-	vecs, err := f.emb.Embed(f.ctx, []string{n.Label + "\n" + n.Body})
+	vecs, err := f.emb.Embed(f.ctx, []string{memory.EmbedText(&n)})
 	if err != nil {
 		f.t.Fatal(err)
 	}

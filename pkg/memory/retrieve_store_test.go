@@ -30,7 +30,7 @@ func TestRetrieveOnStores(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := st.SetEmbedding(ctx, r.Node.ID, emb.Model(), emb.Vector(n.Label+"\n"+n.Body)); err != nil {
+			if err := st.SetEmbedding(ctx, r.Node.ID, emb.Model(), emb.Vector(memory.EmbedText(&n))); err != nil {
 				t.Fatal(err)
 			}
 			return r.Node

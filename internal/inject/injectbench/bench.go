@@ -80,7 +80,7 @@ func Seed(ctx context.Context, st Store, emb *hashembed.Embedder, memories int) 
 		chunk := nodes[i:min(i+batch, len(nodes))]
 		texts := make([]string, len(chunk))
 		for j := range chunk {
-			texts[j] = chunk[j].Label + "\n" + chunk[j].Body
+			texts[j] = memory.EmbedText(&chunk[j])
 		}
 		vecs, err := emb.Embed(ctx, texts)
 		if err != nil {
