@@ -1,0 +1,85 @@
+package injectbench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/engram-memory/engram/internal/inject"
+	"github.com/engram-memory/engram/internal/storetest"
+	"github.com/engram-memory/engram/pkg/llm/hashembed"
+)
+
+// TestRunSmall runs the whole benchmark harness on a small corpus: the
+// numbers are not checked (the machine is shared), the plumbing is: every
+// turn answered, no timeout, blocks carry the standing instructions.
+func TestRunSmall(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		st := b.Open(t).(Store)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		res, lines, err := Run(ctx, st, Options{StoreName: b.Name, Memories: 300, Clients: []int{1, 4}, Turns: 40,
+			Warmup: 5, Dir: t.TempDir(), Concurrency: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res) != 2 {
+			t.Fatalf("results %+v", res)
+		}
+		for _, r := range res {
+			if r.Turns != 40 || r.Timeouts != 0 || r.P50ms <= 0 || r.P99ms < r.P50ms || r.BlockTokensMedian == 0 {
+				t.Errorf("implausible result %+v", r)
+			}
+		}
+		if len(lines) != len(Corpus()) {
+			t.Fatalf("%d line counts for %d corpus turns", len(lines), len(Corpus()))
+		}
+		for _, l := range lines {
+			if l.Standing != 4 { // three project rules and one global rule
+				t.Errorf("%q got %d standing instructions, want 4", l.Turn, l.Standing)
+			}
+		}
+	})
+}
+
+// BenchmarkBuild measures building one block in process (no bus) on a
+// seeded SQLite store: 10,000 memories, or 100,000 with ENGRAM_BENCH_LARGE=1.
+// It reports the median and p99 per block.
+func BenchmarkBuild(b *testing.B) {
+	n := 10000
+	if os.Getenv("ENGRAM_BENCH_LARGE") != "" {
+		n = 100000
+	}
+	for _, be := range storetest.Backends(b) {
+		b.Run(fmt.Sprintf("%s/%d", be.Name, n), func(b *testing.B) {
+			ctx := context.Background()
+			st := be.Open(b).(Store)
+			emb := hashembed.New(384)
+			if _, err := Seed(ctx, st, emb, n); err != nil {
+				b.Fatal(err)
+			}
+			inj, err := inject.New(st, emb, inject.Defaults())
+			if err != nil {
+				b.Fatal(err)
+			}
+			qs := Corpus()
+			lat := make([]float64, 0, b.N)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				t0 := time.Now()
+				if _, err := inj.Build(ctx, inject.Request{Project: Project, Session: "bench", Turn: fmt.Sprint(i), Text: qs[i%len(qs)]}); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, float64(time.Since(t0).Microseconds())/1000)
+			}
+			b.StopTimer()
+			sort.Float64s(lat)
+			b.ReportMetric(lat[len(lat)/2], "p50_ms")
+			b.ReportMetric(lat[min(len(lat)-1, len(lat)*99/100)], "p99_ms")
+		})
+	}
+}
+
