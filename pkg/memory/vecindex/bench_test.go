@@ -72,22 +72,26 @@ func BenchmarkBuild(b *testing.B) {
 			d := benchData(n)
 			var ix *Index
 			var bytes uint64
+			var cpu time.Duration
 			b.ResetTimer()
 			for range b.N {
 				b.StopTimer()
 				ix = nil
 				before := heapInUse()
+				c0 := processCPU()
 				b.StartTimer()
 				ix = New(benchDim, WithSeed(1))
 				if err := ix.AddBatch(d.names, d.vecs); err != nil {
 					b.Fatal(err)
 				}
 				b.StopTimer()
+				cpu += processCPU() - c0
 				bytes = heapInUse() - before
 				b.StartTimer()
 			}
 			b.StopTimer()
 			b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/build")
+			b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/build")
 			b.ReportMetric(float64(bytes)/float64(n), "bytes/vector")
 			b.ReportMetric(float64(bytes)/float64(n)-benchDim*4, "overhead-bytes/vector")
 			benchCache.Lock()

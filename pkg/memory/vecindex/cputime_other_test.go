@@ -8,3 +8,5 @@ var start = time.Now()
 
 // threadCPU falls back to wall time where the thread clock is not wired up.
 func threadCPU() time.Duration { return time.Since(start) }
+
+func processCPU() time.Duration { return time.Since(start) }

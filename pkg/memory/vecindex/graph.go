@@ -310,6 +310,7 @@ func (g *graph) searchLayer(ix *Index, qv []float32, eps []scored, ef, l int, lo
 	top.reset()
 	width := ef
 	asked, taken := 0, 0
+	hopeless := false // the filter accepts too little for a walk to pay
 	eligible := func(slot uint32) bool {
 		nd := ix.nodes[slot]
 		if nd.state != slotLive {
@@ -325,6 +326,9 @@ func (g *graph) searchLayer(ix *Index, qv []float32, eps []scored, ef, l int, lo
 		}
 		if asked >= 32 {
 			width = min(ef, max(minEf, ef*taken*filterSlack/asked))
+			if asked >= 256 && taken*scanBelow < asked {
+				hopeless = true
+			}
 		}
 		return ok
 	}
@@ -368,7 +372,7 @@ func (g *graph) searchLayer(ix *Index, qv []float32, eps []scored, ef, l int, lo
 				}
 			}
 		}
-		if budget > 0 && work > budget {
+		if hopeless || (budget > 0 && work > budget) {
 			return top.items, false
 		}
 	}
@@ -377,7 +381,13 @@ func (g *graph) searchLayer(ix *Index, qv []float32, eps []scored, ef, l int, lo
 
 // filterSlack is how much more walking than an unfiltered search a filtered
 // one may do before its width shrinks (see searchLayer).
-const filterSlack = 4
+const filterSlack = 2
+
+// scanBelow: when fewer than one in scanBelow of the nodes met so far are
+// accepted, searchLayer gives up early and Search scans exactly instead
+// (calling accept on every vector but computing few distances is cheaper
+// than walking ~k*scanBelow nodes).
+const scanBelow = 50
 
 // search answers a query of k hits on a non-empty graph.
 func (g *graph) search(ix *Index, q []float32, k int, accept func(string) bool) []scored {
@@ -393,7 +403,7 @@ func (g *graph) search(ix *Index, q []float32, k int, accept func(string) bool) 
 	if accept != nil {
 		// A very selective filter makes the beam walk far to fill up;
 		// past this much work a filtered full scan is cheaper.
-		budget = max(8192, ix.live/8)
+		budget = max(4096, ix.live/16)
 	}
 	eps := append(sc.eps[:0], scored{sim: curSim, slot: cur})
 	sc.eps = eps
