@@ -38,6 +38,23 @@
 // Costs: memory holds the heads, postings and vectors (roughly 2-3 KB per
 // node with a 384-dimension vector); Open reads every node (the BM25 index
 // is built synchronously; the vector graphs, the slow part, in the
-// background). See bench_test.go for the
-// numbers and how to run them (go test -run '^$' -bench 'Channels/10k').
+// background).
+//
+// # Measured
+//
+// go test -run '^$' -bench 'Channels/100k' -benchtime 1x (memorytest.Bench:
+// 100,000 nodes in one project, 384-dimension vectors, 60 candidates asked),
+// on the shared 2-core machine with a load average of about 7 (wall clock;
+// on-CPU time in brackets):
+//
+//	upsert (with vector)   463/s, p50 1.98 ms, p99 4.70 ms  (cpu 1.78 / 3.14)
+//	lexical (BM25)         p50 0.62 ms, p99 2.50 ms          (cpu 0.59 / 1.70)
+//	vector (HNSW)          p50 1.20 ms, p99 5.29 ms          (cpu 1.19 / 2.08)
+//	by paths               p50 0.18 ms, p99 0.53 ms          (cpu 0.18 / 0.28)
+//	standing instructions  p50 0.23 ms, p99 0.54 ms          (cpu 0.23 / 0.37)
+//	file size              3,223 bytes/node; 1,687 without the raw vector
+//	Open                   7.4 s until usable; vector graphs ready after 100 s
+//
+// Under heavier load (average 15) the wall-clock p99 rose to 10-27 ms while
+// the on-CPU p99 stayed under 3.2 ms: the tail is waiting for a core.
 package sqlite
