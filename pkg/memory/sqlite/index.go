@@ -53,9 +53,13 @@ type change struct {
 	text bool // the indexed text changed
 }
 
+// head is what the index keeps of a node: all of it but the vector, so
+// that GetMany (the hot path of retrieval) is served from memory.
 func head(n *memory.Node) *memory.Node {
 	h := *n
-	h.Label, h.Body, h.Paths, h.Entities, h.Embedding = "", "", nil, nil, nil
+	h.Embedding = nil
+	h.Paths = slices.Clone(n.Paths)
+	h.Entities = slices.Clone(n.Entities)
 	return &h
 }
 

@@ -449,15 +449,25 @@ func (s *Store) Get(ctx context.Context, id string) (memory.Node, error) {
 
 // GetMany implements memory.Nodes.
 func (s *Store) GetMany(ctx context.Context, ids []string) ([]memory.Node, error) {
-	byID, err := s.fetch(ctx, `id`, anySlice(ids))
-	if err != nil {
-		return nil, err
+	// The index mirrors every committed node (without its vector): no
+	// query, no decoding. A closed store still fails like every read.
+	if err := s.db.PingContext(ctx); err != nil {
+		return nil, fmt.Errorf("sqlite: get many: %w", err)
 	}
 	out := make([]memory.Node, 0, len(ids))
+	seen := make(map[string]bool, len(ids))
+	s.idx.mu.RLock()
+	defer s.idx.mu.RUnlock()
 	for _, id := range ids {
-		if n, ok := byID[id]; ok {
-			out = append(out, n)
+		rid, ok := s.idx.byID[id]
+		if !ok || seen[id] || int(rid) >= len(s.idx.heads) || s.idx.heads[rid] == nil {
+			continue
 		}
+		seen[id] = true
+		n := *s.idx.heads[rid]
+		n.Paths = slices.Clone(n.Paths)
+		n.Entities = slices.Clone(n.Entities)
+		out = append(out, n)
 	}
 	return out, nil
 }
