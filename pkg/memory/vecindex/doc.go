@@ -1,0 +1,143 @@
+// Package vecindex is an in-memory approximate nearest-neighbour index for
+// cosine similarity, pure Go and dependency-free. The SQLite memory store
+// loads its embeddings into one Index per model at open, keeps it in sync on
+// writes, and answers the vector retrieval channel from it; the channel's
+// filters (project, scope, archived, ...) are passed in as an accept
+// function.
+//
+// # API
+//
+//	ix := vecindex.New(384)                 // options: WithM, WithEfSearch, ...
+//	err := ix.AddBatch(ids, vecs)           // load at open, parallel build
+//	err = ix.Add(id, vec)                   // insert or replace
+//	ix.Remove(id)
+//	hits := ix.Search(q, k, accept)         // []Hit{ID, Score}, best first
+//
+// Vectors are copied and normalised on the way in, so Score is the cosine
+// similarity. A vector of the wrong length is refused with ErrDimension, a
+// zero or non-finite one with ErrBadVector; AddBatch checks every vector
+// before adding any. A query of the wrong length or zero has no neighbours
+// (Search returns nil). Ties are broken by id, so results are deterministic.
+// All methods are safe for concurrent use: searches share a read lock,
+// writes take the write lock (an AddBatch holds it for its whole build, so
+// load a large store in chunks of a few thousand to let searches through).
+// accept runs under the read lock and must not call the index.
+//
+// # Algorithm
+//
+// Below ExactThreshold live vectors (default 2,000) Search scans every
+// vector: at that size a scan costs about as much as a graph walk and is
+// exact. Above it, Search walks an HNSW graph (hierarchical navigable small
+// world, Malkov & Yashunin 2016, the structure hnswlib, Lucene, Qdrant and
+// Redis vector sets use):
+//
+//   - Every vector is a node with links on layers 0..level; levels are drawn
+//     with P(level >= l) = M^-l, so each layer holds about 1/M of the one
+//     below. Upper layers keep up to M links per node, layer 0 up to 2*M.
+//   - Insert: descend greedily from the entry point to the node's level, then
+//     on each lower layer run a beam search of width efConstruction, pick up
+//     to M neighbours with the diversity heuristic (keep a candidate only if
+//     it is closer to the new node than to every neighbour already kept) and
+//     link both ways; a full neighbour list is re-selected with the same
+//     heuristic unless the newcomer is farther than all its links (cached
+//     similarities make that check free).
+//   - Search: greedy descent on the upper layers, then a beam search of width
+//     max(efSearch, k) on layer 0; the best k are returned.
+//   - Distances: vectors are unit length, so cosine is a dot product, computed
+//     by an eight-way unrolled float32 loop (dot.go): about 230 ns for 384
+//     dimensions on this machine when the vectors are in cache. A graph walk
+//     touches vectors scattered over the whole slab and is bound by memory
+//     latency (about 1 µs per vector), so the walk computes four products
+//     per pass (dot4), keeping four streams of cache misses in flight: about
+//     0.55 µs per scattered vector. The exact scan reads the slab in order,
+//     which the prefetcher streams, and uses dot (about 0.3 µs per vector).
+//
+// AddBatch draws all levels first, then links the nodes from GOMAXPROCS
+// goroutines (WithBuildWorkers) that lock individual nodes' link lists, as
+// hnswlib does.
+//
+// # Filters
+//
+// Search walks through rejected nodes but only returns accepted ones, and
+// calls accept only for nodes close enough to enter the result set. When a
+// fraction p of the nodes is accepted the walk must cover about width/p
+// nodes to collect width accepted ones, so the width shrinks with the
+// acceptance rate observed so far, to efSearch*p*2 but never below 2k: a
+// 10% filter costs about twice an unfiltered search instead of ten times.
+// When under 1 in 50 of the first 256 nodes met are accepted, or the walk
+// exceeds max(4096, n/16) distance computations, or it finds fewer than k
+// accepted hits, Search falls back to an exact scan that calls accept on
+// every vector and computes distances only for accepted ones. Either way it
+// returns k accepted hits whenever k exist. For very selective filters the
+// scan's cost is dominated by the n calls to accept, so keep accept cheap.
+//
+// # Removal
+//
+// Remove (and Add of an existing id) leaves a tombstone: the node stays in
+// the graph as a stepping stone but is never returned. Once tombstones reach
+// a tenth of the index (and at least 64), a cleanup pass unlinks them: every
+// live node that links to a tombstone replaces that link with the
+// tombstone's live neighbours (looking through chains of tombstones),
+// re-selected with the heuristic; the slots are then freed and reused by
+// later adds, so memory does not grow with churn. Cleanup is linear in the
+// index size and runs under the write lock, in parallel over nodes.
+//
+// # Parameters and trade-offs
+//
+//   - M (default 16): links per node. Higher raises recall on hard data,
+//     memory and build time.
+//   - efConstruction (default 100): graph quality versus build time.
+//   - efSearch (default 128): the recall/latency knob; cost grows about
+//     linearly with it. See BenchmarkSearchEf for the curve.
+//   - ExactThreshold (default 2,000).
+//
+// Recall depends on the data's intrinsic dimension, not the ambient one.
+// Real text embeddings lie near a low-dimensional, clustered subset of their
+// space; the tests and benchmarks use synthetic data of that shape: a random
+// linear map of 32 latent dimensions plus noise ("embedding-like", the
+// harder shape, used for the 100,000 numbers) or of 64 latent dimensions
+// with 200 topic clusters ("clustered"). Isotropic random 384-dimension
+// vectors have no neighbourhood structure at all and are the worst case for
+// every graph index: there recall@10 at 10,000 vectors is only 0.52 at
+// efSearch 96, 0.80 at 256 and 0.94 at 512. If an embedding model ever
+// behaves like that, raise efSearch or force exact search with
+// WithExactThreshold.
+//
+// # Measured
+//
+// On this project's 2-core machine (AMD EPYC, shared with other builds, load
+// average 9-15 during the runs), 384 dimensions, top 10, 500 queries. Wall
+// times include waiting for a CPU on the loaded machine; CPU times are the
+// query's own thread CPU time. Numbers vary by about 30% between runs.
+//
+//	100,000 embedding-like vectors   median        p99           recall@10
+//	efSearch 16                      0.51 ms       0.79 ms       0.54
+//	efSearch 32                      0.75 ms       1.1 ms        0.71
+//	efSearch 64                      1.4 ms        1.9 ms        0.86
+//	efSearch 96                      2.0 ms        2.9 ms        0.92
+//	efSearch 128 (default)           2.3 ms        2.9 ms        0.95
+//	efSearch 256                     4.0 ms        5.1 ms        0.99
+//	filter accepting 10%             5.5 ms        8-25 ms       0.95-0.97
+//	filter accepting 1% (exact scan) 4.6 ms        11 ms         1.00
+//	exact scan, no filter            35 ms         48 ms         1.00
+//
+//	10,000 vectors                   median        p99           recall@10
+//	embedding-like, default          0.97 ms       1.5 ms        0.995
+//	clustered, efSearch 96           0.61 ms       0.86 ms       0.9995
+//	filter accepting 10%             1.9 ms        3.2 ms        0.996
+//	filter accepting 1% (exact scan) 0.37 ms       0.58 ms       1.00
+//	exact scan                       2.3 ms        2.9 ms        1.00
+//
+// Build (AddBatch of 100,000 vectors into an empty index, 2 workers): 175 s
+// wall and 201 s CPU on the loaded machine, so expect about 100 s on two
+// idle cores; the store builds in the background and serves exact results
+// meanwhile. Memory: 1,991 bytes per vector, of which 1,536 are the vector
+// itself and 455 the graph (links and cached similarities, about 2*M*4*2
+// bytes on layer 0), the node record and the id map.
+//
+// Run the benchmarks with
+//
+//	go test -run '^$' -bench . -benchtime 1x ./pkg/memory/vecindex
+//
+// (about 15 minutes, most of it building the 100,000-vector graph).
+package vecindex
