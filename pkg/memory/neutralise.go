@@ -31,7 +31,7 @@ func Neutralise(s string) string {
 		}
 		return r
 	}, s)
-	for {
+	for mayMatch(s) {
 		next := rolePrefix.ReplaceAllString(s, "")
 		next = overrideAttempt.ReplaceAllString(next, "[...]")
 		if next == s {
@@ -40,6 +40,25 @@ func Neutralise(s string) string {
 		s = next
 	}
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// overrideVerbs are the words every override attempt starts with.
+var overrideVerbs = []string{"ignore", "disregard", "forget", "override", "skip"}
+
+// mayMatch is a cheap test that spares the regular expressions on ordinary
+// text (Neutralise runs on every injected line): a role prefix needs a
+// colon, an override attempt one of its verbs.
+func mayMatch(s string) bool {
+	if strings.IndexByte(s, ':') >= 0 {
+		return true
+	}
+	lower := strings.ToLower(s)
+	for _, v := range overrideVerbs {
+		if strings.Contains(lower, v) {
+			return true
+		}
+	}
+	return false
 }
 
 var (
