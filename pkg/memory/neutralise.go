@@ -47,10 +47,17 @@ var overrideVerbs = []string{"ignore", "disregard", "forget", "override", "skip"
 
 // mayMatch is a cheap test that spares the regular expressions on ordinary
 // text (Neutralise runs on every injected line): a role prefix needs a
-// colon, an override attempt one of its verbs.
+// colon, an override attempt one of its verbs. Text with any non-ASCII
+// character always takes the slow path, since case folding maps some
+// non-ASCII letters (ſ, K) onto the verbs' letters.
 func mayMatch(s string) bool {
 	if strings.IndexByte(s, ':') >= 0 {
 		return true
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return true
+		}
 	}
 	lower := strings.ToLower(s)
 	for _, v := range overrideVerbs {
