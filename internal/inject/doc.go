@@ -26,4 +26,39 @@
 // memory text comes from tool output and repositories and is replayed into a
 // privileged position. The ids injected are recorded per session and turn so
 // that the extractor can ask, at turn end, whether each one helped.
+//
+// # How many lines a turn gets
+//
+// Measured with `engram bench inject -memories 10000 -lines` (package
+// injectbench: 22 hand-written memories of a web-shop project among 9,978
+// varied filler memories, the hashing embedder, SQLite). Every block carries
+// the same 4 standing instructions (three project rules and one global
+// rule); "recalled" is what the question added:
+//
+//	| turn                                                        | recalled | tokens |
+//	|-------------------------------------------------------------|----------|--------|
+//	| How should I add a new payment method to checkout?          | 3        | 343    |
+//	| The Stripe webhook returns 400 signature verification ...   | 1        | 295    |
+//	| Where do we store user sessions and how long do they last?  | 5        | 396    |
+//	| Can you add search by brand to the product search?          | 2        | 328    |
+//	| The e2e cart test is flaky again, what did we do last time? | 4        | 376    |
+//	| How are prices represented in the cart?                     | 3        | 349    |
+//	| Add a migration that indexes products by category           | 2        | 328    |
+//	| Why is the CI docker build failing with heap out of memory? | 9        | 501    |
+//	| How do I validate the body of the new reviews API route?    | 4        | 361    |
+//	| Send a confirmation email when an order ships               | 9        | 518    |
+//	| Make the product page load faster on mobile                 | 4        | 374    |
+//	| Which package manager do I use to add date-fns?             | 1        | 283    |
+//	| ok / thanks / yes                                           | 0        | 230    |
+//	| continue                                                    | 4        | 373    |
+//	| (a rich, specific question about the Stripe webhook)        | 1        | 295    |
+//
+// Ordinary questions get a median of 3.5 recalled lines (1 to 9);
+// content-free turns under 8 characters get none. "continue" is exactly 8
+// characters, so the text channels run for it, and with the hashing embedder
+// (lexical, not semantic) its vector channel returns noise that the floor
+// does not cut: 4 lines. A specific question whose best hit stands far above
+// the rest gets exactly one line: the relative floor at work. The two
+// questions that get 9 share common words with many filler memories; the
+// plateau detector fires only when the ceiling of 12 is reached.
 package inject

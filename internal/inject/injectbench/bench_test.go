@@ -82,4 +82,3 @@ func BenchmarkBuild(b *testing.B) {
 		})
 	}
 }
-
