@@ -65,7 +65,8 @@
 // acceptance rate observed so far, to efSearch*p*2 but never below 2k: a
 // 10% filter costs about twice an unfiltered search instead of ten times.
 // When under 1 in 50 of the first 256 nodes met are accepted, or the walk
-// exceeds max(4096, n/16) distance computations, or it finds fewer than k
+// exceeds max(4096, n/16) + p*n/2 distance computations (about the cost of
+// the exact scan that replaces it), or it finds fewer than k
 // accepted hits, Search falls back to an exact scan that calls accept on
 // every vector and computes distances only for accepted ones. Either way it
 // returns k accepted hits whenever k exist. For very selective filters the

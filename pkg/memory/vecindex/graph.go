@@ -372,7 +372,10 @@ func (g *graph) searchLayer(ix *Index, qv []float32, eps []scored, ef, l int, lo
 				}
 			}
 		}
-		if hopeless || (budget > 0 && work > budget) {
+		// The exact scan that replaces an abandoned walk computes a
+		// distance for each accepted vector, so the more the filter
+		// accepts, the longer walking remains the cheaper option.
+		if hopeless || (budget > 0 && work > budget+taken*ix.live/max(asked, 1)/2) {
 			return top.items, false
 		}
 	}
