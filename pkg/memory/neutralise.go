@@ -47,13 +47,10 @@ var overrideVerbs = []string{"ignore", "disregard", "forget", "override", "skip"
 
 // mayMatch is a cheap test that spares the regular expressions on ordinary
 // text (Neutralise runs on every injected line): a role prefix needs a
-// colon, an override attempt one of its verbs. Text with any non-ASCII
+// colon and a role word, an override attempt one of its verbs. Text with any non-ASCII
 // character always takes the slow path, since case folding maps some
 // non-ASCII letters (ſ, K) onto the verbs' letters.
 func mayMatch(s string) bool {
-	if strings.IndexByte(s, ':') >= 0 {
-		return true
-	}
 	for i := 0; i < len(s); i++ {
 		if s[i] >= 0x80 {
 			return true
@@ -65,8 +62,18 @@ func mayMatch(s string) bool {
 			return true
 		}
 	}
+	if strings.IndexByte(s, ':') >= 0 {
+		for _, r := range roleWords {
+			if strings.Contains(lower, r) {
+				return true
+			}
+		}
+	}
 	return false
 }
+
+// roleWords are the prefixes rolePrefix removes.
+var roleWords = []string{"system", "assistant", "user", "human"}
 
 var (
 	rolePrefix = regexp.MustCompile(`(?im)^[\s\-*#>"'\x60]*(system|assistant|user|human)\s*:`)
