@@ -123,8 +123,11 @@ func classify(parent context.Context, err error, op, model, host string) error {
 	if err == nil {
 		return nil
 	}
+	if model != "" {
+		op += " " + model // "chat llama3", or just "version"
+	}
 	if perr := parent.Err(); perr != nil {
-		return fmt.Errorf("llm: %s %s: %w", op, model, perr)
+		return fmt.Errorf("llm: %s: %w", op, perr)
 	}
 	var se api.StatusError
 	if errors.As(err, &se) {
@@ -136,36 +139,36 @@ func classify(parent context.Context, err error, op, model, host string) error {
 		case se.StatusCode == http.StatusNotFound:
 			return missingModel(model, host, msg)
 		case se.StatusCode == http.StatusRequestTimeout, se.StatusCode == http.StatusTooManyRequests, se.StatusCode == 499:
-			return fmt.Errorf("%w: %s %s: HTTP %d: %s", ErrUnavailable, op, model, se.StatusCode, msg)
+			return fmt.Errorf("%w: %s: HTTP %d: %s", ErrUnavailable, op, se.StatusCode, msg)
 		case se.StatusCode >= 500 && isPermanentMessage(msg):
-			return fmt.Errorf("%w: %s %s: HTTP %d: %s", ErrInvalidRequest, op, model, se.StatusCode, msg)
+			return fmt.Errorf("%w: %s: HTTP %d: %s", ErrInvalidRequest, op, se.StatusCode, msg)
 		case se.StatusCode >= 500:
-			return fmt.Errorf("%w: %s %s: HTTP %d: %s", ErrUnavailable, op, model, se.StatusCode, msg)
+			return fmt.Errorf("%w: %s: HTTP %d: %s", ErrUnavailable, op, se.StatusCode, msg)
 		case se.StatusCode >= 400:
-			return fmt.Errorf("%w: %s %s: HTTP %d: %s", ErrInvalidRequest, op, model, se.StatusCode, msg)
+			return fmt.Errorf("%w: %s: HTTP %d: %s", ErrInvalidRequest, op, se.StatusCode, msg)
 		}
 	}
 	var ae api.AuthorizationError
 	if errors.As(err, &ae) {
-		return fmt.Errorf("%w: %s %s: unauthorized: %v", ErrInvalidRequest, op, model, ae)
+		return fmt.Errorf("%w: %s: unauthorized: %v", ErrInvalidRequest, op, ae)
 	}
 	var ne net.Error
 	var ue *url.Error
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("%w: %s %s: timed out: %v", ErrUnavailable, op, model, err)
+		return fmt.Errorf("%w: %s: timed out: %v", ErrUnavailable, op, err)
 	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
 		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.As(err, &ne), errors.As(err, &ue):
-		return fmt.Errorf("%w: %s %s at %s: %v", ErrUnavailable, op, model, host, err)
+		return fmt.Errorf("%w: %s at %s: %v", ErrUnavailable, op, host, err)
 	}
 	// The client turns a non-JSON body or an in-band {"error": ...} line into
 	// a plain error. Permanent messages stay permanent; the rest is a server
 	// or proxy problem, transient.
 	if isPermanentMessage(err.Error()) {
-		return fmt.Errorf("%w: %s %s: %v", ErrInvalidRequest, op, model, err)
+		return fmt.Errorf("%w: %s: %v", ErrInvalidRequest, op, err)
 	}
-	return fmt.Errorf("%w: %s %s: %v", ErrUnavailable, op, model, err)
+	return fmt.Errorf("%w: %s: %v", ErrUnavailable, op, err)
 }
 
 func isPermanentMessage(msg string) bool {
