@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/engram-memory/engram/internal/extract"
 	"github.com/engram-memory/engram/internal/idle"
 	"github.com/engram-memory/engram/internal/inject"
 	"github.com/engram-memory/engram/pkg/events"
@@ -48,6 +49,8 @@ type Config struct {
 	LLM llm.Config
 	// Inject holds the injector's constants (ENGRAM_INJECT_*).
 	Inject inject.Config
+	// Extract holds the extractor's constants (ENGRAM_EXTRACT_*).
+	Extract extract.Config
 }
 
 // NATS says where the bus is.
@@ -128,14 +131,15 @@ func Default() Config {
 			Listen:         "127.0.0.1:4222",
 			ConnectTimeout: 5 * time.Second,
 		},
-		HTTP:   HTTP{Addr: "127.0.0.1:7474", LagRefresh: 15 * time.Second},
-		Store:  Store{Kind: StoreSQLite},
-		Events: eventsDefaults(),
-		Work:   Work{Concurrency: 2, ShutdownTimeout: 25 * time.Second},
-		Idle:   Idle{Enabled: true, Quiet: 30 * time.Minute},
-		Log:    Log{Format: LogAuto, Level: "info"},
-		LLM:    llm.DefaultConfig(),
-		Inject: inject.Defaults(),
+		HTTP:    HTTP{Addr: "127.0.0.1:7474", LagRefresh: 15 * time.Second},
+		Store:   Store{Kind: StoreSQLite},
+		Events:  eventsDefaults(),
+		Work:    Work{Concurrency: 2, ShutdownTimeout: 25 * time.Second},
+		Idle:    Idle{Enabled: true, Quiet: 30 * time.Minute},
+		Log:     Log{Format: LogAuto, Level: "info"},
+		LLM:     llm.DefaultConfig(),
+		Inject:  inject.Defaults(),
+		Extract: extract.Defaults(),
 	}
 }
 
@@ -387,6 +391,9 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if err := c.Inject.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Extract.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

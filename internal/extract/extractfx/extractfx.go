@@ -53,7 +53,7 @@ func New(lc fx.Lifecycle, cfg config.Config, topo events.Topology, st memory.Sto
 	if mp := cfg.LLM.MaxPredict; mp > 0 && mp < extract.PredictTokens() {
 		return nil, fmt.Errorf("extractor: the model's max predict %d is below the %d tokens an extraction reply may need: raise it or set it to 0", mp, extract.PredictTokens())
 	}
-	x, err := extract.New(st, c, app.NewEmbedder(cfg, c), ec, Config(topo))
+	x, err := extract.New(st, c, app.NewEmbedder(cfg, c), ec, Config(cfg.Extract, topo))
 	if err != nil {
 		return nil, err
 	}
@@ -65,12 +65,12 @@ func New(lc fx.Lifecycle, cfg config.Config, topo events.Topology, st memory.Sto
 	return w, nil
 }
 
-// Config is extract.Defaults fitted to the extractor's consumer: the session
+// Config is the configured extractor constants (ENGRAM_EXTRACT_*) fitted to
+// the extractor's consumer: the session
 // lease lasts at most half the ack wait (a dead holder's lease has expired by
 // the time its event is redelivered, so that delivery can take the span
 // over), and a span is given up before the consumer's last delivery.
-func Config(topo events.Topology) extract.Config {
-	xc := extract.Defaults()
+func Config(xc extract.Config, topo events.Topology) extract.Config {
 	if cc, ok := topo.Consumer(events.ConsumerExtractor); ok {
 		if cc.AckWait > 0 {
 			xc.LeaseTTL = min(xc.LeaseTTL, cc.AckWait/2)

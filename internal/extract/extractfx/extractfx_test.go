@@ -88,14 +88,14 @@ func TestConfigFitsTheConsumer(t *testing.T) {
 			topo.Consumers[i].MaxDeliver = 2
 		}
 	}
-	xc := extractfx.Config(topo)
+	xc := extractfx.Config(extract.Defaults(), topo)
 	if xc.LeaseTTL != 10*time.Second || xc.MaxInvalid != 1 {
 		t.Errorf("lease %v, max invalid %d; want 10s and 1", xc.LeaseTTL, xc.MaxInvalid)
 	}
 	if err := xc.Validate(); err != nil {
 		t.Error(err)
 	}
-	if d := extractfx.Config(events.DefaultTopology()); d.LeaseTTL != extract.Defaults().LeaseTTL || d.MaxInvalid != extract.Defaults().MaxInvalid {
+	if d := extractfx.Config(extract.Defaults(), events.DefaultTopology()); d.LeaseTTL != extract.Defaults().LeaseTTL || d.MaxInvalid != extract.Defaults().MaxInvalid {
 		t.Errorf("defaults changed under the default topology: %+v", d)
 	}
 }
