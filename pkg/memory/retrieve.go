@@ -2,10 +2,12 @@ package memory
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 )
@@ -177,48 +179,28 @@ func Retrieve(ctx context.Context, st RetrievalStore, q Query) ([]Hit, error) {
 		return c
 	}
 
-	text := strings.TrimSpace(q.Text)
-	if text != "" && len([]rune(text)) >= q.TextMin {
-		lw, vw := QueryProfile(text).Weights()
-		if terms := Terms(text); len(terms) > 0 {
-			lex, err := st.Lexical(ctx, terms, q.Filter, ChannelDepth)
-			if err != nil {
-				return nil, fmt.Errorf("retrieve: lexical channel: %w", err)
-			}
-			for i, s := range lex {
-				c := get(s.ID)
-				c.lexRank = i + 1
-				c.fused += lw / (RRFK + float64(i+1))
-				c.direct = true
-			}
-		}
-		if len(q.Vector) > 0 {
-			vec, err := st.Vector(ctx, q.Model, q.Vector, q.Filter, ChannelDepth)
-			if err != nil {
-				return nil, fmt.Errorf("retrieve: vector channel: %w", err)
-			}
-			if q.Precise {
-				vec = preciseCut(vec)
-			}
-			for i, s := range vec {
-				c := get(s.ID)
-				c.vecRank = i + 1
-				c.fused += vw / (RRFK + float64(i+1))
-				c.direct = true
-			}
-		}
+	lex, vec, byPath, err := runChannels(ctx, st, q)
+	if err != nil {
+		return nil, err
 	}
-	if paths := lastN(q.AnchorPaths, MaxAnchorPaths); len(paths) > 0 {
-		byPath, err := st.ByPaths(ctx, paths, q.Filter, ChannelDepth)
-		if err != nil {
-			return nil, fmt.Errorf("retrieve: path channel: %w", err)
-		}
-		for _, s := range byPath {
-			c := get(s.ID)
-			c.path = true
-			c.direct = true
-			c.activation += AnchorActivation
-		}
+	lw, vw := QueryProfile(q.Text).Weights()
+	for i, s := range lex {
+		c := get(s.ID)
+		c.lexRank = i + 1
+		c.fused += lw / (RRFK + float64(i+1))
+		c.direct = true
+	}
+	for i, s := range vec {
+		c := get(s.ID)
+		c.vecRank = i + 1
+		c.fused += vw / (RRFK + float64(i+1))
+		c.direct = true
+	}
+	for _, s := range byPath {
+		c := get(s.ID)
+		c.path = true
+		c.direct = true
+		c.activation += AnchorActivation
 	}
 	if len(cands) == 0 {
 		return nil, nil
@@ -272,6 +254,52 @@ func Retrieve(ctx context.Context, st RetrievalStore, q Query) ([]Hit, error) {
 		hits = hits[:q.Limit]
 	}
 	return hits, nil
+}
+
+// runChannels queries the channels the query asks for, concurrently: on
+// SQLite they use both cores, on Redis their round trips overlap.
+func runChannels(ctx context.Context, st RetrievalStore, q Query) (lex, vec, byPath []Scored, err error) {
+	var (
+		wg   sync.WaitGroup
+		errs [3]error
+	)
+	text := strings.TrimSpace(q.Text)
+	if text != "" && len([]rune(text)) >= q.TextMin {
+		if terms := Terms(text); len(terms) > 0 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				lex, errs[0] = st.Lexical(ctx, terms, q.Filter, ChannelDepth)
+				if errs[0] != nil {
+					errs[0] = fmt.Errorf("retrieve: lexical channel: %w", errs[0])
+				}
+			}()
+		}
+		if len(q.Vector) > 0 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				vec, errs[1] = st.Vector(ctx, q.Model, q.Vector, q.Filter, ChannelDepth)
+				if errs[1] != nil {
+					errs[1] = fmt.Errorf("retrieve: vector channel: %w", errs[1])
+				} else if q.Precise {
+					vec = preciseCut(vec)
+				}
+			}()
+		}
+	}
+	if paths := lastN(q.AnchorPaths, MaxAnchorPaths); len(paths) > 0 {
+		// The path channel is cheap: it runs here while the others work.
+		byPath, errs[2] = st.ByPaths(ctx, paths, q.Filter, ChannelDepth)
+		if errs[2] != nil {
+			errs[2] = fmt.Errorf("retrieve: path channel: %w", errs[2])
+		}
+	}
+	wg.Wait()
+	if err := errors.Join(errs[:]...); err != nil {
+		return nil, nil, nil, err
+	}
+	return lex, vec, byPath, nil
 }
 
 func sortHits(hits []Hit) {
