@@ -39,7 +39,7 @@ func injectCmd(ctx context.Context, stdout io.Writer, args []string) error {
 		fs.StringVar(&turn, "turn", "", "turn id (default: cli-<time>)")
 		fs.Var(&paths, "path", "repo-relative path the session works in (repeatable)")
 		fs.BoolVar(&asJSON, "json", false, "print JSON: the block, the ids and (with -direct) the scores")
-		fs.BoolVar(&direct, "direct", false, "build the block in this process on the configured store (the data dir's SQLite, which `engram serve` must not hold, or ENGRAM_REDIS_URL) instead of asking the running serve")
+		fs.BoolVar(&direct, "direct", false, "build the block in this process on the configured store (the data dir's SQLite, which `engram serve` must not hold, or ENGRAM_REDIS_URL) instead of asking the running serve; a preview: no briefing is spent and no injection is recorded")
 		fs.DurationVar(&timeout, "timeout", 5*time.Second, "how long to wait for the running serve's answer")
 	})
 	if err != nil {
@@ -64,7 +64,7 @@ func injectCmd(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 
 	if direct {
-		return injectDirect(ctx, stdout, cfg, inject.Request{Project: project, Session: session, Turn: turn, Text: query, Paths: paths}, asJSON)
+		return injectDirect(ctx, stdout, cfg, inject.Request{Project: project, Session: session, Turn: turn, Text: query, Paths: paths, DryRun: true}, asJSON)
 	}
 	nc, _, err := connect(cfg)
 	if err != nil {

@@ -2,12 +2,17 @@ package inject
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/engram-memory/engram/internal/runner"
 	"github.com/engram-memory/engram/pkg/events"
+	"github.com/engram-memory/engram/pkg/memory"
 )
 
 // Publisher sends the injector's answers.
@@ -55,6 +60,10 @@ func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
 		Project: ev.ProjectID, Session: ev.SessionID, Turn: ev.TurnID,
 		Text: ts.Text, Paths: ts.Paths, ProjectNames: ts.ProjectNames,
 	})
+	if errors.Is(err, memory.ErrUnavailable) {
+		// The store is down: pause pulling instead of spending deliveries.
+		return runner.Unavailable(err)
+	}
 	if err != nil {
 		return err
 	}
@@ -62,6 +71,9 @@ func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
 		h.log.Warn("injection degraded", zap.String("event_id", ev.ID), zap.String("project", ev.ProjectID), zap.Error(p))
 	}
 	out := events.New(ev.Ref(), events.InjectionReady{InReplyTo: ev.ID, Block: block.Text, NodeIDs: block.IDs})
+	// One answer per turn_started: a redelivery after a publish that did
+	// land is dropped by the stream's duplicate window.
+	out.ID = readyID(ev.ID)
 	if ts.ReplyTo != "" {
 		if err := h.pub.Respond(ts.ReplyTo, out); err != nil {
 			// The platform may have gone; injection_ready still records the answer.
@@ -72,4 +84,10 @@ func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
 		return fmt.Errorf("inject: publish injection_ready: %w", err)
 	}
 	return nil
+}
+
+// readyID is the id of the injection_ready answering the event id.
+func readyID(eventID string) string {
+	sum := sha256.Sum256([]byte("injection_ready\x00" + eventID))
+	return "i" + hex.EncodeToString(sum[:])[:25]
 }

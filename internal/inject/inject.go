@@ -96,6 +96,10 @@ type Request struct {
 	Text         string            // the user's words for the turn
 	Paths        []string          // repo-relative paths the session is working in, oldest first
 	ProjectNames map[string]string // display names of projects by id
+	// DryRun builds the block without touching the session: the briefing
+	// flag is neither read nor set (the block carries the reminder) and no
+	// injection is recorded. For previews (`engram inject -direct`).
+	DryRun bool
 }
 
 // Line is one memory in the block.
@@ -221,13 +225,15 @@ func (i *Injector) Build(ctx context.Context, req Request) (Block, error) {
 			return b, nil // an empty graph gets no block at all
 		}
 	}
-	first, err := i.store.BriefOnce(ctx, memory.SessionRef{Project: req.Project, Session: req.Session}, i.cfg.BriefingTTL)
-	if err != nil {
-		// Without the flag the reminder is the safe choice.
-		b.Problems = append(b.Problems, fmt.Errorf("inject: briefing flag: %w", err))
-		first = false
+	if !req.DryRun {
+		first, err := i.store.BriefOnce(ctx, memory.SessionRef{Project: req.Project, Session: req.Session}, i.cfg.BriefingTTL)
+		if err != nil {
+			// Without the flag the reminder is the safe choice.
+			b.Problems = append(b.Problems, fmt.Errorf("inject: briefing flag: %w", err))
+			first = false
+		}
+		b.Briefing = first
 	}
-	b.Briefing = first
 	for _, l := range b.Standing {
 		b.IDs = append(b.IDs, l.ID)
 	}
@@ -235,7 +241,7 @@ func (i *Injector) Build(ctx context.Context, req Request) (Block, error) {
 		b.IDs = append(b.IDs, l.ID)
 	}
 	b.Text = render(b)
-	if len(b.IDs) > 0 && req.Turn != "" {
+	if len(b.IDs) > 0 && req.Turn != "" && !req.DryRun {
 		ref := memory.SessionRef{Project: req.Project, Session: req.Session}
 		if err := i.store.PutInjection(ctx, ref, req.Turn, b.IDs); err != nil {
 			return b, fmt.Errorf("inject: record injection: %w", err)

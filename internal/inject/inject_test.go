@@ -2,6 +2,7 @@ package inject_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -306,4 +307,26 @@ func TestGatesAndSwitches(t *testing.T) {
 func newEmbedder(t *testing.T) inject.Embedder {
 	t.Helper()
 	return hashembed.New(384)
+}
+
+func TestDryRunLeavesTheSessionAlone(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		f := newFixture(t, b, nil)
+		f.add(memory.Node{Subkind: memory.Decision, Label: "Deploys to production run through make release"})
+		preview, err := f.inj.Build(f.ctx, inject.Request{Project: "p1", Session: "s1", Turn: "t0",
+			Text: "how do we deploy to production?", DryRun: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if preview.Text == "" || preview.Briefing {
+			t.Fatalf("preview: %+v", preview)
+		}
+		ref := memory.SessionRef{Project: "p1", Session: "s1"}
+		if _, err := f.st.TakeInjection(f.ctx, ref, "t0"); !errors.Is(err, memory.ErrNotFound) {
+			t.Errorf("a preview recorded an injection (%v)", err)
+		}
+		if real := f.build("s1", "t1", "how do we deploy to production?"); !real.Briefing {
+			t.Errorf("the preview spent the session's briefing")
+		}
+	})
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/engram-memory/engram/internal/app"
 	"github.com/engram-memory/engram/internal/config"
 	"github.com/engram-memory/engram/internal/inject"
+	"github.com/engram-memory/engram/internal/runner"
 	"github.com/engram-memory/engram/pkg/events"
 	"github.com/engram-memory/engram/pkg/llm"
 	"github.com/engram-memory/engram/pkg/memory"
@@ -22,8 +23,8 @@ func Module() fx.Option {
 
 // NewWorker builds the injector on the process's store and embedder and
 // returns its worker registration: the turn_started handler on the
-// injector consumer, with processed-event records in the store. It has no
-// model gate: the injector must answer even when the chat model is down
+// injector consumer, with processed-event records in the store, paused
+// while the store is down. It has no model gate: the injector must answer even when the chat model is down
 // (the hashing embedder needs no model; an Ollama embedder that fails
 // leaves recall out of that turn's block, standing instructions still go).
 func NewWorker(cfg config.Config, st memory.Store, c *llm.Client, ec *events.Client, log *zap.Logger) (app.Worker, error) {
@@ -36,6 +37,7 @@ func NewWorker(cfg config.Config, st memory.Store, c *llm.Client, ec *events.Cli
 	return app.Worker{
 		Role:      events.ConsumerInjector,
 		Handler:   inject.NewHandler(inj, ec, log).Handle,
+		Gates:     []runner.Gate{app.StoreGate(st)},
 		Processed: st,
 	}, nil
 }
