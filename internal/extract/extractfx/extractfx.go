@@ -46,8 +46,9 @@ type Worker struct {
 }
 
 // New builds the extractor on the process's store, model client and event
-// client with the default constants, and starts the backlog embedder with
-// the lifecycle.
+// client with the configured constants (ENGRAM_EXTRACT_*), and starts the
+// backlog embedder with the lifecycle when this process runs the extractor
+// (ENGRAM_WORKERS).
 func New(lc fx.Lifecycle, cfg config.Config, topo events.Topology, st memory.Store, c *llm.Client, ec *events.Client, log *zap.Logger) (*Worker, error) {
 	log = log.Named("extractor")
 	if mp := cfg.LLM.MaxPredict; mp > 0 && mp < extract.PredictTokens() {
@@ -58,10 +59,12 @@ func New(lc fx.Lifecycle, cfg config.Config, topo events.Topology, st memory.Sto
 		return nil, err
 	}
 	w := &Worker{X: x, handler: extract.NewHandler(x, log), client: c, store: st, log: log}
-	lc.Append(fx.Hook{
-		OnStart: func(context.Context) error { w.Start(); return nil },
-		OnStop:  func(context.Context) error { w.Stop(); return nil },
-	})
+	if cfg.Runs(events.ConsumerExtractor) {
+		lc.Append(fx.Hook{
+			OnStart: func(context.Context) error { w.Start(); return nil },
+			OnStop:  func(context.Context) error { w.Stop(); return nil },
+		})
+	}
 	return w, nil
 }
 
@@ -89,7 +92,7 @@ func (w *Worker) AppWorker() app.Worker {
 	return app.Worker{
 		Role:      events.ConsumerExtractor,
 		Handler:   w.handler.Handle,
-		Gates:     []runner.Gate{runner.GateFunc(extract.ModelGate(w.client))},
+		Gates:     []runner.Gate{app.StoreGate(w.store), runner.GateFunc(extract.ModelGate(w.client))},
 		Processed: w.store,
 	}
 }
