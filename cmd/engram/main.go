@@ -5,6 +5,9 @@
 //	engram status     streams and consumers (lag) and the workers' readiness
 //	engram dlq        list, show and replay dead letters
 //	engram publish    publish input events from JSON (stdin or -f file)
+//	engram inject     print the memory block for a question
+//	engram memory     import and export the memory graph as JSON lines
+//	engram bench      measure Engram (engram bench inject)
 //
 // Every command reads ENGRAM_* variables and its own flags (`engram <cmd> -h`)
 // and, by default, talks to a local `engram serve` (nats://127.0.0.1:4222,

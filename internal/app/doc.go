@@ -14,10 +14,16 @@
 // gates, processed-event records). A worker module contributes it to the
 // "workers" value group with ProvideWorker:
 //
-//	app.ProvideWorker(func(s memory.Store, c *events.Client, l *zap.Logger) (app.Worker, error) {
-//		h := inject.New(s, c, l)
-//		return app.Worker{Role: events.ConsumerInjector, Handler: h.Handle, Processed: s}, nil
+//	app.ProvideWorker(func(cfg config.Config, st memory.Store, c *llm.Client, ec *events.Client, l *zap.Logger) (app.Worker, error) {
+//		inj, err := inject.New(st, app.NewEmbedder(cfg, c), cfg.Inject)
+//		if err != nil {
+//			return app.Worker{}, err
+//		}
+//		return app.Worker{Role: events.ConsumerInjector, Handler: inject.NewHandler(inj, ec, l).Handle,
+//			Gates: []runner.Gate{app.StoreGate(st)}, Processed: st}, nil
 //	})
+//
+// (that is internal/inject/injectfx).
 //
 // Gates pause a worker's pulling while a dependency is down: StoreGate(s),
 // ModelGate(c) (for workers that need the chat model).
@@ -25,7 +31,8 @@
 // The workers module starts one runner per registered worker (those the
 // config's ENGRAM_WORKERS selects) after the topology exists, and stops them
 // (draining in-flight messages) on shutdown. `engram serve` registers every
-// worker listed in cmd/engram (Workers there); a single-worker binary is
+// worker that a file of cmd/engram registers with registerWorker (worker_*.go);
+// a single-worker binary is
 //
 //	func main() { app.RunWorker(events.ConsumerInjector, injectorModule) }
 package app
