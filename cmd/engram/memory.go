@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/engram-memory/engram/internal/app"
@@ -87,21 +88,27 @@ func memoryExport(ctx context.Context, stdout io.Writer, args []string) error {
 		return err
 	}
 	defer st.Close()
-	w := stdout
-	if file != "-" {
-		f, err := os.Create(file)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		w = f
+	if file == "-" {
+		_, err := memio.Export(ctx, st, stdout)
+		return err
 	}
-	stats, err := memio.Export(ctx, st, w)
+	// Write beside the target and rename, so a failed export never leaves a
+	// truncated file where a good one was.
+	tmp, err := os.CreateTemp(filepath.Dir(file), "."+filepath.Base(file)+".tmp-*")
 	if err != nil {
 		return err
 	}
-	if file != "-" {
-		out(stdout, "exported %d nodes and %d edges to %s\n", stats.Nodes, stats.Edges, file)
+	defer os.Remove(tmp.Name())
+	stats, err := memio.Export(ctx, st, tmp)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
 	}
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), file); err != nil {
+		return err
+	}
+	out(stdout, "exported %d nodes and %d edges to %s\n", stats.Nodes, stats.Edges, file)
 	return nil
 }

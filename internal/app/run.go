@@ -81,7 +81,23 @@ func Serve(ctx context.Context, cfg config.Config, embed bool, name string, extr
 	}
 	p.LogReady("engram ready")
 	<-ctx.Done()
-	p.Log.Info("shutting down")
+	p.Log.Info("shutting down (a second signal exits at once)")
+	// A second SIGINT or SIGTERM during the graceful stop ends the process
+	// at once: its in-flight messages are redelivered after their ack wait.
+	again := make(chan os.Signal, 1)
+	signal.Notify(again, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(again)
+	stopped := make(chan struct{})
+	defer close(stopped)
+	go func() {
+		select {
+		case <-again:
+			p.Log.Warn("second signal: exiting without draining")
+			_ = p.Log.Sync()
+			os.Exit(1)
+		case <-stopped:
+		}
+	}()
 	sctx, cancel := context.WithTimeout(context.Background(), p.StopTimeout())
 	defer cancel()
 	if err := p.Stop(sctx); err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -92,7 +93,7 @@ func (c *Checks) Run(ctx context.Context, timeout time.Duration) Report {
 			switch {
 			case err == nil:
 			case errors.Is(err, ErrDegraded):
-				r.Status, r.Error = StatusDegraded, err.Error()
+				r.Status, r.Error = StatusDegraded, strings.TrimPrefix(err.Error(), ErrDegraded.Error()+": ")
 			default:
 				r.Status, r.Error = StatusFailed, err.Error()
 			}
