@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/engram-memory/engram/pkg/memory"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -231,6 +232,45 @@ func TestRedisStore(t *testing.T) {
 	cfg.Store.RedisURL = "redis://127.0.0.1:1/0"
 	if _, err := app.OpenStore(context.Background(), cfg); err == nil {
 		t.Error("unreachable Redis opened")
+	}
+}
+
+// TestRedisClusterStore opens the store on the comma-separated node list of
+// a real three-node Redis 8 cluster, the form ENGRAM_REDIS_URL takes for
+// Redis Cluster (bare host:port and redis:// elements mixed), and writes and
+// reads a memory through it.
+func TestRedisClusterStore(t *testing.T) {
+	nodes := os.Getenv("ENGRAM_TEST_REDIS_CLUSTER")
+	if nodes == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("ENGRAM_TEST_REDIS_CLUSTER is not set (eval \"$(bash scripts/redis8.sh env)\")")
+		}
+		t.Skip("no Redis 8 cluster: run eval \"$(bash scripts/redis8.sh env)\"")
+	}
+	addrs := strings.Split(nodes, ",")
+	addrs[0] = "redis://" + addrs[0]
+	cfg := testConfig(t)
+	cfg.Store.Kind = config.StoreRedis
+	cfg.Store.RedisURL = strings.Join(addrs, ", ")
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("cluster URL list rejected: %v", err)
+	}
+	ctx := context.Background()
+	s, err := app.OpenStore(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	project := "cluster-" + memory.NewID()
+	res, err := s.Upsert(ctx, memory.Node{Subkind: memory.Decision, ProjectID: project, Label: "through the cluster"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Get(ctx, res.Node.ID); err != nil || got.Label != "through the cluster" {
+		t.Fatalf("get through the cluster: %+v %v", got, err)
+	}
+	if err := s.Archive(ctx, res.Node.ID); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -44,22 +45,49 @@ func OpenStore(ctx context.Context, cfg config.Config) (memory.Store, error) {
 	return nil, fmt.Errorf("%w: %q", errNoStore, cfg.Store.Kind)
 }
 
+// redisClient makes the client of ENGRAM_REDIS_URL: one URL
+// (redis://[user:password@]host:port/db, rediss:// for TLS, or a bare
+// host:port) is a standalone server; a comma-separated list of them is a
+// Redis Cluster, whose credentials and TLS come from the elements that carry
+// them.
 func redisClient(raw string) (goredis.UniversalClient, error) {
-	if strings.Contains(raw, ",") || !strings.Contains(raw, "://") {
-		var addrs []string
-		for _, a := range strings.Split(raw, ",") {
-			a = strings.TrimSpace(strings.TrimPrefix(strings.TrimPrefix(a, "redis://"), "rediss://"))
-			if a != "" {
-				addrs = append(addrs, a)
+	var parts []string
+	for _, p := range strings.Split(raw, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			if !strings.Contains(p, "://") {
+				p = "redis://" + p
 			}
+			parts = append(parts, p)
 		}
-		return goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs}), nil
 	}
-	opts, err := goredis.ParseURL(raw)
-	if err != nil {
-		return nil, fmt.Errorf("app: redis URL %s: %w", redactURL(raw), err)
+	if len(parts) == 0 {
+		return nil, errors.New("app: empty Redis URL")
 	}
-	return goredis.NewClient(opts), nil
+	if len(parts) == 1 {
+		opts, err := goredis.ParseURL(parts[0])
+		if err != nil {
+			return nil, fmt.Errorf("app: redis URL %s: %w", redactURL(parts[0]), err)
+		}
+		return goredis.NewClient(opts), nil
+	}
+	co := &goredis.ClusterOptions{}
+	for _, p := range parts {
+		o, err := goredis.ParseURL(p)
+		if err != nil {
+			return nil, fmt.Errorf("app: redis cluster URL %s: %w", redactURL(p), err)
+		}
+		co.Addrs = append(co.Addrs, o.Addr)
+		if o.Username != "" {
+			co.Username = o.Username
+		}
+		if o.Password != "" {
+			co.Password = o.Password
+		}
+		if o.TLSConfig != nil {
+			co.TLSConfig = o.TLSConfig
+		}
+	}
+	return goredis.NewClusterClient(co), nil
 }
 
 // redactURL drops a password from a URL for messages.

@@ -310,8 +310,20 @@ func (c Config) Validate() error {
 	case StoreRedis:
 		if strings.TrimSpace(c.Store.RedisURL) == "" {
 			bad("store is redis but ENGRAM_REDIS_URL is empty")
-		} else if err := checkURL(c.Store.RedisURL, "redis", "rediss", "unix"); err != nil {
-			bad("Redis URL (ENGRAM_REDIS_URL): %v", err)
+		} else {
+			// One URL (or host:port) is a server; a comma-separated list a cluster.
+			for _, u := range strings.Split(c.Store.RedisURL, ",") {
+				u = strings.TrimSpace(u)
+				var err error
+				if strings.Contains(u, "://") {
+					err = checkURL(u, "redis", "rediss", "unix")
+				} else {
+					err = checkHostPort(u, false)
+				}
+				if err != nil {
+					bad("Redis URL (ENGRAM_REDIS_URL) %q: %v", u, err)
+				}
+			}
 		}
 	default:
 		bad("store (ENGRAM_STORE) %q: want %s or %s", c.Store.Kind, StoreSQLite, StoreRedis)
