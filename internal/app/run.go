@@ -81,7 +81,7 @@ func Serve(ctx context.Context, cfg config.Config, embed bool, name string, extr
 	}
 	p.LogReady("engram ready")
 	<-ctx.Done()
-	p.Log.Info("shutting down (a second signal exits at once)")
+	p.Log.Info("shutting down", zap.String("hint", "a second signal exits at once"))
 	// A second SIGINT or SIGTERM during the graceful stop ends the process
 	// at once: its in-flight messages are redelivered after their ack wait.
 	again := make(chan os.Signal, 1)
