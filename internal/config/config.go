@@ -47,6 +47,9 @@ type Config struct {
 	Log    Log
 	// LLM is the model layer's configuration (Ollama host, models, budgets).
 	LLM llm.Config
+	// ChatModel, when set, is the model of every chat role whose own model
+	// setting is not given (ENGRAM_CHAT_MODEL).
+	ChatModel string
 	// Inject holds the injector's constants (ENGRAM_INJECT_*).
 	Inject inject.Config
 	// Extract holds the extractor's constants (ENGRAM_EXTRACT_*).

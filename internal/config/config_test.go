@@ -255,3 +255,20 @@ func TestTopologyAppliesOverrides(t *testing.T) {
 		}
 	}
 }
+
+func TestChatModelYieldsToRoleModels(t *testing.T) {
+	for _, args := range [][]string{
+		{"-extract-model", "ex:1", "-chat-model", "chat:2"},
+		{"-chat-model", "chat:2", "-extract-model", "ex:1"},
+	} {
+		c := config.Default()
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		env := map[string]string{"ENGRAM_SUMMARIZE_MODEL": "sum:3"}
+		if err := c.Load(fs, args, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, config.All); err != nil {
+			t.Fatal(err)
+		}
+		if c.LLM.Extract.Name != "ex:1" || c.LLM.Consolidate.Name != "chat:2" || c.LLM.Summarize.Name != "sum:3" {
+			t.Errorf("%v: extract %q consolidate %q summarize %q", args, c.LLM.Extract.Name, c.LLM.Consolidate.Name, c.LLM.Summarize.Name)
+		}
+	}
+}

@@ -101,8 +101,7 @@ func (c *Config) Settings() []Setting {
 			Usage: "how often the idle detector checks sessions (0: quiet/30, between 1s and 1m)"},
 		{Flag: "ollama-host", Env: "ENGRAM_OLLAMA_HOST", Group: Runtime, value: (*strV)(&c.LLM.Host),
 			Usage: "Ollama base URL (empty: $OLLAMA_HOST, else http://127.0.0.1:11434)"},
-		{Flag: "chat-model", Env: "ENGRAM_CHAT_MODEL", Group: Runtime,
-			value: &multiStrV{&c.LLM.Extract.Name, &c.LLM.Consolidate.Name, &c.LLM.Summarize.Name},
+		{Flag: "chat-model", Env: "ENGRAM_CHAT_MODEL", Group: Runtime, value: (*strV)(&c.ChatModel),
 			Usage: "chat model of every role (extract, consolidate, summarize); the per-role settings override it"},
 		{Flag: "extract-model", Env: "ENGRAM_EXTRACT_MODEL", Group: Runtime, value: (*strV)(&c.LLM.Extract.Name),
 			Usage: "model of the extractor"},
@@ -174,15 +173,19 @@ func (c *Config) Settings() []Setting {
 // reported in one joined error.
 func (c *Config) Load(fs *flag.FlagSet, args []string, lookup func(string) (string, bool), groups Group) error {
 	var errs []error
+	set := map[string]bool{} // settings given by a variable or a flag, by variable name
+	envOf := map[string]string{}
 	for _, s := range c.Settings() {
 		if s.Group&groups == 0 {
 			continue
 		}
 		if v, ok := lookup(s.Env); ok {
+			set[s.Env] = true
 			if err := s.value.Set(v); err != nil {
 				errs = append(errs, fmt.Errorf("%s=%q: %w", s.Env, v, err))
 			}
 		}
+		envOf[s.Flag] = s.Env
 		fs.Var(s.value, s.Flag, s.Usage+" [$"+s.Env+"]")
 	}
 	if err := fs.Parse(args); err != nil {
@@ -190,6 +193,17 @@ func (c *Config) Load(fs *flag.FlagSet, args []string, lookup func(string) (stri
 			return err
 		}
 		errs = append(errs, err)
+	}
+	fs.Visit(func(f *flag.Flag) { set[envOf[f.Name]] = true })
+	// The chat model is every role's model unless the role's own setting is
+	// given (in any order, by variable or flag).
+	if c.ChatModel != "" {
+		for env, name := range map[string]*string{"ENGRAM_EXTRACT_MODEL": &c.LLM.Extract.Name,
+			"ENGRAM_CONSOLIDATE_MODEL": &c.LLM.Consolidate.Name, "ENGRAM_SUMMARIZE_MODEL": &c.LLM.Summarize.Name} {
+			if !set[env] {
+				*name = c.ChatModel
+			}
+		}
 	}
 	if len(errs) > 0 {
 		// Validate too, so the operator sees everything at once.
@@ -236,23 +250,6 @@ func (v *int64V) Set(s string) error {
 		return errors.New("not an integer")
 	}
 	*v = int64V(n)
-	return nil
-}
-
-// multiStrV sets several strings at once.
-type multiStrV []*string
-
-func (v *multiStrV) String() string {
-	if len(*v) == 0 || (*v)[0] == nil {
-		return ""
-	}
-	return *(*v)[0]
-}
-
-func (v *multiStrV) Set(s string) error {
-	for _, p := range *v {
-		*p = strings.TrimSpace(s)
-	}
 	return nil
 }
 
