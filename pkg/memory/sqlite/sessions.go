@@ -221,19 +221,11 @@ func (s *Store) BriefOnce(ctx context.Context, ref memory.SessionRef, ttl time.D
 	if err := memory.CheckTTL(ttl); err != nil {
 		return false, err
 	}
-	set := false
-	err := s.write(ctx, func(w *wtx) error {
-		r, err := w.exec(`INSERT INTO briefs(project, session, expires) VALUES (?, ?, ?)
+	return s.affected(ctx, func(w *wtx) (sql.Result, error) {
+		return w.exec(`INSERT INTO briefs(project, session, expires) VALUES (?, ?, ?)
 			ON CONFLICT(project, session) DO UPDATE SET expires = excluded.expires WHERE expires <= ?`,
 			ref.Project, ref.Session, nanos(w.now.Add(ttl)), nanos(w.now))
-		if err != nil {
-			return err
-		}
-		n, _ := r.RowsAffected()
-		set = n > 0
-		return nil
 	})
-	return set, err
 }
 
 // AcquireLease implements memory.Sessions.
@@ -241,20 +233,12 @@ func (s *Store) AcquireLease(ctx context.Context, ref memory.SessionRef, name, o
 	if err := checkLease(ref, name, owner, ttl); err != nil {
 		return false, err
 	}
-	got := false
-	err := s.write(ctx, func(w *wtx) error {
-		r, err := w.exec(`INSERT INTO leases(project, session, name, owner, expires) VALUES (?, ?, ?, ?, ?)
+	return s.affected(ctx, func(w *wtx) (sql.Result, error) {
+		return w.exec(`INSERT INTO leases(project, session, name, owner, expires) VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT(project, session, name) DO UPDATE SET owner = excluded.owner, expires = excluded.expires
 			WHERE owner = excluded.owner OR expires <= ?`,
 			ref.Project, ref.Session, name, owner, nanos(w.now.Add(ttl)), nanos(w.now))
-		if err != nil {
-			return err
-		}
-		n, _ := r.RowsAffected()
-		got = n > 0
-		return nil
 	})
-	return got, err
 }
 
 // RenewLease implements memory.Sessions.
@@ -262,18 +246,10 @@ func (s *Store) RenewLease(ctx context.Context, ref memory.SessionRef, name, own
 	if err := checkLease(ref, name, owner, ttl); err != nil {
 		return false, err
 	}
-	got := false
-	err := s.write(ctx, func(w *wtx) error {
-		r, err := w.exec(`UPDATE leases SET expires = ? WHERE project = ? AND session = ? AND name = ? AND owner = ? AND expires > ?`,
+	return s.affected(ctx, func(w *wtx) (sql.Result, error) {
+		return w.exec(`UPDATE leases SET expires = ? WHERE project = ? AND session = ? AND name = ? AND owner = ? AND expires > ?`,
 			nanos(w.now.Add(ttl)), ref.Project, ref.Session, name, owner, nanos(w.now))
-		if err != nil {
-			return err
-		}
-		n, _ := r.RowsAffected()
-		got = n > 0
-		return nil
 	})
-	return got, err
 }
 
 // ReleaseLease implements memory.Sessions.
@@ -327,4 +303,23 @@ func (s *Store) MarkEventProcessed(ctx context.Context, project, consumer, event
 		_, err := w.exec(`INSERT OR REPLACE INTO processed(project, consumer, event, expires) VALUES (?, ?, ?, ?)`, project, consumer, eventID, expires)
 		return err
 	})
+}
+
+// affected runs one statement in a write transaction and reports whether it
+// changed a row (the set-if-absent and compare-and-set records above).
+func (s *Store) affected(ctx context.Context, stmt func(w *wtx) (sql.Result, error)) (bool, error) {
+	changed := false
+	err := s.write(ctx, func(w *wtx) error {
+		r, err := stmt(w)
+		if err != nil {
+			return err
+		}
+		n, err := r.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("sqlite: rows affected: %w", err)
+		}
+		changed = n > 0
+		return nil
+	})
+	return changed, err
 }
