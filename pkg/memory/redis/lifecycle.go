@@ -117,19 +117,11 @@ func (s *Store) Revise(ctx context.Context, oldID string, in memory.Node) (memor
 		}
 		return s.Get(ctx, res.Node.ID)
 	}
-	if err := s.register(ctx, n.ProjectID); err != nil {
+	claimed, err := s.reserve(ctx, "revise", &n)
+	if err != nil {
 		return memory.Node{}, err
 	}
 	k := s.keys(old.ProjectID)
-	existing, err := s.c.HGet(ctx, k.digests(), n.Digest).Result()
-	if err != nil && !errors.Is(err, goredis.Nil) {
-		return memory.Node{}, s.wrap("revise", err)
-	}
-	if existing == "" {
-		if err := s.claimID(ctx, n.ID, n.ProjectID); err != nil {
-			return memory.Node{}, err
-		}
-	}
 	var out memory.Node
 	err = s.retryTx(ctx, "revise", func(tx *goredis.Tx) error {
 		o, err := readNode(ctx, tx, k, oldID)
@@ -158,7 +150,7 @@ func (s *Store) Revise(ctx context.Context, oldID string, in memory.Node) (memor
 			}
 		}
 		if prev == nil {
-			if existing != "" {
+			if !claimed {
 				if err := s.claimID(ctx, n.ID, n.ProjectID); err != nil {
 					return err
 				}

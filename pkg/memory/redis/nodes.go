@@ -242,19 +242,11 @@ func (s *Store) Upsert(ctx context.Context, in memory.Node) (memory.UpsertResult
 	if err != nil {
 		return memory.UpsertResult{}, err
 	}
-	if err := s.register(ctx, n.ProjectID); err != nil {
+	claimed, err := s.reserve(ctx, "upsert", &n)
+	if err != nil {
 		return memory.UpsertResult{}, err
 	}
 	k := s.keys(n.ProjectID)
-	existing, err := s.c.HGet(ctx, k.digests(), n.Digest).Result()
-	if err != nil && !errors.Is(err, goredis.Nil) {
-		return memory.UpsertResult{}, s.wrap("upsert", err)
-	}
-	if existing == "" {
-		if err := s.claimID(ctx, n.ID, n.ProjectID); err != nil {
-			return memory.UpsertResult{}, err
-		}
-	}
 	var res memory.UpsertResult
 	err = s.retryTx(ctx, "upsert", func(tx *goredis.Tx) error {
 		id, err := tx.HGet(ctx, k.digests(), n.Digest).Result()
@@ -285,7 +277,7 @@ func (s *Store) Upsert(ctx context.Context, in memory.Node) (memory.UpsertResult
 			}
 			// A digest entry without its node: store n afresh below.
 		}
-		if existing != "" {
+		if !claimed {
 			// The digest was there before the transaction but is gone now:
 			// the id is not claimed yet.
 			if err := s.claimID(ctx, n.ID, n.ProjectID); err != nil {
@@ -582,4 +574,21 @@ func (s *Store) PendingEmbeddings(ctx context.Context, model string, limit int) 
 		}
 	}
 	return out, nil
+}
+
+// reserve prepares the write of n: its project is registered and, unless
+// the project already holds n's digest (the write will reinforce that
+// node), n's id is claimed for the project. It reports whether it claimed.
+func (s *Store) reserve(ctx context.Context, op string, n *memory.Node) (bool, error) {
+	if err := s.register(ctx, n.ProjectID); err != nil {
+		return false, err
+	}
+	existing, err := s.c.HGet(ctx, s.keys(n.ProjectID).digests(), n.Digest).Result()
+	if err != nil && !errors.Is(err, goredis.Nil) {
+		return false, s.wrap(op, err)
+	}
+	if existing != "" {
+		return false, nil
+	}
+	return true, s.claimID(ctx, n.ID, n.ProjectID)
 }
