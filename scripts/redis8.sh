@@ -197,9 +197,12 @@ start_one() {
 	mkdir -p "$RUN/$port"
 	rm -f "$RUN/$port/nodes.conf"
 	log "starting Redis 8 on $HOST:$port $*"
+	# The daemon must not inherit this script's descriptors: fd 3 is the stdout
+	# of `$(redis8.sh env)`, which would never reach EOF while Redis runs (the
+	# caller hangs), and fds 8/9 hold the start and install locks.
 	server --bind "$HOST" --port "$port" --save "" --appendonly no \
 		--daemonize yes --pidfile "$RUN/$port/redis.pid" --logfile "$RUN/$port/redis.log" \
-		--dir "$RUN/$port" --protected-mode yes "$@"
+		--dir "$RUN/$port" --protected-mode yes "$@" </dev/null >>"$RUN/$port/start.log" 2>&1 3>&- 8>&- 9>&-
 	wait_ping "$port"
 }
 
