@@ -26,6 +26,12 @@ setup() {
 	printf '%s\n' "$out"
 }
 
+# In CI the Redis servers this run started are stopped when it ends, so no
+# daemon outlives the job (locally they keep running for the next run).
+if [ -n "${CI:-}" ]; then
+	trap 'bash scripts/redis8.sh stop >/dev/null 2>&1 || true' EXIT
+fi
+
 # A failing set-up script stops the run here, not as confusing test errors later.
 redis_env=$(setup "Redis 8 set-up (scripts/redis8.sh env)" "${ENGRAM_REDIS_SETUP_TIMEOUT:-900}" bash scripts/redis8.sh env)
 eval "$redis_env"
