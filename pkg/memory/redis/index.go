@@ -125,6 +125,24 @@ func vectorAttrs(n *memory.Node) string {
 	return string(b)
 }
 
+// filterFields packs the hash fields memory.Visible needs (scope, reach,
+// archived, superseded-by, valid-to, confidence, subkind, then the session
+// id, which may hold any byte) into one value of the project's "vis" hash,
+// so that the channel scripts judge a whole page of candidates with one
+// HMGET (luaVisible's visibleMany) instead of one per node.
+func filterFields(enc map[string]any) string {
+	var b strings.Builder
+	for _, f := range []string{fScope, fReach, fArchived, fSuperBy, fValidTo, fConf, fSubkind, fSession} {
+		if f != fScope {
+			b.WriteByte(31)
+		}
+		if v, ok := enc[f].(string); ok {
+			b.WriteString(v)
+		}
+	}
+	return b.String()
+}
+
 // reindexLexScript moves a document's postings from its old terms to its
 // new ones, drops emptied terms from the term dictionary and keeps the
 // corpus statistics (document count n, total length l) for BM25.
@@ -205,6 +223,11 @@ func (s *Store) writeNode(ctx context.Context, pipe goredis.Pipeliner, old, n *m
 	}
 	if len(changed) > 0 {
 		pipe.HSet(ctx, k.node(id), changed)
+	}
+
+	// The filter fields the server-side scripts judge visibility by.
+	if ff := filterFields(enc); old == nil || filterFields(oldEnc) != ff {
+		pipe.HSet(ctx, k.vis(), id, ff)
 	}
 
 	// Digest -> id.

@@ -230,6 +230,7 @@ func (k keys) models() string            { return k.p + "models" }
 func (k keys) vectors(m string) string   { return k.p + "v:" + m }
 func (k keys) terms() string             { return k.p + "terms" }
 func (k keys) stats() string             { return k.p + "bm" }
+func (k keys) vis() string               { return k.p + "vis" }
 func (k keys) path(p string) string      { return k.p + "pa:" + p }
 func (k keys) edgesOut(id string) string { return k.p + "eo:" + id }
 func (k keys) edgesIn(id string) string  { return k.p + "ei:" + id }
