@@ -16,6 +16,12 @@
 // under the floor is a plateau — the ranker does not know — and only
 // PlateauKeep (3) lines are kept.
 //
+// A content-free turn — only acknowledgements and go-aheads such as "ok",
+// "continue" or "yes please, go ahead" (ContentFree) — and any turn under
+// MinQueryChars (8) characters run no text channel: their words match
+// filler in memories. They still recall what is attached to the session's
+// anchor paths.
+//
 // Nothing is built when memory is off for the project, auto-recall is off, or
 // recall is not ready (memories are waiting for embeddings by the configured
 // embedder: BM25-only hits are worse than nothing, because the agent cannot

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/engram-memory/engram/pkg/memory"
@@ -178,6 +180,15 @@ func (i *Injector) Build(ctx context.Context, req Request) (Block, error) {
 		b.Skipped = SkipAutoRecall
 		return b, nil
 	}
+	// The standing selection needs nothing from recall: it runs beside the
+	// readiness check and retrieval (one store round trip less in series).
+	var (
+		standing    []memory.Node
+		standingErr error
+		wg          sync.WaitGroup
+	)
+	wg.Go(func() { standing, standingErr = i.store.StandingInstructions(ctx, req.Project, i.cfg.MaxStanding) })
+	defer wg.Wait()
 	if i.emb != nil {
 		pending, err := i.store.PendingEmbeddings(ctx, i.emb.Model(), 1)
 		if err != nil {
@@ -190,21 +201,20 @@ func (i *Injector) Build(ctx context.Context, req Request) (Block, error) {
 	}
 	now := i.now()
 
-	standing, err := i.store.StandingInstructions(ctx, req.Project, i.cfg.MaxStanding)
+	hits, skipped, err := i.recall(ctx, req, now)
 	if err != nil {
+		return b, err
+	}
+	wg.Wait()
+	if standingErr != nil {
 		// Recall still runs when the selection fails.
-		b.Problems = append(b.Problems, fmt.Errorf("inject: standing instructions: %w", err))
+		b.Problems = append(b.Problems, fmt.Errorf("inject: standing instructions: %w", standingErr))
 		standing = nil
 	}
 	standingIDs := make(map[string]bool, len(standing))
 	for _, n := range standing {
 		standingIDs[n.ID] = true
 		b.Standing = append(b.Standing, Line{ID: n.ID, Text: i.lineText(&n), Provenance: provenance(&n, req)})
-	}
-
-	hits, skipped, err := i.recall(ctx, req, now)
-	if err != nil {
-		return b, err
 	}
 	if skipped != "" {
 		b.Skipped = skipped
@@ -225,8 +235,22 @@ func (i *Injector) Build(ctx context.Context, req Request) (Block, error) {
 			return b, nil // an empty graph gets no block at all
 		}
 	}
+	for _, l := range b.Standing {
+		b.IDs = append(b.IDs, l.ID)
+	}
+	for _, l := range b.Recalled {
+		b.IDs = append(b.IDs, l.ID)
+	}
+	ref := memory.SessionRef{Project: req.Project, Session: req.Session}
+	// The injection record and the briefing flag are independent writes:
+	// both are sent at once.
+	var recordErr error
+	if len(b.IDs) > 0 && req.Turn != "" && !req.DryRun {
+		ids := b.IDs
+		wg.Go(func() { recordErr = i.store.PutInjection(ctx, ref, req.Turn, ids) })
+	}
 	if !req.DryRun {
-		first, err := i.store.BriefOnce(ctx, memory.SessionRef{Project: req.Project, Session: req.Session}, i.cfg.BriefingTTL)
+		first, err := i.store.BriefOnce(ctx, ref, i.cfg.BriefingTTL)
 		if err != nil {
 			// Without the flag the reminder is the safe choice.
 			b.Problems = append(b.Problems, fmt.Errorf("inject: briefing flag: %w", err))
@@ -234,18 +258,10 @@ func (i *Injector) Build(ctx context.Context, req Request) (Block, error) {
 		}
 		b.Briefing = first
 	}
-	for _, l := range b.Standing {
-		b.IDs = append(b.IDs, l.ID)
-	}
-	for _, l := range b.Recalled {
-		b.IDs = append(b.IDs, l.ID)
-	}
 	b.Text = render(b)
-	if len(b.IDs) > 0 && req.Turn != "" && !req.DryRun {
-		ref := memory.SessionRef{Project: req.Project, Session: req.Session}
-		if err := i.store.PutInjection(ctx, ref, req.Turn, b.IDs); err != nil {
-			return b, fmt.Errorf("inject: record injection: %w", err)
-		}
+	wg.Wait()
+	if recordErr != nil {
+		return b, fmt.Errorf("inject: record injection: %w", recordErr)
 	}
 	return b, nil
 }
@@ -269,7 +285,9 @@ func (i *Injector) recall(ctx context.Context, req Request, now time.Time) ([]me
 		Now:     now,
 	}
 	skipped := ""
-	if text := strings.TrimSpace(req.Text); utf8.RuneCountInString(text) >= i.cfg.MinQueryChars {
+	if text := strings.TrimSpace(req.Text); ContentFree(text) {
+		q.Text = "" // "continue", "ok, go ahead": only the anchor paths recall
+	} else if utf8.RuneCountInString(text) >= i.cfg.MinQueryChars {
 		vecs, err := i.emb.Embed(ctx, []string{text})
 		if err != nil || len(vecs) != 1 {
 			// BM25-only hits are worse than nothing: keep the path channel only.
@@ -284,6 +302,35 @@ func (i *Injector) recall(ctx context.Context, req Request, now time.Time) ([]me
 		return nil, "", fmt.Errorf("inject: %w", err)
 	}
 	return hits, skipped, nil
+}
+
+// fillers are the words of turns that carry no question: acknowledgements
+// and go-aheads. Searched, their words match filler in memories, and the
+// hashing or a semantic embedder returns near neighbours of "continue" that
+// the relative floor cannot tell from answers.
+var fillers = map[string]bool{}
+
+func init() {
+	for _, w := range strings.Fields(`ok okay k kk yes yeah yep yup y no nope nah sure fine good great cool nice
+		perfect awesome excellent right alright all got it thanks thank thx ty you please pls continue go on ahead
+		proceed next keep going do that this so sounds looks lgtm done and then carry resume again same retry
+		try agreed correct exactly understood understand makes sense`) {
+		fillers[w] = true
+	}
+}
+
+// ContentFree reports whether a turn's text holds no word beside fillers
+// ("ok", "continue", "yes please, go ahead"): such a turn runs no text
+// channel, whatever its length.
+func ContentFree(text string) bool {
+	for _, w := range strings.FieldsFunc(strings.ToLower(text), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
+	}) {
+		if !fillers[w] {
+			return false
+		}
+	}
+	return true
 }
 
 // selectRecalled applies the confidence cut, standing de-duplication, the

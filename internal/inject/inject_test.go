@@ -173,6 +173,25 @@ func TestAnchorPathsRecallForShortTurns(t *testing.T) {
 	})
 }
 
+// A content-free turn longer than MinQueryChars runs no text channel: its
+// filler words would match filler in memories.
+func TestContentFreeTurnsRecallOnlyByPaths(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		f := newFixture(t, b, nil)
+		f.add(memory.Node{Subkind: memory.Observation, Label: "Continue the data migration after the go ahead from ops"})
+		f.add(memory.Node{Subkind: memory.Decision, Label: "Okay to proceed with retries, thanks to idempotency keys"})
+		for _, text := range []string{"continue", "ok, go ahead", "yes please, proceed"} {
+			if blk := f.build("s1", "t-"+text, text); len(blk.Recalled) != 0 {
+				t.Errorf("%q recalled %v\n%s", text, lineIDs(blk.Recalled), blk.Text)
+			}
+		}
+		// The same words inside a question still search.
+		if blk := f.build("s1", "t-q", "continue the data migration"); len(blk.Recalled) == 0 {
+			t.Errorf("a question with content recalled nothing\n%s", blk.Text)
+		}
+	})
+}
+
 func TestProvenanceCrossProjectAndNeutralisation(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
 		f := newFixture(t, b, nil)

@@ -154,3 +154,27 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestContentFree(t *testing.T) {
+	for _, tc := range []struct {
+		text string
+		want bool
+	}{
+		{"", true},
+		{"ok", true},
+		{"continue", true},
+		{"Continue.", true},
+		{"yes please, go ahead", true},
+		{"Thanks! Looks good, carry on", true},
+		{"lgtm, do it", true},
+		{"continue with the migration", false},
+		{"ok, now fix the webhook", false},
+		{"yes, use pnpm", false},
+		{"retry the deploy", false},
+		{"42", false},
+	} {
+		if got := ContentFree(tc.text); got != tc.want {
+			t.Errorf("ContentFree(%q) = %v, want %v", tc.text, got, tc.want)
+		}
+	}
+}
