@@ -75,7 +75,7 @@ func Seed(ctx context.Context, st Store, emb *hashembed.Embedder, memories int) 
 		nodes = append(nodes, Filler(memories-len(nodes), 1)...)
 	}
 	now := time.Now().UTC()
-	const batch = 1000
+	const batch = 250 // a Redis PutBatch is one transaction: keep each short
 	for i := 0; i < len(nodes); i += batch {
 		chunk := nodes[i:min(i+batch, len(nodes))]
 		texts := make([]string, len(chunk))
