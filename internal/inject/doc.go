@@ -56,15 +56,16 @@
 //	| Make the product page load faster on mobile                 | 4        | 374    |
 //	| Which package manager do I use to add date-fns?             | 1        | 283    |
 //	| ok / thanks / yes                                           | 0        | 230    |
-//	| continue                                                    | 4        | 373    |
+//	| continue                                                    | 0        | 230    |
 //	| (a rich, specific question about the Stripe webhook)        | 1        | 295    |
 //
-// Ordinary questions get a median of 3.5 recalled lines (1 to 9);
-// content-free turns under 8 characters get none. "continue" is exactly 8
-// characters, so the text channels run for it, and with the hashing embedder
-// (lexical, not semantic) its vector channel returns noise that the floor
-// does not cut: 4 lines. A specific question whose best hit stands far above
-// the rest gets exactly one line: the relative floor at work. The two
+// Ordinary questions get a median of 3.5 recalled lines (1 to 9).
+// Content-free turns ("ok", "thanks", "yes", "continue": ContentFree) get
+// none from text; in a session they get what is attached to its anchor
+// paths, usually one line (TestAnchorPathsRecallForShortTurns). Before the
+// ContentFree rule, "continue" (exactly 8 characters) ran the text channels
+// and got 4 lines of noise. A specific question whose best hit stands far
+// above the rest gets exactly one line: the relative floor at work. The two
 // questions that get 9 share common words with many filler memories; the
 // plateau detector fires only when the ceiling of 12 is reached.
 package inject

@@ -87,6 +87,26 @@
 // memory.Visible in Go. TestServerFiltersMatchVisible checks both server-side
 // filters against memory.Visible.
 //
+// # Measured
+//
+// go test -run '^$' -bench Channels100k -benchtime 1x with
+// ENGRAM_BENCH_LARGE=1 (memorytest.Bench: 100,000 nodes in one project,
+// 384-dimension vectors, 60 candidates asked; Redis 8.0.2 on the same
+// shared 2-core machine, quiet; 2026-11-30), wall clock per call:
+//
+//	upsert (with vector)   201/s, p50 4.76 ms, p99 10.3 ms
+//	lexical (BM25, Lua)    p50 3.12 ms, p99 4.54 ms   (server CPU 3.7 ms/query)
+//	vector (VSIM + Lua)    p50 2.15 ms, p99 3.96 ms   (server CPU 2.0 ms/query)
+//	by paths               p50 1.94 ms, p99 6.02 ms
+//	standing instructions  p50 0.52 ms, p99 3.24 ms   (server CPU 0.27 ms/query)
+//	server memory          6,369 bytes/node without the vector (10,292 with the
+//	                       float32 copy in the hash; the vector set 2,387)
+//
+// At 10,000 nodes: 207 upserts/s; lexical p50 3.47 / p99 5.13 ms, vector
+// 1.69 / 3.75, by paths 0.83 / 1.68, standing 0.70 / 3.34. Before the
+// filter-fields hash, the budgeted expansions and the one-pipeline tags the
+// lexical channel took p50 6.7 / p99 10.6 ms at 100,000 (server 7.4 ms).
+//
 // # Atomicity
 //
 // A write that touches one project runs as one optimistic transaction:

@@ -44,17 +44,21 @@
 //
 // go test -run '^$' -bench 'Channels/100k' -benchtime 1x (memorytest.Bench:
 // 100,000 nodes in one project, 384-dimension vectors, 60 candidates asked),
-// on the shared 2-core machine with a load average of about 7 (wall clock;
-// on-CPU time in brackets):
+// on the shared 2-core machine, quiet (wall clock; on-CPU time in brackets;
+// 2026-11-30):
 //
-//	upsert (with vector)   463/s, p50 1.98 ms, p99 4.70 ms  (cpu 1.78 / 3.14)
-//	lexical (BM25)         p50 0.62 ms, p99 2.50 ms          (cpu 0.59 / 1.70)
-//	vector (HNSW)          p50 1.20 ms, p99 5.29 ms          (cpu 1.19 / 2.08)
-//	by paths               p50 0.18 ms, p99 0.53 ms          (cpu 0.18 / 0.28)
-//	standing instructions  p50 0.23 ms, p99 0.54 ms          (cpu 0.23 / 0.37)
+//	upsert (with vector)   662/s, p50 1.33 ms, p99 3.42 ms  (cpu 1.33 / 3.25)
+//	lexical (BM25)         p50 0.67 ms, p99 2.39 ms          (cpu 0.66 / 2.32)
+//	vector (HNSW)          p50 1.44 ms, p99 2.21 ms          (cpu 1.44 / 2.21)
+//	by paths               p50 0.20 ms, p99 0.42 ms          (cpu 0.20 / 0.42)
+//	standing instructions  p50 0.19 ms, p99 0.27 ms          (cpu 0.20 / 0.28)
 //	file size              3,223 bytes/node; 1,687 without the raw vector
-//	Open                   7.4 s until usable; vector graphs ready after 100 s
+//	Open                   7.3 s until usable; vector graphs ready after 47 s
 //
-// Under heavier load (average 15) the wall-clock p99 rose to 10-27 ms while
-// the on-CPU p99 stayed under 3.2 ms: the tail is waiting for a core.
+// At 10,000 nodes: 979 upserts/s; lexical p50 0.13 / p99 0.37 ms, vector
+// 0.69 / 0.97, by paths 0.05 / 0.18, standing 0.22 / 0.38.
+//
+// Under load (average 7-15, other agents compiling) the wall-clock p99 rose
+// to 5-27 ms while the on-CPU p99 stayed under 3.2 ms: the tail is waiting
+// for a core.
 package sqlite
