@@ -89,7 +89,8 @@ type Nodes interface {
 	// Get returns the node (ErrNotFound when there is none). The embedding
 	// need not be filled (Scan returns it).
 	Get(ctx context.Context, id string) (Node, error)
-	// GetMany returns the nodes that exist, in the order of ids.
+	// GetMany returns the nodes that exist, in the order of ids. The
+	// embedding need not be filled (retrieval never reads it).
 	GetMany(ctx context.Context, ids []string) ([]Node, error)
 	// Update applies ApplyPatch; a new digest held by another node of the
 	// project is ErrRefused.

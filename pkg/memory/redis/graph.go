@@ -322,7 +322,7 @@ func (s *Store) Neighbours(ctx context.Context, id string, hops int, f memory.Fi
 				}
 			}
 		}
-		nodes, err := s.loadNodes(ctx, cands)
+		nodes, err := s.loadNodes(ctx, cands, false)
 		if err != nil {
 			return nil, err
 		}
