@@ -10,8 +10,14 @@
 // relation. Vectors are not exported: an imported node without a vector is
 // embedded by the configured embedder (the readiness backlog).
 //
-// Import is all or nothing: every line is checked first, and an invalid line
-// is reported with its line number before anything is written.
+// Validation is all or nothing: every line is checked first, and an invalid
+// line is reported with its line number before anything is written. The
+// writing goes in chunks (WriteChunk nodes, then the edges): on Redis one
+// PutBatch is one transaction that holds the server while it runs, and a
+// 100,000-node file in one transaction would block every other client for
+// minutes and outrun the client's read timeout. Should the store fail part
+// way, the chunks written stay; importing the same file again completes the
+// import without duplicating anything (writes replace by id).
 package memio
 
 import (
@@ -64,8 +70,12 @@ type Stats struct {
 	Edges int `json:"edges"`
 }
 
+// WriteChunk is how many nodes (and four times as many edges) one PutBatch
+// of an import writes.
+const WriteChunk = 500
+
 // Import reads JSON lines from r, validates all of them, then writes them in
-// one batch. It returns how many nodes and edges it wrote.
+// chunks of WriteChunk. It returns how many nodes and edges it wrote.
 func Import(ctx context.Context, st Store, r io.Reader, now time.Time) (Stats, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), MaxLine)
@@ -161,10 +171,24 @@ func Import(ctx context.Context, st Store, r io.Reader, now time.Time) (Stats, e
 	if len(nodes) == 0 && len(edges) == 0 {
 		return Stats{}, nil
 	}
-	if err := st.PutBatch(ctx, nodes, edges); err != nil {
-		return Stats{}, fmt.Errorf("memio: write: %w", err)
+	var done Stats
+	for i := 0; i < len(nodes); i += WriteChunk {
+		chunk := nodes[i:min(i+WriteChunk, len(nodes))]
+		if err := st.PutBatch(ctx, chunk, nil); err != nil {
+			return done, fmt.Errorf("memio: write nodes %d-%d of %d (those before are written; import the file again to finish): %w",
+				i+1, i+len(chunk), len(nodes), err)
+		}
+		done.Nodes += len(chunk)
 	}
-	return Stats{Nodes: len(nodes), Edges: len(edges)}, nil
+	for i := 0; i < len(edges); i += 4 * WriteChunk {
+		chunk := edges[i:min(i+4*WriteChunk, len(edges))]
+		if err := st.PutBatch(ctx, nil, chunk); err != nil {
+			return done, fmt.Errorf("memio: write edges %d-%d of %d (the nodes and the edges before are written; import the file again to finish): %w",
+				i+1, i+len(chunk), len(edges), err)
+		}
+		done.Edges += len(chunk)
+	}
+	return done, nil
 }
 
 // strictDecode decodes one line, rejecting fields the model does not have so

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -102,4 +104,75 @@ not json
 			t.Errorf("a valid line of an invalid file was written (get ok1: %v)", err)
 		}
 	})
+}
+
+// failingStore fails the PutBatch call number failAt (1-based; 0: never)
+// and records the size of every batch.
+type failingStore struct {
+	memio.Store
+	calls, failAt int
+	sizes         []int
+}
+
+func (f *failingStore) PutBatch(ctx context.Context, nodes []memory.Node, edges []memory.Edge) error {
+	f.calls++
+	if f.calls == f.failAt {
+		return errors.New("store went away")
+	}
+	f.sizes = append(f.sizes, len(nodes)+len(edges))
+	return f.Store.PutBatch(ctx, nodes, edges)
+}
+
+// A large import is written in chunks; a failure part way keeps what was
+// written and says so, and importing the same file again completes it
+// without duplicates.
+func TestImportWritesInChunksAndResumes(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		ctx := context.Background()
+		st := b.Open(t)
+		const n = 2*memio.WriteChunk + 234
+		var file bytes.Buffer
+		for i := range n {
+			fmt.Fprintf(&file, `{"type":"node","id":"c%04d","subkind":"observation","project_id":"p1","label":"chunked memory %d"}`+"\n", i, i)
+		}
+		file.WriteString(`{"type":"edge","src":"c0000","dst":"c1233","relation":"relates_to"}` + "\n")
+		now := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+
+		broken := &failingStore{Store: st, failAt: 2}
+		stats, err := memio.Import(ctx, broken, bytes.NewReader(file.Bytes()), now)
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("nodes %d-%d of %d", memio.WriteChunk+1, 2*memio.WriteChunk, n)) {
+			t.Fatalf("a failing second chunk: err = %v", err)
+		}
+		if stats.Nodes != memio.WriteChunk || stats.Edges != 0 {
+			t.Fatalf("stats after the failure = %+v, want the first chunk", stats)
+		}
+		if got := countNodes(t, st); got != memio.WriteChunk {
+			t.Fatalf("%d nodes stored after the failure, want %d", got, memio.WriteChunk)
+		}
+
+		again := &failingStore{Store: st}
+		stats, err = memio.Import(ctx, again, bytes.NewReader(file.Bytes()), now)
+		if err != nil || stats.Nodes != n || stats.Edges != 1 {
+			t.Fatalf("import again: %+v, %v", stats, err)
+		}
+		if want := []int{memio.WriteChunk, memio.WriteChunk, 234, 1}; !slices.Equal(again.sizes, want) {
+			t.Fatalf("batches %v, want %v", again.sizes, want)
+		}
+		if got := countNodes(t, st); got != n {
+			t.Fatalf("%d nodes stored, want %d (no duplicates)", got, n)
+		}
+		edges, err := st.EdgesOf(ctx, []string{"c0000"})
+		if err != nil || len(edges["c0000"]) != 1 {
+			t.Fatalf("edges of c0000: %v, %v", edges, err)
+		}
+	})
+}
+
+func countNodes(t *testing.T, st memio.Store) int {
+	t.Helper()
+	n := 0
+	if err := st.Scan(context.Background(), func(memory.Node) error { n++; return nil }, func(memory.Edge) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
