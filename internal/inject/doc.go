@@ -23,9 +23,10 @@
 // anchor paths.
 //
 // Nothing is built when memory is off for the project, auto-recall is off, or
-// recall is not ready (memories are waiting for embeddings by the configured
-// embedder: BM25-only hits are worse than nothing, because the agent cannot
-// tell a thin result from a complete one). No block at all is sent when there
+// recall is not ready (memories of the project, or global ones, are waiting
+// for embeddings by the configured embedder: BM25-only hits are worse than
+// nothing, because the agent cannot tell a thin result from a complete one;
+// another project's backlog does not count). No block at all is sent when there
 // is nothing to say and the graph holds no live memory.
 //
 // Every memory line is neutralised (memory.Neutralise) before it is rendered:

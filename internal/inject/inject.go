@@ -19,7 +19,7 @@ type Store interface {
 	memory.RetrievalStore
 	StandingInstructions(ctx context.Context, projectID string, limit int) ([]memory.Node, error)
 	HasLiveMemory(ctx context.Context, projectID string) (bool, error)
-	PendingEmbeddings(ctx context.Context, model string, limit int) ([]memory.Node, error)
+	HasPendingEmbeddings(ctx context.Context, projectID, model string) (bool, error)
 	BriefOnce(ctx context.Context, s memory.SessionRef, ttl time.Duration) (bool, error)
 	PutInjection(ctx context.Context, s memory.SessionRef, turnID string, ids []string) error
 }
@@ -190,11 +190,11 @@ func (i *Injector) Build(ctx context.Context, req Request) (Block, error) {
 	wg.Go(func() { standing, standingErr = i.store.StandingInstructions(ctx, req.Project, i.cfg.MaxStanding) })
 	defer wg.Wait()
 	if i.emb != nil {
-		pending, err := i.store.PendingEmbeddings(ctx, i.emb.Model(), 1)
+		pending, err := i.store.HasPendingEmbeddings(ctx, req.Project, i.emb.Model())
 		if err != nil {
 			return b, fmt.Errorf("inject: readiness: %w", err)
 		}
-		if len(pending) > 0 {
+		if pending {
 			b.Skipped = SkipNotReady
 			return b, nil
 		}

@@ -298,6 +298,24 @@ func TestGatesAndSwitches(t *testing.T) {
 				t.Fatalf("not ready: block %q skipped %q", blk.Text, blk.Skipped)
 			}
 		})
+		t.Run("readiness is per project", func(t *testing.T) {
+			f := newFixture(t, b, nil)
+			f.add(memory.Node{Subkind: memory.Decision, Label: "Deploys run through make release"})
+			// Another project's backlog does not hold p1's recall...
+			if _, err := f.st.Upsert(f.ctx, memory.Node{Subkind: memory.Decision, ProjectID: "p9", Label: "Imported, not embedded yet"}); err != nil {
+				t.Fatal(err)
+			}
+			if blk := f.build("s1", "t1", "how do deploys run?"); blk.Skipped == inject.SkipNotReady || len(blk.Recalled) == 0 {
+				t.Fatalf("p9's backlog held p1's recall: skipped %q, recalled %v", blk.Skipped, lineIDs(blk.Recalled))
+			}
+			// ...but a global memory waiting for its vector holds every project's.
+			if _, err := f.st.Upsert(f.ctx, memory.Node{Subkind: memory.Preference, Scope: memory.ScopeGlobal, Label: "A global rule, not embedded yet"}); err != nil {
+				t.Fatal(err)
+			}
+			if blk := f.build("s1", "t2", "how do deploys run?"); blk.Skipped != inject.SkipNotReady {
+				t.Fatalf("a global backlog: skipped %q", blk.Skipped)
+			}
+		})
 		t.Run("memory off", func(t *testing.T) {
 			f := newFixture(t, b, func(c *inject.Config) { c.DisabledProjects = []string{"p1"} })
 			f.add(memory.Node{Subkind: memory.Preference, Label: "Never use the rm tool", AssertedBy: memory.AssertedUser})

@@ -115,6 +115,11 @@ type Nodes interface {
 	// PendingEmbeddings lists live nodes whose vector is missing or made by
 	// another model, oldest created first; limit <= 0: DefaultChannelLimit.
 	PendingEmbeddings(ctx context.Context, model string, limit int) ([]Node, error)
+	// HasPendingEmbeddings reports cheaply whether a live node of project,
+	// or a global one, still lacks a vector by model (missing or made by
+	// another model): the injector's readiness gate, per project, so that
+	// a backlog in one project does not stop recall in the others.
+	HasPendingEmbeddings(ctx context.Context, projectID, model string) (bool, error)
 	// HasLiveMemory reports cheaply whether project (or global) holds any live node.
 	HasLiveMemory(ctx context.Context, projectID string) (bool, error)
 	// Timeline lists nodes by memory.CompareTimeline (newest update first)

@@ -17,6 +17,7 @@ var nodeTests = []subtest{
 	{"Upsert/Invalid", testUpsertInvalid},
 	{"Upsert/ArchivedMatch", testUpsertArchived},
 	{"Get/NotFoundAndMany", testGetMany},
+	{"Embeddings/PendingPerProject", testHasPendingEmbeddings},
 	{"Update", testUpdate},
 	{"ArchiveRestore", testArchiveRestore},
 	{"Supersede", testSupersede},
@@ -169,6 +170,41 @@ func testUpsertArchived(e *env) {
 	e.ok(err, "Upsert")
 	if r.Node.ID != a.ID || !e.get(a.ID).ArchivedAt.IsZero() {
 		e.t.Fatalf("a user's re-assertion must restore: %+v", e.get(a.ID))
+	}
+}
+
+func testHasPendingEmbeddings(e *env) {
+	pending := func(project, model string) bool {
+		e.t.Helper()
+		ok, err := e.s.HasPendingEmbeddings(e.ctx, project, model)
+		e.ok(err, "HasPendingEmbeddings")
+		return ok
+	}
+	if pending("p1", "m1") || pending("", "m1") {
+		e.t.Fatal("an empty store has pending embeddings")
+	}
+	a := e.upsert(node("p1", memory.Decision, "waits for a vector"))
+	if !pending("p1", "m1") {
+		e.t.Fatal("p1's node without a vector is not pending")
+	}
+	if pending("p2", "m1") {
+		e.t.Fatal("p1's backlog is reported for p2")
+	}
+	e.ok(e.s.SetEmbedding(e.ctx, a.ID, "m1", vec(1, 0, 0)), "SetEmbedding")
+	if pending("p1", "m1") {
+		e.t.Fatal("an embedded node is still pending")
+	}
+	if !pending("p1", "m2") {
+		e.t.Fatal("a node embedded by another model is not pending for m2")
+	}
+	g := memory.Node{Subkind: memory.Preference, Scope: memory.ScopeGlobal, Label: "a global rule"}
+	gn := e.upsert(g)
+	if !pending("p2", "m1") || !pending("p1", "m1") || !pending("", "m1") {
+		e.t.Fatal("a global node without a vector must hold every project's recall")
+	}
+	e.ok(e.s.Archive(e.ctx, gn.ID), "Archive")
+	if pending("p2", "m1") {
+		e.t.Fatal("an archived node is still pending")
 	}
 }
 

@@ -523,6 +523,39 @@ func (s *Store) HasLiveMemory(ctx context.Context, projectID string) (bool, erro
 	return a.Val()+b.Val() > 0, nil
 }
 
+// pendingScript tells whether a project holds a live node without a vector
+// of model: one not embedded at all (pe) or embedded by another model.
+// KEYS: pending zset, models set. ARGV: key prefix, model.
+var pendingScript = goredis.NewScript(`
+if redis.call('ZCARD', KEYS[1]) > 0 then return {'1'} end
+for _, m in ipairs(redis.call('SMEMBERS', KEYS[2])) do
+  if m ~= ARGV[2] and redis.call('ZCARD', ARGV[1] .. 'em:' .. m) > 0 then return {'1'} end
+end
+return {}
+`)
+
+// HasPendingEmbeddings checks the project and the global memories, one
+// script each, in one round trip.
+func (s *Store) HasPendingEmbeddings(ctx context.Context, projectID, model string) (bool, error) {
+	tags := []string{projectID}
+	if projectID != "" {
+		tags = append(tags, "")
+	}
+	res, err := s.evalTags(ctx, pendingScript, len(tags), func(i int) ([]string, []any) {
+		k := s.keys(tags[i])
+		return []string{k.pending(), k.models()}, []any{k.p, model}
+	})
+	if err != nil {
+		return false, s.wrap("pending embeddings", err)
+	}
+	for _, r := range res {
+		if len(r) > 0 {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // PendingEmbeddings lists live nodes without a vector of model, oldest
 // created first, from every project (limit <= 0: memory.DefaultChannelLimit).
 func (s *Store) PendingEmbeddings(ctx context.Context, model string, limit int) ([]memory.Node, error) {

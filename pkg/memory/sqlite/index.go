@@ -17,30 +17,32 @@ import (
 // one vector index per embedding model, the standing-instruction candidates
 // and the counters behind HasLiveMemory and the embedding backlog.
 type index struct {
-	mu        sync.RWMutex
-	heads     []*memory.Node // by rid; nil: no node
-	byID      map[string]uint32
-	lex       *lexIndex
-	vecs      map[string]*vecindex.Index // by embedding model
-	flat      map[string]*flatVecs       // models whose graph index is still being built
-	vecOpts   []vecindex.Option
-	standing  map[string][]uint32 // per project ("" global): standing rids in memory.CompareStanding order
-	liveBy    map[string]int      // live nodes per project ("" global)
-	liveTotal int
-	embedded  map[string]int // live nodes per embedding model
-	scratch   sync.Pool      // *scratch
+	mu         sync.RWMutex
+	heads      []*memory.Node // by rid; nil: no node
+	byID       map[string]uint32
+	lex        *lexIndex
+	vecs       map[string]*vecindex.Index // by embedding model
+	flat       map[string]*flatVecs       // models whose graph index is still being built
+	vecOpts    []vecindex.Option
+	standing   map[string][]uint32 // per project ("" global): standing rids in memory.CompareStanding order
+	liveBy     map[string]int      // live nodes per project ("" global)
+	liveTotal  int
+	embedded   map[string]int       // live nodes per embedding model
+	embeddedBy map[projectModel]int // live nodes per project ("" global) and embedding model
+	scratch    sync.Pool            // *scratch
 }
 
 func newIndex(vecOpts []vecindex.Option) *index {
 	return &index{
-		byID:     map[string]uint32{},
-		lex:      newLexIndex(),
-		vecs:     map[string]*vecindex.Index{},
-		flat:     map[string]*flatVecs{},
-		vecOpts:  vecOpts,
-		standing: map[string][]uint32{},
-		liveBy:   map[string]int{},
-		embedded: map[string]int{},
+		byID:       map[string]uint32{},
+		lex:        newLexIndex(),
+		vecs:       map[string]*vecindex.Index{},
+		flat:       map[string]*flatVecs{},
+		vecOpts:    vecOpts,
+		standing:   map[string][]uint32{},
+		liveBy:     map[string]int{},
+		embedded:   map[string]int{},
+		embeddedBy: map[projectModel]int{},
 	}
 }
 
@@ -71,8 +73,11 @@ func (x *index) count(h *memory.Node, d int) {
 	x.liveTotal += d
 	if h.EmbeddingModel != "" {
 		x.embedded[h.EmbeddingModel] += d
+		x.embeddedBy[projectModel{h.ProjectID, h.EmbeddingModel}] += d
 	}
 }
+
+type projectModel struct{ project, model string }
 
 // apply mirrors committed changes. Vector errors cannot happen here: the
 // write path checked the vectors (checkVector) before committing.

@@ -139,6 +139,21 @@ func (s *Store) PendingEmbeddings(ctx context.Context, model string, limit int) 
 	return s.byRids(ctx, top.rids())
 }
 
+// HasPendingEmbeddings implements memory.Nodes (from the in-memory counts).
+func (s *Store) HasPendingEmbeddings(ctx context.Context, projectID, model string) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	s.idx.mu.RLock()
+	defer s.idx.mu.RUnlock()
+	for _, p := range []string{projectID, ""} {
+		if s.idx.liveBy[p]-s.idx.embeddedBy[projectModel{p, model}] > 0 {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // HasLiveMemory implements memory.Nodes.
 func (s *Store) HasLiveMemory(ctx context.Context, projectID string) (bool, error) {
 	s.idx.mu.RLock()
