@@ -24,10 +24,8 @@ type index struct {
 	vecs       map[string]*vecindex.Index // by embedding model
 	flat       map[string]*flatVecs       // models whose graph index is still being built
 	vecOpts    []vecindex.Option
-	standing   map[string][]uint32 // per project ("" global): standing rids in memory.CompareStanding order
-	liveBy     map[string]int      // live nodes per project ("" global)
-	liveTotal  int
-	embedded   map[string]int       // live nodes per embedding model
+	standing   map[string][]uint32  // per project ("" global): standing rids in memory.CompareStanding order
+	liveBy     map[string]int       // live nodes per project ("" global)
 	embeddedBy map[projectModel]int // live nodes per project ("" global) and embedding model
 	scratch    sync.Pool            // *scratch
 }
@@ -41,7 +39,6 @@ func newIndex(vecOpts []vecindex.Option) *index {
 		vecOpts:    vecOpts,
 		standing:   map[string][]uint32{},
 		liveBy:     map[string]int{},
-		embedded:   map[string]int{},
 		embeddedBy: map[projectModel]int{},
 	}
 }
@@ -70,14 +67,18 @@ func (x *index) count(h *memory.Node, d int) {
 		return
 	}
 	x.liveBy[h.ProjectID] += d
-	x.liveTotal += d
 	if h.EmbeddingModel != "" {
-		x.embedded[h.EmbeddingModel] += d
 		x.embeddedBy[projectModel{h.ProjectID, h.EmbeddingModel}] += d
 	}
 }
 
 type projectModel struct{ project, model string }
+
+// pending reports whether a live node of project lacks a vector by model
+// (x.mu held).
+func (x *index) pending(project, model string) bool {
+	return x.liveBy[project]-x.embeddedBy[projectModel{project, model}] > 0
+}
 
 // apply mirrors committed changes. Vector errors cannot happen here: the
 // write path checked the vectors (checkVector) before committing.

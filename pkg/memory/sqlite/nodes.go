@@ -120,7 +120,14 @@ func (s *Store) SetEmbedding(ctx context.Context, id, model string, vec []float3
 func (s *Store) PendingEmbeddings(ctx context.Context, model string, limit int) ([]memory.Node, error) {
 	limit = memory.Limit(limit)
 	s.idx.mu.RLock()
-	if s.idx.liveTotal-s.idx.embedded[model] <= 0 {
+	backlog := false
+	for p := range s.idx.liveBy {
+		if s.idx.pending(p, model) {
+			backlog = true
+			break
+		}
+	}
+	if !backlog {
 		s.idx.mu.RUnlock()
 		return nil, nil
 	}
@@ -146,12 +153,7 @@ func (s *Store) HasPendingEmbeddings(ctx context.Context, projectID, model strin
 	}
 	s.idx.mu.RLock()
 	defer s.idx.mu.RUnlock()
-	for _, p := range []string{projectID, ""} {
-		if s.idx.liveBy[p]-s.idx.embeddedBy[projectModel{p, model}] > 0 {
-			return true, nil
-		}
-	}
-	return false, nil
+	return s.idx.pending(projectID, model) || s.idx.pending("", model), nil
 }
 
 // HasLiveMemory implements memory.Nodes.
