@@ -66,8 +66,8 @@ local function nz(v)
   return v
 end
 -- visibleMany tells which of ids[from..to] pass the filter: one HMGET of
--- the project's filter-field hash (see filterFields), falling back to the
--- node's own hash for a node written before that hash existed.
+-- the project's filter-field hash (see filterFields; every node write keeps
+-- it, and a missing entry is a missing node).
 local function visibleMany(ids, from, to)
   local args = {}
   for i = from, to do args[#args + 1] = ids[i] end
@@ -81,8 +81,7 @@ local function visibleMany(ids, from, to)
         '^([^\31]*)\31([^\31]*)\31([^\31]*)\31([^\31]*)\31([^\31]*)\31([^\31]*)\31([^\31]*)\31(.*)$')
       ok[j] = judge(nz(sc), nz(ss), nz(rc), nz(ar), nz(sb), nz(vt), nz(cf), nz(sk))
     else
-      local f = redis.call('HMGET', p .. 'n:' .. args[j], 'sc', 'ss', 'rc', 'ar', 'sb', 'vt', 'cf', 'sk')
-      ok[j] = judge(f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8])
+      ok[j] = false
     end
   end
   return ok

@@ -71,76 +71,52 @@ func TestServerFiltersMatchVisible(t *testing.T) {
 	}
 
 	selected, hidden := 0, 0
-	check := func(phase string) {
-		for i := range 60 {
-			f := memory.Filter{
-				ProjectID:         pick("p", "q", ""),
-				SessionID:         pick("", "s1", "s2"),
-				CrossProject:      rng.IntN(2) == 0,
-				IncludeArchived:   rng.IntN(3) == 0,
-				IncludeSuperseded: rng.IntN(3) == 0,
-				MinConfidence:     []float64{0, 0.3, 0.6}[rng.IntN(3)],
-			}
-			switch rng.IntN(3) {
-			case 1:
-				f.Subkinds = []memory.Subkind{memory.Decision}
-			case 2:
-				f.Subkinds = []memory.Subkind{memory.Pattern, memory.Observation}
-			}
-			var want []string
-			for _, n := range stored {
-				if memory.Visible(&n, f, now) {
-					want = append(want, n.ID)
-				}
-			}
-			slices.Sort(want)
-			selected += len(want)
-			hidden += len(stored) - len(want)
-			lex, err := s.Lexical(ctx, []string{"shared"}, f, 1000)
-			if err != nil {
-				t.Fatal(err)
-			}
-			vec, err := s.Vector(ctx, "m", []float32{1, 0.5, 0.5}, f, 1000)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, ch := range []struct {
-				name string
-				got  []memory.Scored
-			}{{"lexical", lex}, {"vector", vec}} {
-				var got []string
-				for _, sc := range ch.got {
-					got = append(got, sc.ID)
-				}
-				slices.Sort(got)
-				if !slices.Equal(got, want) {
-					t.Fatalf("%s: filter %d %+v: %s channel selected\n %v\nmemory.Visible selects\n %v", phase, i, f, ch.name, got, want)
-				}
+	for i := range 60 {
+		f := memory.Filter{
+			ProjectID:         pick("p", "q", ""),
+			SessionID:         pick("", "s1", "s2"),
+			CrossProject:      rng.IntN(2) == 0,
+			IncludeArchived:   rng.IntN(3) == 0,
+			IncludeSuperseded: rng.IntN(3) == 0,
+			MinConfidence:     []float64{0, 0.3, 0.6}[rng.IntN(3)],
+		}
+		switch rng.IntN(3) {
+		case 1:
+			f.Subkinds = []memory.Subkind{memory.Decision}
+		case 2:
+			f.Subkinds = []memory.Subkind{memory.Pattern, memory.Observation}
+		}
+		var want []string
+		for _, n := range stored {
+			if memory.Visible(&n, f, now) {
+				want = append(want, n.ID)
 			}
 		}
-	}
-	check("filter fields hash")
-
-	// Nodes written before the filter-fields hash existed are judged by
-	// their own hash: drop every other entry and check again.
-	visKeys, err := c.Keys(ctx, s.Namespace()+"*vis").Result()
-	if err != nil || len(visKeys) == 0 {
-		t.Fatalf("no filter-fields hash under %s: %v", s.Namespace(), err)
-	}
-	dropped := 0
-	for _, k := range visKeys {
-		ids, err := c.HKeys(ctx, k).Result()
+		slices.Sort(want)
+		selected += len(want)
+		hidden += len(stored) - len(want)
+		lex, err := s.Lexical(ctx, []string{"shared"}, f, 1000)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i := 0; i < len(ids); i += 2 {
-			dropped += int(c.HDel(ctx, k, ids[i]).Val())
+		vec, err := s.Vector(ctx, "m", []float32{1, 0.5, 0.5}, f, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ch := range []struct {
+			name string
+			got  []memory.Scored
+		}{{"lexical", lex}, {"vector", vec}} {
+			var got []string
+			for _, sc := range ch.got {
+				got = append(got, sc.ID)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, want) {
+				t.Fatalf("filter %d %+v: %s channel selected\n %v\nmemory.Visible selects\n %v", i, f, ch.name, got, want)
+			}
 		}
 	}
-	if dropped == 0 {
-		t.Fatal("dropped no filter-fields entry")
-	}
-	check("half the nodes without filter fields")
 	if selected == 0 || hidden == 0 {
 		t.Fatalf("the random filters selected %d and hid %d nodes: the test proves nothing", selected, hidden)
 	}
