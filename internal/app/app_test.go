@@ -210,14 +210,22 @@ func TestOpenStoreErrors(t *testing.T) {
 	}
 }
 
-func TestRedisStore(t *testing.T) {
-	url := os.Getenv("ENGRAM_TEST_REDIS_URL")
-	if url == "" {
+// redisEnv returns the variable name (a Redis address that
+// scripts/redis8.sh env exports); unset, the test skips, or fails in CI.
+func redisEnv(t *testing.T, name string) string {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
 		if os.Getenv("CI") != "" {
-			t.Fatal("ENGRAM_TEST_REDIS_URL is not set (eval \"$(bash scripts/redis8.sh env)\")")
+			t.Fatal(name + " is not set (eval \"$(bash scripts/redis8.sh env)\")")
 		}
-		t.Skip("no Redis 8: run eval \"$(bash scripts/redis8.sh env)\" to test the redis store")
+		t.Skip("no Redis 8: run eval \"$(bash scripts/redis8.sh env)\" (" + name + ")")
 	}
+	return v
+}
+
+func TestRedisStore(t *testing.T) {
+	url := redisEnv(t, "ENGRAM_TEST_REDIS_URL")
 	cfg := testConfig(t)
 	cfg.Store.Kind = config.StoreRedis
 	cfg.Store.RedisURL = url
@@ -240,13 +248,7 @@ func TestRedisStore(t *testing.T) {
 // Redis Cluster (bare host:port and redis:// elements mixed), and writes and
 // reads a memory through it.
 func TestRedisClusterStore(t *testing.T) {
-	nodes := os.Getenv("ENGRAM_TEST_REDIS_CLUSTER")
-	if nodes == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("ENGRAM_TEST_REDIS_CLUSTER is not set (eval \"$(bash scripts/redis8.sh env)\")")
-		}
-		t.Skip("no Redis 8 cluster: run eval \"$(bash scripts/redis8.sh env)\"")
-	}
+	nodes := redisEnv(t, "ENGRAM_TEST_REDIS_CLUSTER")
 	addrs := strings.Split(nodes, ",")
 	addrs[0] = "redis://" + addrs[0]
 	cfg := testConfig(t)
