@@ -2,11 +2,10 @@ package vecindex
 
 import "math"
 
-// dot returns the inner product of a and b, which must have the same length.
-// The loop is unrolled by eight with independent accumulators so the CPU can
+// dotGeneric is dot in plain Go. The loop is unrolled by eight with independent accumulators so the CPU can
 // overlap the multiply-adds; the re-slicing lets the compiler drop bounds
 // checks inside the loop.
-func dot(a, b []float32) float32 {
+func dotGeneric(a, b []float32) float32 {
 	n := len(a)
 	b = b[:n]
 	var s0, s1, s2, s3, s4, s5, s6, s7 float32
@@ -50,12 +49,11 @@ func normalize(dst, vec []float32) bool {
 	return true
 }
 
-// dot4 returns the inner products of q with a, b, c and d (all of q's
-// length). Walking four vectors in one pass loads q once for four products
+// dot4Generic is dot4 in plain Go. Walking four vectors in one pass loads q once for four products
 // and, more importantly, keeps four streams of cache misses in flight: on
 // vectors scattered in memory (a graph walk) it is about twice as fast per
 // vector as four calls to dot.
-func dot4(q, a, b, c, d []float32) (float32, float32, float32, float32) {
+func dot4Generic(q, a, b, c, d []float32) (float32, float32, float32, float32) {
 	n := len(q)
 	a, b, c, d = a[:n], b[:n], c[:n], d[:n]
 	var sa0, sb0, sc0, sd0, sa1, sb1, sc1, sd1 float32
