@@ -56,19 +56,23 @@ func (s *Store) Vector(ctx context.Context, model string, vec []float32, f memor
 	if len(vec) != d {
 		return nil, fmt.Errorf("%w: model %s makes %d-dimension vectors, the query has %d", memory.ErrInvalid, model, d, len(vec))
 	}
-	accept := func(id string) bool {
-		rid, ok := x.byID[id]
-		if !ok {
-			return false
-		}
-		_, vis := x.visible(rid, &f, now)
-		return vis
-	}
 	var hits []vecindex.Hit
 	if fl := x.flat[model]; fl != nil {
-		hits = fl.search(vec, limit, accept)
+		hits = fl.search(vec, limit, func(id string) bool {
+			rid, ok := x.byID[id]
+			if !ok {
+				return false
+			}
+			_, vis := x.visible(rid, &f, now)
+			return vis
+		})
 	} else {
-		hits = x.vecs[model].Search(vec, limit, accept)
+		// The graph carries each vector's rid: the filter reads the
+		// node's head directly, with no id look-up per node walked.
+		hits = x.vecs[model].SearchTagged(vec, limit, func(rid uint32) bool {
+			_, vis := x.visible(rid, &f, now)
+			return vis
+		})
 	}
 	out := make([]memory.Scored, 0, len(hits))
 	for _, h := range hits {

@@ -124,7 +124,7 @@ func (x *index) apply(changes []change) {
 			}
 			if len(c.n.Embedding) > 0 {
 				if fl := x.flat[c.n.EmbeddingModel]; fl != nil {
-					fl.add(c.n.ID, c.n.Embedding, true)
+					fl.add(c.n.ID, c.rid, c.n.Embedding, true)
 					continue
 				}
 				if batch == nil {
@@ -141,15 +141,16 @@ func (x *index) apply(changes []change) {
 			x.vecs[model] = ix
 		}
 		if len(is) == 1 {
-			_ = ix.Add(changes[is[0]].n.ID, changes[is[0]].n.Embedding)
+			_ = ix.AddTagged(changes[is[0]].n.ID, changes[is[0]].rid, changes[is[0]].n.Embedding)
 			continue
 		}
 		ids := make([]string, len(is))
+		rids := make([]uint32, len(is))
 		vs := make([][]float32, len(is))
 		for j, i := range is {
-			ids[j], vs[j] = changes[i].n.ID, changes[i].n.Embedding
+			ids[j], rids[j], vs[j] = changes[i].n.ID, changes[i].rid, changes[i].n.Embedding
 		}
-		_ = ix.AddBatch(ids, vs)
+		_ = ix.AddBatchTagged(ids, rids, vs)
 	}
 }
 

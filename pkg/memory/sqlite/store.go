@@ -137,6 +137,7 @@ func (s *Store) load(ctx context.Context) error {
 	s.idx.apply(changes)
 	type snapshot struct {
 		ids  []string
+		rids []uint32
 		vecs [][]float32
 	}
 	snaps := map[string]*snapshot{}
@@ -155,9 +156,10 @@ func (s *Store) load(ctx context.Context) error {
 		if len(n.Embedding) != fl.dim {
 			continue // cannot happen: writes check dimensions
 		}
-		fl.add(n.ID, n.Embedding, false)
+		fl.add(n.ID, c.rid, n.Embedding, false)
 		sn := snaps[n.EmbeddingModel]
 		sn.ids = append(sn.ids, n.ID)
+		sn.rids = append(sn.rids, c.rid)
 		sn.vecs = append(sn.vecs, n.Embedding)
 	}
 	s.idx.mu.Unlock()
@@ -165,7 +167,7 @@ func (s *Store) load(ctx context.Context) error {
 	go func() {
 		defer s.bg.Done()
 		for model, sn := range snaps {
-			if !s.buildVectors(model, sn.ids, sn.vecs) {
+			if !s.buildVectors(model, sn.ids, sn.rids, sn.vecs) {
 				return
 			}
 		}
@@ -176,7 +178,7 @@ func (s *Store) load(ctx context.Context) error {
 
 // buildVectors builds model's graph index in chunks (stopping early when
 // the store closes), replays the writes made meanwhile and swaps it in.
-func (s *Store) buildVectors(model string, ids []string, vecs [][]float32) bool {
+func (s *Store) buildVectors(model string, ids []string, rids []uint32, vecs [][]float32) bool {
 	ix := vecindex.New(len(vecs[0]), s.idx.vecOpts...)
 	const step = 2000
 	for off := 0; off < len(ids); off += step {
@@ -186,7 +188,7 @@ func (s *Store) buildVectors(model string, ids []string, vecs [][]float32) bool 
 		default:
 		}
 		end := min(off+step, len(ids))
-		_ = ix.AddBatch(ids[off:end], vecs[off:end]) // checked when written
+		_ = ix.AddBatchTagged(ids[off:end], rids[off:end], vecs[off:end]) // checked when written
 	}
 	s.idx.mu.Lock()
 	defer s.idx.mu.Unlock()
@@ -194,7 +196,7 @@ func (s *Store) buildVectors(model string, ids []string, vecs [][]float32) bool 
 		if op.vec == nil {
 			ix.Remove(op.id)
 		} else {
-			_ = ix.Add(op.id, op.vec)
+			_ = ix.AddTagged(op.id, op.rid, op.vec)
 		}
 	}
 	s.idx.vecs[model] = ix

@@ -21,12 +21,13 @@ type flatVecs struct {
 
 type vecOp struct {
 	id  string
+	rid uint32
 	vec []float32 // nil: remove
 }
 
 func newFlat(dim int) *flatVecs { return &flatVecs{dim: dim, at: map[string]int{}} }
 
-func (f *flatVecs) add(id string, v []float32, logIt bool) {
+func (f *flatVecs) add(id string, rid uint32, v []float32, logIt bool) {
 	u := unit(v)
 	if i, ok := f.at[id]; ok {
 		f.vecs[i] = u
@@ -36,7 +37,7 @@ func (f *flatVecs) add(id string, v []float32, logIt bool) {
 		f.vecs = append(f.vecs, u)
 	}
 	if logIt {
-		f.log = append(f.log, vecOp{id, v})
+		f.log = append(f.log, vecOp{id: id, rid: rid, vec: v})
 	}
 }
 

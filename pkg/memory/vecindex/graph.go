@@ -302,7 +302,7 @@ func (g *graph) friends(ix *Index, n uint32, l int, locked bool, sc *scratch) []
 // the cost of an unfiltered search, the width shrinks with the acceptance
 // rate seen so far, to ef*p*filterSlack but never below minEf.
 func (g *graph) searchLayer(ix *Index, qv []float32, eps []scored, ef, l int, locked bool,
-	accept func(string) bool, minEf, budget int, sc *scratch) (res []scored, complete bool) {
+	accept func(*node) bool, minEf, budget int, sc *scratch) (res []scored, complete bool) {
 	vis := &sc.visit
 	vis.next()
 	cand, top := &sc.cand, &sc.top
@@ -320,7 +320,7 @@ func (g *graph) searchLayer(ix *Index, qv []float32, eps []scored, ef, l int, lo
 			return true
 		}
 		asked++
-		ok := accept(nd.id)
+		ok := accept(nd)
 		if ok {
 			taken++
 		}
@@ -393,7 +393,7 @@ const filterSlack = 2
 const scanBelow = 50
 
 // search answers a query of k hits on a non-empty graph.
-func (g *graph) search(ix *Index, q []float32, k int, accept func(string) bool) []scored {
+func (g *graph) search(ix *Index, q []float32, k int, accept func(*node) bool) []scored {
 	sc := g.scratch(len(ix.nodes))
 	defer g.scratches.Put(sc)
 	ep := uint32(g.entry)

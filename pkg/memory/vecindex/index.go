@@ -24,6 +24,7 @@ var (
 // Hit is one search result.
 type Hit struct {
 	ID    string
+	Tag   uint32  // the tag given with the vector (AddTagged), 0 otherwise
 	Score float32 // cosine similarity in [-1, 1], higher is closer
 }
 
@@ -107,6 +108,7 @@ const (
 type node struct {
 	mu      sync.Mutex // guards friends during parallel AddBatch
 	id      string
+	tag     uint32
 	state   slotState
 	level   int
 	friends [][]uint32  // per layer 0..level: linked slots
@@ -153,7 +155,12 @@ func (ix *Index) Len() int {
 
 // Add stores vec under id, replacing any vector already stored under id.
 // The vector is copied and normalised; its length must equal Dim.
-func (ix *Index) Add(id string, vec []float32) error {
+func (ix *Index) Add(id string, vec []float32) error { return ix.AddTagged(id, 0, vec) }
+
+// AddTagged is Add with a tag: a number of the caller's (the SQLite store
+// gives its row id) that SearchTagged's filter receives instead of the id,
+// so that a filter needs no string look-up per node.
+func (ix *Index) AddTagged(id string, tag uint32, vec []float32) error {
 	if id == "" {
 		return ErrEmptyID
 	}
@@ -163,7 +170,7 @@ func (ix *Index) Add(id string, vec []float32) error {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	ix.removeLocked(id)
-	slot := ix.allocLocked(id, vec)
+	slot := ix.allocLocked(id, tag, vec)
 	ix.g.insert(ix, slot)
 	ix.maybeCleanupLocked()
 	return nil
@@ -176,8 +183,17 @@ func (ix *Index) Add(id string, vec []float32) error {
 // on error the index is unchanged; the error names every bad entry (up to a
 // few) by position.
 func (ix *Index) AddBatch(ids []string, vecs [][]float32) error {
+	return ix.AddBatchTagged(ids, nil, vecs)
+}
+
+// AddBatchTagged is AddBatch with a tag per vector (see AddTagged); tags
+// is parallel to ids, or nil for tag 0 throughout.
+func (ix *Index) AddBatchTagged(ids []string, tags []uint32, vecs [][]float32) error {
 	if len(ids) != len(vecs) {
 		return fmt.Errorf("vecindex: add batch: %d ids but %d vectors", len(ids), len(vecs))
+	}
+	if tags != nil && len(tags) != len(ids) {
+		return fmt.Errorf("vecindex: add batch: %d ids but %d tags", len(ids), len(tags))
 	}
 	check := make([]float32, ix.dim)
 	var errs []error
@@ -217,7 +233,11 @@ func (ix *Index) AddBatch(ids []string, vecs [][]float32) error {
 			continue
 		}
 		ix.removeLocked(id)
-		slots = append(slots, ix.allocLocked(id, vecs[i]))
+		var tag uint32
+		if tags != nil {
+			tag = tags[i]
+		}
+		slots = append(slots, ix.allocLocked(id, tag, vecs[i]))
 	}
 	ix.g.insertMany(ix, slots)
 	ix.maybeCleanupLocked()
@@ -241,6 +261,24 @@ func (ix *Index) Remove(id string) {
 // into the index. A query of the wrong dimension or with zero length has no
 // neighbours: Search returns nil (check Dim first to tell the cases apart).
 func (ix *Index) Search(query []float32, k int, accept func(id string) bool) []Hit {
+	var f func(*node) bool
+	if accept != nil {
+		f = func(nd *node) bool { return accept(nd.id) }
+	}
+	return ix.search(query, k, f)
+}
+
+// SearchTagged is Search with a filter on the vectors' tags (AddTagged):
+// the cheap filter for callers that keep their own per-row state.
+func (ix *Index) SearchTagged(query []float32, k int, accept func(tag uint32) bool) []Hit {
+	var f func(*node) bool
+	if accept != nil {
+		f = func(nd *node) bool { return accept(nd.tag) }
+	}
+	return ix.search(query, k, f)
+}
+
+func (ix *Index) search(query []float32, k int, accept func(*node) bool) []Hit {
 	if k <= 0 {
 		return nil
 	}
@@ -268,7 +306,8 @@ func (ix *Index) hits(res []scored) []Hit {
 	}
 	out := make([]Hit, len(res))
 	for i, r := range res {
-		out[i] = Hit{ID: ix.nodes[r.slot].id, Score: r.sim}
+		nd := ix.nodes[r.slot]
+		out[i] = Hit{ID: nd.id, Tag: nd.tag, Score: r.sim}
 	}
 	slices.SortFunc(out, func(a, b Hit) int {
 		if a.Score != b.Score {
@@ -284,7 +323,7 @@ func (ix *Index) hits(res []scored) []Hit {
 
 // exactLocked scans every live vector; accept is asked before the distance
 // is computed, so a selective filter makes the scan cheaper.
-func (ix *Index) exactLocked(q []float32, k int, accept func(string) bool) []scored {
+func (ix *Index) exactLocked(q []float32, k int, accept func(*node) bool) []scored {
 	// One vector at a time: a sequential scan streams well through the
 	// prefetcher, and dot beats dot4 here (dot4 pays off on scattered
 	// vectors, see dot.go).
@@ -294,7 +333,7 @@ func (ix *Index) exactLocked(q []float32, k int, accept func(string) bool) []sco
 		if nd.state != slotLive {
 			continue
 		}
-		if accept != nil && !accept(nd.id) {
+		if accept != nil && !accept(nd) {
 			continue
 		}
 		s := dot(q, ix.vec(uint32(slot)))
@@ -332,7 +371,7 @@ func (ix *Index) vec(slot uint32) []float32 {
 
 // allocLocked stores vec (already checked) normalised in a free or new slot
 // and marks it live. The caller links it into the graph.
-func (ix *Index) allocLocked(id string, vec []float32) uint32 {
+func (ix *Index) allocLocked(id string, tag uint32, vec []float32) uint32 {
 	var slot uint32
 	if n := len(ix.free); n > 0 {
 		slot = ix.free[n-1]
@@ -345,6 +384,7 @@ func (ix *Index) allocLocked(id string, vec []float32) uint32 {
 	normalize(ix.vec(slot), vec)
 	nd := ix.nodes[slot]
 	nd.id = id
+	nd.tag = tag
 	nd.state = slotLive
 	nd.level = 0
 	nd.friends, nd.sims = nil, nil

@@ -82,17 +82,38 @@ func bruteForceUnits(idList []string, units [][]float32, q []float32, k int, acc
 	return all
 }
 
+// TestDotMatchesNaive checks every kernel (the AVX2 one where the CPU has
+// it, and the plain Go one) against a float64 sum, at lengths around the
+// kernels' 8-, 16- and 32-float steps.
 func TestDotMatchesNaive(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	for _, n := range []int{0, 1, 7, 8, 9, 16, 383, 384, 385} {
-		a, b := randVec(r, n), randVec(r, n)
-		var want float64
+	naive := func(a, b []float32) float64 {
+		var s float64
 		for i := range a {
-			want += float64(a[i]) * float64(b[i])
+			s += float64(a[i]) * float64(b[i])
 		}
-		got := float64(dot(a, b))
-		if math.Abs(got-want) > 1e-3*(1+math.Abs(want)) {
-			t.Errorf("dot len %d = %v, want %v", n, got, want)
+		return s
+	}
+	check := func(name string, n int, got float32, want float64) {
+		t.Helper()
+		if math.Abs(float64(got)-want) > 1e-4*(1+math.Abs(want)) {
+			t.Errorf("%s len %d = %v, want %v", name, n, got, want)
+		}
+	}
+	lens := []int{383, 384, 385, 768, 1536}
+	for n := 0; n <= 70; n++ {
+		lens = append(lens, n)
+	}
+	for _, n := range lens {
+		q, a, b, c, d := randVec(r, n), randVec(r, n), randVec(r, n), randVec(r, n), randVec(r, n)
+		check("dot", n, dot(q, a), naive(q, a))
+		check("dotGeneric", n, dotGeneric(q, a), naive(q, a))
+		ga, gb, gc, gd := dot4(q, a, b, c, d)
+		pa, pb, pc, pd := dot4Generic(q, a, b, c, d)
+		for i, v := range [][]float32{a, b, c, d} {
+			want := naive(q, v)
+			check(fmt.Sprintf("dot4[%d]", i), n, []float32{ga, gb, gc, gd}[i], want)
+			check(fmt.Sprintf("dot4Generic[%d]", i), n, []float32{pa, pb, pc, pd}[i], want)
 		}
 	}
 }
@@ -341,15 +362,47 @@ func TestConcurrentAddSearch(t *testing.T) {
 	}
 }
 
-func TestDot4MatchesDot(t *testing.T) {
-	r := rand.New(rand.NewPCG(5, 6))
-	for _, n := range []int{0, 1, 2, 3, 7, 384, 385} {
-		q, a, b, c, d := randVec(r, n), randVec(r, n), randVec(r, n), randVec(r, n), randVec(r, n)
-		ga, gb, gc, gd := dot4(q, a, b, c, d)
-		for i, pair := range [][2]float32{{ga, dot(q, a)}, {gb, dot(q, b)}, {gc, dot(q, c)}, {gd, dot(q, d)}} {
-			if math.Abs(float64(pair[0]-pair[1])) > 1e-3*(1+math.Abs(float64(pair[1]))) {
-				t.Errorf("len %d vector %d: dot4 %v, dot %v", n, i, pair[0], pair[1])
+// TestSearchTagged: a filter on tags answers what the same filter on ids
+// answers, hits carry their tags, and re-adding an id replaces its tag.
+func TestSearchTagged(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, n := range []int{500, 5000} { // exact scan, then graph walk
+		ix := New(32, WithSeed(1), WithExactThreshold(1000))
+		ids := make([]string, n)
+		tags := make([]uint32, n)
+		vecs := make([][]float32, n)
+		tagOf := map[string]uint32{}
+		for i := range ids {
+			ids[i], tags[i], vecs[i] = fmt.Sprintf("v%d", i), uint32(i*7+1), randVec(r, 32)
+			tagOf[ids[i]] = tags[i]
+		}
+		if err := ix.AddBatchTagged(ids, tags[:n-1], vecs); err == nil {
+			t.Fatal("a tags slice shorter than ids was accepted")
+		}
+		if err := ix.AddBatchTagged(ids, tags, vecs); err != nil {
+			t.Fatal(err)
+		}
+		// v3 comes back with another tag.
+		tagOf["v3"] = 99991
+		if err := ix.AddTagged("v3", 99991, vecs[3]); err != nil {
+			t.Fatal(err)
+		}
+		even := func(tag uint32) bool { return tag%2 == 1 } // i*7+1 odd <=> i even
+		for qi := range 20 {
+			q := vecs[qi*13%n]
+			got := ix.SearchTagged(q, 10, even)
+			want := ix.Search(q, 10, func(id string) bool { return even(tagOf[id]) })
+			if len(got) != 10 || len(got) != len(want) {
+				t.Fatalf("n=%d: %d tagged hits, %d by id", n, len(got), len(want))
 			}
+			for i := range got {
+				if got[i].ID != want[i].ID || got[i].Tag != tagOf[got[i].ID] || !even(got[i].Tag) {
+					t.Fatalf("n=%d hit %d: %+v, by id %+v (tag %d)", n, i, got[i], want[i], tagOf[got[i].ID])
+				}
+			}
+		}
+		if h := ix.SearchTagged(vecs[3], 1, nil); len(h) != 1 || h[0].ID != "v3" || h[0].Tag != 99991 {
+			t.Fatalf("re-added v3: %+v", h)
 		}
 	}
 }
