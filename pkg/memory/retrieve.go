@@ -206,24 +206,42 @@ func Retrieve(ctx context.Context, st RetrievalStore, q Query) ([]Hit, error) {
 		return nil, nil
 	}
 
+	var exp *hop
 	if q.Expand {
-		if err := expand(ctx, st, q, cands, get); err != nil {
+		if exp, err = seedEdges(ctx, st, cands); err != nil {
 			return nil, err
 		}
 	}
-
-	ids := make([]string, 0, len(cands))
+	// One load for the direct candidates and the neighbours the hop can reach.
+	ids := make([]string, 0, len(cands)+len(exp.neighbours()))
 	for id := range cands {
 		ids = append(ids, id)
 	}
-	nodes, err := st.GetMany(ctx, ids)
+	for _, id := range exp.neighbours() {
+		if cands[id] == nil {
+			ids = append(ids, id)
+		}
+	}
+	loaded, err := st.GetMany(ctx, ids)
 	if err != nil {
 		return nil, fmt.Errorf("retrieve: load candidates: %w", err)
 	}
+	byID := make(map[string]*Node, len(loaded))
+	for i := range loaded {
+		byID[loaded[i].ID] = &loaded[i]
+	}
+	if exp != nil {
+		exp.spread(q, byID, get)
+	}
+	nodes := make([]*Node, 0, len(cands))
+	for id := range cands {
+		if n := byID[id]; n != nil {
+			nodes = append(nodes, n)
+		}
+	}
 	hits := make([]Hit, 0, len(nodes))
-	for i := range nodes {
-		n := nodes[i]
-		if !Visible(&n, q.Filter, q.Now) || n.Confidence < q.Filter.MinConfidence {
+	for _, n := range nodes {
+		if !Visible(n, q.Filter, q.Now) || n.Confidence < q.Filter.MinConfidence {
 			continue
 		}
 		c := cands[n.ID]
@@ -231,7 +249,7 @@ func Retrieve(ctx context.Context, st RetrievalStore, q Query) ([]Hit, error) {
 		if c.direct {
 			base += c.fused
 		}
-		h := Hit{Node: n, ID: n.ID, Fused: c.fused, Activation: c.activation, Prior: Prior(&n, q.Now),
+		h := Hit{Node: *n, ID: n.ID, Fused: c.fused, Activation: c.activation, Prior: Prior(n, q.Now),
 			Lexical: c.lexRank, Vector: c.vecRank, Path: c.path, Graph: !c.direct}
 		h.Foreign = n.ProjectID != "" && n.ProjectID != q.Filter.ProjectID
 		h.Score = base * h.Prior
@@ -311,8 +329,25 @@ func sortHits(hits []Hit) {
 	})
 }
 
-// expand runs one hop of graph expansion from the top direct hits.
-func expand(ctx context.Context, st RetrievalStore, q Query, cands map[string]*cand, get func(string) *cand) error {
+// hop is one hop of graph expansion from the top direct hits: seedEdges
+// reads the seeds' edges, spread passes their mass to the neighbours once
+// Retrieve has loaded them (with the candidates, in one GetMany).
+type hop struct {
+	seeds   []string
+	masses  []float64
+	edgesOf map[string][]Edge
+	nbAll   []string
+}
+
+// neighbours are the nodes the seeds' edges reach (nil for no hop).
+func (h *hop) neighbours() []string {
+	if h == nil {
+		return nil
+	}
+	return h.nbAll
+}
+
+func seedEdges(ctx context.Context, st RetrievalStore, cands map[string]*cand) (*hop, error) {
 	type seed struct {
 		id   string
 		base float64
@@ -330,18 +365,15 @@ func expand(ctx context.Context, st RetrievalStore, q Query, cands map[string]*c
 	if len(seeds) > ExpansionSeeds {
 		seeds = seeds[:ExpansionSeeds]
 	}
+	h := &hop{seeds: make([]string, len(seeds)), masses: make([]float64, len(seeds))}
 	// Mass is computed from the seeds' direct scores before any graph mass lands.
-	masses := make([]float64, len(seeds))
 	for i, s := range seeds {
-		masses[i] = math.Max(cands[s.id].fused, AnchorActivation)
+		h.seeds[i] = s.id
+		h.masses[i] = math.Max(cands[s.id].fused, AnchorActivation)
 	}
-	seedIDs := make([]string, len(seeds))
-	for i, s := range seeds {
-		seedIDs[i] = s.id
-	}
-	edgesOf, err := st.EdgesOf(ctx, seedIDs)
+	edgesOf, err := st.EdgesOf(ctx, h.seeds)
 	if err != nil {
-		return fmt.Errorf("retrieve: expand: %w", err)
+		return nil, fmt.Errorf("retrieve: expand: %w", err)
 	}
 	// Heavier edges first; a hub's edges are cut to a bounded sample so that
 	// one topic node with thousands of links cannot stall a turn.
@@ -356,40 +388,33 @@ func expand(ctx context.Context, st RetrievalStore, q Query, cands map[string]*c
 			edgesOf[id] = es[:expansionSample]
 		}
 	}
-	// Load every neighbour once.
-	var nbAll []string
+	h.edgesOf = edgesOf
 	nbSeen := map[string]bool{}
-	for _, s := range seeds {
-		for _, e := range edgesOf[s.id] {
+	for _, s := range h.seeds {
+		for _, e := range edgesOf[s] {
 			for _, id := range []string{e.Src, e.Dst} {
-				if id != s.id && !nbSeen[id] {
+				if id != s && !nbSeen[id] {
 					nbSeen[id] = true
-					nbAll = append(nbAll, id)
+					h.nbAll = append(h.nbAll, id)
 				}
 			}
 		}
 	}
-	if len(nbAll) == 0 {
-		return nil
-	}
-	loaded, err := st.GetMany(ctx, nbAll)
-	if err != nil {
-		return fmt.Errorf("retrieve: expand: %w", err)
-	}
-	byID := make(map[string]*Node, len(loaded))
-	for i := range loaded {
-		byID[loaded[i].ID] = &loaded[i]
-	}
-	for i, s := range seeds {
-		edges := edgesOf[s.id]
+	return h, nil
+}
+
+// spread passes each seed's mass x ExpansionDecay, split evenly over at most
+// ExpansionFanout eligible (visible, confident enough) neighbours.
+func (h *hop) spread(q Query, byID map[string]*Node, get func(string) *cand) {
+	for i, s := range h.seeds {
 		var nbIDs []string
-		seen := map[string]bool{s.id: true}
-		for _, e := range edges {
+		seen := map[string]bool{s: true}
+		for _, e := range h.edgesOf[s] {
 			if !e.Live() {
 				continue
 			}
 			other := e.Dst
-			if other == s.id {
+			if other == s {
 				other = e.Src
 			}
 			if seen[other] {
@@ -410,12 +435,11 @@ func expand(ctx context.Context, st RetrievalStore, q Query, cands map[string]*c
 		if len(eligible) == 0 {
 			continue
 		}
-		share := masses[i] * ExpansionDecay / float64(len(eligible))
+		share := h.masses[i] * ExpansionDecay / float64(len(eligible))
 		for _, nb := range eligible {
 			get(nb.ID).activation += share
 		}
 	}
-	return nil
 }
 
 // Prior is the ranking prior of a node: 1.5 when pinned; otherwise
