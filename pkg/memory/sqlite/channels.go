@@ -29,12 +29,18 @@ func (s *Store) Lexical(ctx context.Context, terms []string, f memory.Filter, li
 		sc = &scratch{}
 	}
 	defer x.scratch.Put(sc)
+	gf := x.compile(&f, now)
 	x.lex.search(terms, sc, t.k, func(rid uint32, score float64) {
-		if len(t.items) == t.k && score < t.items[len(t.items)-1].score {
-			return // cannot enter: skip the filter check
+		if len(t.items) == t.k {
+			// Cannot enter: skip the filter check. Ties with the last
+			// are common (same term, same length) and lose on the id.
+			last := &t.items[len(t.items)-1]
+			if score < last.score || (score == last.score && x.heads[rid] != nil && x.heads[rid].ID >= last.id) {
+				return
+			}
 		}
-		if h, ok := x.visible(rid, &f, now); ok {
-			t.add(scoredItem{rid: rid, id: h.ID, score: score})
+		if x.pass(rid, &gf) {
+			t.add(scoredItem{rid: rid, id: x.heads[rid].ID, score: score})
 		}
 	})
 	return t.scored(), nil
@@ -68,11 +74,9 @@ func (s *Store) Vector(ctx context.Context, model string, vec []float32, f memor
 		})
 	} else {
 		// The graph carries each vector's rid: the filter reads the
-		// node's head directly, with no id look-up per node walked.
-		hits = x.vecs[model].SearchTagged(vec, limit, func(rid uint32) bool {
-			_, vis := x.visible(rid, &f, now)
-			return vis
-		})
+		// node's gate directly, with no id look-up per node walked.
+		gf := x.compile(&f, now)
+		hits = x.vecs[model].SearchTagged(vec, limit, func(rid uint32) bool { return x.pass(rid, &gf) })
 	}
 	out := make([]memory.Scored, 0, len(hits))
 	for _, h := range hits {
@@ -118,9 +122,10 @@ func (s *Store) ByPaths(ctx context.Context, paths []string, f memory.Filter, li
 	}
 	var hits []hit
 	s.idx.mu.RLock()
+	gf := s.idx.compile(&f, now)
 	for _, c := range cands {
-		if h, ok := s.idx.visible(c.rid, &f, now); ok {
-			hits = append(hits, hit{h, c.count})
+		if s.idx.pass(c.rid, &gf) {
+			hits = append(hits, hit{s.idx.heads[c.rid], c.count})
 		}
 	}
 	s.idx.mu.RUnlock()

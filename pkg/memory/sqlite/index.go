@@ -18,8 +18,11 @@ import (
 // and the counters behind HasLiveMemory and the embedding backlog.
 type index struct {
 	mu         sync.RWMutex
-	heads      []*memory.Node // by rid; nil: no node
+	heads      []*memory.Node    // by rid; nil: no node
+	gates      []gate            // by rid: what the filters read of each head
+	ids        map[string]uint32 // interned project and session ids (gate)
 	byID       map[string]uint32
+	edges      map[string][]memory.Edge // live edges by node id (both ends; edges.go)
 	lex        *lexIndex
 	vecs       map[string]*vecindex.Index // by embedding model
 	flat       map[string]*flatVecs       // models whose graph index is still being built
@@ -33,6 +36,8 @@ type index struct {
 func newIndex(vecOpts []vecindex.Option) *index {
 	return &index{
 		byID:       map[string]uint32{},
+		ids:        map[string]uint32{},
+		edges:      map[string][]memory.Edge{},
 		lex:        newLexIndex(),
 		vecs:       map[string]*vecindex.Index{},
 		flat:       map[string]*flatVecs{},
@@ -60,6 +65,15 @@ func head(n *memory.Node) *memory.Node {
 	h.Paths = slices.Clone(n.Paths)
 	h.Entities = slices.Clone(n.Entities)
 	return &h
+}
+
+// copyHead returns the node at rid (x.mu held; the head exists) with its
+// own slices, so that the caller may change it.
+func (x *index) copyHead(rid uint32) memory.Node {
+	n := *x.heads[rid]
+	n.Paths = slices.Clone(n.Paths)
+	n.Entities = slices.Clone(n.Entities)
+	return n
 }
 
 func (x *index) count(h *memory.Node, d int) {
@@ -104,6 +118,7 @@ func (x *index) apply(changes []change) {
 		}
 		h := head(&c.n)
 		x.heads[c.rid] = h
+		x.setGate(c.rid, h)
 		x.byID[c.n.ID] = c.rid
 		x.count(h, +1)
 		if memory.IsStanding(h) {
@@ -191,11 +206,12 @@ func (x *index) dim(model string) int {
 	return 0
 }
 
-// visible applies the Filter rules to the node at rid.
+// visible applies the Filter rules to the node at rid (x.mu held). For
+// many nodes against one filter, compile it once and call pass.
 func (x *index) visible(rid uint32, f *memory.Filter, now time.Time) (*memory.Node, bool) {
-	if int(rid) >= len(x.heads) || x.heads[rid] == nil {
+	gf := x.compile(f, now)
+	if !x.pass(rid, &gf) {
 		return nil, false
 	}
-	h := x.heads[rid]
-	return h, memory.Visible(h, *f, now)
+	return x.heads[rid], true
 }
