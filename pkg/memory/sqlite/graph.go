@@ -57,12 +57,14 @@ func (w *wtx) link(e memory.Edge) (memory.Edge, error) {
 	case errors.Is(err, sql.ErrNoRows):
 		_, err = w.exec(`INSERT INTO edges(src, dst, relation, weight, source, valid_from, valid_to) VALUES (?, ?, ?, ?, ?, ?, 0)`,
 			e.Src, e.Dst, e.Relation, e.Weight, e.Source, nanos(e.ValidFrom))
+		w.edges = append(w.edges, liveEdge(e))
 		return e, err
 	case err != nil:
 		return memory.Edge{}, fmt.Errorf("sqlite: link: %w", err)
 	}
 	e = memory.Relink(old, e)
 	_, err = w.exec(`UPDATE edges SET weight = ?, source = ? WHERE eid = ?`, e.Weight, e.Source, eid)
+	w.edges = append(w.edges, liveEdge(e))
 	return e, err
 }
 
@@ -80,6 +82,11 @@ func scanEdgeID(r scanner, eid *int64) (memory.Edge, error) {
 // same ends, relation and valid-from, or the live one of the same ends and
 // relation when e is live.
 func (w *wtx) putEdge(e memory.Edge) error {
+	if e.ValidTo.IsZero() {
+		w.edges = append(w.edges, liveEdge(e))
+	} else {
+		w.edges = append(w.edges, closedEdge(e))
+	}
 	var eid int64
 	err := w.tx.QueryRowContext(w.ctx, `SELECT eid FROM edges WHERE src = ? AND dst = ? AND relation = ? AND (valid_from = ? OR (valid_to = 0 AND ? = 0))
 		ORDER BY valid_to LIMIT 1`, e.Src, e.Dst, e.Relation, nanos(e.ValidFrom), nanos(e.ValidTo)).Scan(&eid)
@@ -117,6 +124,7 @@ func (s *Store) Unlink(ctx context.Context, src, dst string, rel memory.Relation
 		if n, _ := r.RowsAffected(); n == 0 {
 			return fmt.Errorf("edge %s -%s-> %s: %w", src, rel, dst, memory.ErrNotFound)
 		}
+		w.edges = append(w.edges, unlinked(src, dst, rel))
 		return nil
 	})
 }
@@ -190,13 +198,14 @@ func (s *Store) Neighbours(ctx context.Context, id string, hops int, f memory.Fi
 		}
 		var level []reached
 		s.idx.mu.RLock()
+		gf := s.idx.compile(&f, now)
 		for other, e := range best {
 			seen[other] = true
 			rid, ok := s.idx.byID[other]
 			if !ok {
 				continue
 			}
-			if _, vis := s.idx.visible(rid, &f, now); vis {
+			if s.idx.pass(rid, &gf) {
 				level = append(level, reached{other, e, depth})
 			}
 		}

@@ -191,6 +191,9 @@ func (s *Store) StandingInstructions(ctx context.Context, projectID string, limi
 	if limit <= 0 {
 		limit = 1 << 30
 	}
+	if s.closed.Load() {
+		return nil, fmt.Errorf("sqlite: standing instructions: %w", ErrClosed)
+	}
 	// merge the two sorted lists (the project's and the global one)
 	s.idx.mu.RLock()
 	own, global := s.idx.standing[projectID], s.idx.standing[""]
@@ -205,8 +208,13 @@ func (s *Store) StandingInstructions(ctx context.Context, projectID string, limi
 			rids, global = append(rids, global[0]), global[1:]
 		}
 	}
+	// Served from the heads, like GetMany: this runs on every turn.
+	out := make([]memory.Node, len(rids))
+	for i, r := range rids {
+		out[i] = s.idx.copyHead(r)
+	}
 	s.idx.mu.RUnlock()
-	return s.byRids(ctx, rids)
+	return out, nil
 }
 
 // ApplyFeedback implements memory.Nodes.

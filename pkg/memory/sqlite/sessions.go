@@ -276,7 +276,11 @@ func checkLease(ref memory.SessionRef, name, owner string, ttl time.Duration) er
 // EventProcessed implements memory.Sessions.
 func (s *Store) EventProcessed(ctx context.Context, project, consumer, eventID string) (bool, error) {
 	var expires int64
-	err := s.db.QueryRowContext(ctx, `SELECT expires FROM processed WHERE project = ? AND consumer = ? AND event = ?`, project, consumer, eventID).Scan(&expires)
+	st, err := s.stmt(ctx, `SELECT expires FROM processed WHERE project = ? AND consumer = ? AND event = ?`)
+	if err != nil {
+		return false, fmt.Errorf("sqlite: event processed: %w", err)
+	}
+	err = st.QueryRowContext(ctx, project, consumer, eventID).Scan(&expires)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/engram-memory/engram/pkg/memory"
@@ -42,12 +43,16 @@ func WithVectorIndex(opts ...vecindex.Option) Option {
 
 // Store is the SQLite backend of memory.Store.
 type Store struct {
-	db     *sql.DB
+	db *sql.DB
+	// stmts caches prepared statements by text (stmt): the per-turn writes
+	// and reads parsed their SQL on every call.
+	stmts  sync.Map
 	now    func() time.Time
 	idx    *index
 	wmu    sync.Mutex // serialises write transactions so the index follows commit order
 	unlock func()
 	once   sync.Once
+	closed atomic.Bool // set by Close: the reads served from memory fail too
 	path   string
 
 	stop    chan struct{}  // closed by Close: stops the background index build
@@ -56,6 +61,10 @@ type Store struct {
 }
 
 var _ memory.Store = (*Store)(nil)
+
+// ErrClosed is the error of a read served from memory after Close (the
+// reads that query fail with database/sql's own error).
+var ErrClosed = errors.New("store is closed")
 
 // Open opens (creating when missing) the store at path, migrates its schema
 // and loads the in-memory indexes. Only one process may open a path at a time.
@@ -102,8 +111,13 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 func (s *Store) Close() error {
 	var err error
 	s.once.Do(func() {
+		s.closed.Store(true)
 		close(s.stop)
 		s.bg.Wait()
+		s.stmts.Range(func(_, st any) bool {
+			_ = st.(*sql.Stmt).Close()
+			return true
+		})
 		err = s.db.Close()
 		s.unlock()
 	})
@@ -135,6 +149,9 @@ func (s *Store) load(ctx context.Context) error {
 		return fmt.Errorf("load nodes: %w", err)
 	}
 	s.idx.apply(changes)
+	if err := s.loadEdges(ctx); err != nil {
+		return err
+	}
 	type snapshot struct {
 		ids  []string
 		rids []uint32
@@ -173,6 +190,32 @@ func (s *Store) load(ctx context.Context) error {
 		}
 		close(s.indexed)
 	}()
+	return nil
+}
+
+// loadEdges fills the index's mirror of the live edges.
+func (s *Store) loadEdges(ctx context.Context) error {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+edgeCols+` FROM edges WHERE valid_to = 0`)
+	if err != nil {
+		return fmt.Errorf("load edges: %w", err)
+	}
+	defer rows.Close()
+	s.idx.mu.Lock()
+	defer s.idx.mu.Unlock()
+	for rows.Next() {
+		e, err := scanEdge(rows)
+		if err != nil {
+			return fmt.Errorf("load edges: %w", err)
+		}
+		// Live edges are unique by ends and relation: no search needed.
+		s.idx.edges[e.Src] = append(s.idx.edges[e.Src], e)
+		if e.Dst != e.Src {
+			s.idx.edges[e.Dst] = append(s.idx.edges[e.Dst], e)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("load edges: %w", err)
+	}
 	return nil
 }
 
@@ -272,6 +315,7 @@ type wtx struct {
 	tx      *sql.Tx
 	now     time.Time
 	changes []change
+	edges   []edgeChange // live-edge writes, mirrored after the commit
 }
 
 // write runs fn in a transaction and mirrors its node changes in the index
@@ -292,11 +336,35 @@ func (s *Store) write(ctx context.Context, fn func(w *wtx) error) error {
 		return fmt.Errorf("sqlite: commit: %w", err)
 	}
 	s.idx.apply(w.changes)
+	s.idx.commitEdges(w.edges)
 	return nil
 }
 
+// stmt returns q prepared, preparing it on first use. Only constant
+// statement texts may come here (the cache keeps every text it sees);
+// statements built for a number of arguments go to the database directly.
+func (s *Store) stmt(ctx context.Context, q string) (*sql.Stmt, error) {
+	if st, ok := s.stmts.Load(q); ok {
+		return st.(*sql.Stmt), nil
+	}
+	st, err := s.db.PrepareContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	if prev, loaded := s.stmts.LoadOrStore(q, st); loaded {
+		_ = st.Close()
+		return prev.(*sql.Stmt), nil
+	}
+	return st, nil
+}
+
+// exec runs a constant statement in the transaction, prepared once.
 func (w *wtx) exec(q string, args ...any) (sql.Result, error) {
-	r, err := w.tx.ExecContext(w.ctx, q, args...)
+	st, err := w.s.stmt(w.ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
+	r, err := w.tx.StmtContext(w.ctx, st).ExecContext(w.ctx, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}
@@ -453,8 +521,8 @@ func (s *Store) Get(ctx context.Context, id string) (memory.Node, error) {
 func (s *Store) GetMany(ctx context.Context, ids []string) ([]memory.Node, error) {
 	// The index mirrors every committed node (without its vector): no
 	// query, no decoding. A closed store still fails like every read.
-	if err := s.db.PingContext(ctx); err != nil {
-		return nil, fmt.Errorf("sqlite: get many: %w", err)
+	if s.closed.Load() {
+		return nil, fmt.Errorf("sqlite: get many: %w", ErrClosed)
 	}
 	out := make([]memory.Node, 0, len(ids))
 	seen := make(map[string]bool, len(ids))
@@ -466,10 +534,7 @@ func (s *Store) GetMany(ctx context.Context, ids []string) ([]memory.Node, error
 			continue
 		}
 		seen[id] = true
-		n := *s.idx.heads[rid]
-		n.Paths = slices.Clone(n.Paths)
-		n.Entities = slices.Clone(n.Entities)
-		out = append(out, n)
+		out = append(out, s.idx.copyHead(rid))
 	}
 	return out, nil
 }

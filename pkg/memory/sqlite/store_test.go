@@ -217,6 +217,13 @@ func TestClosedStore(t *testing.T) {
 	if err == nil || errors.Is(err, memory.ErrNotFound) {
 		t.Fatalf("Get on a closed store: %v", err)
 	}
+	// The reads served from the in-memory heads fail too.
+	if _, err := s.GetMany(context.Background(), []string{"x"}); err == nil {
+		t.Fatal("GetMany on a closed store succeeded")
+	}
+	if _, err := s.StandingInstructions(context.Background(), "p", 6); err == nil {
+		t.Fatal("StandingInstructions on a closed store succeeded")
+	}
 }
 
 func TestPutBatchMixedDimensions(t *testing.T) {
