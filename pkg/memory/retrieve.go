@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -321,12 +322,26 @@ func runChannels(ctx context.Context, st RetrievalStore, q Query) (lex, vec, byP
 }
 
 func sortHits(hits []Hit) {
-	sort.SliceStable(hits, func(i, j int) bool {
-		if hits[i].Score != hits[j].Score {
-			return hits[i].Score > hits[j].Score
+	// A Hit carries its whole node: sort an order, then move each once.
+	order := make([]int, len(hits))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		x, y := &hits[a], &hits[b]
+		switch {
+		case x.Score > y.Score:
+			return -1
+		case x.Score < y.Score:
+			return 1
 		}
-		return hits[i].ID < hits[j].ID
+		return strings.Compare(x.ID, y.ID)
 	})
+	sorted := make([]Hit, len(hits))
+	for i, j := range order {
+		sorted[i] = hits[j]
+	}
+	copy(hits, sorted)
 }
 
 // hop is one hop of graph expansion from the top direct hits: seedEdges
