@@ -265,20 +265,41 @@ func (s *Store) StandingInstructions(ctx context.Context, projectID string, limi
 	if limit > 0 {
 		stop = int64(limit + 16 - 1) // a margin for same-millisecond ties
 	}
+	// Two round trips for both lists (this runs on every turn, beside
+	// recall's scripts on the same server): the ids, then the nodes.
+	pipe := s.c.Pipeline()
+	lists := make([]*goredis.StringSliceCmd, len(projects))
+	for i, p := range projects {
+		lists[i] = pipe.ZRange(ctx, s.keys(p).standing(), 0, stop)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, s.wrap("standing instructions", err)
+	}
+	pipe = s.c.Pipeline()
+	type pending struct {
+		id  string
+		cmd *goredis.SliceCmd
+	}
+	var cmds []pending
+	for i, p := range projects {
+		for _, id := range lists[i].Val() {
+			cmds = append(cmds, pending{id, pipe.HMGet(ctx, s.keys(p).node(id), nodeFields...)})
+		}
+	}
+	if len(cmds) == 0 {
+		return nil, nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, s.wrap("standing instructions", err)
+	}
 	var all []memory.Node
-	for _, p := range projects {
-		ids, err := s.c.ZRange(ctx, s.keys(p).standing(), 0, stop).Result()
+	for _, c := range cmds {
+		n, ok, err := decodeNode(fieldsToMap(nodeFields, c.cmd.Val()))
 		if err != nil {
-			return nil, s.wrap("standing instructions", err)
+			return nil, fmt.Errorf("redis standing instructions: %w", err)
 		}
-		nodes, err := s.loadTagNodes(ctx, p, ids, false)
-		if err != nil {
-			return nil, err
-		}
-		for i := range nodes {
-			if memory.StandingFor(&nodes[i], projectID) {
-				all = append(all, nodes[i])
-			}
+		if ok && memory.StandingFor(&n, projectID) {
+			all = append(all, n)
 		}
 	}
 	return memory.SortStanding(all, limit), nil
