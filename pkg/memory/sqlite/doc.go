@@ -14,21 +14,33 @@
 //
 // # In-memory indexes
 //
-// Open loads every node once and builds, in memory:
-//   - a head per node (the node without text or vector) on which the Filter
-//     rules (memory.Visible), timeline order, standing selection, the
-//     embedding backlog and HasLiveMemory are evaluated;
+// Open loads every node and live edge once and builds, in memory:
+//   - a head per node (the node without its vector), from which GetMany and
+//     StandingInstructions are served and on which timeline order, standing
+//     selection, the embedding backlog and HasLiveMemory are evaluated;
+//   - a gate per node (gate.go): the fields the Filter rules read, packed,
+//     with project and session ids interned, so that the channels judge
+//     thousands of nodes per query with integer compares;
+//     TestGateMatchesVisible holds it to memory.Visible;
+//   - the live edges by node (edges.go), from which EdgesOf is served:
+//     writes record their edge changes and the index applies them after the
+//     commit, as for nodes;
 //   - a BM25 index (k1 1.2, b 0.75) over label, body, paths and entity
 //     names, tokenised like memory.Terms; a query term of 3 or more
 //     characters also matches up to 32 longer tokens it prefixes. SQLite FTS5
 //     was measured first and rejected: with prefix queries and common terms
 //     it took p50 530 ms, p99 2.1 s per query at 100,000 nodes under modernc;
 //   - one vector index per embedding model (pkg/memory/vecindex), filtered
-//     while searching. Open returns before these graphs are built: they are
+//     while searching (each vector is tagged with its row id, so the filter
+//     reads the gate without an id look-up). Open returns before these graphs are built: they are
 //     built in the background (Close stops the build; WaitIndexed waits for
 //     it) and until a model's graph is ready its channel answers by exact
 //     search over the loaded vectors, with writes made meanwhile replayed
 //     into the graph before it is swapped in.
+//
+// Constant statements are prepared once and cached by text (Store.stmt):
+// the per-turn writes (injection record, briefing flag, processed events)
+// spent more time parsing SQL than running it.
 //
 // Writes are serialised; after each commit the changed nodes are mirrored in
 // the indexes, so a reader never sees an index ahead of the file. Because the
