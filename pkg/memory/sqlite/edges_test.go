@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,22 +111,12 @@ func TestEdgeMirrorMatchesTable(t *testing.T) {
 func sortedEdges(es []memory.Edge) []memory.Edge {
 	out := slices.Clone(es)
 	slices.SortFunc(out, func(a, b memory.Edge) int {
-		if c := cmpStr(a.Src+"\x00"+a.Dst, b.Src+"\x00"+b.Dst); c != 0 {
+		if c := strings.Compare(a.Src+"\x00"+a.Dst, b.Src+"\x00"+b.Dst); c != 0 {
 			return c
 		}
-		return cmpStr(string(a.Relation), string(b.Relation))
+		return strings.Compare(string(a.Relation), string(b.Relation))
 	})
 	return out
-}
-
-func cmpStr(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // tableEdgesOf is EdgesOf read from the table.
