@@ -34,16 +34,6 @@ func storedEdge(e memory.Edge) memory.Edge {
 	return e
 }
 
-// commitEdges mirrors the edge writes of a committed transaction.
-func (x *index) commitEdges(changes []edgeChange) {
-	if len(changes) == 0 {
-		return
-	}
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	x.applyEdges(changes)
-}
-
 func sameEdge(a, b *memory.Edge) bool {
 	return a.Src == b.Src && a.Dst == b.Dst && a.Relation == b.Relation
 }

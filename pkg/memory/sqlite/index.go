@@ -96,12 +96,18 @@ func (x *index) pending(project, model string) bool {
 
 // apply mirrors committed changes. Vector errors cannot happen here: the
 // write path checked the vectors (checkVector) before committing.
-func (x *index) apply(changes []change) {
-	if len(changes) == 0 {
+func (x *index) apply(changes []change) { x.commit(changes, nil) }
+
+// commit mirrors a committed transaction's node and edge changes under one
+// lock, so that no reader sees one without the other (a superseding node
+// without its supersedes edge).
+func (x *index) commit(changes []change, edges []edgeChange) {
+	if len(changes) == 0 && len(edges) == 0 {
 		return
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	x.applyEdges(edges)
 	var batch map[string][]int // model -> change indexes, for bulk vector adds
 	for i := range changes {
 		c := &changes[i]

@@ -194,6 +194,9 @@ func (s *Store) StandingInstructions(ctx context.Context, projectID string, limi
 	if s.closed.Load() {
 		return nil, fmt.Errorf("sqlite: standing instructions: %w", ErrClosed)
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: standing instructions: %w", err)
+	}
 	// merge the two sorted lists (the project's and the global one)
 	s.idx.mu.RLock()
 	own, global := s.idx.standing[projectID], s.idx.standing[""]

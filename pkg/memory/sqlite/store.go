@@ -316,28 +316,36 @@ type wtx struct {
 	now     time.Time
 	changes []change
 	edges   []edgeChange // live-edge writes, mirrored after the commit
+	misses  []string     // statements run unprepared: prepared after the transaction
 }
 
-// write runs fn in a transaction and mirrors its node changes in the index
-// after the commit. Write transactions are serialised.
+// write runs fn in a transaction and mirrors its node and edge changes in
+// the index after the commit. Write transactions are serialised.
 func (s *Store) write(ctx context.Context, fn func(w *wtx) error) error {
+	w, err := s.writeLocked(ctx, fn)
+	if w != nil {
+		s.prepare(w.misses)
+	}
+	return err
+}
+
+func (s *Store) writeLocked(ctx context.Context, fn func(w *wtx) error) (*wtx, error) {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("sqlite: begin: %w", err)
+		return nil, fmt.Errorf("sqlite: begin: %w", err)
 	}
 	w := &wtx{s: s, ctx: ctx, tx: tx, now: s.now().UTC()}
 	if err := fn(w); err != nil {
 		_ = tx.Rollback()
-		return err
+		return w, err
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlite: commit: %w", err)
+		return w, fmt.Errorf("sqlite: commit: %w", err)
 	}
-	s.idx.apply(w.changes)
-	s.idx.commitEdges(w.edges)
-	return nil
+	s.idx.commit(w.changes, w.edges)
+	return w, nil
 }
 
 // stmt returns q prepared, preparing it on first use. Only constant
@@ -358,13 +366,36 @@ func (s *Store) stmt(ctx context.Context, q string) (*sql.Stmt, error) {
 	return st, nil
 }
 
-// exec runs a constant statement in the transaction, prepared once.
-func (w *wtx) exec(q string, args ...any) (sql.Result, error) {
-	st, err := w.s.stmt(w.ctx, q)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: %w", err)
+// prepare prepares statements a transaction ran unprepared, best effort and
+// outside the write lock: preparing needs a connection of its own, which a
+// transaction must not wait for while it holds one.
+func (s *Store) prepare(qs []string) {
+	if len(qs) == 0 || s.closed.Load() {
+		return
 	}
-	r, err := w.tx.StmtContext(w.ctx, st).ExecContext(w.ctx, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	for _, q := range qs {
+		if _, err := s.stmt(ctx, q); err != nil {
+			return // parsed again next time
+		}
+	}
+}
+
+// exec runs a constant statement in the transaction: prepared when the
+// statement was seen before (bound to the transaction's connection, where
+// database/sql keeps it prepared), otherwise parsed and noted for prepare.
+func (w *wtx) exec(q string, args ...any) (sql.Result, error) {
+	var (
+		r   sql.Result
+		err error
+	)
+	if st, ok := w.s.stmts.Load(q); ok {
+		r, err = w.tx.StmtContext(w.ctx, st.(*sql.Stmt)).ExecContext(w.ctx, args...)
+	} else {
+		w.misses = append(w.misses, q)
+		r, err = w.tx.ExecContext(w.ctx, q, args...)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}
@@ -405,8 +436,10 @@ func (w *wtx) put(rid int64, old *memory.Node, n memory.Node) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: encode node %s: %w", n.ID, err)
 	}
+	// A row that takes another id re-files its vector too: the vector
+	// index is keyed by id (and tagged with the rid).
 	vecChanged := (old == nil && len(emb) > 0) ||
-		(old != nil && (old.EmbeddingModel != n.EmbeddingModel || !slices.Equal(old.Embedding, emb)))
+		(old != nil && (old.ID != n.ID || old.EmbeddingModel != n.EmbeddingModel || !slices.Equal(old.Embedding, emb)))
 	if len(emb) > 0 && vecChanged {
 		if err := w.s.idx.checkVector(n.EmbeddingModel, emb); err != nil {
 			return 0, fmt.Errorf("node %s: %w", n.ID, err)
@@ -523,6 +556,9 @@ func (s *Store) GetMany(ctx context.Context, ids []string) ([]memory.Node, error
 	// query, no decoding. A closed store still fails like every read.
 	if s.closed.Load() {
 		return nil, fmt.Errorf("sqlite: get many: %w", ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: get many: %w", err)
 	}
 	out := make([]memory.Node, 0, len(ids))
 	seen := make(map[string]bool, len(ids))

@@ -1,0 +1,47 @@
+package sqlite
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/engram-memory/engram/pkg/memory"
+)
+
+// TestWritesPrepareTheirStatements: a write's statements run unprepared
+// the first time and are prepared after the transaction (outside the write
+// lock), so the next write runs them prepared; both writes land.
+func TestWritesPrepareTheirStatements(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "m.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	cached := func() int {
+		n := 0
+		s.stmts.Range(func(_, _ any) bool { n++; return true })
+		return n
+	}
+	ref := memory.SessionRef{Project: "p", Session: "s"}
+	before := cached()
+	if err := s.PutInjection(ctx, ref, "t1", []string{"a"}); err != nil {
+		t.Fatal(err)
+	}
+	after := cached()
+	if after != before+1 {
+		t.Fatalf("statements cached: %d before the write, %d after; want one more", before, after)
+	}
+	if err := s.PutInjection(ctx, ref, "t2", []string{"b"}); err != nil {
+		t.Fatal(err)
+	}
+	if cached() != after {
+		t.Fatalf("the second write prepared again: %d statements", cached())
+	}
+	for turn, want := range map[string]string{"t1": "a", "t2": "b"} {
+		ids, err := s.TakeInjection(ctx, ref, turn)
+		if err != nil || len(ids) != 1 || ids[0] != want {
+			t.Fatalf("turn %s: %v %v", turn, ids, err)
+		}
+	}
+}
