@@ -1,5 +1,6 @@
 // Package vecindex is an in-memory approximate nearest-neighbour index for
-// cosine similarity, pure Go and dependency-free. The SQLite memory store
+// cosine similarity, without cgo (Go, plus AVX2 assembly for the dot
+// products on amd64; golang.org/x/sys/cpu detects it). The SQLite memory store
 // loads its embeddings into one Index per model at open, keeps it in sync on
 // writes, and answers the vector retrieval channel from it; the channel's
 // filters (project, scope, archived, ...) are passed in as an accept
@@ -11,7 +12,9 @@
 //	err := ix.AddBatch(ids, vecs)           // load at open, parallel build
 //	err = ix.Add(id, vec)                   // insert or replace
 //	ix.Remove(id)
-//	hits := ix.Search(q, k, accept)         // []Hit{ID, Score}, best first
+//	hits := ix.Search(q, k, accept)         // []Hit{ID, Tag, Score}, best first
+//	err = ix.AddTagged(id, tag, vec)        // with a uint32 of the caller's (see Tags)
+//	hits = ix.SearchTagged(q, k, acceptTag) // the filter receives the tag
 //
 // Vectors are copied and normalised on the way in, so Score is the cosine
 // similarity. A vector of the wrong length is refused with ErrDimension, a
