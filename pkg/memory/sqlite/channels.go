@@ -62,20 +62,16 @@ func (s *Store) Vector(ctx context.Context, model string, vec []float32, f memor
 	if len(vec) != d {
 		return nil, fmt.Errorf("%w: model %s makes %d-dimension vectors, the query has %d", memory.ErrInvalid, model, d, len(vec))
 	}
+	gf := x.compile(&f, now)
 	var hits []vecindex.Hit
 	if fl := x.flat[model]; fl != nil {
 		hits = fl.search(vec, limit, func(id string) bool {
 			rid, ok := x.byID[id]
-			if !ok {
-				return false
-			}
-			_, vis := x.visible(rid, &f, now)
-			return vis
+			return ok && x.pass(rid, &gf)
 		})
 	} else {
 		// The graph carries each vector's rid: the filter reads the
 		// node's gate directly, with no id look-up per node walked.
-		gf := x.compile(&f, now)
 		hits = x.vecs[model].SearchTagged(vec, limit, func(rid uint32) bool { return x.pass(rid, &gf) })
 	}
 	out := make([]memory.Scored, 0, len(hits))

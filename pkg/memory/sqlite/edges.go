@@ -9,7 +9,7 @@ import (
 // The index mirrors the live edges (valid_to = 0) by node: retrieval asks
 // for the edges of its seeds and of its hits on every turn, and the SQL
 // look-up cost more than the rest of the ranking. Writes record what they
-// did to edges (wtx.edgeChanges) and the index applies it after the commit,
+// did to edges (wtx.edges) and the index applies it after the commit,
 // as it does for nodes; Open loads the live edges.
 
 // edgeChange is one committed write to a live edge.

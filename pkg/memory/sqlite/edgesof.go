@@ -10,10 +10,7 @@ import (
 // EdgesOf implements memory.Graph: the live edges touching any of ids,
 // served from the index's mirror of the live edges (edges.go).
 func (s *Store) EdgesOf(ctx context.Context, ids []string) (map[string][]memory.Edge, error) {
-	if s.closed.Load() {
-		return nil, fmt.Errorf("sqlite: edges of: %w", ErrClosed)
-	}
-	if err := ctx.Err(); err != nil {
+	if err := s.memRead(ctx); err != nil {
 		return nil, fmt.Errorf("sqlite: edges of: %w", err)
 	}
 	s.idx.mu.RLock()

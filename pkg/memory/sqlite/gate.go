@@ -13,7 +13,7 @@ import (
 // node) made the filter about half of a vector search's CPU go away.
 // TestGateMatchesVisible holds it to memory.Visible.
 type gate struct {
-	project, session uint32 // interned ids (index.intern); 0 is ""
+	project, session uint32 // interned ids (index.internID); 0 is ""
 	flags            uint8
 	confidence       float64
 	validTo          time.Time // zero: open
@@ -29,11 +29,21 @@ const (
 // noID stands for a filter id that no head carries.
 const noID = ^uint32(0)
 
-func (x *index) internID(s string) uint32 {
+// idOf is the interned number of s: 0 for "", noID when s was never
+// interned (x.mu held).
+func (x *index) idOf(s string) uint32 {
 	if s == "" {
 		return 0
 	}
 	if n, ok := x.ids[s]; ok {
+		return n
+	}
+	return noID
+}
+
+// internID is idOf, interning s first when it is new (x.mu write-held).
+func (x *index) internID(s string) uint32 {
+	if n := x.idOf(s); n != noID {
 		return n
 	}
 	n := uint32(len(x.ids) + 1)
@@ -71,16 +81,7 @@ type gateFilter struct {
 
 // compile prepares f for pass (x.mu held).
 func (x *index) compile(f *memory.Filter, now time.Time) gateFilter {
-	id := func(s string) uint32 {
-		if s == "" {
-			return 0
-		}
-		if n, ok := x.ids[s]; ok {
-			return n
-		}
-		return noID
-	}
-	return gateFilter{f: f, project: id(f.ProjectID), session: id(f.SessionID), now: now}
+	return gateFilter{f: f, project: x.idOf(f.ProjectID), session: x.idOf(f.SessionID), now: now}
 }
 
 // pass applies memory.Visible's rules to the node at rid (x.mu held).

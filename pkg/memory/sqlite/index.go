@@ -5,7 +5,6 @@ import (
 	"math"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/engram-memory/engram/pkg/memory"
 	"github.com/engram-memory/engram/pkg/memory/vecindex"
@@ -210,14 +209,4 @@ func (x *index) dim(model string) int {
 		return ix.Dim()
 	}
 	return 0
-}
-
-// visible applies the Filter rules to the node at rid (x.mu held). For
-// many nodes against one filter, compile it once and call pass.
-func (x *index) visible(rid uint32, f *memory.Filter, now time.Time) (*memory.Node, bool) {
-	gf := x.compile(f, now)
-	if !x.pass(rid, &gf) {
-		return nil, false
-	}
-	return x.heads[rid], true
 }

@@ -148,8 +148,8 @@ func (s *Store) PendingEmbeddings(ctx context.Context, model string, limit int) 
 
 // HasPendingEmbeddings implements memory.Nodes (from the in-memory counts).
 func (s *Store) HasPendingEmbeddings(ctx context.Context, projectID, model string) (bool, error) {
-	if err := ctx.Err(); err != nil {
-		return false, err
+	if err := s.memRead(ctx); err != nil {
+		return false, fmt.Errorf("sqlite: has pending embeddings: %w", err)
 	}
 	s.idx.mu.RLock()
 	defer s.idx.mu.RUnlock()
@@ -191,10 +191,7 @@ func (s *Store) StandingInstructions(ctx context.Context, projectID string, limi
 	if limit <= 0 {
 		limit = 1 << 30
 	}
-	if s.closed.Load() {
-		return nil, fmt.Errorf("sqlite: standing instructions: %w", ErrClosed)
-	}
-	if err := ctx.Err(); err != nil {
+	if err := s.memRead(ctx); err != nil {
 		return nil, fmt.Errorf("sqlite: standing instructions: %w", err)
 	}
 	// merge the two sorted lists (the project's and the global one)

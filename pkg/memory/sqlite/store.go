@@ -66,6 +66,15 @@ var _ memory.Store = (*Store)(nil)
 // reads that query fail with database/sql's own error).
 var ErrClosed = errors.New("store is closed")
 
+// memRead is the check of a read served from the in-memory index: it fails
+// like a query would on a closed store or a cancelled context.
+func (s *Store) memRead(ctx context.Context) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	return ctx.Err()
+}
+
 // Open opens (creating when missing) the store at path, migrates its schema
 // and loads the in-memory indexes. Only one process may open a path at a time.
 func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
@@ -554,10 +563,7 @@ func (s *Store) Get(ctx context.Context, id string) (memory.Node, error) {
 func (s *Store) GetMany(ctx context.Context, ids []string) ([]memory.Node, error) {
 	// The index mirrors every committed node (without its vector): no
 	// query, no decoding. A closed store still fails like every read.
-	if s.closed.Load() {
-		return nil, fmt.Errorf("sqlite: get many: %w", ErrClosed)
-	}
-	if err := ctx.Err(); err != nil {
+	if err := s.memRead(ctx); err != nil {
 		return nil, fmt.Errorf("sqlite: get many: %w", err)
 	}
 	out := make([]memory.Node, 0, len(ids))

@@ -224,6 +224,12 @@ func TestClosedStore(t *testing.T) {
 	if _, err := s.StandingInstructions(context.Background(), "p", 6); err == nil {
 		t.Fatal("StandingInstructions on a closed store succeeded")
 	}
+	if _, err := s.EdgesOf(context.Background(), []string{"x"}); err == nil {
+		t.Fatal("EdgesOf on a closed store succeeded")
+	}
+	if _, err := s.HasPendingEmbeddings(context.Background(), "p", "m"); err == nil {
+		t.Fatal("HasPendingEmbeddings on a closed store succeeded")
+	}
 }
 
 func TestPutBatchMixedDimensions(t *testing.T) {

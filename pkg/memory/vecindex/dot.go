@@ -2,9 +2,9 @@ package vecindex
 
 import "math"
 
-// dotGeneric is dot in plain Go. The loop is unrolled by eight with independent accumulators so the CPU can
-// overlap the multiply-adds; the re-slicing lets the compiler drop bounds
-// checks inside the loop.
+// dotGeneric is dot in plain Go. The loop is unrolled by eight with
+// independent accumulators so the CPU can overlap the multiply-adds; the
+// re-slicing lets the compiler drop bounds checks inside the loop.
 func dotGeneric(a, b []float32) float32 {
 	n := len(a)
 	b = b[:n]
@@ -49,10 +49,10 @@ func normalize(dst, vec []float32) bool {
 	return true
 }
 
-// dot4Generic is dot4 in plain Go. Walking four vectors in one pass loads q once for four products
-// and, more importantly, keeps four streams of cache misses in flight: on
-// vectors scattered in memory (a graph walk) it is about twice as fast per
-// vector as four calls to dot.
+// dot4Generic is dot4 in plain Go. Walking four vectors in one pass loads q
+// once for four products and, more importantly, keeps four streams of cache
+// misses in flight: on vectors scattered in memory (a graph walk) it is
+// about twice as fast per vector as four calls to dot.
 func dot4Generic(q, a, b, c, d []float32) (float32, float32, float32, float32) {
 	n := len(q)
 	a, b, c, d = a[:n], b[:n], c[:n], d[:n]
