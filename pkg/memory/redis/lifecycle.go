@@ -275,31 +275,20 @@ func (s *Store) StandingInstructions(ctx context.Context, projectID string, limi
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, s.wrap("standing instructions", err)
 	}
-	pipe = s.c.Pipeline()
-	type pending struct {
-		id  string
-		cmd *goredis.SliceCmd
-	}
-	var cmds []pending
+	var refs []nodeRef
 	for i, p := range projects {
 		for _, id := range lists[i].Val() {
-			cmds = append(cmds, pending{id, pipe.HMGet(ctx, s.keys(p).node(id), nodeFields...)})
+			refs = append(refs, nodeRef{p, id})
 		}
 	}
-	if len(cmds) == 0 {
-		return nil, nil
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, s.wrap("standing instructions", err)
+	nodes, err := s.readNodes(ctx, refs, false)
+	if err != nil {
+		return nil, err
 	}
 	var all []memory.Node
-	for _, c := range cmds {
-		n, ok, err := decodeNode(fieldsToMap(nodeFields, c.cmd.Val()))
-		if err != nil {
-			return nil, fmt.Errorf("redis standing instructions: %w", err)
-		}
-		if ok && memory.StandingFor(&n, projectID) {
-			all = append(all, n)
+	for i := range nodes {
+		if memory.StandingFor(&nodes[i], projectID) {
+			all = append(all, nodes[i])
 		}
 	}
 	return memory.SortStanding(all, limit), nil
