@@ -79,7 +79,7 @@ func BenchmarkInjectRoundTrip(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	startInjector(b, js, c, "<memory/>")
+	startInjector(b, js, c, func(events.TurnStarted) string { return "<memory/>" })
 	ctx := context.Background()
 	for b.Loop() {
 		if _, err := c.Inject(ctx, ref, events.TurnStarted{Text: "hello"}); err != nil {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -48,6 +50,82 @@ type Client struct {
 	js            jetstream.JetStream
 	subjects      Subjects
 	injectTimeout time.Duration
+	replies       replies
+}
+
+// replies routes answers to Inject's callers: one wildcard subscription
+// per client (made on the first Inject) and a waiting channel per turn,
+// instead of a subscription per turn (a SUB and an UNSUB on the server,
+// and a 64k-slot channel per synchronous subscription in nats.go).
+type replies struct {
+	mu     sync.Mutex
+	sub    *nats.Subscription
+	prefix string // "<inbox>.": a turn's reply subject is prefix + token
+	seq    uint64
+	wait   map[string]chan *nats.Msg
+}
+
+// await registers a waiter and returns its reply subject, its channel and
+// the function that removes it.
+func (c *Client) await() (string, <-chan *nats.Msg, func(), error) {
+	r := &c.replies
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sub == nil || !r.sub.IsValid() {
+		prefix := c.nc.NewInbox() + "."
+		sub, err := c.nc.Subscribe(prefix+"*", c.route)
+		if err != nil {
+			return "", nil, nil, fmt.Errorf("events: inject: subscribe: %w", err)
+		}
+		r.sub, r.prefix = sub, prefix
+		if r.wait == nil {
+			r.wait = map[string]chan *nats.Msg{}
+		}
+	}
+	r.seq++
+	token := strconv.FormatUint(r.seq, 36)
+	// Room for a few strays (messages that are not the answer) besides it.
+	ch := make(chan *nats.Msg, 4)
+	r.wait[token] = ch
+	return r.prefix + token, ch, func() {
+		r.mu.Lock()
+		delete(r.wait, token)
+		r.mu.Unlock()
+	}, nil
+}
+
+// route hands a reply to its waiter; a reply nobody waits for (late, or a
+// full channel of strays) is dropped.
+func (c *Client) route(m *nats.Msg) {
+	token := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
+	r := &c.replies
+	r.mu.Lock()
+	ch := r.wait[token]
+	r.mu.Unlock()
+	if ch != nil {
+		select {
+		case ch <- m:
+		default:
+		}
+	}
+}
+
+// Close ends the client's reply subscription. It does not close the
+// connection, which the caller owns; closing the connection ends the
+// subscription too. Inject after Close subscribes again.
+func (c *Client) Close() error {
+	r := &c.replies
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sub == nil {
+		return nil
+	}
+	sub := r.sub
+	r.sub = nil
+	if err := sub.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, nats.ErrBadSubscription) {
+		return fmt.Errorf("events: close: %w", err)
+	}
+	return nil
 }
 
 // ClientOption configures a Client.
@@ -187,12 +265,11 @@ func (c *Client) Inject(ctx context.Context, ref Ref, p TurnStarted) (Injection,
 	wctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 
-	inbox := c.nc.NewInbox()
-	sub, err := c.nc.SubscribeSync(inbox)
+	inbox, answers, done, err := c.await()
 	if err != nil {
-		return Injection{}, fmt.Errorf("events: inject: subscribe: %w", err)
+		return Injection{}, err
 	}
-	defer func() { _ = sub.Unsubscribe() }()
+	defer done()
 
 	p.ReplyTo = inbox
 	if d, ok := wctx.Deadline(); ok {
@@ -203,9 +280,11 @@ func (c *Client) Inject(ctx context.Context, ref Ref, p TurnStarted) (Injection,
 		return Injection{}, c.injectErr(ctx, wctx, err)
 	}
 	for {
-		m, err := sub.NextMsgWithContext(wctx)
-		if err != nil {
-			return Injection{}, c.injectErr(ctx, wctx, err)
+		var m *nats.Msg
+		select {
+		case m = <-answers:
+		case <-wctx.Done():
+			return Injection{}, c.injectErr(ctx, wctx, wctx.Err())
 		}
 		r, err := Decode(m.Data)
 		if err != nil {

@@ -3,6 +3,8 @@ package events_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -142,7 +144,7 @@ func TestInjectHonoursCallerContext(t *testing.T) {
 
 // startInjector answers turn_started events like the real injector: first a
 // stray reply (another turn's), then the right one.
-func startInjector(t testing.TB, js jetstream.JetStream, c *events.Client, block string) {
+func startInjector(t testing.TB, js jetstream.JetStream, c *events.Client, blockFor func(events.TurnStarted) string) {
 	t.Helper()
 	ctx := context.Background()
 	cons, err := js.Consumer(ctx, events.StreamIn, events.ConsumerInjector)
@@ -158,7 +160,7 @@ func startInjector(t testing.TB, js jetstream.JetStream, c *events.Client, block
 		p, _ := events.PayloadAs[events.TurnStarted](e)
 		stray := events.New(e.Ref(), events.InjectionReady{InReplyTo: "someone-else", Block: "wrong"})
 		_ = c.Respond(p.ReplyTo, stray)
-		_ = c.Respond(p.ReplyTo, events.New(e.Ref(), events.InjectionReady{InReplyTo: e.ID, Block: block, NodeIDs: []string{"n1"}}))
+		_ = c.Respond(p.ReplyTo, events.New(e.Ref(), events.InjectionReady{InReplyTo: e.ID, Block: blockFor(p), NodeIDs: []string{"n1"}}))
 		_ = m.Ack()
 	})
 	if err != nil {
@@ -169,13 +171,44 @@ func startInjector(t testing.TB, js jetstream.JetStream, c *events.Client, block
 
 func TestInjectGetsTheBlock(t *testing.T) {
 	js, c := setup(t, events.WithInjectTimeout(20*time.Second))
-	startInjector(t, js, c, "<memory>deploy with make deploy</memory>")
+	startInjector(t, js, c, func(events.TurnStarted) string { return "<memory>deploy with make deploy</memory>" })
 	inj, err := c.Inject(context.Background(), ref, events.TurnStarted{Text: "how do we deploy?"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if inj.Block != "<memory>deploy with make deploy</memory>" || len(inj.NodeIDs) != 1 || inj.EventID == "" {
 		t.Fatalf("injection %+v", inj)
+	}
+}
+
+// TestConcurrentInjectsGetTheirOwnBlocks: the client's one reply
+// subscription hands every answer to the turn that asked, also after Close.
+func TestConcurrentInjectsGetTheirOwnBlocks(t *testing.T) {
+	js, c := setup(t, events.WithInjectTimeout(20*time.Second))
+	startInjector(t, js, c, func(p events.TurnStarted) string { return "block for " + p.Text })
+	for round := range 2 {
+		var wg sync.WaitGroup
+		errs := make(chan error, 16)
+		for i := range 16 {
+			wg.Go(func() {
+				text := fmt.Sprintf("question %d of round %d", i, round)
+				r := events.Ref{ProjectID: "p1", SessionID: fmt.Sprintf("s%d", i), TurnID: fmt.Sprintf("t%d-%d", round, i)}
+				inj, err := c.Inject(context.Background(), r, events.TurnStarted{Text: text})
+				if err != nil {
+					errs <- err
+				} else if inj.Block != "block for "+text {
+					errs <- fmt.Errorf("%q got the block %q", text, inj.Block)
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
