@@ -56,10 +56,11 @@ func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
 			zap.Time("reply_by", ts.ReplyBy))
 		return nil
 	}
-	block, err := h.inj.Build(ctx, Request{
+	req := Request{
 		Project: ev.ProjectID, Session: ev.SessionID, Turn: ev.TurnID,
 		Text: ts.Text, Paths: ts.Paths, ProjectNames: ts.ProjectNames,
-	})
+	}
+	block, err := h.inj.Compose(ctx, req)
 	if errors.Is(err, memory.ErrUnavailable) {
 		// The store is down: pause pulling instead of spending deliveries.
 		return runner.Unavailable(err)
@@ -79,6 +80,17 @@ func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
 			// The platform may have gone; injection_ready still records the answer.
 			h.log.Warn("reply to platform failed", zap.String("event_id", ev.ID), zap.Error(err))
 		}
+	}
+	// The platform is answered before the record is written: the record
+	// is for the extractor at turn end, and the event is acknowledged only
+	// after it, so a failure here redoes the turn (the late second reply
+	// finds nobody waiting). A redelivery that comes after the reply
+	// deadline is skipped like any late event, and that turn's record is
+	// lost: the extractor then judges no injection for it.
+	if err := h.inj.Record(ctx, req, block); errors.Is(err, memory.ErrUnavailable) {
+		return runner.Unavailable(err)
+	} else if err != nil {
+		return err
 	}
 	if err := h.pub.Publish(ctx, out); err != nil {
 		return fmt.Errorf("inject: publish injection_ready: %w", err)

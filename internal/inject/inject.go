@@ -168,9 +168,28 @@ const (
 )
 
 // Build makes the block for one turn and records the injected ids for the
-// extractor. It fails only when the store fails in a way that leaves nothing
-// to say; partial failures are reported in Block.Problems.
+// extractor: Compose, then Record.
 func (i *Injector) Build(ctx context.Context, req Request) (Block, error) {
+	b, err := i.Compose(ctx, req)
+	if err != nil {
+		return b, err
+	}
+	return b, i.Record(ctx, req, b)
+}
+
+// Compose makes the block for one turn without recording it, so that a
+// caller can answer first and record after (the turn_started handler
+// replies to the waiting platform, then calls Record before the event is
+// acknowledged). It fails only when the store fails in a way that leaves
+// nothing to say; partial failures are reported in Block.Problems.
+//
+// Everything that does not depend on recall runs beside it: the standing
+// selection, and one chain of readiness check, live-memory check and
+// briefing flag (on Redis each is a round trip that would otherwise be
+// paid in series). The chain keeps its order so that the session's
+// briefing is spent only on a turn that gets a block: not while recall is
+// not ready, and not on an empty graph.
+func (i *Injector) Compose(ctx context.Context, req Request) (Block, error) {
 	var b Block
 	if slices.Contains(i.cfg.DisabledProjects, req.Project) {
 		b.Skipped = SkipMemoryOff
@@ -180,32 +199,30 @@ func (i *Injector) Build(ctx context.Context, req Request) (Block, error) {
 		b.Skipped = SkipAutoRecall
 		return b, nil
 	}
-	// The standing selection needs nothing from recall: it runs beside the
-	// readiness check and retrieval (one store round trip less in series).
+	ref := memory.SessionRef{Project: req.Project, Session: req.Session}
 	var (
 		standing    []memory.Node
 		standingErr error
+		gate        gateResult
 		wg          sync.WaitGroup
 	)
-	wg.Go(func() { standing, standingErr = i.store.StandingInstructions(ctx, req.Project, i.cfg.MaxStanding) })
+	// A failed or skipped turn must not leave these running.
 	defer wg.Wait()
-	if i.emb != nil {
-		pending, err := i.store.HasPendingEmbeddings(ctx, req.Project, i.emb.Model())
-		if err != nil {
-			return b, fmt.Errorf("inject: readiness: %w", err)
-		}
-		if pending {
-			b.Skipped = SkipNotReady
-			return b, nil
-		}
-	}
+	wg.Go(func() { standing, standingErr = i.store.StandingInstructions(ctx, req.Project, i.cfg.MaxStanding) })
+	wg.Go(func() { gate = i.gate(ctx, ref, req.DryRun) })
 	now := i.now()
-
 	hits, skipped, err := i.recall(ctx, req, now)
+	wg.Wait()
+	if gate.err != nil {
+		return b, gate.err
+	}
+	if gate.pending {
+		b.Skipped = SkipNotReady
+		return b, nil
+	}
 	if err != nil {
 		return b, err
 	}
-	wg.Wait()
 	if standingErr != nil {
 		// Recall still runs when the selection fails.
 		b.Problems = append(b.Problems, fmt.Errorf("inject: standing instructions: %w", standingErr))
@@ -225,15 +242,8 @@ func (i *Injector) Build(ctx context.Context, req Request) (Block, error) {
 	for _, h := range selectRecalled(hits, standingIDs, i.cfg) {
 		b.Recalled = append(b.Recalled, Line{ID: h.ID, Text: i.lineText(&h.Node), Provenance: provenance(&h.Node, req), Score: h.Score})
 	}
-
-	if len(b.Standing) == 0 && len(b.Recalled) == 0 {
-		live, err := i.store.HasLiveMemory(ctx, req.Project)
-		if err != nil {
-			return b, fmt.Errorf("inject: has live memory: %w", err)
-		}
-		if !live {
-			return b, nil // an empty graph gets no block at all
-		}
+	if len(b.Standing) == 0 && len(b.Recalled) == 0 && !gate.live {
+		return b, nil // an empty graph gets no block at all
 	}
 	for _, l := range b.Standing {
 		b.IDs = append(b.IDs, l.ID)
@@ -241,29 +251,74 @@ func (i *Injector) Build(ctx context.Context, req Request) (Block, error) {
 	for _, l := range b.Recalled {
 		b.IDs = append(b.IDs, l.ID)
 	}
-	ref := memory.SessionRef{Project: req.Project, Session: req.Session}
-	// The injection record and the briefing flag are independent writes:
-	// both are sent at once.
-	var recordErr error
-	if len(b.IDs) > 0 && req.Turn != "" && !req.DryRun {
-		ids := b.IDs
-		wg.Go(func() { recordErr = i.store.PutInjection(ctx, ref, req.Turn, ids) })
-	}
-	if !req.DryRun {
+	b.Briefing = gate.first
+	if gate.briefErr != nil {
+		// Without the flag the reminder is the safe choice.
+		b.Problems = append(b.Problems, gate.briefErr)
+	} else if !gate.live && !req.DryRun {
+		// Memory arrived between the live check and recall: this turn
+		// gets a block, so it asks for the flag now.
 		first, err := i.store.BriefOnce(ctx, ref, i.cfg.BriefingTTL)
 		if err != nil {
-			// Without the flag the reminder is the safe choice.
 			b.Problems = append(b.Problems, fmt.Errorf("inject: briefing flag: %w", err))
-			first = false
 		}
-		b.Briefing = first
+		b.Briefing = err == nil && first
 	}
 	b.Text = render(b)
-	wg.Wait()
-	if recordErr != nil {
-		return b, fmt.Errorf("inject: record injection: %w", recordErr)
-	}
 	return b, nil
+}
+
+// Record stores the ids b injected for the turn (nothing for a block
+// without ids, a request without a turn id, or a dry run), for the
+// extractor to ask about at turn end.
+func (i *Injector) Record(ctx context.Context, req Request, b Block) error {
+	if len(b.IDs) == 0 || req.Turn == "" || req.DryRun {
+		return nil
+	}
+	ref := memory.SessionRef{Project: req.Project, Session: req.Session}
+	if err := i.store.PutInjection(ctx, ref, req.Turn, b.IDs); err != nil {
+		return fmt.Errorf("inject: record injection: %w", err)
+	}
+	return nil
+}
+
+// gateResult is what the chain beside recall found.
+type gateResult struct {
+	pending  bool  // recall is not ready: the turn gets no block
+	live     bool  // the graph holds live memory (checked only when ready)
+	first    bool  // the briefing flag was taken: the first block of the session
+	err      error // a failed readiness or live check: the turn fails
+	briefErr error // a failed briefing flag: the block carries the reminder
+}
+
+// gate runs the readiness check, then the live check, then the briefing
+// flag, each only when the one before allows a block.
+func (i *Injector) gate(ctx context.Context, ref memory.SessionRef, dryRun bool) (g gateResult) {
+	if i.emb != nil {
+		pending, err := i.store.HasPendingEmbeddings(ctx, ref.Project, i.emb.Model())
+		if err != nil {
+			g.err = fmt.Errorf("inject: readiness: %w", err)
+			return g
+		}
+		if g.pending = pending; pending {
+			return g
+		}
+	}
+	live, err := i.store.HasLiveMemory(ctx, ref.Project)
+	if err != nil {
+		g.err = fmt.Errorf("inject: has live memory: %w", err)
+		return g
+	}
+	if g.live = live; !live || dryRun {
+		return g
+	}
+	first, err := i.store.BriefOnce(ctx, ref, i.cfg.BriefingTTL)
+	if err != nil {
+		g.briefErr = fmt.Errorf("inject: briefing flag: %w", err)
+		return g
+	}
+	g.first = first
+	return g
 }
 
 // recall runs hybrid retrieval for the turn.

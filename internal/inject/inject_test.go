@@ -290,12 +290,18 @@ func TestGatesAndSwitches(t *testing.T) {
 			f := newFixture(t, b, nil)
 			f.add(memory.Node{Subkind: memory.Decision, Label: "Deploys run through make release"})
 			// A memory waiting for its embedding makes recall not ready.
-			if _, err := f.st.Upsert(f.ctx, memory.Node{Subkind: memory.Decision, ProjectID: "p1", Label: "Not embedded yet"}); err != nil {
+			waiting, err := f.st.Upsert(f.ctx, memory.Node{Subkind: memory.Decision, ProjectID: "p1", Label: "Not embedded yet"})
+			if err != nil {
 				t.Fatal(err)
 			}
 			blk := f.build("s1", "t1", "how do deploys run?")
 			if blk.Text != "" || blk.Skipped != inject.SkipNotReady {
 				t.Fatalf("not ready: block %q skipped %q", blk.Text, blk.Skipped)
+			}
+			// The turn without a block did not spend the session's briefing.
+			f.embed(waiting.Node)
+			if blk := f.build("s1", "t2", "how do deploys run?"); !blk.Briefing || blk.Skipped != "" {
+				t.Fatalf("first block after the backlog: briefing %v skipped %q", blk.Briefing, blk.Skipped)
 			}
 		})
 		t.Run("readiness is per project", func(t *testing.T) {
