@@ -221,6 +221,21 @@ func (s *Store) BriefOnce(ctx context.Context, ref memory.SessionRef, ttl time.D
 	if err := memory.CheckTTL(ttl); err != nil {
 		return false, err
 	}
+	// Every turn asks and only a session's first turn (or the first after
+	// the TTL) takes the flag: a read answers the others without a write
+	// transaction. A flag that has not expired is never cleared early, so
+	// what the read sees stays true; any other answer takes the write.
+	st, err := s.stmt(ctx, `SELECT expires FROM briefs WHERE project = ? AND session = ?`)
+	if err != nil {
+		return false, fmt.Errorf("sqlite: brief once: %w", err)
+	}
+	var expires int64
+	switch err := st.QueryRowContext(ctx, ref.Project, ref.Session).Scan(&expires); {
+	case err == nil && expires > nanos(s.now()):
+		return false, nil
+	case err != nil && !errors.Is(err, sql.ErrNoRows):
+		return false, fmt.Errorf("sqlite: brief once: %w", err)
+	}
 	return s.affected(ctx, func(w *wtx) (sql.Result, error) {
 		return w.exec(`INSERT INTO briefs(project, session, expires) VALUES (?, ?, ?)
 			ON CONFLICT(project, session) DO UPDATE SET expires = excluded.expires WHERE expires <= ?`,
