@@ -2,6 +2,7 @@ package redis
 
 import (
 	"encoding/binary"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -87,7 +88,9 @@ func decodeVector(b []byte) ([]float32, error) {
 	return v, nil
 }
 
-// encodeNode returns the hash fields of n (zero values left out).
+// encodeNode returns the attributes of n by field name (zero values left
+// out): the form hashes had before packNode, which filterFields and
+// vectorAttrs still read.
 func encodeNode(n *memory.Node) map[string]any {
 	m := make(map[string]any, 32)
 	str := func(k, v string) {
@@ -151,9 +154,21 @@ func encodeNode(n *memory.Node) map[string]any {
 	return m
 }
 
-// decodeNode rebuilds a node from its hash fields. A hash without an id is
-// not a node (ok false).
+// decodeNode rebuilds a node from its hash: the packed value and the
+// vector, or (written before packing) one field per attribute. A hash
+// with neither a packed value nor an id is not a node (ok false).
 func decodeNode(h map[string]string) (n memory.Node, ok bool, err error) {
+	if pk := h[fPacked]; pk != "" {
+		if n, err = unpackNode(pk); err != nil {
+			return n, false, err
+		}
+		if v := h[fVector]; v != "" {
+			if n.Embedding, err = decodeVector([]byte(v)); err != nil {
+				return n, false, fmt.Errorf("node %s: field %s: %w", n.ID, fVector, err)
+			}
+		}
+		return n, true, nil
+	}
 	if h[fID] == "" {
 		return memory.Node{}, false, nil
 	}
@@ -243,4 +258,213 @@ func fieldsToMap(fields []string, vals []any) map[string]string {
 		}
 	}
 	return h
+}
+
+// fPacked is the field that holds every attribute but the vector in one
+// value (packNode): a node is read with one field instead of one per
+// attribute, which the per-turn candidate load (about 120 nodes) pays for
+// in server time and in decoding. Hashes written before it hold one field
+// per attribute (the names above); decodeNode reads both forms and the
+// next write of such a node rewrites it packed.
+const fPacked = "pk"
+
+// packVersion is the first byte of a packed node.
+const packVersion = 1
+
+// Bits of a packed node's flags byte.
+const (
+	packJudged = 1 << iota
+	packPinned
+)
+
+// packNode encodes every attribute of n but the vector: the version byte,
+// then strings as uvarint length and bytes, confidence and weight as
+// float64 bits, the counters as varints, a flags byte, the times as a
+// presence byte (bit i: time i is set) and their Unix nanoseconds as
+// varints, the paths as a count and strings, and the entities as JSON.
+func packNode(n *memory.Node) string {
+	size := 48 + len(n.ID) + len(n.Label) + len(n.Body) + len(n.Digest) + len(n.ProjectID) + len(n.SessionID) +
+		len(n.SupersededBy) + len(n.EmbeddingModel) + 8*7
+	for _, p := range n.Paths {
+		size += len(p) + 2
+	}
+	b := make([]byte, 0, size)
+	str := func(s string) {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	b = append(b, packVersion)
+	for _, s := range []string{n.ID, string(n.Subkind), string(n.Scope), n.ProjectID, n.SessionID, n.Label, n.Body,
+		n.Digest, string(n.Source), string(n.AssertedBy), string(n.Reach), n.SupersededBy, n.EmbeddingModel} {
+		str(s)
+	}
+	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(n.Confidence))
+	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(n.Weight))
+	b = binary.AppendVarint(b, int64(n.Access))
+	b = binary.AppendVarint(b, int64(n.Useful))
+	b = binary.AppendVarint(b, int64(n.Unhelpful))
+	var flags byte
+	if n.ReachJudged {
+		flags |= packJudged
+	}
+	if n.Pinned {
+		flags |= packPinned
+	}
+	b = append(b, flags)
+	times := packTimes(n)
+	var present byte
+	for i, t := range times {
+		if !t.IsZero() {
+			present |= 1 << i
+		}
+	}
+	b = append(b, present)
+	for _, t := range times {
+		if !t.IsZero() {
+			b = binary.AppendVarint(b, t.UnixNano())
+		}
+	}
+	b = binary.AppendUvarint(b, uint64(len(n.Paths)))
+	for _, p := range n.Paths {
+		str(p)
+	}
+	ents := ""
+	if len(n.Entities) > 0 {
+		j, _ := json.Marshal(n.Entities)
+		ents = string(j)
+	}
+	str(ents)
+	return string(b)
+}
+
+// packTimes lists the times of a packed node in their order.
+func packTimes(n *memory.Node) [7]time.Time {
+	return [7]time.Time{n.ArchivedAt, n.StaleAt, n.ValidFrom, n.ValidTo, n.CreatedAt, n.UpdatedAt, n.AccessedAt}
+}
+
+// errPacked reports a packed node that ends early or holds a bad value.
+var errPacked = errors.New("malformed packed node")
+
+// unpackNode decodes packNode's encoding. Strings share one copy of s.
+func unpackNode(s string) (memory.Node, error) {
+	var n memory.Node
+	if len(s) == 0 || s[0] != packVersion {
+		return n, fmt.Errorf("%w: unknown version", errPacked)
+	}
+	i := 1
+	bad := false
+	uvarint := func() uint64 {
+		if bad {
+			return 0
+		}
+		v, w := uvarintAt(s, i)
+		if w <= 0 {
+			bad = true
+			return 0
+		}
+		i += w
+		return v
+	}
+	varint := func() int64 {
+		u := uvarint()
+		x := int64(u >> 1)
+		if u&1 != 0 {
+			x = ^x
+		}
+		return x
+	}
+	str := func() string {
+		l := uvarint()
+		if bad || l > uint64(len(s)-i) {
+			bad = true
+			return ""
+		}
+		v := s[i : i+int(l)]
+		i += int(l)
+		return v
+	}
+	u64 := func() uint64 {
+		if bad || len(s)-i < 8 {
+			bad = true
+			return 0
+		}
+		v := binary.LittleEndian.Uint64([]byte(s[i : i+8]))
+		i += 8
+		return v
+	}
+	byt := func() byte {
+		if bad || i >= len(s) {
+			bad = true
+			return 0
+		}
+		i++
+		return s[i-1]
+	}
+	n.ID = str()
+	n.Subkind = memory.Subkind(str())
+	n.Scope = memory.Scope(str())
+	n.ProjectID = str()
+	n.SessionID = str()
+	n.Label = str()
+	n.Body = str()
+	n.Digest = str()
+	n.Source = memory.Source(str())
+	n.AssertedBy = memory.Authority(str())
+	n.Reach = memory.Reach(str())
+	n.SupersededBy = str()
+	n.EmbeddingModel = str()
+	n.Confidence = math.Float64frombits(u64())
+	n.Weight = math.Float64frombits(u64())
+	n.Access = int(varint())
+	n.Useful = int(varint())
+	n.Unhelpful = int(varint())
+	flags := byt()
+	n.ReachJudged = flags&packJudged != 0
+	n.Pinned = flags&packPinned != 0
+	present := byt()
+	for j, p := range []*time.Time{&n.ArchivedAt, &n.StaleAt, &n.ValidFrom, &n.ValidTo, &n.CreatedAt, &n.UpdatedAt, &n.AccessedAt} {
+		if present&(1<<j) != 0 {
+			*p = time.Unix(0, varint()).UTC()
+		}
+	}
+	if np := uvarint(); np > 0 && !bad {
+		if np > uint64(len(s)-i) {
+			bad = true
+		} else {
+			n.Paths = make([]string, np)
+			for j := range n.Paths {
+				n.Paths[j] = str()
+			}
+		}
+	}
+	if ents := str(); ents != "" && !bad {
+		if err := json.Unmarshal([]byte(ents), &n.Entities); err != nil {
+			return n, fmt.Errorf("%w: entities: %v", errPacked, err)
+		}
+	}
+	if bad || i != len(s) {
+		return n, fmt.Errorf("%w at byte %d of %d", errPacked, i, len(s))
+	}
+	return n, nil
+}
+
+// uvarintAt is binary.Uvarint on s from i, without copying s.
+func uvarintAt(s string, i int) (uint64, int) {
+	var x uint64
+	var shift uint
+	for j := 0; i+j < len(s); j++ {
+		c := s[i+j]
+		if j == binary.MaxVarintLen64 {
+			return 0, -1
+		}
+		if c < 0x80 {
+			if j == binary.MaxVarintLen64-1 && c > 1 {
+				return 0, -1
+			}
+			return x | uint64(c)<<shift, j + 1
+		}
+		x |= uint64(c&0x7f) << shift
+		shift += 7
+	}
+	return 0, 0
 }

@@ -37,8 +37,11 @@
 // to one cluster slot, and projects spread over the shards. With K =
 // "<ns>:{p:<project>}:":
 //
-//	K n:<id>          hash: the node, one short field per attribute (zero values left
-//	                  out), the vector as a little-endian float32 blob (vec)
+//	K n:<id>          hash: the node's attributes packed in one field (pk, see packNode:
+//	                  a candidate load reads one field per node), the vector as a
+//	                  little-endian float32 blob (vec); hashes written before packing
+//	                  hold one short field per attribute and are still read, and
+//	                  rewritten packed on their next write
 //	K dg              hash: digest -> id (upsert matching within the project)
 //	K all             zset: every node by updated-at (timeline, scan)
 //	K lv              set: live nodes (HasLiveMemory)

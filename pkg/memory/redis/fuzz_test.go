@@ -3,6 +3,7 @@ package redis
 import (
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -60,6 +61,8 @@ func sameNode(a, b memory.Node) bool {
 	if math.IsNaN(a.Weight) && math.IsNaN(b.Weight) {
 		a.Weight, b.Weight = 0, 0
 	}
+	// Copies: the callers' slices stay as they were.
+	a.Embedding, b.Embedding = slices.Clone(a.Embedding), slices.Clone(b.Embedding)
 	for i := range a.Embedding {
 		if i < len(b.Embedding) && math.IsNaN(float64(a.Embedding[i])) && math.IsNaN(float64(b.Embedding[i])) {
 			a.Embedding[i], b.Embedding[i] = 0, 0
@@ -102,21 +105,64 @@ func FuzzNodeRoundTrip(f *testing.F) {
 			}
 			n.Embedding, n.EmbeddingModel = v, "m"
 		}
-		h := map[string]string{}
+		// The per-attribute form of older hashes and the packed form.
+		legacy := map[string]string{}
 		for k, v := range encodeNode(&n) {
 			switch x := v.(type) {
 			case string:
-				h[k] = x
+				legacy[k] = x
 			case []byte:
-				h[k] = string(x)
+				legacy[k] = string(x)
 			}
 		}
-		got, ok, err := decodeNode(h)
-		if err != nil || !ok {
-			t.Fatalf("decode: ok %v, %v", ok, err)
+		for form, h := range map[string]map[string]string{"fields": legacy, "packed": packedHash(&n)} {
+			got, ok, err := decodeNode(h)
+			if err != nil || !ok {
+				t.Fatalf("%s: decode: ok %v, %v", form, ok, err)
+			}
+			if !sameNode(n, got) {
+				t.Fatalf("%s: round trip changed the node:\n%+v\n%+v", form, n, got)
+			}
 		}
-		if !sameNode(n, got) {
-			t.Fatalf("round trip changed the node:\n%+v\n%+v", n, got)
+		bare := n
+		bare.Embedding = nil
+		if got, err := unpackNode(packNode(&n)); err != nil || !sameNode(bare, got) {
+			t.Fatalf("unpack: %v\n%+v\n%+v", err, n, got)
+		}
+	})
+}
+
+// packedHash is the hash writeNode stores for n.
+func packedHash(n *memory.Node) map[string]string {
+	h := map[string]string{fPacked: packNode(n)}
+	if len(n.Embedding) > 0 {
+		h[fVector] = string(encodeVector(n.Embedding))
+	}
+	return h
+}
+
+// FuzzUnpackNode: arbitrary bytes unpack to a node or an error, never a
+// panic, and an unpacked node packs and unpacks to itself.
+func FuzzUnpackNode(f *testing.F) {
+	full := memory.Node{ID: "n1", Subkind: memory.Decision, Scope: memory.ScopeSession, ProjectID: "p", SessionID: "s",
+		Label: "label", Body: "body\nline", Digest: "d", Confidence: 0.7, Weight: 3, Access: 4, Useful: 2, Unhelpful: -1,
+		Source: memory.SourceUser, AssertedBy: memory.AssertedUser, Reach: memory.ReachAnywhere, ReachJudged: true,
+		Pinned: true, ArchivedAt: time.Unix(0, 1).UTC(), SupersededBy: "n2", StaleAt: time.Unix(-5, 0).UTC(),
+		ValidFrom: time.Unix(1, 0).UTC(), ValidTo: time.Unix(2, 0).UTC(), Paths: []string{"a.go", "b/c.ts"},
+		Entities: []memory.Entity{{Key: "k", Name: "K"}}, CreatedAt: time.Unix(3, 0).UTC(),
+		UpdatedAt: time.Unix(4, 0).UTC(), AccessedAt: time.Unix(5, 0).UTC(), EmbeddingModel: "m"}
+	f.Add(packNode(&full))
+	f.Add(packNode(&memory.Node{ID: "x"}))
+	f.Add("")
+	f.Add("\x01\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff")
+	f.Fuzz(func(t *testing.T, s string) {
+		n, err := unpackNode(s)
+		if err != nil {
+			return
+		}
+		again, err := unpackNode(packNode(&n))
+		if err != nil || !sameNode(n, again) {
+			t.Fatalf("repacking changed the node (%v):\n%+v\n%+v", err, n, again)
 		}
 	})
 }

@@ -1,7 +1,6 @@
 package redis
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -200,29 +199,25 @@ func (s *Store) writeNode(ctx context.Context, pipe goredis.Pipeliner, old, n *m
 	k := s.keys(n.ProjectID)
 	id := n.ID
 
-	// The hash: only changed fields are written.
+	// The hash: the packed attributes and the vector, each written only
+	// when it changed. A hash of the per-attribute form loses those fields
+	// when it is first written packed.
 	enc := encodeNode(n)
 	var oldEnc map[string]any
 	if old != nil {
 		oldEnc = encodeNode(old)
-		var gone []string
-		for f := range oldEnc {
-			if _, ok := enc[f]; !ok {
-				gone = append(gone, f)
-			}
-		}
-		if len(gone) > 0 {
-			pipe.HDel(ctx, k.node(id), gone...)
-		}
 	}
-	changed := make(map[string]any, len(enc))
-	for f, v := range enc {
-		if old == nil || !sameValue(oldEnc[f], v) {
-			changed[f] = v
+	if pk := packNode(n); old == nil || packNode(old) != pk {
+		if old != nil {
+			pipe.HDel(ctx, k.node(id), nodeFields...)
 		}
+		pipe.HSet(ctx, k.node(id), fPacked, pk)
 	}
-	if len(changed) > 0 {
-		pipe.HSet(ctx, k.node(id), changed)
+	switch {
+	case len(n.Embedding) > 0 && (old == nil || !slices.Equal(old.Embedding, n.Embedding)):
+		pipe.HSet(ctx, k.node(id), fVector, encodeVector(n.Embedding))
+	case len(n.Embedding) == 0 && old != nil && len(old.Embedding) > 0:
+		pipe.HDel(ctx, k.node(id), fVector)
 	}
 
 	// The filter fields the server-side scripts judge visibility by.
@@ -347,18 +342,6 @@ func (s *Store) writeNode(ctx context.Context, pipe goredis.Pipeliner, old, n *m
 			pipe.SAdd(ctx, k.path(p), id)
 		}
 	}
-}
-
-func sameValue(a, b any) bool {
-	switch x := a.(type) {
-	case string:
-		y, ok := b.(string)
-		return ok && x == y
-	case []byte:
-		y, ok := b.([]byte)
-		return ok && bytes.Equal(x, y)
-	}
-	return false
 }
 
 func sameTF(a, b map[string]int) bool {

@@ -70,38 +70,65 @@ func (s *Store) loadTagNodes(ctx context.Context, project string, ids []string, 
 type nodeRef struct{ project, id string }
 
 // readNodes reads the nodes of refs in one pipeline, in order, leaving out
-// the missing ones; withVector false leaves the embedding out.
+// the missing ones; withVector false leaves the embedding out and reads
+// only the packed value (nodes written before packing take a second
+// pipeline of their attribute fields).
 func (s *Store) readNodes(ctx context.Context, refs []nodeRef, withVector bool) ([]memory.Node, error) {
 	if len(refs) == 0 {
 		return nil, nil
 	}
 	pipe := s.c.Pipeline()
 	all := make([]*goredis.MapStringStringCmd, len(refs))
-	some := make([]*goredis.SliceCmd, len(refs))
+	packed := make([]*goredis.SliceCmd, len(refs))
 	for i, r := range refs {
 		if withVector {
 			all[i] = pipe.HGetAll(ctx, s.keys(r.project).node(r.id))
 		} else {
-			some[i] = pipe.HMGet(ctx, s.keys(r.project).node(r.id), nodeFields...)
+			packed[i] = pipe.HMGet(ctx, s.keys(r.project).node(r.id), fPacked, fID)
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, s.wrap("load nodes", err)
 	}
-	out := make([]memory.Node, 0, len(refs))
+	nodes := make([]memory.Node, len(refs))
+	found := make([]bool, len(refs))
+	var legacy []int
 	for i := range refs {
-		var h map[string]string
+		var err error
 		if withVector {
-			h = all[i].Val()
-		} else {
-			h = fieldsToMap(nodeFields, some[i].Val())
+			nodes[i], found[i], err = decodeNode(all[i].Val())
+		} else if v := packed[i].Val(); len(v) == 2 {
+			if pk, _ := v[0].(string); pk != "" {
+				nodes[i], err = unpackNode(pk)
+				found[i] = err == nil
+			} else if id, _ := v[1].(string); id != "" {
+				legacy = append(legacy, i)
+			}
 		}
-		n, ok, err := decodeNode(h)
 		if err != nil {
-			return nil, fmt.Errorf("redis load nodes: %w", err)
+			return nil, fmt.Errorf("redis load nodes: node %s: %w", refs[i].id, err)
 		}
-		if ok {
-			out = append(out, n)
+	}
+	if len(legacy) > 0 {
+		pipe := s.c.Pipeline()
+		cmds := make([]*goredis.SliceCmd, len(legacy))
+		for j, i := range legacy {
+			cmds[j] = pipe.HMGet(ctx, s.keys(refs[i].project).node(refs[i].id), nodeFields...)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, s.wrap("load nodes", err)
+		}
+		for j, i := range legacy {
+			var err error
+			if nodes[i], found[i], err = decodeNode(fieldsToMap(nodeFields, cmds[j].Val())); err != nil {
+				return nil, fmt.Errorf("redis load nodes: %w", err)
+			}
+		}
+	}
+	out := nodes[:0]
+	for i := range nodes {
+		if found[i] {
+			out = append(out, nodes[i])
 		}
 	}
 	return out, nil

@@ -1,0 +1,16 @@
+package redis
+
+import "github.com/engram-memory/engram/pkg/memory"
+
+// LegacyHash is n in the per-attribute hash form written before packed
+// nodes (for the compatibility test).
+func LegacyHash(n *memory.Node) map[string]any { return encodeNode(n) }
+
+// NodeKey is the key of a node's hash.
+func NodeKey(s *Store, project, id string) string { return s.keys(project).node(id) }
+
+// FieldPacked and FieldVector name the fields of a packed node hash.
+const (
+	FieldPacked = fPacked
+	FieldVector = fVector
+)
