@@ -2,8 +2,8 @@ package redis
 
 import (
 	"encoding/binary"
-	"errors"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
