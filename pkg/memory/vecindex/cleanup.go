@@ -59,7 +59,7 @@ func (ix *Index) cleanupLocked() {
 					return
 				}
 				for s := start; s < min(start+chunk, n); s++ {
-					if ix.nodes[s].state == slotLive {
+					if ix.state[s] == slotLive {
 						ix.repair(uint32(s), sc)
 					}
 				}
@@ -70,9 +70,9 @@ func (ix *Index) cleanupLocked() {
 
 	best, bestLevel := int64(-1), -1
 	for s, nd := range ix.nodes {
-		switch nd.state {
+		switch ix.state[s] {
 		case slotTomb:
-			nd.state = slotFree
+			ix.state[s] = slotFree
 			nd.friends, nd.sims = nil, nil
 			ix.free = append(ix.free, uint32(s))
 		case slotLive:
@@ -82,7 +82,7 @@ func (ix *Index) cleanupLocked() {
 		}
 	}
 	ix.tombs = 0
-	if g.entry < 0 || ix.nodes[g.entry].state != slotLive {
+	if g.entry < 0 || ix.state[g.entry] != slotLive {
 		g.entry, g.maxLevel = best, max(bestLevel, 0)
 	}
 }
@@ -92,7 +92,7 @@ func (ix *Index) repair(slot uint32, sc *scratch) {
 	g := &ix.g
 	nd := ix.nodes[slot]
 	for l, list := range nd.friends {
-		if !slices.ContainsFunc(list, func(f uint32) bool { return ix.nodes[f].state == slotTomb }) {
+		if !slices.ContainsFunc(list, func(f uint32) bool { return ix.state[f] == slotTomb }) {
 			continue
 		}
 		sc.visit.next()
@@ -103,7 +103,7 @@ func (ix *Index) repair(slot uint32, sc *scratch) {
 			if sc.visit.seen(f) {
 				continue
 			}
-			if ix.nodes[f].state == slotLive {
+			if ix.state[f] == slotLive {
 				keep = append(keep, f)
 			} else {
 				queue = append(queue, f)
@@ -117,9 +117,9 @@ func (ix *Index) repair(slot uint32, sc *scratch) {
 				if sc.visit.seen(f) {
 					continue
 				}
-				if ix.nodes[f].state == slotLive {
+				if ix.state[f] == slotLive {
 					keep = append(keep, f)
-				} else if ix.nodes[f].state == slotTomb {
+				} else if ix.state[f] == slotTomb {
 					queue = append(queue, f)
 				}
 			}

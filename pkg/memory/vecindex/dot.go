@@ -78,6 +78,61 @@ func dot4Generic(q, a, b, c, d []float32) (float32, float32, float32, float32) {
 	return sa0 + sa1, sb0 + sb1, sc0 + sc1, sd0 + sd1
 }
 
+// query is a search's query: the unit vector and, for a walk on the codes,
+// its own int8 code and scale (scale 0: the walk uses the float32 vectors).
+type query struct {
+	v     []float32
+	code  []int8
+	scale float32
+}
+
+// sim is the similarity of the query to slot as the walk measures it: on
+// the codes when the query has one, else on the vectors.
+func (ix *Index) sim(q *query, slot uint32) float32 {
+	if q.scale == 0 {
+		return dot(q.v, ix.vec(slot))
+	}
+	return q.scale * ix.scales[slot] * float32(dotI8(q.code, ix.code(slot)))
+}
+
+// touch reads the first byte of each slot's code (or vector) before sims
+// computes them: the reads are independent, so the CPU overlaps their
+// cache misses, about ten at a time, where dot4 would wait on four.
+func (ix *Index) touch(q *query, slots []uint32) byte {
+	var t byte
+	if q.scale != 0 {
+		for _, s := range slots {
+			t ^= byte(ix.codes[int(s)*ix.dim])
+		}
+		return t
+	}
+	for _, s := range slots {
+		t ^= byte(math.Float32bits(ix.vecs[int(s)*ix.dim]))
+	}
+	return t
+}
+
+// sims is sim for each slot into out (len(out) == len(slots)), four at a
+// time.
+func (ix *Index) sims(q *query, slots []uint32, out []float32) {
+	if q.scale == 0 {
+		ix.dots(q.v, slots, out)
+		return
+	}
+	i := 0
+	for ; i+4 <= len(slots); i += 4 {
+		a, b, c, d := slots[i], slots[i+1], slots[i+2], slots[i+3]
+		ra, rb, rc, rd := dot4I8(q.code, ix.code(a), ix.code(b), ix.code(c), ix.code(d))
+		out[i] = q.scale * ix.scales[a] * float32(ra)
+		out[i+1] = q.scale * ix.scales[b] * float32(rb)
+		out[i+2] = q.scale * ix.scales[c] * float32(rc)
+		out[i+3] = q.scale * ix.scales[d] * float32(rd)
+	}
+	for ; i < len(slots); i++ {
+		out[i] = ix.sim(q, slots[i])
+	}
+}
+
 // dots writes the similarity of q to each slot into out (len(out) ==
 // len(slots)), four at a time.
 func (ix *Index) dots(q []float32, slots []uint32, out []float32) {
@@ -89,4 +144,58 @@ func (ix *Index) dots(q []float32, slots []uint32, out []float32) {
 	for ; i < len(slots); i++ {
 		out[i] = dot(q, ix.vec(slots[i]))
 	}
+}
+
+// dotI8Generic is dotI8 in plain Go.
+func dotI8Generic(a, b []int8) int32 {
+	n := len(a)
+	b = b[:n]
+	var s0, s1, s2, s3 int32
+	i := 0
+	for ; i+4 <= n; i += 4 {
+		aa := a[i : i+4 : i+4]
+		bb := b[i : i+4 : i+4]
+		s0 += int32(aa[0]) * int32(bb[0])
+		s1 += int32(aa[1]) * int32(bb[1])
+		s2 += int32(aa[2]) * int32(bb[2])
+		s3 += int32(aa[3]) * int32(bb[3])
+	}
+	for ; i < n; i++ {
+		s0 += int32(a[i]) * int32(b[i])
+	}
+	return s0 + s1 + s2 + s3
+}
+
+// dot4I8Generic is dot4I8 in plain Go.
+func dot4I8Generic(q, a, b, c, d []int8) (int32, int32, int32, int32) {
+	n := len(q)
+	a, b, c, d = a[:n], b[:n], c[:n], d[:n]
+	var sa, sb, sc, sd int32
+	for i, x := range q {
+		v := int32(x)
+		sa += v * int32(a[i])
+		sb += v * int32(b[i])
+		sc += v * int32(c[i])
+		sd += v * int32(d[i])
+	}
+	return sa, sb, sc, sd
+}
+
+// quantize writes unit vector v as int8 codes into dst (len(dst) ==
+// len(v)) and returns their scale: v[i] is about dst[i] x scale. The scale
+// is the largest magnitude over 127, so every code lies in [-127, 127].
+func quantize(dst []int8, v []float32) float32 {
+	var m float32
+	for _, x := range v {
+		m = max(m, x, -x)
+	}
+	if m == 0 {
+		clear(dst)
+		return 0
+	}
+	inv := 127 / m
+	for i, x := range v {
+		dst[i] = int8(math.Round(float64(x * inv)))
+	}
+	return m / 127
 }

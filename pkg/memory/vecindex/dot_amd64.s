@@ -120,3 +120,130 @@ reduce:
 	MOVSS X3, rc+56(FP)
 	MOVSS X4, rd+60(FP)
 	RET
+
+// func dotI8AVX2(a, b *int8, n int) int32
+// n is a multiple of 16: sixteen int8 of each side are widened to int16
+// (VPMOVSXBW), multiplied and summed in pairs into eight int32
+// (VPMADDWD), two accumulators.
+TEXT ·dotI8AVX2(SB), NOSPLIT, $0-28
+	MOVQ a+0(FP), SI
+	MOVQ b+8(FP), DI
+	MOVQ n+16(FP), CX
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	XORQ AX, AX
+	MOVQ CX, DX
+	ANDQ $-32, DX
+
+i8loop32:
+	CMPQ AX, DX
+	JGE  i8loop16
+	VPMOVSXBW (SI)(AX*1), Y2
+	VPMOVSXBW (DI)(AX*1), Y3
+	VPMADDWD Y3, Y2, Y2
+	VPADDD Y2, Y0, Y0
+	VPMOVSXBW 16(SI)(AX*1), Y4
+	VPMOVSXBW 16(DI)(AX*1), Y5
+	VPMADDWD Y5, Y4, Y4
+	VPADDD Y4, Y1, Y1
+	ADDQ $32, AX
+	JMP  i8loop32
+
+i8loop16:
+	CMPQ AX, CX
+	JGE  i8done
+	VPMOVSXBW (SI)(AX*1), Y2
+	VPMOVSXBW (DI)(AX*1), Y3
+	VPMADDWD Y3, Y2, Y2
+	VPADDD Y2, Y0, Y0
+	ADDQ $16, AX
+	JMP  i8loop16
+
+i8done:
+	VPADDD Y1, Y0, Y0
+	VEXTRACTI128 $1, Y0, X1
+	VPADDD X1, X0, X0
+	VPSHUFD $0x4E, X0, X1
+	VPADDD X1, X0, X0
+	VPSHUFD $0xB1, X0, X1
+	VPADDD X1, X0, X0
+	VMOVD X0, AX
+	VZEROUPPER
+	MOVL AX, ret+24(FP)
+	RET
+
+// func dot4I8AVX2(q, a, b, c, d *int8, n int) (ra, rb, rc, rd int32)
+// n is a multiple of 16: each pass widens sixteen int8 of q once and
+// multiplies them with those of a, b, c and d (four accumulators, four
+// streams of cache misses in flight).
+TEXT ·dot4I8AVX2(SB), NOSPLIT, $0-64
+	MOVQ q+0(FP), SI
+	MOVQ a+8(FP), R8
+	MOVQ b+16(FP), R9
+	MOVQ c+24(FP), R10
+	MOVQ d+32(FP), R11
+	MOVQ n+40(FP), CX
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	XORQ AX, AX
+
+q8loop:
+	CMPQ AX, CX
+	JGE  q8done
+	VPMOVSXBW (SI)(AX*1), Y4
+	VPMOVSXBW (R8)(AX*1), Y5
+	VPMOVSXBW (R9)(AX*1), Y6
+	VPMOVSXBW (R10)(AX*1), Y7
+	VPMOVSXBW (R11)(AX*1), Y8
+	VPMADDWD Y4, Y5, Y5
+	VPMADDWD Y4, Y6, Y6
+	VPMADDWD Y4, Y7, Y7
+	VPMADDWD Y4, Y8, Y8
+	VPADDD Y5, Y0, Y0
+	VPADDD Y6, Y1, Y1
+	VPADDD Y7, Y2, Y2
+	VPADDD Y8, Y3, Y3
+	ADDQ $16, AX
+	JMP  q8loop
+
+q8done:
+	VEXTRACTI128 $1, Y0, X4
+	VPADDD X4, X0, X0
+	VPSHUFD $0x4E, X0, X4
+	VPADDD X4, X0, X0
+	VPSHUFD $0xB1, X0, X4
+	VPADDD X4, X0, X0
+	VMOVD X0, AX
+
+	VEXTRACTI128 $1, Y1, X4
+	VPADDD X4, X1, X1
+	VPSHUFD $0x4E, X1, X4
+	VPADDD X4, X1, X1
+	VPSHUFD $0xB1, X1, X4
+	VPADDD X4, X1, X1
+	VMOVD X1, BX
+
+	VEXTRACTI128 $1, Y2, X4
+	VPADDD X4, X2, X2
+	VPSHUFD $0x4E, X2, X4
+	VPADDD X4, X2, X2
+	VPSHUFD $0xB1, X2, X4
+	VPADDD X4, X2, X2
+	VMOVD X2, DX
+
+	VEXTRACTI128 $1, Y3, X4
+	VPADDD X4, X3, X3
+	VPSHUFD $0x4E, X3, X4
+	VPADDD X4, X3, X3
+	VPSHUFD $0xB1, X3, X4
+	VPADDD X4, X3, X3
+	VMOVD X3, DI
+
+	VZEROUPPER
+	MOVL AX, ra+48(FP)
+	MOVL BX, rb+52(FP)
+	MOVL DX, rc+56(FP)
+	MOVL DI, rd+60(FP)
+	RET

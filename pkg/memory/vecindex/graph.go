@@ -136,13 +136,14 @@ func (g *graph) link(ix *Index, q uint32, locked bool, sc *scratch) {
 	}
 
 	cur := uint32(ep)
+	qq := &query{v: qv}
 	curSim := dot(qv, ix.vec(cur))
 	for l := top; l > lq; l-- {
-		cur, curSim = g.greedy(ix, qv, cur, curSim, l, locked, sc)
+		cur, curSim = g.greedy(ix, qq, cur, curSim, l, locked, sc)
 	}
 	eps := append(sc.eps[:0], scored{sim: curSim, slot: cur})
 	for l := min(top, lq); l >= 0; l-- {
-		found, _ := g.searchLayer(ix, qv, eps, g.efC, l, locked, nil, g.efC, 0, sc)
+		found, _ := g.searchLayer(ix, qq, eps, g.efC, l, locked, nil, g.efC, 0, sc)
 		// A concurrent insert may already have linked q: never link to self.
 		found = slices.DeleteFunc(found, func(c scored) bool { return c.slot == q })
 		if len(found) == 0 {
@@ -203,7 +204,7 @@ func (g *graph) addLink(ix *Index, n, q uint32, sim float32, l int, locked bool,
 	}
 	cands := sc.prune[:0]
 	for i, f := range list {
-		if ix.nodes[f].state == slotTomb {
+		if ix.state[f] == slotTomb {
 			continue
 		}
 		cands = append(cands, scored{sim: sims[i], slot: f})
@@ -259,11 +260,11 @@ func (g *graph) selectNeighbours(ix *Index, cands []scored, m int, sc *scratch) 
 
 // greedy moves from cur to ever closer neighbours on layer l until none is
 // closer.
-func (g *graph) greedy(ix *Index, qv []float32, cur uint32, curSim float32, l int, locked bool, sc *scratch) (uint32, float32) {
+func (g *graph) greedy(ix *Index, q *query, cur uint32, curSim float32, l int, locked bool, sc *scratch) (uint32, float32) {
 	for changed := true; changed; {
 		changed = false
 		for _, f := range g.friends(ix, cur, l, locked, sc) {
-			if s := dot(qv, ix.vec(f)); s > curSim {
+			if s := ix.sim(q, f); s > curSim {
 				cur, curSim, changed = f, s, true
 			}
 		}
@@ -301,8 +302,8 @@ func (g *graph) friends(ix *Index, n uint32, l int, locked bool, sc *scratch) []
 // about ef/p nodes when a fraction p of them is accepted. To keep that near
 // the cost of an unfiltered search, the width shrinks with the acceptance
 // rate seen so far, to ef*p*filterSlack but never below minEf.
-func (g *graph) searchLayer(ix *Index, qv []float32, eps []scored, ef, l int, locked bool,
-	accept func(*node) bool, minEf, budget int, sc *scratch) (res []scored, complete bool) {
+func (g *graph) searchLayer(ix *Index, q *query, eps []scored, ef, l int, locked bool,
+	accept func(slot uint32) bool, minEf, budget int, sc *scratch) (res []scored, complete bool) {
 	vis := &sc.visit
 	vis.next()
 	cand, top := &sc.cand, &sc.top
@@ -312,15 +313,14 @@ func (g *graph) searchLayer(ix *Index, qv []float32, eps []scored, ef, l int, lo
 	asked, taken := 0, 0
 	hopeless := false // the filter accepts too little for a walk to pay
 	eligible := func(slot uint32) bool {
-		nd := ix.nodes[slot]
-		if nd.state != slotLive {
+		if ix.state[slot] != slotLive {
 			return false
 		}
 		if accept == nil {
 			return true
 		}
 		asked++
-		ok := accept(nd)
+		ok := accept(slot)
 		if ok {
 			taken++
 		}
@@ -358,7 +358,8 @@ func (g *graph) searchLayer(ix *Index, qv []float32, eps []scored, ef, l int, lo
 		}
 		sims := slices.Grow(sc.sims[:0], len(fresh))[:len(fresh)]
 		sc.fresh, sc.sims = fresh, sims
-		ix.dots(qv, fresh, sims)
+		sc.touch ^= ix.touch(q, fresh)
+		ix.sims(q, fresh, sims)
 		work += len(fresh)
 		for i, f := range fresh {
 			s := sims[i]
@@ -393,13 +394,20 @@ const filterSlack = 2
 const scanBelow = 50
 
 // search answers a query of k hits on a non-empty graph.
-func (g *graph) search(ix *Index, q []float32, k int, accept func(*node) bool) []scored {
+func (g *graph) search(ix *Index, q []float32, k int, accept func(slot uint32) bool) []scored {
 	sc := g.scratch(len(ix.nodes))
 	defer g.scratches.Put(sc)
+	// The walk compares int8 codes (unless WithExactWalk); the beam it
+	// ends with is scored on the vectors below.
+	qq := &query{v: q}
+	if ix.codes != nil {
+		sc.qcode = slices.Grow(sc.qcode[:0], len(q))[:len(q)]
+		qq.code, qq.scale = sc.qcode, quantize(sc.qcode, q)
+	}
 	ep := uint32(g.entry)
-	cur, curSim := ep, dot(q, ix.vec(ep))
+	cur, curSim := ep, ix.sim(qq, ep)
 	for l := g.maxLevel; l > 0; l-- {
-		cur, curSim = g.greedy(ix, q, cur, curSim, l, false, sc)
+		cur, curSim = g.greedy(ix, qq, cur, curSim, l, false, sc)
 	}
 	ef := max(g.efS, k)
 	budget := 0
@@ -410,12 +418,17 @@ func (g *graph) search(ix *Index, q []float32, k int, accept func(*node) bool) [
 	}
 	eps := append(sc.eps[:0], scored{sim: curSim, slot: cur})
 	sc.eps = eps
-	res, complete := g.searchLayer(ix, q, eps, ef, 0, false, accept, min(ef, 2*k), budget, sc)
+	res, complete := g.searchLayer(ix, qq, eps, ef, 0, false, accept, min(ef, 2*k), budget, sc)
 	if !complete || (len(res) < k && len(res) < ix.live) {
 		// The filter is so selective that the walk ran out of budget,
 		// or too few hits were in reach (also the rare region cut off
 		// by removals): answer exactly.
 		return ix.exactLocked(q, k, accept)
+	}
+	if qq.scale != 0 {
+		for i := range res {
+			res[i].sim = dot(q, ix.vec(res[i].slot))
+		}
 	}
 	slices.SortFunc(res, bySimDesc)
 	if len(res) > k {
@@ -437,6 +450,8 @@ type scratch struct {
 	sims   []float32
 	mine   []scored
 	keep   []uint32
+	qcode  []int8
+	touch  byte // what touch read, kept so that the reads stay
 }
 
 func (g *graph) scratch(n int) *scratch {

@@ -14,8 +14,11 @@ func checkGraph(t *testing.T, ix *Index) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	live, tombs := 0, 0
+	if len(ix.state) != len(ix.nodes) || len(ix.tags) != len(ix.nodes) {
+		t.Fatalf("%d nodes but %d states and %d tags", len(ix.nodes), len(ix.state), len(ix.tags))
+	}
 	for s, nd := range ix.nodes {
-		switch nd.state {
+		switch ix.state[s] {
 		case slotLive:
 			live++
 			if got, ok := ix.byID[nd.id]; !ok || got != uint32(s) {
@@ -46,7 +49,7 @@ func checkGraph(t *testing.T, ix *Index) {
 				}
 				seen[f] = true
 				fn := ix.nodes[f]
-				if fn.state == slotFree {
+				if ix.state[f] == slotFree {
 					t.Fatalf("slot %d layer %d links to free slot %d", s, l, f)
 				}
 				if fn.level < l {
@@ -62,7 +65,7 @@ func checkGraph(t *testing.T, ix *Index) {
 		t.Fatalf("counts: live %d/%d tombs %d/%d map %d", live, ix.live, tombs, ix.tombs, len(ix.byID))
 	}
 	if live+tombs > 0 {
-		if ix.g.entry < 0 || ix.nodes[ix.g.entry].state == slotFree || ix.nodes[ix.g.entry].level != ix.g.maxLevel {
+		if ix.g.entry < 0 || ix.state[ix.g.entry] == slotFree || ix.nodes[ix.g.entry].level != ix.g.maxLevel {
 			t.Fatalf("bad entry point %d (max level %d)", ix.g.entry, ix.g.maxLevel)
 		}
 	}
@@ -285,5 +288,44 @@ func TestParallelBatchBuild(t *testing.T) {
 		append(d.vecs, d.vecs[0], d.vecs[1000], d.vecs[2000], d.vecs[3000]), d.qs, 10, nil)
 	if rc < 0.95 {
 		t.Errorf("recall@10 after parallel build = %.4f, want >= 0.95", rc)
+	}
+}
+
+// TestQuantizedWalk: walking on the int8 codes finds what the float32 walk
+// finds (recall within a point), and the scores it returns are the exact
+// cosines, not the codes' estimates.
+func TestQuantizedWalk(t *testing.T) {
+	n, dim := 8000, 128
+	if raceEnabled {
+		n, dim = 2000, 64
+	}
+	d := embeddingData(4, n, 100, dim)
+	coded := New(dim, WithSeed(9), WithExactThreshold(1))
+	plain := New(dim, WithSeed(9), WithExactThreshold(1), WithExactWalk())
+	for _, ix := range []*Index{coded, plain} {
+		must(t, ix.AddBatch(d.names, d.vecs))
+	}
+	if coded.codes == nil || plain.codes != nil {
+		t.Fatalf("codes kept: default %v, WithExactWalk %v", coded.codes != nil, plain.codes != nil)
+	}
+	rc, rp := recallAt(t, coded, d.names, d.vecs, d.qs, 10, nil), recallAt(t, plain, d.names, d.vecs, d.qs, 10, nil)
+	t.Logf("recall@10: int8 walk %.4f, float32 walk %.4f", rc, rp)
+	if rc < rp-0.01 || rc < 0.95 {
+		t.Errorf("int8 walk recall@10 = %.4f, float32 walk %.4f", rc, rp)
+	}
+	byID := map[string][]float32{}
+	for i, name := range d.names {
+		u := make([]float32, dim)
+		normalize(u, d.vecs[i])
+		byID[name] = u
+	}
+	for _, q := range d.qs[:20] {
+		qu := make([]float32, dim)
+		normalize(qu, q)
+		for _, h := range coded.Search(q, 10, nil) {
+			if want := dot(qu, byID[h.ID]); h.Score != want {
+				t.Fatalf("hit %s scored %v, exact cosine %v", h.ID, h.Score, want)
+			}
+		}
 	}
 }

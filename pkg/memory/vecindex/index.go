@@ -41,6 +41,7 @@ type config struct {
 	exactThreshold              int
 	workers                     int
 	seed                        uint64
+	exactWalk                   bool
 }
 
 // Option tunes an Index. Non-positive values keep the default.
@@ -67,6 +68,13 @@ func WithExactThreshold(n int) Option { return func(c *config) { setPos(&c.exact
 // vectors into the graph (default GOMAXPROCS).
 func WithBuildWorkers(n int) Option { return func(c *config) { setPos(&c.workers, n) } }
 
+// WithExactWalk makes Search walk the graph on the float32 vectors. By
+// default the walk compares int8 codes of the vectors (a quarter of the
+// memory to read per node, see quantize) and only the beam it ends with is
+// scored on the float32 vectors: about a third faster at 100,000 vectors
+// for the same recall, for dim bytes more per vector.
+func WithExactWalk() Option { return func(c *config) { c.exactWalk = true } }
+
 // WithSeed fixes the random source that draws node levels, for reproducible
 // graphs (parallel AddBatch still varies with scheduling).
 func WithSeed(seed uint64) Option { return func(c *config) { c.seed = seed } }
@@ -87,10 +95,18 @@ type Index struct {
 	mu    sync.RWMutex
 	vecs  []float32 // unit vectors, slot*dim
 	nodes []*node   // per slot
-	byID  map[string]uint32
-	free  []uint32 // slots ready for reuse
-	live  int      // vectors that can be returned
-	tombs int      // removed vectors still linked in the graph
+	// Per slot, beside the nodes: the walk's filter reads these for every
+	// node it meets, and dense arrays spare it a pointer chase each.
+	state []slotState
+	tags  []uint32
+	// The int8 codes of the unit vectors (slot*dim) and their scales, for
+	// the walk (nil with WithExactWalk).
+	codes  []int8
+	scales []float32
+	byID   map[string]uint32
+	free   []uint32 // slots ready for reuse
+	live   int      // vectors that can be returned
+	tombs  int      // removed vectors still linked in the graph
 
 	g graph
 
@@ -108,8 +124,6 @@ const (
 type node struct {
 	mu      sync.Mutex // guards friends during parallel AddBatch
 	id      string
-	tag     uint32
-	state   slotState
 	level   int
 	friends [][]uint32  // per layer 0..level: linked slots
 	sims    [][]float32 // per layer: similarity to each linked slot
@@ -226,6 +240,12 @@ func (ix *Index) AddBatchTagged(ids []string, tags []uint32, vecs [][]float32) e
 	if extra := len(last) - len(ix.free); extra > 0 {
 		ix.vecs = slices.Grow(ix.vecs, extra*ix.dim)
 		ix.nodes = slices.Grow(ix.nodes, extra)
+		ix.state = slices.Grow(ix.state, extra)
+		ix.tags = slices.Grow(ix.tags, extra)
+		if !ix.cfg.exactWalk {
+			ix.codes = slices.Grow(ix.codes, extra*ix.dim)
+			ix.scales = slices.Grow(ix.scales, extra)
+		}
 	}
 	slots := make([]uint32, 0, len(last))
 	for i, id := range ids {
@@ -261,9 +281,9 @@ func (ix *Index) Remove(id string) {
 // into the index. A query of the wrong dimension or with zero length has no
 // neighbours: Search returns nil (check Dim first to tell the cases apart).
 func (ix *Index) Search(query []float32, k int, accept func(id string) bool) []Hit {
-	var f func(*node) bool
+	var f func(slot uint32) bool
 	if accept != nil {
-		f = func(nd *node) bool { return accept(nd.id) }
+		f = func(slot uint32) bool { return accept(ix.nodes[slot].id) }
 	}
 	return ix.search(query, k, f)
 }
@@ -271,14 +291,14 @@ func (ix *Index) Search(query []float32, k int, accept func(id string) bool) []H
 // SearchTagged is Search with a filter on the vectors' tags (AddTagged):
 // the cheap filter for callers that keep their own per-row state.
 func (ix *Index) SearchTagged(query []float32, k int, accept func(tag uint32) bool) []Hit {
-	var f func(*node) bool
+	var f func(slot uint32) bool
 	if accept != nil {
-		f = func(nd *node) bool { return accept(nd.tag) }
+		f = func(slot uint32) bool { return accept(ix.tags[slot]) }
 	}
 	return ix.search(query, k, f)
 }
 
-func (ix *Index) search(query []float32, k int, accept func(*node) bool) []Hit {
+func (ix *Index) search(query []float32, k int, accept func(slot uint32) bool) []Hit {
 	if k <= 0 {
 		return nil
 	}
@@ -306,8 +326,7 @@ func (ix *Index) hits(res []scored) []Hit {
 	}
 	out := make([]Hit, len(res))
 	for i, r := range res {
-		nd := ix.nodes[r.slot]
-		out[i] = Hit{ID: nd.id, Tag: nd.tag, Score: r.sim}
+		out[i] = Hit{ID: ix.nodes[r.slot].id, Tag: ix.tags[r.slot], Score: r.sim}
 	}
 	slices.SortFunc(out, func(a, b Hit) int {
 		if a.Score != b.Score {
@@ -323,17 +342,17 @@ func (ix *Index) hits(res []scored) []Hit {
 
 // exactLocked scans every live vector; accept is asked before the distance
 // is computed, so a selective filter makes the scan cheaper.
-func (ix *Index) exactLocked(q []float32, k int, accept func(*node) bool) []scored {
+func (ix *Index) exactLocked(q []float32, k int, accept func(slot uint32) bool) []scored {
 	// One vector at a time: a sequential scan streams well through the
 	// prefetcher, and dot beats dot4 here (dot4 pays off on scattered
 	// vectors, see dot.go).
 	var top minHeap
 	top.items = make([]scored, 0, k+1)
-	for slot, nd := range ix.nodes {
-		if nd.state != slotLive {
+	for slot, st := range ix.state {
+		if st != slotLive {
 			continue
 		}
-		if accept != nil && !accept(nd) {
+		if accept != nil && !accept(uint32(slot)) {
 			continue
 		}
 		s := dot(q, ix.vec(uint32(slot)))
@@ -364,6 +383,11 @@ func (ix *Index) unitInto(dst, vec []float32) error {
 	return nil
 }
 
+func (ix *Index) code(slot uint32) []int8 {
+	off := int(slot) * ix.dim
+	return ix.codes[off : off+ix.dim : off+ix.dim]
+}
+
 func (ix *Index) vec(slot uint32) []float32 {
 	off := int(slot) * ix.dim
 	return ix.vecs[off : off+ix.dim : off+ix.dim]
@@ -379,13 +403,22 @@ func (ix *Index) allocLocked(id string, tag uint32, vec []float32) uint32 {
 	} else {
 		slot = uint32(len(ix.nodes))
 		ix.nodes = append(ix.nodes, &node{})
+		ix.state = append(ix.state, slotFree)
+		ix.tags = append(ix.tags, 0)
 		ix.vecs = append(ix.vecs, make([]float32, ix.dim)...)
+		if !ix.cfg.exactWalk {
+			ix.codes = append(ix.codes, make([]int8, ix.dim)...)
+			ix.scales = append(ix.scales, 0)
+		}
 	}
 	normalize(ix.vec(slot), vec)
+	if !ix.cfg.exactWalk {
+		ix.scales[slot] = quantize(ix.code(slot), ix.vec(slot))
+	}
 	nd := ix.nodes[slot]
 	nd.id = id
-	nd.tag = tag
-	nd.state = slotLive
+	ix.tags[slot] = tag
+	ix.state[slot] = slotLive
 	nd.level = 0
 	nd.friends, nd.sims = nil, nil
 	ix.byID[id] = slot
@@ -401,9 +434,8 @@ func (ix *Index) removeLocked(id string) bool {
 		return false
 	}
 	delete(ix.byID, id)
-	nd := ix.nodes[slot]
-	nd.state = slotTomb
-	nd.id = ""
+	ix.state[slot] = slotTomb
+	ix.nodes[slot].id = ""
 	ix.live--
 	ix.tombs++
 	return true

@@ -118,6 +118,76 @@ func TestDotMatchesNaive(t *testing.T) {
 	}
 }
 
+func TestDotI8MatchesNaive(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	code := func(n int, extreme bool) []int8 {
+		c := make([]int8, n)
+		for i := range c {
+			if extreme {
+				c[i] = []int8{-127, 127}[r.IntN(2)] // the largest products the codes make
+			} else {
+				c[i] = int8(r.IntN(255) - 127)
+			}
+		}
+		return c
+	}
+	naive := func(a, b []int8) int32 {
+		var s int64
+		for i := range a {
+			s += int64(a[i]) * int64(b[i])
+		}
+		return int32(s)
+	}
+	lens := []int{383, 384, 385, 768, 1536, 4096}
+	for n := 0; n <= 70; n++ {
+		lens = append(lens, n)
+	}
+	for _, n := range lens {
+		for _, extreme := range []bool{false, true} {
+			q, a, b, c, d := code(n, extreme), code(n, extreme), code(n, extreme), code(n, extreme), code(n, extreme)
+			if got, want := dotI8(q, a), naive(q, a); got != want {
+				t.Errorf("dotI8 len %d = %d, want %d", n, got, want)
+			}
+			if got, want := dotI8Generic(q, a), naive(q, a); got != want {
+				t.Errorf("dotI8Generic len %d = %d, want %d", n, got, want)
+			}
+			ga, gb, gc, gd := dot4I8(q, a, b, c, d)
+			pa, pb, pc, pd := dot4I8Generic(q, a, b, c, d)
+			for i, v := range [][]int8{a, b, c, d} {
+				want := naive(q, v)
+				if got := []int32{ga, gb, gc, gd}[i]; got != want {
+					t.Errorf("dot4I8[%d] len %d = %d, want %d", i, n, got, want)
+				}
+				if got := []int32{pa, pb, pc, pd}[i]; got != want {
+					t.Errorf("dot4I8Generic[%d] len %d = %d, want %d", i, n, got, want)
+				}
+			}
+		}
+	}
+}
+
+func TestQuantize(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, n := range []int{1, 7, 384} {
+		v := randVec(r, n)
+		normalize(v, v)
+		c := make([]int8, n)
+		s := quantize(c, v)
+		for i := range v {
+			if d := math.Abs(float64(v[i]) - float64(c[i])*float64(s)); d > float64(s)/2+1e-7 {
+				t.Fatalf("len %d component %d: %v coded %d x %v (error %v > half a step)", n, i, v[i], c[i], s, d)
+			}
+		}
+		if !slices.ContainsFunc(c, func(x int8) bool { return x == 127 || x == -127 }) {
+			t.Errorf("len %d: no code reaches the scale's end", n)
+		}
+	}
+	zero := []int8{5, 5}
+	if s := quantize(zero, []float32{0, 0}); s != 0 || zero[0] != 0 || zero[1] != 0 {
+		t.Errorf("zero vector: scale %v codes %v", s, zero)
+	}
+}
+
 func TestAddValidation(t *testing.T) {
 	ix := New(4)
 	if err := ix.Add("a", []float32{1, 2, 3}); !errors.Is(err, ErrDimension) {
