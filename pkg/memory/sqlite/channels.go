@@ -30,7 +30,8 @@ func (s *Store) Lexical(ctx context.Context, terms []string, f memory.Filter, li
 	}
 	defer x.scratch.Put(sc)
 	gf := x.compile(&f, now)
-	x.lex.search(terms, sc, t.k, func(rid uint32, score float64) {
+	more := func() bool { return len(t.items) < t.k }
+	x.lex.search(terms, sc, t.k, more, func(rid uint32, score float64) {
 		if len(t.items) == t.k {
 			// Cannot enter: skip the filter check. Ties with the last
 			// are common (same term, same length) and lose on the id.

@@ -251,8 +251,10 @@ const commonShare = 0.25
 // counting as one term whose frequency sums its expansions) and calls visit
 // for each with its score, in no particular order. want (> 0) is how many
 // candidates the caller needs: it allows skipping common terms (see
-// commonShare).
-func (x *lexIndex) search(terms []string, sc *scratch, want int, visit func(rid uint32, score float64)) {
+// commonShare) and visiting the best documents first, the others only
+// while more reports that the caller still needs some (see visitBest; a
+// nil more visits all).
+func (x *lexIndex) search(terms []string, sc *scratch, want int, more func() bool, visit func(rid uint32, score float64)) {
 	if x.nDocs == 0 {
 		return
 	}
@@ -315,8 +317,59 @@ func (x *lexIndex) search(terms []string, sc *scratch, want int, visit func(rid 
 			sc.score[rid] += float32(idf * f * (bm25K1 + 1) / (f + norm))
 		}
 	}
+	x.visitBest(sc, want, more, visit)
+}
+
+// cutBuckets is the resolution of the score histogram visitBest cuts with.
+const cutBuckets = 1024
+
+// visitBest calls visit for the touched documents and clears their scores.
+// When many are touched, the documents at or above the want-th best score
+// (found with a histogram, without sorting) are visited first, and the
+// rest only when more says the caller still lacks candidates (its filter
+// rejected some of the best): a caller keeping the want best accepted
+// documents gets the same answer as from visiting them all, while most
+// queries visit a few dozen documents instead of thousands.
+func (x *lexIndex) visitBest(sc *scratch, want int, more func() bool, visit func(rid uint32, score float64)) {
+	defer func() {
+		for _, rid := range sc.touched {
+			sc.score[rid] = 0
+		}
+	}()
+	var top float32
 	for _, rid := range sc.touched {
-		visit(rid, float64(sc.score[rid]))
-		sc.score[rid] = 0
+		top = max(top, sc.score[rid])
+	}
+	if want <= 0 || more == nil || len(sc.touched) <= 4*want || !(top > 0) {
+		for _, rid := range sc.touched {
+			visit(rid, float64(sc.score[rid]))
+		}
+		return
+	}
+	scale := float32(cutBuckets-1) / top
+	bucket := func(v float32) int { return min(int(v*scale), cutBuckets-1) }
+	var counts [cutBuckets]int
+	for _, rid := range sc.touched {
+		counts[bucket(sc.score[rid])]++
+	}
+	cut, seen := 0, 0
+	for b := cutBuckets - 1; b >= 0; b-- {
+		if seen += counts[b]; seen >= want {
+			cut = b
+			break
+		}
+	}
+	for _, rid := range sc.touched {
+		if v := sc.score[rid]; bucket(v) >= cut {
+			visit(rid, float64(v))
+		}
+	}
+	if !more() {
+		return
+	}
+	for _, rid := range sc.touched {
+		if v := sc.score[rid]; bucket(v) < cut {
+			visit(rid, float64(v))
+		}
 	}
 }

@@ -20,7 +20,7 @@ func TestLexIndexBM25(t *testing.T) {
 	}
 	var sc scratch
 	got := map[uint32]float64{}
-	x.search([]string{"redis", "wal"}, &sc, 0, func(rid uint32, s float64) { got[rid] = s })
+	x.search([]string{"redis", "wal"}, &sc, 0, nil, func(rid uint32, s float64) { got[rid] = s })
 	if len(got) != 3 {
 		t.Fatalf("matches: %v", got)
 	}
@@ -38,7 +38,7 @@ func TestLexIndexBM25(t *testing.T) {
 	x.set(2, "postgres")
 	x.remove(1)
 	got = map[uint32]float64{}
-	x.search([]string{"redis"}, &sc, 0, func(rid uint32, s float64) { got[rid] = s })
+	x.search([]string{"redis"}, &sc, 0, nil, func(rid uint32, s float64) { got[rid] = s })
 	if len(got) != 0 {
 		t.Fatalf("stale postings matched: %v", got)
 	}
@@ -46,12 +46,53 @@ func TestLexIndexBM25(t *testing.T) {
 		x.set(uint32(100+i%50), fmt.Sprintf("churn%d text", i))
 	}
 	got = map[uint32]float64{}
-	x.search([]string{"churn2999"}, &sc, 0, func(rid uint32, s float64) { got[rid] = s })
+	x.search([]string{"churn2999"}, &sc, 0, nil, func(rid uint32, s float64) { got[rid] = s })
 	if len(got) != 1 {
 		t.Fatalf("after churn: %v", got)
 	}
 	if p := len(x.terms["text"].postings); p >= 3000 || x.terms["text"].df != 50 {
 		t.Fatalf("no compaction: %d postings of \"text\", df %d", p, x.terms["text"].df)
+	}
+}
+
+// TestVisitBestKeepsTheTop: visiting the best-scored documents first (and
+// the rest only while the caller lacks candidates) gives the same top k
+// as visiting every touched document, whatever share of them the caller's
+// filter rejects, ties on the score included.
+func TestVisitBestKeepsTheTop(t *testing.T) {
+	c := memorytest.NewBenchCorpus()
+	x := newLexIndex()
+	for i := range 5000 {
+		n := c.Node()
+		x.set(uint32(i+1), docText(&n))
+	}
+	var sc scratch
+	const k = 60
+	for qi := range 200 {
+		q := c.Query()
+		if qi%7 == 0 {
+			q = append(q, "the") // a common term: many equal scores
+		}
+		for _, rejectEvery := range []uint32{0, 2, 10, 97} {
+			accept := func(rid uint32) bool { return rejectEvery == 0 || (rid*2654435761)%rejectEvery != 0 }
+			run := func(more bool) []scoredItem {
+				top := scoredTop{k: k}
+				var m func() bool
+				if more {
+					m = func() bool { return len(top.items) < top.k }
+				}
+				x.search(q, &sc, k, m, func(rid uint32, s float64) {
+					if accept(rid) {
+						top.add(scoredItem{rid: rid, id: fmt.Sprintf("n%05d", rid%1000), score: s})
+					}
+				})
+				return top.items
+			}
+			all, best := run(false), run(true)
+			if !slices.Equal(all, best) {
+				t.Fatalf("query %v, rejecting 1 in %d: visiting the best first gave\n%v\nvisiting all gave\n%v", q, rejectEvery, best, all)
+			}
+		}
 	}
 }
 
@@ -81,7 +122,7 @@ func BenchmarkLexIndex(b *testing.B) {
 		c0, _ := memorytest.ThreadCPU()
 		t := time.Now()
 		top := scoredTop{k: memory.DefaultChannelLimit}
-		x.search(q, &sc, memory.DefaultChannelLimit, func(rid uint32, s float64) {
+		x.search(q, &sc, memory.DefaultChannelLimit, func() bool { return len(top.items) < top.k }, func(rid uint32, s float64) {
 			top.add(scoredItem{rid: rid, score: s})
 		})
 		lat = append(lat, time.Since(t))
