@@ -183,7 +183,7 @@ func Run(ctx context.Context, st Store, opts Options) ([]Result, []LineCount, er
 	}
 	cfg := runner.ConfigFor(topo, events.ConsumerInjector)
 	cfg.Concurrency = max(opts.Concurrency, 1)
-	r, err := runner.New(js, cfg, inject.NewHandler(inj, pub, nil).Handle, runner.WithProcessed(st))
+	r, err := runner.New(js, cfg, inject.NewHandler(inj, pub, nil).Handle)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -23,8 +23,13 @@ func Module() fx.Option {
 
 // NewWorker builds the injector on the process's store and embedder and
 // returns its worker registration: the turn_started handler on the
-// injector consumer, with processed-event records in the store, paused
-// while the store is down. It has no model gate: the injector must answer even when the chat model is down
+// injector consumer, paused while the store is down. It keeps no
+// processed-event records: a redelivered turn_started is either past its
+// reply deadline (skipped by the handler) or answered again, which is
+// harmless (the injection record is overwritten with the same turn's ids,
+// the second reply finds nobody waiting, and injection_ready carries the
+// same message id, so the stream drops the copy), while the records would
+// cost a read and a write transaction on every turn. It has no model gate: the injector must answer even when the chat model is down
 // (the hashing embedder needs no model; an Ollama embedder that fails
 // leaves recall out of that turn's block, standing instructions still go).
 func NewWorker(cfg config.Config, st memory.Store, c *llm.Client, ec *events.Client, log *zap.Logger) (app.Worker, error) {
@@ -35,9 +40,8 @@ func NewWorker(cfg config.Config, st memory.Store, c *llm.Client, ec *events.Cli
 		return app.Worker{}, err
 	}
 	return app.Worker{
-		Role:      events.ConsumerInjector,
-		Handler:   inject.NewHandler(inj, ec, log).Handle,
-		Gates:     []runner.Gate{app.StoreGate(st)},
-		Processed: st,
+		Role:    events.ConsumerInjector,
+		Handler: inject.NewHandler(inj, ec, log).Handle,
+		Gates:   []runner.Gate{app.StoreGate(st)},
 	}, nil
 }
