@@ -519,14 +519,16 @@ func TestServeIdleDetectorPublishesSessionIdle(t *testing.T) {
 	if idle.ProjectID != "acme" || idle.SessionID != "quiet one" {
 		t.Fatalf("session_idle for %q/%q", idle.ProjectID, idle.SessionID)
 	}
-	resp, err := http.Get(s.httpURL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if !strings.Contains(string(body), "engram_idle_published_total 1") {
-		t.Errorf("/metrics lacks engram_idle_published_total 1")
-	}
+	// The counter moves after the publish is acknowledged, a moment after
+	// the event is in the stream: poll for it.
+	waitFor(t, "engram_idle_published_total 1 on /metrics", func() bool {
+		resp, err := http.Get(s.httpURL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return strings.Contains(string(body), "engram_idle_published_total 1")
+	})
 	s.stop(t)
 }
