@@ -97,11 +97,14 @@
 //	client.PublishTurnEnded(ctx, ref, events.TurnEnded{Messages: msgs})
 //	client.PublishTokensReported(ctx, ref, events.TokensReported{InputTokens: n})
 //
-// Inject publishes turn_started with reply_to set to a fresh inbox and
-// reply_by to its deadline (1.5 s by default), then waits for an
-// injection_ready whose in_reply_to is the event id. The injector replies to
-// reply_to (Client.Respond) and also publishes injection_ready on ENGRAM_OUT.
-// A turn is never blocked by Engram for longer than the inject timeout.
+// Inject publishes turn_started with reply_to set to a subject of its own
+// (under one inbox per Client, subscribed once with a wildcard on the first
+// Inject and routed to the waiting call by its last token) and reply_by to
+// its deadline (1.5 s by default), then waits for an injection_ready whose
+// in_reply_to is the event id. The injector replies to reply_to
+// (Client.Respond) and also publishes injection_ready on ENGRAM_OUT. A turn
+// is never blocked by Engram for longer than the inject timeout. Keep one
+// Client per connection for the process; Close ends its reply subscription.
 //
 // Package eventstest starts an embedded server for tests.
 package events
