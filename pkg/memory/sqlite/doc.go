@@ -29,7 +29,12 @@
 //     names, tokenised like memory.Terms; a query term of 3 or more
 //     characters also matches up to 32 longer tokens it prefixes. SQLite FTS5
 //     was measured first and rejected: with prefix queries and common terms
-//     it took p50 530 ms, p99 2.1 s per query at 100,000 nodes under modernc;
+//     it took p50 530 ms, p99 2.1 s per query at 100,000 nodes under modernc.
+//     A query scores every matching document, then hands the channel those
+//     at or above the 60th best score first (a score histogram finds the
+//     cut) and the rest only when the filter rejected some of those: the
+//     same top 60, with a few dozen filter checks and id comparisons
+//     instead of thousands (TestVisitBestKeepsTheTop);
 //   - one vector index per embedding model (pkg/memory/vecindex), filtered
 //     while searching (each vector is tagged with its row id, so the filter
 //     reads the gate without an id look-up). Open returns before these graphs are built: they are
