@@ -183,12 +183,12 @@ func (i *Injector) Build(ctx context.Context, req Request) (Block, error) {
 // acknowledged). It fails only when the store fails in a way that leaves
 // nothing to say; partial failures are reported in Block.Problems.
 //
-// Everything that does not depend on recall runs beside it: the standing
-// selection, and one chain of readiness check, live-memory check and
-// briefing flag (on Redis each is a round trip that would otherwise be
-// paid in series). The chain keeps its order so that the session's
-// briefing is spent only on a turn that gets a block: not while recall is
-// not ready, and not on an empty graph.
+// The reads that do not depend on recall run beside it: the standing
+// selection, and the readiness check followed by the live-memory check (on
+// Redis each is a round trip that would otherwise be paid in series). The
+// briefing flag is a write, so it is taken last, once the turn is sure to
+// get a block: never while recall is not ready, on an empty graph, or when
+// recall failed (a retried turn still gets the directive).
 func (i *Injector) Compose(ctx context.Context, req Request) (Block, error) {
 	var b Block
 	if slices.Contains(i.cfg.DisabledProjects, req.Project) {
@@ -209,12 +209,12 @@ func (i *Injector) Compose(ctx context.Context, req Request) (Block, error) {
 	// A failed or skipped turn must not leave these running.
 	defer wg.Wait()
 	wg.Go(func() { standing, standingErr = i.store.StandingInstructions(ctx, req.Project, i.cfg.MaxStanding) })
-	wg.Go(func() { gate = i.gate(ctx, ref, req.DryRun) })
+	wg.Go(func() { gate = i.gate(ctx, ref.Project) })
 	now := i.now()
 	hits, skipped, err := i.recall(ctx, req, now)
 	wg.Wait()
-	if gate.err != nil {
-		return b, gate.err
+	if gate.readyErr != nil {
+		return b, gate.readyErr
 	}
 	if gate.pending {
 		b.Skipped = SkipNotReady
@@ -242,8 +242,14 @@ func (i *Injector) Compose(ctx context.Context, req Request) (Block, error) {
 	for _, h := range selectRecalled(hits, standingIDs, i.cfg) {
 		b.Recalled = append(b.Recalled, Line{ID: h.ID, Text: i.lineText(&h.Node), Provenance: provenance(&h.Node, req), Score: h.Score})
 	}
-	if len(b.Standing) == 0 && len(b.Recalled) == 0 && !gate.live {
-		return b, nil // an empty graph gets no block at all
+	if len(b.Standing) == 0 && len(b.Recalled) == 0 {
+		// The live check matters only here: a turn with lines has memory.
+		if gate.liveErr != nil {
+			return b, gate.liveErr
+		}
+		if !gate.live {
+			return b, nil // an empty graph gets no block at all
+		}
 	}
 	for _, l := range b.Standing {
 		b.IDs = append(b.IDs, l.ID)
@@ -251,15 +257,10 @@ func (i *Injector) Compose(ctx context.Context, req Request) (Block, error) {
 	for _, l := range b.Recalled {
 		b.IDs = append(b.IDs, l.ID)
 	}
-	b.Briefing = gate.first
-	if gate.briefErr != nil {
-		// Without the flag the reminder is the safe choice.
-		b.Problems = append(b.Problems, gate.briefErr)
-	} else if !gate.live && !req.DryRun {
-		// Memory arrived between the live check and recall: this turn
-		// gets a block, so it asks for the flag now.
+	if !req.DryRun {
 		first, err := i.store.BriefOnce(ctx, ref, i.cfg.BriefingTTL)
 		if err != nil {
+			// Without the flag the reminder is the safe choice.
 			b.Problems = append(b.Problems, fmt.Errorf("inject: briefing flag: %w", err))
 		}
 		b.Briefing = err == nil && first
@@ -282,42 +283,32 @@ func (i *Injector) Record(ctx context.Context, req Request, b Block) error {
 	return nil
 }
 
-// gateResult is what the chain beside recall found.
+// gateResult is what the reads beside recall found.
 type gateResult struct {
 	pending  bool  // recall is not ready: the turn gets no block
 	live     bool  // the graph holds live memory (checked only when ready)
-	first    bool  // the briefing flag was taken: the first block of the session
-	err      error // a failed readiness or live check: the turn fails
-	briefErr error // a failed briefing flag: the block carries the reminder
+	readyErr error // the readiness check failed: the turn fails
+	liveErr  error // the live check failed: the turn fails if it has no lines
 }
 
-// gate runs the readiness check, then the live check, then the briefing
-// flag, each only when the one before allows a block.
-func (i *Injector) gate(ctx context.Context, ref memory.SessionRef, dryRun bool) (g gateResult) {
+// gate runs the readiness check, then (when recall is ready) the live check.
+func (i *Injector) gate(ctx context.Context, project string) (g gateResult) {
 	if i.emb != nil {
-		pending, err := i.store.HasPendingEmbeddings(ctx, ref.Project, i.emb.Model())
+		pending, err := i.store.HasPendingEmbeddings(ctx, project, i.emb.Model())
 		if err != nil {
-			g.err = fmt.Errorf("inject: readiness: %w", err)
+			g.readyErr = fmt.Errorf("inject: readiness: %w", err)
 			return g
 		}
 		if g.pending = pending; pending {
 			return g
 		}
 	}
-	live, err := i.store.HasLiveMemory(ctx, ref.Project)
+	live, err := i.store.HasLiveMemory(ctx, project)
 	if err != nil {
-		g.err = fmt.Errorf("inject: has live memory: %w", err)
+		g.liveErr = fmt.Errorf("inject: has live memory: %w", err)
 		return g
 	}
-	if g.live = live; !live || dryRun {
-		return g
-	}
-	first, err := i.store.BriefOnce(ctx, ref, i.cfg.BriefingTTL)
-	if err != nil {
-		g.briefErr = fmt.Errorf("inject: briefing flag: %w", err)
-		return g
-	}
-	g.first = first
+	g.live = live
 	return g
 }
 

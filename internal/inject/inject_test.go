@@ -373,3 +373,57 @@ func TestDryRunLeavesTheSessionAlone(t *testing.T) {
 		}
 	})
 }
+
+// flaky is a store whose lexical channel or live check fails on demand.
+type flaky struct {
+	memory.Store
+	failLexical, failLive bool
+}
+
+var errFlaky = errors.New("flaky store: failing on purpose")
+
+func (s *flaky) Lexical(ctx context.Context, terms []string, f memory.Filter, limit int) ([]memory.Scored, error) {
+	if s.failLexical {
+		return nil, errFlaky
+	}
+	return s.Store.Lexical(ctx, terms, f, limit)
+}
+
+func (s *flaky) HasLiveMemory(ctx context.Context, project string) (bool, error) {
+	if s.failLive {
+		return false, errFlaky
+	}
+	return s.Store.HasLiveMemory(ctx, project)
+}
+
+// TestStoreFailuresAndTheBriefing: a turn whose recall fails does not spend
+// the session's briefing (its retry still gets the directive), and a failed
+// live check does not fail a turn that found memories.
+func TestStoreFailuresAndTheBriefing(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		f := newFixture(t, b, nil)
+		deploy := f.add(memory.Node{Subkind: memory.Decision, Label: "Deploys to production run through make release"})
+		st := &flaky{Store: f.st, failLexical: true}
+		inj, err := inject.New(st, f.emb, inject.Defaults(), inject.WithClock(f.clock.Now))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := inject.Request{Project: "p1", Session: "s1", Turn: "t1", Text: "how do we deploy to production?"}
+		if _, err := inj.Build(f.ctx, req); !errors.Is(err, errFlaky) {
+			t.Fatalf("recall failure: err %v", err)
+		}
+		st.failLexical, st.failLive = false, true
+		blk, err := inj.Build(f.ctx, req)
+		if err != nil {
+			t.Fatalf("a turn with memories failed on the live check: %v", err)
+		}
+		if !blk.Briefing || !slices.Contains(blk.IDs, deploy.ID) {
+			t.Fatalf("retry after a failed recall: briefing %v, ids %v", blk.Briefing, blk.IDs)
+		}
+		// With nothing to say, the live check decides, so its failure fails the turn.
+		empty := inject.Request{Project: "p-empty", Session: "s1", Turn: "t1", Text: "anything stored about kites?"}
+		if _, err := inj.Build(f.ctx, empty); !errors.Is(err, errFlaky) {
+			t.Fatalf("empty turn with a failed live check: err %v", err)
+		}
+	})
+}
