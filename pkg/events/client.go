@@ -60,14 +60,16 @@ type Client struct {
 type replies struct {
 	mu     sync.Mutex
 	sub    *nats.Subscription
-	prefix string // "<inbox>.": a turn's reply subject is prefix + token
+	ended  chan struct{} // closed when sub ends (Close, a closed connection)
+	prefix string        // "<inbox>.": a turn's reply subject is prefix + token
 	seq    uint64
 	wait   map[string]chan *nats.Msg
 }
 
-// await registers a waiter and returns its reply subject, its channel and
-// the function that removes it.
-func (c *Client) await() (string, <-chan *nats.Msg, func(), error) {
+// await registers a waiter and returns its reply subject, its channel, a
+// channel that ends when the subscription does, and the function that
+// removes the waiter.
+func (c *Client) await() (string, <-chan *nats.Msg, <-chan struct{}, func(), error) {
 	r := &c.replies
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -75,9 +77,12 @@ func (c *Client) await() (string, <-chan *nats.Msg, func(), error) {
 		prefix := c.nc.NewInbox() + "."
 		sub, err := c.nc.Subscribe(prefix+"*", c.route)
 		if err != nil {
-			return "", nil, nil, fmt.Errorf("events: inject: subscribe: %w", err)
+			return "", nil, nil, nil, fmt.Errorf("events: inject: subscribe: %w", err)
 		}
-		r.sub, r.prefix = sub, prefix
+		ended := make(chan struct{})
+		var once sync.Once
+		sub.SetClosedHandler(func(string) { once.Do(func() { close(ended) }) })
+		r.sub, r.prefix, r.ended = sub, prefix, ended
 		if r.wait == nil {
 			r.wait = map[string]chan *nats.Msg{}
 		}
@@ -85,9 +90,9 @@ func (c *Client) await() (string, <-chan *nats.Msg, func(), error) {
 	r.seq++
 	token := strconv.FormatUint(r.seq, 36)
 	// Room for a few strays (messages that are not the answer) besides it.
-	ch := make(chan *nats.Msg, 4)
+	ch := make(chan *nats.Msg, 8)
 	r.wait[token] = ch
-	return r.prefix + token, ch, func() {
+	return r.prefix + token, ch, r.ended, func() {
 		r.mu.Lock()
 		delete(r.wait, token)
 		r.mu.Unlock()
@@ -265,7 +270,7 @@ func (c *Client) Inject(ctx context.Context, ref Ref, p TurnStarted) (Injection,
 	wctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 
-	inbox, answers, done, err := c.await()
+	inbox, answers, ended, done, err := c.await()
 	if err != nil {
 		return Injection{}, err
 	}
@@ -283,6 +288,8 @@ func (c *Client) Inject(ctx context.Context, ref Ref, p TurnStarted) (Injection,
 		var m *nats.Msg
 		select {
 		case m = <-answers:
+		case <-ended:
+			return Injection{}, fmt.Errorf("events: inject: the reply subscription ended (client closed or connection lost)")
 		case <-wctx.Done():
 			return Injection{}, c.injectErr(ctx, wctx, wctx.Err())
 		}

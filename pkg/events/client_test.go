@@ -223,3 +223,40 @@ func TestRespondValidates(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 }
+
+// TestInjectEndsWithItsSubscription: an Inject waiting for its answer
+// returns at once, not at its deadline, when the client is closed or the
+// connection is lost.
+func TestInjectEndsWithItsSubscription(t *testing.T) {
+	for _, end := range []string{"client closed", "connection closed"} {
+		t.Run(end, func(t *testing.T) {
+			_, nc := eventstest.RunServer(t)
+			eventstest.Setup(t, nc, eventstest.Topology())
+			c, err := events.NewClient(nc, events.WithInjectTimeout(time.Minute))
+			if err != nil {
+				t.Fatal(err)
+			}
+			errc := make(chan error, 1)
+			go func() {
+				_, err := c.Inject(context.Background(), ref, events.TurnStarted{Text: "anyone there?"})
+				errc <- err
+			}()
+			time.Sleep(300 * time.Millisecond) // let it publish and wait
+			if end == "client closed" {
+				if err := c.Close(); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				nc.Close()
+			}
+			select {
+			case err := <-errc:
+				if err == nil || errors.Is(err, events.ErrInjectTimeout) {
+					t.Fatalf("err %v, want the end of the subscription", err)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("Inject kept waiting after its subscription ended")
+			}
+		})
+	}
+}
