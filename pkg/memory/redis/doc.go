@@ -41,7 +41,9 @@
 //	                  a candidate load reads one field per node), the vector as a
 //	                  little-endian float32 blob (vec); hashes written before packing
 //	                  hold one short field per attribute and are still read, and
-//	                  rewritten packed on their next write
+//	                  rewritten packed on their next write. A binary from before
+//	                  packing sees a packed node as missing: upgrade every replica
+//	                  before the new ones write, and do not downgrade
 //	K dg              hash: digest -> id (upsert matching within the project)
 //	K all             zset: every node by updated-at (timeline, scan)
 //	K lv              set: live nodes (HasLiveMemory)

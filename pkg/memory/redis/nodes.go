@@ -110,18 +110,21 @@ func (s *Store) readNodes(ctx context.Context, refs []nodeRef, withVector bool) 
 		}
 	}
 	if len(legacy) > 0 {
+		// The packed value is asked again: a writer may have packed the
+		// node (and dropped its attribute fields) since the first read.
+		fields := append([]string{fPacked}, nodeFields...)
 		pipe := s.c.Pipeline()
 		cmds := make([]*goredis.SliceCmd, len(legacy))
 		for j, i := range legacy {
-			cmds[j] = pipe.HMGet(ctx, s.keys(refs[i].project).node(refs[i].id), nodeFields...)
+			cmds[j] = pipe.HMGet(ctx, s.keys(refs[i].project).node(refs[i].id), fields...)
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			return nil, s.wrap("load nodes", err)
 		}
 		for j, i := range legacy {
 			var err error
-			if nodes[i], found[i], err = decodeNode(fieldsToMap(nodeFields, cmds[j].Val())); err != nil {
-				return nil, fmt.Errorf("redis load nodes: %w", err)
+			if nodes[i], found[i], err = decodeNode(fieldsToMap(fields, cmds[j].Val())); err != nil {
+				return nil, fmt.Errorf("redis load nodes: node %s: %w", refs[i].id, err)
 			}
 		}
 	}
