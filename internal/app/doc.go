@@ -20,10 +20,11 @@
 //			return app.Worker{}, err
 //		}
 //		return app.Worker{Role: events.ConsumerInjector, Handler: inject.NewHandler(inj, ec, l).Handle,
-//			Gates: []runner.Gate{app.StoreGate(st)}, Processed: st}, nil
+//			Gates: []runner.Gate{app.StoreGate(st)}}, nil
 //	})
 //
-// (that is internal/inject/injectfx).
+// (that is internal/inject/injectfx; a worker whose handler must not run
+// twice for one event also sets Processed: st, as the extractor does).
 //
 // Gates pause a worker's pulling while a dependency is down: StoreGate(s),
 // ModelGate(c) (for workers that need the chat model).

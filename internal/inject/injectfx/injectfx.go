@@ -29,7 +29,9 @@ func Module() fx.Option {
 // harmless (the injection record is overwritten with the same turn's ids,
 // the second reply finds nobody waiting, and injection_ready carries the
 // same message id, so the stream drops the copy), while the records would
-// cost a read and a write transaction on every turn. It has no model gate: the injector must answer even when the chat model is down
+// cost a read and a write transaction on every turn. (One leftover: a
+// turn_started without a reply deadline, redelivered after the extractor
+// took the turn's record, writes that record again, and nothing takes it.) It has no model gate: the injector must answer even when the chat model is down
 // (the hashing embedder needs no model; an Ollama embedder that fails
 // leaves recall out of that turn's block, standing instructions still go).
 func NewWorker(cfg config.Config, st memory.Store, c *llm.Client, ec *events.Client, log *zap.Logger) (app.Worker, error) {

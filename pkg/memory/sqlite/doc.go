@@ -44,7 +44,8 @@
 //     into the graph before it is swapped in.
 //
 // Constant statements are prepared once and cached by text (Store.stmt):
-// the per-turn writes (injection record, briefing flag, processed events)
+// the per-turn statements (the injection record, the briefing flag, which
+// is a read once a session has taken it, the extractor's processed events)
 // spent more time parsing SQL than running it.
 //
 // Writes are serialised; after each commit the changed nodes are mirrored in

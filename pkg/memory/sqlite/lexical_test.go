@@ -68,6 +68,12 @@ func TestVisitBestKeepsTheTop(t *testing.T) {
 	}
 	var sc scratch
 	const k = 60
+	cut := 0 // queries that touched enough documents for the histogram cut
+	defer func() {
+		if cut < 50 {
+			t.Errorf("only %d of 200 queries went through the histogram cut", cut)
+		}
+	}()
 	for qi := range 200 {
 		q := c.Query()
 		if qi%7 == 0 {
@@ -89,6 +95,9 @@ func TestVisitBestKeepsTheTop(t *testing.T) {
 				return top.items
 			}
 			all, best := run(false), run(true)
+			if rejectEvery == 0 && len(sc.touched) > 4*k {
+				cut++
+			}
 			if !slices.Equal(all, best) {
 				t.Fatalf("query %v, rejecting 1 in %d: visiting the best first gave\n%v\nvisiting all gave\n%v", q, rejectEvery, best, all)
 			}
