@@ -73,21 +73,31 @@
 // # Latency
 //
 // `engram bench inject` (turn_started published -> block received, through
-// JetStream on the embedded server, hashing embedder, 1 client) on the
-// shared 2-core machine, 2026-11-30. Run-to-run spread is large there: the
-// same binary measured 2.9 and 3.6 ms p50 at 100,000 SQLite memories an
-// hour apart, so compare binaries in one sitting:
+// JetStream on the embedded server, hashing embedder) on the shared 2-core
+// machine. Run-to-run spread is large there (the same binary measured 1.92
+// and 2.51 ms p50 at 100,000 SQLite memories in one sitting), so compare
+// binaries in one sitting. 2026-11-30, 05:00-05:20, one client (p50 / p99):
 //
-//	                         p50 / p99, 10k memories    p50 / p99, 100k memories
-//	SQLite, session 2        4.34 / 11.49 ms            7.23 / 20.50 ms   (same sitting,
-//	SQLite, now              2.33 / 6.85 ms             4.17 / 12.12 ms    a loaded hour)
-//	SQLite, now, quieter     1.50 / 5.22 ms             2.89 / 7.22 ms
-//	Redis 8, now             11.8 / 19.8 ms             16.1 / 28.2 ms
+//	                         10k memories                  100k memories
+//	SQLite, start of day     2.04 / 6.49, 1.84 / 5.46 ms   3.07 / 7.97, 2.75 / 7.66 ms
+//	SQLite, now              1.57 / 3.50, 1.46 / 3.60 ms   2.41 / 5.27, 1.92 / 3.87,
+//	                                                       2.28 / 5.12, 2.51 / 5.78 ms
+//	Redis 8, start of day    12.27 / 21.19 ms
+//	Redis 8, now             9.94 / 15.78, 9.11 / 18.15 ms 10.15 / 17.51 ms
 //
-// Where a SQLite turn goes at 100,000 memories (p50, in process): Build 1.8
-// ms, of which the vector walk 1.0 ms beside BM25 0.85 ms, then loading the
-// candidates (0.19 ms) and the injection record and briefing flag (0.13 ms);
-// JetStream delivery to the handler 0.39 ms. On Redis the lexical and
-// vector scripts (about 4.8 ms of server time a turn at 10k) and decoding
-// the candidates (1.6 ms of client CPU) dominate.
+// With 8 clients SQLite at 100k went from 628-629 to 762-1,202 turns/s.
+//
+// Where a SQLite turn goes at 100,000 memories (in process, p50): the
+// vector walk 0.85 ms beside BM25 0.59 ms, then loading the candidates 0.20
+// ms and the rest of ranking and rendering; Compose about 1.45 ms alone,
+// 1.95 ms when the previous turn's injection record, injection_ready and
+// acks share the two cores. JetStream delivery to the handler is 0.30 ms.
+// What moved the figures this time: one reply subscription per client
+// instead of one per Inject (0.5 MB less garbage and a SUB/UNSUB pair per
+// turn), the reply sent before the injection record is written, the
+// readiness and live checks beside recall, the int8 vector walk, and BM25
+// handing over its best documents first. On Redis the lexical and vector
+// scripts dominate (about 5 and 4 ms of server time a turn at 100,000:
+// BM25 in Lua and VSIM on float32 vectors); packing each node into one
+// hash field took the candidate load from 4.2 to 1.6 ms.
 package inject
