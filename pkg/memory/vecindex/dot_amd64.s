@@ -2,6 +2,25 @@
 
 #include "textflag.h"
 
+// HSUMPS leaves the sum of the eight floats of Y in the low lane of X (X
+// is Y's lower half; T is clobbered).
+#define HSUMPS(Y, X, T) \
+	VEXTRACTF128 $1, Y, T; \
+	VADDPS T, X, X; \
+	VHADDPS X, X, X; \
+	VHADDPS X, X, X
+
+// HSUMD moves the sum of the eight int32 of Y into the 32-bit register R
+// (X is Y's lower half; T is clobbered).
+#define HSUMD(Y, X, T, R) \
+	VEXTRACTI128 $1, Y, T; \
+	VPADDD T, X, X; \
+	VPSHUFD $0x4E, X, T; \
+	VPADDD T, X, X; \
+	VPSHUFD $0xB1, X, T; \
+	VPADDD T, X, X; \
+	VMOVD X, R
+
 // func dotAVX2(a, b *float32, n int) float32
 // n is a multiple of 8. Four accumulators over 32 floats per pass hide the
 // FMA latency; a last loop takes the remaining groups of 8.
@@ -43,10 +62,7 @@ done:
 	VADDPS Y1, Y0, Y0
 	VADDPS Y3, Y2, Y2
 	VADDPS Y2, Y0, Y0
-	VEXTRACTF128 $1, Y0, X1
-	VADDPS X1, X0, X0
-	VHADDPS X0, X0, X0
-	VHADDPS X0, X0, X0
+	HSUMPS(Y0, X0, X1)
 	VZEROUPPER
 	MOVSS X0, ret+24(FP)
 	RET
@@ -93,25 +109,10 @@ reduce:
 	VADDPS Y7, Y3, Y3
 	VADDPS Y8, Y4, Y4
 
-	VEXTRACTF128 $1, Y1, X5
-	VADDPS X5, X1, X1
-	VHADDPS X1, X1, X1
-	VHADDPS X1, X1, X1
-
-	VEXTRACTF128 $1, Y2, X6
-	VADDPS X6, X2, X2
-	VHADDPS X2, X2, X2
-	VHADDPS X2, X2, X2
-
-	VEXTRACTF128 $1, Y3, X7
-	VADDPS X7, X3, X3
-	VHADDPS X3, X3, X3
-	VHADDPS X3, X3, X3
-
-	VEXTRACTF128 $1, Y4, X8
-	VADDPS X8, X4, X4
-	VHADDPS X4, X4, X4
-	VHADDPS X4, X4, X4
+	HSUMPS(Y1, X1, X5)
+	HSUMPS(Y2, X2, X6)
+	HSUMPS(Y3, X3, X7)
+	HSUMPS(Y4, X4, X8)
 
 	// Clear the upper halves before the SSE stores (no AVX-SSE transition).
 	VZEROUPPER
@@ -161,13 +162,7 @@ i8loop16:
 
 i8done:
 	VPADDD Y1, Y0, Y0
-	VEXTRACTI128 $1, Y0, X1
-	VPADDD X1, X0, X0
-	VPSHUFD $0x4E, X0, X1
-	VPADDD X1, X0, X0
-	VPSHUFD $0xB1, X0, X1
-	VPADDD X1, X0, X0
-	VMOVD X0, AX
+	HSUMD(Y0, X0, X1, AX)
 	VZEROUPPER
 	MOVL AX, ret+24(FP)
 	RET
@@ -209,37 +204,10 @@ q8loop:
 	JMP  q8loop
 
 q8done:
-	VEXTRACTI128 $1, Y0, X4
-	VPADDD X4, X0, X0
-	VPSHUFD $0x4E, X0, X4
-	VPADDD X4, X0, X0
-	VPSHUFD $0xB1, X0, X4
-	VPADDD X4, X0, X0
-	VMOVD X0, AX
-
-	VEXTRACTI128 $1, Y1, X4
-	VPADDD X4, X1, X1
-	VPSHUFD $0x4E, X1, X4
-	VPADDD X4, X1, X1
-	VPSHUFD $0xB1, X1, X4
-	VPADDD X4, X1, X1
-	VMOVD X1, BX
-
-	VEXTRACTI128 $1, Y2, X4
-	VPADDD X4, X2, X2
-	VPSHUFD $0x4E, X2, X4
-	VPADDD X4, X2, X2
-	VPSHUFD $0xB1, X2, X4
-	VPADDD X4, X2, X2
-	VMOVD X2, DX
-
-	VEXTRACTI128 $1, Y3, X4
-	VPADDD X4, X3, X3
-	VPSHUFD $0x4E, X3, X4
-	VPADDD X4, X3, X3
-	VPSHUFD $0xB1, X3, X4
-	VPADDD X4, X3, X3
-	VMOVD X3, DI
+	HSUMD(Y0, X0, X4, AX)
+	HSUMD(Y1, X1, X4, BX)
+	HSUMD(Y2, X2, X4, DX)
+	HSUMD(Y3, X3, X4, DI)
 
 	VZEROUPPER
 	MOVL AX, ra+48(FP)
