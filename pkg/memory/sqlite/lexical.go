@@ -286,6 +286,7 @@ func (x *lexIndex) search(terms []string, sc *scratch, want int, more func() boo
 	}
 	slices.SortStableFunc(qs, func(a, b qterm) int { return a.df - b.df })
 	sc.touched = sc.touched[:0]
+	var top float32 // the best score so far (scores only grow)
 	for _, q := range qs {
 		if want > 0 && float64(q.df) > commonShare*N && len(sc.touched) >= 2*want {
 			break // the rest are common terms and the rare ones matched enough
@@ -315,31 +316,29 @@ func (x *lexIndex) search(terms []string, sc *scratch, want int, more func() boo
 				sc.touched = append(sc.touched, rid)
 			}
 			sc.score[rid] += float32(idf * f * (bm25K1 + 1) / (f + norm))
+			top = max(top, sc.score[rid])
 		}
 	}
-	x.visitBest(sc, want, more, visit)
+	x.visitBest(sc, top, want, more, visit)
 }
 
 // cutBuckets is the resolution of the score histogram visitBest cuts with.
 const cutBuckets = 1024
 
-// visitBest calls visit for the touched documents and clears their scores.
+// visitBest calls visit for the touched documents (top is the best of
+// their scores) and clears their scores.
 // When many are touched, the documents at or above the want-th best score
 // (found with a histogram, without sorting) are visited first, and the
 // rest only when more says the caller still lacks candidates (its filter
 // rejected some of the best): a caller keeping the want best accepted
 // documents gets the same answer as from visiting them all, while most
 // queries visit a few dozen documents instead of thousands.
-func (x *lexIndex) visitBest(sc *scratch, want int, more func() bool, visit func(rid uint32, score float64)) {
+func (x *lexIndex) visitBest(sc *scratch, top float32, want int, more func() bool, visit func(rid uint32, score float64)) {
 	defer func() {
 		for _, rid := range sc.touched {
 			sc.score[rid] = 0
 		}
 	}()
-	var top float32
-	for _, rid := range sc.touched {
-		top = max(top, sc.score[rid])
-	}
 	if want <= 0 || more == nil || len(sc.touched) <= 4*want || !(top > 0) {
 		for _, rid := range sc.touched {
 			visit(rid, float64(sc.score[rid]))
