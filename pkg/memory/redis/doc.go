@@ -72,25 +72,28 @@
 //
 // # Retrieval channels
 //
-// Lexical is BM25 computed in a Lua script on the project's slot: query
-// terms are prefix-expanded over the term dictionary (beside a term that is
-// itself in the dictionary only short expansion lists join; expansions are
-// OR-ed like terms), posting lists are read
-// best impact first under a budget (whole when short, so small corpora and
-// rare terms are exact; of a very common term only the best postings make
-// candidates, and the leading candidates get the rest of their score by
-// ZSCORE), and candidates are filtered best first with memory.Visible
-// written in Lua (a page of candidates per HMGET of the vis hash). On the
-// benchmark corpus at 100,000 nodes the leading 10 hold 85% of the score of
-// exact BM25's top 10 (lexicalBudget trades this against time). The scope
-// tags of one read (the project, the global memories) are evaluated in one
-// pipeline.
+// Lexical is BM25 scored in Go from postings read on the project's slot,
+// in three pipelined round trips (see Store.Lexical): a small script
+// prefix-expands the query terms over the term dictionary (beside a term
+// that is itself in the dictionary only short expansion lists join;
+// expansions are OR-ed like terms) and returns document frequencies;
+// posting lists are read best impact first under a budget (whole when
+// short, so small corpora and rare terms are exact; of a very common term
+// only the best postings make candidates); the leading candidates get the
+// rest of their score by ZMSCORE and their filter fields by one HMGET of
+// the vis hash, judged by memory.Visible itself. On the benchmark corpus at
+// 100,000 nodes the leading 10 hold 85% of the score of exact BM25's top 10
+// (lexicalBudget trades this against time). Scoring in Go rather than Lua
+// took the channel from about 4.5 to 2 ms of server time per query there
+// (the server's one thread is what concurrent turns queue for). The scope
+// tags of one read (the project, the global memories, other projects) share
+// each round trip.
 // Vector asks VSIM for more neighbours than needed without
-// FILTER and filters them with the same Lua (VSIM's FILTER in 8.0.2 costs
+// FILTER and filters them in Lua (luaVisible; VSIM's FILTER in 8.0.2 costs
 // 20-30 ms at 10,000 elements), falling back to VSIM FILTER when the filter
 // rejects too many. ByPaths and the listings load nodes and apply
-// memory.Visible in Go. TestServerFiltersMatchVisible checks both server-side
-// filters against memory.Visible.
+// memory.Visible in Go. TestServerFiltersMatchVisible checks the lexical
+// filter and both filters of the vector channel against memory.Visible.
 //
 // # Measured
 //

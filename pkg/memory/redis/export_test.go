@@ -14,3 +14,9 @@ const (
 	FieldPacked = fPacked
 	FieldVector = fVector
 )
+
+// SetLexicalBudget sets how many postings a lexical query reads per
+// project, and at least per query term.
+func SetLexicalBudget(s *Store, budget, minPerTerm int) {
+	s.lexBudget, s.lexMinPer = budget, minPerTerm
+}

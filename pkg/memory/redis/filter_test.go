@@ -11,10 +11,10 @@ import (
 	"github.com/engram-memory/engram/pkg/memory/redis"
 )
 
-// TestServerFiltersMatchVisible checks that the filters evaluated on the
-// server (the Lua filter of the lexical channel and the FILTER expression of
-// the vector channel) select exactly the nodes memory.Visible selects, over
-// random nodes and random filters.
+// TestServerFiltersMatchVisible checks that the channels' filters (the
+// lexical channel's reading of the filter fields, the vector channel's Lua
+// and its FILTER expression) select exactly the nodes memory.Visible
+// selects, over random nodes and random filters.
 func TestServerFiltersMatchVisible(t *testing.T) {
 	c := testClient(t)
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)

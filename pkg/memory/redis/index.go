@@ -150,7 +150,7 @@ func filterFields(enc map[string]any) string {
 // at indexing time (tf*(k1+1)/(tf + k1*(1-b+b*dl/avgdl)) with the average
 // length of that moment, quantised to 16 bits) times 2^29, plus tf (13
 // bits) times 2^16, plus the document length (16 bits). Postings therefore
-// sort by impact, which lets the lexical script read the best postings of
+// sort by impact, which lets the lexical channel read the best postings of
 // a very common term first, while tf and length are exact for scoring.
 var reindexLexScript = goredis.NewScript(`
 local p, id = ARGV[1], ARGV[2]
