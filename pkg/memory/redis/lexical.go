@@ -112,7 +112,7 @@ func (s *Store) Lexical(ctx context.Context, terms []string, f memory.Filter, li
 	if err != nil {
 		return nil, err
 	}
-	if _, none := subkindsArg(f); none {
+	if noSubkinds(f) {
 		return nil, nil
 	}
 	minPer := max(s.lexMinPer, limit)

@@ -1,0 +1,174 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/engram-memory/engram/pkg/memory"
+)
+
+// Vector is cosine similarity on the vector set of model (nodes embedded
+// by another model are not in that set). Scores are cosine similarities;
+// only positive ones are returned.
+//
+// VSIM is sent as a plain command, not from a script: so called, Redis
+// runs the HNSW search on a thread of its own and the server's main thread
+// keeps serving other work (the lexical channel of the same turn, other
+// turns) meanwhile. At 100,000 nodes that search is about 2 ms, most of the
+// channel. VSIM's own FILTER is exact but slow in Redis 8.0 (it parses
+// every visited element's JSON attributes: about 20-30 ms at 10,000
+// elements even when nearly all pass), so Vector asks for more neighbours
+// than needed, unfiltered, reads their filter fields (one HMGET of the vis
+// hash per scope tag) and keeps the visible ones (memory.Visible itself),
+// widening the search four times over while too few pass; only a heavily
+// filtered query falls back to VSIM FILTER with the attributes
+// (vectorAttrs, vectorFilter). Every round is one pipeline over the scope
+// tags.
+func (s *Store) Vector(ctx context.Context, model string, vec []float32, f memory.Filter, limit int) ([]memory.Scored, error) {
+	limit = memory.Limit(limit)
+	if model == "" || len(vec) == 0 {
+		return nil, fmt.Errorf("%w: the vector channel needs a model and a vector", memory.ErrInvalid)
+	}
+	if !finiteVec(vec) {
+		return nil, fmt.Errorf("%w: the query vector holds a value that is not a finite number", memory.ErrInvalid)
+	}
+	tags, err := s.scopeTags(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	if noSubkinds(f) {
+		return nil, nil
+	}
+	now := s.now()
+	blob := &goredis.VectorFP32{Val: encodeVector(vec)}
+	ef := int64(max(2*limit, 100))
+	widest := int64(max(16*limit, 1000))
+	reads := make([]*vecRead, len(tags))
+	for i, t := range tags {
+		reads[i] = &vecRead{tag: t, keys: s.keys(t.project), count: int64(limit + limit/2 + 8)}
+	}
+	var all []memory.Scored
+	for pending := reads; len(pending) > 0; {
+		pipe := s.c.Pipeline()
+		for _, r := range pending {
+			r.sim = pipe.VSimWithArgsWithScores(ctx, r.keys.vectors(model), blob,
+				&goredis.VSimArgs{Count: r.count, EF: max(ef, r.count)})
+		}
+		// A missing vector set (no node of the project has a vector of
+		// the model) answers an empty result.
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, s.vectorErr(err)
+		}
+		pipe = s.c.Pipeline()
+		for _, r := range pending {
+			if r.res = r.sim.Val(); len(r.res) > 0 {
+				ids := make([]string, len(r.res))
+				for j, v := range r.res {
+					ids[j] = v.Name
+				}
+				r.vis = pipe.HMGet(ctx, r.keys.vis(), ids...)
+			}
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, s.wrap("vector filter fields", err)
+		}
+		var wider, filtered []*vecRead
+		for _, r := range pending {
+			out := r.visible(f, now, limit)
+			switch {
+			case len(out) >= limit || int64(len(r.res)) < r.count:
+				// Enough, or the set has no more elements.
+				all = append(all, out...)
+			case r.count < widest:
+				r.count = min(r.count*4, widest)
+				wider = append(wider, r)
+			default:
+				filtered = append(filtered, r)
+			}
+		}
+		if len(filtered) > 0 {
+			out, err := s.vectorFiltered(ctx, model, blob, filtered, f, now.UnixNano(), limit, ef)
+			if err != nil {
+				return nil, err
+			}
+			all = append(all, out...)
+		}
+		pending = wider
+	}
+	return topScored(all, limit), nil
+}
+
+// vecRead is the vector search of one scope tag.
+type vecRead struct {
+	tag   scopeTag
+	keys  keys
+	count int64 // neighbours asked
+	sim   *goredis.VectorScoreSliceCmd
+	res   []goredis.VectorScore
+	vis   *goredis.SliceCmd
+}
+
+// visible returns the first limit visible neighbours of the last search,
+// with cosine scores (VSIM's score is (1 + cosine) / 2), positive only.
+func (r *vecRead) visible(f memory.Filter, now time.Time, limit int) []memory.Scored {
+	if r.vis == nil {
+		return nil
+	}
+	fields := r.vis.Val()
+	var out []memory.Scored
+	for j, v := range r.res {
+		if len(out) == limit {
+			break
+		}
+		if s, _ := fields[j].(string); visibleFields(s, r.tag.project, f, now) {
+			if cos := 2*v.Score - 1; cos > 0 {
+				out = append(out, memory.Scored{ID: v.Name, Score: cos})
+			}
+		}
+	}
+	return out
+}
+
+// vectorFiltered is the fallback for tags whose widest unfiltered search
+// found too few visible neighbours: VSIM with the filter expression over
+// the node attributes, allowed to visit the whole set.
+func (s *Store) vectorFiltered(ctx context.Context, model string, blob goredis.Vector, reads []*vecRead, f memory.Filter, nowNano int64, limit int, ef int64) ([]memory.Scored, error) {
+	pipe := s.c.Pipeline()
+	cards := make([]*goredis.IntCmd, len(reads))
+	for i, r := range reads {
+		cards[i] = pipe.VCard(ctx, r.keys.vectors(model))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, s.wrap("vector", err)
+	}
+	pipe = s.c.Pipeline()
+	sims := make([]*goredis.VectorScoreSliceCmd, len(reads))
+	for i, r := range reads {
+		sims[i] = pipe.VSimWithArgsWithScores(ctx, r.keys.vectors(model), blob, &goredis.VSimArgs{
+			Count: int64(limit), EF: max(ef, int64(limit)), Filter: vectorFilter(f, r.tag.kind, nowNano),
+			FilterEF: max(int64(limit)*100, cards[i].Val())})
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, s.vectorErr(err)
+	}
+	var out []memory.Scored
+	for _, c := range sims {
+		for _, v := range c.Val() {
+			if cos := 2*v.Score - 1; cos > 0 {
+				out = append(out, memory.Scored{ID: v.Name, Score: cos})
+			}
+		}
+	}
+	return out, nil
+}
+
+func (s *Store) vectorErr(err error) error {
+	if strings.Contains(err.Error(), "dimension") {
+		return fmt.Errorf("%w: %v", memory.ErrInvalid, err)
+	}
+	return s.wrap("vector", err)
+}
