@@ -57,7 +57,7 @@
 //	K terms           zset: the term dictionary (all scores 0, for ZRANGEBYLEX prefixes)
 //	K bm              hash: n documents, l total length (BM25 statistics)
 //	K vis             hash: id -> the node's filter fields packed in one value, so the
-//	                  channel scripts judge a page of candidates with one HMGET
+//	                  channels judge a page of candidates with one HMGET
 //	K pa:<path>       set: nodes attached to a path (ByPaths, MarkStale)
 //	K eo:<id>         hash: out-edges of id (JSON; the primary copy)
 //	K ei:<id>         hash: in-edges of id (JSON; a copy under the destination's project)
@@ -88,10 +88,12 @@
 // (the server's one thread is what concurrent turns queue for). The scope
 // tags of one read (the project, the global memories, other projects) share
 // each round trip.
-// Vector asks VSIM for more neighbours than needed without
-// FILTER and filters them in Lua (luaVisible; VSIM's FILTER in 8.0.2 costs
-// 20-30 ms at 10,000 elements), falling back to VSIM FILTER when the filter
-// rejects too many. ByPaths and the listings load nodes and apply
+// Vector sends VSIM as a plain command (Redis then runs the HNSW search on
+// a thread of its own instead of holding the main thread, as it does for
+// VSIM called from a script), asks for more neighbours than needed without
+// FILTER and judges their filter fields the same way (VSIM's FILTER in
+// 8.0.2 costs 20-30 ms at 10,000 elements), falling back to VSIM FILTER
+// when the filter rejects too many. ByPaths and the listings load nodes and apply
 // memory.Visible in Go. TestServerFiltersMatchVisible checks the lexical
 // filter and both filters of the vector channel against memory.Visible.
 //

@@ -122,8 +122,9 @@ func TestServerFiltersMatchVisible(t *testing.T) {
 	}
 }
 
-// The channel scripts run by EVALSHA in a pipeline; a server that lost its
-// script cache (restart, SCRIPT FLUSH, a new shard) gets them loaded again.
+// The lexical channel's dictionary script runs by EVALSHA in a pipeline; a
+// server that lost its script cache (restart, SCRIPT FLUSH, a new shard)
+// gets it loaded again.
 func TestChannelsAfterScriptFlush(t *testing.T) {
 	c := testClient(t)
 	s := openStore(t, c)

@@ -127,8 +127,8 @@ func vectorAttrs(n *memory.Node) string {
 // filterFields packs the hash fields memory.Visible needs (scope, reach,
 // archived, superseded-by, valid-to, confidence, subkind, then the session
 // id, which may hold any byte) into one value of the project's "vis" hash,
-// so that the channel scripts judge a whole page of candidates with one
-// HMGET (luaVisible's visibleMany) instead of one per node.
+// so that the channels judge a whole page of candidates with one HMGET
+// (visibleFields) instead of one per node.
 func filterFields(enc map[string]any) string {
 	var b strings.Builder
 	for _, f := range []string{fScope, fReach, fArchived, fSuperBy, fValidTo, fConf, fSubkind, fSession} {
