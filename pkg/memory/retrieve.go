@@ -207,25 +207,9 @@ func Retrieve(ctx context.Context, st RetrievalStore, q Query) ([]Hit, error) {
 		return nil, nil
 	}
 
-	var exp *hop
-	if q.Expand {
-		if exp, err = seedEdges(ctx, st, cands); err != nil {
-			return nil, err
-		}
-	}
-	// One load for the direct candidates and the neighbours the hop can reach.
-	ids := make([]string, 0, len(cands)+len(exp.neighbours()))
-	for id := range cands {
-		ids = append(ids, id)
-	}
-	for _, id := range exp.neighbours() {
-		if cands[id] == nil {
-			ids = append(ids, id)
-		}
-	}
-	loaded, err := st.GetMany(ctx, ids)
+	exp, loaded, err := loadCandidates(ctx, st, q, cands)
 	if err != nil {
-		return nil, fmt.Errorf("retrieve: load candidates: %w", err)
+		return nil, err
 	}
 	byID := make(map[string]*Node, len(loaded))
 	for i := range loaded {
@@ -273,6 +257,48 @@ func Retrieve(ctx context.Context, st RetrievalStore, q Query) ([]Hit, error) {
 		hits = hits[:q.Limit]
 	}
 	return hits, nil
+}
+
+// loadCandidates loads the direct candidates and, with expansion, reads
+// the seeds' edges beside that load (on Redis two round trips at once),
+// then loads the neighbours the hop reaches that are not candidates.
+func loadCandidates(ctx context.Context, st RetrievalStore, q Query, cands map[string]*cand) (*hop, []Node, error) {
+	ids := make([]string, 0, len(cands))
+	for id := range cands {
+		ids = append(ids, id)
+	}
+	var (
+		exp     *hop
+		loaded  []Node
+		loadErr error
+		expErr  error
+		wg      sync.WaitGroup
+	)
+	if q.Expand {
+		wg.Go(func() { exp, expErr = seedEdges(ctx, st, cands) })
+	}
+	loaded, loadErr = st.GetMany(ctx, ids)
+	wg.Wait()
+	if expErr != nil {
+		return nil, nil, expErr
+	}
+	if loadErr != nil {
+		return nil, nil, fmt.Errorf("retrieve: load candidates: %w", loadErr)
+	}
+	var more []string
+	for _, id := range exp.neighbours() {
+		if cands[id] == nil {
+			more = append(more, id)
+		}
+	}
+	if len(more) > 0 {
+		nbs, err := st.GetMany(ctx, more)
+		if err != nil {
+			return nil, nil, fmt.Errorf("retrieve: load neighbours: %w", err)
+		}
+		loaded = append(loaded, nbs...)
+	}
+	return exp, loaded, nil
 }
 
 // runChannels queries the channels the query asks for, concurrently: on
