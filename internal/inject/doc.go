@@ -74,30 +74,35 @@
 //
 // `engram bench inject` (turn_started published -> block received, through
 // JetStream on the embedded server, hashing embedder) on the shared 2-core
-// machine. Run-to-run spread is large there (the same binary measured 1.92
-// and 2.51 ms p50 at 100,000 SQLite memories in one sitting), so compare
-// binaries in one sitting. 2026-11-30, 05:00-05:20, one client (p50 / p99):
+// machine. Run-to-run spread is large there: the same binary measured p99
+// 11.76, 18.55 and 20.82 ms at 100,000 Redis memories within 20 minutes,
+// and p50 2.29 to 2.56 ms at 100,000 SQLite memories (1.92 to 2.51 earlier
+// that day), so compare binaries in one sitting. 2026-11-30, 06:31-07:11, start of day (f2e637b) against
+// now, one client (p50 / p99):
 //
-//	                         10k memories                  100k memories
-//	SQLite, start of day     2.04 / 6.49, 1.84 / 5.46 ms   3.07 / 7.97, 2.75 / 7.66 ms
-//	SQLite, now              1.57 / 3.50, 1.46 / 3.60 ms   2.41 / 5.27, 1.92 / 3.87,
-//	                                                       2.28 / 5.12, 2.51 / 5.78 ms
-//	Redis 8, start of day    12.27 / 21.19 ms
-//	Redis 8, now             9.94 / 15.78, 9.11 / 18.15 ms 10.15 / 17.51 ms
+//	                    10k memories                  100k memories
+//	SQLite, start       1.75 / 4.40, 1.96 / 5.75 ms   2.56 / 5.95, 2.29 / 5.24 ms
+//	SQLite, now         1.56 / 3.74, 1.58 / 3.99 ms   2.37 / 5.11, 2.39 / 5.37 ms
+//	Redis 8, start      9.45 / 15.67, 9.56 / 17.30    11.44 / 20.15 ms
+//	Redis 8, now        6.85 / 14.54, 5.84 / 12.07    8.56 / 20.82, 5.90 / 11.76,
+//	                                                  8.51 / 18.55 ms
 //
-// With 8 clients SQLite at 100k went from 628-629 to 762-1,202 turns/s.
+// With 8 clients Redis at 100,000 went from 118 to 167-202 turns/s (p50
+// 68 -> 41-50 ms), at 10,000 from 165 to 255-282; SQLite at 100,000 from
+// 671-900 to 919-987.
 //
 // Where a SQLite turn goes at 100,000 memories (in process, p50): the
-// vector walk 0.85 ms beside BM25 0.59 ms, then loading the candidates 0.20
-// ms and the rest of ranking and rendering; Compose about 1.45 ms alone,
-// 1.95 ms when the previous turn's injection record, injection_ready and
-// acks share the two cores. JetStream delivery to the handler is 0.30 ms.
-// What moved the figures this time: one reply subscription per client
-// instead of one per Inject (0.5 MB less garbage and a SUB/UNSUB pair per
-// turn), the reply sent before the injection record is written, the
-// readiness and live checks beside recall, the int8 vector walk, and BM25
-// handing over its best documents first. On Redis the lexical and vector
-// scripts dominate (about 5 and 4 ms of server time a turn at 100,000:
-// BM25 in Lua and VSIM on float32 vectors); packing each node into one
-// hash field took the candidate load from 4.2 to 1.6 ms.
+// vector walk 0.8 ms beside BM25 0.5 ms, then loading the candidates 0.2
+// ms and the rest of ranking and rendering; a text turn about 1.6 ms. In
+// the benchmark a content-free turn takes 0.55-0.65 ms end to end (the bus
+// and the standing selection), a question 1.7-2.5 ms.
+//
+// On Redis a turn is bound by the server's one main thread and the two
+// cores: the lexical channel reads postings and scores BM25 in Go (it was a
+// Lua script holding the main thread for about 4.5 ms a query at 100,000),
+// VSIM runs on Redis' own thread because it is sent as a plain command
+// (from a script it held the main thread for about 2 ms), and the seeds'
+// edges are read beside the candidates' load. Redis CPU per turn (in
+// process, over the corpus turns) went from 7.3 to 5.0 ms; packing each node into one hash field earlier took the
+// candidate load from 4.2 to 1.6 ms.
 package inject

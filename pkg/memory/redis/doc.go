@@ -94,31 +94,40 @@
 // FILTER and judges their filter fields the same way (VSIM's FILTER in
 // 8.0.2 costs 20-30 ms at 10,000 elements), falling back to VSIM FILTER
 // when the filter rejects too many. ByPaths and the listings load nodes and apply
-// memory.Visible in Go. TestServerFiltersMatchVisible checks the lexical
-// filter and both filters of the vector channel against memory.Visible.
+// memory.Visible in Go. TestServerFiltersMatchVisible checks the channels'
+// filtering against memory.Visible over random filters;
+// TestVectorWidensAndFallsBack reaches the FILTER fallback.
 //
 // # Measured
 //
 // go test -run '^$' -bench Channels100k -benchtime 1x with
 // ENGRAM_BENCH_LARGE=1 (memorytest.Bench: 100,000 nodes in one project,
 // 384-dimension vectors, 60 candidates asked; Redis 8.0.2 on the same
-// shared 2-core machine, quiet; 2026-11-30), wall clock per call:
+// shared 2-core machine; 2026-11-30, 07:17), wall clock per call:
 //
-//	upsert (with vector)   201/s, p50 4.76 ms, p99 10.3 ms
-//	lexical (BM25, Lua)    p50 3.12 ms, p99 4.54 ms   (server CPU 3.7 ms/query)
-//	vector (VSIM + Lua)    p50 2.15 ms, p99 3.96 ms   (server CPU 2.0 ms/query)
-//	by paths               p50 1.94 ms, p99 6.02 ms
-//	standing instructions  p50 0.52 ms, p99 3.24 ms   (server CPU 0.27 ms/query)
-//	server memory          6,369 bytes/node without the vector (10,292 with the
-//	                       float32 copy in the hash; the vector set 2,387)
+//	upsert (with vector)   170/s, p50 5.13 ms, p99 16.6 ms
+//	lexical (BM25, Go)     p50 3.12 ms, p99 8.22 ms   (server CPU 1.76 ms/query,
+//	                                                   client CPU p50 1.13 ms)
+//	vector (VSIM)          p50 2.25 ms, p99 5.20 ms   (server CPU 0.32 ms/query)
+//	by paths               p50 0.67 ms, p99 4.01 ms
+//	standing instructions  p50 0.35 ms, p99 1.58 ms   (server CPU 0.20 ms/query)
+//	server memory          9,272 bytes/node (5,349 without the float32 copy
+//	                       in the hash; the vector set 2,387)
 //
-// (Server memory was measured before nodes were packed into one field.)
+// Earlier that day, with BM25 scored in a Lua script and VSIM called from
+// one: lexical p50 3.12 / p99 4.54 ms at 3.7 ms of server CPU per query,
+// vector p50 2.15 / p99 3.96 ms at 2.0 ms. A lone query is no faster (the
+// work moved to the client), but the server's main thread, which every
+// concurrent turn queues for, does half the lexical work and none of the
+// HNSW search; in the injector benchmark Redis CPU per turn fell from 7.3
+// to 5.0 ms and 8-client throughput rose by half (see package inject).
+//
 // Packing changed the per-turn candidate load most: GetMany of the 120
 // candidates the injector's channels return at 100,000 nodes, run serially
 // on the injector benchmark's graph, went from p50 4.23 / p99 11.7 ms (29
 // fields per node) to p50 1.64 / p99 5.8 ms.
 //
-// At 10,000 nodes: 207 upserts/s; lexical p50 3.47 / p99 5.13 ms, vector
+// At 10,000 nodes, with the scripts: 207 upserts/s; lexical p50 3.47 / p99 5.13 ms, vector
 // 1.69 / 3.75, by paths 0.83 / 1.68, standing 0.70 / 3.34. Before the
 // filter-fields hash, the budgeted expansions and the one-pipeline tags the
 // lexical channel took p50 6.7 / p99 10.6 ms at 100,000 (server 7.4 ms).

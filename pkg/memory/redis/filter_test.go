@@ -12,9 +12,10 @@ import (
 )
 
 // TestServerFiltersMatchVisible checks that the channels' filters (the
-// lexical channel's reading of the filter fields, the vector channel's Lua
-// and its FILTER expression) select exactly the nodes memory.Visible
-// selects, over random nodes and random filters.
+// filter fields both read from the vis hash) select exactly the nodes
+// memory.Visible selects, over random nodes and random filters. The vector
+// channel's FILTER fallback is reached only when the nearest neighbours
+// fail the filter: TestVectorWidensAndFallsBack.
 func TestServerFiltersMatchVisible(t *testing.T) {
 	c := testClient(t)
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
