@@ -50,7 +50,17 @@ func (s *Store) evalTags(ctx context.Context, script *goredis.Script, n int, cal
 	}
 }
 
+// topScored returns the limit best of all (sorted by sortScored).
 func topScored(all []memory.Scored, limit int) []memory.Scored {
+	sortScored(all)
+	if len(all) > limit {
+		all = all[:limit]
+	}
+	return all
+}
+
+// sortScored orders best score first, ties by the smaller id.
+func sortScored(all []memory.Scored) {
 	slices.SortFunc(all, func(a, b memory.Scored) int {
 		if a.Score != b.Score {
 			if a.Score > b.Score {
@@ -60,10 +70,6 @@ func topScored(all []memory.Scored, limit int) []memory.Scored {
 		}
 		return strings.Compare(a.ID, b.ID)
 	})
-	if len(all) > limit {
-		all = all[:limit]
-	}
-	return all
 }
 
 // noSubkinds reports a filter that names only unknown subkinds: nothing

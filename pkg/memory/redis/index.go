@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -140,6 +141,36 @@ func filterFields(enc map[string]any) string {
 		}
 	}
 	return b.String()
+}
+
+// visibleFields is memory.Visible over a node's filter fields (see
+// filterFields) as the vis hash of project holds them; a node without
+// them (deleted, or never written) is not visible.
+func visibleFields(v, project string, f memory.Filter, now time.Time) bool {
+	p := strings.SplitN(v, "\x1f", 8)
+	if len(p) != 8 || p[0] == "" {
+		return false
+	}
+	n := memory.Node{ProjectID: project, Scope: memory.Scope(p[0]), Reach: memory.Reach(p[1]),
+		SupersededBy: p[3], Subkind: memory.Subkind(p[6]), SessionID: p[7]}
+	if p[2] != "" {
+		n.ArchivedAt = time.Unix(0, 1)
+	}
+	if p[4] != "" {
+		t, err := parseTime(p[4])
+		if err != nil {
+			return false
+		}
+		n.ValidTo = t
+	}
+	if p[5] != "" {
+		c, err := strconv.ParseFloat(p[5], 64)
+		if err != nil {
+			return false
+		}
+		n.Confidence = c
+	}
+	return memory.Visible(&n, f, now)
 }
 
 // reindexLexScript moves a document's postings from its old terms to its

@@ -155,7 +155,7 @@ func (s *Store) Lexical(ctx context.Context, terms []string, f memory.Filter, li
 	var all []memory.Scored
 	var more []*lexRead
 	for _, r := range reads {
-		if r.take(f, now, limit) < limit && r.ranked < len(r.cands) {
+		if r.take(f, now, limit) < limit && r.read < len(r.cands) {
 			more = append(more, r)
 		}
 	}
@@ -181,17 +181,12 @@ type lexRead struct {
 	c1, c2 float64 // BM25 length normalisation: k1*(1-b), k1*b/avgdl
 	lists  []*postingList
 
-	cands  []lexCand      // every document a read posting names, ranked by rank
-	index  map[string]int // document -> position in cands
-	ranked int            // cands[:ranked] are the leading ones, whose filter fields step 3 reads
-	vis    []any          // filter fields of cands, in order, as far as read
-	next   int            // the next candidate take judges
+	cands  []memory.Scored // every document a read posting names, ranked by rank
+	ranked int             // cands[:ranked] are the leading ones, whose filter fields step 3 reads
+	read   int             // cands[:read] have their filter fields in vis
+	vis    map[string]any  // filter fields by document (nil: no entry)
+	next   int             // the next candidate take judges
 	out    []memory.Scored
-}
-
-type lexCand struct {
-	id    string
-	score float64
 }
 
 // postingList is one term's postings in one project.
@@ -292,8 +287,8 @@ func (r *lexRead) rank(k int) {
 			n += len(l.postings.Val())
 		}
 	}
-	r.cands = make([]lexCand, 0, n)
-	r.index = make(map[string]int, n)
+	r.cands = make([]memory.Scored, 0, n)
+	index := make(map[string]int, n) // document -> position in cands
 	for _, l := range r.lists {
 		if l.postings == nil {
 			continue
@@ -302,11 +297,11 @@ func (r *lexRead) rank(k int) {
 		for _, p := range ps {
 			id, _ := p.Member.(string)
 			v := r.contribution(l.w, p.Score)
-			if i, ok := r.index[id]; ok {
-				r.cands[i].score += v
+			if i, ok := index[id]; ok {
+				r.cands[i].Score += v
 			} else {
-				r.index[id] = len(r.cands)
-				r.cands = append(r.cands, lexCand{id, v})
+				index[id] = len(r.cands)
+				r.cands = append(r.cands, memory.Scored{ID: id, Score: v})
 			}
 		}
 		if l.truncated && len(ps) > 0 {
@@ -316,20 +311,8 @@ func (r *lexRead) rank(k int) {
 			l.last = r.contribution(l.w, last.Score)
 		}
 	}
-	sortCands(r.cands)
+	sortScored(r.cands)
 	r.ranked = min(k, len(r.cands))
-}
-
-func sortCands(c []lexCand) {
-	slices.SortFunc(c, func(a, b lexCand) int {
-		if a.score != b.score {
-			if a.score > b.score {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(a.id, b.id)
-	})
 }
 
 // completeLeaders is step 3. The leading limit+10 candidates get the
@@ -344,11 +327,8 @@ func (s *Store) completeLeaders(ctx context.Context, reads []*lexRead, limit int
 		if r.ranked == 0 {
 			continue
 		}
-		kth := r.cands[min(r.ranked, limit)-1].score
-		lead := make([]string, min(r.ranked, limit+10))
-		for j := range lead {
-			lead[j] = r.cands[j].id
-		}
+		kth := r.cands[min(r.ranked, limit)-1].Score
+		lead := r.ids(0, min(r.ranked, limit+10))
 		for _, l := range r.lists {
 			if l.truncated && l.last*1.25 >= 0.05*kth {
 				l.missing = pipe.ZMScore(ctx, l.key, lead...)
@@ -373,23 +353,13 @@ func (s *Store) completeLeaders(ctx context.Context, reads []*lexRead, limit int
 				if sc <= 0 {
 					continue
 				}
-				if c := &r.cands[j]; sc < l.stop || (sc == l.stop && c.id < l.stopMember) {
-					c.score += r.contribution(l.w, sc)
+				if c := &r.cands[j]; sc < l.stop || (sc == l.stop && c.ID < l.stopMember) {
+					c.Score += r.contribution(l.w, sc)
 				}
 			}
 		}
-		// The leaders and their filter fields move together.
-		lead := r.cands[:r.ranked]
-		fields := vis[i].Val()
-		byID := make(map[string]any, len(lead))
-		for j, c := range lead {
-			byID[c.id] = fields[j]
-		}
-		sortCands(lead)
-		r.vis = make([]any, len(lead), len(r.cands))
-		for j, c := range lead {
-			r.vis[j] = byID[c.id]
-		}
+		r.keepVisibility(vis[i].Val())
+		sortScored(r.cands[:r.ranked])
 	}
 	return nil
 }
@@ -400,14 +370,13 @@ func (s *Store) readRestVisibility(ctx context.Context, reads []*lexRead) error 
 	pipe := s.c.Pipeline()
 	cmds := make([]*goredis.SliceCmd, len(reads))
 	for i, r := range reads {
-		cmds[i] = pipe.HMGet(ctx, r.keys.vis(), r.ids(r.ranked, len(r.cands))...)
+		cmds[i] = pipe.HMGet(ctx, r.keys.vis(), r.ids(r.read, len(r.cands))...)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return s.wrap("lexical filter fields", err)
 	}
 	for i, r := range reads {
-		r.vis = append(r.vis, cmds[i].Val()...)
-		r.ranked = len(r.cands)
+		r.keepVisibility(cmds[i].Val())
 	}
 	return nil
 }
@@ -415,50 +384,31 @@ func (s *Store) readRestVisibility(ctx context.Context, reads []*lexRead) error 
 func (r *lexRead) ids(from, to int) []string {
 	out := make([]string, 0, to-from)
 	for _, c := range r.cands[from:to] {
-		out = append(out, c.id)
+		out = append(out, c.ID)
 	}
 	return out
+}
+
+// keepVisibility records the filter fields read for the candidates from
+// r.read on, in candidate order.
+func (r *lexRead) keepVisibility(fields []any) {
+	if r.vis == nil {
+		r.vis = make(map[string]any, len(fields))
+	}
+	for j, v := range fields {
+		r.vis[r.cands[r.read+j].ID] = v
+	}
+	r.read += len(fields)
 }
 
 // take judges the candidates whose filter fields are read, in rank order,
 // until limit are visible, and reports how many are.
 func (r *lexRead) take(f memory.Filter, now time.Time, limit int) int {
-	for ; r.next < len(r.vis) && len(r.out) < limit; r.next++ {
-		v, _ := r.vis[r.next].(string)
-		if visibleFields(v, r.tag.project, f, now) {
-			c := r.cands[r.next]
-			r.out = append(r.out, memory.Scored{ID: c.id, Score: c.score})
+	for ; r.next < r.read && len(r.out) < limit; r.next++ {
+		c := r.cands[r.next]
+		if v, _ := r.vis[c.ID].(string); visibleFields(v, r.tag.project, f, now) {
+			r.out = append(r.out, c)
 		}
 	}
 	return len(r.out)
-}
-
-// visibleFields is memory.Visible over a node's filter fields (see
-// filterFields) as the vis hash of project holds them; a node without
-// them (deleted, or never written) is not visible.
-func visibleFields(v, project string, f memory.Filter, now time.Time) bool {
-	p := strings.SplitN(v, "\x1f", 8)
-	if len(p) != 8 || p[0] == "" {
-		return false
-	}
-	n := memory.Node{ProjectID: project, Scope: memory.Scope(p[0]), Reach: memory.Reach(p[1]),
-		SupersededBy: p[3], Subkind: memory.Subkind(p[6]), SessionID: p[7]}
-	if p[2] != "" {
-		n.ArchivedAt = time.Unix(0, 1)
-	}
-	if p[4] != "" {
-		t, err := parseTime(p[4])
-		if err != nil {
-			return false
-		}
-		n.ValidTo = t
-	}
-	if p[5] != "" {
-		c, err := strconv.ParseFloat(p[5], 64)
-		if err != nil {
-			return false
-		}
-		n.Confidence = c
-	}
-	return memory.Visible(&n, f, now)
 }
