@@ -133,7 +133,8 @@ func Lines(ctx context.Context, inj *inject.Injector) ([]LineCount, error) {
 
 // Run measures turn_started published -> block received by the client,
 // through JetStream on an embedded server, with the injector worker running
-// in this process on st.
+// in this process on st and connected to the server in process (as
+// `engram serve` runs it), the client over TCP.
 func Run(ctx context.Context, st Store, opts Options) ([]Result, []LineCount, error) {
 	if opts.Memories <= 0 || opts.Turns <= 0 || len(opts.Clients) == 0 || opts.Dir == "" {
 		return nil, nil, errors.New("injectbench: memories, turns, clients and dir are required")
@@ -164,7 +165,9 @@ func Run(ctx context.Context, st Store, opts Options) ([]Result, []LineCount, er
 		return nil, nil, err
 	}
 	defer srv.Shutdown()
-	workerConn, err := nats.Connect(srv.ClientURL())
+	// The worker connects in process, as under `engram serve`; the
+	// platform below is a network client.
+	workerConn, err := nats.Connect(srv.ClientURL(), nats.InProcessServer(srv.NATS()))
 	if err != nil {
 		return nil, nil, err
 	}
