@@ -31,18 +31,22 @@ func (s *Store) Lexical(ctx context.Context, terms []string, f memory.Filter, li
 	defer x.scratch.Put(sc)
 	gf := x.compile(&f, now)
 	more := func() bool { return len(t.items) < t.k }
-	x.lex.search(terms, sc, t.k, more, func(rid uint32, score float64) {
+	x.lex.search(terms, sc, t.k, more, func(rid uint32, score float64) bool {
 		if len(t.items) == t.k {
 			// Cannot enter: skip the filter check. Ties with the last
 			// are common (same term, same length) and lose on the id.
 			last := &t.items[len(t.items)-1]
-			if score < last.score || (score == last.score && x.heads[rid] != nil && x.heads[rid].ID >= last.id) {
-				return
+			if score < last.score {
+				return false // nothing scoring less can enter either
+			}
+			if score == last.score && x.heads[rid] != nil && x.heads[rid].ID >= last.id {
+				return true
 			}
 		}
 		if x.pass(rid, &gf) {
 			t.add(scoredItem{rid: rid, id: x.heads[rid].ID, score: score})
 		}
+		return true
 	})
 	return t.scored(), nil
 }

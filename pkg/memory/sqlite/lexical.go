@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"strings"
@@ -238,6 +239,7 @@ type scratch struct {
 	score   []float32
 	touchT  []uint32
 	touched []uint32
+	best    []ranked
 }
 
 // commonShare: a query term held by more than this share of the documents
@@ -249,12 +251,12 @@ const commonShare = 0.25
 
 // search scores the documents matching any query term (BM25, a prefix term
 // counting as one term whose frequency sums its expansions) and calls visit
-// for each with its score, in no particular order. want (> 0) is how many
-// candidates the caller needs: it allows skipping common terms (see
-// commonShare) and visiting the best documents first, the others only
-// while more reports that the caller still needs some (see visitBest; a
-// nil more visits all).
-func (x *lexIndex) search(terms []string, sc *scratch, want int, more func() bool, visit func(rid uint32, score float64)) {
+// for each with its score. want (> 0) is how many candidates the caller
+// needs: it allows skipping common terms (see commonShare) and visiting the
+// best documents first, best first while visit returns true, the others
+// only while more reports that the caller still needs some (see
+// visitBest; a nil more visits all, in no particular order).
+func (x *lexIndex) search(terms []string, sc *scratch, want int, more func() bool, visit func(rid uint32, score float64) bool) {
 	if x.nDocs == 0 {
 		return
 	}
@@ -325,15 +327,27 @@ func (x *lexIndex) search(terms []string, sc *scratch, want int, more func() boo
 // cutBuckets is the resolution of the score histogram visitBest cuts with.
 const cutBuckets = 1024
 
+// ranked is a touched document with its score, for the best-first visit.
+type ranked struct {
+	score float32
+	rid   uint32
+}
+
 // visitBest calls visit for the touched documents (top is the best of
 // their scores) and clears their scores.
+//
 // When many are touched, the documents at or above the want-th best score
-// (found with a histogram, without sorting) are visited first, and the
-// rest only when more says the caller still lacks candidates (its filter
-// rejected some of the best): a caller keeping the want best accepted
-// documents gets the same answer as from visiting them all, while most
-// queries visit a few dozen documents instead of thousands.
-func (x *lexIndex) visitBest(sc *scratch, top float32, want int, more func() bool, visit func(rid uint32, score float64)) {
+// (found with a histogram, without sorting them all) are visited first,
+// best first, until visit returns false (it can take nothing scoring less:
+// its want places are full); the rest are visited, in no order, only when
+// more says the caller still lacks candidates (its filter rejected some of
+// the best). A caller keeping the want best accepted documents gets the
+// same answer as from visiting them all, while most queries visit a few
+// dozen documents instead of thousands: a common term leaves thousands of
+// documents in the want-th best's bucket, nearly all of which lose to it.
+// With few touched documents each is visited once, in no order, and
+// visit's answer is ignored.
+func (x *lexIndex) visitBest(sc *scratch, top float32, want int, more func() bool, visit func(rid uint32, score float64) bool) {
 	defer func() {
 		for _, rid := range sc.touched {
 			sc.score[rid] = 0
@@ -358,9 +372,17 @@ func (x *lexIndex) visitBest(sc *scratch, top float32, want int, more func() boo
 			break
 		}
 	}
+	best := sc.best[:0]
 	for _, rid := range sc.touched {
 		if v := sc.score[rid]; bucket(v) >= cut {
-			visit(rid, float64(v))
+			best = append(best, ranked{v, rid})
+		}
+	}
+	slices.SortFunc(best, func(a, b ranked) int { return cmp.Compare(b.score, a.score) })
+	sc.best = best
+	for _, r := range best {
+		if !visit(r.rid, float64(r.score)) {
+			break
 		}
 	}
 	if !more() {

@@ -20,7 +20,7 @@ func TestLexIndexBM25(t *testing.T) {
 	}
 	var sc scratch
 	got := map[uint32]float64{}
-	x.search([]string{"redis", "wal"}, &sc, 0, nil, func(rid uint32, s float64) { got[rid] = s })
+	x.search([]string{"redis", "wal"}, &sc, 0, nil, func(rid uint32, s float64) bool { got[rid] = s; return true })
 	if len(got) != 3 {
 		t.Fatalf("matches: %v", got)
 	}
@@ -38,7 +38,7 @@ func TestLexIndexBM25(t *testing.T) {
 	x.set(2, "postgres")
 	x.remove(1)
 	got = map[uint32]float64{}
-	x.search([]string{"redis"}, &sc, 0, nil, func(rid uint32, s float64) { got[rid] = s })
+	x.search([]string{"redis"}, &sc, 0, nil, func(rid uint32, s float64) bool { got[rid] = s; return true })
 	if len(got) != 0 {
 		t.Fatalf("stale postings matched: %v", got)
 	}
@@ -46,7 +46,7 @@ func TestLexIndexBM25(t *testing.T) {
 		x.set(uint32(100+i%50), fmt.Sprintf("churn%d text", i))
 	}
 	got = map[uint32]float64{}
-	x.search([]string{"churn2999"}, &sc, 0, nil, func(rid uint32, s float64) { got[rid] = s })
+	x.search([]string{"churn2999"}, &sc, 0, nil, func(rid uint32, s float64) bool { got[rid] = s; return true })
 	if len(got) != 1 {
 		t.Fatalf("after churn: %v", got)
 	}
@@ -87,10 +87,15 @@ func TestVisitBestKeepsTheTop(t *testing.T) {
 				if more {
 					m = func() bool { return len(top.items) < top.k }
 				}
-				x.search(q, &sc, k, m, func(rid uint32, s float64) {
-					if accept(rid) {
-						top.add(scoredItem{rid: rid, id: fmt.Sprintf("n%05d", rid%1000), score: s})
+				x.search(q, &sc, k, m, func(rid uint32, s float64) bool {
+					if more && len(top.items) == top.k && s < top.items[len(top.items)-1].score {
+						return false // the stop signal Store.Lexical gives
 					}
+					if accept(rid) {
+						// Unique ids in another order than the rids.
+						top.add(scoredItem{rid: rid, id: fmt.Sprintf("n%010d", rid*2654435761), score: s})
+					}
+					return true
 				})
 				return top.items
 			}
@@ -131,8 +136,12 @@ func BenchmarkLexIndex(b *testing.B) {
 		c0, _ := memorytest.ThreadCPU()
 		t := time.Now()
 		top := scoredTop{k: memory.DefaultChannelLimit}
-		x.search(q, &sc, memory.DefaultChannelLimit, func() bool { return len(top.items) < top.k }, func(rid uint32, s float64) {
+		x.search(q, &sc, memory.DefaultChannelLimit, func() bool { return len(top.items) < top.k }, func(rid uint32, s float64) bool {
+			if len(top.items) == top.k && s < top.items[len(top.items)-1].score {
+				return false
+			}
 			top.add(scoredItem{rid: rid, score: s})
+			return true
 		})
 		lat = append(lat, time.Since(t))
 		c1, _ := memorytest.ThreadCPU()
