@@ -3,6 +3,7 @@ package memorytest
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -220,6 +221,33 @@ func testGetMany(e *env) {
 	e.ok(err, "GetMany empty")
 	if len(got) != 0 {
 		e.t.Fatalf("GetMany(nil) = %d", len(got))
+	}
+
+	// The nodes are the caller's: changing or growing their slices changes
+	// neither the store nor the other nodes returned.
+	c := node("p", memory.Decision, "c")
+	c.Paths = []string{"src/c.go", "src/c_test.go"}
+	c.Entities = []memory.Entity{{Key: "c", Name: "C"}}
+	d := node("p", memory.Decision, "d")
+	d.Paths = []string{"src/d.go"}
+	d.Entities = []memory.Entity{{Key: "d", Name: "D"}}
+	c, d = e.upsert(c), e.upsert(d)
+	got, err = e.s.GetMany(e.ctx, []string{c.ID, d.ID, c.ID})
+	e.ok(err, "GetMany")
+	e.sameList("GetMany with a repeated id", nodeIDs(got), []string{c.ID, d.ID})
+	got[0].Paths[0] = "changed"
+	got[0].Paths = append(got[0].Paths, "appended")
+	got[0].Entities[0].Name = "changed"
+	got[0].Entities = append(got[0].Entities, memory.Entity{Key: "x", Name: "appended"})
+	if !slices.Equal(got[1].Paths, d.Paths) || !slices.Equal(got[1].Entities, d.Entities) {
+		e.t.Fatalf("changing one node returned by GetMany changed another: %v %v", got[1].Paths, got[1].Entities)
+	}
+	again, err := e.s.GetMany(e.ctx, []string{c.ID, d.ID})
+	e.ok(err, "GetMany")
+	if !slices.Equal(again[0].Paths, c.Paths) || !slices.Equal(again[0].Entities, c.Entities) ||
+		!slices.Equal(again[1].Paths, d.Paths) || !slices.Equal(again[1].Entities, d.Entities) {
+		e.t.Fatalf("changing nodes returned by GetMany changed the store: %v %v / %v %v",
+			again[0].Paths, again[0].Entities, again[1].Paths, again[1].Entities)
 	}
 }
 

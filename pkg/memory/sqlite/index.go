@@ -66,13 +66,34 @@ func head(n *memory.Node) *memory.Node {
 	return &h
 }
 
-// copyHead returns the node at rid (x.mu held; the head exists) with its
-// own slices, so that the caller may change it.
-func (x *index) copyHead(rid uint32) memory.Node {
-	n := *x.heads[rid]
-	n.Paths = slices.Clone(n.Paths)
-	n.Entities = slices.Clone(n.Entities)
-	return n
+// copyHeads appends the nodes at rids to out (x.mu held; the heads exist),
+// each with its own slices, so that the caller may change them. The slices
+// of the batch share one backing array per kind (two allocations instead
+// of two per node), each node's part capped so that an append to it
+// reallocates instead of writing into the next node's.
+func (x *index) copyHeads(out []memory.Node, rids []uint32) []memory.Node {
+	np, ne := 0, 0
+	for _, r := range rids {
+		np += len(x.heads[r].Paths)
+		ne += len(x.heads[r].Entities)
+	}
+	paths := make([]string, 0, np)
+	ents := make([]memory.Entity, 0, ne)
+	for _, r := range rids {
+		n := *x.heads[r]
+		if n.Paths != nil {
+			i := len(paths)
+			paths = append(paths, n.Paths...)
+			n.Paths = paths[i:len(paths):len(paths)]
+		}
+		if n.Entities != nil {
+			i := len(ents)
+			ents = append(ents, n.Entities...)
+			n.Entities = ents[i:len(ents):len(ents)]
+		}
+		out = append(out, n)
+	}
+	return out
 }
 
 func (x *index) count(h *memory.Node, d int) {

@@ -209,10 +209,7 @@ func (s *Store) StandingInstructions(ctx context.Context, projectID string, limi
 		}
 	}
 	// Served from the heads, like GetMany: this runs on every turn.
-	out := make([]memory.Node, len(rids))
-	for i, r := range rids {
-		out[i] = s.idx.copyHead(r)
-	}
+	out := s.idx.copyHeads(make([]memory.Node, 0, len(rids)), rids)
 	s.idx.mu.RUnlock()
 	return out, nil
 }

@@ -566,19 +566,22 @@ func (s *Store) GetMany(ctx context.Context, ids []string) ([]memory.Node, error
 	if err := s.memRead(ctx); err != nil {
 		return nil, fmt.Errorf("sqlite: get many: %w", err)
 	}
-	out := make([]memory.Node, 0, len(ids))
-	seen := make(map[string]bool, len(ids))
+	rids := make([]uint32, 0, len(ids))
+	seen := make(map[uint32]struct{}, len(ids))
 	s.idx.mu.RLock()
 	defer s.idx.mu.RUnlock()
 	for _, id := range ids {
 		rid, ok := s.idx.byID[id]
-		if !ok || seen[id] || int(rid) >= len(s.idx.heads) || s.idx.heads[rid] == nil {
+		if !ok || int(rid) >= len(s.idx.heads) || s.idx.heads[rid] == nil {
 			continue
 		}
-		seen[id] = true
-		out = append(out, s.idx.copyHead(rid))
+		if _, dup := seen[rid]; dup {
+			continue
+		}
+		seen[rid] = struct{}{}
+		rids = append(rids, rid)
 	}
-	return out, nil
+	return s.idx.copyHeads(make([]memory.Node, 0, len(rids)), rids), nil
 }
 
 // byRids fetches nodes by rid in the given order.
