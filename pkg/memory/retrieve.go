@@ -170,19 +170,25 @@ func Retrieve(ctx context.Context, st RetrievalStore, q Query) ([]Hit, error) {
 	if q.Now.IsZero() {
 		q.Now = time.Now()
 	}
-	cands := map[string]*cand{}
-	get := func(id string) *cand {
-		c := cands[id]
-		if c == nil {
-			c = &cand{}
-			cands[id] = c
-		}
-		return c
-	}
-
 	lex, vec, byPath, err := runChannels(ctx, st, q)
 	if err != nil {
 		return nil, err
+	}
+	// Sized for the direct candidates; graph neighbours may add a few.
+	direct := len(lex) + len(vec) + len(byPath)
+	cands := make(map[string]*cand, direct)
+	slab := make([]cand, direct)
+	get := func(id string) *cand {
+		c := cands[id]
+		if c == nil {
+			if len(slab) > 0 {
+				c, slab = &slab[0], slab[1:]
+			} else {
+				c = &cand{}
+			}
+			cands[id] = c
+		}
+		return c
 	}
 	lw, vw := QueryProfile(q.Text).Weights()
 	for i, s := range lex {
