@@ -463,33 +463,39 @@ func (g *graph) scratch(n int) *scratch {
 	return sc
 }
 
-// visitSet marks visited slots with a generation number so it is reset in
-// O(1) between searches.
+// visitSet marks visited slots in a bitset (an eighth of a byte per slot:
+// 12.5 KB at 100,000 slots, which stays in cache, where a mark per slot in
+// a 400 KB array missed it on most of a walk's checks). next clears only
+// the words that were set, so a reset costs what the walk visited.
 type visitSet struct {
-	marks []uint32
-	gen   uint32
+	bits  []uint64
+	dirty []uint32 // indexes of the words with a bit set
 }
 
 func (v *visitSet) grow(n int) {
-	if len(v.marks) < n {
-		v.marks = make([]uint32, n+n/4)
-		v.gen = 0
+	if len(v.bits)*64 < n {
+		v.bits = make([]uint64, (n+n/4)/64+1)
+		v.dirty = v.dirty[:0]
 	}
 }
 
 func (v *visitSet) next() {
-	v.gen++
-	if v.gen == 0 {
-		clear(v.marks)
-		v.gen = 1
+	for _, w := range v.dirty {
+		v.bits[w] = 0
 	}
+	v.dirty = v.dirty[:0]
 }
 
 // seen marks slot visited and reports whether it already was.
 func (v *visitSet) seen(slot uint32) bool {
-	if v.marks[slot] == v.gen {
+	w, b := slot>>6, uint64(1)<<(slot&63)
+	x := v.bits[w]
+	if x&b != 0 {
 		return true
 	}
-	v.marks[slot] = v.gen
+	if x == 0 {
+		v.dirty = append(v.dirty, w)
+	}
+	v.bits[w] = x | b
 	return false
 }

@@ -109,8 +109,6 @@ type Index struct {
 	tombs  int      // removed vectors still linked in the graph
 
 	g graph
-
-	visited sync.Pool // *visitSet
 }
 
 type slotState uint8
