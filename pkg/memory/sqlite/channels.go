@@ -39,7 +39,7 @@ func (s *Store) Lexical(ctx context.Context, terms []string, f memory.Filter, li
 			if score < last.score {
 				return false // nothing scoring less can enter either
 			}
-			if score == last.score && x.heads[rid] != nil && x.heads[rid].ID >= last.id {
+			if score == last.score && x.heads[rid] != nil && x.idCmp(rid, last.rid) >= 0 {
 				return true
 			}
 		}

@@ -1,7 +1,10 @@
 package sqlite
 
 import (
+	"cmp"
+	"encoding/binary"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/engram-memory/engram/pkg/memory"
@@ -17,6 +20,30 @@ type gate struct {
 	flags            uint8
 	confidence       float64
 	validTo          time.Time // zero: open
+	key              [2]uint64 // the id's order key (idKey)
+}
+
+// idKey is the first 16 bytes of id, big-endian, zero-padded: comparing
+// keys orders ids as strings do, except that equal keys need the ids
+// themselves. The lexical channel breaks its many score ties on the id;
+// the key sits in the gate the filter reads anyway, where the id string is
+// three dependent reads away.
+func idKey(id string) [2]uint64 {
+	var b [16]byte
+	copy(b[:], id)
+	return [2]uint64{binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])}
+}
+
+// idCmp orders the nodes at rids a and b by id (x.mu held; both exist).
+func (x *index) idCmp(a, b uint32) int {
+	ka, kb := &x.gates[a].key, &x.gates[b].key
+	if c := cmp.Compare(ka[0], kb[0]); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(ka[1], kb[1]); c != 0 {
+		return c
+	}
+	return strings.Compare(x.heads[a].ID, x.heads[b].ID)
 }
 
 const (
@@ -56,7 +83,8 @@ func (x *index) setGate(rid uint32, h *memory.Node) {
 	for int(rid) >= len(x.gates) {
 		x.gates = append(x.gates, gate{})
 	}
-	g := gate{project: x.internID(h.ProjectID), session: x.internID(h.SessionID), confidence: h.Confidence, validTo: h.ValidTo}
+	g := gate{project: x.internID(h.ProjectID), session: x.internID(h.SessionID), confidence: h.Confidence, validTo: h.ValidTo,
+		key: idKey(h.ID)}
 	if h.Scope == memory.ScopeSession {
 		g.flags |= gateSession
 	}

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,5 +66,44 @@ func TestGateMatchesVisible(t *testing.T) {
 	}
 	if shown == 0 || shown == agree {
 		t.Fatalf("degenerate sample: %d of %d visible", shown, agree)
+	}
+}
+
+// TestIDCmpMatchesStrings: ordering heads by their gates' id keys agrees
+// with comparing the ids, for ids that differ early, late (past the 16
+// bytes the key holds), are prefixes of one another or hold zero bytes.
+func TestIDCmpMatchesStrings(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	var ids []string
+	for i := range 300 {
+		switch i % 5 {
+		case 0:
+			ids = append(ids, memory.NewID())
+		case 1:
+			ids = append(ids, fmt.Sprintf("fill%06d", r.IntN(1000)))
+		case 2:
+			ids = append(ids, "0123456789abcdef"+fmt.Sprintf("%d", r.IntN(50))) // shared 16-byte prefix
+		case 3:
+			ids = append(ids, "ab"+string(make([]byte, r.IntN(3)))+fmt.Sprint(r.IntN(3))) // zero bytes
+		default:
+			ids = append(ids, "ab"[:r.IntN(3)])
+		}
+	}
+	x := newIndex(nil)
+	rids := map[string]uint32{}
+	for _, id := range ids {
+		if _, ok := rids[id]; ok {
+			continue
+		}
+		rid := uint32(len(rids) + 1)
+		rids[id] = rid
+		x.apply([]change{{rid: rid, n: memory.Node{ID: id, ProjectID: "p"}}})
+	}
+	for a, ra := range rids {
+		for b, rb := range rids {
+			if got, want := x.idCmp(ra, rb), strings.Compare(a, b); got != want {
+				t.Fatalf("idCmp(%q, %q) = %d, strings.Compare %d", a, b, got, want)
+			}
+		}
 	}
 }
