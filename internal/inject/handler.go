@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
 
 	"go.uber.org/zap"
@@ -80,6 +81,10 @@ func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
 			// The platform may have gone; injection_ready still records the answer.
 			h.log.Warn("reply to platform failed", zap.String("event_id", ev.ID), zap.Error(err))
 		}
+		// The reply waits in the connection's buffer for its flusher
+		// goroutine, which would otherwise wait for a free CPU while this
+		// one writes the record below: let it go first.
+		runtime.Gosched()
 	}
 	// The platform is answered before the record is written: the record
 	// is for the extractor at turn end, and the event is acknowledged only
