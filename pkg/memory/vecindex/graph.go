@@ -54,21 +54,28 @@ func (g *graph) maxLinks(layer int) int {
 }
 
 // prepare draws the level of a freshly allocated slot and allocates its link
-// lists. Called with the Index write lock held, never concurrently.
-func (g *graph) prepare(nd *node) {
+// lists, layer 0's in the slot's row of the slab. Called with the Index
+// write lock held, never concurrently.
+func (g *graph) prepare(ix *Index, slot uint32) {
+	nd := ix.nodes[slot]
 	lvl := int(-math.Log(1-g.rng.Float64()) * g.mult)
 	lvl = min(lvl, maxLevelCap)
 	nd.level = lvl
 	nd.friends = make([][]uint32, lvl+1)
 	nd.sims = make([][]float32, lvl+1)
 	for l := range nd.friends {
-		nd.friends[l] = make([]uint32, 0, g.maxLinks(l))
+		if l == 0 {
+			ix.clearRow(slot)
+			nd.friends[0] = ix.row0(slot)[:0]
+		} else {
+			nd.friends[l] = make([]uint32, 0, g.maxLinks(l))
+		}
 		nd.sims[l] = make([]float32, 0, g.maxLinks(l))
 	}
 }
 
 func (g *graph) insert(ix *Index, slot uint32) {
-	g.prepare(ix.nodes[slot])
+	g.prepare(ix, slot)
 	sc := g.scratch(len(ix.nodes))
 	g.link(ix, slot, false, sc)
 	g.scratches.Put(sc)
@@ -78,7 +85,7 @@ func (g *graph) insert(ix *Index, slot uint32) {
 // enough of them to be worth it.
 func (g *graph) insertMany(ix *Index, slots []uint32) {
 	for _, s := range slots {
-		g.prepare(ix.nodes[s])
+		g.prepare(ix, s)
 	}
 	workers := g.workers
 	if len(slots) < 256 {
@@ -215,12 +222,17 @@ func (g *graph) addLink(ix *Index, n, q uint32, sim float32, l int, locked bool,
 	nd.setLinks(l, g.selectNeighbours(ix, cands, maxM, sc))
 }
 
-// setLinks replaces the links of layer l.
+// setLinks replaces the links of layer l. The list's spare capacity is
+// refilled with noLink: on layer 0 it is the slot's row in the slab, which
+// the walk reads up to the first noLink.
 func (nd *node) setLinks(l int, links []scored) {
 	list, sims := nd.friends[l][:0], nd.sims[l][:0]
 	for _, c := range links {
 		list = append(list, c.slot)
 		sims = append(sims, c.sim)
+	}
+	for i, spare := 0, list[len(list):cap(list)]; i < len(spare); i++ {
+		spare[i] = noLink
 	}
 	nd.friends[l], nd.sims[l] = list, sims
 }
@@ -275,6 +287,9 @@ func (g *graph) greedy(ix *Index, q *query, cur uint32, curSim float32, l int, l
 // friends returns the links of slot n on layer l: the list itself when no
 // other goroutine writes links, a copy taken under the node lock otherwise.
 func (g *graph) friends(ix *Index, n uint32, l int, locked bool, sc *scratch) []uint32 {
+	if !locked && l == 0 {
+		return ix.links0Of(n)
+	}
 	nd := ix.nodes[n]
 	if !locked {
 		if l < len(nd.friends) {

@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -27,13 +28,21 @@ func checkGraph(t *testing.T, ix *Index) {
 		case slotTomb:
 			tombs++
 		case slotFree:
-			if nd.friends != nil {
+			if nd.friends != nil || len(ix.links0Of(uint32(s))) != 0 {
 				t.Fatalf("free slot %d keeps links", s)
 			}
 			continue
 		}
 		if len(nd.friends) != nd.level+1 || len(nd.sims) != nd.level+1 {
 			t.Fatalf("slot %d level %d has %d link layers", s, nd.level, len(nd.friends))
+		}
+		// The walk reads layer 0 from the slab: it must hold the list.
+		if row := ix.links0Of(uint32(s)); !slices.Equal(row, nd.friends[0]) {
+			t.Fatalf("slot %d: layer-0 row %v, list %v", s, row, nd.friends[0])
+		}
+		if !slices.Equal(ix.row0(uint32(s))[:len(nd.friends[0])], nd.friends[0]) ||
+			slices.ContainsFunc(ix.row0(uint32(s))[len(nd.friends[0]):], func(f uint32) bool { return f != noLink }) {
+			t.Fatalf("slot %d: layer-0 row %v is not the list %v then noLink", s, ix.row0(uint32(s)), nd.friends[0])
 		}
 		for l, list := range nd.friends {
 			if len(list) > ix.g.maxLinks(l) {

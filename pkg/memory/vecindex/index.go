@@ -103,6 +103,14 @@ type Index struct {
 	// the walk (nil with WithExactWalk).
 	codes  []int8
 	scales []float32
+	// Every slot's layer-0 links, m0 entries per slot (graph.m0), unused
+	// ones noLink: the walk reads a slot's row (two cache lines) instead of
+	// following node -> layer lists -> links, three dependent reads. Each
+	// node's friends[0] is a slice of its row with capacity m0, which no
+	// list exceeds, so the writers of friends keep the row current
+	// (setLinks and the resets refill the tail with noLink). Rows move
+	// when the slab grows; growRows points the lists at the new one.
+	links0 []uint32
 	byID   map[string]uint32
 	free   []uint32 // slots ready for reuse
 	live   int      // vectors that can be returned
@@ -238,6 +246,7 @@ func (ix *Index) AddBatchTagged(ids []string, tags []uint32, vecs [][]float32) e
 	if extra := len(last) - len(ix.free); extra > 0 {
 		ix.vecs = slices.Grow(ix.vecs, extra*ix.dim)
 		ix.nodes = slices.Grow(ix.nodes, extra)
+		ix.reserveRows(extra)
 		ix.state = slices.Grow(ix.state, extra)
 		ix.tags = slices.Grow(ix.tags, extra)
 		if !ix.cfg.exactWalk {
@@ -401,6 +410,7 @@ func (ix *Index) allocLocked(id string, tag uint32, vec []float32) uint32 {
 	} else {
 		slot = uint32(len(ix.nodes))
 		ix.nodes = append(ix.nodes, &node{})
+		ix.growRows(1)
 		ix.state = append(ix.state, slotFree)
 		ix.tags = append(ix.tags, 0)
 		ix.vecs = append(ix.vecs, make([]float32, ix.dim)...)
@@ -419,6 +429,7 @@ func (ix *Index) allocLocked(id string, tag uint32, vec []float32) uint32 {
 	ix.state[slot] = slotLive
 	nd.level = 0
 	nd.friends, nd.sims = nil, nil
+	ix.clearRow(slot)
 	ix.byID[id] = slot
 	ix.live++
 	return slot
@@ -437,4 +448,55 @@ func (ix *Index) removeLocked(id string) bool {
 	ix.live--
 	ix.tombs++
 	return true
+}
+
+// noLink marks the unused entries of a links0 row.
+const noLink = ^uint32(0)
+
+// row0 is slot's layer-0 row (x.mu write-held, or read-held when nothing
+// links concurrently).
+func (ix *Index) row0(slot uint32) []uint32 {
+	m0 := ix.g.m0
+	o := int(slot) * m0
+	return ix.links0[o : o+m0 : o+m0]
+}
+
+// links0Of is slot's layer-0 links, read from its row.
+func (ix *Index) links0Of(slot uint32) []uint32 {
+	row := ix.row0(slot)
+	n := len(row)
+	for n > 0 && row[n-1] == noLink {
+		n--
+	}
+	return row[:n]
+}
+
+// clearRow empties slot's row.
+func (ix *Index) clearRow(slot uint32) {
+	row := ix.row0(slot)
+	for i := range row {
+		row[i] = noLink
+	}
+}
+
+// growRows adds n empty rows (one per new slot).
+func (ix *Index) growRows(n int) {
+	ix.reserveRows(n)
+	for range n * ix.g.m0 {
+		ix.links0 = append(ix.links0, noLink)
+	}
+}
+
+// reserveRows makes room for n more rows without moving them later.
+func (ix *Index) reserveRows(n int) {
+	if cap(ix.links0)-len(ix.links0) >= n*ix.g.m0 {
+		return
+	}
+	ix.links0 = slices.Grow(ix.links0, max(n*ix.g.m0, len(ix.links0)/4))
+	// The rows moved: point every layer-0 list at its new row.
+	for s, nd := range ix.nodes {
+		if len(nd.friends) > 0 && s*ix.g.m0 < len(ix.links0) {
+			nd.friends[0] = ix.row0(uint32(s))[:len(nd.friends[0])]
+		}
+	}
 }
