@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"sync"
 	"time"
 
 	"github.com/engram-memory/engram/pkg/memory"
@@ -222,25 +224,66 @@ func (s *Store) BriefOnce(ctx context.Context, ref memory.SessionRef, ttl time.D
 		return false, err
 	}
 	// Every turn asks and only a session's first turn (or the first after
-	// the TTL) takes the flag: a read answers the others without a write
-	// transaction. A flag that has not expired is never cleared early, so
-	// what the read sees stays true; any other answer takes the write.
+	// the TTL) takes the flag. A flag that has not expired is never cleared
+	// early, and only this process writes the table (the store's lock), so
+	// an expiry once seen answers the session's later turns from memory
+	// until it passes; a read answers the first turn of a process that
+	// finds the flag taken; any other answer takes the write.
+	now := nanos(s.now())
+	if s.briefs.taken(ref, now) {
+		return false, nil
+	}
 	st, err := s.stmt(ctx, `SELECT expires FROM briefs WHERE project = ? AND session = ?`)
 	if err != nil {
 		return false, fmt.Errorf("sqlite: brief once: %w", err)
 	}
 	var expires int64
 	switch err := st.QueryRowContext(ctx, ref.Project, ref.Session).Scan(&expires); {
-	case err == nil && expires > nanos(s.now()):
+	case err == nil && expires > now:
+		s.briefs.remember(ref, expires, now)
 		return false, nil
 	case err != nil && !errors.Is(err, sql.ErrNoRows):
 		return false, fmt.Errorf("sqlite: brief once: %w", err)
 	}
-	return s.affected(ctx, func(w *wtx) (sql.Result, error) {
+	took, err := s.affected(ctx, func(w *wtx) (sql.Result, error) {
+		expires = nanos(w.now.Add(ttl))
 		return w.exec(`INSERT INTO briefs(project, session, expires) VALUES (?, ?, ?)
 			ON CONFLICT(project, session) DO UPDATE SET expires = excluded.expires WHERE expires <= ?`,
-			ref.Project, ref.Session, nanos(w.now.Add(ttl)), nanos(w.now))
+			ref.Project, ref.Session, expires, nanos(w.now))
 	})
+	if took && err == nil {
+		s.briefs.remember(ref, expires, now)
+	}
+	return took, err
+}
+
+// briefMemo remembers until when (unix nanoseconds) sessions' briefing
+// flags are taken, for BriefOnce: every turn asks, and the memo spares all
+// but a session's first turn a query. Expired entries are dropped whenever
+// the memo has doubled since the last sweep.
+type briefMemo struct {
+	mu    sync.Mutex
+	until map[memory.SessionRef]int64
+	sweep int // size that triggers the next sweep
+}
+
+func (m *briefMemo) taken(ref memory.SessionRef, now int64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.until[ref] > now
+}
+
+func (m *briefMemo) remember(ref memory.SessionRef, expires, now int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.until == nil {
+		m.until = map[memory.SessionRef]int64{}
+	}
+	m.until[ref] = expires
+	if len(m.until) >= max(m.sweep, 1024) {
+		maps.DeleteFunc(m.until, func(_ memory.SessionRef, exp int64) bool { return exp <= now })
+		m.sweep = 2 * len(m.until)
+	}
 }
 
 // AcquireLease implements memory.Sessions.

@@ -55,6 +55,8 @@ type Store struct {
 	closed atomic.Bool // set by Close: the reads served from memory fail too
 	path   string
 
+	briefs briefMemo // sessions whose briefing flag is known to be taken
+
 	stop    chan struct{}  // closed by Close: stops the background index build
 	bg      sync.WaitGroup // the background index build
 	indexed chan struct{}  // closed when every vector index is built
