@@ -20,3 +20,9 @@ const (
 func SetLexicalBudget(s *Store, budget, minPerTerm int) {
 	s.lexBudget, s.lexMinPer = budget, minPerTerm
 }
+
+// BriefKnown reports whether s remembers ref's briefing flag as taken now.
+func BriefKnown(s *Store, ref memory.SessionRef) bool { return s.briefs.Taken(ref, s.now().UnixNano()) }
+
+// Namespace is the key namespace of s.
+func Namespace(s *Store) string { return s.ns }

@@ -270,15 +270,21 @@ func (s *Store) TakeInjection(ctx context.Context, ref memory.SessionRef, turnID
 	return ids, nil
 }
 
+// briefScript: ARGV now, expiry, gc ms. It returns {1, expiry} when it
+// took the flag, {0, the holder's expiry} when the flag is taken. The
+// expiry goes back as the string it was stored as (a Lua number would
+// round nanoseconds).
 var briefScript = goredis.NewScript(`
 local v = redis.call('GET', KEYS[1])
-if v and tonumber(v) > tonumber(ARGV[1]) then return 0 end
+if v and tonumber(v) > tonumber(ARGV[1]) then return {0, v} end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-return 1
+return {1, ARGV[2]}
 `)
 
 // BriefOnce sets the briefing flag for ttl (store clock) and reports
-// whether this call set it.
+// whether this call set it. A flag is never cleared before its expiry, so
+// the expiry this process took or found is remembered (memory.BriefMemo)
+// and the session's later turns here ask Redis nothing until it passes.
 func (s *Store) BriefOnce(ctx context.Context, ref memory.SessionRef, ttl time.Duration) (bool, error) {
 	k, err := s.sessionKeys(ref)
 	if err != nil {
@@ -288,12 +294,37 @@ func (s *Store) BriefOnce(ctx context.Context, ref memory.SessionRef, ttl time.D
 		return false, err
 	}
 	now := s.now().UnixNano()
-	set, err := briefScript.Run(ctx, s.c, []string{k.brief()}, now, now+int64(ttl),
-		(ttl + gcMargin).Milliseconds()).Int()
+	if s.briefs.Taken(ref, now) {
+		return false, nil
+	}
+	res, err := briefScript.Run(ctx, s.c, []string{k.brief()}, now, now+int64(ttl),
+		(ttl + gcMargin).Milliseconds()).Slice()
 	if err != nil {
 		return false, s.wrap("brief once", err)
 	}
-	return set == 1, nil
+	took, expires, err := briefReply(res)
+	if err != nil {
+		return false, s.wrap("brief once", err)
+	}
+	s.briefs.Remember(ref, expires, now)
+	return took, nil
+}
+
+// briefReply decodes briefScript's {took, expiry}.
+func briefReply(res []any) (took bool, expires int64, err error) {
+	if len(res) != 2 {
+		return false, 0, fmt.Errorf("unexpected reply %v", res)
+	}
+	t, ok := res[0].(int64)
+	e, ok2 := res[1].(string)
+	if !ok || !ok2 {
+		return false, 0, fmt.Errorf("unexpected reply %v", res)
+	}
+	expires, err = strconv.ParseInt(e, 10, 64)
+	if err != nil {
+		return false, 0, fmt.Errorf("unexpected expiry %q: %w", e, err)
+	}
+	return t == 1, expires, nil
 }
 
 // leaseScript: ARGV mode (acquire | renew | release), owner, now, expiry,

@@ -41,6 +41,8 @@ type Store struct {
 	reg    map[string]struct{} // projects known to be in the registry
 	dims   map[string]int      // model -> dimension (immutable once written)
 
+	briefs memory.BriefMemo // sessions whose briefing flag is known to be taken (BriefOnce)
+
 	lexBudget, lexMinPer int // postings a lexical query reads per project; at least per term
 	closeCli             bool
 }

@@ -31,10 +31,14 @@
 //     was measured first and rejected: with prefix queries and common terms
 //     it took p50 530 ms, p99 2.1 s per query at 100,000 nodes under modernc.
 //     A query scores every matching document, then hands the channel those
-//     at or above the 60th best score first (a score histogram finds the
-//     cut) and the rest only when the filter rejected some of those: the
-//     same top 60, with a few dozen filter checks and id comparisons
-//     instead of thousands (TestVisitBestKeepsTheTop);
+//     at or above the 60th best score first, best first (a score histogram
+//     finds the cut; only those are sorted), and the rest only when the
+//     filter rejected some of them: the channel stops at the first document
+//     it cannot take, so it makes the same top 60 with a few dozen filter
+//     checks instead of thousands (TestVisitBestKeepsTheTop). Score ties
+//     are common (one common term, equal lengths) and are broken on the id:
+//     the gate holds the id's first 16 bytes as an order key, so a tie
+//     costs one read instead of three dependent ones (TestIDCmpMatchesStrings);
 //   - one vector index per embedding model (pkg/memory/vecindex), filtered
 //     while searching (each vector is tagged with its row id, so the filter
 //     reads the gate without an id look-up). Open returns before these graphs are built: they are
@@ -44,9 +48,16 @@
 //     into the graph before it is swapped in.
 //
 // Constant statements are prepared once and cached by text (Store.stmt):
-// the per-turn statements (the injection record, the briefing flag, which
-// is a read once a session has taken it, the extractor's processed events)
-// spent more time parsing SQL than running it.
+// the per-turn statements (the injection record, the briefing flag, the
+// extractor's processed events) spent more time parsing SQL than running
+// it. The briefing flag, asked on every turn, is then answered from memory
+// once a session has taken it: only this process writes it (the file
+// lock) and a flag never clears before it expires, so the store remembers
+// each session's expiry (memory.BriefMemo).
+//
+// GetMany copies the heads it returns into the caller's nodes with one
+// backing array per slice kind for the batch, each node's part capped, so
+// a caller may change or grow them (the conformance suite checks it).
 //
 // Writes are serialised; after each commit the changed nodes are mirrored in
 // the indexes, so a reader never sees an index ahead of the file. Because the

@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
-	"sync"
 	"time"
 
 	"github.com/engram-memory/engram/pkg/memory"
@@ -230,7 +228,7 @@ func (s *Store) BriefOnce(ctx context.Context, ref memory.SessionRef, ttl time.D
 	// until it passes; a read answers the first turn of a process that
 	// finds the flag taken; any other answer takes the write.
 	now := nanos(s.now())
-	if s.briefs.taken(ref, now) {
+	if s.briefs.Taken(ref, now) {
 		return false, nil
 	}
 	st, err := s.stmt(ctx, `SELECT expires FROM briefs WHERE project = ? AND session = ?`)
@@ -240,7 +238,7 @@ func (s *Store) BriefOnce(ctx context.Context, ref memory.SessionRef, ttl time.D
 	var expires int64
 	switch err := st.QueryRowContext(ctx, ref.Project, ref.Session).Scan(&expires); {
 	case err == nil && expires > now:
-		s.briefs.remember(ref, expires, now)
+		s.briefs.Remember(ref, expires, now)
 		return false, nil
 	case err != nil && !errors.Is(err, sql.ErrNoRows):
 		return false, fmt.Errorf("sqlite: brief once: %w", err)
@@ -252,38 +250,9 @@ func (s *Store) BriefOnce(ctx context.Context, ref memory.SessionRef, ttl time.D
 			ref.Project, ref.Session, expires, nanos(w.now))
 	})
 	if took && err == nil {
-		s.briefs.remember(ref, expires, now)
+		s.briefs.Remember(ref, expires, now)
 	}
 	return took, err
-}
-
-// briefMemo remembers until when (unix nanoseconds) sessions' briefing
-// flags are taken, for BriefOnce: every turn asks, and the memo spares all
-// but a session's first turn a query. Expired entries are dropped whenever
-// the memo has doubled since the last sweep.
-type briefMemo struct {
-	mu    sync.Mutex
-	until map[memory.SessionRef]int64
-	sweep int // size that triggers the next sweep
-}
-
-func (m *briefMemo) taken(ref memory.SessionRef, now int64) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.until[ref] > now
-}
-
-func (m *briefMemo) remember(ref memory.SessionRef, expires, now int64) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.until == nil {
-		m.until = map[memory.SessionRef]int64{}
-	}
-	m.until[ref] = expires
-	if len(m.until) >= max(m.sweep, 1024) {
-		maps.DeleteFunc(m.until, func(_ memory.SessionRef, exp int64) bool { return exp <= now })
-		m.sweep = 2 * len(m.until)
-	}
 }
 
 // AcquireLease implements memory.Sessions.

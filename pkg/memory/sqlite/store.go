@@ -55,7 +55,7 @@ type Store struct {
 	closed atomic.Bool // set by Close: the reads served from memory fail too
 	path   string
 
-	briefs briefMemo // sessions whose briefing flag is known to be taken
+	briefs memory.BriefMemo // sessions whose briefing flag is known to be taken (BriefOnce)
 
 	stop    chan struct{}  // closed by Close: stops the background index build
 	bg      sync.WaitGroup // the background index build
