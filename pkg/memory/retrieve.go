@@ -224,36 +224,49 @@ func Retrieve(ctx context.Context, st RetrievalStore, q Query) ([]Hit, error) {
 	if exp != nil {
 		exp.spread(q, byID, get)
 	}
-	nodes := make([]*Node, 0, len(cands))
-	for id := range cands {
-		if n := byID[id]; n != nil {
-			nodes = append(nodes, n)
-		}
+	// Score every visible candidate, sort the scores, and make Hits (each
+	// carries its whole node) only of those that can still make the cut,
+	// with a few spare so that a contradiction's dropped loser leaves room
+	// for the next one.
+	type ranked struct {
+		n       *Node
+		c       *cand
+		prior   float64
+		score   float64
+		foreign bool
 	}
-	hits := make([]Hit, 0, len(nodes))
-	for _, n := range nodes {
-		if !Visible(n, q.Filter, q.Now) || n.Confidence < q.Filter.MinConfidence {
+	rs := make([]ranked, 0, len(cands))
+	for id, c := range cands {
+		n := byID[id]
+		if n == nil || !Visible(n, q.Filter, q.Now) || n.Confidence < q.Filter.MinConfidence {
 			continue
 		}
-		c := cands[n.ID]
+		r := ranked{n: n, c: c, prior: Prior(n, q.Now)}
 		base := c.activation
 		if c.direct {
 			base += c.fused
 		}
-		h := Hit{Node: *n, ID: n.ID, Fused: c.fused, Activation: c.activation, Prior: Prior(n, q.Now),
-			Lexical: c.lexRank, Vector: c.vecRank, Path: c.path, Graph: !c.direct}
-		h.Foreign = n.ProjectID != "" && n.ProjectID != q.Filter.ProjectID
-		h.Score = base * h.Prior
-		if h.Foreign {
-			h.Score *= ForeignFactor
+		r.foreign = n.ProjectID != "" && n.ProjectID != q.Filter.ProjectID
+		r.score = base * r.prior
+		if r.foreign {
+			r.score *= ForeignFactor
 		}
-		hits = append(hits, h)
+		rs = append(rs, r)
 	}
-	sortHits(hits)
-	// Contradictions are settled among the hits that can still make the cut
-	// (a few spare so that a dropped loser leaves room for the next one).
-	if len(hits) > q.Limit+contradictionSpare {
-		hits = hits[:q.Limit+contradictionSpare]
+	slices.SortFunc(rs, func(a, b ranked) int {
+		switch {
+		case a.score > b.score:
+			return -1
+		case a.score < b.score:
+			return 1
+		}
+		return strings.Compare(a.n.ID, b.n.ID)
+	})
+	hits := make([]Hit, min(len(rs), q.Limit+contradictionSpare))
+	for i := range hits {
+		r := &rs[i]
+		hits[i] = Hit{Node: *r.n, ID: r.n.ID, Score: r.score, Fused: r.c.fused, Activation: r.c.activation, Prior: r.prior,
+			Lexical: r.c.lexRank, Vector: r.c.vecRank, Path: r.c.path, Graph: !r.c.direct, Foreign: r.foreign}
 	}
 	hits, err = settleContradictions(ctx, st, hits)
 	if err != nil {
@@ -359,29 +372,6 @@ func runChannels(ctx context.Context, st RetrievalStore, q Query) (lex, vec, byP
 		return nil, nil, nil, err
 	}
 	return lex, vec, byPath, nil
-}
-
-func sortHits(hits []Hit) {
-	// A Hit carries its whole node: sort an order, then move each once.
-	order := make([]int, len(hits))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int {
-		x, y := &hits[a], &hits[b]
-		switch {
-		case x.Score > y.Score:
-			return -1
-		case x.Score < y.Score:
-			return 1
-		}
-		return strings.Compare(x.ID, y.ID)
-	})
-	sorted := make([]Hit, len(hits))
-	for i, j := range order {
-		sorted[i] = hits[j]
-	}
-	copy(hits, sorted)
 }
 
 // hop is one hop of graph expansion from the top direct hits: seedEdges
