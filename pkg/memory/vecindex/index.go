@@ -109,7 +109,7 @@ type Index struct {
 	// node's friends[0] is a slice of its row with capacity m0, which no
 	// list exceeds, so the writers of friends keep the row current
 	// (setLinks and the resets refill the tail with noLink). Rows move
-	// when the slab grows; growRows points the lists at the new one.
+	// when the slab grows; reserveRows points the lists at the new one.
 	links0 []uint32
 	byID   map[string]uint32
 	free   []uint32 // slots ready for reuse
@@ -453,7 +453,7 @@ func (ix *Index) removeLocked(id string) bool {
 // noLink marks the unused entries of a links0 row.
 const noLink = ^uint32(0)
 
-// row0 is slot's layer-0 row (x.mu write-held, or read-held when nothing
+// row0 is slot's layer-0 row (ix.mu write-held, or read-held when nothing
 // links concurrently).
 func (ix *Index) row0(slot uint32) []uint32 {
 	m0 := ix.g.m0
