@@ -73,29 +73,51 @@
 // # Latency
 //
 // `engram bench inject` (turn_started published -> block received, through
-// JetStream on the embedded server, hashing embedder) on the shared 2-core
-// machine. Run-to-run spread is large there: the same binary measured p99
-// 11.76, 18.55 and 20.82 ms at 100,000 Redis memories within 20 minutes,
-// and p50 2.29 to 2.56 ms at 100,000 SQLite memories (1.92 to 2.51 earlier
-// that day), so compare binaries in one sitting. 2026-11-30, 06:31-07:11, start of day (f2e637b) against
-// now, one client (p50 / p99):
+// JetStream on the embedded server, hashing embedder, 3,000 turns) on the
+// shared 2-core machine, whose speed drifts by a third within an hour: the
+// same start-of-day binary measured p50 2.89, 2.55 and 1.85 ms at 100,000
+// SQLite memories between 09:02 and 09:47, so compare binaries in one
+// sitting. 2026-11-30 (second session), c50e6a9 ("start") against the final
+// code ("now"), one client, p50 / p99 ms:
 //
-//	                    10k memories                  100k memories
-//	SQLite, start       1.75 / 4.40, 1.96 / 5.75 ms   2.56 / 5.95, 2.29 / 5.24 ms
-//	SQLite, now         1.56 / 3.74, 1.58 / 3.99 ms   2.37 / 5.11, 2.39 / 5.37 ms
-//	Redis 8, start      9.45 / 15.67, 9.56 / 17.30    11.44 / 20.15 ms
-//	Redis 8, now        6.85 / 14.54, 5.84 / 12.07    8.56 / 20.82, 5.90 / 11.76,
-//	                                                  8.51 / 18.55 ms
+//	SQLite 100k, start  2.89 / 7.17   2.55 / 6.16   1.85 / 4.08
+//	SQLite 100k, now    2.13 / 6.03*  1.97 / 4.68*  1.49 / 3.10   1.99 / 5.22   2.13 / 5.47   1.81 / 4.04
+//	Redis 100k, start   10.26 / 27.98  9.50 / 21.49
+//	Redis 100k, now     7.46 / 15.86*  8.33 / 17.74*  6.84 / 14.57  7.63 / 16.29  7.53 / 16.54  9.86 / 24.97
+//	SQLite 10k          start 1.70 / 4.12; now 1.06 / 2.83*, 1.81 / 6.18
+//	Redis 10k           start 6.01 / 11.80; now 6.77 / 13.14*, 8.39 / 17.38
 //
-// With 8 clients Redis at 100,000 went from 118 to 167-202 turns/s (p50
-// 68 -> 41-50 ms), at 10,000 from 165 to 255-282; SQLite at 100,000 from
-// 671-900 to 919-987.
+// Medians of the "now" runs at 100,000: SQLite p50 1.98 ms (target 2), Redis
+// p99 16.4 ms (target 15; met in one run of six); with 8 clients SQLite
+// served 817-1,622 turns/s (start 809-1,079), Redis 141-246 (start
+// 139-171).
 //
-// Where a SQLite turn goes at 100,000 memories (in process, p50): the
-// vector walk 0.8 ms beside BM25 0.5 ms, then loading the candidates 0.2
-// ms and the rest of ranking and rendering; a text turn about 1.6 ms. In
-// the benchmark a content-free turn takes 0.55-0.65 ms end to end (the bus
-// and the standing selection), a question 1.7-2.5 ms.
+// (*) before the briefing flag was remembered (memory.BriefMemo). The
+// same CPU work is steadier than the wall clock: the process' CPU time per
+// turn (bench, injector, NATS server and client in one process, SQLite at
+// 100,000) went from 3.50 and 3.19 ms to 2.56 and 2.29 ms, and the p50 of
+// those runs from 3.07 and 2.79 to 2.12 and 1.88 ms.
+//
+// What made the difference, by where a SQLite question spent its time:
+//   - the bus: the benchmark's injector connects in process, as under
+//     `engram serve`, not over TCP; the handler yields right after replying
+//     so that the reply leaves before the turn's record is written;
+//   - the vector walk, bound by memory latency: a bitset for the visited
+//     set, layer-0 links in one slab, every line of a code touched ahead;
+//   - BM25: the best documents handed over best first, so the channel
+//     stops at the first it cannot take; ties broken on an id key in the
+//     gate;
+//   - the rest of ranking: the calling goroutine runs the last channel
+//     itself; candidates copied in batches and scored as light records,
+//     Hits made only for the few that can make the cut;
+//   - the briefing flag, asked on every turn, answered from memory after a
+//     session's first turn (on Redis a round trip less).
+//
+// Where a SQLite question goes at 100,000 memories, end to end (p50, traced
+// once): publish to the injector 0.24 ms, the channels 0.9-1.25 ms (the
+// vector walk beside BM25), the rest of ranking 0.35-0.4 ms, the block
+// 0.15 ms, the reply to the client 0.26-0.33 ms. A content-free turn takes
+// about 0.6 ms.
 //
 // On Redis a turn is bound by the server's one main thread and the two
 // cores: the lexical channel reads postings and scores BM25 in Go (it was a
@@ -103,6 +125,9 @@
 // VSIM runs on Redis' own thread because it is sent as a plain command
 // (from a script it held the main thread for about 2 ms), and the seeds'
 // edges are read beside the candidates' load. Redis CPU per turn (in
-// process, over the corpus turns) went from 7.3 to 5.0 ms; packing each node into one hash field earlier took the
-// candidate load from 4.2 to 1.6 ms.
+// process, over the corpus turns) went from 7.3 to 5.0 ms in the first
+// session of 2026-11-30; packing each node into one hash field earlier took
+// the candidate load from 4.2 to 1.6 ms. Block sizes on Redis vary by a few
+// tokens between runs (median 311-339): VSIM's graph is built with Redis'
+// own random levels, so a reseeded store recalls slightly differently.
 package inject
