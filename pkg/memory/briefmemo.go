@@ -40,10 +40,3 @@ func (m *BriefMemo) Remember(ref SessionRef, expires, now int64) {
 		m.sweep = 2 * len(m.until)
 	}
 }
-
-// Len is how many sessions the memo holds.
-func (m *BriefMemo) Len() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.until)
-}

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -254,13 +255,7 @@ func Retrieve(ctx context.Context, st RetrievalStore, q Query) ([]Hit, error) {
 		rs = append(rs, r)
 	}
 	slices.SortFunc(rs, func(a, b ranked) int {
-		switch {
-		case a.score > b.score:
-			return -1
-		case a.score < b.score:
-			return 1
-		}
-		return strings.Compare(a.n.ID, b.n.ID)
+		return cmp.Or(cmp.Compare(b.score, a.score), strings.Compare(a.n.ID, b.n.ID))
 	})
 	hits := make([]Hit, min(len(rs), q.Limit+contradictionSpare))
 	for i := range hits {

@@ -495,7 +495,7 @@ func (ix *Index) reserveRows(n int) {
 	ix.links0 = slices.Grow(ix.links0, max(n*ix.g.m0, len(ix.links0)/4))
 	// The rows moved: point every layer-0 list at its new row.
 	for s, nd := range ix.nodes {
-		if len(nd.friends) > 0 && s*ix.g.m0 < len(ix.links0) {
+		if len(nd.friends) > 0 {
 			nd.friends[0] = ix.row0(uint32(s))[:len(nd.friends[0])]
 		}
 	}
