@@ -29,7 +29,7 @@ func OpenStore(ctx context.Context, cfg config.Config) (memory.Store, error) {
 		if err != nil {
 			return nil, err
 		}
-		s, err := redis.New(client, redis.WithCloseClient())
+		s, err := redis.New(client, redis.WithCloseClient(), redis.WithVectorQuantization(cfg.Store.RedisVectorQuant))
 		if err != nil {
 			_ = client.Close()
 			return nil, fmt.Errorf("app: redis store: %w", err)

@@ -80,6 +80,9 @@ type Store struct {
 	Kind       string // sqlite | redis
 	SQLitePath string // empty: <DataDir>/engram.db
 	RedisURL   string
+	// RedisVectorQuant is how new Redis vector sets store vectors: q8
+	// (default), noquant (float32) or bin. Existing sets keep theirs.
+	RedisVectorQuant string
 }
 
 // Events configures subjects, streams and consumers.
@@ -135,7 +138,7 @@ func Default() Config {
 			ConnectTimeout: 5 * time.Second,
 		},
 		HTTP:    HTTP{Addr: "127.0.0.1:7474", LagRefresh: 15 * time.Second},
-		Store:   Store{Kind: StoreSQLite},
+		Store:   Store{Kind: StoreSQLite, RedisVectorQuant: "q8"},
 		Events:  eventsDefaults(),
 		Work:    Work{Concurrency: 2, ShutdownTimeout: 25 * time.Second},
 		Idle:    Idle{Enabled: true, Quiet: 30 * time.Minute},
@@ -330,6 +333,11 @@ func (c Config) Validate() error {
 		}
 	default:
 		bad("store (ENGRAM_STORE) %q: want %s or %s", c.Store.Kind, StoreSQLite, StoreRedis)
+	}
+	switch c.Store.RedisVectorQuant {
+	case "q8", "noquant", "bin":
+	default:
+		bad("Redis vector quantization (ENGRAM_REDIS_VECTOR_QUANT) %q: want q8, noquant or bin", c.Store.RedisVectorQuant)
 	}
 	e := c.Events
 	if err := checkSubjectPrefix(e.SubjectPrefix); err != nil {

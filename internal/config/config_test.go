@@ -112,6 +112,7 @@ func TestValidateListsEveryProblem(t *testing.T) {
 	c.Work.PerWorker = map[string]int{"injector": 0}
 	c.Idle.Quiet = 0
 	c.Log.Format = "xml"
+	c.Store.RedisVectorQuant = "fp8"
 	err := c.Validate()
 	if err == nil {
 		t.Fatal("want errors")
@@ -122,7 +123,7 @@ func TestValidateListsEveryProblem(t *testing.T) {
 	}
 	want := []string{"ENGRAM_DATA", "ENGRAM_NATS_URL", "ENGRAM_NATS_LISTEN", "ENGRAM_REDIS_URL",
 		"ENGRAM_SUBJECT_PREFIX", "ENGRAM_STREAM_REPLICAS", "ENGRAM_ACK_WAIT", "ENGRAM_MAX_DELIVER",
-		"ENGRAM_CONCURRENCY", "ENGRAM_WORKER_CONCURRENCY", "ENGRAM_IDLE_QUIET", "ENGRAM_LOG_FORMAT", "llm config: host"}
+		"ENGRAM_CONCURRENCY", "ENGRAM_WORKER_CONCURRENCY", "ENGRAM_IDLE_QUIET", "ENGRAM_LOG_FORMAT", "ENGRAM_REDIS_VECTOR_QUANT", "llm config: host"}
 	if n := len(joined.Unwrap()); n != len(want) {
 		t.Errorf("got %d problems, want %d:\n%v", n, len(want), err)
 	}

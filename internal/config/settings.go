@@ -61,6 +61,8 @@ func (c *Config) Settings() []Setting {
 			Usage: "SQLite database file (default <data>/engram.db)"},
 		{Flag: "redis-url", Env: "ENGRAM_REDIS_URL", Group: Runtime, value: (*strV)(&c.Store.RedisURL),
 			Usage: "Redis 8 URL (redis://host:port/db), required with -store redis"},
+		{Flag: "redis-vector-quant", Env: "ENGRAM_REDIS_VECTOR_QUANT", Group: Runtime, value: (*strV)(&c.Store.RedisVectorQuant),
+			Usage: "how new Redis vector sets store vectors: q8 (int8), noquant (float32, exact cosine) or bin; a set keeps the one it was created with"},
 		{Flag: "subject-prefix", Env: "ENGRAM_SUBJECT_PREFIX", Group: Conn, value: (*strV)(&c.Events.SubjectPrefix),
 			Usage: "first token(s) of every subject: <prefix>.in.<type>.<project>.<session>"},
 		{Flag: "in-max-age", Env: "ENGRAM_IN_MAX_AGE", Group: Topology, value: (*durV)(&c.Events.InMaxAge),

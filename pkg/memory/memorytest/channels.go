@@ -122,9 +122,11 @@ func testVectorRanking(e *env) {
 	if got := ids(sc); !equal(got, []string{v1, v2, v3}) {
 		e.t.Fatalf("nearest first: %s", names(byName, got))
 	}
+	// Scores are cosine similarities, to within 0.01: a backend may search
+	// quantized vectors (Redis stores int8 by default).
 	want := []float64{1, 0.9 / math.Sqrt(0.82), 0.5 / math.Sqrt(0.89)}
 	for i, s := range sc {
-		if !near(s.Score, want[i], 1e-3) {
+		if !near(s.Score, want[i], 0.01) {
 			e.t.Fatalf("cosine of %s = %v, want %v", names(byName, []string{s.ID}), s.Score, want[i])
 		}
 	}

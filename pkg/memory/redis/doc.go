@@ -52,7 +52,8 @@
 //	K pe              zset: live nodes without a vector, by created-at (backlog)
 //	K em:<model>      zset: live nodes embedded by model, by created-at
 //	K models          set: the models used in the project
-//	K v:<model>       vector set (VADD ... NOQUANT SETATTR {sc,ss,rc,ar,sb,vt,cf,sk})
+//	K v:<model>       vector set (VADD ... Q8 SETATTR {sc,ss,rc,ar,sb,vt,cf,sk}; a set
+//	                  made float32, NOQUANT, by an earlier version keeps that, see vaddScript)
 //	K t:<term>        zset: BM25 postings of a term (impact, tf, length packed in the score)
 //	K terms           zset: the term dictionary (all scores 0, for ZRANGEBYLEX prefixes)
 //	K bm              hash: n documents, l total length (BM25 statistics)
@@ -88,6 +89,11 @@
 // (the server's one thread is what concurrent turns queue for). The scope
 // tags of one read (the project, the global memories, other projects) share
 // each round trip.
+// Vector sets store int8 codes (Q8, WithVectorQuantization): at 100,000
+// 384-dimension vectors a VSIM (count 98, EF 120) took p50 1.63 ms against
+// 2.45 ms on float32, serially on the same set; cosines are within 0.004
+// of the exact ones (mean 0.0007) and the top 60 are the same. The conformance
+// suite therefore holds vector scores to within 0.01 of the cosine.
 // Vector sends VSIM as a plain command (Redis then runs the HNSW search on
 // a thread of its own instead of holding the main thread, as it does for
 // VSIM called from a script), asks for more neighbours than needed without

@@ -26,3 +26,6 @@ func BriefKnown(s *Store, ref memory.SessionRef) bool { return s.briefs.Taken(re
 
 // Namespace is the key namespace of s.
 func Namespace(s *Store) string { return s.ns }
+
+// VectorKey is the key of a project's vector set of model.
+func VectorKey(s *Store, project, model string) string { return s.keys(project).vectors(model) }

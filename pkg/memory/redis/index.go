@@ -173,6 +173,33 @@ func visibleFields(v, project string, f memory.Filter, now time.Time) bool {
 	return memory.Visible(&n, f, now)
 }
 
+// vaddScript adds one element to a vector set with the quantization the set
+// was created with: Redis refuses a VADD whose quantization differs from
+// the set's ("asked quantization mismatch"), also when none is named (the
+// default is Q8), and a set keeps the one it was created with. A new set
+// gets the store's (WithVectorQuantization); a set made before the default
+// changed (float32, NOQUANT) keeps taking writes as it is.
+//
+// VINFO answers simple strings, which reach Lua as tables {ok = ...}.
+//
+// KEYS: the vector set. ARGV: quantization for a new set (NOQUANT, Q8,
+// BIN), element, FP32 blob, attributes (JSON).
+var vaddScript = goredis.NewScript(`
+local function str(x) if type(x) == 'table' then return x.ok end return x end
+local q = ARGV[1]
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  local info = redis.call('VINFO', KEYS[1])
+  for i = 1, #info - 1, 2 do
+    if str(info[i]) == 'quant-type' then
+      local t = str(info[i + 1])
+      if t == 'f32' then q = 'NOQUANT' elseif t == 'bin' then q = 'BIN' else q = 'Q8' end
+      break
+    end
+  end
+end
+return redis.call('VADD', KEYS[1], 'FP32', ARGV[3], ARGV[2], q, 'SETATTR', ARGV[4])
+`)
+
 // reindexLexScript moves a document's postings from its old terms to its
 // new ones, drops emptied terms from the term dictionary and keeps the
 // corpus statistics (document count n, total length l) for BM25.
@@ -320,16 +347,7 @@ func (s *Store) writeNode(ctx context.Context, pipe goredis.Pipeliner, old, n *m
 	if newModel != "" {
 		attrs := vectorAttrs(n)
 		if oldModel != newModel || !slices.Equal(old.Embedding, n.Embedding) {
-			args := &goredis.VAddArgs{SetAttr: attrs}
-			switch s.quant {
-			case "noquant":
-				args.NoQuant = true
-			case "q8":
-				args.Q8 = true
-			case "bin":
-				args.Bin = true
-			}
-			pipe.VAddWithArgs(ctx, k.vectors(newModel), id, &goredis.VectorFP32{Val: encodeVector(n.Embedding)}, args)
+			vaddScript.Eval(ctx, pipe, []string{k.vectors(newModel)}, strings.ToUpper(s.quant), id, encodeVector(n.Embedding), attrs)
 		} else if vectorAttrs(old) != attrs {
 			pipe.VSetAttr(ctx, k.vectors(newModel), id, attrs)
 		}

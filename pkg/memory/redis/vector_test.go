@@ -1,13 +1,16 @@
 package redis_test
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/engram-memory/engram/pkg/memory"
+	"github.com/engram-memory/engram/pkg/memory/redis"
 )
 
 // TestVectorWidensAndFallsBack: when the nearest neighbours fail the
@@ -20,7 +23,10 @@ import (
 func TestVectorWidensAndFallsBack(t *testing.T) {
 	c := testClient(t)
 	now := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
-	s := openStore(t, c)
+	// float32: the hidden vectors differ in the fourth decimal of one of
+	// four dimensions, which int8 codes cannot tell apart, and a graph of
+	// identical points is not one HNSW can walk out of.
+	s := openStore(t, c, redis.WithVectorQuantization("noquant"))
 	ctx := t.Context()
 	query := []float32{1, 0, 0, 0}
 	cosine := func(v []float32) float64 {
@@ -75,5 +81,130 @@ func TestVectorWidensAndFallsBack(t *testing.T) {
 				t.Fatalf("%s: got %v, want the 5 nearest visible %v", tc.project, got, want[:5])
 			}
 		}
+	}
+}
+
+// TestVectorQuantization: new vector sets are int8 (Q8) by default, with
+// scores within 0.01 of the exact cosine and the exact nearest neighbours
+// found; a set created float32 (before the default changed, or with
+// "noquant") keeps taking writes from a store whose default is Q8 — Redis
+// refuses a VADD whose quantization differs from the set's — and stays
+// float32.
+func TestVectorQuantization(t *testing.T) {
+	c := testClient(t)
+	ctx := t.Context()
+	quantType := func(key string) string {
+		info, err := c.Do(ctx, "VINFO", key).Result()
+		if err != nil {
+			t.Fatalf("VINFO %s: %v", key, err)
+		}
+		switch v := info.(type) {
+		case map[any]any:
+			s, _ := v["quant-type"].(string)
+			return s
+		case []any:
+			for i := 0; i+1 < len(v); i += 2 {
+				if v[i] == "quant-type" {
+					s, _ := v[i+1].(string)
+					return s
+				}
+			}
+		}
+		t.Fatalf("VINFO %s: no quant-type in %v", key, info)
+		return ""
+	}
+	rng := rand.New(rand.NewPCG(7, 9))
+	randVec := func() []float32 {
+		v := make([]float32, 384)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64())
+		}
+		return v
+	}
+	cosine := func(a, b []float32) float64 {
+		var dot, na, nb float64
+		for i := range a {
+			dot += float64(a[i]) * float64(b[i])
+			na += float64(a[i]) * float64(a[i])
+			nb += float64(b[i]) * float64(b[i])
+		}
+		return dot / math.Sqrt(na*nb)
+	}
+
+	s := openStore(t, c)
+	query := randVec()
+	var nodes []memory.Node
+	for i := range 300 {
+		v := randVec()
+		// Mix in the query so that scores spread over (0, 1).
+		w := float32(i%10) / 10
+		for j := range v {
+			v[j] = w*query[j] + (1-w)*v[j]
+		}
+		nodes = append(nodes, memory.Node{ID: fmt.Sprintf("q-%03d", i), Subkind: memory.Decision, Scope: memory.ScopeProject,
+			ProjectID: "quant", Label: fmt.Sprintf("node %d", i), Confidence: 0.9, Embedding: v, EmbeddingModel: "m"})
+	}
+	if err := s.PutBatch(ctx, nodes, nil); err != nil {
+		t.Fatal(err)
+	}
+	if q := quantType(redis.VectorKey(s, "quant", "m")); q != "int8" {
+		t.Fatalf("a new vector set is %q, want int8 (Q8)", q)
+	}
+	got, err := s.Vector(ctx, "m", query, memory.Filter{ProjectID: "quant"}, 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exact := make(map[string]float64, len(nodes))
+	var order []memory.Scored
+	for _, n := range nodes {
+		exact[n.ID] = cosine(query, n.Embedding)
+		order = append(order, memory.Scored{ID: n.ID, Score: exact[n.ID]})
+	}
+	slices.SortFunc(order, func(a, b memory.Scored) int { return cmp.Compare(b.Score, a.Score) })
+	if len(got) != 20 {
+		t.Fatalf("%d results, want 20", len(got))
+	}
+	for _, g := range got {
+		if math.Abs(g.Score-exact[g.ID]) > 0.01 {
+			t.Fatalf("score of %s = %.4f, exact cosine %.4f", g.ID, g.Score, exact[g.ID])
+		}
+	}
+	// The 30 nodes nearest the query (w = 0.9) are far ahead of the rest:
+	// the 20 found are among them.
+	near := map[string]bool{}
+	for _, o := range order[:30] {
+		near[o.ID] = true
+	}
+	for _, g := range got {
+		if !near[g.ID] {
+			t.Fatalf("%s (cosine %.3f) is not among the 30 nearest (the 30th is %.3f)", g.ID, exact[g.ID], order[29].Score)
+		}
+	}
+
+	// A float32 set keeps its quantization under a Q8 store.
+	old := openStore(t, c, redis.WithVectorQuantization("noquant"))
+	n := nodes[0]
+	n.ID, n.ProjectID = "legacy-1", "legacy"
+	if err := old.PutBatch(ctx, []memory.Node{n}, nil); err != nil {
+		t.Fatal(err)
+	}
+	cur, err := redis.New(c, redis.WithNamespace(redis.Namespace(old)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n2 := nodes[9]
+	n2.ID, n2.ProjectID = "legacy-2", "legacy"
+	if err := cur.PutBatch(ctx, []memory.Node{n2}, nil); err != nil {
+		t.Fatalf("writing to a float32 set from a Q8 store: %v", err)
+	}
+	if q := quantType(redis.VectorKey(cur, "legacy", "m")); q != "f32" {
+		t.Fatalf("the float32 set became %q", q)
+	}
+	got, err = cur.Vector(ctx, "m", n2.Embedding, memory.Filter{ProjectID: "legacy"}, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].ID != "legacy-2" || math.Abs(got[0].Score-1) > 1e-5 {
+		t.Fatalf("float32 set after a Q8 store's write: %v, want legacy-2 first with cosine 1 (exact)", got)
 	}
 }
