@@ -184,8 +184,12 @@ func (i *Injector) Build(ctx context.Context, req Request) (Block, error) {
 // nothing to say; partial failures are reported in Block.Problems.
 //
 // The reads that do not depend on recall run beside it: the standing
-// selection, and the readiness check followed by the live-memory check (on
-// Redis each is a round trip that would otherwise be paid in series). The
+// selection and the readiness check (on Redis each is a round trip that
+// would otherwise be paid in series). The live-memory check matters only
+// to a turn without lines: it follows the readiness check beside recall
+// when the turn cannot recall anything (text under MinQueryChars and no
+// anchor paths), and otherwise runs only if the turn ends up with no line
+// (a round trip saved on nearly every turn). The
 // briefing flag is a write, so it is taken last, once the turn is sure to
 // get a block: never while recall is not ready, on an empty graph, or when
 // recall failed (a retried turn still gets the directive).
@@ -209,7 +213,8 @@ func (i *Injector) Compose(ctx context.Context, req Request) (Block, error) {
 	// A failed or skipped turn must not leave these running.
 	defer wg.Wait()
 	wg.Go(func() { standing, standingErr = i.store.StandingInstructions(ctx, req.Project, i.cfg.MaxStanding) })
-	wg.Go(func() { gate = i.gate(ctx, ref.Project) })
+	textless := len([]rune(strings.TrimSpace(req.Text))) < i.cfg.MinQueryChars && len(req.Paths) == 0
+	wg.Go(func() { gate = i.gate(ctx, ref.Project, textless) })
 	now := i.now()
 	hits, skipped, err := i.recall(ctx, req, now)
 	wg.Wait()
@@ -244,6 +249,9 @@ func (i *Injector) Compose(ctx context.Context, req Request) (Block, error) {
 	}
 	if len(b.Standing) == 0 && len(b.Recalled) == 0 {
 		// The live check matters only here: a turn with lines has memory.
+		if !gate.liveChecked {
+			gate.live, gate.liveErr = i.liveCheck(ctx, ref.Project)
+		}
 		if gate.liveErr != nil {
 			return b, gate.liveErr
 		}
@@ -285,14 +293,16 @@ func (i *Injector) Record(ctx context.Context, req Request, b Block) error {
 
 // gateResult is what the reads beside recall found.
 type gateResult struct {
-	pending  bool  // recall is not ready: the turn gets no block
-	live     bool  // the graph holds live memory (checked only when ready)
-	readyErr error // the readiness check failed: the turn fails
-	liveErr  error // the live check failed: the turn fails if it has no lines
+	pending     bool  // recall is not ready: the turn gets no block
+	liveChecked bool  // live and liveErr are set
+	live        bool  // the graph holds live memory
+	readyErr    error // the readiness check failed: the turn fails
+	liveErr     error // the live check failed: the turn fails if it has no lines
 }
 
-// gate runs the readiness check, then (when recall is ready) the live check.
-func (i *Injector) gate(ctx context.Context, project string) (g gateResult) {
+// gate runs the readiness check, then (when recall is ready and withLive
+// is set) the live check.
+func (i *Injector) gate(ctx context.Context, project string, withLive bool) (g gateResult) {
 	if i.emb != nil {
 		pending, err := i.store.HasPendingEmbeddings(ctx, project, i.emb.Model())
 		if err != nil {
@@ -303,13 +313,20 @@ func (i *Injector) gate(ctx context.Context, project string) (g gateResult) {
 			return g
 		}
 	}
+	if withLive {
+		g.live, g.liveErr = i.liveCheck(ctx, project)
+		g.liveChecked = true
+	}
+	return g
+}
+
+// liveCheck asks whether the project's graph holds live memory.
+func (i *Injector) liveCheck(ctx context.Context, project string) (bool, error) {
 	live, err := i.store.HasLiveMemory(ctx, project)
 	if err != nil {
-		g.liveErr = fmt.Errorf("inject: has live memory: %w", err)
-		return g
+		return false, fmt.Errorf("inject: has live memory: %w", err)
 	}
-	g.live = live
-	return g
+	return live, nil
 }
 
 // recall runs hybrid retrieval for the turn.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -374,10 +375,12 @@ func TestDryRunLeavesTheSessionAlone(t *testing.T) {
 	})
 }
 
-// flaky is a store whose lexical channel or live check fails on demand.
+// flaky is a store whose lexical channel or live check fails on demand,
+// and that counts live checks.
 type flaky struct {
 	memory.Store
 	failLexical, failLive bool
+	liveChecks            atomic.Int32
 }
 
 var errFlaky = errors.New("flaky store: failing on purpose")
@@ -390,6 +393,7 @@ func (s *flaky) Lexical(ctx context.Context, terms []string, f memory.Filter, li
 }
 
 func (s *flaky) HasLiveMemory(ctx context.Context, project string) (bool, error) {
+	s.liveChecks.Add(1)
 	if s.failLive {
 		return false, errFlaky
 	}
@@ -424,6 +428,46 @@ func TestStoreFailuresAndTheBriefing(t *testing.T) {
 		empty := inject.Request{Project: "p-empty", Session: "s1", Turn: "t1", Text: "anything stored about kites?"}
 		if _, err := inj.Build(f.ctx, empty); !errors.Is(err, errFlaky) {
 			t.Fatalf("empty turn with a failed live check: err %v", err)
+		}
+	})
+}
+
+// TestLiveCheckOnlyWithoutLines: the live-memory check is asked only of a
+// turn that ends up without lines — not of a turn with memories to show —
+// and it still decides such a turn: no block on an empty graph (beside
+// recall for a turn too short to recall anything, after it otherwise).
+func TestLiveCheckOnlyWithoutLines(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		f := newFixture(t, b, nil)
+		deploy := f.add(memory.Node{Subkind: memory.Decision, Label: "Deploys to production run through make release"})
+		st := &flaky{Store: f.st}
+		inj, err := inject.New(st, f.emb, inject.Defaults(), inject.WithClock(f.clock.Now))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct {
+			name, project, text string
+			checks              int32
+			block               bool
+		}{
+			{"question with memories", "p1", "how do we deploy to production?", 0, true},
+			{"short turn, empty graph", "p-empty", "ok", 1, false},
+			{"question, empty graph", "p-empty", "anything stored about kites?", 1, false},
+		} {
+			st.liveChecks.Store(0)
+			blk, err := inj.Build(f.ctx, inject.Request{Project: tc.project, Session: "s-" + tc.name, Turn: "t1", Text: tc.text})
+			if err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			if got := st.liveChecks.Load(); got != tc.checks {
+				t.Errorf("%s: %d live checks, want %d", tc.name, got, tc.checks)
+			}
+			if (blk.Text != "") != tc.block {
+				t.Errorf("%s: block %q, want one: %v", tc.name, blk.Text, tc.block)
+			}
+			if tc.block && !slices.Contains(blk.IDs, deploy.ID) {
+				t.Errorf("%s: ids %v, want %s", tc.name, blk.IDs, deploy.ID)
+			}
 		}
 	})
 }
