@@ -90,23 +90,48 @@ func (s *Store) readNodes(ctx context.Context, refs []nodeRef, withVector bool) 
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, s.wrap("load nodes", err)
 	}
+	if !withVector {
+		vals := make([]packedRead, len(refs))
+		for i := range refs {
+			if v := packed[i].Val(); len(v) == 2 {
+				vals[i].pk, _ = v[0].(string)
+				vals[i].id, _ = v[1].(string)
+			}
+		}
+		return s.decodePacked(ctx, refs, vals)
+	}
+	nodes := make([]memory.Node, len(refs))
+	found := make([]bool, len(refs))
+	for i := range refs {
+		var err error
+		if nodes[i], found[i], err = decodeNode(all[i].Val()); err != nil {
+			return nil, fmt.Errorf("redis load nodes: node %s: %w", refs[i].id, err)
+		}
+	}
+	return keepFound(nodes, found), nil
+}
+
+// packedRead is what a node hash answered for its packed value and its id
+// field (empty: the field is missing).
+type packedRead struct{ pk, id string }
+
+// decodePacked unpacks the nodes of refs from what their hashes answered,
+// leaving out the missing ones. A node written before packing (no packed
+// value, but an id field) is read again by its attribute fields.
+func (s *Store) decodePacked(ctx context.Context, refs []nodeRef, vals []packedRead) ([]memory.Node, error) {
 	nodes := make([]memory.Node, len(refs))
 	found := make([]bool, len(refs))
 	var legacy []int
 	for i := range refs {
-		var err error
-		if withVector {
-			nodes[i], found[i], err = decodeNode(all[i].Val())
-		} else if v := packed[i].Val(); len(v) == 2 {
-			if pk, _ := v[0].(string); pk != "" {
-				nodes[i], err = unpackNode(pk)
-				found[i] = err == nil
-			} else if id, _ := v[1].(string); id != "" {
-				legacy = append(legacy, i)
+		switch {
+		case vals[i].pk != "":
+			var err error
+			if nodes[i], err = unpackNode(vals[i].pk); err != nil {
+				return nil, fmt.Errorf("redis load nodes: node %s: %w", refs[i].id, err)
 			}
-		}
-		if err != nil {
-			return nil, fmt.Errorf("redis load nodes: node %s: %w", refs[i].id, err)
+			found[i] = true
+		case vals[i].id != "":
+			legacy = append(legacy, i)
 		}
 	}
 	if len(legacy) > 0 {
@@ -128,13 +153,18 @@ func (s *Store) readNodes(ctx context.Context, refs []nodeRef, withVector bool) 
 			}
 		}
 	}
+	return keepFound(nodes, found), nil
+}
+
+// keepFound returns the nodes whose found flag is set, in order.
+func keepFound(nodes []memory.Node, found []bool) []memory.Node {
 	out := nodes[:0]
 	for i := range nodes {
 		if found[i] {
 			out = append(out, nodes[i])
 		}
 	}
-	return out, nil
+	return out
 }
 
 // Get returns the node with id (ErrNotFound when there is none).

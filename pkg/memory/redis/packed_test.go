@@ -19,7 +19,7 @@ func TestPerAttributeHashesStillRead(t *testing.T) {
 	s := openStore(t, c, redis.WithClock(func() time.Time { return clock }))
 	ctx := t.Context()
 	res, err := s.Upsert(ctx, memory.Node{Subkind: memory.Decision, ProjectID: "p", Label: "Deploys run through make release",
-		Body: "The release target tags the image.", Confidence: 0.8, Paths: []string{"Makefile"},
+		Body: "The release target tags the image.", Confidence: 0.8, Paths: []string{"Makefile"}, AssertedBy: memory.AssertedUser,
 		Entities: []memory.Entity{{Key: "make", Name: "make"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -58,6 +58,10 @@ func TestPerAttributeHashesStillRead(t *testing.T) {
 	bare.Embedding = nil
 	if err != nil || len(many) != 1 || !reflect.DeepEqual(many[0], bare) {
 		t.Fatalf("GetMany of the per-attribute form (%v): %+v", err, many)
+	}
+	standing, err := s.StandingInstructions(ctx, "p", 6)
+	if err != nil || len(standing) != 1 || !reflect.DeepEqual(standing[0], bare) {
+		t.Fatalf("standing instructions of the per-attribute form (%v): %+v", err, standing)
 	}
 	lex, err := s.Lexical(ctx, []string{"release"}, memory.Filter{ProjectID: "p"}, 10)
 	if err != nil || len(lex) != 1 || lex[0].ID != id {
