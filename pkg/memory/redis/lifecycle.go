@@ -304,7 +304,7 @@ func (s *Store) StandingInstructions(ctx context.Context, projectID string, limi
 
 // standingScript answers a standing-instruction list with its nodes: per
 // id (in list order, up to the stop index) the id, the packed value and the
-// id field of the node's hash ('' for a missing field). The node hashes
+// id field of the node's hash (empty for a missing field). The node hashes
 // share the list's hash tag.
 //
 // KEYS: the standing zset. ARGV: node key prefix, stop index, the packed
