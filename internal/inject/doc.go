@@ -74,31 +74,54 @@
 //
 // `engram bench inject` (turn_started published -> block received, through
 // JetStream on the embedded server, hashing embedder, 3,000 turns) on the
-// shared 2-core machine, whose speed drifts by a third within an hour: the
-// same start-of-day binary measured p50 2.89, 2.55 and 1.85 ms at 100,000
-// SQLite memories between 09:02 and 09:47, so compare binaries in one
-// sitting. 2026-11-30 (second session), c50e6a9 ("start") against the final
-// code ("now"), one client, p50 / p99 ms:
+// shared 2-core machine, whose speed drifts by a third within an hour, so
+// binaries are compared in one sitting. 2026-11-30, 11:39-12:32, the code
+// at the end of the previous session ("before", 077a21d) against this one
+// ("now": Redis vector sets in int8, the live check only for turns without
+// lines, standing instructions in one round trip on Redis), one client,
+// p50 / p99 ms:
 //
-//	SQLite 100k, start  2.89 / 7.17   2.55 / 6.16   1.85 / 4.08
-//	SQLite 100k, now    2.13 / 6.03*  1.97 / 4.68*  1.49 / 3.10   1.99 / 5.22   2.13 / 5.47   1.81 / 4.04
-//	Redis 100k, start   10.26 / 27.98  9.50 / 21.49
-//	Redis 100k, now     7.46 / 15.86*  8.33 / 17.74*  6.84 / 14.57  7.63 / 16.29  7.53 / 16.54  9.86 / 24.97
-//	SQLite 10k          start 1.70 / 4.12; now 1.06 / 2.83*, 1.81 / 6.18
-//	Redis 10k           start 6.01 / 11.80; now 6.77 / 13.14*, 8.39 / 17.38
+//	Redis 100k, before   10.16 / 27.31   7.43 / 15.58   7.65 / 16.75
+//	Redis 100k, now       6.73 / 14.63   7.05 / 17.08   8.16 / 19.88   6.61 / 15.62   6.90 / 17.63
+//	SQLite 100k, before   2.31 / 7.68    1.76 / 4.56
+//	SQLite 100k, now      1.98 / 4.92    1.93 / 4.79    1.85 / 4.40    2.25 / 5.81
+//	SQLite 10k, now       1.43 / 3.78
+//	Redis 10k, now        6.15 / 13.38
 //
-// Medians of the "now" runs at 100,000: SQLite p50 1.98 ms (target 2), Redis
-// p99 16.4 ms (target 15; met in one run of six); with 8 clients SQLite
-// served 817-1,622 turns/s (start 809-1,079), Redis 141-246 (start
-// 139-171).
+// Against the targets at 100,000: SQLite p50 <= 2 ms was met in three runs
+// of four (median 1.96 ms; the fourth ran while the machine was slow, when
+// 8 clients got 779 turns/s instead of about 1,280); p99 <= 10 ms always.
+// Redis p99 <= 15 ms was met in one run of five (median 17.1 ms; before,
+// 16.75 over three; the p50 medians 6.9 and 7.65 ms): on the wall clock
+// the change is inside the noise. With 8 clients SQLite served 779-1,321
+// turns/s, Redis 189-230 (before 188-205); at 10,000, 1,747 and 250.
 //
-// (*) before the briefing flag was remembered (memory.BriefMemo). The
-// same CPU work is steadier than the wall clock: the process' CPU time per
-// turn (bench, injector, NATS server and client in one process, SQLite at
-// 100,000) went from 3.50 and 3.19 ms to 2.56 and 2.29 ms, and the p50 of
-// those runs from 3.07 and 2.79 to 2.12 and 1.88 ms.
+// The wall clock hides most of what changed on Redis; CPU per turn shows
+// it. On the same 100,000-node graph, alternating binaries (in process, over
+// the corpus turns): Redis CPU 6.23-6.42 ms a turn before, 5.09-6.00 after;
+// a VSIM alone (count 98, EF 120) p50 2.45 ms on float32, 1.63 on int8. A
+// turn costs about 10 ms of CPU in all, half in Redis (VSIM about 1.6, the
+// lexical postings about 1.5, the candidate load 0.6) and half in the
+// process (the Redis client about 1.5, NATS about 1); on two cores, a p99
+// twice the p50 is contention. GOMAXPROCS=1, to leave a core to Redis,
+// helped a harness without NATS (p99 18.3 and 16.2 ms against 22.9 and
+// 21.2) but not the benchmark, whose process also runs the NATS server and
+// the client: 19.32 and 19.71 ms against 17.63 in the same sitting.
 //
-// What made the difference, by where a SQLite question spent its time:
+// Tried on Redis and dropped, because the server paid more than the client
+// saved: loading candidates by one Lua script per project instead of one
+// HMGET per node (client CPU 0.70 -> 0.61 ms per load of 110 nodes, server
+// 0.47 -> 0.81 ms: Lua copies each packed node once more), and reading
+// edges the same way (server 0.13 -> 0.23 ms).
+//
+// Session 2026-11-30 (second), from c50e6a9 to 077a21d: SQLite 100k p50 /
+// p99 went from 2.89 / 7.17, 2.55 / 6.16, 1.85 / 4.08 to 1.49-2.13 /
+// 3.10-6.03 (six runs, median p50 1.98), Redis from 10.26 / 27.98 and
+// 9.50 / 21.49 to 6.84-9.86 / 14.57-24.97 (median p99 16.4); the process'
+// CPU per turn at SQLite 100,000 from 3.50 and 3.19 ms to 2.56 and 2.29.
+//
+// What made the difference in that session, by where a SQLite question
+// spent its time:
 //   - the bus: the benchmark's injector connects in process, as under
 //     `engram serve`, not over TCP; the handler yields right after replying
 //     so that the reply leaves before the turn's record is written;
