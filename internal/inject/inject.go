@@ -187,8 +187,8 @@ func (i *Injector) Build(ctx context.Context, req Request) (Block, error) {
 // selection and the readiness check (on Redis each is a round trip that
 // would otherwise be paid in series). The live-memory check matters only
 // to a turn without lines: it follows the readiness check beside recall
-// when the turn cannot recall anything (text under MinQueryChars and no
-// anchor paths), and otherwise runs only if the turn ends up with no line
+// when the turn cannot recall anything (no text to search, see
+// searchesText, and no anchor paths), and otherwise runs only if the turn ends up with no line
 // (a round trip saved on nearly every turn). The
 // briefing flag is a write, so it is taken last, once the turn is sure to
 // get a block: never while recall is not ready, on an empty graph, or when
@@ -213,8 +213,8 @@ func (i *Injector) Compose(ctx context.Context, req Request) (Block, error) {
 	// A failed or skipped turn must not leave these running.
 	defer wg.Wait()
 	wg.Go(func() { standing, standingErr = i.store.StandingInstructions(ctx, req.Project, i.cfg.MaxStanding) })
-	textless := len([]rune(strings.TrimSpace(req.Text))) < i.cfg.MinQueryChars && len(req.Paths) == 0
-	wg.Go(func() { gate = i.gate(ctx, ref.Project, textless) })
+	recallsNothing := !i.searchesText(strings.TrimSpace(req.Text)) && len(req.Paths) == 0
+	wg.Go(func() { gate = i.gate(ctx, ref.Project, recallsNothing) })
 	now := i.now()
 	hits, skipped, err := i.recall(ctx, req, now)
 	wg.Wait()
@@ -348,9 +348,9 @@ func (i *Injector) recall(ctx context.Context, req Request, now time.Time) ([]me
 		Now:     now,
 	}
 	skipped := ""
-	if text := strings.TrimSpace(req.Text); ContentFree(text) {
-		q.Text = "" // "continue", "ok, go ahead": only the anchor paths recall
-	} else if utf8.RuneCountInString(text) >= i.cfg.MinQueryChars {
+	if text := strings.TrimSpace(req.Text); !i.searchesText(text) {
+		q.Text = "" // "continue", "ok, go ahead", "fix": only the anchor paths recall
+	} else {
 		vecs, err := i.emb.Embed(ctx, []string{text})
 		if err != nil || len(vecs) != 1 {
 			// BM25-only hits are worse than nothing: keep the path channel only.
@@ -365,6 +365,13 @@ func (i *Injector) recall(ctx context.Context, req Request, now time.Time) ([]me
 		return nil, "", fmt.Errorf("inject: %w", err)
 	}
 	return hits, skipped, nil
+}
+
+// searchesText reports whether the text channels run for a turn's
+// (trimmed) text: it carries a question (not ContentFree) of at least
+// MinQueryChars characters.
+func (i *Injector) searchesText(text string) bool {
+	return !ContentFree(text) && utf8.RuneCountInString(text) >= i.cfg.MinQueryChars
 }
 
 // fillers are the words of turns that carry no question: acknowledgements

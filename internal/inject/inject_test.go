@@ -452,6 +452,7 @@ func TestLiveCheckOnlyWithoutLines(t *testing.T) {
 		}{
 			{"question with memories", "p1", "how do we deploy to production?", 0, true},
 			{"short turn, empty graph", "p-empty", "ok", 1, false},
+			{"content-free turn, empty graph", "p-empty", "yes please, go ahead", 1, false},
 			{"question, empty graph", "p-empty", "anything stored about kites?", 1, false},
 		} {
 			st.liveChecks.Store(0)
