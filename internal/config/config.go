@@ -17,6 +17,7 @@ import (
 	"github.com/engram-memory/engram/internal/inject"
 	"github.com/engram-memory/engram/pkg/events"
 	"github.com/engram-memory/engram/pkg/llm"
+	"github.com/engram-memory/engram/pkg/memory/redis"
 )
 
 // Store kinds.
@@ -334,10 +335,8 @@ func (c Config) Validate() error {
 	default:
 		bad("store (ENGRAM_STORE) %q: want %s or %s", c.Store.Kind, StoreSQLite, StoreRedis)
 	}
-	switch c.Store.RedisVectorQuant {
-	case "q8", "noquant", "bin":
-	default:
-		bad("Redis vector quantization (ENGRAM_REDIS_VECTOR_QUANT) %q: want q8, noquant or bin", c.Store.RedisVectorQuant)
+	if err := redis.CheckQuantization(c.Store.RedisVectorQuant); err != nil {
+		bad("Redis vector quantization (ENGRAM_REDIS_VECTOR_QUANT): %v", err)
 	}
 	e := c.Events
 	if err := checkSubjectPrefix(e.SubjectPrefix); err != nil {

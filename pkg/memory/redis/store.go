@@ -85,13 +85,22 @@ func WithNamespace(prefix string) Option {
 // vaddScript): changing the option changes only sets created afterwards.
 func WithVectorQuantization(q string) Option {
 	return func(s *Store) error {
-		switch q {
-		case "noquant", "q8", "bin":
-			s.quant = q
-			return nil
+		if err := CheckQuantization(q); err != nil {
+			return fmt.Errorf("WithVectorQuantization: %w", err)
 		}
-		return fmt.Errorf("WithVectorQuantization: unknown quantization %q (noquant, q8, bin)", q)
+		s.quant = q
+		return nil
 	}
+}
+
+// CheckQuantization reports whether q names a vector quantization (see
+// WithVectorQuantization), for configuration checked before a store opens.
+func CheckQuantization(q string) error {
+	switch q {
+	case "q8", "noquant", "bin":
+		return nil
+	}
+	return fmt.Errorf("unknown quantization %q (q8, noquant, bin)", q)
 }
 
 // WithCloseClient makes Close close the client too (default: the caller
