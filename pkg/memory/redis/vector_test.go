@@ -29,14 +29,6 @@ func TestVectorWidensAndFallsBack(t *testing.T) {
 	s := openStore(t, c, redis.WithVectorQuantization("noquant"))
 	ctx := t.Context()
 	query := []float32{1, 0, 0, 0}
-	cosine := func(v []float32) float64 {
-		var dot, n float64
-		for i := range v {
-			dot += float64(v[i] * query[i])
-			n += float64(v[i] * v[i])
-		}
-		return dot / math.Sqrt(n)
-	}
 	for _, tc := range []struct {
 		project string
 		hidden  int // archived nodes nearer the query than any visible one
@@ -56,7 +48,7 @@ func TestVectorWidensAndFallsBack(t *testing.T) {
 				Scope: memory.ScopeProject, ProjectID: tc.project, Label: fmt.Sprintf("visible %d", i), Confidence: 0.9,
 				Embedding: []float32{0.6, 1, 0.1 * float32(i), 0}, EmbeddingModel: "m"}
 			nodes = append(nodes, n)
-			want = append(want, memory.Scored{ID: n.ID, Score: cosine(n.Embedding)})
+			want = append(want, memory.Scored{ID: n.ID, Score: cosine(query, n.Embedding)})
 		}
 		for i := 0; i < len(nodes); i += 300 {
 			if err := s.PutBatch(ctx, nodes[i:min(i+300, len(nodes))], nil); err != nil {
@@ -120,15 +112,6 @@ func TestVectorQuantization(t *testing.T) {
 			v[i] = float32(rng.NormFloat64())
 		}
 		return v
-	}
-	cosine := func(a, b []float32) float64 {
-		var dot, na, nb float64
-		for i := range a {
-			dot += float64(a[i]) * float64(b[i])
-			na += float64(a[i]) * float64(a[i])
-			nb += float64(b[i]) * float64(b[i])
-		}
-		return dot / math.Sqrt(na*nb)
 	}
 
 	s := openStore(t, c)
@@ -207,4 +190,15 @@ func TestVectorQuantization(t *testing.T) {
 	if len(got) != 2 || got[0].ID != "legacy-2" || math.Abs(got[0].Score-1) > 1e-5 {
 		t.Fatalf("float32 set after a Q8 store's write: %v, want legacy-2 first with cosine 1 (exact)", got)
 	}
+}
+
+// cosine is the exact cosine similarity of a and b.
+func cosine(a, b []float32) float64 {
+	var dot, na, nb float64
+	for i := range a {
+		dot += float64(a[i]) * float64(b[i])
+		na += float64(a[i]) * float64(a[i])
+		nb += float64(b[i]) * float64(b[i])
+	}
+	return dot / math.Sqrt(na*nb)
 }
