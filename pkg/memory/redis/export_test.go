@@ -1,6 +1,10 @@
 package redis
 
-import "github.com/engram-memory/engram/pkg/memory"
+import (
+	"time"
+
+	"github.com/engram-memory/engram/pkg/memory"
+)
 
 // LegacyHash is n in the per-attribute hash form written before packed
 // nodes (for the compatibility test).
@@ -29,3 +33,8 @@ func Namespace(s *Store) string { return s.ns }
 
 // VectorKey is the key of a project's vector set of model.
 func VectorKey(s *Store, project, model string) string { return s.keys(project).vectors(model) }
+
+// SetRegistryTTL sets how long cross-project recall trusts its copy of the
+// project registry.
+func SetRegistryTTL(s *Store, d time.Duration) { s.regTTL = d }
+

@@ -465,11 +465,10 @@ func (s *Store) scopeTags(ctx context.Context, f memory.Filter) ([]scopeTag, err
 		out = append(out, scopeTag{project: "", kind: tagGlobal})
 	}
 	if f.CrossProject {
-		ps, err := s.projects(ctx)
+		ps, err := s.recallProjects(ctx)
 		if err != nil {
 			return nil, err
 		}
-		slices.Sort(ps)
 		for _, p := range ps {
 			if p != f.ProjectID {
 				out = append(out, scopeTag{project: p, kind: tagForeign})

@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -40,6 +41,12 @@ type Store struct {
 	projOf map[string]string   // id -> project (immutable once written)
 	reg    map[string]struct{} // projects known to be in the registry
 	dims   map[string]int      // model -> dimension (immutable once written)
+	// The registry as cross-project reads last saw it (sorted, never
+	// mutated), and when (see recallProjects).
+	regList []string
+	regAt   time.Time
+	regGen  uint64        // bumped by each registration of this process
+	regTTL  time.Duration // registryTTL (tests shorten it)
 
 	briefs memory.BriefMemo // sessions whose briefing flag is known to be taken (BriefOnce)
 
@@ -132,6 +139,7 @@ func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
 		projOf: map[string]string{},
 		reg:    map[string]struct{}{},
 		dims:   map[string]int{},
+		regTTL: registryTTL,
 
 		lexBudget: lexicalBudget,
 		lexMinPer: lexicalMinPerTerm,
@@ -275,6 +283,7 @@ func (s *Store) register(ctx context.Context, project string) error {
 	}
 	s.mu.Lock()
 	s.reg[project] = struct{}{}
+	s.regAt, s.regGen = time.Time{}, s.regGen+1 // this process's reads see the new project at once
 	s.mu.Unlock()
 	return nil
 }
@@ -285,6 +294,41 @@ func (s *Store) projects(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, s.wrap("list projects", err)
 	}
+	return ps, nil
+}
+
+// registryTTL is how long cross-project recall trusts the project list it
+// last read.
+const registryTTL = time.Second
+
+// recallProjects lists the registered projects, sorted, for cross-project
+// recall, from a copy read at most registryTTL ago: each channel of each
+// turn would otherwise pay a round trip before its first read. The
+// registry only grows, so the copy never names a project that is not
+// there; a project this process registers is seen at once, one that
+// another process registers within registryTTL. Scans and maintenance
+// read the registry itself (projects). The slice is shared: callers must
+// not modify it.
+func (s *Store) recallProjects(ctx context.Context) ([]string, error) {
+	s.mu.Lock()
+	list, at, gen := s.regList, s.regAt, s.regGen
+	s.mu.Unlock()
+	if !at.IsZero() && time.Since(at) < s.regTTL {
+		return list, nil
+	}
+	read := time.Now()
+	ps, err := s.projects(ctx)
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(ps)
+	s.mu.Lock()
+	// After a registration during the read, the copy may miss its
+	// project: it is answered but not kept.
+	if s.regGen == gen {
+		s.regList, s.regAt = ps, read
+	}
+	s.mu.Unlock()
 	return ps, nil
 }
 
