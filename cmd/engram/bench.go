@@ -135,9 +135,15 @@ func benchRedis(url string) (*redisstore.Store, func(), error) {
 		_ = client.Close()
 		return nil, nil, err
 	}
-	return s, func() {
+	cleanup := func() {
 		_ = redisstore.DeleteNamespace(context.Background(), client, ns)
 		_ = s.Close()
 		_ = client.Close()
-	}, nil
+	}
+	// As app.OpenStore does (the global tag's hints are marked complete).
+	if err := s.EnsureContradictionHints(context.Background()); err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	return s, cleanup, nil
 }

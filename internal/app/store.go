@@ -38,6 +38,12 @@ func OpenStore(ctx context.Context, cfg config.Config) (memory.Store, error) {
 			_ = s.Close()
 			return nil, fmt.Errorf("app: redis store at %s: %w", redactURL(cfg.Store.RedisURL), err)
 		}
+		// Once per namespace written by an earlier version: a read of every
+		// node's edge fields; afterwards one SISMEMBER per project.
+		if err := s.EnsureContradictionHints(ctx); err != nil {
+			_ = s.Close()
+			return nil, fmt.Errorf("app: redis store at %s: %w", redactURL(cfg.Store.RedisURL), err)
+		}
 		return s, nil
 	case config.StoreSQLite:
 		return openSQLite(ctx, cfg.SQLitePath())

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -122,6 +123,19 @@ type RetrievalStore interface {
 	EdgesOf(ctx context.Context, ids []string) (map[string][]Edge, error)
 }
 
+// ContradictionHints is an optional capability of a RetrievalStore: telling
+// cheaply which nodes may be an end of a contradicts edge. Retrieve asks it
+// beside the candidate load and then reads the edges of the hits only when
+// at least two of them may contradict (on Redis a round trip fewer on the
+// turn's path, and no edge read, when no two hits may contradict);
+// without it, the edges of every hit are read.
+type ContradictionHints interface {
+	// MayContradict answers, for ids, whether each may be an end of a
+	// live contradicts edge: false only when it is surely not. An id left
+	// out of the map (unknown) counts as a maybe.
+	MayContradict(ctx context.Context, ids []string) (map[string]bool, error)
+}
+
 // Query is one hybrid retrieval.
 type Query struct {
 	Text   string    // the words of the question; channels run only when TextMin is reached
@@ -214,7 +228,7 @@ func Retrieve(ctx context.Context, st RetrievalStore, q Query) ([]Hit, error) {
 		return nil, nil
 	}
 
-	exp, loaded, err := loadCandidates(ctx, st, q, cands)
+	exp, loaded, hints, err := loadCandidates(ctx, st, q, cands)
 	if err != nil {
 		return nil, err
 	}
@@ -263,7 +277,7 @@ func Retrieve(ctx context.Context, st RetrievalStore, q Query) ([]Hit, error) {
 		hits[i] = Hit{Node: *r.n, ID: r.n.ID, Score: r.score, Fused: r.c.fused, Activation: r.c.activation, Prior: r.prior,
 			Lexical: r.c.lexRank, Vector: r.c.vecRank, Path: r.c.path, Graph: !r.c.direct, Foreign: r.foreign}
 	}
-	hits, err = settleContradictions(ctx, st, hits)
+	hits, err = settleContradictions(ctx, st, hits, hints)
 	if err != nil {
 		return nil, err
 	}
@@ -275,29 +289,40 @@ func Retrieve(ctx context.Context, st RetrievalStore, q Query) ([]Hit, error) {
 
 // loadCandidates loads the direct candidates and, with expansion, reads
 // the seeds' edges beside that load (on Redis two round trips at once),
-// then loads the neighbours the hop reaches that are not candidates.
-func loadCandidates(ctx context.Context, st RetrievalStore, q Query, cands map[string]*cand) (*hop, []Node, error) {
+// then loads the neighbours the hop reaches that are not candidates. A
+// store with ContradictionHints is asked about the candidates beside the
+// load, and about the neighbours beside theirs (hints is nil without the
+// capability).
+func loadCandidates(ctx context.Context, st RetrievalStore, q Query, cands map[string]*cand) (*hop, []Node, map[string]bool, error) {
 	ids := make([]string, 0, len(cands))
 	for id := range cands {
 		ids = append(ids, id)
 	}
+	hinter, _ := st.(ContradictionHints)
 	var (
 		exp     *hop
 		loaded  []Node
+		hints   map[string]bool
 		loadErr error
 		expErr  error
+		hintErr error
 		wg      sync.WaitGroup
 	)
 	if q.Expand {
 		wg.Go(func() { exp, expErr = seedEdges(ctx, st, cands) })
 	}
+	if hinter != nil {
+		wg.Go(func() { hints, hintErr = hinter.MayContradict(ctx, ids) })
+	}
 	loaded, loadErr = st.GetMany(ctx, ids)
 	wg.Wait()
-	if expErr != nil {
-		return nil, nil, expErr
-	}
-	if loadErr != nil {
-		return nil, nil, fmt.Errorf("retrieve: load candidates: %w", loadErr)
+	switch {
+	case expErr != nil:
+		return nil, nil, nil, expErr
+	case loadErr != nil:
+		return nil, nil, nil, fmt.Errorf("retrieve: load candidates: %w", loadErr)
+	case hintErr != nil:
+		return nil, nil, nil, fmt.Errorf("retrieve: contradiction hints: %w", hintErr)
 	}
 	var more []string
 	for _, id := range exp.neighbours() {
@@ -306,13 +331,22 @@ func loadCandidates(ctx context.Context, st RetrievalStore, q Query, cands map[s
 		}
 	}
 	if len(more) > 0 {
+		var nbHints map[string]bool
+		if hinter != nil {
+			wg.Go(func() { nbHints, hintErr = hinter.MayContradict(ctx, more) })
+		}
 		nbs, err := st.GetMany(ctx, more)
+		wg.Wait()
 		if err != nil {
-			return nil, nil, fmt.Errorf("retrieve: load neighbours: %w", err)
+			return nil, nil, nil, fmt.Errorf("retrieve: load neighbours: %w", err)
+		}
+		if hintErr != nil {
+			return nil, nil, nil, fmt.Errorf("retrieve: contradiction hints: %w", hintErr)
 		}
 		loaded = append(loaded, nbs...)
+		maps.Copy(hints, nbHints)
 	}
-	return exp, loaded, nil
+	return exp, loaded, hints, nil
 }
 
 // runChannels queries the channels the query asks for, concurrently: on
@@ -531,8 +565,10 @@ func preciseCut(vec []Scored) []Scored {
 }
 
 // settleContradictions drops, for each contradicts edge with both ends in
-// hits, the loser: higher authority wins, then wider scope, then the later update.
-func settleContradictions(ctx context.Context, st RetrievalStore, hits []Hit) ([]Hit, error) {
+// hits, the loser: higher authority wins, then wider scope, then the later
+// update. With hints (ContradictionHints), only the edges of the hits that
+// may contradict are read, and none when fewer than two may.
+func settleContradictions(ctx context.Context, st RetrievalStore, hits []Hit, hints map[string]bool) ([]Hit, error) {
 	if len(hits) < 2 {
 		return hits, nil
 	}
@@ -540,9 +576,14 @@ func settleContradictions(ctx context.Context, st RetrievalStore, hits []Hit) ([
 	for i, h := range hits {
 		idx[h.ID] = i
 	}
-	ids := make([]string, len(hits))
-	for i, h := range hits {
-		ids[i] = h.ID
+	ids := make([]string, 0, len(hits))
+	for _, h := range hits {
+		if maybe, asked := hints[h.ID]; hints == nil || maybe || !asked {
+			ids = append(ids, h.ID)
+		}
+	}
+	if len(ids) < 2 {
+		return hits, nil
 	}
 	edgesOf, err := st.EdgesOf(ctx, ids)
 	if err != nil {

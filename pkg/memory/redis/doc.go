@@ -62,6 +62,9 @@
 //	K pa:<path>       set: nodes attached to a path (ByPaths, MarkStale)
 //	K eo:<id>         hash: out-edges of id (JSON; the primary copy)
 //	K ei:<id>         hash: in-edges of id (JSON; a copy under the destination's project)
+//	K cx              set: the project's nodes that are or were an end of a contradicts
+//	                  edge, and "" once that list is complete (see hints.go): retrieval
+//	                  reads edges for its contradiction check only when two hits are in it
 //	K s:<session>:... per-session records (see sessions.go): messages (list), turns,
 //	                  summaries, cursor, injections, briefing flag, leases
 //	K ev:<consumer>   hash: processed events -> expiry

@@ -38,3 +38,5 @@ func VectorKey(s *Store, project, model string) string { return s.keys(project).
 // project registry.
 func SetRegistryTTL(s *Store, d time.Duration) { s.regTTL = d }
 
+// ContradictionHintsKey is the key of a project's contradiction hints.
+func ContradictionHintsKey(s *Store, project string) string { return s.keys(project).contradicting() }

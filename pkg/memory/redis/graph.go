@@ -55,6 +55,9 @@ func (s *Store) writeEdge(ctx context.Context, c goredis.Cmdable, srcProject, ds
 
 func (s *Store) writeEdgeOut(ctx context.Context, c goredis.Cmdable, srcProject string, e memory.Edge, unlink bool) {
 	k := s.keys(srcProject)
+	if e.Relation == memory.Contradicts {
+		c.SAdd(ctx, k.contradicting(), e.Src)
+	}
 	if e.Live() {
 		c.HSet(ctx, k.edgesOut(e.Src), liveField(e.Dst, e.Relation), encodeEdge(e))
 		return
@@ -67,6 +70,9 @@ func (s *Store) writeEdgeOut(ctx context.Context, c goredis.Cmdable, srcProject 
 
 func (s *Store) writeEdgeIn(ctx context.Context, c goredis.Cmdable, dstProject string, e memory.Edge, unlink bool) {
 	k := s.keys(dstProject)
+	if e.Relation == memory.Contradicts {
+		c.SAdd(ctx, k.contradicting(), e.Dst)
+	}
 	if e.Live() {
 		c.HSet(ctx, k.edgesIn(e.Dst), liveField(e.Src, e.Relation), encodeEdge(e))
 		return

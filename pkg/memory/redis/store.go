@@ -256,6 +256,7 @@ func (k keys) vis() string               { return k.p + "vis" }
 func (k keys) path(p string) string      { return k.p + "pa:" + p }
 func (k keys) edgesOut(id string) string { return k.p + "eo:" + id }
 func (k keys) edgesIn(id string) string  { return k.p + "ei:" + id }
+func (k keys) contradicting() string     { return k.p + "cx" }
 func (k keys) session(sid string) string { return k.p + "s:" + sid + ":" }
 func (k keys) events(c string) string    { return k.p + "ev:" + c }
 
@@ -278,8 +279,16 @@ func (s *Store) register(ctx context.Context, project string) error {
 	if ok {
 		return nil
 	}
-	if err := s.c.SAdd(ctx, s.registryKey(), project).Err(); err != nil {
+	added, err := s.c.SAdd(ctx, s.registryKey(), project).Result()
+	if err != nil {
 		return s.wrap("register project", err)
+	}
+	if added == 1 {
+		// A new project has no edge yet: its contradiction hints are
+		// complete from the start (see MayContradict).
+		if err := s.c.SAdd(ctx, s.keys(project).contradicting(), hintsComplete).Err(); err != nil {
+			return s.wrap("register project", err)
+		}
 	}
 	s.mu.Lock()
 	s.reg[project] = struct{}{}
