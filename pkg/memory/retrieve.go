@@ -288,11 +288,12 @@ func Retrieve(ctx context.Context, st RetrievalStore, q Query) ([]Hit, error) {
 }
 
 // loadCandidates loads the direct candidates and, with expansion, reads
-// the seeds' edges beside that load (on Redis two round trips at once),
-// then loads the neighbours the hop reaches that are not candidates. A
-// store with ContradictionHints is asked about the candidates beside the
-// load, and about the neighbours beside theirs (hints is nil without the
-// capability).
+// the seeds' edges beside that load, then loads the neighbours the hop
+// reaches that are not candidates as soon as those edges are known, still
+// beside the candidate load (on Redis the round trips overlap instead of
+// following one another). A store with ContradictionHints is asked about
+// the candidates and the neighbours beside their loads (hints is nil
+// without the capability).
 func loadCandidates(ctx context.Context, st RetrievalStore, q Query, cands map[string]*cand) (*hop, []Node, map[string]bool, error) {
 	ids := make([]string, 0, len(cands))
 	for id := range cands {
@@ -300,52 +301,60 @@ func loadCandidates(ctx context.Context, st RetrievalStore, q Query, cands map[s
 	}
 	hinter, _ := st.(ContradictionHints)
 	var (
-		exp     *hop
-		loaded  []Node
-		hints   map[string]bool
-		loadErr error
-		expErr  error
-		hintErr error
-		wg      sync.WaitGroup
+		exp            *hop
+		loaded, nbs    []Node
+		hints, nbHints map[string]bool
+		errs           [5]error
+		wg             sync.WaitGroup
 	)
-	if q.Expand {
-		wg.Go(func() { exp, expErr = seedEdges(ctx, st, cands) })
+	wrap := func(what string, err error) error {
+		if err != nil {
+			return fmt.Errorf("retrieve: %s: %w", what, err)
+		}
+		return nil
 	}
 	if hinter != nil {
-		wg.Go(func() { hints, hintErr = hinter.MayContradict(ctx, ids) })
+		wg.Go(func() {
+			var err error
+			hints, err = hinter.MayContradict(ctx, ids)
+			errs[1] = wrap("contradiction hints", err)
+		})
 	}
-	loaded, loadErr = st.GetMany(ctx, ids)
+	if q.Expand {
+		wg.Go(func() {
+			if exp, errs[2] = seedEdges(ctx, st, cands); errs[2] != nil {
+				return
+			}
+			var more []string
+			for _, id := range exp.neighbours() {
+				if cands[id] == nil {
+					more = append(more, id)
+				}
+			}
+			if len(more) == 0 {
+				return
+			}
+			if hinter != nil {
+				wg.Go(func() {
+					var err error
+					nbHints, err = hinter.MayContradict(ctx, more)
+					errs[4] = wrap("contradiction hints", err)
+				})
+			}
+			var err error
+			nbs, err = st.GetMany(ctx, more)
+			errs[3] = wrap("load neighbours", err)
+		})
+	}
+	var err error
+	loaded, err = st.GetMany(ctx, ids)
+	errs[0] = wrap("load candidates", err)
 	wg.Wait()
-	switch {
-	case expErr != nil:
-		return nil, nil, nil, expErr
-	case loadErr != nil:
-		return nil, nil, nil, fmt.Errorf("retrieve: load candidates: %w", loadErr)
-	case hintErr != nil:
-		return nil, nil, nil, fmt.Errorf("retrieve: contradiction hints: %w", hintErr)
+	if err := errors.Join(errs[:]...); err != nil {
+		return nil, nil, nil, err
 	}
-	var more []string
-	for _, id := range exp.neighbours() {
-		if cands[id] == nil {
-			more = append(more, id)
-		}
-	}
-	if len(more) > 0 {
-		var nbHints map[string]bool
-		if hinter != nil {
-			wg.Go(func() { nbHints, hintErr = hinter.MayContradict(ctx, more) })
-		}
-		nbs, err := st.GetMany(ctx, more)
-		wg.Wait()
-		if err != nil {
-			return nil, nil, nil, fmt.Errorf("retrieve: load neighbours: %w", err)
-		}
-		if hintErr != nil {
-			return nil, nil, nil, fmt.Errorf("retrieve: contradiction hints: %w", hintErr)
-		}
-		loaded = append(loaded, nbs...)
-		maps.Copy(hints, nbHints)
-	}
+	loaded = append(loaded, nbs...)
+	maps.Copy(hints, nbHints)
 	return exp, loaded, hints, nil
 }
 
