@@ -75,6 +75,12 @@
 //		})
 //	}
 //
+// A backend may also implement ContradictionHints (retrieve.go): saying
+// cheaply which nodes may be an end of a contradicts edge lets retrieval
+// skip reading the hits' edges when no two of them may contradict. It is
+// optional (Redis has it, where that read is a round trip of its own;
+// SQLite reads the edges in process), and a "maybe" is always safe.
+//
 // memorytest.Bench measures the channels at a given size with the same
 // factory. Backends today: memory/sqlite (embedded default), memory/redis.
 package memory

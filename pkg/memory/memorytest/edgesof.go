@@ -66,4 +66,37 @@ var edgesOfTests = []subtest{
 			e.t.Errorf("EdgesOf(nil) = %v", empty)
 		}
 	}},
+	{"ContradictionHints/EveryEndIsAMaybe", func(e *env) {
+		h, ok := e.s.(memory.ContradictionHints)
+		if !ok {
+			e.t.Skip("the store has no ContradictionHints (optional)")
+		}
+		a := e.upsert(node("p1", memory.Decision, "alpha decision"))
+		b := e.upsert(node("p1", memory.Pattern, "beta pattern"))
+		c := e.upsert(node("p2", memory.Failure, "gamma failure elsewhere"))
+		g := e.upsert(memory.Node{Subkind: memory.Observation, Scope: memory.ScopeGlobal, Label: "global delta"})
+		plain := e.upsert(node("p1", memory.Observation, "related, never contradicted"))
+		for _, ed := range []memory.Edge{
+			{Src: a.ID, Dst: b.ID, Relation: memory.Contradicts},
+			{Src: c.ID, Dst: a.ID, Relation: memory.Contradicts}, // across projects
+			{Src: g.ID, Dst: b.ID, Relation: memory.Contradicts}, // global to project
+			{Src: plain.ID, Dst: a.ID, Relation: memory.RelatesTo},
+		} {
+			_, err := e.s.Link(e.ctx, ed)
+			e.ok(err, "Link")
+		}
+		got, err := h.MayContradict(e.ctx, []string{a.ID, b.ID, c.ID, g.ID, plain.ID, "no-such-node"})
+		e.ok(err, "MayContradict")
+		// A "no" is a promise; a "maybe" (or no answer) is always allowed.
+		for _, id := range []string{a.ID, b.ID, c.ID, g.ID} {
+			if maybe, asked := got[id]; asked && !maybe {
+				e.t.Errorf("MayContradict says %s is surely not an end of a contradicts edge, but it is", id)
+			}
+		}
+		empty, err := h.MayContradict(e.ctx, nil)
+		e.ok(err, "MayContradict(nil)")
+		if len(empty) != 0 {
+			e.t.Errorf("MayContradict(nil) = %v", empty)
+		}
+	}},
 }

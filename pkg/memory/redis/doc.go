@@ -70,7 +70,9 @@
 //	K ev:<consumer>   hash: processed events -> expiry
 //
 // Outside any project: <ns>:{r}:projects (the registry, for cross-project
-// reads and scans), <ns>:{r}:dims (model -> vector dimension) and
+// reads and scans; recall reads it from a copy at most a second old, so a
+// project first written by another replica joins cross-project recall
+// within a second), <ns>:{r}:dims (model -> vector dimension) and
 // <ns>:{i:<0..1023>}:ids (id -> project: Get by id finds the slot; the
 // mapping never changes, so the store caches it).
 //
