@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -71,7 +73,10 @@ func benchInject(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	defer os.RemoveAll(dir)
 
-	var st injectbench.Store
+	var (
+		st        injectbench.Store
+		serverCPU func(context.Context) (time.Duration, error)
+	)
 	switch storeKind {
 	case "sqlite":
 		s, err := sqlite.Open(ctx, filepath.Join(dir, "engram.db"))
@@ -85,19 +90,20 @@ func benchInject(ctx context.Context, stdout io.Writer, args []string) error {
 		if url == "" {
 			return fmt.Errorf("%w: -store redis needs ENGRAM_REDIS_URL", errUsage)
 		}
-		s, cleanup, err := benchRedis(url)
+		s, client, cleanup, err := benchRedis(url)
 		if err != nil {
 			return err
 		}
 		defer cleanup()
 		st = s
+		serverCPU = func(ctx context.Context) (time.Duration, error) { return redisCPU(ctx, client) }
 	default:
 		return fmt.Errorf("%w: -store %q: sqlite or redis", errUsage, storeKind)
 	}
 	progress := io.Writer(os.Stderr)
 	results, lineCounts, err := injectbench.Run(ctx, st, injectbench.Options{
 		StoreName: storeKind, Memories: memories, Clients: cs, Turns: turns, Warmup: min(100, turns),
-		Dir: dir, Concurrency: conc, Progress: progress,
+		Dir: dir, Concurrency: conc, Progress: progress, ServerCPU: serverCPU,
 	})
 	if err != nil {
 		return err
@@ -110,9 +116,9 @@ func benchInject(ctx context.Context, stdout io.Writer, args []string) error {
 			}
 		}
 	} else {
-		out(stdout, "%-7s %9s %7s %6s %8s %8s %10s %12s\n", "store", "memories", "clients", "turns", "p50_ms", "p99_ms", "turns/s", "tokens(med)")
+		out(stdout, "%-7s %9s %7s %6s %8s %8s %10s %12s %9s %9s\n", "store", "memories", "clients", "turns", "p50_ms", "p99_ms", "turns/s", "tokens(med)", "cpu/turn", "srv/turn")
 		for _, r := range results {
-			out(stdout, "%-7s %9d %7d %6d %8.2f %8.2f %10.0f %12d\n", r.Store, r.Memories, r.Clients, r.Turns, r.P50ms, r.P99ms, r.TurnsPerSec, r.BlockTokensMedian)
+			out(stdout, "%-7s %9d %7d %6d %8.2f %8.2f %10.0f %12d %9.2f %9.2f\n", r.Store, r.Memories, r.Clients, r.Turns, r.P50ms, r.P99ms, r.TurnsPerSec, r.BlockTokensMedian, r.CPUmsPerTurn, r.ServerCPUmsPerTurn)
 		}
 	}
 	if lines {
@@ -121,19 +127,19 @@ func benchInject(ctx context.Context, stdout io.Writer, args []string) error {
 	return nil
 }
 
-// benchRedis opens a Redis store in a fresh namespace and returns a cleanup
-// that deletes it.
-func benchRedis(url string) (*redisstore.Store, func(), error) {
+// benchRedis opens a Redis store in a fresh namespace and returns its
+// client and a cleanup that deletes the namespace.
+func benchRedis(url string) (*redisstore.Store, *goredis.Client, func(), error) {
 	opts, err := goredis.ParseURL(url)
 	if err != nil {
-		return nil, nil, fmt.Errorf("ENGRAM_REDIS_URL: %w", err)
+		return nil, nil, nil, fmt.Errorf("ENGRAM_REDIS_URL: %w", err)
 	}
 	client := goredis.NewClient(opts)
 	ns := "bench-" + memory.NewID()
 	s, err := redisstore.New(client, redisstore.WithNamespace(ns))
 	if err != nil {
 		_ = client.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	cleanup := func() {
 		_ = redisstore.DeleteNamespace(context.Background(), client, ns)
@@ -143,7 +149,41 @@ func benchRedis(url string) (*redisstore.Store, func(), error) {
 	// As app.OpenStore does (the global tag's hints are marked complete).
 	if err := s.EnsureContradictionHints(context.Background()); err != nil {
 		cleanup()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return s, cleanup, nil
+	return s, client, cleanup, nil
+}
+
+// redisCPU is the CPU time the Redis server has used (INFO cpu: user +
+// system, every thread of the process); other clients of the server count
+// too.
+func redisCPU(ctx context.Context, c *goredis.Client) (time.Duration, error) {
+	info, err := c.Info(ctx, "cpu").Result()
+	if err != nil {
+		return 0, fmt.Errorf("redis INFO cpu: %w", err)
+	}
+	return parseRedisCPU(info)
+}
+
+// parseRedisCPU sums used_cpu_user and used_cpu_sys (seconds) of an INFO
+// cpu reply.
+func parseRedisCPU(info string) (time.Duration, error) {
+	var total float64
+	found := 0
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || (k != "used_cpu_user" && k != "used_cpu_sys") {
+			continue
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return 0, fmt.Errorf("redis INFO cpu: %s: %w", k, err)
+		}
+		total += f
+		found++
+	}
+	if found != 2 {
+		return 0, errors.New("redis INFO cpu: used_cpu_user or used_cpu_sys missing")
+	}
+	return time.Duration(total * float64(time.Second)), nil
 }

@@ -41,6 +41,10 @@ type Options struct {
 	Dir         string // scratch folder (NATS store)
 	Concurrency int    // injector handlers in flight
 	Progress    io.Writer
+	// ServerCPU reports the CPU time the store's server has used so far
+	// (Redis: INFO cpu), for server_cpu_ms_per_turn; nil for a store in
+	// this process.
+	ServerCPU func(ctx context.Context) (time.Duration, error)
 }
 
 // Result is one measurement (`engram bench inject --json` prints them).
@@ -56,6 +60,13 @@ type Result struct {
 	BlockTokensP95    int     `json:"block_tokens_p95"`
 	Timeouts          int     `json:"timeouts"`
 	SeedSeconds       float64 `json:"seed_seconds"`
+	// CPU per measured turn: this process (the clients, the NATS server,
+	// the injector and, for SQLite, the store) and the store's server. On a
+	// shared machine whose speed drifts, these compare binaries more
+	// steadily than the latencies (they still grow when the cores are
+	// contended). Zero when not measured.
+	CPUmsPerTurn       float64 `json:"cpu_ms_per_turn"`
+	ServerCPUmsPerTurn float64 `json:"server_cpu_ms_per_turn,omitempty"`
 }
 
 // LineCount is how many lines one corpus turn received.
@@ -215,15 +226,34 @@ func Run(ctx context.Context, st Store, opts Options) ([]Result, []LineCount, er
 		if _, _, err := drive(ctx, client, corpus, clients, opts.Warmup, "warm"); err != nil {
 			return nil, nil, err
 		}
+		cpu0, cpuOK := processCPU()
+		var (
+			srv0   time.Duration
+			srvErr error
+		)
+		if opts.ServerCPU != nil {
+			srv0, srvErr = opts.ServerCPU(ctx)
+		}
 		lat, res, err := drive(ctx, client, corpus, clients, opts.Turns, fmt.Sprintf("c%d", clients))
 		if err != nil {
 			return nil, nil, err
 		}
+		if cpu1, ok := processCPU(); ok && cpuOK && res.Turns > 0 {
+			res.CPUmsPerTurn = msPerTurn(cpu1-cpu0, res.Turns)
+		}
+		if opts.ServerCPU != nil {
+			srv1, err := opts.ServerCPU(ctx)
+			if err = errors.Join(srvErr, err); err != nil {
+				fmt.Fprintf(progress, "server CPU not measured: %v\n", err)
+			} else if res.Turns > 0 {
+				res.ServerCPUmsPerTurn = msPerTurn(srv1-srv0, res.Turns)
+			}
+		}
 		res.Store, res.Memories, res.Clients, res.SeedSeconds = opts.StoreName, opts.Memories, clients, seedTime.Seconds()
 		res.P50ms, res.P99ms = percentile(lat, 0.50), percentile(lat, 0.99)
 		results = append(results, res)
-		fmt.Fprintf(progress, "%s %d memories, %d clients: p50 %.2f ms, p99 %.2f ms, %.0f turns/s\n",
-			opts.StoreName, opts.Memories, clients, res.P50ms, res.P99ms, res.TurnsPerSec)
+		fmt.Fprintf(progress, "%s %d memories, %d clients: p50 %.2f ms, p99 %.2f ms, %.0f turns/s, CPU %.2f ms a turn (server %.2f)\n",
+			opts.StoreName, opts.Memories, clients, res.P50ms, res.P99ms, res.TurnsPerSec, res.CPUmsPerTurn, res.ServerCPUmsPerTurn)
 	}
 	return results, lines, nil
 }
@@ -291,6 +321,10 @@ feed:
 		res.BlockTokensP95 = tokens[min(len(tokens)-1, int(float64(len(tokens))*0.95))]
 	}
 	return lat, res, nil
+}
+
+func msPerTurn(d time.Duration, turns int) float64 {
+	return float64(d.Microseconds()) / 1000 / float64(turns)
 }
 
 func percentile(v []float64, p float64) float64 {

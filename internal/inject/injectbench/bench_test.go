@@ -21,8 +21,15 @@ func TestRunSmall(t *testing.T) {
 		st := b.Open(t).(Store)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
+		// A server clock that advances 100 ms between calls: each
+		// measurement (one call before, one after) sees 100 ms.
+		var calls int
+		serverCPU := func(context.Context) (time.Duration, error) {
+			calls++
+			return time.Duration(calls) * 100 * time.Millisecond, nil
+		}
 		res, lines, err := Run(ctx, st, Options{StoreName: b.Name, Memories: 300, Clients: []int{1, 4}, Turns: 40,
-			Warmup: 5, Dir: t.TempDir(), Concurrency: 4})
+			Warmup: 5, Dir: t.TempDir(), Concurrency: 4, ServerCPU: serverCPU})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -32,6 +39,12 @@ func TestRunSmall(t *testing.T) {
 		for _, r := range res {
 			if r.Turns != 40 || r.Timeouts != 0 || r.P50ms <= 0 || r.P99ms < r.P50ms || r.BlockTokensMedian == 0 {
 				t.Errorf("implausible result %+v", r)
+			}
+			if _, ok := processCPU(); ok && r.CPUmsPerTurn <= 0 {
+				t.Errorf("cpu_ms_per_turn = %v, want the process' CPU over the turns", r.CPUmsPerTurn)
+			}
+			if r.ServerCPUmsPerTurn != 2.5 { // 100 ms over 40 turns
+				t.Errorf("server_cpu_ms_per_turn = %v, want 2.5", r.ServerCPUmsPerTurn)
 			}
 		}
 		if len(lines) != len(Corpus()) {
