@@ -35,32 +35,32 @@ func (s *Store) MayContradict(ctx context.Context, ids []string) (map[string]boo
 	if err != nil {
 		return nil, err
 	}
-	byProject := map[string][]any{}
+	byProject := map[string][]string{}
 	for _, id := range ids {
 		if p, ok := projs[id]; ok {
-			if byProject[p] == nil {
-				byProject[p] = []any{hintsComplete}
-			}
 			byProject[p] = append(byProject[p], id)
 		}
 	}
 	pipe := s.c.Pipeline()
 	cmds := make(map[string]*goredis.BoolSliceCmd, len(byProject))
-	for p, members := range byProject {
+	for p, pids := range byProject {
+		members := make([]any, 0, len(pids)+1)
+		members = append(members, hintsComplete) // first: is the set complete?
+		for _, id := range pids {
+			members = append(members, id)
+		}
 		cmds[p] = pipe.SMIsMember(ctx, s.keys(p).contradicting(), members...)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, s.wrap("contradiction hints", err)
 	}
 	for p, c := range cmds {
-		v := c.Val()
-		members := byProject[p]
-		if len(v) != len(members) {
-			return nil, fmt.Errorf("redis: contradiction hints of %q: %d answers for %d members", p, len(v), len(members))
+		v, pids := c.Val(), byProject[p]
+		if len(v) != len(pids)+1 {
+			return nil, fmt.Errorf("redis: contradiction hints of %q: %d answers for %d members", p, len(v), len(pids)+1)
 		}
-		complete := v[0]
-		for i, m := range members[1:] {
-			out[m.(string)] = !complete || v[i+1]
+		for i, id := range pids {
+			out[id] = !v[0] || v[i+1]
 		}
 	}
 	return out, nil
@@ -69,9 +69,10 @@ func (s *Store) MayContradict(ctx context.Context, ids []string) (map[string]boo
 // EnsureContradictionHints completes the contradiction hints of every
 // project (and the global tag) that lacks them: data written before the
 // hints existed. It reads every node's edge fields once (one pipeline per
-// page of a ZSCAN), so it belongs at start-up (app.OpenStore calls it); a
-// project that is complete costs one SISMEMBER. It is idempotent and safe
-// beside writers of this version, which hint their own edges.
+// page of a ZSCAN), so it belongs at start-up (app.OpenStore calls it);
+// projects that are complete cost one pipelined SISMEMBER each. It is
+// idempotent and safe beside writers of this version, which hint their own
+// edges.
 func (s *Store) EnsureContradictionHints(ctx context.Context) error {
 	projects, err := s.projects(ctx)
 	if err != nil {
