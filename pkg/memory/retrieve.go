@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -287,13 +286,12 @@ func Retrieve(ctx context.Context, st RetrievalStore, q Query) ([]Hit, error) {
 	return hits, nil
 }
 
-// loadCandidates loads the direct candidates and, with expansion, reads
-// the seeds' edges beside that load, then loads the neighbours the hop
-// reaches that are not candidates as soon as those edges are known, still
-// beside the candidate load (on Redis the round trips overlap instead of
-// following one another). A store with ContradictionHints is asked about
-// the candidates and the neighbours beside their loads (hints is nil
-// without the capability).
+// loadCandidates loads the direct candidates and, beside that load (on
+// Redis the round trips overlap instead of following one another): with
+// expansion, reads the seeds' edges and loads the neighbours they reach
+// that are not candidates; then, with ContradictionHints, asks about the
+// candidates and those neighbours in one call (hints is nil without the
+// capability).
 func loadCandidates(ctx context.Context, st RetrievalStore, q Query, cands map[string]*cand) (*hop, []Node, map[string]bool, error) {
 	ids := make([]string, 0, len(cands))
 	for id := range cands {
@@ -301,11 +299,11 @@ func loadCandidates(ctx context.Context, st RetrievalStore, q Query, cands map[s
 	}
 	hinter, _ := st.(ContradictionHints)
 	var (
-		exp            *hop
-		loaded, nbs    []Node
-		hints, nbHints map[string]bool
-		errs           [5]error
-		wg             sync.WaitGroup
+		exp         *hop
+		loaded, nbs []Node
+		hints       map[string]bool
+		errs        [4]error // candidates, expansion, neighbours, hints
+		wg          sync.WaitGroup
 	)
 	wrap := func(what string, err error) error {
 		if err != nil {
@@ -313,37 +311,31 @@ func loadCandidates(ctx context.Context, st RetrievalStore, q Query, cands map[s
 		}
 		return nil
 	}
-	if hinter != nil {
+	if q.Expand || hinter != nil {
 		wg.Go(func() {
-			var err error
-			hints, err = hinter.MayContradict(ctx, ids)
-			errs[1] = wrap("contradiction hints", err)
-		})
-	}
-	if q.Expand {
-		wg.Go(func() {
-			if exp, errs[2] = seedEdges(ctx, st, cands); errs[2] != nil {
-				return
-			}
 			var more []string
-			for _, id := range exp.neighbours() {
-				if cands[id] == nil {
-					more = append(more, id)
+			if q.Expand {
+				if exp, errs[1] = seedEdges(ctx, st, cands); errs[1] != nil {
+					return
+				}
+				for _, id := range exp.neighbours() {
+					if cands[id] == nil {
+						more = append(more, id)
+					}
+				}
+				if len(more) > 0 {
+					wg.Go(func() {
+						var err error
+						nbs, err = st.GetMany(ctx, more)
+						errs[2] = wrap("load neighbours", err)
+					})
 				}
 			}
-			if len(more) == 0 {
-				return
-			}
 			if hinter != nil {
-				wg.Go(func() {
-					var err error
-					nbHints, err = hinter.MayContradict(ctx, more)
-					errs[4] = wrap("contradiction hints", err)
-				})
+				var err error
+				hints, err = hinter.MayContradict(ctx, slices.Concat(ids, more))
+				errs[3] = wrap("contradiction hints", err)
 			}
-			var err error
-			nbs, err = st.GetMany(ctx, more)
-			errs[3] = wrap("load neighbours", err)
 		})
 	}
 	var err error
@@ -353,9 +345,7 @@ func loadCandidates(ctx context.Context, st RetrievalStore, q Query, cands map[s
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, nil, nil, err
 	}
-	loaded = append(loaded, nbs...)
-	maps.Copy(hints, nbHints)
-	return exp, loaded, hints, nil
+	return exp, append(loaded, nbs...), hints, nil
 }
 
 // runChannels queries the channels the query asks for, concurrently: on
