@@ -188,8 +188,8 @@ func (i *Injector) Build(ctx context.Context, req Request) (Block, error) {
 // would otherwise be paid in series). The live-memory check matters only
 // to a turn without lines: it follows the readiness check beside recall
 // when the turn cannot recall anything (no text to search, see
-// searchesText, and no anchor paths), and otherwise runs only if the turn ends up with no line
-// (a round trip saved on nearly every turn). The
+// searchesText, and no anchor paths), and otherwise runs only if the turn
+// ends up with no line (a round trip saved on nearly every turn). The
 // briefing flag is a write, so it is taken last, once the turn is sure to
 // get a block: never while recall is not ready, on an empty graph, or when
 // recall failed (a retried turn still gets the directive).
