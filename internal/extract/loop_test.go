@@ -136,6 +136,10 @@ func TestLoopThroughJetStream(t *testing.T) {
 		if !contains(inj1.Block, seeded.ID) {
 			t.Fatalf("first block does not recall the seeded memory:\n%s", inj1.Block)
 		}
+		// The injector answers the platform first, then records what it
+		// injected and publishes injection_ready. A real turn outlasts
+		// that; here turn_ended follows at once, so it waits for the record.
+		waitFor(t, "injection_ready for t1 on ENGRAM_OUT", func() bool { return l.streamCount(l.topo.Out.Name) >= 1 })
 		l.srv.OnChat(llmtest.SystemContains("long-term memory"), reply(
 			[]extract.ReplyVerdict{{ID: seeded.ID, Verdict: "used"}},
 			rule("Never use yarn in this project; use pnpm.", "project")))
