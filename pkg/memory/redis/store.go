@@ -38,7 +38,7 @@ type Store struct {
 	quant string
 
 	mu     sync.Mutex
-	projOf map[string]string   // id -> project (immutable once written)
+	projOf *projectCache       // id -> project (immutable once written)
 	reg    map[string]struct{} // projects known to be in the registry
 	dims   map[string]int      // model -> dimension (immutable once written)
 	// The registry as cross-project reads last saw it (sorted, never
@@ -136,7 +136,7 @@ func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
 		ns:     DefaultNamespace,
 		now:    time.Now,
 		quant:  "q8",
-		projOf: map[string]string{},
+		projOf: newProjectCache(200_000),
 		reg:    map[string]struct{}{},
 		dims:   map[string]int{},
 		regTTL: registryTTL,
@@ -368,21 +368,9 @@ func (s *Store) claimID(ctx context.Context, id, project string) error {
 	return nil
 }
 
-func (s *Store) cachedProject(id string) (string, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	p, ok := s.projOf[id]
-	return p, ok
-}
+func (s *Store) cachedProject(id string) (string, bool) { return s.projOf.get(id) }
 
-func (s *Store) cache(id, project string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.projOf) >= 200_000 {
-		clear(s.projOf)
-	}
-	s.projOf[id] = project
-}
+func (s *Store) cache(id, project string) { s.projOf.put(id, project) }
 
 // projectOf finds the project of a node id: ErrNotFound when unknown.
 func (s *Store) projectOf(ctx context.Context, id string) (string, error) {
@@ -403,14 +391,7 @@ func (s *Store) projectOf(ctx context.Context, id string) (string, error) {
 // projectsOf resolves many ids; unknown ids are left out of the map.
 func (s *Store) projectsOf(ctx context.Context, ids []string) (map[string]string, error) {
 	out := make(map[string]string, len(ids))
-	var miss []string
-	for _, id := range ids {
-		if p, ok := s.cachedProject(id); ok {
-			out[id] = p
-		} else if id != "" {
-			miss = append(miss, id)
-		}
-	}
+	miss := s.projOf.getMany(ids, out)
 	if len(miss) == 0 {
 		return out, nil
 	}
