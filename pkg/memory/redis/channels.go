@@ -60,16 +60,64 @@ func topScored(all []memory.Scored, limit int) []memory.Scored {
 }
 
 // sortScored orders best score first, ties by the smaller id.
-func sortScored(all []memory.Scored) {
-	slices.SortFunc(all, func(a, b memory.Scored) int {
-		if a.Score != b.Score {
-			if a.Score > b.Score {
-				return -1
-			}
-			return 1
+func sortScored(all []memory.Scored) { slices.SortFunc(all, cmpScored) }
+
+func cmpScored(a, b memory.Scored) int {
+	if a.Score != b.Score {
+		if a.Score > b.Score {
+			return -1
 		}
-		return strings.Compare(a.ID, b.ID)
-	})
+		return 1
+	}
+	return strings.Compare(a.ID, b.ID)
+}
+
+// sortBest moves the k best of all (by sortScored's order) to the front,
+// sorted, and leaves the rest after them in no particular order: a
+// quickselect, then a sort of k instead of all.
+func sortBest(all []memory.Scored, k int) {
+	if k >= len(all) {
+		sortScored(all)
+		return
+	}
+	if k <= 0 {
+		return
+	}
+	lo, hi := 0, len(all) // the k-th best is in all[lo:hi]
+	for hi-lo > 16 {
+		// Median of three as the pivot, moved to the end.
+		m := lo + (hi-lo)/2
+		if cmpScored(all[m], all[lo]) < 0 {
+			all[m], all[lo] = all[lo], all[m]
+		}
+		if cmpScored(all[hi-1], all[lo]) < 0 {
+			all[hi-1], all[lo] = all[lo], all[hi-1]
+		}
+		if cmpScored(all[m], all[hi-1]) < 0 {
+			all[m], all[hi-1] = all[hi-1], all[m]
+		}
+		pivot := all[hi-1]
+		p := lo
+		for i := lo; i < hi-1; i++ {
+			if cmpScored(all[i], pivot) < 0 {
+				all[i], all[p] = all[p], all[i]
+				p++
+			}
+		}
+		all[p], all[hi-1] = all[hi-1], all[p]
+		switch {
+		case p == k-1 || p == k:
+			lo, hi = p, p
+		case p < k:
+			lo = p + 1
+		default:
+			hi = p
+		}
+	}
+	if hi > lo {
+		sortScored(all[lo:hi])
+	}
+	sortScored(all[:k])
 }
 
 // noSubkinds reports a filter that names only unknown subkinds: nothing

@@ -311,8 +311,10 @@ func (r *lexRead) rank(k int) {
 			l.last = r.contribution(l.w, last.Score)
 		}
 	}
-	sortScored(r.cands)
+	// Only the leaders need their order now; the rest is sorted when
+	// readRestVisibility reaches it.
 	r.ranked = min(k, len(r.cands))
+	sortBest(r.cands, r.ranked)
 }
 
 // completeLeaders is step 3. The leading limit+10 candidates get the
@@ -370,6 +372,7 @@ func (s *Store) readRestVisibility(ctx context.Context, reads []*lexRead) error 
 	pipe := s.c.Pipeline()
 	cmds := make([]*goredis.SliceCmd, len(reads))
 	for i, r := range reads {
+		sortScored(r.cands[r.read:]) // past the leaders, still in no order (see rank)
 		cmds[i] = pipe.HMGet(ctx, r.keys.vis(), r.ids(r.read, len(r.cands))...)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
