@@ -61,11 +61,13 @@
 //
 // # Concurrency and shutdown
 //
-// Config.Concurrency handlers run at once; the runner pulls only as many
+// Config.Concurrency handlers run at once, on as many long-lived worker
+// goroutines (a worker keeps the stack a handler grew; a goroutine per
+// message would grow one each time); the runner pulls only as many
 // messages as it has free slots, so nothing sits in a client buffer while
 // its ack wait runs. Stop stops pulling and waits for the handlers in flight
 // until ctx is done, then cancels them and waits for them to return. Every
-// goroutine (pull loop, handlers, heartbeats, advisory watcher) has ended
+// goroutine (pull loop, workers, heartbeats, advisory watcher) has ended
 // when Stop returns.
 //
 // # Observability

@@ -264,7 +264,8 @@ func New(js jetstream.JetStream, cfg Config, h Handler, opts ...Option) (*Runner
 }
 
 // Start looks the consumer up (it must exist: events.EnsureTopology), starts
-// the max-deliveries watcher and the pull loop, and returns.
+// the max-deliveries watcher, the handler workers and the pull loop, and
+// returns.
 func (r *Runner) Start(ctx context.Context) error {
 	r.mu.Lock()
 	if r.started || r.stopped {
