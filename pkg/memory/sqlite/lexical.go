@@ -76,6 +76,7 @@ type posting struct {
 type term struct {
 	postings []posting
 	df       int // live documents holding the term
+	stale    int // postings of an older generation (until compact)
 }
 
 // lexIndex is an in-memory BM25 index over node rids. Postings are appended;
@@ -110,7 +111,9 @@ func (x *lexIndex) remove(rid uint32) {
 		return
 	}
 	for _, t := range x.docTerms[rid] {
-		x.terms[t].df--
+		tm := x.terms[t]
+		tm.df--
+		tm.stale++
 	}
 	x.dead += len(x.docTerms[rid])
 	x.live -= len(x.docTerms[rid])
@@ -191,7 +194,7 @@ func (x *lexIndex) compact() {
 			delete(x.terms, t)
 			continue
 		}
-		tm.postings = slices.Clip(kept)
+		tm.postings, tm.stale = slices.Clip(kept), 0
 	}
 	x.dead = 0
 	x.dict = slices.DeleteFunc(x.dict, func(t string) bool { return x.terms[t] == nil })
@@ -292,6 +295,28 @@ func (x *lexIndex) search(terms []string, sc *scratch, want int, more func() boo
 	for _, q := range qs {
 		if want > 0 && float64(q.df) > commonShare*N && len(sc.touched) >= 2*want {
 			break // the rest are common terms and the rare ones matched enough
+		}
+		if len(q.exp) == 1 && q.exp[0].stale == 0 {
+			// One list, every posting live and of its own document: df is
+			// the list's length, and each posting's contribution is final.
+			// One pass, the same sums in the same order as the general
+			// case below.
+			tm := q.exp[0]
+			df := float64(tm.df)
+			if df == 0 {
+				continue
+			}
+			idf := math.Log(1 + (N-df+0.5)/(df+0.5))
+			for _, p := range tm.postings {
+				f := float64(p.tf)
+				norm := bm25K1 * (1 - bm25B + bm25B*float64(x.docLen[p.rid])/avg)
+				if sc.score[p.rid] == 0 {
+					sc.touched = append(sc.touched, p.rid)
+				}
+				sc.score[p.rid] += float32(idf * f * (bm25K1 + 1) / (f + norm))
+				top = max(top, sc.score[p.rid])
+			}
+			continue
 		}
 		sc.touchT = sc.touchT[:0]
 		for _, tm := range q.exp {
