@@ -37,10 +37,11 @@ type Store struct {
 	now   func() time.Time
 	quant string
 
-	mu     sync.Mutex
-	projOf *projectCache       // id -> project (immutable once written)
-	reg    map[string]struct{} // projects known to be in the registry
-	dims   map[string]int      // model -> dimension (immutable once written)
+	projOf *projectCache // id -> project (immutable once written; locks itself)
+
+	mu   sync.Mutex
+	reg  map[string]struct{} // projects known to be in the registry
+	dims map[string]int      // model -> dimension (immutable once written)
 	// The registry as cross-project reads last saw it (sorted, never
 	// mutated), and when (see recallProjects).
 	regList []string
