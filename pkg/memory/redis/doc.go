@@ -74,7 +74,8 @@
 // project first written by another replica joins cross-project recall
 // within a second), <ns>:{r}:dims (model -> vector dimension) and
 // <ns>:{i:<0..1023>}:ids (id -> project: Get by id finds the slot; the
-// mapping never changes, so the store caches it).
+// mapping never changes, so the store caches it, in a map without pointers
+// that the garbage collector never scans: see idcache.go).
 //
 // # Retrieval channels
 //
