@@ -75,7 +75,55 @@
 // `engram bench inject` (turn_started published -> block received, through
 // JetStream on the embedded server, hashing embedder, 3,000 turns) on the
 // shared 2-core machine, whose speed drifts by a third within an hour, so
-// binaries are compared in one sitting. 2026-11-30, 14:24-15:03, the code
+// binaries are compared in one sitting.
+//
+// 2026-11-30, 16:48-17:38, the code at the start of that session ("before",
+// c9cf779) against its end ("now": the SQLite BM25 index scores a term with
+// one live posting list in one pass, the Redis store caches id -> project
+// in a map the garbage collector does not scan and sorts only the leading
+// lexical candidates, the runner keeps long-lived handler workers; the
+// first two SQLite and Redis runs of "now" are without the one-pass BM25
+// term, which touches neither store's Redis path), one client, p50 / p99
+// ms, in the order run:
+//
+//	SQLite 100k, before   2.05 / 5.39   2.41 / 6.08   2.13 / 5.19
+//	SQLite 100k, now      2.30 / 6.63   1.80 / 4.28   2.24 / 5.24   1.84 / 4.01   1.88 / 4.42
+//	Redis 100k, before    8.74 / 20.21  7.56 / 17.00
+//	Redis 100k, now      10.31 / 22.33  7.91 / 16.12  8.71 / 20.80
+//	SQLite 10k, now       1.38 / 3.12
+//	Redis 10k, now        6.20 / 15.94
+//
+// SQLite's median p50 went 2.13 -> 1.88 ms (0.88) and its median p99 5.39
+// -> 4.42 (0.82); p50 <= 2 ms was met in three runs of five, against none
+// of three before. Redis did not move beyond the noise: p99 <= 15 ms was
+// not met (16.1-22.3 ms). The same binary's CPU per turn moved by a third
+// between runs (SQLite 2.24 and 3.00 ms), so the changes were judged by
+// profiles and alternating micro-benchmarks instead: BenchmarkLexIndex CPU
+// p50 0.351 -> 0.314 ms; on a Redis turn, in the process' CPU profile, the
+// id cache's lookups and garbage collection about 5% less (Go CPU per turn
+// 5.38/5.56/4.53 -> 5.17/4.70/4.27 ms in alternating runs), sorting the
+// lexical candidates 5.0% -> 2.5%, stack growth 5.2% -> 3.8%. With 8
+// clients SQLite served 770-1,375 turns/s and Redis 159-205; at 10,000,
+// 1,374 and 265.
+//
+// Where a Redis turn's CPU goes (serial, one call at a time, Redis server
+// CPU from /proc): the vector channel 2.3-2.9 ms (three VSIMs, nearly all
+// of it the project's 100,000-element set), the lexical channel 1.3 ms,
+// the candidate load 0.37 ms; the process spends about as much again. On
+// the hashing embedder's vectors the VSIM at EF 120 finds 72% of the 60
+// neighbours an EF 3,000 search finds (these vectors have no neighbourhood
+// structure; see package vecindex), so a smaller EF, the one lever left on
+// the largest cost, would trade away recall that is already low here.
+//
+// Tried and dropped in that session: loading the candidates of the channel
+// that finishes first while the other still runs (the load overlaps the
+// slower channel): no gain on SQLite, and on Redis, whose turn is bound by
+// the two cores' CPU rather than by waiting, one more round trip made it
+// slightly slower (p50 7.89/8.24/8.68 -> 7.89/9.45/8.71 ms in process).
+// Turning the garbage collector off did not change the Redis p99 either
+// (21.79/15.99 against 21.44/21.38 ms): the tail is not collection pauses.
+//
+// 2026-11-30, 14:24-15:03, the code
 // at the end of the previous session ("before", 04ee766) against this one
 // ("now": contradiction hints, the project registry from a copy, the hop's
 // neighbours loaded beside the candidates), one client, p50 / p99 ms:
