@@ -82,9 +82,8 @@
 // one live posting list in one pass, the Redis store caches id -> project
 // in a map the garbage collector does not scan and sorts only the leading
 // lexical candidates, the runner keeps long-lived handler workers; the
-// first two SQLite and Redis runs of "now" are without the one-pass BM25
-// term, which touches neither store's Redis path), one client, p50 / p99
-// ms, in the order run:
+// first two SQLite runs of "now" are without the one-pass BM25 term), one
+// client, p50 / p99 ms, in the order run:
 //
 //	SQLite 100k, before   2.05 / 5.39   2.41 / 6.08   2.13 / 5.19
 //	SQLite 100k, now      2.30 / 6.63   1.80 / 4.28   2.24 / 5.24   1.84 / 4.01   1.88 / 4.42
