@@ -199,6 +199,13 @@
 // and 455 the graph (links and cached similarities, about 2*M*4*2 bytes on
 // layer 0), the node record and the id map.
 //
+// Huge pages did not help: with the codes, vectors and layer-0 links of a
+// 100,000-vector index collapsed into 2 MB pages (madvise MADV_HUGEPAGE and
+// MADV_COLLAPSE; 190 MB of them, checked in smaps), a k=60 search took the
+// same median CPU as before (589-603 against 569-620 µs, three rounds of
+// 500 queries each, 2026-11-30), so the walk waits on the caches, not on
+// the TLB. Not done.
+//
 // Run the benchmarks with
 //
 //	go test -run '^$' -bench . -benchtime 1x ./pkg/memory/vecindex
