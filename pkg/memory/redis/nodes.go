@@ -657,7 +657,7 @@ func (s *Store) PendingEmbeddings(ctx context.Context, model string, limit int) 
 		}
 		if !slices.Contains(ids, c.id) {
 			ids = append(ids, c.id)
-			s.cache(c.id, c.project)
+			s.projOf.put(c.id, c.project)
 		}
 	}
 	nodes, err := s.getMany(ctx, ids, true)

@@ -345,7 +345,7 @@ func (s *Store) recallProjects(ctx context.Context) ([]string, error) {
 // claimID writes id -> project in the index unless the id belongs to
 // another project (ErrInvalid).
 func (s *Store) claimID(ctx context.Context, id, project string) error {
-	if p, ok := s.cachedProject(id); ok {
+	if p, ok := s.projOf.get(id); ok {
 		if p != project {
 			return fmt.Errorf("%w: id %s belongs to another project (%q)", memory.ErrInvalid, id, p)
 		}
@@ -365,17 +365,13 @@ func (s *Store) claimID(ctx context.Context, id, project string) error {
 			return fmt.Errorf("%w: id %s belongs to another project (%q)", memory.ErrInvalid, id, p)
 		}
 	}
-	s.cache(id, project)
+	s.projOf.put(id, project)
 	return nil
 }
 
-func (s *Store) cachedProject(id string) (string, bool) { return s.projOf.get(id) }
-
-func (s *Store) cache(id, project string) { s.projOf.put(id, project) }
-
 // projectOf finds the project of a node id: ErrNotFound when unknown.
 func (s *Store) projectOf(ctx context.Context, id string) (string, error) {
-	if p, ok := s.cachedProject(id); ok {
+	if p, ok := s.projOf.get(id); ok {
 		return p, nil
 	}
 	p, err := s.c.HGet(ctx, s.idKey(id), id).Result()
@@ -385,7 +381,7 @@ func (s *Store) projectOf(ctx context.Context, id string) (string, error) {
 	if err != nil {
 		return "", s.wrap("find node", err)
 	}
-	s.cache(id, p)
+	s.projOf.put(id, p)
 	return p, nil
 }
 
@@ -413,7 +409,7 @@ func (s *Store) projectsOf(ctx context.Context, ids []string) (map[string]string
 			return nil, s.wrap("find nodes", err)
 		}
 		out[id] = p
-		s.cache(id, p)
+		s.projOf.put(id, p)
 	}
 	return out, nil
 }
