@@ -50,9 +50,10 @@ func (s *Store) evalTags(ctx context.Context, script *goredis.Script, n int, cal
 	}
 }
 
-// topScored returns the limit best of all (sorted by sortScored).
+// topScored returns the limit best of all, sorted by sortScored (only
+// those are sorted).
 func topScored(all []memory.Scored, limit int) []memory.Scored {
-	sortScored(all)
+	sortBest(all, limit)
 	if len(all) > limit {
 		all = all[:limit]
 	}
