@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"context"
 	"time"
 
 	"github.com/engram-memory/engram/pkg/memory"
@@ -40,3 +41,36 @@ func SetRegistryTTL(s *Store, d time.Duration) { s.regTTL = d }
 
 // ContradictionHintsKey is the key of a project's contradiction hints.
 func ContradictionHintsKey(s *Store, project string) string { return s.keys(project).contradicting() }
+
+// PlannedReads is how many postings a lexical query of terms plans to
+// read (over the filter's scope tags), after the dictionary step.
+func PlannedReads(ctx context.Context, s *Store, f memory.Filter, terms []string, limit int) (int64, error) {
+	tags, err := s.scopeTags(ctx, f)
+	if err != nil {
+		return 0, err
+	}
+	minPer := max(s.lexMinPer, limit)
+	dicts, err := s.evalTags(ctx, lexDictScript, len(tags), func(i int) ([]string, []any) {
+		k := s.keys(tags[i].project)
+		args := []any{k.p, maxExpansions, minPer}
+		for _, q := range terms {
+			args = append(args, q)
+		}
+		return []string{k.terms(), k.stats()}, args
+	})
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for i, d := range dicts {
+		r, err := parseLexDict(tags[i], s.keys(tags[i].project), d)
+		if err != nil || r == nil {
+			return n, err
+		}
+		r.plan(s.lexBudget, minPer)
+		for _, l := range r.lists {
+			n += l.read
+		}
+	}
+	return n, nil
+}

@@ -19,12 +19,15 @@ import (
 const maxExpansions = 12
 
 // lexicalBudget is about how many postings one lexical query reads in a
-// project, spread over its terms, at least lexicalMinPerTerm (and limit)
-// per query term; prefix expansions get only their share. At 100,000
-// benchmark nodes 1,200 keeps 85% of exact BM25's top-10 score mass (2,000:
-// 87%) for about half the server time.
+// project, spread over its terms (see lexRead.plan), at least
+// lexicalMinPerTerm (and limit) per query term; prefix expansions get only
+// their share. Reading postings is most of the channel's server time. On
+// natural text (TestLexicalQuality: 40,000 paragraphs, 200 queries) 800
+// reads about 1,100 postings per query (the per-term minimum adds to it)
+// and keeps 98% of exact BM25's top-10 score mass, 85% of its top 10 and
+// 78% of its top 24; on the injector benchmark's corpus it reads 800.
 const (
-	lexicalBudget     = 1200
+	lexicalBudget     = 800
 	lexicalMinPerTerm = 100
 )
 
@@ -237,21 +240,36 @@ func parseLexDict(tag scopeTag, k keys, d []string) (*lexRead, error) {
 	return r, nil
 }
 
-// plan shares the budget out: shortest lists first, each reads its share
-// of what is left (a query term at least minPer), so rare terms are read
-// whole and the rest goes to the common ones; many short expansion lists
-// cannot exceed the budget.
+// plan shares the budget out. Lists are taken shortest first, and each
+// may read its share of what is left, weighted by the cube of its term
+// weight (w, which grows with idf): rare terms are read whole, and of the
+// common ones the rarer get the most. A posting of a high-weight list can
+// lift a document far above one of a common term, whose postings are
+// nearly interchangeable (a very common term's are mostly ties, read in
+// no useful order). A query term reads at least minPer; many short
+// expansion lists cannot exceed the budget. On natural text (see
+// TestLexicalQuality) it keeps exact BM25's top 10 and top 24 as well as
+// an even split of a budget half again as large did, reading 10% fewer
+// postings.
 func (r *lexRead) plan(budget, minPer int) {
 	slices.SortStableFunc(r.lists, func(a, b *postingList) int { return int(a.df - b.df) })
+	weights := make([]float64, len(r.lists)+1) // weights[i]: the lists from i on
+	for i := len(r.lists) - 1; i >= 0; i-- {
+		w := max(r.lists[i].w, 1e-3) // an idf is positive; a stale count could make it not
+		weights[i] = weights[i+1] + w*w*w
+	}
 	left := int64(budget)
 	for i, l := range r.lists {
-		m := left / int64(len(r.lists)-i)
+		m := left
+		if i < len(r.lists)-1 {
+			m = int64(float64(left) * (weights[i] - weights[i+1]) / weights[i])
+		}
 		if !l.exp {
 			m = max(int64(minPer), m)
 		}
 		l.read = max(0, min(m, l.df))
 		l.truncated = l.read > 0 && l.read < l.df
-		left -= l.read
+		left = max(0, left-l.read)
 	}
 }
 
