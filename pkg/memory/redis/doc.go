@@ -104,7 +104,9 @@
 // suite therefore holds vector scores to within 0.01 of the cosine.
 // Vector sends VSIM as a plain command (Redis then runs the HNSW search on
 // a thread of its own instead of holding the main thread, as it does for
-// VSIM called from a script), asks for more neighbours than needed without
+// VSIM called from a script; Redis 8.0 starts a thread per search, so a
+// set that answered all its elements, at most 256, is searched on the
+// main thread next time, NOTHREAD), asks for more neighbours than needed without
 // FILTER and judges their filter fields the same way (VSIM's FILTER in
 // 8.0.2 costs 20-30 ms at 10,000 elements), falling back to VSIM FILTER
 // when the filter rejects too many. ByPaths and the listings load nodes and apply

@@ -74,3 +74,10 @@ func PlannedReads(ctx context.Context, s *Store, f memory.Filter, terms []string
 	}
 	return n, nil
 }
+
+// SmallSet reports whether s searches the vector set key on the server's
+// main thread (it last answered fewer neighbours than asked).
+func SmallSet(s *Store, key string) bool {
+	_, ok := s.smallSets.Load(key)
+	return ok
+}

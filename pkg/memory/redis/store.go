@@ -51,6 +51,10 @@ type Store struct {
 
 	briefs memory.BriefMemo // sessions whose briefing flag is known to be taken (BriefOnce)
 
+	// Vector sets whose last search returned fewer neighbours than asked
+	// (the whole set): searched on the server's main thread (see Vector).
+	smallSets sync.Map // vector set key -> struct{}
+
 	lexBudget, lexMinPer int // postings a lexical query reads per project; at least per term
 	closeCli             bool
 }

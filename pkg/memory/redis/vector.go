@@ -55,8 +55,10 @@ func (s *Store) Vector(ctx context.Context, model string, vec []float32, f memor
 	for pending := reads; len(pending) > 0; {
 		pipe := s.c.Pipeline()
 		for _, r := range pending {
-			r.sim = pipe.VSimWithArgsWithScores(ctx, r.keys.vectors(model), blob,
-				&goredis.VSimArgs{Count: r.count, EF: max(ef, r.count)})
+			key := r.keys.vectors(model)
+			_, small := s.smallSets.Load(key)
+			r.sim = pipe.VSimWithArgsWithScores(ctx, key, blob,
+				&goredis.VSimArgs{Count: r.count, EF: max(ef, r.count), NoThread: small})
 		}
 		// A missing vector set (no node of the project has a vector of
 		// the model) answers an empty result.
@@ -65,7 +67,9 @@ func (s *Store) Vector(ctx context.Context, model string, vec []float32, f memor
 		}
 		pipe = s.c.Pipeline()
 		for _, r := range pending {
-			if r.res = r.sim.Val(); len(r.res) > 0 {
+			r.res = r.sim.Val()
+			s.noteSetSize(r.keys.vectors(model), int64(len(r.res)) < r.count && len(r.res) <= smallSet)
+			if len(r.res) > 0 {
 				ids := make([]string, len(r.res))
 				for j, v := range r.res {
 					ids[j] = v.Name
@@ -100,6 +104,28 @@ func (s *Store) Vector(ctx context.Context, model string, vec []float32, f memor
 		pending = wider
 	}
 	return topScored(all, limit), nil
+}
+
+// smallSet is the most elements a vector set may hold to be searched on
+// the server's main thread.
+const smallSet = 256
+
+// noteSetSize records whether a vector set is small: it answered fewer
+// neighbours than asked, that is, all its elements, and at most smallSet.
+// The next search of a small set runs on the server's main thread
+// (NOTHREAD): Redis 8.0 starts a thread for each threaded VSIM, which on
+// the injector benchmark cost the server about 0.25 ms of CPU per search,
+// far more than searching a few elements. A set that grows past the count
+// answers a full result and goes back to a thread on the search after; a
+// wrong guess costs time, never results.
+func (s *Store) noteSetSize(key string, small bool) {
+	if small {
+		if _, ok := s.smallSets.Load(key); !ok {
+			s.smallSets.Store(key, struct{}{})
+		}
+	} else {
+		s.smallSets.Delete(key)
+	}
 }
 
 // vecRead is the vector search of one scope tag.

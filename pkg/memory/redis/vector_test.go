@@ -2,12 +2,18 @@ package redis_test
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/engram-memory/engram/pkg/memory"
 	"github.com/engram-memory/engram/pkg/memory/redis"
@@ -201,4 +207,119 @@ func cosine(a, b []float32) float64 {
 		nb += float64(b[i]) * float64(b[i])
 	}
 	return dot / math.Sqrt(na*nb)
+}
+
+// vsimRecorder records the arguments of every VSIM the client sends.
+type vsimRecorder struct {
+	mu   sync.Mutex
+	args [][]any
+}
+
+func (r *vsimRecorder) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+func (r *vsimRecorder) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		r.note(cmd)
+		return next(ctx, cmd)
+	}
+}
+func (r *vsimRecorder) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		for _, c := range cmds {
+			r.note(c)
+		}
+		return next(ctx, cmds)
+	}
+}
+func (r *vsimRecorder) note(c goredis.Cmder) {
+	if strings.EqualFold(c.Name(), "vsim") {
+		r.mu.Lock()
+		r.args = append(r.args, c.Args())
+		r.mu.Unlock()
+	}
+}
+
+// take returns whether each VSIM of key since the last take asked
+// NOTHREAD.
+func (r *vsimRecorder) take(key string) []bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []bool
+	for _, a := range r.args {
+		if len(a) > 1 && a[1] == key {
+			out = append(out, slices.ContainsFunc(a, func(v any) bool { s, _ := v.(string); return strings.EqualFold(s, "nothread") }))
+		}
+	}
+	r.args = nil
+	return out
+}
+
+// TestVectorSmallSetsSearchedInline: a vector set that answered fewer
+// neighbours than asked (all its elements) is searched next on the
+// server's main thread (NOTHREAD: cheaper than a thread for a small set);
+// once it answers a full count it goes back to a thread. The answers are
+// the exact nearest neighbours either way.
+func TestVectorSmallSetsSearchedInline(t *testing.T) {
+	opt, err := goredis.ParseURL(os.Getenv("ENGRAM_TEST_REDIS_URL"))
+	testClient(t) // skips (or fails under CI) without a server
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &vsimRecorder{}
+	c := goredis.NewClient(opt)
+	t.Cleanup(func() { _ = c.Close() }) // after openStore's cleanup
+	c.AddHook(rec)
+	s := openStore(t, c, redis.WithVectorQuantization("noquant"))
+	ctx := t.Context()
+	key := redis.VectorKey(s, "grow", "m")
+	query := []float32{1, 0, 0, 0}
+	var nodes []memory.Node
+	add := func(n int) {
+		var batch []memory.Node
+		for range n {
+			i := len(nodes)
+			nd := memory.Node{ID: fmt.Sprintf("g-%03d", i), Subkind: memory.Decision, Scope: memory.ScopeProject,
+				ProjectID: "grow", Label: fmt.Sprintf("node %d", i), Confidence: 0.9,
+				Embedding: []float32{1, float32(i%17) * 0.1, float32(i) * 0.01, 0.5}, EmbeddingModel: "m"}
+			nodes = append(nodes, nd)
+			batch = append(batch, nd)
+		}
+		if err := s.PutBatch(ctx, batch, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	search := func(step string, wantNoThread bool) {
+		t.Helper()
+		got, err := s.Vector(ctx, "m", query, memory.Filter{ProjectID: "grow"}, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := make([]memory.Scored, len(nodes))
+		for i, n := range nodes {
+			want[i] = memory.Scored{ID: n.ID, Score: cosine(query, n.Embedding)}
+		}
+		slices.SortFunc(want, func(a, b memory.Scored) int { return cmp.Or(cmp.Compare(b.Score, a.Score), cmp.Compare(a.ID, b.ID)) })
+		if len(got) != 5 {
+			t.Fatalf("%s: %d results, want 5", step, len(got))
+		}
+		for i := range got {
+			if got[i].ID != want[i].ID || math.Abs(got[i].Score-want[i].Score) > 1e-5 {
+				t.Fatalf("%s: got %v, want %v", step, got, want[:5])
+			}
+		}
+		if sent := rec.take(key); len(sent) != 1 || sent[0] != wantNoThread {
+			t.Fatalf("%s: VSIMs sent with NOTHREAD %v, want [%v]", step, sent, wantNoThread)
+		}
+	}
+	add(8)
+	search("first search of 8 elements", false)
+	if !redis.SmallSet(s, key) {
+		t.Fatal("a set that answered 8 of 15 neighbours asked is not marked small")
+	}
+	search("second search of 8 elements", true)
+	add(100)
+	search("first search after growing to 108", true)
+	if redis.SmallSet(s, key) {
+		t.Fatal("a set that answered a full count is still marked small")
+	}
+	search("second search of 108 elements", false)
 }
