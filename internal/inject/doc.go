@@ -77,6 +77,53 @@
 // shared 2-core machine, whose speed drifts by a third within an hour, so
 // binaries are compared in one sitting.
 //
+// 2026-11-30, 18:39-20:24, the code at the start of that session
+// ("before", 014610b) against its end ("now": the Redis lexical channel
+// shares its posting budget by the cube of each term's weight and reads
+// 800 instead of 1,200 postings on this corpus; small vector sets are
+// searched on Redis' main thread; "now+GC" also has the benchmark collect
+// the seeding's garbage before measuring), one client, p50 / p99 ms, in
+// the order run:
+//
+//	Redis 100k, before    7.65 / 15.56   6.48 / 12.89   7.35 / 13.87   6.02 / 11.63   7.37 / 15.33
+//	Redis 100k, now       7.82 / 16.35   5.98 / 11.26
+//	Redis 100k, now+GC    6.99 / 13.68   6.40 / 12.99
+//	SQLite 100k, before   2.29 / 5.95    2.00 / 4.92
+//	SQLite 100k, now      2.04 / 4.96    1.94 / 5.26    1.94 / 5.60    1.86 / 5.33   2.18 / 6.28
+//	SQLite 100k, now+GC   1.78 / 4.80    2.38 / 6.55
+//	Redis 10k, now        5.08 / 9.43
+//	SQLite 10k, now       1.00 / 2.08
+//
+// Redis' medians went 7.35 -> 6.69 ms at p50 (0.91) and 13.87 -> 13.34
+// at p99 (0.96); latencies moved with the machine more than with the
+// code, so the change is read from CPU: Redis server CPU per turn with 8
+// clients 4.53-5.00 ms before (median 4.85), 3.67-4.38 now (4.24, 0.87);
+// 8-client throughput 197-221 turns/s before (median 198), 215-271 now
+// (232, 1.17); at 10,000 memories 392 turns/s (265 the session before).
+// The SQLite path did not change (its rows differ by noise alone: p50
+// 1.78-2.38 ms). Against the targets at 100,000: Redis p99 <= 15 ms was
+// met in three runs of four (three of five before), SQLite p50 <= 2 ms in
+// five of nine, SQLite p99 <= 10 ms in all.
+//
+// What changed:
+//   - Redis 8.0 starts a thread for every VSIM not sent NOTHREAD (one
+//     clone3 per search). A turn searches three vector sets (the
+//     project's, the global memories', other projects'); the small ones
+//     cost more in that thread than in the search. Serial Vector calls on
+//     the 100k graph, Redis CPU per call in alternating rounds: 2.98 /
+//     3.25 / 3.05 -> 2.47 / 2.77 / 2.71 ms. The project's own set stays
+//     threaded: sending it NOTHREAD too saved another 0.45 ms of server CPU
+//     per turn but held the main thread, and the turn's p50 rose by 0.7 ms.
+//   - The lexical budget: see package redis (TestLexicalQuality measures
+//     the quality on natural text; the top 10 and 24 of exact BM25 are
+//     kept as well as before with 10% fewer postings there, a third fewer
+//     on this corpus, where most budget went to "the", "to" and "in").
+//   - Tried and dropped: loading nodes with one script per project instead
+//     of a pipelined HMGET per node (the Lua calls cost the server as much
+//     as the commands did, about 5 us a node; no gain); a smaller VSIM EF
+//     (EF 80 for 68 neighbours: 0.35 ms less server CPU per turn, no
+//     latency gain, lower recall).
+//
 // 2026-11-30, 16:48-17:38, the code at the start of that session ("before",
 // c9cf779) against its end ("now": the SQLite BM25 index scores a term with
 // one live posting list in one pass, the Redis store caches id -> project

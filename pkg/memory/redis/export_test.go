@@ -49,30 +49,14 @@ func PlannedReads(ctx context.Context, s *Store, f memory.Filter, terms []string
 	if err != nil {
 		return 0, err
 	}
-	minPer := max(s.lexMinPer, limit)
-	dicts, err := s.evalTags(ctx, lexDictScript, len(tags), func(i int) ([]string, []any) {
-		k := s.keys(tags[i].project)
-		args := []any{k.p, maxExpansions, minPer}
-		for _, q := range terms {
-			args = append(args, q)
-		}
-		return []string{k.terms(), k.stats()}, args
-	})
-	if err != nil {
-		return 0, err
-	}
+	reads, err := s.planReads(ctx, tags, terms, max(s.lexMinPer, limit))
 	var n int64
-	for i, d := range dicts {
-		r, err := parseLexDict(tags[i], s.keys(tags[i].project), d)
-		if err != nil || r == nil {
-			return n, err
-		}
-		r.plan(s.lexBudget, minPer)
+	for _, r := range reads {
 		for _, l := range r.lists {
 			n += l.read
 		}
 	}
-	return n, nil
+	return n, err
 }
 
 // SmallSet reports whether s searches the vector set key on the server's

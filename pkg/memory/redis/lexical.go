@@ -118,28 +118,9 @@ func (s *Store) Lexical(ctx context.Context, terms []string, f memory.Filter, li
 	if noSubkinds(f) {
 		return nil, nil
 	}
-	minPer := max(s.lexMinPer, limit)
-	dicts, err := s.evalTags(ctx, lexDictScript, len(tags), func(i int) ([]string, []any) {
-		k := s.keys(tags[i].project)
-		args := []any{k.p, maxExpansions, minPer}
-		for _, q := range qs {
-			args = append(args, q)
-		}
-		return []string{k.terms(), k.stats()}, args
-	})
+	reads, err := s.planReads(ctx, tags, qs, max(s.lexMinPer, limit))
 	if err != nil {
-		return nil, s.wrap("lexical", err)
-	}
-	reads := make([]*lexRead, 0, len(tags))
-	for i, d := range dicts {
-		r, err := parseLexDict(tags[i], s.keys(tags[i].project), d)
-		if err != nil {
-			return nil, err
-		}
-		if r != nil {
-			r.plan(s.lexBudget, minPer)
-			reads = append(reads, r)
-		}
+		return nil, err
 	}
 	if len(reads) == 0 {
 		return nil, nil
@@ -174,6 +155,35 @@ func (s *Store) Lexical(ctx context.Context, terms []string, f memory.Filter, li
 		all = append(all, r.out...)
 	}
 	return topScored(all, limit), nil
+}
+
+// planReads is step 1 of Lexical: the dictionary script over the tags,
+// and each tag's posting reads planned (tags with nothing to read left
+// out).
+func (s *Store) planReads(ctx context.Context, tags []scopeTag, qs []string, minPer int) ([]*lexRead, error) {
+	dicts, err := s.evalTags(ctx, lexDictScript, len(tags), func(i int) ([]string, []any) {
+		k := s.keys(tags[i].project)
+		args := []any{k.p, maxExpansions, minPer}
+		for _, q := range qs {
+			args = append(args, q)
+		}
+		return []string{k.terms(), k.stats()}, args
+	})
+	if err != nil {
+		return nil, s.wrap("lexical", err)
+	}
+	reads := make([]*lexRead, 0, len(tags))
+	for i, d := range dicts {
+		r, err := parseLexDict(tags[i], s.keys(tags[i].project), d)
+		if err != nil {
+			return nil, err
+		}
+		if r != nil {
+			r.plan(s.lexBudget, minPer)
+			reads = append(reads, r)
+		}
+	}
+	return reads, nil
 }
 
 // lexRead is the lexical query of one scope tag on its way through the
