@@ -51,8 +51,8 @@ type Store struct {
 
 	briefs memory.BriefMemo // sessions whose briefing flag is known to be taken (BriefOnce)
 
-	// Vector sets whose last search returned fewer neighbours than asked
-	// (the whole set): searched on the server's main thread (see Vector).
+	// Vector sets whose last search returned all their elements, at most
+	// smallSet: searched on the server's main thread (see noteSetSize).
 	smallSets sync.Map // vector set key -> struct{}
 
 	lexBudget, lexMinPer int // postings a lexical query reads per project; at least per term

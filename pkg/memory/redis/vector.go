@@ -49,15 +49,15 @@ func (s *Store) Vector(ctx context.Context, model string, vec []float32, f memor
 	widest := int64(max(16*limit, 1000))
 	reads := make([]*vecRead, len(tags))
 	for i, t := range tags {
-		reads[i] = &vecRead{tag: t, keys: s.keys(t.project), count: int64(limit + limit/2 + 8)}
+		k := s.keys(t.project)
+		reads[i] = &vecRead{tag: t, keys: k, set: k.vectors(model), count: int64(limit + limit/2 + 8)}
 	}
 	var all []memory.Scored
 	for pending := reads; len(pending) > 0; {
 		pipe := s.c.Pipeline()
 		for _, r := range pending {
-			key := r.keys.vectors(model)
-			_, small := s.smallSets.Load(key)
-			r.sim = pipe.VSimWithArgsWithScores(ctx, key, blob,
+			_, small := s.smallSets.Load(r.set)
+			r.sim = pipe.VSimWithArgsWithScores(ctx, r.set, blob,
 				&goredis.VSimArgs{Count: r.count, EF: max(ef, r.count), NoThread: small})
 		}
 		// A missing vector set (no node of the project has a vector of
@@ -68,7 +68,7 @@ func (s *Store) Vector(ctx context.Context, model string, vec []float32, f memor
 		pipe = s.c.Pipeline()
 		for _, r := range pending {
 			r.res = r.sim.Val()
-			s.noteSetSize(r.keys.vectors(model), int64(len(r.res)) < r.count && len(r.res) <= smallSet)
+			s.noteSetSize(r.set, int64(len(r.res)) < r.count && len(r.res) <= smallSet)
 			if len(r.res) > 0 {
 				ids := make([]string, len(r.res))
 				for j, v := range r.res {
@@ -95,7 +95,7 @@ func (s *Store) Vector(ctx context.Context, model string, vec []float32, f memor
 			}
 		}
 		if len(filtered) > 0 {
-			out, err := s.vectorFiltered(ctx, model, blob, filtered, f, now.UnixNano(), limit, ef)
+			out, err := s.vectorFiltered(ctx, blob, filtered, f, now.UnixNano(), limit, ef)
 			if err != nil {
 				return nil, err
 			}
@@ -132,7 +132,8 @@ func (s *Store) noteSetSize(key string, small bool) {
 type vecRead struct {
 	tag   scopeTag
 	keys  keys
-	count int64 // neighbours asked
+	set   string // the vector set of the query's model
+	count int64  // neighbours asked
 	sim   *goredis.VectorScoreSliceCmd
 	res   []goredis.VectorScore
 	vis   *goredis.SliceCmd
@@ -162,11 +163,11 @@ func (r *vecRead) visible(f memory.Filter, now time.Time, limit int) []memory.Sc
 // vectorFiltered is the fallback for tags whose widest unfiltered search
 // found too few visible neighbours: VSIM with the filter expression over
 // the node attributes, allowed to visit the whole set.
-func (s *Store) vectorFiltered(ctx context.Context, model string, blob goredis.Vector, reads []*vecRead, f memory.Filter, nowNano int64, limit int, ef int64) ([]memory.Scored, error) {
+func (s *Store) vectorFiltered(ctx context.Context, blob goredis.Vector, reads []*vecRead, f memory.Filter, nowNano int64, limit int, ef int64) ([]memory.Scored, error) {
 	pipe := s.c.Pipeline()
 	cards := make([]*goredis.IntCmd, len(reads))
 	for i, r := range reads {
-		cards[i] = pipe.VCard(ctx, r.keys.vectors(model))
+		cards[i] = pipe.VCard(ctx, r.set)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, s.wrap("vector", err)
@@ -174,7 +175,7 @@ func (s *Store) vectorFiltered(ctx context.Context, model string, blob goredis.V
 	pipe = s.c.Pipeline()
 	sims := make([]*goredis.VectorScoreSliceCmd, len(reads))
 	for i, r := range reads {
-		sims[i] = pipe.VSimWithArgsWithScores(ctx, r.keys.vectors(model), blob, &goredis.VSimArgs{
+		sims[i] = pipe.VSimWithArgsWithScores(ctx, r.set, blob, &goredis.VSimArgs{
 			Count: int64(limit), EF: max(ef, int64(limit)), Filter: vectorFilter(f, r.tag.kind, nowNano),
 			FilterEF: max(int64(limit)*100, cards[i].Val())})
 	}
