@@ -101,9 +101,11 @@ func codeLike(tok string) bool {
 			return true
 		}
 	}
-	// A file extension: name.ext with a short alphanumeric extension that has a letter.
+	// A file extension: name.ext with a short alphanumeric extension that
+	// has a letter; not a dotted abbreviation of single letters ("e.g.",
+	// "i.e.", "U.S.").
 	t = strings.TrimRight(t, ".")
-	if dot := strings.LastIndexByte(t, '.'); dot > 0 && dot < len(t)-1 {
+	if dot := strings.LastIndexByte(t, '.'); dot > 0 && dot < len(t)-1 && !singleLetters(t) {
 		ext := t[dot+1:]
 		if len(ext) <= 5 && strings.IndexFunc(ext, func(r rune) bool { return !isAlnum(r) }) < 0 &&
 			strings.IndexFunc(ext, unicode.IsLetter) >= 0 {
@@ -114,6 +116,16 @@ func codeLike(tok string) bool {
 }
 
 func isAlnum(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
+
+// singleLetters reports whether every dot-separated part of t is one letter.
+func singleLetters(t string) bool {
+	for part := range strings.SplitSeq(t, ".") {
+		if r := []rune(part); len(r) != 1 || !unicode.IsLetter(r[0]) {
+			return false
+		}
+	}
+	return true
+}
 
 // RetrievalStore is what retrieval needs of a store.
 type RetrievalStore interface {
@@ -276,7 +288,7 @@ func Retrieve(ctx context.Context, st RetrievalStore, q Query) ([]Hit, error) {
 		hits[i] = Hit{Node: *r.n, ID: r.n.ID, Score: r.score, Fused: r.c.fused, Activation: r.c.activation, Prior: r.prior,
 			Lexical: r.c.lexRank, Vector: r.c.vecRank, Path: r.c.path, Graph: !r.c.direct, Foreign: r.foreign}
 	}
-	hits, err = settleContradictions(ctx, st, hits, hints)
+	hits, err = settleContradictions(ctx, st, hits, hints, q.Limit)
 	if err != nil {
 		return nil, err
 	}
@@ -564,10 +576,13 @@ func preciseCut(vec []Scored) []Scored {
 }
 
 // settleContradictions drops, for each contradicts edge with both ends in
-// hits, the loser: higher authority wins, then wider scope, then the later
-// update. With hints (ContradictionHints), only the edges of the hits that
+// the results (the first limit hits still standing), the loser: higher
+// authority wins, then wider scope, then the later update. A dropped loser
+// lets the next hit in, which may settle another pair, so it repeats until
+// nothing changes; a pair whose winner ranks below the results keeps its
+// loser. With hints (ContradictionHints), only the edges of the hits that
 // may contradict are read, and none when fewer than two may.
-func settleContradictions(ctx context.Context, st RetrievalStore, hits []Hit, hints map[string]bool) ([]Hit, error) {
+func settleContradictions(ctx context.Context, st RetrievalStore, hits []Hit, hints map[string]bool, limit int) ([]Hit, error) {
 	if len(hits) < 2 {
 		return hits, nil
 	}
@@ -588,30 +603,47 @@ func settleContradictions(ctx context.Context, st RetrievalStore, hits []Hit, hi
 	if err != nil {
 		return nil, fmt.Errorf("retrieve: contradictions: %w", err)
 	}
-	drop := map[string]bool{}
-	for _, h := range hits {
+	type pair struct{ winner, loser int }
+	var pairs []pair
+	for i, h := range hits {
 		for _, e := range edgesOf[h.ID] {
 			if e.Relation != Contradicts || !e.Live() || e.Src != h.ID {
 				continue
 			}
 			j, ok := idx[e.Dst]
-			if !ok {
+			if !ok || j == i {
 				continue
 			}
-			a, b := &hits[idx[e.Src]].Node, &hits[j].Node
-			if ContradictionWinner(a, b) == a {
-				drop[b.ID] = true
+			if ContradictionWinner(&hits[i].Node, &hits[j].Node) == &hits[i].Node {
+				pairs = append(pairs, pair{i, j})
 			} else {
-				drop[a.ID] = true
+				pairs = append(pairs, pair{j, i})
 			}
 		}
 	}
-	if len(drop) == 0 {
+	if len(pairs) == 0 {
 		return hits, nil
 	}
+	dropped := make([]bool, len(hits))
+	inResults := make([]bool, len(hits))
+	for changed := true; changed; {
+		changed = false
+		n := 0
+		for i := range hits {
+			inResults[i] = !dropped[i] && n < limit
+			if inResults[i] {
+				n++
+			}
+		}
+		for _, p := range pairs {
+			if inResults[p.winner] && inResults[p.loser] && !dropped[p.winner] && !dropped[p.loser] {
+				dropped[p.loser], changed = true, true
+			}
+		}
+	}
 	out := hits[:0]
-	for _, h := range hits {
-		if !drop[h.ID] {
+	for i, h := range hits {
+		if !dropped[i] {
 			out = append(out, h)
 		}
 	}

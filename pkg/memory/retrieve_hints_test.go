@@ -126,3 +126,52 @@ func TestContradictionHintsLimitTheEdgeRead(t *testing.T) {
 		})
 	}
 }
+
+// A contradiction is settled only when both of its ends are in the results
+// (the first Limit hits still standing): a loser whose winner ranks below
+// them stays, and a dropped loser lets the next hit in, which may settle
+// another pair.
+func TestContradictionsSettledWithinTheResults(t *testing.T) {
+	now := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	node := func(id string, by Authority) Node {
+		return Node{ID: id, ProjectID: "p", Scope: ScopeProject, Subkind: Observation, Confidence: 0.9,
+			AssertedBy: by, Weight: 1, UpdatedAt: now}
+	}
+	// Ranked a, b, c, d, e (the lexical channel's order, equal priors).
+	nodes := []Node{node("a", AssertedInferred), node("b", AssertedAssistant), node("c", AssertedAssistant),
+		node("d", AssertedUser), node("e", AssertedUser)}
+	contra := func(src, dst string) Edge {
+		return Edge{Src: src, Dst: dst, Relation: Contradicts, ValidFrom: now.Add(-time.Hour)}
+	}
+	cases := []struct {
+		name  string
+		limit int
+		edges []Edge
+		want  []string
+	}{
+		{"winner below the results: the loser stays", 2, []Edge{contra("a", "c")}, []string{"a", "b"}},
+		{"winner in the results: the loser goes", 3, []Edge{contra("a", "c")}, []string{"b", "c", "d"}},
+		{"both ends in the results", 2, []Edge{contra("b", "a")}, []string{"b", "c"}},
+		// c and d are both in the results once a (beaten by b) has made
+		// room for d, and d wins.
+		{"a drop brings the next pair in", 3, []Edge{contra("a", "b"), contra("c", "d")}, []string{"b", "d", "e"}},
+		{"a closed edge settles nothing", 2, []Edge{{Src: "b", Dst: "a", Relation: Contradicts,
+			ValidFrom: now.Add(-2 * time.Hour), ValidTo: now.Add(-time.Hour)}}, []string{"a", "b"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			st := &hintStore{nodes: nodes, edges: c.edges}
+			hits, err := Retrieve(context.Background(), st, Query{Text: "anything at all", Filter: Filter{ProjectID: "p"}, Now: now, Limit: c.limit})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, h := range hits {
+				got = append(got, h.ID)
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("hits %v, want %v", got, c.want)
+			}
+		})
+	}
+}

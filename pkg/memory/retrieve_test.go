@@ -20,6 +20,11 @@ func TestQueryProfile(t *testing.T) {
 		{"use snake_case names please ok now", ProfileProse}, // 1 of 6 = 0.17
 		{"version 1.2 is out", ProfileProse},                 // a number is not an extension
 		{"the end.", ProfileProse},                           // a trailing full stop is not an extension
+		{"e.g. caching, i.e. Redis", ProfileProse},           // dotted abbreviations are not file names
+		{"a.go b.go c.go and then", ProfileCode},             // 3 of 5 = 0.6: the code threshold itself
+		{"a.go b.go and then some", ProfileMixed},            // 2 of 5 = 0.4
+		{"a.go and then some more", ProfileMixed},            // 1 of 5 = 0.2: the mixed threshold itself
+		{"a.go and then some more words", ProfileProse},      // 1 of 6 = 0.17
 	}
 	for _, c := range cases {
 		if got := QueryProfile(c.q); got != c.want {
@@ -58,6 +63,12 @@ func TestPrior(t *testing.T) {
 	want := 1 + 0.15*math.Log(3) + 0.18*math.Log(4)
 	if got := Prior(&useful, now); math.Abs(got-want) > 1e-9 {
 		t.Errorf("useful prior = %v, want %v", got, want)
+	}
+	mixed := base
+	mixed.Useful, mixed.Unhelpful = 1, 3
+	want = 1 + 0.18*math.Log(2) - 0.1*math.Log(4)
+	if got := Prior(&mixed, now); math.Abs(got-want) > 1e-9 {
+		t.Errorf("1 useful, 3 unhelpful prior = %v, want %v", got, want)
 	}
 	bad := base
 	bad.Unhelpful = 1000

@@ -1,0 +1,162 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"testing"
+	"time"
+)
+
+// graphStore is a RetrievalStore over fixed nodes and edges: the lexical
+// channel answers lex in that order, the path channel the nodes attached
+// to any path it is asked about, the vector channel nothing.
+type graphStore struct {
+	hintStore
+	lex        []string
+	askedPaths []string
+}
+
+func (s *graphStore) Lexical(context.Context, []string, Filter, int) ([]Scored, error) {
+	out := make([]Scored, len(s.lex))
+	for i, id := range s.lex {
+		out[i] = Scored{ID: id, Score: float64(len(s.lex) - i)}
+	}
+	return out, nil
+}
+
+func (s *graphStore) ByPaths(_ context.Context, paths []string, _ Filter, _ int) ([]Scored, error) {
+	s.askedPaths = slices.Clone(paths)
+	var out []Scored
+	for _, n := range s.nodes {
+		for _, p := range n.Paths {
+			if slices.Contains(paths, p) {
+				out = append(out, Scored{ID: n.ID, Score: 1})
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// TestGraphExpansion pins the hop's rules: the top 6 direct hits seed it,
+// each with mass max(fused score, 1/120); a seed passes mass x 0.45 split
+// evenly over at most 24 eligible neighbours; a neighbour that is a direct
+// hit adds the mass to its score; graph-reached nodes score activation x
+// prior; anchor paths are the last 40.
+func TestGraphExpansion(t *testing.T) {
+	now := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	node := func(id string, paths ...string) Node { // prior 1
+		return Node{ID: id, ProjectID: "p", Scope: ScopeProject, Subkind: Observation, Confidence: 1,
+			AssertedBy: AssertedUser, Weight: 1, UpdatedAt: now, Paths: paths}
+	}
+	link := func(a, b string) Edge {
+		return Edge{Src: a, Dst: b, Relation: RelatesTo, Weight: 1, ValidFrom: now.Add(-time.Hour)}
+	}
+	lw, _ := QueryProfile("anything at all").Weights()
+	fused := func(rank int) float64 { return lw / (RRFK + float64(rank)) }
+	run := func(t *testing.T, st *graphStore, q Query) map[string]Hit {
+		t.Helper()
+		q.Filter, q.Now, q.Expand = Filter{ProjectID: "p"}, now, true
+		if q.Limit == 0 {
+			q.Limit = 100
+		}
+		hits, err := Retrieve(context.Background(), st, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]Hit{}
+		for _, h := range hits {
+			got[h.ID] = h
+		}
+		return got
+	}
+	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-12 }
+
+	t.Run("six seeds", func(t *testing.T) {
+		st := &graphStore{}
+		for i := 1; i <= 8; i++ {
+			d, n := fmt.Sprintf("d%d", i), fmt.Sprintf("n%d", i)
+			st.nodes = append(st.nodes, node(d), node(n))
+			st.edges = append(st.edges, link(d, n))
+			st.lex = append(st.lex, d)
+		}
+		got := run(t, st, Query{Text: "anything at all"})
+		for i := 1; i <= 8; i++ {
+			h, ok := got[fmt.Sprintf("n%d", i)]
+			if i > ExpansionSeeds {
+				if ok {
+					t.Errorf("n%d reached from the %dth hit, which is not a seed", i, i)
+				}
+				continue
+			}
+			if want := fused(i) * ExpansionDecay; !ok || !h.Graph || !near(h.Activation, want) || !near(h.Score, want) {
+				t.Errorf("n%d = %+v, want graph-reached with activation and score %v", i, h, want)
+			}
+		}
+	})
+	t.Run("at most 24 neighbours, mass split evenly", func(t *testing.T) {
+		st := &graphStore{lex: []string{"hub"}, hintStore: hintStore{nodes: []Node{node("hub")}}}
+		for i := range 30 {
+			id := fmt.Sprintf("m%02d", i)
+			st.nodes = append(st.nodes, node(id))
+			st.edges = append(st.edges, link("hub", id))
+		}
+		got := run(t, st, Query{Text: "anything at all"})
+		reached := 0
+		for id, h := range got {
+			if id == "hub" {
+				continue
+			}
+			reached++
+			if want := fused(1) * ExpansionDecay / ExpansionFanout; !near(h.Activation, want) {
+				t.Errorf("%s activation %v, want %v", id, h.Activation, want)
+			}
+		}
+		if reached != ExpansionFanout {
+			t.Errorf("%d neighbours reached, want %d", reached, ExpansionFanout)
+		}
+	})
+	t.Run("a direct hit adds the mass", func(t *testing.T) {
+		st := &graphStore{lex: []string{"a", "b"}, hintStore: hintStore{nodes: []Node{node("a"), node("b")},
+			edges: []Edge{link("a", "b")}}}
+		got := run(t, st, Query{Text: "anything at all"})
+		a, b := got["a"], got["b"]
+		if b.Graph || !near(b.Activation, fused(1)*ExpansionDecay) || !near(b.Score, fused(2)+fused(1)*ExpansionDecay) {
+			t.Errorf("b = %+v, want its fused score plus a's mass", b)
+		}
+		// Masses come from the direct scores, before any graph mass lands.
+		if !near(a.Activation, fused(2)*ExpansionDecay) || !near(a.Score, fused(1)+fused(2)*ExpansionDecay) {
+			t.Errorf("a = %+v, want its fused score plus b's mass", a)
+		}
+	})
+	t.Run("a path-only seed passes 1/120 of mass", func(t *testing.T) {
+		st := &graphStore{hintStore: hintStore{nodes: []Node{node("anchored", "web/app.ts"), node("linked")},
+			edges: []Edge{link("anchored", "linked")}}}
+		got := run(t, st, Query{Text: "ok", TextMin: 8, AnchorPaths: []string{"web/app.ts"}})
+		if h := got["anchored"]; !h.Path || !near(h.Activation, AnchorActivation) {
+			t.Errorf("anchored = %+v, want activation 1/120", h)
+		}
+		if h := got["linked"]; !h.Graph || !near(h.Activation, AnchorActivation*ExpansionDecay) {
+			t.Errorf("linked = %+v, want activation 0.45/120", h)
+		}
+	})
+	t.Run("the last 40 anchor paths", func(t *testing.T) {
+		var paths []string
+		for i := range 45 {
+			paths = append(paths, fmt.Sprintf("src/f%02d.go", i))
+		}
+		st := &graphStore{hintStore: hintStore{nodes: []Node{node("oldest", paths[4]), node("newest", paths[5])}}}
+		got := run(t, st, Query{Text: "ok", TextMin: 8, AnchorPaths: paths})
+		if !slices.Equal(st.askedPaths, paths[5:]) {
+			t.Errorf("paths asked %v, want the last %d", st.askedPaths, MaxAnchorPaths)
+		}
+		if _, ok := got["oldest"]; ok {
+			t.Errorf("a memory on the 41st most recent path was recalled")
+		}
+		if _, ok := got["newest"]; !ok {
+			t.Errorf("a memory on the 40th most recent path was not recalled")
+		}
+	})
+}
