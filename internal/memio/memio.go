@@ -59,6 +59,17 @@ type nodeLine struct {
 	memory.Node
 }
 
+// exportNode is a node line as Export writes it: the fields the format
+// names are written even when empty (memory.Node leaves an empty session id
+// and no paths out), so that a reader sees every node line with the same
+// keys.
+type exportNode struct {
+	Type string `json:"type"`
+	memory.Node
+	SessionID string   `json:"session_id"`
+	Paths     []string `json:"paths"`
+}
+
 type edgeLine struct {
 	Type string `json:"type"`
 	memory.Edge
@@ -208,7 +219,11 @@ func Export(ctx context.Context, st Store, w io.Writer) (Stats, error) {
 	var s Stats
 	err := st.Scan(ctx, func(n memory.Node) error {
 		s.Nodes++
-		return enc.Encode(nodeLine{Type: "node", Node: n})
+		line := exportNode{Type: "node", Node: n, SessionID: n.SessionID, Paths: n.Paths}
+		if line.Paths == nil {
+			line.Paths = []string{}
+		}
+		return enc.Encode(line)
 	}, func(e memory.Edge) error {
 		s.Edges++
 		return enc.Encode(edgeLine{Type: "edge", Edge: e})

@@ -3,6 +3,7 @@ package memio_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -60,6 +61,22 @@ func TestImportExportRoundTrip(t *testing.T) {
 		}
 		if out.Nodes != 3 || out.Edges != 1 {
 			t.Fatalf("export stats = %+v", out)
+		}
+		// Every node line has the format's fields, even empty ones.
+		for i, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(l), &m); err != nil {
+				t.Fatalf("export line %d: %v", i+1, err)
+			}
+			if m["type"] != "node" {
+				continue
+			}
+			for _, k := range []string{"id", "subkind", "scope", "project_id", "session_id", "label", "body", "confidence",
+				"asserted_by", "source", "reach", "pinned", "paths", "updated_at"} {
+				if _, ok := m[k]; !ok {
+					t.Errorf("export line %d lacks %q: %s", i+1, k, l)
+				}
+			}
 		}
 		// What was exported imports into an empty store unchanged.
 		st2 := b.Open(t)
