@@ -30,8 +30,8 @@ type Embedder interface {
 	Model() string
 }
 
-// Config holds the injector's constants. Zero values take the defaults
-// (see Defaults); Validate reports every problem.
+// Config holds the injector's constants. Start from Defaults (the issue's
+// values); Validate reports every problem.
 type Config struct {
 	MinConfidence    float64       // hits under it are dropped (0.3)
 	Hits             int           // hits asked of the ranker (24)
@@ -66,8 +66,9 @@ func (c Config) Validate() error {
 	if c.Hits < 1 {
 		bad("inject: hits %d must be at least 1", c.Hits)
 	}
-	if c.MaxStanding < 0 {
-		bad("inject: max standing %d is negative", c.MaxStanding)
+	if c.MaxStanding < 1 {
+		// The stores read a limit under 1 as "no limit".
+		bad("inject: max standing %d must be at least 1", c.MaxStanding)
 	}
 	if c.LineChars < 20 {
 		bad("inject: line chars %d must be at least 20", c.LineChars)
@@ -436,19 +437,25 @@ func selectRecalled(hits []memory.Hit, standing map[string]bool, cfg Config) []m
 	return kept
 }
 
-// lineText is the label plus the first line of the body, whitespace
-// collapsed, cut to the line length, then neutralised.
+// lineText is the label plus the first line of the body (the body's line
+// alone when there is no label), whitespace collapsed, cut to the line
+// length, then neutralised. It is neutralised before the cut as well: an
+// override phrase that straddles the cut would otherwise leave its first
+// words behind ("ignore all previous instr…").
 func (i *Injector) lineText(n *memory.Node) string {
-	text := n.Label
-	if first, _, _ := strings.Cut(strings.TrimSpace(n.Body), "\n"); first != "" && !strings.EqualFold(strings.TrimSpace(first), strings.TrimSpace(n.Label)) {
-		text += ": " + first
+	text := strings.TrimSpace(n.Label)
+	if first, _, _ := strings.Cut(strings.TrimSpace(n.Body), "\n"); first != "" && !strings.EqualFold(strings.TrimSpace(first), text) {
+		if text != "" {
+			text += ": "
+		}
+		text += first
 	}
-	text = strings.Join(strings.Fields(text), " ")
+	text = memory.Neutralise(text) // also collapses whitespace
 	if utf8.RuneCountInString(text) > i.cfg.LineChars {
 		r := []rune(text)
-		text = strings.TrimSpace(string(r[:i.cfg.LineChars-1])) + "…"
+		text = memory.Neutralise(strings.TrimSpace(string(r[:i.cfg.LineChars-1])) + "…")
 	}
-	return memory.Neutralise(text)
+	return text
 }
 
 // provenance says where a memory comes from and how far to trust it.

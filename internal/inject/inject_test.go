@@ -379,8 +379,15 @@ func TestDryRunLeavesTheSessionAlone(t *testing.T) {
 // and that counts live checks.
 type flaky struct {
 	memory.Store
-	failLexical, failLive bool
-	liveChecks            atomic.Int32
+	failLexical, failLive, failStanding bool
+	liveChecks                          atomic.Int32
+}
+
+func (s *flaky) StandingInstructions(ctx context.Context, project string, limit int) ([]memory.Node, error) {
+	if s.failStanding {
+		return nil, errFlaky
+	}
+	return s.Store.StandingInstructions(ctx, project, limit)
 }
 
 var errFlaky = errors.New("flaky store: failing on purpose")
@@ -469,6 +476,58 @@ func TestLiveCheckOnlyWithoutLines(t *testing.T) {
 			if tc.block && !slices.Contains(blk.IDs, deploy.ID) {
 				t.Errorf("%s: ids %v, want %s", tc.name, blk.IDs, deploy.ID)
 			}
+		}
+	})
+}
+
+// TestStandingSelection: at most MaxStanding standing instructions, and a
+// failed selection is a problem of the block, not of the turn: recall
+// still runs.
+func TestStandingSelection(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		f := newFixture(t, b, nil)
+		for _, rule := range []string{"Never use the rm tool", "Answer in Indonesian", "Use pnpm, never npm",
+			"Keep commits small", "No force pushes", "Write tests first", "Prefer tabs", "Ask before deleting files"} {
+			f.add(memory.Node{Subkind: memory.Preference, Label: rule, AssertedBy: memory.AssertedUser, Source: memory.SourceUser})
+		}
+		deploy := f.add(memory.Node{Subkind: memory.Decision, Label: "Deploys to production run through make release"})
+		blk := f.build("s1", "t1", "how do we deploy to production?")
+		if len(blk.Standing) != 6 {
+			t.Errorf("%d standing instructions, want at most 6:\n%s", len(blk.Standing), blk.Text)
+		}
+		if !slices.Contains(lineIDs(blk.Recalled), deploy.ID) {
+			t.Fatalf("recalled %v, want the deploy decision", lineIDs(blk.Recalled))
+		}
+
+		st := &flaky{Store: f.st, failStanding: true}
+		inj, err := inject.New(st, f.emb, inject.Defaults(), inject.WithClock(f.clock.Now))
+		if err != nil {
+			t.Fatal(err)
+		}
+		blk, err = inj.Build(f.ctx, inject.Request{Project: "p1", Session: "s1", Turn: "t2", Text: "how do we deploy to production?"})
+		if err != nil {
+			t.Fatalf("a failed standing selection failed the turn: %v", err)
+		}
+		if len(blk.Standing) != 0 || !slices.Contains(lineIDs(blk.Recalled), deploy.ID) {
+			t.Errorf("standing %v recalled %v: want no standing lines and the deploy decision", lineIDs(blk.Standing), lineIDs(blk.Recalled))
+		}
+		if len(blk.Problems) != 1 || !errors.Is(blk.Problems[0], errFlaky) {
+			t.Errorf("problems %v, want the failed standing selection", blk.Problems)
+		}
+	})
+}
+
+// TestMinQueryChars: the text channels run for a question of at least 8
+// characters, whatever its words.
+func TestMinQueryChars(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		f := newFixture(t, b, nil)
+		deploy := f.add(memory.Node{Subkind: memory.Decision, Label: "Deploys to production run through make release"})
+		if blk := f.build("s1", "t1", "deploys"); len(blk.Recalled) != 0 { // 7 characters
+			t.Errorf("a 7-character question recalled %v", lineIDs(blk.Recalled))
+		}
+		if blk := f.build("s1", "t2", "deploys?"); !slices.Contains(lineIDs(blk.Recalled), deploy.ID) { // 8
+			t.Errorf("an 8-character question recalled %v, want the deploy decision", lineIDs(blk.Recalled))
 		}
 	})
 }
