@@ -83,7 +83,7 @@ func injectCmd(ctx context.Context, stdout io.Writer, args []string) error {
 		return err
 	}
 	if asJSON {
-		return writeJSON(stdout, map[string]any{"block": got.Block, "ids": got.NodeIDs, "event_id": got.EventID})
+		return writeJSON(stdout, map[string]any{"block": got.Block, "ids": got.NodeIDs, "scores": got.Scores, "event_id": got.EventID})
 	}
 	if got.Block == "" {
 		out(stdout, "(no block: nothing to inject for this turn)\n")
@@ -116,7 +116,7 @@ func injectDirect(ctx context.Context, stdout io.Writer, cfg config.Config, req 
 		for i, p := range b.Problems {
 			problems[i] = p.Error()
 		}
-		return writeJSON(stdout, map[string]any{"block": b.Text, "ids": b.IDs, "standing": b.Standing,
+		return writeJSON(stdout, map[string]any{"block": b.Text, "ids": b.IDs, "scores": b.Scores(), "standing": b.Standing,
 			"recalled": b.Recalled, "skipped": b.Skipped, "problems": problems, "tokens": b.Tokens()})
 	}
 	for _, p := range b.Problems {

@@ -78,4 +78,26 @@ func TestMemoryImportExportInject(t *testing.T) {
 	if code := run([]string{"memory", "import", bad}, &out, &errOut); code == 0 || !strings.Contains(errOut.String(), "line 2") {
 		t.Errorf("bad import: exit %d: %s", code, errOut.String())
 	}
+
+	// The same question through a running serve: the injector answers over
+	// the bus, and -json carries the ids with their scores.
+	if testing.Short() {
+		return
+	}
+	bin := buildEngram(t)
+	s := startServe(t, bin, dir, nil)
+	got := s.engram(t, bin, "inject", "-json", "-project", "acme", "-session", "s1", "how do deploys run?")
+	var served struct {
+		Block   string    `json:"block"`
+		IDs     []string  `json:"ids"`
+		Scores  []float64 `json:"scores"`
+		EventID string    `json:"event_id"`
+	}
+	if err := json.Unmarshal([]byte(got), &served); err != nil {
+		t.Fatalf("inject -json via serve: %v\n%s", err, got)
+	}
+	if len(served.IDs) < 2 || served.IDs[0] != "rule1" || served.IDs[1] != "dec1" || len(served.Scores) != len(served.IDs) ||
+		served.Scores[0] != 0 || served.Scores[1] <= 0 || served.EventID == "" || !strings.Contains(served.Block, "make release") {
+		t.Errorf("inject -json via serve: %s", got)
+	}
 }

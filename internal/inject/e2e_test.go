@@ -3,6 +3,7 @@ package inject_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -67,6 +68,11 @@ func TestThroughJetStream(t *testing.T) {
 		if len(got.NodeIDs) < 2 || got.NodeIDs[0] != rule.ID || got.NodeIDs[1] != deploy.ID {
 			t.Errorf("node ids = %v, want rule then decision", got.NodeIDs)
 		}
+		// Scores index for index: the standing rule is selected (0), the
+		// recalled decision ranked (> 0).
+		if len(got.Scores) != len(got.NodeIDs) || len(got.Scores) < 2 || got.Scores[0] != 0 || got.Scores[1] <= 0 {
+			t.Errorf("scores = %v for ids %v, want 0 then a positive score", got.Scores, got.NodeIDs)
+		}
 
 		// injection_ready is on ENGRAM_OUT too.
 		out, err := js.OrderedConsumer(ctx, topo.Out.Name, jetstream.OrderedConsumerConfig{
@@ -83,7 +89,7 @@ func TestThroughJetStream(t *testing.T) {
 			t.Fatal(err)
 		}
 		ready, err := events.PayloadAs[events.InjectionReady](ev)
-		if err != nil || ready.InReplyTo != got.EventID || ready.Block != got.Block {
+		if err != nil || ready.InReplyTo != got.EventID || ready.Block != got.Block || !slices.Equal(ready.Scores, got.Scores) {
 			t.Errorf("injection_ready = %+v (%v), want the block of %s", ready, err, got.EventID)
 		}
 

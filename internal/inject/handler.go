@@ -72,7 +72,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
 	for _, p := range block.Problems {
 		h.log.Warn("injection degraded", zap.String("event_id", ev.ID), zap.String("project", ev.ProjectID), zap.Error(p))
 	}
-	out := events.New(ev.Ref(), events.InjectionReady{InReplyTo: ev.ID, Block: block.Text, NodeIDs: block.IDs})
+	out := events.New(ev.Ref(), events.InjectionReady{InReplyTo: ev.ID, Block: block.Text, NodeIDs: block.IDs, Scores: block.Scores()})
 	// One answer per turn_started: a redelivery after a publish that did
 	// land is dropped by the stream's duplicate window.
 	out.ID = readyID(ev.ID)

@@ -128,6 +128,24 @@ type Block struct {
 	Problems []error `json:"-"`
 }
 
+// Scores are the scores of IDs, index for index: 0 for a standing
+// instruction (selected, not ranked), the retrieval score for a recalled
+// memory. Nil when the block carries nothing.
+func (b Block) Scores() []float64 {
+	if len(b.IDs) == 0 {
+		return nil
+	}
+	score := make(map[string]float64, len(b.Recalled))
+	for _, l := range b.Recalled {
+		score[l.ID] = l.Score
+	}
+	out := make([]float64, len(b.IDs))
+	for i, id := range b.IDs {
+		out[i] = score[id]
+	}
+	return out
+}
+
 // Tokens estimates the block's size in tokens (characters / 4).
 func (b Block) Tokens() int { return (utf8.RuneCountInString(b.Text) + 3) / 4 }
 

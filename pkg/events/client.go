@@ -255,9 +255,10 @@ func (c *Client) Respond(replyTo string, e Envelope) error {
 
 // Injection is the memory block for a turn.
 type Injection struct {
-	EventID string   // the id of the turn_started event that asked
-	Block   string   // text to prepend to the prompt; may be empty
-	NodeIDs []string // the memories in the block
+	EventID string    // the id of the turn_started event that asked
+	Block   string    // text to prepend to the prompt; may be empty
+	NodeIDs []string  // the memories in the block
+	Scores  []float64 // their retrieval scores (0 for standing instructions); may be empty
 }
 
 // Inject publishes turn_started for the turn with a unique reply subject and
@@ -301,7 +302,7 @@ func (c *Client) Inject(ctx context.Context, ref Ref, p TurnStarted) (Injection,
 		if !ok || ir.InReplyTo != e.ID {
 			continue
 		}
-		return Injection{EventID: e.ID, Block: ir.Block, NodeIDs: ir.NodeIDs}, nil
+		return Injection{EventID: e.ID, Block: ir.Block, NodeIDs: ir.NodeIDs, Scores: ir.Scores}, nil
 	}
 }
 

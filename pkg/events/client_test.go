@@ -160,7 +160,7 @@ func startInjector(t testing.TB, js jetstream.JetStream, c *events.Client, block
 		p, _ := events.PayloadAs[events.TurnStarted](e)
 		stray := events.New(e.Ref(), events.InjectionReady{InReplyTo: "someone-else", Block: "wrong"})
 		_ = c.Respond(p.ReplyTo, stray)
-		_ = c.Respond(p.ReplyTo, events.New(e.Ref(), events.InjectionReady{InReplyTo: e.ID, Block: blockFor(p), NodeIDs: []string{"n1"}}))
+		_ = c.Respond(p.ReplyTo, events.New(e.Ref(), events.InjectionReady{InReplyTo: e.ID, Block: blockFor(p), NodeIDs: []string{"n1"}, Scores: []float64{0.5}}))
 		_ = m.Ack()
 	})
 	if err != nil {
@@ -176,7 +176,7 @@ func TestInjectGetsTheBlock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if inj.Block != "<memory>deploy with make deploy</memory>" || len(inj.NodeIDs) != 1 || inj.EventID == "" {
+	if inj.Block != "<memory>deploy with make deploy</memory>" || len(inj.NodeIDs) != 1 || len(inj.Scores) != 1 || inj.Scores[0] != 0.5 || inj.EventID == "" {
 		t.Fatalf("injection %+v", inj)
 	}
 }

@@ -35,7 +35,7 @@
 //
 // Output types (Engram -> platforms):
 //
-//	injection_ready     InjectionReady     in_reply_to* (the turn_started id), block, node_ids
+//	injection_ready     InjectionReady     in_reply_to* (the turn_started id), block, node_ids, scores
 //	memory_changed      MemoryChanged      changes* [{id*, kind*}], cause
 //	consolidation_done  ConsolidationDone  up_to, steps, changed, reason
 //	compaction_done     CompactionDone     stack_id, up_to, tokens_before, tokens_after

@@ -180,8 +180,13 @@ type InjectionReady struct {
 	InReplyTo string `json:"in_reply_to"`
 	// Block is the text to prepend to the turn's prompt; empty: nothing to add.
 	Block string `json:"block"`
-	// NodeIDs are the memories the block carries.
+	// NodeIDs are the memories the block carries: standing instructions
+	// first, then recalled context.
 	NodeIDs []string `json:"node_ids,omitempty"`
+	// Scores are the retrieval scores of NodeIDs, index for index (0 for a
+	// standing instruction: selected, not ranked). Empty, or as long as
+	// NodeIDs.
+	Scores []float64 `json:"scores,omitempty"`
 }
 
 // EventType implements Payload.
@@ -189,6 +194,9 @@ func (InjectionReady) EventType() Type { return TypeInjectionReady }
 
 func (r InjectionReady) validate(p *problems) {
 	p.id("in_reply_to", r.InReplyTo, true)
+	if len(r.Scores) > 0 && len(r.Scores) != len(r.NodeIDs) {
+		p.add("scores", fmt.Sprintf("%d scores for %d node ids", len(r.Scores), len(r.NodeIDs)))
+	}
 }
 
 // ChangeKind says what happened to a memory.
