@@ -33,6 +33,7 @@ const (
 	PreciseSD         = 1.0
 
 	contradictionSpare = 8
+	rescoreDepth       = 20                  // leading lexical candidates scored for the vector channel when it missed them
 	expansionSample    = 4 * ExpansionFanout // edges of one seed considered
 )
 
@@ -147,6 +148,17 @@ type ContradictionHints interface {
 	MayContradict(ctx context.Context, ids []string) (map[string]bool, error)
 }
 
+// VectorScorer is an optional capability of a RetrievalStore: the cosine
+// similarity of a query vector to the stored vectors of given nodes. With
+// it, Retrieve scores the lexical channel's candidates that the vector
+// channel did not return and ranks them in that channel by their cosine
+// (see rescoreLexical).
+type VectorScorer interface {
+	// VectorScores returns the cosine similarity of vec to the vector of
+	// model of each of ids (in any order); an id without one is left out.
+	VectorScores(ctx context.Context, model string, vec []float32, ids []string) ([]Scored, error)
+}
+
 // Query is one hybrid retrieval.
 type Query struct {
 	Text   string    // the words of the question; channels run only when TextMin is reached
@@ -199,6 +211,18 @@ func Retrieve(ctx context.Context, st RetrievalStore, q Query) ([]Hit, error) {
 	lex, vec, byPath, err := runChannels(ctx, st, q)
 	if err != nil {
 		return nil, err
+	}
+	var cut float64 // precise mode: the vector channel's cut, from the search's own sample
+	if q.Precise {
+		cut = preciseThreshold(vec)
+	}
+	if vs, ok := st.(VectorScorer); ok && len(lex) > 0 && len(q.Vector) > 0 {
+		if vec, err = rescoreLexical(ctx, vs, q, lex, vec); err != nil {
+			return nil, err
+		}
+	}
+	if cut > 0 {
+		vec = atLeast(vec, cut)
 	}
 	// Sized for the direct candidates; graph neighbours may add a few.
 	direct := len(lex) + len(vec) + len(byPath)
@@ -394,8 +418,6 @@ func runChannels(ctx context.Context, st RetrievalStore, q Query) (lex, vec, byP
 				vec, errs[1] = st.Vector(ctx, q.Model, q.Vector, q.Filter, ChannelDepth)
 				if errs[1] != nil {
 					errs[1] = fmt.Errorf("retrieve: vector channel: %w", errs[1])
-				} else if q.Precise {
-					vec = preciseCut(vec)
 				}
 			})
 		}
@@ -553,9 +575,13 @@ func Prior(n *Node, now time.Time) float64 {
 
 // preciseCut keeps the vector candidates scoring at least max(mean + 1 sd,
 // 0.35) when there are enough samples to trust the statistics.
-func preciseCut(vec []Scored) []Scored {
+func preciseCut(vec []Scored) []Scored { return atLeast(vec, preciseThreshold(vec)) }
+
+// preciseThreshold is max(mean + 1 sd, 0.35) of the scores, or 0 (no cut)
+// under PreciseMinSamples of them.
+func preciseThreshold(vec []Scored) float64 {
 	if len(vec) < PreciseMinSamples {
-		return vec
+		return 0
 	}
 	var sum, sq float64
 	for _, s := range vec {
@@ -565,7 +591,14 @@ func preciseCut(vec []Scored) []Scored {
 	for _, s := range vec {
 		sq += (s.Score - mean) * (s.Score - mean)
 	}
-	cut := math.Max(mean+PreciseSD*math.Sqrt(sq/float64(len(vec))), PreciseFloor)
+	return math.Max(mean+PreciseSD*math.Sqrt(sq/float64(len(vec))), PreciseFloor)
+}
+
+// atLeast keeps the candidates scoring at least cut (all when cut <= 0).
+func atLeast(vec []Scored, cut float64) []Scored {
+	if cut <= 0 {
+		return vec
+	}
 	out := vec[:0:0]
 	for _, s := range vec {
 		if s.Score >= cut {
@@ -573,6 +606,49 @@ func preciseCut(vec []Scored) []Scored {
 		}
 	}
 	return out
+}
+
+// rescoreLexical adds to the vector channel the leading lexical candidates
+// (rescoreDepth) it did not return, with their exact cosine, and keeps the
+// best ChannelDepth by cosine. The vector search is approximate and misses neighbours: on the
+// hashing embedder's vectors, which have no neighbourhood structure, even
+// the nearest one (a memory at cosine 0.44 left out of a top 60 that ended
+// at 0.20, on the injector benchmark's corpus), and the memory a question
+// names by its words is the one whose miss costs most. The channel stays
+// what it was meant to be, the nearest of what was found, ranked by cosine;
+// the exact search would find the added ones too.
+func rescoreLexical(ctx context.Context, vs VectorScorer, q Query, lex, vec []Scored) ([]Scored, error) {
+	have := make(map[string]bool, len(vec))
+	for _, s := range vec {
+		have[s.ID] = true
+	}
+	missing := make([]string, 0, min(len(lex), rescoreDepth))
+	for _, s := range lex[:min(len(lex), rescoreDepth)] {
+		if !have[s.ID] {
+			missing = append(missing, s.ID)
+		}
+	}
+	if len(missing) == 0 {
+		return vec, nil
+	}
+	scores, err := vs.VectorScores(ctx, q.Model, q.Vector, missing)
+	if err != nil {
+		return nil, fmt.Errorf("retrieve: vector scores: %w", err)
+	}
+	out := slices.Clip(vec)
+	for _, s := range scores {
+		if s.Score > 0 && !have[s.ID] { // the channel returns positive cosines only
+			have[s.ID] = true
+			out = append(out, s)
+		}
+	}
+	if len(out) == len(vec) {
+		return vec, nil
+	}
+	slices.SortStableFunc(out, func(a, b Scored) int {
+		return cmp.Or(cmp.Compare(b.Score, a.Score), strings.Compare(a.ID, b.ID))
+	})
+	return out[:min(len(out), ChannelDepth)], nil
 }
 
 // settleContradictions drops, for each contradicts edge with both ends in

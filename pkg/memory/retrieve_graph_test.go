@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"testing"
@@ -159,4 +160,106 @@ func TestGraphExpansion(t *testing.T) {
 			t.Errorf("a memory on the 40th most recent path was not recalled")
 		}
 	})
+}
+
+// scorerStore is a graphStore whose vector channel answers vec (an
+// approximate search that missed some nodes) and which scores any node
+// exactly from cos.
+type scorerStore struct {
+	graphStore
+	vec    []Scored
+	cos    map[string]float64
+	scored []string // the ids VectorScores was asked about
+}
+
+func (s *scorerStore) Vector(context.Context, string, []float32, Filter, int) ([]Scored, error) {
+	return slices.Clone(s.vec), nil
+}
+
+func (s *scorerStore) VectorScores(_ context.Context, _ string, _ []float32, ids []string) ([]Scored, error) {
+	s.scored = append(s.scored, ids...)
+	var out []Scored
+	for _, id := range ids {
+		if c, ok := s.cos[id]; ok {
+			out = append(out, Scored{ID: id, Score: c})
+		}
+	}
+	return out, nil
+}
+
+// TestLexicalCandidatesRescored: the lexical candidates the vector search
+// missed are scored exactly and ranked in the vector channel by cosine; a
+// negative cosine stays out, as the channel returns positive ones only; the
+// precise cut comes from the search's own sample.
+func TestLexicalCandidatesRescored(t *testing.T) {
+	now := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	node := func(id string) Node {
+		return Node{ID: id, ProjectID: "p", Scope: ScopeProject, Subkind: Observation, Confidence: 1,
+			AssertedBy: AssertedUser, Weight: 1, UpdatedAt: now}
+	}
+	mk := func() *scorerStore {
+		st := &scorerStore{cos: map[string]float64{"lexA": 0.9, "lexB": 0.15, "lexC": -0.2, "v1": 0.5, "v2": 0.3}}
+		st.nodes = []Node{node("lexA"), node("lexB"), node("lexC"), node("v1"), node("v2")}
+		st.lex = []string{"lexA", "lexB", "lexC", "v2"}
+		st.vec = []Scored{{ID: "v1", Score: 0.5}, {ID: "v2", Score: 0.3}}
+		return st
+	}
+	q := Query{Text: "anything at all", Vector: []float32{1}, Model: "m", Filter: Filter{ProjectID: "p"}, Now: now}
+	st := mk()
+	hits, err := Retrieve(context.Background(), st, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := slices.Sorted(slices.Values(st.scored)); !slices.Equal(got, []string{"lexA", "lexB", "lexC"}) {
+		t.Errorf("scored %v, want the lexical candidates the vector channel missed", got)
+	}
+	vecRank := map[string]int{}
+	for _, h := range hits {
+		vecRank[h.ID] = h.Vector
+	}
+	if want := map[string]int{"lexA": 1, "v1": 2, "v2": 3, "lexB": 4, "lexC": 0}; !maps.Equal(vecRank, want) {
+		t.Errorf("vector ranks %v, want %v", vecRank, want)
+	}
+
+	// Only the leading lexical candidates are scored.
+	st = mk()
+	st.lex = nil
+	for i := range 25 {
+		id := fmt.Sprintf("l%02d", i)
+		st.nodes = append(st.nodes, node(id))
+		st.lex = append(st.lex, id)
+	}
+	if _, err := Retrieve(context.Background(), st, q); err != nil {
+		t.Fatal(err)
+	}
+	if got := slices.Sorted(slices.Values(st.scored)); !slices.Equal(got, st.lex[:rescoreDepth]) {
+		t.Errorf("scored %v, want the first %d lexical candidates", got, rescoreDepth)
+	}
+
+	// Precise: the cut is max(mean + 1 sd, 0.35) of the search's sample
+	// (eight answers, cut 0.39; over the rescored channel it would be 0.56
+	// and drop v1), applied to the rescored channel.
+	st = mk()
+	st.vec = nil
+	for i, s := range []float64{0.5, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3} {
+		id := fmt.Sprintf("v%d", i+1)
+		st.vec = append(st.vec, Scored{ID: id, Score: s})
+		if i > 1 {
+			st.nodes = append(st.nodes, node(id))
+		}
+	}
+	q.Precise = true
+	hits, err = Retrieve(context.Background(), st, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vecRank = map[string]int{}
+	for _, h := range hits {
+		if h.Vector > 0 {
+			vecRank[h.ID] = h.Vector
+		}
+	}
+	if want := map[string]int{"lexA": 1, "v1": 2}; !maps.Equal(vecRank, want) {
+		t.Errorf("precise vector ranks %v, want %v", vecRank, want)
+	}
 }

@@ -12,6 +12,7 @@ var channelTests = []subtest{
 	{"Lexical/Ranking", testLexicalRanking},
 	{"Lexical/Fields", testLexicalFields},
 	{"Vector/Ranking", testVectorRanking},
+	{"Vector/Scores", testVectorScores},
 	{"ByPaths/Ranking", testByPaths},
 	{"Filter", testFilterMatrix},
 }
@@ -148,6 +149,47 @@ func testVectorRanking(e *env) {
 	sc, err = e.s.Vector(e.ctx, "m", vec(1, 0, 0), f, 10)
 	e.ok(err, "Vector")
 	e.sameList("after re-embedding", ids(sc), []string{v2, v3})
+}
+
+// testVectorScores: memory.VectorScorer, which every backend implements,
+// scores given nodes exactly (to within 0.01: quantized vectors), in any
+// project, and leaves out nodes without a vector of the model.
+func testVectorScores(e *env) {
+	vs, ok := e.s.(memory.VectorScorer)
+	if !ok {
+		e.t.Fatal("the store does not implement memory.VectorScorer")
+	}
+	mk := func(project, label string, v []float32, model string) string {
+		n := e.upsert(node(project, memory.Observation, label))
+		if v != nil {
+			e.ok(e.s.SetEmbedding(e.ctx, n.ID, model, v), "SetEmbedding")
+		}
+		return n.ID
+	}
+	a := mk("p", "a", vec(1, 0, 0), "m")
+	b := mk("p", "b", vec(0.5, 0.8, 0), "m")
+	c := mk("p", "c", vec(-1, 0.2, 0), "m") // negative cosines are scores too
+	d := mk("q", "d", vec(0, 0, 2), "m")    // another project
+	none := mk("p", "no vector", nil, "")
+	other := mk("p", "other model", vec(1, 0, 0), "m2")
+	got, err := vs.VectorScores(e.ctx, "m", vec(2, 0, 0.5), []string{a, b, c, d, none, other, "no-such-node"})
+	e.ok(err, "VectorScores")
+	qn := math.Sqrt(4.25)
+	want := map[string]float64{a: 2 / qn, b: 1 / math.Sqrt(0.89) / qn, c: -2 / math.Sqrt(1.04) / qn, d: 0.5 / qn}
+	if len(got) != len(want) {
+		e.t.Fatalf("scores %v, want %d (nodes without a vector of the model left out)", got, len(want))
+	}
+	for _, s := range got {
+		w, ok := want[s.ID]
+		if !ok || !near(s.Score, w, 0.01) {
+			e.t.Fatalf("score of %s = %v, want %v", s.ID, s.Score, w)
+		}
+	}
+	got, err = vs.VectorScores(e.ctx, "unknown-model", vec(1, 0, 0), []string{a})
+	e.ok(err, "VectorScores unknown model")
+	if len(got) != 0 {
+		e.t.Fatalf("unknown model: %v", got)
+	}
 }
 
 func testByPaths(e *env) {

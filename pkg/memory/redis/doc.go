@@ -113,6 +113,10 @@
 // memory.Visible in Go. TestServerFiltersMatchVisible checks the channels'
 // filtering against memory.Visible over random filters;
 // TestVectorWidensAndFallsBack reaches the FILTER fallback.
+// VectorScores (memory.VectorScorer: the lexical candidates the vector
+// search missed) reads each element's stored vector with one pipelined VEMB
+// RAW per id and computes the cosine here, on the codes for a Q8 set, as
+// VSIM does (TestVectorScoresEachQuantization covers Q8, float32 and bin).
 //
 // # Measured
 //

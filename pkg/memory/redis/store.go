@@ -59,7 +59,10 @@ type Store struct {
 	closeCli             bool
 }
 
-var _ memory.Store = (*Store)(nil)
+var (
+	_ memory.Store        = (*Store)(nil)
+	_ memory.VectorScorer = (*Store)(nil)
+)
 
 // Option configures a Store.
 type Option func(*Store) error

@@ -2,7 +2,9 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -198,4 +200,113 @@ func (s *Store) vectorErr(err error) error {
 		return fmt.Errorf("%w: %v", memory.ErrInvalid, err)
 	}
 	return s.wrap("vector", err)
+}
+
+// VectorScores implements memory.VectorScorer: one VEMB RAW per id (one
+// pipeline), each element's stored vector as the set keeps it (int8 codes,
+// float32 or bits: the cosine of a Q8 set is that of its codes, as VSIM's),
+// the cosine computed here.
+func (s *Store) VectorScores(ctx context.Context, model string, vec []float32, ids []string) ([]memory.Scored, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	if model == "" || len(vec) == 0 {
+		return nil, fmt.Errorf("%w: vector scores need a model and a vector", memory.ErrInvalid)
+	}
+	if !finiteVec(vec) {
+		return nil, fmt.Errorf("%w: the query vector holds a value that is not a finite number", memory.ErrInvalid)
+	}
+	projects, err := s.projectsOf(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	pipe := s.c.Pipeline()
+	cmds := make([]*goredis.SliceCmd, len(ids))
+	for i, id := range ids {
+		if p, ok := projects[id]; ok {
+			cmds[i] = pipe.VEmb(ctx, s.keys(p).vectors(model), id, true)
+		}
+	}
+	// A node without a vector of the model (or of a project without that
+	// set) answers nil.
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
+		return nil, s.wrap("vector scores", err)
+	}
+	var qn float64
+	for _, x := range vec {
+		qn += float64(x) * float64(x)
+	}
+	if qn == 0 {
+		return nil, nil
+	}
+	qn = math.Sqrt(qn)
+	out := make([]memory.Scored, 0, len(ids))
+	for i, c := range cmds {
+		if c == nil {
+			continue
+		}
+		raw, err := c.Result()
+		if errors.Is(err, goredis.Nil) || (err == nil && len(raw) < 2) {
+			continue
+		}
+		if err != nil {
+			return nil, s.wrap("vector scores", err)
+		}
+		kind, _ := raw[0].(string)
+		blob, _ := raw[1].(string)
+		cos, err := rawCosine(kind, blob, vec)
+		if err != nil {
+			return nil, fmt.Errorf("%w: vector of %s: %w", memory.ErrInvalid, ids[i], err)
+		}
+		out = append(out, memory.Scored{ID: ids[i], Score: cos / qn})
+	}
+	return out, nil
+}
+
+// rawCosine is q . x / |x| for the stored vector x of a VEMB RAW reply
+// (the caller divides by |q|): kind int8 (codes), f32 (little-endian
+// floats) or bin (one bit per dimension, least significant first, set for a
+// positive component).
+func rawCosine(kind, blob string, q []float32) (float64, error) {
+	var dot, xn float64
+	switch kind {
+	case "int8":
+		if len(blob) != len(q) {
+			return 0, fmt.Errorf("%d stored dimensions, the query has %d", len(blob), len(q))
+		}
+		for i, x := range q {
+			c := float64(int8(blob[i]))
+			dot += float64(x) * c
+			xn += c * c
+		}
+	case "f32":
+		if len(blob) != 4*len(q) {
+			return 0, fmt.Errorf("%d stored dimensions, the query has %d", len(blob)/4, len(q))
+		}
+		for i, x := range q {
+			b := blob[4*i : 4*i+4]
+			c := float64(math.Float32frombits(uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24))
+			dot += float64(x) * c
+			xn += c * c
+		}
+	case "bin":
+		// Bits come in 64-bit words: the dimension is known to a word.
+		if (len(q)+63)/64*8 != len(blob) {
+			return 0, fmt.Errorf("%d stored bits, the query has %d dimensions", len(blob)*8, len(q))
+		}
+		for i, x := range q {
+			if blob[i/8]>>(i%8)&1 == 1 {
+				dot += float64(x)
+			} else {
+				dot -= float64(x)
+			}
+		}
+		xn = float64(len(q))
+	default:
+		return 0, fmt.Errorf("unknown quantization %q", kind)
+	}
+	if xn == 0 {
+		return 0, nil
+	}
+	return dot / math.Sqrt(xn), nil
 }

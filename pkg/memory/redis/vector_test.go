@@ -3,6 +3,7 @@ package redis_test
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -322,4 +323,62 @@ func TestVectorSmallSetsSearchedInline(t *testing.T) {
 		t.Fatal("a set that answered a full count is still marked small")
 	}
 	search("second search of 108 elements", false)
+}
+
+// TestVectorScoresEachQuantization: VectorScores reads each quantization's
+// stored form (VEMB RAW): exact cosines for float32, the codes' for int8,
+// the sign vector's for bin.
+func TestVectorScoresEachQuantization(t *testing.T) {
+	c := testClient(t)
+	ctx := t.Context()
+	v := []float32{0.9, -0.3, 0.2, 0.1, -0.05, 0.4, 0, 0.7, -0.6, 0.25}
+	q := []float32{1, 0.5, -0.2, 0, 0.3, 0.1, -0.4, 0.8, -0.1, 0.05}
+	cos := func(a, b []float32) float64 {
+		var d, na, nb float64
+		for i := range a {
+			d += float64(a[i]) * float64(b[i])
+			na += float64(a[i]) * float64(a[i])
+			nb += float64(b[i]) * float64(b[i])
+		}
+		return d / math.Sqrt(na*nb)
+	}
+	signs := make([]float32, len(v))
+	for i, x := range v {
+		signs[i] = -1
+		if x > 0 {
+			signs[i] = 1
+		}
+	}
+	for _, tc := range []struct {
+		quant string
+		want  float64
+		tol   float64
+	}{
+		{"noquant", cos(q, v), 1e-6},
+		{"q8", cos(q, v), 0.01},
+		{"bin", cos(q, signs), 1e-6},
+	} {
+		t.Run(tc.quant, func(t *testing.T) {
+			s := openStore(t, c, redis.WithVectorQuantization(tc.quant))
+			res, err := s.Upsert(ctx, memory.Node{Subkind: memory.Decision, Scope: memory.ScopeProject, ProjectID: "p", Label: "x"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.SetEmbedding(ctx, res.Node.ID, "m", v); err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.VectorScores(ctx, "m", q, []string{res.Node.ID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != 1 || math.Abs(got[0].Score-tc.want) > tc.tol {
+				t.Fatalf("scores %v, want %v (within %v)", got, tc.want, tc.tol)
+			}
+			long := make([]float32, 70) // another dimension (bin: another number of 64-bit words)
+			long[0] = 1
+			if _, err := s.VectorScores(ctx, "m", long, []string{res.Node.ID}); !errors.Is(err, memory.ErrInvalid) {
+				t.Errorf("a query of another dimension: err %v, want ErrInvalid", err)
+			}
+		})
+	}
 }

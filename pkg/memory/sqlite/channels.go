@@ -88,6 +88,32 @@ func (s *Store) Vector(ctx context.Context, model string, vec []float32, f memor
 	return out, nil
 }
 
+// VectorScores implements memory.VectorScorer: exact cosines from the
+// in-memory vectors (the graph's, or the exact scan's while it is built).
+func (s *Store) VectorScores(ctx context.Context, model string, vec []float32, ids []string) ([]memory.Scored, error) {
+	x := s.idx
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	d := x.dim(model)
+	if d == 0 || len(ids) == 0 {
+		return nil, nil
+	}
+	if len(vec) != d {
+		return nil, fmt.Errorf("%w: model %s makes %d-dimension vectors, the query has %d", memory.ErrInvalid, model, d, len(vec))
+	}
+	var hits []vecindex.Hit
+	if fl := x.flat[model]; fl != nil {
+		hits = fl.similarities(vec, ids)
+	} else {
+		hits = x.vecs[model].Similarities(vec, ids)
+	}
+	out := make([]memory.Scored, len(hits))
+	for i, h := range hits {
+		out[i] = memory.Scored{ID: h.ID, Score: float64(h.Score)}
+	}
+	return out, nil
+}
+
 // ByPaths implements memory.Channels.
 func (s *Store) ByPaths(ctx context.Context, paths []string, f memory.Filter, limit int) ([]memory.Scored, error) {
 	paths = memory.NormalisePaths(paths)

@@ -52,7 +52,9 @@
 //     built in the background (Close stops the build; WaitIndexed waits for
 //     it) and until a model's graph is ready its channel answers by exact
 //     search over the loaded vectors, with writes made meanwhile replayed
-//     into the graph before it is swapped in.
+//     into the graph before it is swapped in. VectorScores
+//     (memory.VectorScorer) reads the same vectors: exact cosines for the
+//     lexical candidates the graph walk missed.
 //
 // Constant statements are prepared once and cached by text (Store.stmt):
 // the per-turn statements (the injection record, the briefing flag, the

@@ -62,7 +62,10 @@ type Store struct {
 	indexed chan struct{}  // closed when every vector index is built
 }
 
-var _ memory.Store = (*Store)(nil)
+var (
+	_ memory.Store        = (*Store)(nil)
+	_ memory.VectorScorer = (*Store)(nil)
+)
 
 // ErrClosed is the error of a read served from memory after Close (the
 // reads that query fail with database/sql's own error).

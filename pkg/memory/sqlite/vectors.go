@@ -65,6 +65,27 @@ func unit(v []float32) []float32 {
 	return u
 }
 
+// similarities is the cosine of q to the vector of each id that has one.
+func (f *flatVecs) similarities(q []float32, ids []string) []vecindex.Hit {
+	if len(q) != f.dim {
+		return nil
+	}
+	qu := unit(q)
+	out := make([]vecindex.Hit, 0, len(ids))
+	for _, id := range ids {
+		i, ok := f.at[id]
+		if !ok || f.vecs[i] == nil {
+			continue
+		}
+		var s float32
+		for j, x := range f.vecs[i] {
+			s += x * qu[j]
+		}
+		out = append(out, vecindex.Hit{ID: id, Score: s})
+	}
+	return out
+}
+
 // search is an exact cosine scan with the accept filter, best first.
 func (f *flatVecs) search(q []float32, k int, accept func(string) bool) []vecindex.Hit {
 	if len(q) != f.dim || k <= 0 {

@@ -280,6 +280,26 @@ func (ix *Index) Remove(id string) {
 	}
 }
 
+// Similarities returns the exact cosine similarity of query to the vector
+// of each id, in the order of ids; an id without a vector is left out, and
+// a query of the wrong dimension or with zero length gets nil. Hits carry
+// their tags.
+func (ix *Index) Similarities(query []float32, ids []string) []Hit {
+	q, err := ix.unit(query)
+	if err != nil || len(ids) == 0 {
+		return nil
+	}
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	out := make([]Hit, 0, len(ids))
+	for _, id := range ids {
+		if slot, ok := ix.byID[id]; ok && ix.state[slot] == slotLive {
+			out = append(out, Hit{ID: id, Tag: ix.tags[slot], Score: dot(q, ix.vec(slot))})
+		}
+	}
+	return out
+}
+
 // Search returns up to k hits closest to query by cosine similarity, best
 // first (ties broken by id). When accept is not nil only ids for which it
 // returns true are returned; Search keeps looking (and falls back to a full

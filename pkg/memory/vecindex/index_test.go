@@ -476,3 +476,41 @@ func TestSearchTagged(t *testing.T) {
 		}
 	}
 }
+
+// TestSimilarities: exact cosines for the ids asked, in their order, with
+// their tags; removed and unknown ids left out; a bad query gets nothing.
+func TestSimilarities(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	ix := New(16, WithSeed(1))
+	vecs := map[string][]float32{}
+	for i := range 50 {
+		id := fmt.Sprintf("v%d", i)
+		vecs[id] = randVec(r, 16)
+		if err := ix.AddTagged(id, uint32(i+100), vecs[id]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ix.Remove("v7")
+	q := randVec(r, 16)
+	got := ix.Similarities(q, []string{"v3", "v7", "nope", "v42"})
+	if len(got) != 2 || got[0].ID != "v3" || got[1].ID != "v42" || got[0].Tag != 103 || got[1].Tag != 142 {
+		t.Fatalf("similarities %+v, want v3 and v42 with their tags", got)
+	}
+	cos := func(a, b []float32) float64 {
+		var d, na, nb float64
+		for i := range a {
+			d += float64(a[i]) * float64(b[i])
+			na += float64(a[i]) * float64(a[i])
+			nb += float64(b[i]) * float64(b[i])
+		}
+		return d / math.Sqrt(na*nb)
+	}
+	for _, h := range got {
+		if want := cos(q, vecs[h.ID]); math.Abs(float64(h.Score)-want) > 1e-5 {
+			t.Errorf("%s: %v, want %v", h.ID, h.Score, want)
+		}
+	}
+	if got := ix.Similarities(q[:8], []string{"v3"}); got != nil {
+		t.Errorf("a query of another dimension: %+v", got)
+	}
+}
