@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"testing"
 	"time"
@@ -94,4 +95,53 @@ func BenchmarkBuild(b *testing.B) {
 			b.ReportMetric(lat[min(len(lat)-1, len(lat)*99/100)], "p99_ms")
 		})
 	}
+}
+
+// TestCorpusRecall holds retrieval to what the package docs report on the
+// benchmark corpus (10,000 memories, the hashing embedder): every ordinary
+// question recalls a memory written to answer it, and for at least two
+// thirds of them one is the first line. Before the lexical candidates were
+// scored for the vector channel (memory.VectorScorer), the approximate
+// vector search on hashing vectors missed most answers and this failed.
+func TestCorpusRecall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("seeds 10,000 memories")
+	}
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		ctx := context.Background()
+		st := b.Open(t).(Store)
+		emb := hashembed.New(384)
+		if _, err := Seed(ctx, st, emb, 10000); err != nil {
+			t.Fatal(err)
+		}
+		inj, err := inject.New(st, emb, inject.Defaults())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(answers) != len(Questions) {
+			t.Fatalf("%d answer lists for %d questions", len(answers), len(Questions))
+		}
+		first := 0
+		for i, q := range Questions {
+			blk, err := inj.Build(ctx, inject.Request{Project: Project, Session: "recall", Turn: fmt.Sprint(i), Text: q, DryRun: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []string
+			for _, l := range blk.Recalled {
+				ids = append(ids, l.ID)
+			}
+			found := slices.ContainsFunc(ids, func(id string) bool { return slices.Contains(answers[i], id) })
+			if !found {
+				t.Errorf("%q recalled %v, none of its answers %v", q, ids, answers[i])
+			}
+			if len(ids) > 0 && slices.Contains(answers[i], ids[0]) {
+				first++
+			}
+		}
+		if first*3 < len(Questions)*2 {
+			t.Errorf("an answer is the first line for %d of %d questions, want at least two thirds", first, len(Questions))
+		}
+		t.Logf("an answer is the first line for %d of %d questions", first, len(Questions))
+	})
 }

@@ -99,6 +99,60 @@ var seeds = []seed{
 		"Idempotency keys on every payment API call", "Retries without a key charged customers twice in billing-api.", nil, 0.85},
 	{memory.Failure, memory.AssertedAssistant, memory.SourceAgent, memory.ScopeProject, OtherProject, memory.ReachAnywhere,
 		"Webhook handlers must return 2xx within 10 seconds", "Stripe retried slow webhooks and orders were duplicated.", nil, 0.8},
+	// More of this project, so that a question meets several related
+	// memories, as months of sessions leave them (appended: the ids above
+	// keep their numbers).
+	{memory.Decision, memory.AssertedAssistant, memory.SourceAgent, memory.ScopeProject, Project, memory.ReachHere,
+		"Apple Pay and Google Pay come with Stripe Checkout", "Enabled in the Stripe dashboard per payment method; no checkout code changes.",
+		[]string{"src/payments/checkout.ts"}, 0.75},
+	{memory.Pattern, memory.AssertedAssistant, memory.SourceAgent, memory.ScopeProject, Project, memory.ReachHere,
+		"Refunds are issued from the admin panel through the Stripe API", "A refund writes a refunds row first; the charge.refunded webhook settles it.",
+		[]string{"src/admin/refunds.ts", "src/payments/webhook.ts"}, 0.75},
+	{memory.Failure, memory.AssertedAssistant, memory.SourceAgent, memory.ScopeProject, Project, memory.ReachHere,
+		"The webhook signing secret differs per environment", "STRIPE_WEBHOOK_SECRET in staging is not production's; a copied .env failed every signature check.",
+		[]string{".env.example", "src/payments/webhook.ts"}, 0.7},
+	{memory.Decision, memory.AssertedAssistant, memory.SourceAgent, memory.ScopeProject, Project, memory.ReachHere,
+		"The session cookie is HttpOnly, Secure and SameSite=Lax", "Lax so that the return from Stripe Checkout keeps the session.",
+		[]string{"src/auth/session.ts"}, 0.8},
+	{memory.Pattern, memory.AssertedAssistant, memory.SourceAgent, memory.ScopeProject, Project, memory.ReachHere,
+		"Logging out deletes the session key in Redis", "Other devices keep their own sessions until they expire.",
+		[]string{"src/auth/logout.ts"}, 0.7},
+	{memory.Decision, memory.AssertedAssistant, memory.SourceAgent, memory.ScopeProject, Project, memory.ReachHere,
+		"Brand is a column of products, not a tag", "Added in migration 0031 with an index; filters read it directly.",
+		[]string{"db/migrations/0031_product_brand.sql"}, 0.75},
+	{memory.Pattern, memory.AssertedAssistant, memory.SourceAgent, memory.ScopeProject, Project, memory.ReachHere,
+		"E2E tests run against a seeded database", "pnpm db:seed:e2e before the Playwright run; tests never create products.",
+		[]string{"e2e/global-setup.ts"}, 0.75},
+	{memory.Decision, memory.AssertedAssistant, memory.SourceAgent, memory.ScopeProject, Project, memory.ReachHere,
+		"Playwright retries are off in CI on purpose", "A flaky test gets fixed, not retried.",
+		[]string{"playwright.config.ts"}, 0.7},
+	{memory.Decision, memory.AssertedAssistant, memory.SourceAgent, memory.ScopeProject, Project, memory.ReachHere,
+		"VAT is computed per cart line and rounded half up", "The cart total is the sum of the rounded lines, as the invoices show it.",
+		[]string{"src/cart/vat.ts"}, 0.8},
+	{memory.Decision, memory.AssertedAssistant, memory.SourceAgent, memory.ScopeProject, Project, memory.ReachHere,
+		"Every price carries its currency code", "ISO 4217 next to the amount in cents; the cart refuses mixed currencies.",
+		[]string{"src/cart/money.ts"}, 0.75},
+	{memory.Pattern, memory.AssertedAssistant, memory.SourceAgent, memory.ScopeProject, Project, memory.ReachHere,
+		"Migrations are written with node-pg-migrate and run by the release job", "One change per migration; never edit a migration that has run.",
+		[]string{"db/migrations"}, 0.8},
+	{memory.Observation, memory.AssertedInferred, memory.SourceAgent, memory.ScopeProject, Project, memory.ReachHere,
+		"CI builds run on the 4 GB runner", "The pnpm store is cached between runs; the Docker build is the slowest step.",
+		[]string{".github/workflows/ci.yml"}, 0.6},
+	{memory.Pattern, memory.AssertedAssistant, memory.SourceAgent, memory.ScopeProject, Project, memory.ReachHere,
+		"Reviews need a verified purchase", "The reviews route checks for a delivered order of the product before the insert.",
+		[]string{"src/api/reviews/route.ts"}, 0.75},
+	{memory.Pattern, memory.AssertedAssistant, memory.SourceAgent, memory.ScopeProject, Project, memory.ReachHere,
+		"Emails are MJML templates rendered at send time", "Templates live in src/emails; preview them with pnpm email:dev.",
+		[]string{"src/emails"}, 0.75},
+	{memory.Decision, memory.AssertedAssistant, memory.SourceAgent, memory.ScopeProject, Project, memory.ReachHere,
+		"Shipping status comes from the carrier webhook", "ShipEngine posts tracking events; an order is shipped on the first in_transit.",
+		[]string{"src/shipping/webhook.ts"}, 0.75},
+	{memory.Decision, memory.AssertedAssistant, memory.SourceAgent, memory.ScopeProject, Project, memory.ReachHere,
+		"Product pages are statically generated and revalidated every 10 minutes", "ISR with revalidate: 600; stock is fetched on the client.",
+		[]string{"src/pages/product/[slug].tsx"}, 0.75},
+	{memory.Decision, memory.AssertedAssistant, memory.SourceAgent, memory.ScopeProject, Project, memory.ReachHere,
+		"Dates are handled with date-fns, not moment", "moment was dropped for bundle size; import functions one by one.",
+		[]string{"package.json"}, 0.7},
 }
 
 // Questions are ordinary questions a developer asks in this project.
@@ -115,6 +169,23 @@ var Questions = []string{
 	"Send a confirmation email when an order ships",
 	"Make the product page load faster on mobile",
 	"Which package manager do I use to add date-fns?",
+}
+
+// answers are, for each of Questions in order, the seeds written to answer
+// it (TestCorpusRecall).
+var answers = [][]string{
+	{"seed04", "seed22"},           // payment method: Stripe Checkout, Apple Pay
+	{"seed10", "seed24"},           // webhook 400: raw body, signing secret
+	{"seed06", "seed25", "seed26"}, // sessions: Redis TTL, cookie, logout
+	{"seed05", "seed27"},           // search by brand: Postgres FTS, brand column
+	{"seed11", "seed28", "seed29"}, // flaky e2e: drawer animation, seeded db, no retries
+	{"seed07", "seed30", "seed31"}, // prices: cents, VAT, currency
+	{"seed12", "seed32"},           // migration: GIN lock, node-pg-migrate
+	{"seed13", "seed33"},           // CI docker heap: NODE_OPTIONS, 4 GB runner
+	{"seed14", "seed34"},           // validate reviews: zod, verified purchase
+	{"seed09", "seed35", "seed36"}, // shipping email: background job, MJML, carrier webhook
+	{"seed19", "seed37", "seed08"}, // product page speed: LCP, ISR, CDN images
+	{"seed38"},                     // date-fns (pnpm itself is a standing instruction)
 }
 
 // ContentFree are turns that carry no question.
@@ -144,6 +215,11 @@ func SeedEdges() []memory.Edge {
 		{Src: "seed21", Dst: "seed10", Relation: memory.RelatesTo},   // 10 s rule ~ webhook failure
 		{Src: "seed12", Dst: "seed05", Relation: memory.CausedBy},    // migration lock ~ search decision
 		{Src: "seed20", Dst: "seed04", Relation: memory.Generalizes}, // idempotency ~ payments
+		{Src: "seed23", Dst: "seed04", Relation: memory.RelatesTo},   // refunds ~ Stripe checkout
+		{Src: "seed24", Dst: "seed10", Relation: memory.RelatesTo},   // signing secret ~ webhook failure
+		{Src: "seed25", Dst: "seed06", Relation: memory.RelatesTo},   // cookie ~ sessions
+		{Src: "seed30", Dst: "seed07", Relation: memory.RelatesTo},   // VAT ~ cents
+		{Src: "seed36", Dst: "seed09", Relation: memory.RelatesTo},   // carrier webhook ~ order emails
 	}
 }
 
