@@ -32,11 +32,8 @@ import (
 // tags.
 func (s *Store) Vector(ctx context.Context, model string, vec []float32, f memory.Filter, limit int) ([]memory.Scored, error) {
 	limit = memory.Limit(limit)
-	if model == "" || len(vec) == 0 {
-		return nil, fmt.Errorf("%w: the vector channel needs a model and a vector", memory.ErrInvalid)
-	}
-	if !finiteVec(vec) {
-		return nil, fmt.Errorf("%w: the query vector holds a value that is not a finite number", memory.ErrInvalid)
+	if err := checkQuery(model, vec); err != nil {
+		return nil, err
 	}
 	tags, err := s.scopeTags(ctx, f)
 	if err != nil {
@@ -106,6 +103,17 @@ func (s *Store) Vector(ctx context.Context, model string, vec []float32, f memor
 		pending = wider
 	}
 	return topScored(all, limit), nil
+}
+
+// checkQuery refuses a query vector that cannot be compared.
+func checkQuery(model string, vec []float32) error {
+	if model == "" || len(vec) == 0 {
+		return fmt.Errorf("%w: a vector query needs a model and a vector", memory.ErrInvalid)
+	}
+	if !finiteVec(vec) {
+		return fmt.Errorf("%w: the query vector holds a value that is not a finite number", memory.ErrInvalid)
+	}
+	return nil
 }
 
 // smallSet is the most elements a vector set may hold to be searched on
@@ -207,14 +215,8 @@ func (s *Store) vectorErr(err error) error {
 // float32 or bits: the cosine of a Q8 set is that of its codes, as VSIM's),
 // the cosine computed here.
 func (s *Store) VectorScores(ctx context.Context, model string, vec []float32, ids []string) ([]memory.Scored, error) {
-	if len(ids) == 0 {
-		return nil, nil
-	}
-	if model == "" || len(vec) == 0 {
-		return nil, fmt.Errorf("%w: vector scores need a model and a vector", memory.ErrInvalid)
-	}
-	if !finiteVec(vec) {
-		return nil, fmt.Errorf("%w: the query vector holds a value that is not a finite number", memory.ErrInvalid)
+	if err := checkQuery(model, vec); err != nil || len(ids) == 0 {
+		return nil, err
 	}
 	projects, err := s.projectsOf(ctx, ids)
 	if err != nil {

@@ -333,15 +333,7 @@ func TestVectorScoresEachQuantization(t *testing.T) {
 	ctx := t.Context()
 	v := []float32{0.9, -0.3, 0.2, 0.1, -0.05, 0.4, 0, 0.7, -0.6, 0.25}
 	q := []float32{1, 0.5, -0.2, 0, 0.3, 0.1, -0.4, 0.8, -0.1, 0.05}
-	cos := func(a, b []float32) float64 {
-		var d, na, nb float64
-		for i := range a {
-			d += float64(a[i]) * float64(b[i])
-			na += float64(a[i]) * float64(a[i])
-			nb += float64(b[i]) * float64(b[i])
-		}
-		return d / math.Sqrt(na*nb)
-	}
+	cos := cosine
 	signs := make([]float32, len(v))
 	for i, x := range v {
 		signs[i] = -1
