@@ -610,13 +610,14 @@ func atLeast(vec []Scored, cut float64) []Scored {
 
 // rescoreLexical adds to the vector channel the leading lexical candidates
 // (rescoreDepth) it did not return, with their exact cosine, and keeps the
-// best ChannelDepth by cosine. The vector search is approximate and misses neighbours: on the
-// hashing embedder's vectors, which have no neighbourhood structure, even
-// the nearest one (a memory at cosine 0.44 left out of a top 60 that ended
-// at 0.20, on the injector benchmark's corpus), and the memory a question
-// names by its words is the one whose miss costs most. The channel stays
-// what it was meant to be, the nearest of what was found, ranked by cosine;
-// the exact search would find the added ones too.
+// best ChannelDepth by cosine. The vector search is approximate and misses
+// neighbours: on the hashing embedder's vectors, which have no
+// neighbourhood structure, even the nearest one (a memory at cosine 0.44
+// left out of a top 60 that ended at 0.20, on the injector benchmark's
+// corpus), and the memory a question names by its words is the one whose
+// miss costs most. The channel stays what it was meant to be, the nearest
+// of what was found, ranked by cosine; an exact search would rank the
+// added ones at least as high.
 func rescoreLexical(ctx context.Context, vs VectorScorer, q Query, lex, vec []Scored) ([]Scored, error) {
 	have := make(map[string]bool, len(vec))
 	for _, s := range vec {
