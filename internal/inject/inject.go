@@ -135,13 +135,9 @@ func (b Block) Scores() []float64 {
 	if len(b.IDs) == 0 {
 		return nil
 	}
-	score := make(map[string]float64, len(b.Recalled))
+	out := make([]float64, len(b.Standing), len(b.IDs)) // IDs: standing first, then recalled
 	for _, l := range b.Recalled {
-		score[l.ID] = l.Score
-	}
-	out := make([]float64, len(b.IDs))
-	for i, id := range b.IDs {
-		out[i] = score[id]
+		out = append(out, l.Score)
 	}
 	return out
 }

@@ -60,12 +60,8 @@ func (s *Store) Vector(ctx context.Context, model string, vec []float32, f memor
 	x := s.idx
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	d := x.dim(model)
-	if d == 0 {
-		return nil, nil
-	}
-	if len(vec) != d {
-		return nil, fmt.Errorf("%w: model %s makes %d-dimension vectors, the query has %d", memory.ErrInvalid, model, d, len(vec))
+	if ok, err := x.checkQuery(model, vec); !ok {
+		return nil, err
 	}
 	gf := x.compile(&f, now)
 	var hits []vecindex.Hit
@@ -94,12 +90,8 @@ func (s *Store) VectorScores(ctx context.Context, model string, vec []float32, i
 	x := s.idx
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	d := x.dim(model)
-	if d == 0 || len(ids) == 0 {
-		return nil, nil
-	}
-	if len(vec) != d {
-		return nil, fmt.Errorf("%w: model %s makes %d-dimension vectors, the query has %d", memory.ErrInvalid, model, d, len(vec))
+	if ok, err := x.checkQuery(model, vec); !ok || len(ids) == 0 {
+		return nil, err
 	}
 	var hits []vecindex.Hit
 	if fl := x.flat[model]; fl != nil {

@@ -222,6 +222,19 @@ func (x *index) checkVector(model string, vec []float32) error {
 }
 
 // dim is the dimension of model's vectors, 0 when none is indexed.
+// checkQuery reports whether model has vectors to compare vec with, and
+// refuses a query of another dimension (x.mu held).
+func (x *index) checkQuery(model string, vec []float32) (bool, error) {
+	d := x.dim(model)
+	if d == 0 {
+		return false, nil
+	}
+	if len(vec) != d {
+		return false, fmt.Errorf("%w: model %s makes %d-dimension vectors, the query has %d", memory.ErrInvalid, model, d, len(vec))
+	}
+	return true, nil
+}
+
 func (x *index) dim(model string) int {
 	if fl := x.flat[model]; fl != nil {
 		return fl.dim

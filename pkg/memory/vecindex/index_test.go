@@ -87,13 +87,7 @@ func bruteForceUnits(idList []string, units [][]float32, q []float32, k int, acc
 // kernels' 8-, 16- and 32-float steps.
 func TestDotMatchesNaive(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	naive := func(a, b []float32) float64 {
-		var s float64
-		for i := range a {
-			s += float64(a[i]) * float64(b[i])
-		}
-		return s
-	}
+	naive := dot64
 	check := func(name string, n int, got float32, want float64) {
 		t.Helper()
 		if math.Abs(float64(got)-want) > 1e-4*(1+math.Abs(want)) {
@@ -496,15 +490,7 @@ func TestSimilarities(t *testing.T) {
 	if len(got) != 2 || got[0].ID != "v3" || got[1].ID != "v42" || got[0].Tag != 103 || got[1].Tag != 142 {
 		t.Fatalf("similarities %+v, want v3 and v42 with their tags", got)
 	}
-	cos := func(a, b []float32) float64 {
-		var d, na, nb float64
-		for i := range a {
-			d += float64(a[i]) * float64(b[i])
-			na += float64(a[i]) * float64(a[i])
-			nb += float64(b[i]) * float64(b[i])
-		}
-		return d / math.Sqrt(na*nb)
-	}
+	cos := func(a, b []float32) float64 { return dot64(a, b) / math.Sqrt(dot64(a, a)*dot64(b, b)) }
 	for _, h := range got {
 		if want := cos(q, vecs[h.ID]); math.Abs(float64(h.Score)-want) > 1e-5 {
 			t.Errorf("%s: %v, want %v", h.ID, h.Score, want)
@@ -513,4 +499,13 @@ func TestSimilarities(t *testing.T) {
 	if got := ix.Similarities(q[:8], []string{"v3"}); got != nil {
 		t.Errorf("a query of another dimension: %+v", got)
 	}
+}
+
+// dot64 is the dot product summed in float64.
+func dot64(a, b []float32) float64 {
+	var s float64
+	for i := range a {
+		s += float64(a[i]) * float64(b[i])
+	}
+	return s
 }
