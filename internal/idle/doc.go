@@ -21,8 +21,9 @@
 // session with a compare-and-set update (only one wins), publishes, then
 // records idle_for. The event id (and so Nats-Msg-Id) is derived from the
 // project, session and activity time, so a publish repeated after a crash is
-// dropped by the stream's duplicate window; a claim whose owner died expires
-// after Options.ClaimTTL and another replica takes over.
+// dropped by the stream's duplicate window; a claim holds against every
+// sweep, its owner's included, and one whose owner died (or whose publish
+// failed) expires after Options.ClaimTTL, when any replica takes over.
 //
 // The detector never logs; errors of the background loops go to
 // Options.OnError. Time comes from Options.Clock, which tests control.

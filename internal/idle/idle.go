@@ -260,8 +260,13 @@ func (d *Detector) sweepOne(ctx context.Context, e jetstream.KeyValueEntry) (boo
 	if !st.Last.After(st.IdleFor) || now.Sub(st.Last) < d.o.Quiet {
 		return false, nil
 	}
-	if c := st.Claim; c != nil && c.For.Equal(st.Last) && c.Owner != d.o.Owner && now.Sub(c.At) < d.o.ClaimTTL {
-		return false, nil // another replica is on it
+	if c := st.Claim; c != nil && c.For.Equal(st.Last) && now.Sub(c.At) < d.o.ClaimTTL {
+		// Another replica, or another sweep of this one, is on it: a
+		// claim holds for its owner too, or two sweeps of one replica
+		// would both claim (each seeing its own owner) before the first
+		// records idle_for. A claim whose publish failed is retried once
+		// it expires.
+		return false, nil
 	}
 	activity := st.Last
 	st.Claim = &claim{For: activity, Owner: d.o.Owner, At: now.UTC()}

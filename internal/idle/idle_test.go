@@ -384,3 +384,46 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// failingPub fails its first publishes, then hands them to the client.
+type failingPub struct {
+	*events.Client
+	fails atomic.Int32
+}
+
+func (p *failingPub) Publish(ctx context.Context, e events.Envelope) error {
+	if p.fails.Add(-1) >= 0 {
+		return errors.New("bus down")
+	}
+	return p.Client.Publish(ctx, e)
+}
+
+// TestClaimHoldsForItsOwner: a claim blocks the replica that made it as
+// well (two sweeps of one replica must not both publish), and a claim
+// whose publish failed is retried once it expires (ClaimTTL, default one
+// minute), by any replica.
+func TestClaimHoldsForItsOwner(t *testing.T) {
+	_, js, cl := setup(t)
+	clk := &fakeClock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	pub := &failingPub{Client: cl}
+	pub.fails.Store(1)
+	a := newDetector(t, js, pub, clk, "replica-a")
+	ctx := ctxT(t)
+	must(t, a.Observe(ctx, "acme/web", "chat 1", clk.Now()))
+	clk.Advance(quiet + time.Second)
+
+	if n, err := a.Sweep(ctx); n != 0 || err == nil {
+		t.Fatalf("sweep with the bus down: %d published, err %v; want 0 and the error", n, err)
+	}
+	// The claim stands, for its owner too.
+	if n, err := a.Sweep(ctx); n != 0 || err != nil {
+		t.Fatalf("sweep under its own fresh claim: %d published, err %v; want 0", n, err)
+	}
+	clk.Advance(time.Minute + time.Second) // the claim expires
+	if n, err := a.Sweep(ctx); n != 1 || err != nil {
+		t.Fatalf("sweep after the claim expired: %d published, err %v; want 1", n, err)
+	}
+	if got := countBySession(idleEvents(t, js)); got["acme/web/chat 1"] != 1 || len(got) != 1 {
+		t.Fatalf("idle events by session = %v, want one for chat 1", got)
+	}
+}
