@@ -38,6 +38,7 @@ import (
 type Store interface {
 	GetMany(ctx context.Context, ids []string) ([]memory.Node, error)
 	PutBatch(ctx context.Context, nodes []memory.Node, edges []memory.Edge) error
+	DigestOwners(ctx context.Context, projectID string, digests []string) (map[string]memory.Node, error)
 	Scan(ctx context.Context, node func(memory.Node) error, edge func(memory.Edge) error) error
 }
 
@@ -79,6 +80,11 @@ type edgeLine struct {
 type Stats struct {
 	Nodes int `json:"nodes"`
 	Edges int `json:"edges"`
+	// Merged counts node lines whose text repeats an earlier node of the
+	// same project (the same digest, in the file or in the store): each was
+	// merged into that node (memory.Reinforce) instead of written, and edges
+	// naming it were moved to that node.
+	Merged int `json:"merged"`
 }
 
 // WriteChunk is how many nodes (and four times as many edges) one PutBatch
@@ -95,7 +101,11 @@ func Import(ctx context.Context, st Store, r io.Reader, now time.Time) (Stats, e
 		edges []memory.Edge
 		errs  []error
 		ids   = map[string]bool{}
-		no    int
+		// first node of each project and digest, by index in nodes
+		byDigest = map[[2]string]int{}
+		alias    = map[string]string{} // merged id -> the id it was merged into
+		merged   int
+		no       int
 	)
 	bad := func(format string, a ...any) {
 		errs = append(errs, fmt.Errorf("%w %d: %s", ErrInvalidLine, no, fmt.Sprintf(format, a...)))
@@ -132,6 +142,14 @@ func Import(ctx context.Context, st Store, r io.Reader, now time.Time) (Stats, e
 				continue
 			}
 			ids[n.ID] = true
+			key := [2]string{n.ProjectID, n.Digest}
+			if j, dup := byDigest[key]; dup {
+				nodes[j] = mergeInto(nodes[j], n, now)
+				alias[n.ID] = nodes[j].ID
+				merged++
+				continue
+			}
+			byDigest[key] = len(nodes)
 			nodes = append(nodes, n)
 		case "edge":
 			var el edgeLine
@@ -152,6 +170,21 @@ func Import(ctx context.Context, st Store, r io.Reader, now time.Time) (Stats, e
 	if err := sc.Err(); err != nil {
 		return Stats{}, fmt.Errorf("memio: read line %d: %w", no+1, err)
 	}
+	// An edge naming a merged node names the node it was merged into; one
+	// that then joins a node to itself is dropped.
+	kept := edges[:0]
+	for _, e := range edges {
+		if to, ok := alias[e.Src]; ok {
+			e.Src = to
+		}
+		if to, ok := alias[e.Dst]; ok {
+			e.Dst = to
+		}
+		if e.Src != e.Dst {
+			kept = append(kept, e)
+		}
+	}
+	edges = kept
 	// Edges must join nodes of this file or of the store.
 	var missing []string
 	for _, e := range edges {
@@ -179,10 +212,17 @@ func Import(ctx context.Context, st Store, r io.Reader, now time.Time) (Stats, e
 	if len(errs) > 0 {
 		return Stats{}, errors.Join(errs...)
 	}
-	if len(nodes) == 0 && len(edges) == 0 {
-		return Stats{}, nil
+	// A node whose text another stored node of its project holds would be
+	// refused by the write: merge it into that node instead.
+	nodes, edges, n, err := mergeStored(ctx, st, nodes, edges, now)
+	if err != nil {
+		return Stats{}, err
 	}
-	var done Stats
+	merged += n
+	if len(nodes) == 0 && len(edges) == 0 {
+		return Stats{Merged: merged}, nil
+	}
+	done := Stats{Merged: merged}
 	for i := 0; i < len(nodes); i += WriteChunk {
 		chunk := nodes[i:min(i+WriteChunk, len(nodes))]
 		if err := st.PutBatch(ctx, chunk, nil); err != nil {
@@ -200,6 +240,72 @@ func Import(ctx context.Context, st Store, r io.Reader, now time.Time) (Stats, e
 		done.Edges += len(chunk)
 	}
 	return done, nil
+}
+
+// mergeInto merges a repeated node into the first one of its text: the
+// first is reinforced, and keeps the later of the two update times (an
+// import replays history; it is not a new assertion now).
+func mergeInto(first, again memory.Node, now time.Time) memory.Node {
+	n := memory.Reinforce(first, again, now)
+	n.UpdatedAt = first.UpdatedAt
+	if again.UpdatedAt.After(n.UpdatedAt) {
+		n.UpdatedAt = again.UpdatedAt
+	}
+	return n
+}
+
+// mergeStored merges every node whose digest a stored node of another id
+// holds into that node (reinforcing it) and moves edges naming it there.
+func mergeStored(ctx context.Context, st Store, nodes []memory.Node, edges []memory.Edge, now time.Time) ([]memory.Node, []memory.Edge, int, error) {
+	if len(nodes) == 0 {
+		return nodes, edges, 0, nil
+	}
+	byProject := map[string][]string{}
+	for _, n := range nodes {
+		byProject[n.ProjectID] = append(byProject[n.ProjectID], n.Digest)
+	}
+	owners := map[[2]string]memory.Node{}
+	for p, ds := range byProject {
+		found, err := st.DigestOwners(ctx, p, ds)
+		if err != nil {
+			return nil, nil, 0, fmt.Errorf("memio: check stored texts: %w", err)
+		}
+		for d, n := range found {
+			owners[[2]string{p, d}] = n
+		}
+	}
+	if len(owners) == 0 {
+		return nodes, edges, 0, nil
+	}
+	alias := map[string]string{}
+	used := map[[2]string]bool{}
+	out := nodes[:0]
+	for _, n := range nodes {
+		key := [2]string{n.ProjectID, n.Digest}
+		if o, ok := owners[key]; ok && o.ID != n.ID {
+			owners[key] = mergeInto(o, n, now)
+			used[key] = true
+			alias[n.ID] = o.ID
+			continue
+		}
+		out = append(out, n)
+	}
+	for key := range used {
+		out = append(out, owners[key]) // the reinforced stored node, rewritten by id
+	}
+	keptEdges := edges[:0]
+	for _, e := range edges {
+		if to, ok := alias[e.Src]; ok {
+			e.Src = to
+		}
+		if to, ok := alias[e.Dst]; ok {
+			e.Dst = to
+		}
+		if e.Src != e.Dst {
+			keptEdges = append(keptEdges, e)
+		}
+	}
+	return out, keptEdges, len(alias), nil
 }
 
 // strictDecode decodes one line, rejecting fields the model does not have so

@@ -193,3 +193,64 @@ func countNodes(t *testing.T, st memio.Store) int {
 	}
 	return n
 }
+
+// Real conversations repeat themselves ("Thanks!"): a repeated text, in the
+// file or already stored, is merged into the first node that holds it, not
+// refused part way through the import.
+func TestImportMergesRepeatedTexts(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		ctx := context.Background()
+		st := b.Open(t)
+		now := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+		stored := `{"type":"node","id":"old","subkind":"observation","project_id":"p1","label":"Sounds good","updated_at":"2026-01-01T00:00:00Z"}`
+		if _, err := memio.Import(ctx, st, strings.NewReader(stored), now); err != nil {
+			t.Fatalf("first import: %v", err)
+		}
+		var file strings.Builder
+		// More than a chunk before the repeats, so that a refusal part way would have written some.
+		for i := range memio.WriteChunk + 10 {
+			fmt.Fprintf(&file, `{"type":"node","id":"n%d","subkind":"observation","project_id":"p1","label":"round %d"}`+"\n", i, i)
+		}
+		file.WriteString(`{"type":"node","id":"t1","subkind":"observation","project_id":"p1","label":"Thanks!","updated_at":"2026-02-01T00:00:00Z"}
+{"type":"node","id":"t2","subkind":"observation","project_id":"p1","label":"Thanks!","updated_at":"2026-03-01T00:00:00Z"}
+{"type":"node","id":"t3","subkind":"observation","project_id":"p2","label":"Thanks!"}
+{"type":"node","id":"s1","subkind":"observation","project_id":"p1","label":"Sounds good","updated_at":"2026-04-01T00:00:00Z"}
+{"type":"edge","src":"t2","dst":"n1","relation":"relates_to"}
+{"type":"edge","src":"s1","dst":"n2","relation":"relates_to"}
+{"type":"edge","src":"t1","dst":"t2","relation":"relates_to"}
+`)
+		stats, err := memio.Import(ctx, st, strings.NewReader(file.String()), now)
+		if err != nil {
+			t.Fatalf("import with repeated texts: %v", err)
+		}
+		if stats.Merged != 2 || stats.Nodes != memio.WriteChunk+10+3 || stats.Edges != 2 {
+			t.Errorf("stats = %+v, want 2 merged, %d nodes, 2 edges (the t1-t2 edge joins a node to itself)", stats, memio.WriteChunk+13)
+		}
+		t1, err := st.Get(ctx, "t1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if t1.Weight <= memory.MinWeight || !t1.UpdatedAt.Equal(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)) {
+			t.Errorf("t1 = weight %v updated %v: want reinforced and the later update time", t1.Weight, t1.UpdatedAt)
+		}
+		if _, err := st.Get(ctx, "t2"); !errors.Is(err, memory.ErrNotFound) {
+			t.Errorf("t2 was written (err %v): it repeats t1", err)
+		}
+		if _, err := st.Get(ctx, "t3"); err != nil {
+			t.Errorf("t3 (same text, another project) missing: %v", err)
+		}
+		old, err := st.Get(ctx, "old")
+		if err != nil || old.Weight <= memory.MinWeight {
+			t.Errorf("the stored node = %+v, %v: want it reinforced by s1", old, err)
+		}
+		if _, err := st.Get(ctx, "s1"); !errors.Is(err, memory.ErrNotFound) {
+			t.Errorf("s1 was written (err %v): it repeats a stored node", err)
+		}
+		for id, want := range map[string]string{"t1": "n1", "old": "n2"} {
+			es, err := st.Edges(ctx, id)
+			if err != nil || len(es) != 1 || es[0].Dst != want {
+				t.Errorf("edges of %s = %+v, %v: want one to %s", id, es, err, want)
+			}
+		}
+	})
+}

@@ -148,6 +148,10 @@ type Nodes interface {
 	// of the project holds is an error and nothing is written. All or nothing
 	// per project.
 	PutBatch(ctx context.Context, nodes []Node, edges []Edge) error
+	// DigestOwners returns, for digests of project, the stored node (vector
+	// included) that holds each; digests no node holds are absent. Import
+	// uses it to merge a repeated text instead of having PutBatch refuse it.
+	DigestOwners(ctx context.Context, projectID string, digests []string) (map[string]Node, error)
 	// Scan calls fn for every node (vectors included) and every edge.
 	Scan(ctx context.Context, node func(Node) error, edge func(Edge) error) error
 }

@@ -16,6 +16,7 @@ var nodeTests = []subtest{
 	{"Upsert/UserTextKept", testUpsertUserText},
 	{"Upsert/PerProject", testUpsertPerProject},
 	{"Upsert/Invalid", testUpsertInvalid},
+	{"DigestOwners", testDigestOwners},
 	{"Upsert/ArchivedMatch", testUpsertArchived},
 	{"Get/NotFoundAndMany", testGetMany},
 	{"Embeddings/PendingPerProject", testHasPendingEmbeddings},
@@ -863,5 +864,32 @@ func testRedaction(e *env) {
 	e.ok(err, "LatestSummary")
 	if strings.Contains(sum.Content, secret) {
 		e.t.Fatalf("summary stored a secret: %q", sum.Content)
+	}
+}
+
+// DigestOwners finds, per project, the node that holds a text, with its
+// vector, and nothing for a digest no node of the project holds.
+func testDigestOwners(e *env) {
+	a := e.upsert(memory.Node{Subkind: memory.Observation, ProjectID: "p1", Label: "Thanks!"})
+	b := e.upsert(memory.Node{Subkind: memory.Decision, ProjectID: "p1", Label: "Ship on Fridays"})
+	other := e.upsert(memory.Node{Subkind: memory.Observation, ProjectID: "p2", Label: "Thanks!"})
+	e.ok(e.s.SetEmbedding(e.ctx, a.ID, "m", []float32{1, 0, 0}), "set embedding")
+	got, err := e.s.DigestOwners(e.ctx, "p1", []string{a.Digest, b.Digest, "no-such-digest"})
+	e.ok(err, "digest owners")
+	if len(got) != 2 || got[a.Digest].ID != a.ID || got[b.Digest].ID != b.ID {
+		e.t.Fatalf("DigestOwners(p1) = %v, want %s and %s", got, a.ID, b.ID)
+	}
+	if n := got[a.Digest]; n.EmbeddingModel != "m" || len(n.Embedding) != 3 {
+		e.t.Errorf("DigestOwners left the vector out: model %q, %d dims", n.EmbeddingModel, len(n.Embedding))
+	}
+	got, err = e.s.DigestOwners(e.ctx, "p2", []string{a.Digest, b.Digest})
+	e.ok(err, "digest owners p2")
+	if len(got) != 1 || got[a.Digest].ID != other.ID {
+		e.t.Errorf("DigestOwners(p2) = %v, want only %s", got, other.ID)
+	}
+	got, err = e.s.DigestOwners(e.ctx, "p1", nil)
+	e.ok(err, "digest owners of nothing")
+	if len(got) != 0 {
+		e.t.Errorf("DigestOwners(nil) = %v", got)
 	}
 }

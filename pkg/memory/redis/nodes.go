@@ -689,3 +689,34 @@ func (s *Store) reserve(ctx context.Context, op string, n *memory.Node) (bool, e
 	}
 	return true, s.claimID(ctx, n.ID, n.ProjectID)
 }
+
+// DigestOwners implements memory.DigestOwners: one HMGET of the project's
+// digest index, then the nodes (with their vectors, so that a caller that
+// rewrites one keeps it).
+func (s *Store) DigestOwners(ctx context.Context, projectID string, digests []string) (map[string]memory.Node, error) {
+	out := make(map[string]memory.Node)
+	if len(digests) == 0 {
+		return out, nil
+	}
+	vals, err := s.c.HMGet(ctx, s.keys(projectID).digests(), digests...).Result()
+	if err != nil {
+		return nil, s.wrap("digest owners", err)
+	}
+	var ids []string
+	for _, v := range vals {
+		if id, ok := v.(string); ok && id != "" {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	nodes, err := s.getMany(ctx, ids, true)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range nodes {
+		out[n.Digest] = n
+	}
+	return out, nil
+}

@@ -471,3 +471,35 @@ func (s *Store) Scan(ctx context.Context, node func(memory.Node) error, edge fun
 	}
 	return nil
 }
+
+// DigestOwners implements memory.DigestOwners.
+func (s *Store) DigestOwners(ctx context.Context, projectID string, digests []string) (map[string]memory.Node, error) {
+	out := make(map[string]memory.Node)
+	for i := 0; i < len(digests); i += 500 {
+		chunk := digests[i:min(i+500, len(digests))]
+		args := make([]any, 0, len(chunk)+1)
+		args = append(args, projectID)
+		for _, d := range chunk {
+			args = append(args, d)
+		}
+		rows, err := s.db.QueryContext(ctx, `SELECT `+nodeCols+` FROM `+nodeFrom+` WHERE n.project = ? AND n.digest IN (?`+
+			strings.Repeat(",?", len(chunk)-1)+`)`, args...)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: digest owners: %w", err)
+		}
+		for rows.Next() {
+			n, err := scanNode(rows, nil)
+			if err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("sqlite: digest owners: %w", err)
+			}
+			out[n.Digest] = n
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: digest owners: %w", err)
+		}
+	}
+	return out, nil
+}
