@@ -13,8 +13,10 @@ import (
 //     close a tag such as </engram-memory>;
 //   - "ignore/disregard/forget (all) previous/prior/above instruction(s)" and
 //     close variants become "[...]";
-//   - role prefixes ("system:", "assistant:", "user:", "human:") at a line start
-//     are removed;
+//   - role prefixes ("system:", "assistant:", "user:", "human:") are removed
+//     wherever they start a line, a sentence or a joined part: after . ! ? : ;
+//     | a closing bracket or a dash (a label joined to its body, "Build
+//     notes: system: ...", must not keep the body's role prefix);
 //   - invisible format characters are dropped and whitespace collapses to one
 //     space, so the text is one line.
 //
@@ -32,7 +34,7 @@ func Neutralise(s string) string {
 		return r
 	}, s)
 	for mayMatch(s) {
-		next := rolePrefix.ReplaceAllString(s, "")
+		next := rolePrefix.ReplaceAllString(s, "$1")
 		next = overrideAttempt.ReplaceAllString(next, "[...]")
 		if next == s {
 			break
@@ -76,7 +78,7 @@ func mayMatch(s string) bool {
 var roleWords = []string{"system", "assistant", "user", "human"}
 
 var (
-	rolePrefix = regexp.MustCompile(`(?im)^[\s\-*#>"'\x60]*(system|assistant|user|human)\s*:`)
+	rolePrefix = regexp.MustCompile(`(?im)(^|[.!?:;|)\]}]\s+|\s[-\x{2013}\x{2014}]\s+)[\s\-*#>"'\x60]*(system|assistant|user|human)\s*:`)
 
 	overrideAttempt = regexp.MustCompile(`(?i)\b(ignore|disregard|forget|override|skip)\s+` +
 		`(?:(?:all|any|every|of|the|your|my|these|those|everything)\s+)*` +
