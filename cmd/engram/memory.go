@@ -71,7 +71,8 @@ func memoryImport(ctx context.Context, stdout io.Writer, args []string) error {
 		return fmt.Errorf("imported %d nodes and %d edges, but embedding them failed (the running workers embed them when the embedder is back): %w",
 			stats.Nodes, stats.Edges, err)
 	}
-	out(stdout, "imported %d nodes and %d edges; embedded %d\n", stats.Nodes, stats.Edges, embedded)
+	out(stdout, "imported %d nodes and %d edges; merged %d repeated texts into the first node holding each; embedded %d\n",
+		stats.Nodes, stats.Edges, stats.Merged, embedded)
 	return nil
 }
 

@@ -28,7 +28,7 @@ func TestMemoryImportExportInject(t *testing.T) {
 	if code := run([]string{"memory", "import", seed}, &out, &errOut); code != 0 {
 		t.Fatalf("import: exit %d: %s", code, errOut.String())
 	}
-	if !strings.Contains(out.String(), "imported 2 nodes and 1 edges; embedded 2") {
+	if !strings.Contains(out.String(), "imported 2 nodes and 1 edges; merged 0 repeated texts into the first node holding each; embedded 2") {
 		t.Errorf("import said %q", out.String())
 	}
 
