@@ -18,13 +18,18 @@ import (
 // extra registers) over the environment. Bad configuration is one joined
 // error listing every problem.
 func loadConfig(name string, args []string, groups config.Group, extra func(fs *flag.FlagSet)) (config.Config, *flag.FlagSet, error) {
+	return loadConfigEnv(name, args, groups, extra, os.LookupEnv)
+}
+
+// loadConfigEnv is loadConfig over the variables lookup gives.
+func loadConfigEnv(name string, args []string, groups config.Group, extra func(fs *flag.FlagSet), lookup func(string) (string, bool)) (config.Config, *flag.FlagSet, error) {
 	cfg := config.Default()
 	fs := flag.NewFlagSet("engram "+name, flag.ContinueOnError)
 	fs.SetOutput(os.Stderr)
 	if extra != nil {
 		extra(fs)
 	}
-	err := cfg.Load(fs, args, os.LookupEnv, groups)
+	err := cfg.Load(fs, args, lookup, groups)
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		return cfg, fs, fmt.Errorf("%w: invalid configuration:\n  %s", errUsage,
 			strings.ReplaceAll(err.Error(), "\n", "\n  "))

@@ -103,6 +103,10 @@ type Request struct {
 	// flag is neither read nor set (the block carries the reminder) and no
 	// injection is recorded. For previews (`engram inject -direct`).
 	DryRun bool
+	// Now is the time of the turn (zero: the injector's clock): recency,
+	// validity and time words are judged from it. `engram eval` sets it to
+	// the question's date.
+	Now time.Time
 }
 
 // Line is one memory in the block.
@@ -111,6 +115,11 @@ type Line struct {
 	Text       string   `json:"text"`
 	Provenance []string `json:"provenance"`
 	Score      float64  `json:"score,omitempty"`
+}
+
+// Render is the line as the block shows it, newline included.
+func (l Line) Render() string {
+	return "- (" + strings.Join(l.Provenance, ", ") + ") [" + l.ID + "] " + l.Text + "\n"
 }
 
 // Block is the memory block of a turn.
@@ -230,7 +239,10 @@ func (i *Injector) Compose(ctx context.Context, req Request) (Block, error) {
 	wg.Go(func() { standing, standingErr = i.store.StandingInstructions(ctx, req.Project, i.cfg.MaxStanding) })
 	recallsNothing := !i.searchesText(strings.TrimSpace(req.Text)) && len(req.Paths) == 0
 	wg.Go(func() { gate = i.gate(ctx, ref.Project, recallsNothing) })
-	now := i.now()
+	now := req.Now
+	if now.IsZero() {
+		now = i.now()
+	}
 	hits, skipped, err := i.recall(ctx, req, now)
 	wg.Wait()
 	if gate.readyErr != nil {
@@ -251,7 +263,7 @@ func (i *Injector) Compose(ctx context.Context, req Request) (Block, error) {
 	standingIDs := make(map[string]bool, len(standing))
 	for _, n := range standing {
 		standingIDs[n.ID] = true
-		b.Standing = append(b.Standing, Line{ID: n.ID, Text: i.lineText(&n), Provenance: provenance(&n, req)})
+		b.Standing = append(b.Standing, Line{ID: n.ID, Text: i.LineText(&n), Provenance: provenance(&n, req)})
 	}
 	if skipped != "" {
 		b.Skipped = skipped
@@ -260,7 +272,7 @@ func (i *Injector) Compose(ctx context.Context, req Request) (Block, error) {
 		}
 	}
 	for _, h := range selectRecalled(hits, standingIDs, i.cfg) {
-		b.Recalled = append(b.Recalled, Line{ID: h.ID, Text: i.lineText(&h.Node), Provenance: provenance(&h.Node, req), Score: h.Score})
+		b.Recalled = append(b.Recalled, Line{ID: h.ID, Text: i.LineText(&h.Node), Provenance: provenance(&h.Node, req), Score: h.Score})
 	}
 	if len(b.Standing) == 0 && len(b.Recalled) == 0 {
 		// The live check matters only here: a turn with lines has memory.
@@ -428,35 +440,46 @@ func selectRecalled(hits []memory.Hit, standing map[string]bool, cfg Config) []m
 		}
 		rest = append(rest, h)
 	}
-	if len(rest) == 0 || cfg.MaxRecalled == 0 {
-		return nil
+	scores := make([]float64, len(rest))
+	for i, h := range rest {
+		scores[i] = h.Score
 	}
-	floor := cfg.RelativeFloor * rest[0].Score
-	var kept []memory.Hit
-	dropped := false
-	for _, h := range rest {
-		if h.Score < floor {
+	return rest[:Keep(scores, cfg)]
+}
+
+// Keep is how many of the leading scores (best first) the block policy
+// keeps: those at least RelativeFloor x the best, at most MaxRecalled, and
+// only PlateauKeep when the ceiling is reached without any score falling
+// under the floor (a ranking that never falls away is not a ranking).
+// `engram eval` sweeps the policy with it.
+func Keep(scores []float64, cfg Config) int {
+	if len(scores) == 0 || cfg.MaxRecalled == 0 {
+		return 0
+	}
+	floor := cfg.RelativeFloor * scores[0]
+	kept, dropped := 0, false
+	for _, s := range scores {
+		if s < floor {
 			dropped = true
 			break
 		}
-		if len(kept) == cfg.MaxRecalled {
+		if kept == cfg.MaxRecalled {
 			break
 		}
-		kept = append(kept, h)
+		kept++
 	}
-	if len(kept) == cfg.MaxRecalled && !dropped {
-		// A ranking that never falls away is not a ranking.
-		kept = kept[:min(cfg.PlateauKeep, len(kept))]
+	if kept == cfg.MaxRecalled && !dropped {
+		kept = min(cfg.PlateauKeep, kept)
 	}
 	return kept
 }
 
-// lineText is the label plus the first line of the body (the body's line
+// LineText is the label plus the first line of the body (the body's line
 // alone when there is no label), whitespace collapsed, cut to the line
 // length, then neutralised. It is neutralised before the cut as well: an
 // override phrase that straddles the cut would otherwise leave its first
 // words behind ("ignore all previous instr…").
-func (i *Injector) lineText(n *memory.Node) string {
+func (i *Injector) LineText(n *memory.Node) string {
 	text := strings.TrimSpace(n.Label)
 	if first, _, _ := strings.Cut(strings.TrimSpace(n.Body), "\n"); first != "" && !strings.EqualFold(strings.TrimSpace(first), text) {
 		if text != "" {
@@ -523,7 +546,7 @@ func render(b Block) string {
 		}
 		sb.WriteString("\n" + header + "\n")
 		for _, l := range lines {
-			fmt.Fprintf(&sb, "- (%s) [%s] %s\n", strings.Join(l.Provenance, ", "), l.ID, l.Text)
+			sb.WriteString(l.Render())
 		}
 	}
 	section(StandingHeader, b.Standing)

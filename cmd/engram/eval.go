@@ -1,0 +1,279 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/mattn/go-isatty"
+
+	"github.com/engram-memory/engram/internal/app"
+	"github.com/engram-memory/engram/internal/config"
+	"github.com/engram-memory/engram/internal/eval"
+)
+
+func init() {
+	register("eval", "measure retrieval on a graph and its questions (engram eval DIR | GRAPH QUESTIONS)", evalCmd)
+}
+
+const evalHelp = `usage: engram eval [flags] DIR
+       engram eval [flags] GRAPH QUESTIONS
+
+Measures retrieval on real conversations: imports the graph into a fresh
+temporary store of its own (SQLite, or a new namespace of ENGRAM_REDIS_URL
+with -store redis; never the user's data), only the projects the questions
+ask about, embeds it with the configured embedder, and asks every question
+through the injector's Compose, as a turn_started would, at the question's
+date. A plain BM25 (Okapi k1 1.5, b 0.75, English stop words, no stemming,
+label + body) over the same nodes is the reference, computed in the same run.
+
+DIR holds graph.jsonl(.gz) and questions.jsonl (../shared/eval/longmemeval-dev).
+
+GRAPH is the import format of 'engram memory import' (plain or gzip): one JSON
+object per line, {"type":"node","id":...,"project_id":...,"label":...,...} or
+{"type":"edge","src":...,"dst":...,"relation":...}.
+
+QUESTIONS is JSON lines (plain or gzip), one question per line:
+  {"project": "p", "question": "...", "evidence": ["node id", ...],
+   "category": "optional", "question_date": "2023-05-30T10:00:00Z (optional)"}
+evidence: the ids of the nodes that hold the answer; question_date: when the
+question is asked (the turn's time: recency and time words are judged from it).
+
+Reported, overall and per category:
+  ranker  the fused ranking itself (relative floor 0, ceiling 20): recall@1/5/10/20
+          (share of a question's evidence among the first k), nDCG@10, MRR
+  bm25    the same for the reference BM25
+  block   the block the configuration builds: recall, lines, tokens (characters / 4
+          of the recalled lines as rendered; mean and p95), share of empty blocks
+  sweep   the block policy over relative floors x ceilings (recall / tokens)
+
+-compare SPEC runs a second configuration B beside the first (A, the flags and
+environment) in the same run and prints both and B - A: SPEC is an env file
+(KEY=VALUE lines, # comments) or KEY=VALUE pairs separated by commas or spaces,
+applied over A's environment (flags still win), e.g.
+  engram eval -compare ENGRAM_INJECT_RELATIVE_FLOOR=0.5 ../shared/eval/longmemeval-dev
+
+Flags:
+`
+
+func evalCmd(ctx context.Context, stdout io.Writer, args []string) error {
+	var (
+		asJSON, details bool
+		compare, svg    string
+		sample          int
+	)
+	extra := func(fs *flag.FlagSet) {
+		fs.BoolVar(&asJSON, "json", false, "print the result as JSON")
+		fs.BoolVar(&details, "details", false, "with -json: include every question's rankings")
+		fs.StringVar(&compare, "compare", "", "a second configuration to run beside this one: an env file or KEY=VALUE pairs")
+		fs.StringVar(&svg, "svg", "", "write the policy sweep as an SVG chart to this file")
+		fs.IntVar(&sample, "sample", 0, "ask only this many questions, evenly spaced through the file (0: all)")
+		fs.Usage = func() {
+			fmt.Fprint(fs.Output(), evalHelp)
+			fs.PrintDefaults()
+		}
+	}
+	cfgA, fs, err := loadConfig("eval", args, config.Runtime, extra)
+	if err != nil {
+		return err
+	}
+	graph, questions, err := evalInputs(fs.Args())
+	if err != nil {
+		return err
+	}
+	qf, err := os.Open(questions)
+	if err != nil {
+		return err
+	}
+	qs, err := eval.ReadQuestions(qf)
+	qf.Close()
+	if err != nil {
+		return err
+	}
+	qs = eval.Sample(qs, sample)
+
+	setups := []evalSetup{{name: "A", cfg: cfgA}}
+	if compare != "" {
+		env, err := compareEnv(compare)
+		if err != nil {
+			return err
+		}
+		cfgB, _, err := loadConfigEnv("eval", args, config.Runtime, extra, func(k string) (string, bool) {
+			if v, ok := env[k]; ok {
+				return v, true
+			}
+			return os.LookupEnv(k)
+		})
+		if err != nil {
+			return err
+		}
+		setups[0].name = "A (as configured)"
+		setups = append(setups, evalSetup{name: "B (" + compare + ")", cfg: cfgB})
+	}
+	results := make([]eval.Result, 0, len(setups))
+	for _, s := range setups {
+		r, err := runEval(ctx, s, graph, qs)
+		if err != nil {
+			return err
+		}
+		results = append(results, r)
+	}
+	if svg != "" {
+		if err := writeSVG(svg, results[len(results)-1]); err != nil {
+			return err
+		}
+	}
+	if asJSON {
+		if !details {
+			for i := range results {
+				results[i].Questions = nil
+			}
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if len(results) == 1 {
+			return enc.Encode(results[0])
+		}
+		return enc.Encode(map[string]eval.Result{"a": results[0], "b": results[1]})
+	}
+	for _, r := range results {
+		eval.WriteText(stdout, r)
+		fmt.Fprintln(stdout)
+	}
+	if len(results) == 2 {
+		eval.WriteCompare(stdout, results[0], results[1])
+	}
+	return nil
+}
+
+type evalSetup struct {
+	name string
+	cfg  config.Config
+}
+
+func runEval(ctx context.Context, s evalSetup, graph string, qs []eval.Question) (eval.Result, error) {
+	st, cleanup, err := app.OpenScratchStore(ctx, s.cfg)
+	if err != nil {
+		return eval.Result{}, err
+	}
+	defer func() { _ = cleanup() }()
+	c, _, err := app.NewLLM(s.cfg, nil)
+	if err != nil {
+		return eval.Result{}, err
+	}
+	emb := app.NewEmbedder(s.cfg, c)
+	gf, err := os.Open(graph)
+	if err != nil {
+		return eval.Result{}, err
+	}
+	defer gf.Close()
+	progress := progressBar(s.name)
+	load, err := eval.Load(ctx, st, emb, gf, qs)
+	if err != nil {
+		return eval.Result{}, err
+	}
+	r, err := eval.Run(ctx, eval.Setup{Name: s.name, Store: st, Embedder: emb, Inject: s.cfg.Inject, Progress: progress}, qs)
+	if err != nil {
+		return eval.Result{}, err
+	}
+	r.Load = load
+	return r, nil
+}
+
+// evalInputs resolves DIR or GRAPH QUESTIONS.
+func evalInputs(args []string) (graph, questions string, err error) {
+	switch len(args) {
+	case 1:
+		dir := args[0]
+		for _, name := range []string{"graph.jsonl.gz", "graph.jsonl"} {
+			if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+				graph = filepath.Join(dir, name)
+				break
+			}
+		}
+		questions = filepath.Join(dir, "questions.jsonl")
+		if graph == "" {
+			return "", "", fmt.Errorf("%w: %s holds no graph.jsonl(.gz)", errUsage, dir)
+		}
+		if _, err := os.Stat(questions); err != nil {
+			return "", "", fmt.Errorf("%w: %s holds no questions.jsonl", errUsage, dir)
+		}
+		return graph, questions, nil
+	case 2:
+		return args[0], args[1], nil
+	}
+	return "", "", fmt.Errorf("%w: engram eval DIR | GRAPH QUESTIONS (engram eval -h)", errUsage)
+}
+
+// compareEnv reads -compare's SPEC: an env file, or KEY=VALUE pairs.
+func compareEnv(spec string) (map[string]string, error) {
+	env := map[string]string{}
+	var pairs []string
+	if st, err := os.Stat(spec); err == nil && !st.IsDir() {
+		f, err := os.Open(spec)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			line := strings.TrimSpace(sc.Text())
+			if line == "" || strings.HasPrefix(line, "#") {
+				continue
+			}
+			pairs = append(pairs, strings.TrimPrefix(line, "export "))
+		}
+		if err := sc.Err(); err != nil {
+			return nil, err
+		}
+	} else {
+		pairs = strings.FieldsFunc(spec, func(r rune) bool { return r == ',' || r == ' ' })
+	}
+	var errs []error
+	for _, p := range pairs {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || !strings.HasPrefix(k, "ENGRAM_") {
+			errs = append(errs, fmt.Errorf("-compare: %q is not ENGRAM_NAME=value", p))
+			continue
+		}
+		env[k] = strings.Trim(v, `"'`)
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%w: %w", errUsage, errors.Join(errs...))
+	}
+	return env, nil
+}
+
+func writeSVG(path string, r eval.Result) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := eval.WriteSVG(f, r); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// progressBar draws progress on stderr when it is a terminal.
+func progressBar(name string) func(done, total int) {
+	if !isatty.IsTerminal(os.Stderr.Fd()) {
+		return nil
+	}
+	return func(done, total int) {
+		const width = 30
+		n := width * done / total
+		fmt.Fprintf(os.Stderr, "\r%s [%s%s] %d/%d", name, strings.Repeat("=", n), strings.Repeat(" ", width-n), done, total)
+		if done == total {
+			fmt.Fprint(os.Stderr, "\r\033[K")
+		}
+	}
+}
