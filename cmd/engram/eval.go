@@ -117,13 +117,9 @@ func evalCmd(ctx context.Context, stdout io.Writer, args []string) error {
 		setups[0].name = "A (as configured)"
 		setups = append(setups, evalSetup{name: "B (" + compare + ")", cfg: cfgB})
 	}
-	results := make([]eval.Result, 0, len(setups))
-	for _, s := range setups {
-		r, err := runEval(ctx, s, graph, qs)
-		if err != nil {
-			return err
-		}
-		results = append(results, r)
+	results, err := runEvals(ctx, setups, graph, qs)
+	if err != nil {
+		return err
 	}
 	if svg != "" {
 		if err := writeSVG(svg, results[len(results)-1]); err != nil {
@@ -158,33 +154,63 @@ type evalSetup struct {
 	cfg  config.Config
 }
 
-func runEval(ctx context.Context, s evalSetup, graph string, qs []eval.Question) (eval.Result, error) {
-	st, cleanup, err := app.OpenScratchStore(ctx, s.cfg)
-	if err != nil {
-		return eval.Result{}, err
+// runEvals evaluates each setup. Setups that differ only in what is read
+// at question time (the injector's settings) share one loaded store; a
+// different store or model gets its own.
+func runEvals(ctx context.Context, setups []evalSetup, graph string, qs []eval.Question) ([]eval.Result, error) {
+	type loaded struct {
+		cfg  config.Config
+		st   eval.Store
+		emb  app.Embedder
+		load eval.LoadStats
 	}
-	defer func() { _ = cleanup() }()
-	c, _, err := app.NewLLM(s.cfg, nil)
-	if err != nil {
-		return eval.Result{}, err
+	var stores []loaded
+	results := make([]eval.Result, 0, len(setups))
+	for _, s := range setups {
+		var l *loaded
+		for i := range stores {
+			if sameLoad(stores[i].cfg, s.cfg) {
+				l = &stores[i]
+			}
+		}
+		if l == nil {
+			st, cleanup, err := app.OpenScratchStore(ctx, s.cfg)
+			if err != nil {
+				return nil, err
+			}
+			defer func() { _ = cleanup() }()
+			c, _, err := app.NewLLM(s.cfg, nil)
+			if err != nil {
+				return nil, err
+			}
+			emb := app.NewEmbedder(s.cfg, c)
+			gf, err := os.Open(graph)
+			if err != nil {
+				return nil, err
+			}
+			load, err := eval.Load(ctx, st, emb, gf, qs)
+			gf.Close()
+			if err != nil {
+				return nil, err
+			}
+			stores = append(stores, loaded{cfg: s.cfg, st: st, emb: emb, load: load})
+			l = &stores[len(stores)-1]
+		}
+		r, err := eval.Run(ctx, eval.Setup{Name: s.name, Store: l.st, Embedder: l.emb, Inject: s.cfg.Inject,
+			Progress: progressBar(s.name)}, qs)
+		if err != nil {
+			return nil, err
+		}
+		r.Load = l.load
+		results = append(results, r)
 	}
-	emb := app.NewEmbedder(s.cfg, c)
-	gf, err := os.Open(graph)
-	if err != nil {
-		return eval.Result{}, err
-	}
-	defer gf.Close()
-	progress := progressBar(s.name)
-	load, err := eval.Load(ctx, st, emb, gf, qs)
-	if err != nil {
-		return eval.Result{}, err
-	}
-	r, err := eval.Run(ctx, eval.Setup{Name: s.name, Store: st, Embedder: emb, Inject: s.cfg.Inject, Progress: progress}, qs)
-	if err != nil {
-		return eval.Result{}, err
-	}
-	r.Load = load
-	return r, nil
+	return results, nil
+}
+
+// sameLoad reports whether two configurations load the same store: the
+// same backend and embedder.
+func sameLoad(a, b config.Config) bool {
+	return a.Store == b.Store && a.LLM.Embed == b.LLM.Embed && a.LLM.EmbedDim == b.LLM.EmbedDim && a.LLM.Host == b.LLM.Host
 }
 
 // evalInputs resolves DIR or GRAPH QUESTIONS.

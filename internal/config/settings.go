@@ -141,6 +141,16 @@ func (c *Config) Settings() []Setting {
 			Usage: "injector: projects with memory off, comma-separated"},
 		{Flag: "inject-briefing-ttl", Env: "ENGRAM_INJECT_BRIEFING_TTL", Group: Runtime, value: (*durV)(&c.Inject.BriefingTTL),
 			Usage: "injector: a session gets the first-turn directive again after this long"},
+		{Flag: "rank-fusion", Env: "ENGRAM_RANK_FUSION", Group: Runtime, value: (*strV)(&c.Inject.Ranking.Fusion),
+			Usage: "retrieval: how channels combine: score (each channel's scores over its best, weighted) or rrf (weighted reciprocal rank); empty: the embedder's ranking"},
+		{Flag: "rank-lexical", Env: "ENGRAM_RANK_LEXICAL", Group: Runtime, value: (*autoFloatV)(&c.Inject.Ranking.Lexical),
+			Usage: "retrieval: weight of the BM25 channel (auto: the embedder's ranking)"},
+		{Flag: "rank-vector", Env: "ENGRAM_RANK_VECTOR", Group: Runtime, value: (*autoFloatV)(&c.Inject.Ranking.Vector),
+			Usage: "retrieval: weight of the vector channel (auto: 0.3 with the built-in hashing embedder, 1 with an embedding model)"},
+		{Flag: "rank-feedback", Env: "ENGRAM_RANK_FEEDBACK", Group: Runtime, value: (*autoFloatV)(&c.Inject.Ranking.Feedback),
+			Usage: "retrieval: weight of the pseudo-relevance feedback channel (0: off; auto: the embedder's ranking)"},
+		{Flag: "rank-prior", Env: "ENGRAM_RANK_PRIOR", Group: Runtime, value: (*autoFloatV)(&c.Inject.Ranking.Prior),
+			Usage: "retrieval: how far the prior (feedback, recency, confidence) moves a score, 0 to 1 (auto: the embedder's ranking)"},
 		{Flag: "extract-max-memories", Env: "ENGRAM_EXTRACT_MAX_MEMORIES", Group: Runtime, value: (*intV)(&c.Extract.MaxMemories),
 			Usage: "extractor: new memories accepted from one model reply (at most 5)"},
 		{Flag: "extract-same-cosine", Env: "ENGRAM_EXTRACT_SAME_COSINE", Group: Runtime, value: (*floatV)(&c.Extract.SameCosine),
@@ -240,6 +250,29 @@ func (v *floatV) Set(s string) error {
 		return errors.New("not a number")
 	}
 	*v = floatV(f)
+	return nil
+}
+
+// autoFloatV is a number or "auto" (stored as -1: decided later).
+type autoFloatV float64
+
+func (v *autoFloatV) String() string {
+	if *v < 0 {
+		return "auto"
+	}
+	return strconv.FormatFloat(float64(*v), 'g', -1, 64)
+}
+func (v *autoFloatV) Set(s string) error {
+	s = strings.TrimSpace(s)
+	if strings.EqualFold(s, "auto") || s == "" {
+		*v = -1
+		return nil
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f < 0 || math.IsInf(f, 0) || math.IsNaN(f) {
+		return errors.New(`not a number >= 0 or "auto"`)
+	}
+	*v = autoFloatV(f)
 	return nil
 }
 

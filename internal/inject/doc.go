@@ -5,16 +5,51 @@
 // (preferences, decisions, patterns asserted by the user or pinned): they are
 // selected by the store, never searched, and sent every turn, because a rule
 // such as "never use tool X" shares no words with the question it governs.
-// RECALLED CONTEXT comes from hybrid retrieval (memory.Retrieve): BM25 and
-// vector channels fused by weighted reciprocal rank, anchor paths, one hop of
-// graph expansion, a prior from feedback, recency, staleness and confidence.
+// RECALLED CONTEXT comes from hybrid retrieval (memory.Retrieve): BM25 on
+// query-time stems, the vector channel and pseudo-relevance feedback, each
+// channel's scores taken over its best and weighted (Config.Ranking; the
+// weights follow the embedder: RankingFor), anchor paths, one hop of graph
+// expansion, a prior from feedback, recency, staleness and confidence.
 //
 // How many recalled lines a turn carries follows the question: hits under the
 // minimum confidence and standing instructions are dropped, then hits are kept
-// in rank order until one scores under RelativeFloor x the best (0.7), at most
+// in rank order until one scores under RelativeFloor x the best (0.5), at most
 // MaxRecalled (12); a ranking that reaches the ceiling without ever falling
 // under the floor is a plateau — the ranker does not know — and only
-// PlateauKeep (3) lines are kept.
+// PlateauKeep (3) lines are kept. The fused score is a share of the best
+// evidence (a hit found by BM25 at half the best hit's BM25 score and not
+// by the other channels scores about half as much), so the floor reads a
+// real gap; under reciprocal-rank fusion, used before, neighbouring ranks
+// scored nearly alike (rank 27 still passed a 0.7 floor) and the ceiling
+// decided every length.
+//
+// # Measured on real conversations
+//
+// `engram eval ../shared/eval/longmemeval-dev` (100 questions over 24,859
+// rounds of real user-assistant conversations, the built-in hashing
+// embedder, SQLite), against plain BM25 over the same nodes in the same run:
+//
+//	|                                   | R@1   | R@5   | R@10  | R@20  | block recall | tokens (mean / p95) |
+//	|-----------------------------------|-------|-------|-------|-------|--------------|---------------------|
+//	| plain BM25                        | 0.440 | 0.756 | 0.843 | 0.911 | top 5: 0.756 | 252 / 260           |
+//	| before (RRF, lexical 0.8 / vector 1.2, floor 0.7, 190 chars) | 0.349 | 0.703 | 0.796 | 0.849 | 0.631 | 301 / 722 |
+//	| vector weight 0 (RRF)             | 0.425 | 0.730 | 0.850 | 0.889 |              |                     |
+//	| score fusion, vector 0.3          | 0.423 | 0.771 | 0.851 | 0.899 |              |                     |
+//	| + feedback 0.5, no prior          | 0.448 | 0.781 | 0.852 | 0.904 |              |                     |
+//	| + query-time stems                | 0.436 | 0.788 | 0.872 | 0.906 |              |                     |
+//	| + prior 0.3 (the default)         | 0.431 | 0.788 | 0.872 | 0.906 | 0.807        | 241 / 507 at 150 chars; 217 / 457 at 130 |
+//
+// Kept out: dropping stop words from the query (R@5 0.803 but R@1 0.404,
+// R@10 0.869, MRR 0.732 against 0.754); the whole prior (R@10 0.862: recency
+// pushes the older of two dated facts down, and temporal questions ask
+// about both); vector weight 0.5 (R@5 0.750). The block policy was chosen
+// from the sweep (engram eval prints it): floor 0.5 and ceiling 12 give
+// recall 0.807 at 4.7 lines, against 0.789 for ceiling 10 and 0.755 for
+// floor 0.6; lines of 140 characters instead of 190 cost no recall (recall
+// counts memories) and bring the p95 under 500 tokens. Where the ranker
+// still trails BM25: recall@1 overall (0.431 against 0.440) and the
+// temporal questions (R@10 0.856 against 0.885), whose dates the ranker
+// does not read yet.
 //
 // A content-free turn — only acknowledgements and go-aheads such as "ok",
 // "continue" or "yes please, go ahead" (ContentFree) — and any turn under

@@ -36,8 +36,8 @@ type Config struct {
 	MinConfidence    float64       // hits under it are dropped (0.3)
 	Hits             int           // hits asked of the ranker (24)
 	MaxStanding      int           // standing instructions per block (6)
-	LineChars        int           // characters per line of memory text (190)
-	RelativeFloor    float64       // kept hits score at least floor x best (0.7)
+	LineChars        int           // characters per line of memory text (140)
+	RelativeFloor    float64       // kept hits score at least floor x best (0.5)
 	MaxRecalled      int           // recalled lines at most (12)
 	PlateauKeep      int           // lines kept when the ceiling is reached without a drop (3)
 	MinQueryChars    int           // text channels run for queries at least this long (8)
@@ -45,14 +45,50 @@ type Config struct {
 	CrossProject     bool          // recall memories of other projects whose reach is anywhere
 	DisabledProjects []string      // memory is off for these projects
 	BriefingTTL      time.Duration // a session is briefed again after this long (24h)
+	// Ranking weighs retrieval (ENGRAM_RANK_*). An empty Fusion and
+	// negative weights are "auto": the embedder's ranking decides
+	// (RankingFor).
+	Ranking memory.Ranking
 }
 
-// Defaults returns the constants of issue 4.
+// Auto is the Ranking whose every field the embedder decides.
+var Auto = memory.Ranking{Lexical: -1, Vector: -1, Feedback: -1, Prior: -1}
+
+// lexicalEmbedder is an embedder whose vectors match words, not meaning
+// (pkg/llm/hashembed).
+type lexicalEmbedder interface{ Lexical() bool }
+
+// RankingFor is the ranking with emb: the embedder's measured ranking
+// (memory.LexicalEmbedderRanking for a lexical embedder such as the
+// built-in hashing one, memory.SemanticEmbedderRanking for a model), with
+// every field c sets in place of the embedder's.
+func (c Config) RankingFor(emb Embedder) memory.Ranking {
+	r := memory.SemanticEmbedderRanking
+	if le, ok := emb.(lexicalEmbedder); ok && le.Lexical() {
+		r = memory.LexicalEmbedderRanking
+	}
+	o := c.Ranking
+	if o.Fusion != "" {
+		r.Fusion = o.Fusion
+	}
+	for _, f := range []struct{ set, into *float64 }{
+		{&o.Lexical, &r.Lexical}, {&o.Vector, &r.Vector}, {&o.Feedback, &r.Feedback}, {&o.Prior, &r.Prior},
+	} {
+		if *f.set >= 0 {
+			*f.into = *f.set
+		}
+	}
+	return r
+}
+
+// Defaults returns the injector's constants: those of issue 4, with the
+// relative floor and the line length tuned on the development set with
+// `engram eval` (issue 19; see the package documentation).
 func Defaults() Config {
 	return Config{
-		MinConfidence: 0.3, Hits: 24, MaxStanding: 6, LineChars: 190, RelativeFloor: 0.7,
+		MinConfidence: 0.3, Hits: 24, MaxStanding: 6, LineChars: 140, RelativeFloor: 0.5,
 		MaxRecalled: 12, PlateauKeep: 3, MinQueryChars: 8, AutoRecall: true, CrossProject: true,
-		BriefingTTL: 24 * time.Hour,
+		BriefingTTL: 24 * time.Hour, Ranking: Auto,
 	}
 }
 
@@ -87,6 +123,13 @@ func (c Config) Validate() error {
 	}
 	if c.BriefingTTL <= 0 {
 		bad("inject: briefing TTL %v must be positive", c.BriefingTTL)
+	}
+	// Both embedder kinds' rankings must come out valid with c's overrides.
+	for _, r := range []memory.Ranking{c.RankingFor(nil), c.RankingFor(lexical{})} {
+		if err := r.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("inject: %w", err))
+			break
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -154,12 +197,17 @@ func (b Block) Scores() []float64 {
 // Tokens estimates the block's size in tokens (characters / 4).
 func (b Block) Tokens() int { return (utf8.RuneCountInString(b.Text) + 3) / 4 }
 
+type lexical struct{ Embedder }
+
+func (lexical) Lexical() bool { return true }
+
 // Injector builds memory blocks.
 type Injector struct {
-	store Store
-	emb   Embedder
-	cfg   Config
-	now   func() time.Time
+	store   Store
+	emb     Embedder
+	cfg     Config
+	ranking memory.Ranking
+	now     func() time.Time
 }
 
 // Option configures an Injector.
@@ -175,7 +223,7 @@ func New(store Store, emb Embedder, cfg Config, opts ...Option) (*Injector, erro
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	i := &Injector{store: store, emb: emb, cfg: cfg, now: time.Now}
+	i := &Injector{store: store, emb: emb, cfg: cfg, ranking: cfg.RankingFor(emb), now: time.Now}
 	for _, o := range opts {
 		o(i)
 	}
@@ -373,6 +421,7 @@ func (i *Injector) recall(ctx context.Context, req Request, now time.Time) ([]me
 		Expand:  true,
 		TextMin: i.cfg.MinQueryChars,
 		Now:     now,
+		Ranking: &i.ranking,
 	}
 	skipped := ""
 	if text := strings.TrimSpace(req.Text); !i.searchesText(text) {

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 	"unicode"
+	"unicode/utf8"
 )
 
 // Retrieval constants (issue 4). Channels and expansion use these; callers
@@ -57,6 +58,93 @@ func (p Profile) Weights() (lexical, vector float64) {
 	default:
 		return 0.8, 1.2
 	}
+}
+
+// Fusion kinds: how Retrieve combines its channels.
+const (
+	// FuseScores adds each channel's scores divided by the channel's best,
+	// times the channel's weight: a hit's fused score says how much of the
+	// best evidence it has, so gaps between scores mean something (the
+	// block's relative floor reads them).
+	FuseScores = "score"
+	// FuseRanks is weighted reciprocal-rank fusion, weight / (RRFK + rank):
+	// neighbours in a ranking score nearly the same however far apart their
+	// evidence is.
+	FuseRanks = "rrf"
+)
+
+// Ranking weighs Retrieve's channels and its prior. The weights are those
+// of a prose question; a code-like question moves weight from the vector
+// channel to the lexical one (Profile.Weights gives the factors).
+type Ranking struct {
+	Fusion   string  `json:"fusion"`   // FuseScores or FuseRanks
+	Lexical  float64 `json:"lexical"`  // weight of BM25
+	Vector   float64 `json:"vector"`   // weight of the vector channel
+	Feedback float64 `json:"feedback"` // weight of the pseudo-relevance feedback channel (0: off)
+	// Prior is how far the prior (feedback, recency, staleness, confidence)
+	// moves a score: score x (1 - Prior + Prior x prior). 1: all of it; 0:
+	// none. Pinned memories keep their whole prior whatever this says.
+	Prior float64 `json:"prior"`
+}
+
+// Rankings measured with `engram eval` on the development set (see the
+// package documentation of internal/inject for the figures).
+var (
+	// LexicalEmbedderRanking is the ranking for an embedder whose vectors
+	// match shared words and fragments, not meaning (pkg/llm/hashembed):
+	// its vector channel adds fuzzy matching of word forms to BM25, at a
+	// small weight.
+	LexicalEmbedderRanking = Ranking{Fusion: FuseScores, Lexical: 1, Vector: 0.3, Feedback: 0.5, Prior: 0.3}
+	// SemanticEmbedderRanking is the ranking for an embedding model (Ollama):
+	// both channels at equal weight. Not measured on our machines (no model
+	// weights there): measure yours with engram eval -compare.
+	SemanticEmbedderRanking = Ranking{Fusion: FuseScores, Lexical: 1, Vector: 1, Feedback: 0.5, Prior: 0.3}
+)
+
+// Validate lists every problem of r.
+func (r Ranking) Validate() error {
+	var errs []error
+	if r.Fusion != FuseScores && r.Fusion != FuseRanks {
+		errs = append(errs, fmt.Errorf("ranking: fusion %q is neither %q nor %q", r.Fusion, FuseScores, FuseRanks))
+	}
+	for _, w := range []struct {
+		name string
+		v    float64
+	}{{"lexical", r.Lexical}, {"vector", r.Vector}, {"feedback", r.Feedback}} {
+		if !(w.v >= 0) || math.IsInf(w.v, 0) {
+			errs = append(errs, fmt.Errorf("ranking: %s weight %v must be a number >= 0", w.name, w.v))
+		}
+	}
+	if !(r.Lexical+r.Vector > 0) {
+		errs = append(errs, errors.New("ranking: the lexical and vector weights are both 0: nothing would rank"))
+	}
+	if !(r.Prior >= 0 && r.Prior <= 1) {
+		errs = append(errs, fmt.Errorf("ranking: prior %v is outside [0, 1]", r.Prior))
+	}
+	return errors.Join(errs...)
+}
+
+// weights are the lexical and vector weights for a question of profile p:
+// the prose weights moved by the profile's factors (Profile.Weights over
+// the prose profile's).
+func (r Ranking) weights(p Profile) (lexical, vector float64) {
+	pl, pv := ProfileProse.Weights()
+	l, v := p.Weights()
+	return r.Lexical * l / pl, r.Vector * v / pv
+}
+
+// anchor is the activation an anchor path gives: AnchorActivation in
+// reciprocal-rank units (about half a rank-1 hit of one channel), scaled
+// to the fusion's unit.
+func (r Ranking) anchor() float64 { return AnchorActivation * (RRFK + 1) * r.unit() }
+
+// unit is what a rank-1 hit of one channel at weight 1 adds to a fused
+// score: the scale of the anchor and graph activations.
+func (r Ranking) unit() float64 {
+	if r.Fusion == FuseRanks {
+		return 1 / (RRFK + 1)
+	}
+	return 1
 }
 
 // QueryProfile classifies a query by the share of its whitespace-separated
@@ -174,6 +262,9 @@ type Query struct {
 	Precise     bool   // cut the vector channel at max(mean + 1 sd, 0.35) over >= 8 samples
 	TextMin     int    // minimum query length (characters) for the text channels; 0: any
 	Now         time.Time
+	// Ranking weighs the channels and the prior (nil: LexicalEmbedderRanking,
+	// the ranking of the built-in embedder).
+	Ranking *Ranking
 }
 
 // Hit is one retrieved memory with how it was scored.
@@ -197,10 +288,13 @@ type cand struct {
 	path, direct      bool
 }
 
-// Retrieve runs hybrid retrieval: lexical BM25 and vector cosine fused by
-// weighted reciprocal rank, anchor paths, optional one-hop graph expansion, a
-// prior from feedback, recency, staleness and confidence, and contradictions
-// settled at read time. Hits are best first.
+// Retrieve runs hybrid retrieval: lexical BM25 (on LexicalTerms: stemmed
+// at query time), vector cosine and pseudo-relevance feedback fused as
+// Query.Ranking says (by default each channel's scores over its best,
+// weighted: FuseScores), anchor paths, optional one-hop graph expansion, a
+// prior from feedback, recency, staleness and confidence (moved by
+// Ranking.Prior), and contradictions settled at read time. Hits are best
+// first.
 func Retrieve(ctx context.Context, st RetrievalStore, q Query) ([]Hit, error) {
 	if q.Limit <= 0 {
 		q.Limit = 24
@@ -208,9 +302,19 @@ func Retrieve(ctx context.Context, st RetrievalStore, q Query) ([]Hit, error) {
 	if q.Now.IsZero() {
 		q.Now = time.Now()
 	}
+	rk := LexicalEmbedderRanking
+	if q.Ranking != nil {
+		rk = *q.Ranking
+	}
 	lex, vec, byPath, err := runChannels(ctx, st, q)
 	if err != nil {
 		return nil, err
+	}
+	var fb []Scored
+	if rk.Feedback > 0 && len(lex) >= feedbackShared {
+		if fb, err = feedback(ctx, st, q, lex); err != nil {
+			return nil, err
+		}
 	}
 	var cut float64 // precise mode: the vector channel's cut, from the search's own sample
 	if q.Precise {
@@ -225,7 +329,7 @@ func Retrieve(ctx context.Context, st RetrievalStore, q Query) ([]Hit, error) {
 		vec = atLeast(vec, cut)
 	}
 	// Sized for the direct candidates; graph neighbours may add a few.
-	direct := len(lex) + len(vec) + len(byPath)
+	direct := len(lex) + len(vec) + len(fb) + len(byPath)
 	cands := make(map[string]*cand, direct)
 	slab := make([]cand, direct)
 	get := func(id string) *cand {
@@ -240,30 +344,36 @@ func Retrieve(ctx context.Context, st RetrievalStore, q Query) ([]Hit, error) {
 		}
 		return c
 	}
-	lw, vw := QueryProfile(q.Text).Weights()
-	for i, s := range lex {
-		c := get(s.ID)
-		c.lexRank = i + 1
-		c.fused += lw / (RRFK + float64(i+1))
-		c.direct = true
+	lw, vw := rk.weights(QueryProfile(q.Text))
+	fuse := func(sc []Scored, w float64, rank func(c *cand, r int)) {
+		for i, s := range sc {
+			c := get(s.ID)
+			if rank != nil {
+				rank(c, i+1)
+			}
+			c.direct = true
+			if rk.Fusion == FuseRanks {
+				c.fused += w / (RRFK + float64(i+1))
+			} else if sc[0].Score > 0 {
+				c.fused += w * s.Score / sc[0].Score
+			}
+		}
 	}
-	for i, s := range vec {
-		c := get(s.ID)
-		c.vecRank = i + 1
-		c.fused += vw / (RRFK + float64(i+1))
-		c.direct = true
-	}
+	fuse(lex, lw, func(c *cand, r int) { c.lexRank = r })
+	fuse(vec, vw, func(c *cand, r int) { c.vecRank = r })
+	fuse(fb, rk.Feedback, nil)
+	anchor := rk.anchor()
 	for _, s := range byPath {
 		c := get(s.ID)
 		c.path = true
 		c.direct = true
-		c.activation += AnchorActivation
+		c.activation += anchor
 	}
 	if len(cands) == 0 {
 		return nil, nil
 	}
 
-	exp, loaded, hints, err := loadCandidates(ctx, st, q, cands)
+	exp, loaded, hints, err := loadCandidates(ctx, st, q, cands, anchor)
 	if err != nil {
 		return nil, err
 	}
@@ -274,6 +384,7 @@ func Retrieve(ctx context.Context, st RetrievalStore, q Query) ([]Hit, error) {
 	if exp != nil {
 		exp.spread(q, byID, get)
 	}
+	ps := rk.Prior
 	// Score every visible candidate, sort the scores, and make Hits (each
 	// carries its whole node) only of those that can still make the cut,
 	// with a few spare so that a contradiction's dropped loser leaves room
@@ -292,6 +403,9 @@ func Retrieve(ctx context.Context, st RetrievalStore, q Query) ([]Hit, error) {
 			continue
 		}
 		r := ranked{n: n, c: c, prior: Prior(n, q.Now)}
+		if !n.Pinned {
+			r.prior = 1 - ps + ps*r.prior
+		}
 		base := c.activation
 		if c.direct {
 			base += c.fused
@@ -328,7 +442,7 @@ func Retrieve(ctx context.Context, st RetrievalStore, q Query) ([]Hit, error) {
 // that are not candidates; then, with ContradictionHints, asks about the
 // candidates and those neighbours in one call (hints is nil without the
 // capability).
-func loadCandidates(ctx context.Context, st RetrievalStore, q Query, cands map[string]*cand) (*hop, []Node, map[string]bool, error) {
+func loadCandidates(ctx context.Context, st RetrievalStore, q Query, cands map[string]*cand, anchor float64) (*hop, []Node, map[string]bool, error) {
 	ids := make([]string, 0, len(cands))
 	for id := range cands {
 		ids = append(ids, id)
@@ -351,7 +465,7 @@ func loadCandidates(ctx context.Context, st RetrievalStore, q Query, cands map[s
 		wg.Go(func() {
 			var more []string
 			if q.Expand {
-				if exp, errs[1] = seedEdges(ctx, st, cands); errs[1] != nil {
+				if exp, errs[1] = seedEdges(ctx, st, cands, anchor); errs[1] != nil {
 					return
 				}
 				for _, id := range exp.neighbours() {
@@ -405,7 +519,7 @@ func runChannels(ctx context.Context, st RetrievalStore, q Query) (lex, vec, byP
 	}
 	text := strings.TrimSpace(q.Text)
 	if text != "" && len([]rune(text)) >= q.TextMin {
-		if terms := Terms(text); len(terms) > 0 {
+		if terms := LexicalTerms(text); len(terms) > 0 {
 			tasks = append(tasks, func() {
 				lex, errs[0] = st.Lexical(ctx, terms, q.Filter, ChannelDepth)
 				if errs[0] != nil {
@@ -454,7 +568,7 @@ func (h *hop) neighbours() []string {
 	return h.nbAll
 }
 
-func seedEdges(ctx context.Context, st RetrievalStore, cands map[string]*cand) (*hop, error) {
+func seedEdges(ctx context.Context, st RetrievalStore, cands map[string]*cand, anchor float64) (*hop, error) {
 	type seed struct {
 		id   string
 		base float64
@@ -476,7 +590,7 @@ func seedEdges(ctx context.Context, st RetrievalStore, cands map[string]*cand) (
 	// Mass is computed from the seeds' direct scores before any graph mass lands.
 	for i, s := range seeds {
 		h.seeds[i] = s.id
-		h.masses[i] = math.Max(cands[s.id].fused, AnchorActivation)
+		h.masses[i] = math.Max(cands[s.id].fused, anchor)
 	}
 	edgesOf, err := st.EdgesOf(ctx, h.seeds)
 	if err != nil {
@@ -756,3 +870,75 @@ func lastN(s []string, n int) []string {
 	}
 	return s
 }
+
+// Pseudo-relevance feedback: the leading lexical hits are taken as
+// relevant, the words they share (at least feedbackShared of them, not in
+// the question, not stop words) are added to the question's terms, and
+// BM25 runs again; the result is one more channel (Ranking.Feedback).
+// It reaches memories that answer the question in other words than it
+// asks in, through the words its first answers use.
+const (
+	feedbackDocs   = 5 // leading lexical hits read
+	feedbackShared = 2 // of which a word must be in at least this many
+	feedbackTerms  = 8 // words added
+)
+
+func feedback(ctx context.Context, st RetrievalStore, q Query, lex []Scored) ([]Scored, error) {
+	top := lex[:min(feedbackDocs, len(lex))]
+	ids := make([]string, len(top))
+	weight := make(map[string]float64, len(top))
+	for i, s := range top {
+		ids[i] = s.ID
+		weight[s.ID] = s.Score / lex[0].Score
+	}
+	nodes, err := st.GetMany(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("retrieve: feedback: %w", err)
+	}
+	terms := QueryTerms(q.Text)
+	asked := make(map[string]bool, len(terms))
+	for _, t := range terms {
+		asked[t] = true
+	}
+	type word struct {
+		docs int
+		mass float64
+	}
+	words := map[string]*word{}
+	for _, n := range nodes {
+		seen := map[string]bool{}
+		for _, t := range strings.FieldsFunc(strings.ToLower(n.Label+" "+n.Body), notWord) {
+			if seen[t] || asked[t] || utf8.RuneCountInString(t) < 3 || stopWords[t] {
+				continue
+			}
+			seen[t] = true
+			w := words[t]
+			if w == nil {
+				w = &word{}
+				words[t] = w
+			}
+			w.docs++
+			w.mass += weight[n.ID]
+		}
+	}
+	var shared []string
+	for t, w := range words {
+		if w.docs >= feedbackShared {
+			shared = append(shared, t)
+		}
+	}
+	if len(shared) == 0 {
+		return nil, nil
+	}
+	slices.SortFunc(shared, func(a, b string) int {
+		return cmp.Or(cmp.Compare(words[b].mass, words[a].mass), strings.Compare(a, b))
+	})
+	terms = append(terms, shared[:min(feedbackTerms, len(shared))]...)
+	out, err := st.Lexical(ctx, terms, q.Filter, ChannelDepth)
+	if err != nil {
+		return nil, fmt.Errorf("retrieve: feedback: %w", err)
+	}
+	return out, nil
+}
+
+func notWord(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }

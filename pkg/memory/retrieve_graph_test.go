@@ -41,6 +41,10 @@ func (s *graphStore) ByPaths(_ context.Context, paths []string, _ Filter, _ int)
 	return out, nil
 }
 
+// rrfRanking is reciprocal-rank fusion with the profile weights as they
+// are and the whole prior: the units in which the hop's rules are stated.
+var rrfRanking = Ranking{Fusion: FuseRanks, Lexical: 0.8, Vector: 1.2, Prior: 1}
+
 // TestGraphExpansion pins the hop's rules: the top 6 direct hits seed it,
 // each with mass max(fused score, 1/120); a seed passes mass x 0.45 split
 // evenly over at most 24 eligible neighbours; a neighbour that is a direct
@@ -60,6 +64,9 @@ func TestGraphExpansion(t *testing.T) {
 	run := func(t *testing.T, st *graphStore, q Query) map[string]Hit {
 		t.Helper()
 		q.Filter, q.Now, q.Expand = Filter{ProjectID: "p"}, now, true
+		if q.Ranking == nil {
+			q.Ranking = &rrfRanking // the rules in reciprocal-rank units
+		}
 		if q.Limit == 0 {
 			q.Limit = 100
 		}

@@ -3,6 +3,7 @@ package memory_test
 import (
 	"context"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -46,7 +47,7 @@ func TestRetrieveOnStores(t *testing.T) {
 		}
 		q := memory.Query{Text: "kubernetes helm deploys", Vector: emb.Vector("kubernetes helm deploys"), Model: emb.Model(),
 			AnchorPaths: []string{"web/fonts.css"}, Filter: memory.Filter{ProjectID: "p1", SessionID: "s1"},
-			Expand: true, Now: now}
+			Expand: true, Now: now, Ranking: &memory.Ranking{Fusion: memory.FuseRanks, Lexical: 0.8, Vector: 1.2, Prior: 1}}
 		hits, err := memory.Retrieve(ctx, st, q)
 		if err != nil {
 			t.Fatal(err)
@@ -84,6 +85,68 @@ func TestRetrieveOnStores(t *testing.T) {
 		}
 		if hits[0].ID != direct.ID {
 			t.Errorf("best hit %s, want the direct match", hits[0].ID)
+		}
+
+		// The default: scores fused over each channel's best, so the best
+		// hit of both channels has the sum of the weights, and an anchor
+		// path gives half of one channel's best.
+		q.Ranking = nil
+		hits, err = memory.Retrieve(ctx, st, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rk := memory.LexicalEmbedderRanking
+		if hits[0].ID != direct.ID || math.Abs(hits[0].Fused-(rk.Lexical+rk.Vector)) > 1e-9 {
+			t.Errorf("score fusion: best %s fused %v, want %s with %v", hits[0].ID, hits[0].Fused, direct.ID, rk.Lexical+rk.Vector)
+		}
+		for _, h := range hits {
+			if h.ID == anchored.ID && math.Abs(h.Activation-memory.AnchorActivation*(memory.RRFK+1)) > 1e-12 {
+				t.Errorf("score fusion: anchor activation %v, want %v", h.Activation, memory.AnchorActivation*(memory.RRFK+1))
+			}
+		}
+	})
+}
+
+// Pseudo-relevance feedback reaches a memory that shares no word with the
+// question through the words the question's answers share.
+func TestFeedbackChannel(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		ctx := context.Background()
+		now := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+		st := b.Open(t, storetest.WithClock(func() time.Time { return now }))
+		add := func(label string) string {
+			r, err := st.Upsert(ctx, memory.Node{Subkind: memory.Observation, ProjectID: "p1", Label: label})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r.Node.ID
+		}
+		a := add("Biscuit the greyhound loves the beach at dawn")
+		b2 := add("Took Biscuit the greyhound to the vet for his shots")
+		c := add("Biscuit chewed the sofa cushions again")
+		add("The sofa was delivered on Tuesday")
+		q := memory.Query{Text: "greyhound vet", Filter: memory.Filter{ProjectID: "p1"}, Now: now}
+		ids := func(rk memory.Ranking) []string {
+			q.Ranking = &rk
+			hits, err := memory.Retrieve(ctx, st, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []string
+			for _, h := range hits {
+				out = append(out, h.ID)
+			}
+			return out
+		}
+		rk := memory.LexicalEmbedderRanking
+		rk.Feedback = 0
+		if got := ids(rk); slices.Contains(got, c) {
+			t.Fatalf("without feedback the chewed sofa came in: %v", got)
+		}
+		rk.Feedback = 0.5
+		got := ids(rk)
+		if len(got) < 3 || !slices.Contains(got[:2], a) || !slices.Contains(got[:2], b2) || got[2] != c {
+			t.Errorf("with feedback = %v, want %s and %s, then %s through the shared word", got, a, b2, c)
 		}
 	})
 }

@@ -72,3 +72,35 @@ func FuzzTerms(f *testing.F) {
 		}
 	})
 }
+
+func TestLexicalTerms(t *testing.T) {
+	cases := []struct {
+		in   string
+		want []string
+	}{
+		// Cut to the stem's shared part, so that the prefix match reaches the other forms.
+		{"Korean restaurants", []string{"restaur", "korean"}},
+		{"happy", []string{"happ"}},
+		{"How many babies", []string{"babi", "many", "how"}},
+		// Short stems are not sent: "tried" -> "tri" would match "trip".
+		{"tried", []string{"tried"}},
+		// A word that is its own stem stays; two forms of one word become one term.
+		{"deploy deploys deployed", []string{"deploy"}},
+		// Not English letters: left as they are.
+		{"Größe über 42", []string{"größe", "über", "42"}},
+	}
+	for _, c := range cases {
+		if got := LexicalTerms(c.in); !slices.Equal(got, c.want) {
+			t.Errorf("LexicalTerms(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+func TestQueryTermsDropStopWords(t *testing.T) {
+	if got := QueryTerms("What did I tell you about my dog's name?"); !slices.Equal(got, []string{"tell", "name", "dog"}) {
+		t.Errorf("QueryTerms = %q", got)
+	}
+	if got := QueryTerms("what is it"); !slices.Equal(got, []string{"what", "is", "it"}) {
+		t.Errorf("a question of stop words only must keep them: %q", got)
+	}
+}

@@ -181,3 +181,7 @@ var stopWords = func() map[string]bool {
 	}
 	return m
 }()
+
+// Lexical reports that the vectors match shared words and fragments, not
+// meaning: retrieval weighs them as such (memory.LexicalEmbedderRanking).
+func (e *Embedder) Lexical() bool { return true }
