@@ -89,7 +89,9 @@ type Caller struct {
 	Principal string
 }
 
-func (c Caller) ref() memory.SessionRef { return memory.SessionRef{Project: c.Project, Session: c.Session} }
+func (c Caller) ref() memory.SessionRef {
+	return memory.SessionRef{Project: c.Project, Session: c.Session}
+}
 
 // Tool runs the `memory` tool's operations over a store. It knows no
 // transport: Server (server.go) puts it on MCP.
@@ -192,7 +194,7 @@ func (t *Tool) run(ctx context.Context, c Caller, op Op) (Result, error) {
 // answers: the same words either way. It is memory.ErrNotFound.
 type notFound string
 
-func (e notFound) Error() string        { return fmt.Sprintf("memory %q not found", string(e)) }
+func (e notFound) Error() string      { return fmt.Sprintf("memory %q not found", string(e)) }
 func (notFound) Is(target error) bool { return target == memory.ErrNotFound }
 
 func errNotFound(id string) error { return notFound(id) }
