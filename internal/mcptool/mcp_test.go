@@ -340,3 +340,47 @@ func TestParseTokens(t *testing.T) {
 		t.Fatalf("a world-readable tokens file: %v", err)
 	}
 }
+
+// TestProxy: `engram mcp -remote` serves the agent over stdio and forwards
+// to a running serve's HTTP endpoint with its token.
+func TestProxy(t *testing.T) {
+	f := newFixture(t, storetest.OpenSQLite)
+	srv := httpServer(t, f)
+	url, err := RemoteURL(srv.URL+"/mcp", shop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Dial(f.ctx, url, "not-a-token-not-a-token", "test"); err == nil {
+		t.Fatal("dialled with a wrong token")
+	}
+	remote, err := Dial(f.ctx, url, shopToken, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer remote.Close()
+	proxy, err := NewProxy(f.ctx, remote, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := proxy.Connect(f.ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	cs, err := newClient().Connect(f.ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	rs := call(t, cs, Op{Op: OpTimeline}, Op{Op: OpForget, ID: f.ids["webhook"], Reason: "through the proxy"}, Op{Op: OpNeighbours, ID: f.ids["admin"]})
+	if !rs[0].OK || !slices.Equal(memIDs(rs[0].Memories), []string{f.ids["session"]}) || !rs[1].OK || rs[2].OK {
+		t.Fatalf("through the proxy: %s", jsonText(t, rs))
+	}
+	if n := f.get("webhook"); n.ArchivedAt.IsZero() {
+		t.Fatal("the forget did not reach the store")
+	}
+	if _, err := RemoteURL("127.0.0.1:7475", shop); err == nil {
+		t.Fatal("a URL without a scheme was accepted")
+	}
+}
