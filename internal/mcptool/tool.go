@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/engram-memory/engram/internal/inject"
 	"github.com/engram-memory/engram/pkg/memory"
 )
 
@@ -141,7 +142,7 @@ func (t *Tool) Run(ctx context.Context, c Caller, req Request) (Response, error)
 		return Response{}, errors.New("no project: the tool serves one project (engram mcp -project, or ?project= on HTTP)")
 	}
 	if slices.Contains(t.cfg.DisabledProjects, c.Project) {
-		return Response{}, errors.New("memory is off for this project")
+		return Response{}, errors.New(inject.SkipMemoryOff)
 	}
 	if len(req.Ops) == 0 {
 		return Response{}, errors.New("no operations: give ops, a list of {\"op\": \"recall\", ...}")

@@ -370,3 +370,18 @@ func testNeutraliseRedact(t *testing.T, f *fixture) {
 		t.Fatalf("error not neutralised: %q", r.Error)
 	}
 }
+
+func TestMemoryOffForProject(t *testing.T) {
+	f := newFixture(t, storetest.OpenSQLite)
+	tool, err := New(f.store, f.emb, Config{DisabledProjects: []string{"shop"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tool.Run(f.ctx, shop, Request{Ops: []Op{{Op: OpStats}}}); err == nil || err.Error() != inject.SkipMemoryOff {
+		t.Fatalf("a project with memory off: %v", err)
+	}
+	if _, err := New(f.store, f.emb, Config{MinConfidence: 2, TextChars: 5}); err == nil ||
+		!strings.Contains(err.Error(), "min confidence") || !strings.Contains(err.Error(), "text chars") {
+		t.Fatalf("config problems: %v", err)
+	}
+}
