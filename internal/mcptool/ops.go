@@ -190,7 +190,7 @@ func (t *Tool) timeline(ctx context.Context, c Caller, op Op) (Result, error) {
 		return Result{}, fmt.Errorf("%w: %v", memory.ErrInvalid, err)
 	}
 	f := t.readFilter(c, false)
-	if op.Since == nil && op.Until == nil {
+	if op.Since == "" && op.Until == "" {
 		if c.Session == "" {
 			return Result{}, fmt.Errorf("%w: no session here (engram mcp -session, or ?session= on HTTP): give a time range (since, until)", memory.ErrInvalid)
 		}
@@ -200,12 +200,13 @@ func (t *Tool) timeline(ctx context.Context, c Caller, op Op) (Result, error) {
 		}
 		return t.nodes(nodes, c), nil
 	}
-	since, until := time.Time{}, time.Time{}
-	if op.Since != nil {
-		since = *op.Since
+	since, err := parseTime("since", op.Since)
+	if err != nil {
+		return Result{}, err
 	}
-	if op.Until != nil {
-		until = *op.Until
+	until, err := parseTime("until", op.Until)
+	if err != nil {
+		return Result{}, err
 	}
 	if !until.IsZero() && !since.Before(until) {
 		return Result{}, fmt.Errorf("%w: since %s is not before until %s", memory.ErrInvalid, since.Format(time.RFC3339), until.Format(time.RFC3339))
@@ -354,6 +355,18 @@ func (t *Tool) stats(ctx context.Context, c Caller) (Result, error) {
 		s.Session = ss
 	}
 	return Result{Stats: s}, nil
+}
+
+// parseTime reads an RFC 3339 time ("" is the zero time).
+func parseTime(name, v string) (time.Time, error) {
+	if strings.TrimSpace(v) == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(v))
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%w: %s %q is not an RFC 3339 time (like 2026-05-01T00:00:00Z)", memory.ErrInvalid, name, v)
+	}
+	return t, nil
 }
 
 // bounded is v within [1, max], def when 0.

@@ -138,8 +138,8 @@ func testTimeline(t *testing.T, f *fixture) {
 		t.Fatalf("this session's timeline: %v", memIDs(r.Memories))
 	}
 	f.fails(Caller{Project: "shop"}, Op{Op: OpTimeline}, "give a time range")
-	since := time.Now().Add(-time.Hour)
-	r = f.one(Caller{Project: "shop"}, Op{Op: OpTimeline, Since: &since, Limit: 60})
+	since := time.Now().Add(-time.Hour).Format(time.RFC3339)
+	r = f.one(Caller{Project: "shop"}, Op{Op: OpTimeline, Since: since, Limit: 60})
 	ids := memIDs(r.Memories)
 	for _, name := range []string{"stripe", "webhook", "pnpm", "inject", "global"} {
 		if !slices.Contains(ids, f.ids[name]) {
@@ -154,10 +154,11 @@ func testTimeline(t *testing.T, f *fixture) {
 			t.Fatal("timeline not newest first")
 		}
 	}
-	until := since
-	if r := f.one(Caller{Project: "shop"}, Op{Op: OpTimeline, Until: &until}); len(r.Memories) != 0 {
+	if r := f.one(Caller{Project: "shop"}, Op{Op: OpTimeline, Until: since}); len(r.Memories) != 0 {
 		t.Fatalf("nothing was updated before an hour ago: %v", memIDs(r.Memories))
 	}
+	f.fails(shop, Op{Op: OpTimeline, Since: "yesterday"}, `since "yesterday" is not an RFC 3339 time`)
+	f.fails(shop, Op{Op: OpTimeline, Since: since, Until: since}, "is not before until")
 	f.fails(shop, Op{Op: OpTimeline, Limit: 61}, "want 1-60")
 }
 

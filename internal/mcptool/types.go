@@ -44,8 +44,8 @@ type Op struct {
 	Body     *string    `json:"body,omitempty" jsonschema:"update: the new body"`
 	Subkind  string     `json:"subkind,omitempty" jsonschema:"update: the new kind"`
 	Hops     int        `json:"hops,omitempty" jsonschema:"neighbours: 1-3 (default 1)"`
-	Since    *time.Time `json:"since,omitempty" jsonschema:"timeline: memories updated at or after this time (RFC 3339) instead of this session's"`
-	Until    *time.Time `json:"until,omitempty" jsonschema:"timeline: memories updated before this time (RFC 3339)"`
+	Since    string     `json:"since,omitempty" jsonschema:"timeline: memories updated at or after this time (RFC 3339, e.g. 2026-05-01T00:00:00Z) instead of this session's"`
+	Until    string     `json:"until,omitempty" jsonschema:"timeline: memories updated before this time (RFC 3339)"`
 	From     string     `json:"from,omitempty" jsonschema:"link: the id the edge starts at (for supersedes: the newer memory)"`
 	To       string     `json:"to,omitempty" jsonschema:"link: the id the edge ends at (for supersedes: the older memory)"`
 	Relation string     `json:"relation,omitempty" jsonschema:"link: supersedes, contradicts, generalizes, about, relates_to, caused_by, ..."`
