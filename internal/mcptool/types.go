@@ -34,22 +34,22 @@ type Request struct {
 
 // Op is one operation; which fields it reads depends on Op.
 type Op struct {
-	Op       string     `json:"op" jsonschema:"recall | update | neighbours | timeline | link | forget | restore | stats"`
-	Query    string     `json:"query,omitempty" jsonschema:"recall: what to look up"`
-	Scope    string     `json:"scope,omitempty" jsonschema:"recall: project (default: this project and global memories) or all (also other projects' shareable memories)"`
-	Kind     string     `json:"kind,omitempty" jsonschema:"recall: only memories of this kind (decision, pattern, failure, preference, observation, entity, topic)"`
-	Limit    int        `json:"limit,omitempty" jsonschema:"recall: 1-40 (default 10); timeline: 1-60 (default 20)"`
-	ID       string     `json:"id,omitempty" jsonschema:"update, neighbours, forget, restore: the memory's id as shown in [brackets] in the memory block"`
-	Label    *string    `json:"label,omitempty" jsonschema:"update: the new label (short title)"`
-	Body     *string    `json:"body,omitempty" jsonschema:"update: the new body"`
-	Subkind  string     `json:"subkind,omitempty" jsonschema:"update: the new kind"`
-	Hops     int        `json:"hops,omitempty" jsonschema:"neighbours: 1-3 (default 1)"`
-	Since    string     `json:"since,omitempty" jsonschema:"timeline: memories updated at or after this time (RFC 3339, e.g. 2026-05-01T00:00:00Z) instead of this session's"`
-	Until    string     `json:"until,omitempty" jsonschema:"timeline: memories updated before this time (RFC 3339)"`
-	From     string     `json:"from,omitempty" jsonschema:"link: the id the edge starts at (for supersedes: the newer memory)"`
-	To       string     `json:"to,omitempty" jsonschema:"link: the id the edge ends at (for supersedes: the older memory)"`
-	Relation string     `json:"relation,omitempty" jsonschema:"link: supersedes, contradicts, generalizes, about, relates_to, caused_by, ..."`
-	Reason   string     `json:"reason,omitempty" jsonschema:"forget: why the memory is wrong or no longer useful"`
+	Op       string  `json:"op" jsonschema:"recall | update | neighbours | timeline | link | forget | restore | stats"`
+	Query    string  `json:"query,omitempty" jsonschema:"recall: what to look up"`
+	Scope    string  `json:"scope,omitempty" jsonschema:"recall: project (default: this project and global memories) or all (also other projects' shareable memories)"`
+	Kind     string  `json:"kind,omitempty" jsonschema:"recall: only memories of this kind (decision, pattern, failure, preference, observation, entity, topic)"`
+	Limit    int     `json:"limit,omitempty" jsonschema:"recall: 1-40 (default 10); timeline: 1-60 (default 20)"`
+	ID       string  `json:"id,omitempty" jsonschema:"update, neighbours, forget, restore: the memory's id as shown in [brackets] in the memory block"`
+	Label    *string `json:"label,omitempty" jsonschema:"update: the new label (short title)"`
+	Body     *string `json:"body,omitempty" jsonschema:"update: the new body"`
+	Subkind  string  `json:"subkind,omitempty" jsonschema:"update: the new kind"`
+	Hops     int     `json:"hops,omitempty" jsonschema:"neighbours: 1-3 (default 1)"`
+	Since    string  `json:"since,omitempty" jsonschema:"timeline: memories updated at or after this time (RFC 3339, e.g. 2026-05-01T00:00:00Z) instead of this session's"`
+	Until    string  `json:"until,omitempty" jsonschema:"timeline: memories updated before this time (RFC 3339)"`
+	From     string  `json:"from,omitempty" jsonschema:"link: the id the edge starts at (for supersedes: the newer memory)"`
+	To       string  `json:"to,omitempty" jsonschema:"link: the id the edge ends at (for supersedes: the older memory)"`
+	Relation string  `json:"relation,omitempty" jsonschema:"link: supersedes, contradicts, generalizes, about, relates_to, caused_by, ..."`
+	Reason   string  `json:"reason,omitempty" jsonschema:"forget: why the memory is wrong or no longer useful"`
 }
 
 // Response is the tool's output: one result per operation, in order.
