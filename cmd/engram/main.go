@@ -7,6 +7,7 @@
 //	engram publish    publish input events from JSON (stdin or -f file)
 //	engram inject     print the memory block for a question
 //	engram memory     import and export the memory graph as JSON lines
+//	engram mcp        serve the `memory` MCP tool to an agent over stdio
 //	engram bench      measure Engram (engram bench inject)
 //
 // Every command reads ENGRAM_* variables and its own flags (`engram <cmd> -h`)

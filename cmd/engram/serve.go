@@ -23,5 +23,13 @@ func serve(ctx context.Context, _ io.Writer, args []string) error {
 	// serve opens the store even when no worker asks for it yet, so that a
 	// broken data dir shows at start and /readyz reports the store.
 	opts := append([]fx.Option{fx.Invoke(func(memory.Store) {})}, workerModules...)
+	opts = append(opts, serveModules...)
 	return app.Serve(ctx, cfg, true, "engram-serve", opts...)
 }
+
+// serveModules are what `engram serve` runs beside its workers (the
+// memory tool's HTTP endpoint); a file of this folder adds one with
+// registerServe in an init function.
+var serveModules []fx.Option
+
+func registerServe(m fx.Option) { serveModules = append(serveModules, m) }

@@ -55,6 +55,18 @@ type Config struct {
 	Inject inject.Config
 	// Extract holds the extractor's constants (ENGRAM_EXTRACT_*).
 	Extract extract.Config
+	// MCP is the `memory` tool's HTTP endpoint in serve (ENGRAM_MCP_*).
+	MCP MCP
+}
+
+// MCP is the `memory` MCP tool's streamable HTTP endpoint of `engram
+// serve` (package mcptool). Off by default.
+type MCP struct {
+	// Addr of the endpoint (path /mcp); empty: off.
+	Addr string
+	// Tokens is the bearer tokens file (mcptool.ParseTokens), required
+	// when Addr is set: no token, no access.
+	Tokens string
 }
 
 // NATS says where the bus is.
@@ -417,6 +429,14 @@ func (c Config) Validate() error {
 	}
 	if err := c.Extract.Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if c.MCP.Addr != "" {
+		if err := checkHostPort(c.MCP.Addr, false); err != nil {
+			bad("MCP address (ENGRAM_MCP_ADDR) %q: %v", c.MCP.Addr, err)
+		}
+		if strings.TrimSpace(c.MCP.Tokens) == "" {
+			bad("the MCP endpoint (ENGRAM_MCP_ADDR) needs a tokens file (ENGRAM_MCP_TOKENS): no token, no access")
+		}
 	}
 	return errors.Join(errs...)
 }

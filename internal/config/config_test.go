@@ -273,3 +273,17 @@ func TestChatModelYieldsToRoleModels(t *testing.T) {
 		}
 	}
 }
+
+func TestMCPEndpointNeedsTokens(t *testing.T) {
+	if c := config.Default(); c.MCP.Addr != "" {
+		t.Fatalf("the MCP endpoint is on by default: %q", c.MCP.Addr)
+	}
+	_, _, err := load(t, map[string]string{"ENGRAM_MCP_ADDR": "127.0.0.1:notaport"})
+	if err == nil || !strings.Contains(err.Error(), "ENGRAM_MCP_ADDR") || !strings.Contains(err.Error(), "ENGRAM_MCP_TOKENS") {
+		t.Fatalf("want both MCP problems, got %v", err)
+	}
+	c, _, err := load(t, map[string]string{"ENGRAM_MCP_ADDR": "127.0.0.1:7475"}, "-mcp-tokens", "/etc/engram/tokens")
+	if err != nil || c.MCP.Addr != "127.0.0.1:7475" || c.MCP.Tokens != "/etc/engram/tokens" {
+		t.Fatalf("MCP settings: %+v, %v", c.MCP, err)
+	}
+}

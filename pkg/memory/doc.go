@@ -24,7 +24,9 @@
 // # The contract
 //
 // Store (store.go) is the whole backend contract, composed of Nodes, Graph,
-// Channels and Sessions; consumers depend on the narrowest part they use.
+// Channels, Sessions and Counter (counts.go: live memories by kind and
+// scope, archived, closed, pending embeddings, for the `memory` tool's
+// stats); consumers depend on the narrowest part they use.
 // Errors wrap the sentinels ErrNotFound, ErrInvalid, ErrRefused and
 // ErrUnavailable; check them with errors.Is.
 //
@@ -41,7 +43,9 @@
 //     CheckSupersede (authority and scope), PrepareEdge and Relink;
 //   - Visible (the Filter rules), ValidAt (as-of reads), IsStanding,
 //     StandingFor and CompareStanding / SortStanding (standing instructions),
-//     CompareTimeline;
+//     CompareTimeline; CountNode (what Count counts);
+//   - Provenance, how the memory block and the `memory` tool describe a
+//     memory's origin and trust;
 //   - Terms, the lexical query tokenizer.
 //
 // Upsert matching: a node's digest is unique within its project (global
@@ -50,7 +54,9 @@
 // re-assertion, a superseded or closed one stays closed. Update (or PutBatch)
 // to a digest another node of the project holds is ErrRefused.
 //
-// Lifecycle: Archive ("forget") hides a node until Restore. Supersede and
+// Lifecycle: Archive ("forget") hides a node until Restore, which also
+// reopens a superseded or revised node (the caller unlinks the supersedes
+// edge). Supersede and
 // Revise both close the old node (superseded-by set, valid-to = now) and link
 // new -supersedes-> old, and both are refused (ErrRefused) when the new node
 // has lower authority or a narrower scope; Revise creates (or reinforces) the

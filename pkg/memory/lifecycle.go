@@ -28,10 +28,13 @@ func Archive(n Node, now time.Time) Node {
 	return n
 }
 
-// Restore clears the archive mark.
+// Restore brings n back to live: the archive mark is cleared, and a
+// superseded or closed (revised) node is reopened (superseded-by and
+// valid-to cleared). The supersedes edge into it is the caller's to
+// unlink (the `memory` tool's restore does).
 func Restore(n Node, now time.Time) Node {
-	if !n.ArchivedAt.IsZero() {
-		n.ArchivedAt = time.Time{}
+	if !n.ArchivedAt.IsZero() || n.SupersededBy != "" || !n.ValidTo.IsZero() {
+		n.ArchivedAt, n.SupersededBy, n.ValidTo = time.Time{}, "", time.Time{}
 		n.UpdatedAt = now.UTC()
 	}
 	return n

@@ -95,8 +95,9 @@ type Nodes interface {
 	// Update applies ApplyPatch; a new digest held by another node of the
 	// project is ErrRefused.
 	Update(ctx context.Context, id string, p Patch) (Node, error)
-	// Archive ("forget") and Restore apply memory.Archive / memory.Restore;
-	// ErrNotFound for an unknown id.
+	// Archive ("forget") and Restore apply memory.Archive / memory.Restore
+	// (Restore also reopens a superseded or closed node; its supersedes
+	// edge stays until unlinked); ErrNotFound for an unknown id.
 	Archive(ctx context.Context, id string) error
 	Restore(ctx context.Context, id string) error
 	// Supersede marks oldID superseded by newID (memory.Close: superseded-by
@@ -247,5 +248,6 @@ type Store interface {
 	Graph
 	Channels
 	Sessions
+	Counter // counts.go
 	Close() error
 }

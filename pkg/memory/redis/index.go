@@ -147,9 +147,16 @@ func filterFields(enc map[string]any) string {
 // filterFields) as the vis hash of project holds them; a node without
 // them (deleted, or never written) is not visible.
 func visibleFields(v, project string, f memory.Filter, now time.Time) bool {
+	n, ok := fieldsNode(v, project)
+	return ok && memory.Visible(&n, f, now)
+}
+
+// fieldsNode is the node as far as its filter fields (see filterFields)
+// tell it; false when v is not a node's fields.
+func fieldsNode(v, project string) (memory.Node, bool) {
 	p := strings.SplitN(v, "\x1f", 8)
 	if len(p) != 8 || p[0] == "" {
-		return false
+		return memory.Node{}, false
 	}
 	n := memory.Node{ProjectID: project, Scope: memory.Scope(p[0]), Reach: memory.Reach(p[1]),
 		SupersededBy: p[3], Subkind: memory.Subkind(p[6]), SessionID: p[7]}
@@ -159,18 +166,18 @@ func visibleFields(v, project string, f memory.Filter, now time.Time) bool {
 	if p[4] != "" {
 		t, err := parseTime(p[4])
 		if err != nil {
-			return false
+			return memory.Node{}, false
 		}
 		n.ValidTo = t
 	}
 	if p[5] != "" {
 		c, err := strconv.ParseFloat(p[5], 64)
 		if err != nil {
-			return false
+			return memory.Node{}, false
 		}
 		n.Confidence = c
 	}
-	return memory.Visible(&n, f, now)
+	return n, true
 }
 
 // vaddScript adds one element to a vector set with the quantization the set

@@ -1,0 +1,230 @@
+package mcptool
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// MinTokenChars is the shortest token a tokens file may hold.
+const MinTokenChars = 24
+
+// callerKey is where the HTTP handler leaves the request's Caller in its
+// auth.TokenInfo.Extra.
+const callerKey = "engram.caller"
+
+// Tokens are the bearer tokens of the HTTP endpoint: each names a
+// principal and the projects it may reach. Look-ups compare SHA-256
+// digests in constant time against every entry.
+type Tokens struct {
+	entries []tokenEntry
+}
+
+type tokenEntry struct {
+	sum       [sha256.Size]byte
+	principal string
+	projects  []string // nil with all
+	all       bool
+}
+
+// LoadTokens reads a tokens file (see ParseTokens). The file must not be
+// readable by others than its owner and group (it holds secrets).
+func LoadTokens(path string) (*Tokens, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("mcptool: tokens file: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("mcptool: tokens file: %w", err)
+	}
+	if st.Mode().Perm()&0o007 != 0 {
+		return nil, fmt.Errorf("mcptool: tokens file %s is readable by others (mode %v): chmod 600 it", path, st.Mode().Perm())
+	}
+	ts, err := ParseTokens(f)
+	if err != nil {
+		return nil, fmt.Errorf("mcptool: tokens file %s: %w", path, err)
+	}
+	return ts, nil
+}
+
+// ParseTokens reads tokens, one a line: the token (at least MinTokenChars
+// characters, or sha256:<hex of its SHA-256> so that the file need not
+// hold the secret), the principal, and the projects it may reach
+// (comma-separated, or * for every project). Blank lines and lines
+// starting with # are skipped. Every problem is reported, by line.
+//
+//	# token                          principal  projects
+//	9f3c0a7e51d2b8c4e6a1f0d3b5c7e9a2 alice      shop,admin
+//	sha256:<the 64 hex digits of a token's SHA-256>  ci-bot  shop
+//	<a token of at least 24 characters>           ops     *
+func ParseTokens(r io.Reader) (*Tokens, error) {
+	ts := &Tokens{}
+	var errs []error
+	seen := map[[sha256.Size]byte]int{}
+	sc := bufio.NewScanner(r)
+	for line := 1; sc.Scan(); line++ {
+		text := strings.TrimSpace(sc.Text())
+		if text == "" || strings.HasPrefix(text, "#") {
+			continue
+		}
+		bad := func(format string, a ...any) {
+			errs = append(errs, fmt.Errorf("line %d: %s", line, fmt.Sprintf(format, a...)))
+		}
+		f := strings.Fields(text)
+		if len(f) != 3 {
+			bad("want three fields: token principal projects, got %d", len(f))
+			continue
+		}
+		var e tokenEntry
+		if hexSum, ok := strings.CutPrefix(f[0], "sha256:"); ok {
+			b, err := hex.DecodeString(hexSum)
+			if err != nil || len(b) != sha256.Size {
+				bad("sha256: wants 64 hex digits")
+				continue
+			}
+			copy(e.sum[:], b)
+		} else {
+			if len(f[0]) < MinTokenChars {
+				bad("the token is shorter than %d characters", MinTokenChars)
+				continue
+			}
+			e.sum = sha256.Sum256([]byte(f[0]))
+		}
+		if prev, dup := seen[e.sum]; dup {
+			bad("the same token as line %d", prev)
+			continue
+		}
+		seen[e.sum] = line
+		e.principal = f[1]
+		if f[2] == "*" {
+			e.all = true
+		} else {
+			for p := range strings.SplitSeq(f[2], ",") {
+				if p = strings.TrimSpace(p); p == "" || p == "*" {
+					bad("projects: an empty name or a * among names in %q", f[2])
+					e.projects = nil
+					break
+				}
+				e.projects = append(e.projects, p)
+			}
+			if e.projects == nil {
+				continue
+			}
+		}
+		ts.entries = append(ts.entries, e)
+	}
+	if err := sc.Err(); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 && len(ts.entries) == 0 {
+		errs = append(errs, errors.New("no token: without one nobody can reach the endpoint"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return ts, nil
+}
+
+// lookup finds the entry of token, comparing its digest with every
+// entry's in constant time (no early exit).
+func (ts *Tokens) lookup(token string) (tokenEntry, bool) {
+	sum := sha256.Sum256([]byte(token))
+	var (
+		found tokenEntry
+		hit   int
+	)
+	for _, e := range ts.entries {
+		if subtle.ConstantTimeCompare(sum[:], e.sum[:]) == 1 {
+			found, hit = e, 1
+		}
+	}
+	return found, hit == 1
+}
+
+// verify is the auth.TokenVerifier of the tokens: the principal becomes
+// the TokenInfo's UserID, which the SDK binds an MCP session to (a session
+// cannot be continued with another principal's token).
+func (ts *Tokens) verify(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+	e, ok := ts.lookup(token)
+	if !ok {
+		return nil, fmt.Errorf("%w: unknown token", auth.ErrInvalidToken)
+	}
+	return &auth.TokenInfo{UserID: e.principal, Extra: map[string]any{entryKey: e}}, nil
+}
+
+const entryKey = "engram.token"
+
+// HTTPOptions configure HTTPHandler.
+type HTTPOptions struct {
+	// SessionTimeout closes an MCP session idle this long (0: 30 minutes).
+	SessionTimeout time.Duration
+	// Version is the server version reported to clients.
+	Version string
+}
+
+// HTTPHandler serves the `memory` tool over MCP's streamable HTTP
+// transport (the SDK's handler, which keeps the Mcp-Session-Id sessions),
+// behind bearer tokens (the SDK's auth.RequireBearerToken with tokens):
+// no token or an unknown one is 401. The project comes from ?project=
+// (optional when the token reaches exactly one project) and the session
+// from ?session=; a project the token does not reach is 403.
+func HTTPHandler(t *Tool, tokens *Tokens, opts HTTPOptions) (http.Handler, error) {
+	if tokens == nil {
+		return nil, errors.New("mcptool: the HTTP endpoint needs tokens")
+	}
+	srv, err := NewServer(t, ServerOptions{Version: opts.Version})
+	if err != nil {
+		return nil, err
+	}
+	timeout := opts.SessionTimeout
+	if timeout == 0 {
+		timeout = 30 * time.Minute
+	}
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
+		&mcp.StreamableHTTPOptions{SessionTimeout: timeout})
+	authn := auth.RequireBearerToken(tokens.verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
+	return authn(scoped(h)), nil
+}
+
+// scoped resolves the request's project and session against its token
+// and leaves the Caller in the token info for the tool.
+func scoped(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ti := auth.TokenInfoFromContext(r.Context())
+		e, ok := ti.Extra[entryKey].(tokenEntry)
+		if !ok {
+			http.Error(w, "no token", http.StatusUnauthorized)
+			return
+		}
+		q := r.URL.Query()
+		project, session := strings.TrimSpace(q.Get("project")), strings.TrimSpace(q.Get("session"))
+		if project == "" && len(e.projects) == 1 {
+			project = e.projects[0]
+		}
+		if project == "" {
+			http.Error(w, "name the project: ?project=<id>", http.StatusBadRequest)
+			return
+		}
+		if !e.all && !slices.Contains(e.projects, project) {
+			http.Error(w, "this token does not reach the project", http.StatusForbidden)
+			return
+		}
+		ti.Extra[callerKey] = Caller{Project: project, Session: session, Principal: e.principal}
+		next.ServeHTTP(w, r)
+	})
+}
