@@ -17,7 +17,7 @@ func Split(msgs []memory.Message, keepRecent int) int {
 	if n <= keepRecent {
 		return 0
 	}
-	b := n - keepRecent
+	b := min(n-keepRecent, n-1) // the latest message is never covered
 	for b > 0 && msgs[b].Role != memory.RoleUser {
 		b--
 	}
@@ -32,15 +32,13 @@ func Split(msgs []memory.Message, keepRecent int) int {
 }
 
 // pairBoundary moves b before any assistant message of msgs[:b] whose tool
-// calls are answered in msgs[b:], and before the assistant message of a tool
-// result at msgs[b:] whose call is in msgs[:b] (matched by call id, or, for
-// results without an id, the run of tool results directly after it).
+// calls are answered in msgs[b:]: a result is matched to its call by call
+// id, and a result without an id to the nearest assistant message with tool
+// calls before it.
 func pairBoundary(msgs []memory.Message, b int) int {
 	calls := map[string]int{} // call id -> index of the assistant message
-	last := -1                // index of the last assistant message with calls before b
 	for i := range b {
-		if msgs[i].Role == memory.RoleAssistant && len(msgs[i].ToolCalls) > 0 {
-			last = i
+		if msgs[i].Role == memory.RoleAssistant {
 			for _, c := range msgs[i].ToolCalls {
 				if c.ID != "" {
 					calls[c.ID] = i
@@ -49,30 +47,26 @@ func pairBoundary(msgs []memory.Message, b int) int {
 		}
 	}
 	to := b
+	caller := -1 // the nearest assistant message with tool calls before j
+	for i := b - 1; i >= 0; i-- {
+		if msgs[i].Role == memory.RoleAssistant && len(msgs[i].ToolCalls) > 0 {
+			caller = i
+			break
+		}
+	}
 	for j := b; j < len(msgs); j++ {
 		m := msgs[j]
-		if m.Role != memory.RoleTool {
-			continue
-		}
-		if i, ok := calls[m.ToolCallID]; ok && m.ToolCallID != "" {
-			to = min(to, i)
-			continue
-		}
-		// A result without a known id directly after the boundary belongs
-		// to the run of the assistant message before it.
-		if m.ToolCallID == "" && j == b && last >= 0 && onlyToolsBetween(msgs, last, b) {
-			to = min(to, last)
+		switch {
+		case m.Role == memory.RoleAssistant && len(m.ToolCalls) > 0:
+			caller = j
+		case m.Role != memory.RoleTool:
+		case m.ToolCallID != "":
+			if i, ok := calls[m.ToolCallID]; ok {
+				to = min(to, i)
+			}
+		case caller >= 0 && caller < b:
+			to = min(to, caller)
 		}
 	}
 	return to
-}
-
-// onlyToolsBetween reports whether msgs[from+1:to] are all tool results.
-func onlyToolsBetween(msgs []memory.Message, from, to int) bool {
-	for i := from + 1; i < to; i++ {
-		if msgs[i].Role != memory.RoleTool {
-			return false
-		}
-	}
-	return true
 }
