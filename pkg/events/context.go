@@ -286,18 +286,22 @@ func fitContext(r ContextReply, limit int) ([]byte, error) {
 	}
 	n := lo
 	if n == 0 && len(all) > 0 {
-		// The first message alone is too large: cut its content.
+		// The first message alone is too large: cut its content (by the
+		// ratio of the limit to its encoded size, which escaping inflates)
+		// until it fits.
 		m := all[0]
-		r.Messages, r.LastID, r.More = []ContextMessage{m}, m.ID, len(all) > 1
-		base, err := json.Marshal(r)
-		if err != nil {
-			return nil, err
+		r.LastID, r.More = m.ID, len(all) > 1
+		content := m.Content
+		for range 8 {
+			r.Messages = []ContextMessage{m}
+			b, err := json.Marshal(r)
+			if err != nil || len(b) <= limit {
+				return b, err
+			}
+			keep := int(float64(len(m.Content)) * float64(limit-1024) / float64(len(b)) * 0.95)
+			m.Content = cutMiddle(content, keep)
 		}
-		over := len(base) - limit
-		keep := max(len(m.Content)-over-len(m.Content)/10-256, 0) // JSON escaping can grow text
-		m.Content = cutMiddle(m.Content, keep)
-		r.Messages = []ContextMessage{m}
-		return json.Marshal(r)
+		return nil, fmt.Errorf("events: context message %d does not fit a reply of %d bytes", m.ID, limit)
 	}
 	r.Messages, r.More = all[:n], n < len(all)
 	if n > 0 {
