@@ -169,6 +169,12 @@ func (c *Compactor) Compact(ctx context.Context, r Report) (Result, error) {
 	if r.StackID != "" {
 		return Result{Outcome: SubStack}, nil
 	}
+	// A reported count under the threshold needs nothing of the store:
+	// most reports end here.
+	threshold := c.cfg.ThresholdFor(r.Project, r.ContextWindow)
+	if !r.Force && r.InputTokens > 0 && r.InputTokens < threshold {
+		return Result{Outcome: BelowThreshold, Effective: r.InputTokens, Threshold: threshold}, nil
+	}
 	ref := memory.SessionRef{Project: r.Project, Session: r.Session}
 	owner := memory.NewID()
 	ok, err := c.store.AcquireLease(ctx, ref, LeaseName, owner, c.cfg.LeaseTTL)

@@ -24,7 +24,8 @@
 // Engram stores (turn_ended, appended by the extractor) is the session's
 // main conversation, so a sub-conversation's count says nothing about it.
 //
-// One compaction per session at a time: the session lease "compact" is held
+// A reported count under the threshold is answered without reading the
+// store. One compaction per session at a time: the session lease "compact" is held
 // (memory.HoldLease, renewed every TTL/3, at most half the consumer's ack
 // wait) while the model works. A report that finds it held is acknowledged
 // at once (Busy): the holder's run covers it. A report made before the
@@ -52,9 +53,10 @@
 // tool results 4,000 + 1,500). The transcript is the conversation itself,
 // which the platform already sends its model, so it is not neutralised
 // (memory.Neutralise flattens text to one line, which would destroy code
-// and the summary's structure); it is redacted again and copies of the
-// block's markers are defused, so that neither a message nor a summary can
-// close the block early or pose as its preamble.
+// and the summary's structure); it was redacted when it was stored
+// (memory.PrepareMessages), and copies of the block's markers are defused,
+// so that neither a message nor a summary can close the block early or pose
+// as its preamble.
 //
 // Prompt: the first compaction sends SystemPrompt, the Template and the
 // transcript; later ones send the previous summary (the summary alone,
@@ -70,7 +72,8 @@
 // the id of the last message it covers and the tokens before and after
 // (memory.Summary), then compaction_done is published with an id derived
 // from the boundary. A record per boundary says it was published; a crash
-// between the save and the publication is repaired by the next report.
+// between the save and the publication is repaired by the next report that
+// takes the lease (one at or over the threshold, or forced).
 //
 // # Failures
 //

@@ -87,9 +87,10 @@ const updateInstruction = `Below are the previous summary of this conversation a
 // Render serialises covered messages for the summary prompt: role labels,
 // assistant tool calls with their arguments cut to Config.ArgChars, tool
 // results with their call id and status, long content cut to its head and
-// tail. Secrets are redacted (they are at store time already; this is the
-// shared redaction again), and anything shaped like the summary's markers
-// is defused.
+// tail; anything shaped like the summary's markers is defused. msgs are
+// stored messages, redacted when they were appended (memory.PrepareMessages),
+// so Render does not redact them again (it cost 150 ms a compaction on a
+// 64,000-token span); the reply is redacted (Clean).
 func Render(msgs []memory.Message, cfg Config) string {
 	var b strings.Builder
 	for _, m := range msgs {
@@ -119,7 +120,7 @@ func Render(msgs []memory.Message, cfg Config) string {
 		}
 		b.WriteString("\n\n")
 	}
-	return defuse(memory.Redact(strings.TrimSpace(b.String())))
+	return defuse(strings.TrimSpace(b.String()))
 }
 
 func orNone(s string) string {
