@@ -98,4 +98,24 @@
 // the boundary, with their ids and turn ids. A platform sends the block,
 // then those messages, then its own messages of turns Engram has not
 // stored yet, then the new user message.
+//
+// # Measured
+//
+// BenchmarkConversation replays a scripted 500-turn coding conversation
+// (about 600 tokens a turn: requests, file reads, edits, test runs, some
+// failing) with a 2,000-token system prompt, a 128k context window (so the
+// threshold is 64,000) and a scripted model that answers at once with a
+// 1,500-token summary (go test -run '^$' -bench Conversation -benchtime 1x,
+// 2 shared cores):
+//
+//	                                   SQLite     Redis 8
+//	tokens sent per turn, without      148,796    148,796   (last turn 299,114)
+//	tokens sent per turn, with          34,130     34,130   (at most 64,375)
+//	compactions                              4          4
+//	overhead per compaction (no model)  163 ms      84 ms   read, render, save, publish
+//	a report under the threshold         16 µs      13 µs   no store access
+//	building a context (the API's reads) 13 ms      12 ms   per turn, without NATS
+//
+// Building a context is dominated by decoding the stored messages after the
+// boundary (up to the threshold's worth of transcript).
 package compact
