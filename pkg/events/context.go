@@ -175,6 +175,8 @@ type ContextFunc func(ctx context.Context, ref Ref, req ContextRequest) (Context
 type ContextService struct {
 	sub    *nats.Subscription
 	cancel context.CancelFunc
+	mu     sync.Mutex
+	closed bool // set by Stop: no request starts after it
 	wg     sync.WaitGroup
 }
 
@@ -200,12 +202,19 @@ func (c *Client) ServeContext(fn ContextFunc, concurrency int, timeout time.Dura
 		if m.Reply == "" {
 			return // not a request: nobody to answer
 		}
-		select {
-		case sem <- struct{}{}:
-		case <-base.Done():
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
 			return
 		}
 		s.wg.Add(1)
+		s.mu.Unlock()
+		select {
+		case sem <- struct{}{}:
+		case <-base.Done():
+			s.wg.Done()
+			return
+		}
 		go func() {
 			defer s.wg.Done()
 			defer func() { <-sem }()
@@ -224,6 +233,9 @@ func (c *Client) ServeContext(fn ContextFunc, concurrency int, timeout time.Dura
 
 // Stop unsubscribes, cancels the requests in flight and waits for them.
 func (s *ContextService) Stop() error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
 	err := s.sub.Unsubscribe()
 	s.cancel()
 	s.wg.Wait()
