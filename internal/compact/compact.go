@@ -256,9 +256,12 @@ func (c *Compactor) latest(ctx context.Context, ref memory.SessionRef) (memory.S
 // summarise makes the one model call and returns the cleaned summary.
 func (c *Compactor) summarise(ctx context.Context, ref memory.SessionRef, prev string, covered []memory.Message, upTo int64) (string, error) {
 	temp := c.cfg.Temperature
+	msgs := Prompt(prev, covered, c.cfg)
+	budget := OutputBudget(Tokens(covered), c.cfg)
 	req := llm.Request{
-		Role: llm.RoleSummarize, Project: ref.Project, Messages: Prompt(prev, covered, c.cfg),
-		Temperature: &temp, MaxTokens: OutputBudget(Tokens(covered), c.cfg), Timeout: c.cfg.CallTimeout,
+		Role: llm.RoleSummarize, Project: ref.Project, Messages: msgs,
+		Temperature: &temp, MaxTokens: budget, Timeout: c.cfg.CallTimeout,
+		ContextTokens: ContextTokens(msgs, budget),
 	}
 	resp, err := c.chat.Chat(ctx, req)
 	if err != nil {

@@ -154,6 +154,13 @@ func TestCompactionSavesPublishesAndPrompts(t *testing.T) {
 		if np, _ := req.Options["num_predict"].(float64); np != 2000 {
 			t.Fatalf("num_predict %v, want the 2,000 floor", req.Options["num_predict"])
 		}
+		promptTokens := 0
+		for _, m := range req.Messages {
+			promptTokens += len(m.Content) / 4
+		}
+		if nc, _ := req.Options["num_ctx"].(float64); int(nc) < promptTokens+2000 || int(nc)%1024 != 0 {
+			t.Fatalf("num_ctx %v for a %d-token prompt and a 2,000-token reply", req.Options["num_ctx"], promptTokens)
+		}
 		if req.Messages[0].Role != "system" || !strings.Contains(req.Messages[0].Content, "[REDACTED]") {
 			t.Fatalf("system prompt: %q", req.Messages[0].Content)
 		}

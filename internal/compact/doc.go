@@ -66,7 +66,12 @@
 // answered questions to resolved, refresh the active task). Summaries never
 // nest: Clean strips an echoed preamble or markers from the reply, and the
 // new summary replaces the old one. One call, no tools, temperature 0.3,
-// num_predict = 20% of the covered tokens between 2,000 and 12,000. The
+// num_predict = 20% of the covered tokens between 2,000 and 12,000, and
+// num_ctx (llm.Request.ContextTokens) large enough for the prompt and the
+// reply: Ollama otherwise keeps the model's default window and silently
+// drops the start of a longer prompt, i.e. the oldest turns. The summarize
+// model must support that window (a threshold is at most its context
+// window). The
 // reply is redacted with memory.Redact (the prompt asks for [REDACTED]
 // too); an empty reply is discarded (a failure). The summary is saved with
 // the id of the last message it covers and the tokens before and after

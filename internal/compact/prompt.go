@@ -197,6 +197,20 @@ func OutputBudget(coveredTokens int64, cfg Config) int {
 	return min(max(b, cfg.MinOutputTokens), cfg.MaxOutputTokens)
 }
 
+// ContextTokens is the context window the summary call asks of Ollama
+// (num_ctx): the prompt's estimate plus the output budget, with a quarter
+// more for the estimate's error, rounded up to 1,024. Without it Ollama
+// would use the model's default window and silently drop the start of the
+// transcript.
+func ContextTokens(msgs []llm.Message, budget int) int {
+	n := 0
+	for _, m := range msgs {
+		n += llm.EstimateTokens(m.Content) + 4
+	}
+	n = (n+budget)*5/4 + 1023
+	return n - n%1024
+}
+
 // Clean makes a model reply a summary: the shared redaction applied again,
 // markers and an echoed preamble removed (summaries never nest), trimmed.
 // An empty result means the reply is unusable.
