@@ -2,12 +2,14 @@ package compact_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/engram-memory/engram/internal/compact"
 	"github.com/engram-memory/engram/internal/runner"
+	"github.com/engram-memory/engram/pkg/llm"
 	"github.com/engram-memory/engram/pkg/llm/llmtest"
 	"github.com/engram-memory/engram/pkg/memory"
 )
@@ -364,4 +366,52 @@ func TestRepublishAfterCrash(t *testing.T) {
 			t.Fatalf("compaction_done %+v, want one for the saved summary", done)
 		}
 	})
+}
+
+func TestTokenBudgetWaitsForTheReset(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func(t testing.TB) memory.Store) {
+		f := newFixture(t, open)
+		cfg := f.srv.Config()
+		cfg.DailyTokenBudget = 100 // spent by the first call's prompt
+		client, err := llm.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := compact.New(f.st, client, f.pub, f.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.srv.OnChatAlways(nil, llmtest.Text(summaryText("Deploy")))
+		for range 3 {
+			f.turn("How do we deploy?")
+		}
+		if res, err := c.Compact(f.ctx, f.report(100000, 128000)); err != nil || res.Outcome != compact.Compacted {
+			t.Fatalf("first: %+v %v", res, err)
+		}
+		for range 3 {
+			f.turn("More.")
+		}
+		_, err = c.Compact(f.ctx, f.report(100000, 128000))
+		cl := compact.Classify(err)
+		if !errors.Is(err, llm.ErrBudgetExhausted) || runner.IsPermanent(cl) || runner.IsUnavailable(cl) || !strings.Contains(cl.Error(), "retry after") {
+			t.Fatalf("budget spent: %v -> %v", err, cl)
+		}
+		// Not a failure: nothing counted against the boundary.
+		f.srv.Reset()
+		f.srv.OnChat(nil, llmtest.Text(""))
+		_, err = f.c.Compact(f.ctx, f.report(100000, 128000))
+		var fe *compact.FailedError
+		if !errors.As(err, &fe) || fe.Failures != 1 {
+			t.Fatalf("after the budget: %v", err)
+		}
+	})
+}
+
+func TestInvalidRequestIsPermanent(t *testing.T) {
+	if !runner.IsPermanent(compact.Classify(fmt.Errorf("x: %w", llm.ErrInvalidRequest))) {
+		t.Fatal("an invalid request is retried")
+	}
+	if !runner.IsUnavailable(compact.Classify(fmt.Errorf("x: %w", memory.ErrUnavailable))) {
+		t.Fatal("a store outage is not unavailable")
+	}
 }
