@@ -415,3 +415,38 @@ func TestInvalidRequestIsPermanent(t *testing.T) {
 		t.Fatal("a store outage is not unavailable")
 	}
 }
+
+// TestConcurrentReports: a report that arrives while a compaction of its
+// session runs is covered by it (Busy, no second model call), and the
+// running one holds its lease past the TTL while the model works.
+func TestConcurrentReports(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func(t testing.TB) memory.Store) {
+		f := newFixture(t, open, func(c *compact.Config) { c.LeaseTTL = 150 * time.Millisecond })
+		f.srv.OnChat(nil, llmtest.Text(summaryText("Deploy")).After(600*time.Millisecond))
+		for range 3 {
+			f.turn("How do we deploy?")
+		}
+		done := make(chan compact.Result, 1)
+		go func() {
+			res, err := f.c.Compact(f.ctx, f.report(100000, 128000))
+			if err != nil {
+				t.Error(err)
+			}
+			done <- res
+		}()
+		deadline := time.Now().Add(10 * time.Second)
+		for f.srv.Calls("/api/chat") == 0 && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.Sleep(400 * time.Millisecond) // past the lease TTL: renewed
+		if res := f.compact(f.report(100000, 128000)); res.Outcome != compact.Busy {
+			t.Fatalf("concurrent report: %+v", res)
+		}
+		if res := <-done; res.Outcome != compact.Compacted {
+			t.Fatalf("running compaction: %+v", res)
+		}
+		if n := f.srv.Calls("/api/chat"); n != 1 {
+			t.Fatalf("%d model calls", n)
+		}
+	})
+}
