@@ -6,6 +6,8 @@
 //	engram dlq        list, show and replay dead letters
 //	engram publish    publish input events from JSON (stdin or -f file)
 //	engram inject     print the memory block for a question
+//	engram context    print what the platform sends next for a conversation
+//	engram compact    force a compaction of a conversation
 //	engram memory     import and export the memory graph as JSON lines
 //	engram mcp        serve the `memory` MCP tool to an agent over stdio
 //	engram bench      measure Engram (engram bench inject)

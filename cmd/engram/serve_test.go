@@ -336,7 +336,7 @@ func TestServeEndToEnd(t *testing.T) {
 	}
 	bad := exec.Command(bin, "publish")
 	bad.Env = pub.Env
-	bad.Stdin = strings.NewReader(`{"type":"tokens_reported","project_id":"cli","payload":{}}`)
+	bad.Stdin = strings.NewReader(`{"type":"tokens_reported","project_id":"cli","payload":{"input_tokens":-1}}`)
 	if b, err := bad.CombinedOutput(); err == nil || !strings.Contains(string(b), "session_id") || !strings.Contains(string(b), "input_tokens") {
 		t.Fatalf("engram publish of an invalid event: %v\n%s", err, b)
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/engram-memory/engram/internal/compact"
 	"github.com/engram-memory/engram/internal/extract"
 	"github.com/engram-memory/engram/internal/idle"
 	"github.com/engram-memory/engram/internal/inject"
@@ -57,6 +58,8 @@ type Config struct {
 	Extract extract.Config
 	// MCP is the `memory` tool's HTTP endpoint in serve (ENGRAM_MCP_*).
 	MCP MCP
+	// Compact holds the compactor's constants (ENGRAM_COMPACT_*).
+	Compact compact.Config
 }
 
 // MCP is the `memory` MCP tool's streamable HTTP endpoint of `engram
@@ -159,6 +162,7 @@ func Default() Config {
 		LLM:     llm.DefaultConfig(),
 		Inject:  inject.Defaults(),
 		Extract: extract.Defaults(),
+		Compact: compact.Defaults(),
 	}
 }
 
@@ -428,6 +432,9 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if err := c.Extract.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Compact.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if c.MCP.Addr != "" {

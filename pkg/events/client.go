@@ -50,7 +50,9 @@ type Client struct {
 	js            jetstream.JetStream
 	subjects      Subjects
 	injectTimeout time.Duration
-	replies       replies
+	// contextTimeout bounds one page of Context (context.go).
+	contextTimeout time.Duration
+	replies        replies
 }
 
 // replies routes answers to Inject's callers: one wildcard subscription
@@ -157,7 +159,7 @@ func NewClient(nc *nats.Conn, opts ...ClientOption) (*Client, error) {
 	if nc == nil {
 		return nil, errors.New("events: NewClient: nil connection")
 	}
-	c := &Client{nc: nc, injectTimeout: DefaultInjectTimeout}
+	c := &Client{nc: nc, injectTimeout: DefaultInjectTimeout, contextTimeout: DefaultContextTimeout}
 	for _, o := range opts {
 		o(c)
 	}
@@ -166,6 +168,9 @@ func NewClient(nc *nats.Conn, opts ...ClientOption) (*Client, error) {
 	}
 	if c.injectTimeout <= 0 {
 		return nil, fmt.Errorf("events: inject timeout %v must be positive", c.injectTimeout)
+	}
+	if c.contextTimeout <= 0 {
+		return nil, fmt.Errorf("events: context timeout %v must be positive", c.contextTimeout)
 	}
 	if c.js == nil {
 		js, err := jetstream.New(nc)

@@ -83,7 +83,7 @@ func TestPublishSetsHeadersAndDedupes(t *testing.T) {
 
 func TestPublishRejectsInvalid(t *testing.T) {
 	js, c := setup(t)
-	_, err := c.PublishTokensReported(context.Background(), events.Ref{ProjectID: "p", SessionID: "s"}, events.TokensReported{})
+	_, err := c.PublishTokensReported(context.Background(), events.Ref{ProjectID: "p", SessionID: "s"}, events.TokensReported{InputTokens: -1})
 	if !errors.Is(err, events.ErrInvalidEvent) {
 		t.Fatalf("err %v", err)
 	}

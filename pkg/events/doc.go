@@ -31,7 +31,7 @@
 //	turn_ended       TurnEnded       messages* [{role*: user|assistant|tool, content, tool_calls [{id,name*,arguments}],
 //	                                  tool_name, tool_call_id, tool_status: ok|failed (* for tool)}], changed_paths, input_tokens
 //	session_idle     SessionIdle     last_activity*
-//	tokens_reported  TokensReported  stack_id, input_tokens* (> 0), context_window, ephemeral
+//	tokens_reported  TokensReported  stack_id, input_tokens (0: unknown), context_window, ephemeral, force
 //
 // Output types (Engram -> platforms):
 //
@@ -105,6 +105,34 @@
 // (Client.Respond) and also publishes injection_ready on ENGRAM_OUT. A turn
 // is never blocked by Engram for longer than the inject timeout. Keep one
 // Client per connection for the process; Close ends its reply subscription.
+//
+// # The context API
+//
+// Before each turn a platform asks what to send its model of the earlier
+// turns, so that a compacted conversation is rebuilt from Engram's summary:
+//
+//	c, err := client.Context(ctx, events.Ref{ProjectID: p, SessionID: s})
+//	// err (ErrContextUnavailable or any other): send the platform's own history.
+//	// else: c.Block (if not empty) as one message, then c.Messages.
+//
+// It is core NATS request/reply, outside every stream: a request to
+// <prefix>.api.context.<project>.<session> (Subjects.ContextAPI; body a
+// ContextRequest, "{}" for the first page) gets a ContextReply (JSON):
+//
+//	{"version": 1, "block": "...", "summary": "...", "up_to": 41, "tokens": 9120,
+//	 "messages": [{"id": 42, "turn_id": "t9", "role": "user", "content": "..."}, ...],
+//	 "more": true, "last_id": 57}
+//
+// block is the reference-only preamble, the summary and an end marker (empty
+// while the conversation has not been compacted); messages are the stored
+// messages after the summary's boundary (up_to), oldest first, with tool
+// calls and results intact. A reply never exceeds the connection's max
+// payload: with more set, ask again with {"after_id": last_id} for the next
+// messages (no block); Client.Context does so. A failed service answers
+// {"error": "..."}. The compactor serves it (Client.ServeContext with a
+// ContextFunc) in the queue group ContextQueue, so its replicas share the
+// requests; no responder, or no answer within the context timeout (5 s,
+// WithContextTimeout), is ErrContextUnavailable.
 //
 // Package eventstest starts an embedded server for tests.
 package events

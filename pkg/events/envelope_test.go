@@ -182,7 +182,7 @@ func TestDecodeNamesTheMissingField(t *testing.T) {
 }
 
 func TestDecodeReportsEveryProblem(t *testing.T) {
-	_, err := events.Decode([]byte(`{"type":"tokens_reported","payload":{}}`))
+	_, err := events.Decode([]byte(`{"type":"tokens_reported","payload":{"input_tokens":-1}}`))
 	got := fieldsOf(err)
 	for _, want := range []string{"id", "version", "occurred_at", "project_id", "session_id", "payload.input_tokens"} {
 		if !contains(got, want) {

@@ -151,20 +151,24 @@ type TokensReported struct {
 	// StackID names the conversation within the session (an agent runtime
 	// may run sub-conversations); empty: the session's main conversation.
 	StackID string `json:"stack_id,omitempty"`
-	// InputTokens of the last turn's model call. Required, > 0.
+	// InputTokens of the last turn's model call; 0: unknown (the compactor
+	// then estimates the stored messages since the last summary).
 	InputTokens int64 `json:"input_tokens"`
 	// ContextWindow of the model, if known (0: unknown).
 	ContextWindow int64 `json:"context_window,omitempty"`
-	// Ephemeral conversations are not compacted into the session's summary.
+	// Ephemeral conversations (cron-like, automated) are never compacted.
 	Ephemeral bool `json:"ephemeral,omitempty"`
+	// Force asks for a compaction whatever the token count (the ephemeral
+	// guard still holds): `engram compact` sets it.
+	Force bool `json:"force,omitempty"`
 }
 
 // EventType implements Payload.
 func (TokensReported) EventType() Type { return TypeTokensReported }
 
 func (t TokensReported) validate(p *problems) {
-	if t.InputTokens <= 0 {
-		p.add("input_tokens", "missing or not positive")
+	if t.InputTokens < 0 {
+		p.add("input_tokens", "negative")
 	}
 	if t.ContextWindow < 0 {
 		p.add("context_window", "negative")

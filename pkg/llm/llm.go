@@ -101,6 +101,11 @@ type Request struct {
 	MaxTokens int
 	// Timeout overrides the role's configured timeout when positive.
 	Timeout time.Duration
+	// ContextTokens, when positive, is sent as Ollama's num_ctx: the context
+	// window the call needs (prompt plus reply). Ollama otherwise uses the
+	// model's default window and silently drops the start of a longer
+	// prompt.
+	ContextTokens int
 	// Think, when not nil, is sent as Ollama's "think" flag.
 	Think *bool
 }

@@ -237,6 +237,9 @@ func (c *Client) toAPI(req Request, mc ModelConfig) (*api.ChatRequest, error) {
 	if predict > 0 {
 		areq.Options["num_predict"] = predict
 	}
+	if req.ContextTokens > 0 {
+		areq.Options["num_ctx"] = req.ContextTokens
+	}
 	if req.Think != nil {
 		areq.Think = &api.ThinkValue{Value: *req.Think}
 	}

@@ -150,6 +150,9 @@ func PrepareSummary(s Summary, now time.Time) (Summary, error) {
 	if s.UpTo < 0 {
 		bad.add("summary up-to is negative")
 	}
+	if s.TokensBefore < 0 || s.TokensAfter < 0 {
+		bad.add("summary token counts are negative")
+	}
 	if err := bad.err("summary"); err != nil {
 		return Summary{}, err
 	}

@@ -324,6 +324,11 @@ type Summary struct {
 	Content   string    `json:"content"`
 	UpTo      int64     `json:"up_to"` // the last message id it covers
 	CreatedAt time.Time `json:"created_at,omitzero"`
+	// TokensBefore and TokensAfter are the conversation's context size when
+	// it was compacted and its estimate with the summary (the compactor's
+	// compaction_done); 0: unknown.
+	TokensBefore int64 `json:"tokens_before,omitempty"`
+	TokensAfter  int64 `json:"tokens_after,omitempty"`
 }
 
 // SessionRef names a session. Every per-session record lives under its

@@ -8,7 +8,8 @@
 // the tests drive llm.Client through every production JSON Schema registered
 // with llm.RegisterSchema / llm.RegisterTool, structured decoding, a
 // deterministic tool-call round trip, embeddings, and the error paths
-// (missing model, invalid schema, timeout) plus keep-alive.
+// (missing model, invalid schema, timeout) plus keep-alive, and the
+// compactor's summary call (compact_test.go).
 //
 // The server binary comes from ENGRAM_TEST_OLLAMA_BIN (scripts/test.sh sets it
 // from `bash scripts/ollama.sh env`). Without it the tests skip locally, with

@@ -98,10 +98,11 @@ func testSummaries(e *env) {
 	e.is(err, memory.ErrNotFound, "no summary")
 	e.ok(e.s.SaveSummary(e.ctx, s1, memory.Summary{Content: "first", UpTo: 10}), "SaveSummary")
 	e.c.Advance(time.Minute)
-	e.ok(e.s.SaveSummary(e.ctx, s1, memory.Summary{Content: "second", UpTo: 20}), "SaveSummary")
+	e.ok(e.s.SaveSummary(e.ctx, s1, memory.Summary{Content: "second", UpTo: 20, TokensBefore: 70000, TokensAfter: 9000}), "SaveSummary")
 	got, err := e.s.LatestSummary(e.ctx, s1)
 	e.ok(err, "LatestSummary")
-	if got.Content != "second" || got.UpTo != 20 || !timeEq(got.CreatedAt, e.c.Now()) {
+	if got.Content != "second" || got.UpTo != 20 || !timeEq(got.CreatedAt, e.c.Now()) ||
+		got.TokensBefore != 70000 || got.TokensAfter != 9000 {
 		e.t.Fatalf("latest: %+v", got)
 	}
 	e.is(e.s.SaveSummary(e.ctx, s1, memory.Summary{}), memory.ErrInvalid, "empty summary")

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/engram-memory/engram/internal/config"
+	"github.com/engram-memory/engram/pkg/events"
+)
+
+func init() {
+	register("compact", "force a compaction of a conversation: engram compact -project P -session S [-wait 5m]", compactCmd)
+}
+
+func compactCmd(ctx context.Context, stdout io.Writer, args []string) error {
+	var (
+		project, session string
+		wait             time.Duration
+	)
+	cfg, _, err := loadConfig("compact", args, config.Conn, func(fs *flag.FlagSet) {
+		fs.StringVar(&project, "project", "", "project id (required)")
+		fs.StringVar(&session, "session", "", "session id (required)")
+		fs.DurationVar(&wait, "wait", 0, "wait this long for compaction_done and print it (0: only request it)")
+	})
+	if err != nil {
+		return err
+	}
+	if err := needSession(project, session); err != nil {
+		return err
+	}
+	nc, _, err := connect(cfg)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	cl, err := events.NewClient(nc, events.WithPrefix(cfg.Events.SubjectPrefix))
+	if err != nil {
+		return err
+	}
+	ref := events.Ref{ProjectID: project, SessionID: session}
+	var done chan events.CompactionDone
+	if wait > 0 {
+		// Subscribe before publishing so the answer cannot be missed.
+		done = make(chan events.CompactionDone, 1)
+		sub, err := nc.Subscribe(cl.Subjects().Out(events.TypeCompactionDone, project, session), func(m *nats.Msg) {
+			if e, err := events.Decode(m.Data); err == nil {
+				if cd, ok := e.Payload.(events.CompactionDone); ok {
+					select {
+					case done <- cd:
+					default:
+					}
+				}
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("subscribe to compaction_done: %w", err)
+		}
+		defer func() { _ = sub.Unsubscribe() }()
+	}
+	ev, err := cl.PublishTokensReported(ctx, ref, events.TokensReported{Force: true})
+	if err != nil {
+		return err
+	}
+	out(stdout, "requested compaction of %s/%s (event %s)\n", project, session, ev.ID)
+	if wait <= 0 {
+		return nil
+	}
+	select {
+	case cd := <-done:
+		out(stdout, "compacted up to message %d: %d -> %d tokens\n", cd.UpTo, cd.TokensBefore, cd.TokensAfter)
+		return nil
+	case <-time.After(wait):
+		return fmt.Errorf("no compaction_done within %v: the conversation may have too few messages to split, or the compactor waits for its model (engram status)", wait)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func needSession(project, session string) error {
+	var problems []string
+	if project == "" {
+		problems = append(problems, "-project is required")
+	}
+	if session == "" {
+		problems = append(problems, "-session is required")
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%w: %s", errUsage, strings.Join(problems, "; "))
+	}
+	return nil
+}

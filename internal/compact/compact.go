@@ -1,0 +1,353 @@
+package compact
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/engram-memory/engram/pkg/events"
+	"github.com/engram-memory/engram/pkg/llm"
+	"github.com/engram-memory/engram/pkg/memory"
+)
+
+// Store is what the compactor needs of the memory store: the transcript,
+// the summaries, the session lease and the processed records.
+type Store interface {
+	Messages(ctx context.Context, s memory.SessionRef, afterID int64, limit int) ([]memory.Message, error)
+	LatestSummary(ctx context.Context, s memory.SessionRef) (memory.Summary, error)
+	SaveSummary(ctx context.Context, s memory.SessionRef, sum memory.Summary) error
+	AcquireLease(ctx context.Context, s memory.SessionRef, name, owner string, ttl time.Duration) (bool, error)
+	memory.Leases
+	EventProcessed(ctx context.Context, project, consumer, eventID string) (bool, error)
+	MarkEventProcessed(ctx context.Context, project, consumer, eventID string, ttl time.Duration) error
+}
+
+// Chatter sends one chat call (llm.Client implements it).
+type Chatter interface {
+	Chat(ctx context.Context, req llm.Request) (llm.Response, error)
+}
+
+// Publisher sends output events to ENGRAM_OUT (events.Client implements it).
+type Publisher interface {
+	Publish(ctx context.Context, e events.Envelope) error
+}
+
+var (
+	_ Store     = memory.Store(nil)
+	_ Chatter   = (*llm.Client)(nil)
+	_ Publisher = (*events.Client)(nil)
+)
+
+// The lease name and the processed records' consumer names.
+const (
+	LeaseName    = "compact"
+	recFailure   = "compactor.failure"   // the k-th failed attempt at a boundary
+	recPublished = "compactor.published" // compaction_done was published for a boundary
+)
+
+// ErrFailed: a compaction attempt failed (an empty or unusable reply, a
+// model error that is not an outage). Found with errors.As as *FailedError.
+var ErrFailed = errors.New("compact: compaction failed")
+
+// FailedError reports a failed attempt: retried after Delay (Config.Backoff
+// by the number of failures, counted in the store so replicas and restarts
+// agree), or given up when Final (after Config.MaxFailures): the report is
+// dead-lettered, the transcript stays and the next report tries again.
+type FailedError struct {
+	Failures int
+	Final    bool
+	Delay    time.Duration
+	Err      error
+}
+
+func (e *FailedError) Error() string {
+	s := fmt.Sprintf("compact: compaction failed (%d failures", e.Failures)
+	if e.Final {
+		s += ", giving up on this report"
+	}
+	return s + fmt.Sprintf("): %v", e.Err)
+}
+
+// Unwrap returns both the sentinel and the cause.
+func (e *FailedError) Unwrap() []error { return []error{ErrFailed, e.Err} }
+
+// errEmptyReply: the model answered nothing usable.
+var errEmptyReply = errors.New("compact: the model's summary is empty")
+
+// Compactor summarises the older messages of conversations and builds the
+// context platforms send.
+type Compactor struct {
+	store Store
+	chat  Chatter
+	pub   Publisher
+	cfg   Config
+	now   func() time.Time
+}
+
+// Option configures a Compactor.
+type Option func(*Compactor)
+
+// WithClock sets the clock (tests).
+func WithClock(now func() time.Time) Option { return func(c *Compactor) { c.now = now } }
+
+// New returns a compactor. pub may be nil (no compaction_done events).
+func New(store Store, chat Chatter, pub Publisher, cfg Config, opts ...Option) (*Compactor, error) {
+	var errs []error
+	if store == nil {
+		errs = append(errs, errors.New("compact: no store"))
+	}
+	if chat == nil {
+		errs = append(errs, errors.New("compact: no chat model"))
+	}
+	if err := cfg.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	c := &Compactor{store: store, chat: chat, pub: pub, cfg: cfg, now: time.Now}
+	for _, o := range opts {
+		o(c)
+	}
+	return c, nil
+}
+
+// Report is one tokens_reported event.
+type Report struct {
+	EventID       string
+	Project       string
+	Session       string
+	StackID       string
+	InputTokens   int64 // 0: unknown (estimated from the stored messages)
+	ContextWindow int64 // 0: unknown
+	Ephemeral     bool
+	Force         bool
+	At            time.Time // when the platform reported (the event's occurred-at)
+}
+
+// Outcome says what a report led to.
+type Outcome string
+
+// The outcomes.
+const (
+	Compacted      Outcome = "compacted"
+	BelowThreshold Outcome = "below_threshold"
+	NothingToSplit Outcome = "nothing_to_split" // too few messages, or no user message to split at
+	Ephemeral      Outcome = "ephemeral"
+	SubStack       Outcome = "sub_conversation" // a stack id: Engram stores the session's main conversation only
+	Busy           Outcome = "busy"             // another replica compacts the session: its run covers this report
+	Covered        Outcome = "covered"          // the report predates the latest summary
+)
+
+// Result says what handling a report did.
+type Result struct {
+	Outcome      Outcome
+	Effective    int64 // the tokens the trigger compared
+	Estimated    bool  // Effective is an estimate of the stored messages
+	Threshold    int64
+	UpTo         int64 // the boundary: the last message id the summary covers
+	Covered      int   // messages summarised
+	Kept         int   // messages after the boundary
+	TokensBefore int64
+	TokensAfter  int64
+}
+
+// Compact decides whether the report's conversation needs compaction and,
+// if so, summarises its older messages into the session's summary and
+// publishes compaction_done. It holds the session's lease ("compact") while
+// it works: a report that finds the lease held returns Busy at once (the
+// holder's run covers it), and so does a report older than the latest
+// summary (Covered) unless it is forced.
+func (c *Compactor) Compact(ctx context.Context, r Report) (Result, error) {
+	if r.Ephemeral {
+		return Result{Outcome: Ephemeral}, nil
+	}
+	if r.StackID != "" {
+		return Result{Outcome: SubStack}, nil
+	}
+	// A reported count under the threshold needs nothing of the store:
+	// most reports end here.
+	threshold := c.cfg.ThresholdFor(r.Project, r.ContextWindow)
+	if !r.Force && r.InputTokens > 0 && r.InputTokens < threshold {
+		return Result{Outcome: BelowThreshold, Effective: r.InputTokens, Threshold: threshold}, nil
+	}
+	ref := memory.SessionRef{Project: r.Project, Session: r.Session}
+	owner := memory.NewID()
+	ok, err := c.store.AcquireLease(ctx, ref, LeaseName, owner, c.cfg.LeaseTTL)
+	if err != nil {
+		return Result{}, fmt.Errorf("compact: acquire lease of %s: %w", ref, err)
+	}
+	if !ok {
+		return Result{Outcome: Busy}, nil
+	}
+	var res Result
+	err = memory.HoldLease(ctx, c.store, ref, LeaseName, owner, c.cfg.LeaseTTL, func(ctx context.Context) error {
+		var err error
+		res, err = c.compact(ctx, ref, r)
+		return err
+	})
+	return res, err
+}
+
+func (c *Compactor) compact(ctx context.Context, ref memory.SessionRef, r Report) (Result, error) {
+	prev, err := c.latest(ctx, ref)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := c.announce(ctx, ref, prev); err != nil {
+		return Result{}, err
+	}
+	if !r.Force && r.InputTokens > 0 && !r.At.IsZero() && prev.UpTo > 0 && r.At.Before(prev.CreatedAt) {
+		return Result{Outcome: Covered}, nil
+	}
+	msgs, err := c.store.Messages(ctx, ref, prev.UpTo, 0)
+	if err != nil {
+		return Result{}, fmt.Errorf("compact: read transcript of %s: %w", ref, err)
+	}
+	res := Result{Effective: r.InputTokens, Threshold: c.cfg.ThresholdFor(r.Project, r.ContextWindow)}
+	if res.Effective <= 0 {
+		res.Effective, res.Estimated = Tokens(msgs), true
+	}
+	if !r.Force && res.Effective < res.Threshold {
+		res.Outcome = BelowThreshold
+		return res, nil
+	}
+	b := Split(msgs, c.cfg.KeepRecent)
+	if b == 0 {
+		res.Outcome = NothingToSplit
+		return res, nil
+	}
+	covered, kept := msgs[:b], msgs[b:]
+	res.UpTo, res.Covered, res.Kept = covered[b-1].ID, len(covered), len(kept)
+
+	summary, err := c.summarise(ctx, ref, prev.Content, covered, res.UpTo)
+	if err != nil {
+		return res, err
+	}
+	res.TokensBefore = res.Effective
+	res.TokensAfter = int64(llm.EstimateTokens(Block(summary))) + Tokens(kept)
+	sum := memory.Summary{Content: summary, UpTo: res.UpTo, TokensBefore: res.TokensBefore, TokensAfter: res.TokensAfter}
+	if err := c.store.SaveSummary(ctx, ref, sum); err != nil {
+		return res, fmt.Errorf("compact: save summary of %s: %w", ref, err)
+	}
+	if err := c.announce(ctx, ref, sum); err != nil {
+		return res, err
+	}
+	res.Outcome = Compacted
+	return res, nil
+}
+
+// latest is the session's latest summary, the zero Summary when it has none.
+func (c *Compactor) latest(ctx context.Context, ref memory.SessionRef) (memory.Summary, error) {
+	s, err := c.store.LatestSummary(ctx, ref)
+	if memory.IsNotFound(err) {
+		return memory.Summary{}, nil
+	}
+	if err != nil {
+		return memory.Summary{}, fmt.Errorf("compact: read summary of %s: %w", ref, err)
+	}
+	return s, nil
+}
+
+// summarise makes the one model call and returns the cleaned summary.
+func (c *Compactor) summarise(ctx context.Context, ref memory.SessionRef, prev string, covered []memory.Message, upTo int64) (string, error) {
+	temp := c.cfg.Temperature
+	msgs := Prompt(prev, covered, c.cfg)
+	budget := OutputBudget(Tokens(covered), c.cfg)
+	req := llm.Request{
+		Role: llm.RoleSummarize, Project: ref.Project, Messages: msgs,
+		Temperature: &temp, MaxTokens: budget, Timeout: c.cfg.CallTimeout,
+		ContextTokens: ContextTokens(msgs, budget),
+	}
+	resp, err := c.chat.Chat(ctx, req)
+	if err != nil {
+		if outage(err) || ctx.Err() != nil {
+			return "", fmt.Errorf("compact: summary call for %s: %w", ref, err)
+		}
+		return "", c.failed(ctx, ref, upTo, err)
+	}
+	summary := Clean(resp.Message.Content)
+	if summary == "" {
+		return "", c.failed(ctx, ref, upTo, fmt.Errorf("%w (done reason %q)", errEmptyReply, resp.DoneReason))
+	}
+	return summary, nil
+}
+
+// outage reports whether err is one the runner waits out (the model down
+// or missing, the project's token budget spent) or will never fix (an
+// invalid request): not a failure to count.
+func outage(err error) bool {
+	return errors.Is(err, llm.ErrUnavailable) || errors.Is(err, llm.ErrModelMissing) ||
+		errors.Is(err, llm.ErrBudgetExhausted) || errors.Is(err, llm.ErrInvalidRequest)
+}
+
+// failed counts a failed attempt at a boundary (in the store) and returns
+// the FailedError with its delay, final after Config.MaxFailures.
+func (c *Compactor) failed(ctx context.Context, ref memory.SessionRef, upTo int64, cause error) error {
+	key := recordKey(ref.Session, strconv.FormatInt(upTo, 10))
+	failures := c.cfg.MaxFailures
+	for k := 1; k <= c.cfg.MaxFailures; k++ {
+		rk := key + "#" + strconv.Itoa(k)
+		seen, err := c.store.EventProcessed(ctx, ref.Project, recFailure, rk)
+		if err != nil {
+			return fmt.Errorf("compact: read failure record: %w", err)
+		}
+		if seen {
+			continue
+		}
+		if err := c.store.MarkEventProcessed(ctx, ref.Project, recFailure, rk, c.cfg.RecordTTL); err != nil {
+			return fmt.Errorf("compact: record failure: %w", err)
+		}
+		failures = k
+		break
+	}
+	e := &FailedError{Failures: failures, Err: cause}
+	if failures >= c.cfg.MaxFailures {
+		e.Final = true
+	} else {
+		e.Delay = c.cfg.delay(failures)
+	}
+	return e
+}
+
+// announce publishes compaction_done for the summary unless that was done
+// (a record per boundary): after a save, and again at the next report when
+// a crash came between the save and the publication. The event id is
+// derived from the boundary, so a repeat within the duplicate window is
+// dropped by the stream.
+func (c *Compactor) announce(ctx context.Context, ref memory.SessionRef, sum memory.Summary) error {
+	if c.pub == nil || sum.UpTo == 0 {
+		return nil
+	}
+	key := recordKey(ref.Session, strconv.FormatInt(sum.UpTo, 10))
+	done, err := c.store.EventProcessed(ctx, ref.Project, recPublished, key)
+	if err != nil {
+		return fmt.Errorf("compact: read publication record: %w", err)
+	}
+	if done {
+		return nil
+	}
+	ev := events.New(events.Ref{ProjectID: ref.Project, SessionID: ref.Session},
+		events.CompactionDone{UpTo: sum.UpTo, TokensBefore: sum.TokensBefore, TokensAfter: sum.TokensAfter})
+	ev.ID = eventID(ref.Project, key)
+	if err := c.pub.Publish(ctx, ev); err != nil {
+		return fmt.Errorf("compact: publish compaction_done: %w", err)
+	}
+	if err := c.store.MarkEventProcessed(ctx, ref.Project, recPublished, key, c.cfg.RecordTTL); err != nil {
+		return fmt.Errorf("compact: record publication: %w", err)
+	}
+	return nil
+}
+
+func recordKey(session, key string) string {
+	return strconv.Itoa(len(session)) + ":" + session + ":" + key
+}
+
+func eventID(project, key string) string {
+	sum := sha256.Sum256([]byte(project + "\x00compact\x00" + key))
+	return "c" + hex.EncodeToString(sum[:])[:25]
+}

@@ -1,0 +1,118 @@
+package compactfx_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/engram-memory/engram/internal/app"
+	"github.com/engram-memory/engram/internal/compact"
+	"github.com/engram-memory/engram/internal/compact/compactfx"
+	"github.com/engram-memory/engram/internal/config"
+	"github.com/engram-memory/engram/internal/extract/extractfx"
+	"github.com/engram-memory/engram/pkg/events"
+	"github.com/engram-memory/engram/pkg/llm/llmtest"
+)
+
+// TestServeRunsTheCompactor starts a whole process the way `engram serve`
+// does (embedded NATS, SQLite in the data dir, the extractor storing the
+// transcript and this module) and drives a conversation from turn_ended
+// and tokens_reported to a compacted context from the context API.
+func TestServeRunsTheCompactor(t *testing.T) {
+	srv := llmtest.New(t)
+	srv.OnChatAlways(llmtest.SystemContains("handoff summaries"), llmtest.Text("## Active task\n\"Add the rollback step\"\n\n## Goal\nDeploy."))
+	srv.SetDefault(llmtest.Example()) // the extractor's structured calls
+	cfg := config.Default()
+	cfg.DataDir = t.TempDir()
+	cfg.NATS.Listen = "127.0.0.1:-1"
+	cfg.HTTP.Addr = ""
+	cfg.Idle.Enabled = false
+	cfg.Log = config.Log{Format: config.LogJSON, Level: "error"}
+	cfg.LLM = srv.Config()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p, err := app.Start(ctx, cfg, true, "compactfx-test", extractfx.Module(), compactfx.Module())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := p.Stop(context.Background()); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	}()
+	if roles := strings.Join(p.Workers.Roles(), ","); !strings.Contains(roles, events.ConsumerCompactor) {
+		t.Fatalf("running workers %q lack the compactor", roles)
+	}
+	nc, err := nats.Connect(p.Bus.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	client, err := events.NewClient(nc, events.WithPrefix(cfg.Events.SubjectPrefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := events.Ref{ProjectID: "p1", SessionID: "s1"}
+	for i, text := range []string{"Fix the deploy script.", "Add a rollback step.", "Run the tests.", "Thanks."} {
+		ref.TurnID = "t" + string(rune('1'+i))
+		if _, err := client.PublishTurnEnded(ctx, ref, events.TurnEnded{Messages: []events.Message{
+			{Role: events.RoleUser, Content: text},
+			{Role: events.RoleAssistant, Content: "Working on it: " + text},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ref.TurnID = ""
+	// The extractor stores turns asynchronously: wait until all four are there.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		c, err := client.Context(ctx, ref)
+		if err == nil && len(c.Messages) == 8 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the transcript never reached the context: %+v %v", c, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := client.PublishTokensReported(ctx, ref, events.TokensReported{InputTokens: 70000, ContextWindow: 128000}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		c, err := client.Context(ctx, ref)
+		if err == nil && c.Block != "" {
+			if !strings.HasPrefix(c.Block, compact.Preamble) || !strings.Contains(c.Block, "Add the rollback step") ||
+				len(c.Messages) != 6 || c.Messages[0].Content != "Add a rollback step." {
+				t.Fatalf("compacted context: %+v", c)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no compaction: %+v %v", c, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestConfigFitsTheConsumer(t *testing.T) {
+	topo := events.DefaultTopology()
+	for i := range topo.Consumers {
+		if topo.Consumers[i].Name == events.ConsumerCompactor {
+			topo.Consumers[i].AckWait = 20 * time.Second
+			topo.Consumers[i].MaxDeliver = 3
+		}
+	}
+	cc := compactfx.Config(compact.Defaults(), topo)
+	if cc.LeaseTTL != 10*time.Second || cc.MaxFailures != 2 {
+		t.Errorf("lease %v, max failures %d; want 10s and 2", cc.LeaseTTL, cc.MaxFailures)
+	}
+	if err := cc.Validate(); err != nil {
+		t.Error(err)
+	}
+	if d := compactfx.Config(compact.Defaults(), events.DefaultTopology()); d.LeaseTTL != compact.Defaults().LeaseTTL || d.MaxFailures != compact.Defaults().MaxFailures {
+		t.Errorf("defaults changed under the default topology: %+v", d)
+	}
+}

@@ -1,0 +1,126 @@
+// Package compact is the compactor worker: on tokens_reported it decides
+// whether a conversation's context has grown too large and, if so, replaces
+// its older messages with a structured summary; it also builds the context
+// platforms send next (the context API, events.Client.Context), which is
+// how the summary reaches the model.
+//
+// Why: a long agent conversation outgrows its model's context window, and
+// cutting old messages loses the task. A summary written as a handoff (the
+// active task in the user's words first, then what was done, what is in
+// progress, what failed with the exact errors, what was decided) lets the
+// next context window continue the work. It is reference material, never
+// instructions: the block that carries it says so, because a model that
+// reads "the user asked X" in a summary would otherwise do X again.
+//
+// # Trigger
+//
+// Effective tokens are the report's input tokens, or, when it reports 0, an
+// estimate (characters / 4, Tokens) of the stored messages since the latest
+// summary's boundary. Compact when they reach Config.ThresholdFor: a
+// per-project or default Threshold, absolute tokens or a fraction of the
+// report's context window (default 0.5; 64,000 tokens without a window).
+// Ephemeral reports are skipped, forced ones skip the threshold (not the
+// ephemeral guard). A report with a stack id is skipped: the transcript
+// Engram stores (turn_ended, appended by the extractor) is the session's
+// main conversation, so a sub-conversation's count says nothing about it.
+//
+// A reported count under the threshold is answered without reading the
+// store. One compaction per session at a time: the session lease "compact" is held
+// (memory.HoldLease, renewed every TTL/3, at most half the consumer's ack
+// wait) while the model works. A report that finds it held is acknowledged
+// at once (Busy): the holder's run covers it. A report made before the
+// latest summary was saved describes the context before it (it waited in
+// the stream, e.g. during an outage) and is Covered, unless forced; this
+// compares the platform's occurred-at with the store's clock, so a platform
+// clock far behind only delays the next compaction.
+//
+// # Split
+//
+// Split: the messages since the boundary; nothing to do with keep-recent (6)
+// or fewer. The boundary walks back from count - keep-recent to the nearest
+// user message (nothing to do if that is the first message), then moves
+// before any assistant message whose tool calls are answered after it
+// (results matched by call id; a result without one belongs to the nearest
+// assistant message with calls before it), so the platform never sends a
+// tool result without its call. The latest message is never covered.
+//
+// # Summary
+//
+// Render serialises the covered messages with role labels (assistant tool
+// calls with their arguments cut to 1,200 characters, each tool result with
+// its call id and status, a missing status said to be an interrupted call);
+// long content keeps its head and tail (messages 6,000 + 1,500 characters,
+// tool results 4,000 + 1,500). The transcript is the conversation itself,
+// which the platform already sends its model, so it is not neutralised
+// (memory.Neutralise flattens text to one line, which would destroy code
+// and the summary's structure); it was redacted when it was stored
+// (memory.PrepareMessages), and copies of the block's markers are defused,
+// so that neither a message nor a summary can close the block early or pose
+// as its preamble.
+//
+// Prompt: the first compaction sends SystemPrompt, the Template and the
+// transcript; later ones send the previous summary (the summary alone,
+// never the block around it) and only the messages after its boundary, with
+// instructions to update rather than restart (keep what holds, continue the
+// numbered completed actions, move finished work out of in progress and
+// answered questions to resolved, refresh the active task). Summaries never
+// nest: Clean strips an echoed preamble or markers from the reply, and the
+// new summary replaces the old one. One call, no tools, temperature 0.3,
+// num_predict = 20% of the covered tokens between 2,000 and 12,000, and
+// num_ctx (llm.Request.ContextTokens) large enough for the prompt and the
+// reply: Ollama otherwise keeps the model's default window and silently
+// drops the start of a longer prompt, i.e. the oldest turns. The summarize
+// model must support that window (a threshold is at most its context
+// window). The
+// reply is redacted with memory.Redact (the prompt asks for [REDACTED]
+// too); an empty reply is discarded (a failure). The summary is saved with
+// the id of the last message it covers and the tokens before and after
+// (memory.Summary), then compaction_done is published with an id derived
+// from the boundary. A record per boundary says it was published; a crash
+// between the save and the publication is repaired by the next report that
+// takes the lease (one at or over the threshold, or forced).
+//
+// # Failures
+//
+// Classify maps errors onto the runner: the model or the store unavailable
+// (or the model missing) -> Unavailable (the runner waits and pauses
+// pulling; ModelGate keeps it from pulling while Ollama or the summarize
+// model is missing), the project's token budget spent -> RetryAfter until
+// it resets; a failed attempt (an empty reply, a model error that is not an
+// outage) -> RetryAfter 1, 5, then 15 minutes (Config.Backoff, counted per
+// boundary in the store's processed records, so replicas and restarts
+// agree), and Permanent after Config.MaxFailures (4; at most the consumer's
+// max deliver - 1): the report is dead-lettered, nothing is lost (the
+// transcript stays; the next report tries again). An invalid request is
+// Permanent. The runner sends InProgress while the model works, so a long
+// summary call does not get its message redelivered.
+//
+// # Context
+//
+// Compactor.Context (an events.ContextFunc, served by compactfx with
+// events.Client.ServeContext) returns Block (Preamble, the summary between
+// SummaryOpen and SummaryClose, EndMarker) and the stored messages after
+// the boundary, with their ids and turn ids. A platform sends the block,
+// then those messages, then its own messages of turns Engram has not
+// stored yet, then the new user message.
+//
+// # Measured
+//
+// BenchmarkConversation replays a scripted 500-turn coding conversation
+// (about 600 tokens a turn: requests, file reads, edits, test runs, some
+// failing) with a 2,000-token system prompt, a 128k context window (so the
+// threshold is 64,000) and a scripted model that answers at once with a
+// 1,500-token summary (go test -run '^$' -bench Conversation -benchtime 1x,
+// 2 shared cores):
+//
+//	                                   SQLite     Redis 8
+//	tokens sent per turn, without      148,796    148,796   (last turn 299,114)
+//	tokens sent per turn, with          34,130     34,130   (at most 64,375)
+//	compactions                              4          4
+//	overhead per compaction (no model)  163 ms      84 ms   read, render, save, publish
+//	a report under the threshold         16 µs      13 µs   no store access
+//	building a context (the API's reads) 13 ms      12 ms   per turn, without NATS
+//
+// Building a context is dominated by decoding the stored messages after the
+// boundary (up to the threshold's worth of transcript).
+package compact
