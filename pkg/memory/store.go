@@ -243,5 +243,6 @@ type Store interface {
 	Graph
 	Channels
 	Sessions
+	Journal
 	Close() error
 }

@@ -63,6 +63,7 @@ func Run(t *testing.T, newStore Factory) {
 	tests = append(tests, edgesOfTests...)
 	tests = append(tests, channelTests...)
 	tests = append(tests, sessionTests...)
+	tests = append(tests, journalTests...)
 	for _, st := range tests {
 		t.Run(st.name, func(t *testing.T) {
 			c := NewClock()
