@@ -42,12 +42,12 @@ const (
 // JournalEntry is one change a pass made, with the state before and after.
 type JournalEntry struct {
 	Op     JournalOp `json:"op"`
-	NodeID string    `json:"node_id"`           // the node changed (for revise: the old one)
-	NewID  string    `json:"new_id,omitempty"`  // revise: the replacement; remember with a topic: the topic
-	Before *Node     `json:"before,omitempty"`  // the node before (nil when created)
-	After  *Node     `json:"after,omitempty"`   // the node after (revise: the replacement)
-	Edge   *Edge     `json:"edge,omitempty"`    // link / unlink
-	Reason string    `json:"reason,omitempty"`  // the model's one-line reason
+	NodeID string    `json:"node_id"`          // the node changed (for revise: the old one)
+	NewID  string    `json:"new_id,omitempty"` // revise: the replacement; remember with a topic: the topic
+	Before *Node     `json:"before,omitempty"` // the node before (nil when created)
+	After  *Node     `json:"after,omitempty"`  // the node after (revise: the replacement)
+	Edge   *Edge     `json:"edge,omitempty"`   // link / unlink
+	Reason string    `json:"reason,omitempty"` // the model's one-line reason
 	At     time.Time `json:"at"`
 }
 
