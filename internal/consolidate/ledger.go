@@ -89,7 +89,11 @@ type Ledger struct {
 	// Cascade lists the live memories linked to a fact the last step
 	// revised or forgot, shown with the next directive.
 	Cascade []string `json:"cascade,omitempty"`
-	Totals  Outcome  `json:"totals"`
+	// Detail is what the last call returned beyond its summary (a
+	// recall's memories, the memory a near-duplicate resembles), shown to
+	// the next step only. The caller sets it after RecordCall.
+	Detail string  `json:"detail,omitempty"`
+	Totals Outcome `json:"totals"`
 }
 
 // The tools' names.
@@ -111,6 +115,7 @@ func (l *Ledger) RecordCall(tool, key, summary string, o Outcome, cascade []stri
 	l.PendingNudge = false
 	l.Prose = ""
 	l.Cascade = cascade
+	l.Detail = ""
 	if tool == ToolRecall {
 		l.RecallsSinceProgress++
 	} else {
@@ -130,6 +135,7 @@ func (l *Ledger) RecordProse(text string) {
 	l.PendingNudge = true
 	l.Prose = capChars(oneLine(text), 300)
 	l.Cascade = nil
+	l.Detail = ""
 }
 
 // RecallBlocked reports whether recall is withdrawn: RecallLimit recalls in
