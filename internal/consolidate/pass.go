@@ -101,7 +101,8 @@ func (c *Consolidator) run(ctx context.Context, ref memory.SessionRef, req Reque
 			return Result{}, err
 		}
 		if resumed && rec.Status != memory.PassParked {
-			return res(VerdictParked), c.park(ctx, rec, l)
+			err := c.park(ctx, rec, l)
+			return res(VerdictParked), err
 		}
 		return res(VerdictParked), nil
 	}
@@ -127,13 +128,16 @@ func (c *Consolidator) run(ctx context.Context, ref memory.SessionRef, req Reque
 	p := &pass{c: c, ref: ref, rec: rec, seen: map[string]bool{}}
 	for {
 		if v := l.Verdict(lim); v != VerdictContinue {
-			return res(v), c.finish(ctx, rec, l, v, req.Cause)
+			err := c.finish(ctx, rec, l, v, req.Cause)
+			return res(v), err
 		}
 		if parked, err := c.turnStarted(ctx, ref, req); err != nil || parked {
 			if err != nil {
-				return res(VerdictContinue), errors.Join(err, c.save(ctx, rec, l))
+				err = errors.Join(err, c.save(ctx, rec, l))
+				return res(VerdictContinue), err
 			}
-			return res(VerdictParked), c.park(ctx, rec, l)
+			err := c.park(ctx, rec, l)
+			return res(VerdictParked), err
 		}
 		p.now = c.now()
 		memories, err := c.memoriesBlock(ctx, ref, p.now)
@@ -150,7 +154,8 @@ func (c *Consolidator) run(ctx context.Context, ref memory.SessionRef, req Reque
 		if err != nil {
 			// Nothing of this step happened: the ledger as saved after the
 			// last step is where the pass resumes.
-			return res(VerdictContinue), errors.Join(fmt.Errorf("consolidate: model call for %s: %w", ref, err), c.save(ctx, rec, l))
+			err = errors.Join(fmt.Errorf("consolidate: model call for %s: %w", ref, err), c.save(ctx, rec, l))
+			return res(VerdictContinue), err
 		}
 		calls := resp.Message.ToolCalls
 		if len(calls) == 0 {
@@ -159,7 +164,8 @@ func (c *Consolidator) run(ctx context.Context, ref memory.SessionRef, req Reque
 			tc := calls[0]
 			key, r, err := p.call(ctx, tc, l)
 			if err != nil {
-				return res(VerdictContinue), errors.Join(err, c.save(ctx, rec, l))
+				err = errors.Join(err, c.save(ctx, rec, l))
+				return res(VerdictContinue), err
 			}
 			if len(calls) > 1 {
 				r.Summary += fmt.Sprintf(" (%d more calls ignored: one call per step)", len(calls)-1)

@@ -389,3 +389,9 @@ func TestPieceOf(t *testing.T) {
 		t.Fatal("the bundle itself, or another fact, counts as a piece")
 	}
 }
+
+func TestOverlapIgnoresTheSubject(t *testing.T) {
+	if o := consolidate.Overlap("The user loves sailing.", "The user loves knitting."); o >= 0.5 {
+		t.Fatalf("two facts sharing only their subject and verb overlap %v", o)
+	}
+}

@@ -327,15 +327,32 @@ func factText(n *memory.Node) string {
 	return n.Label
 }
 
-// Overlap is the Jaccard similarity of the terms of a and b.
+// stopWords carry no content for the near-duplicate rule: function words,
+// and "user", the subject of nearly every fact.
+var stopWords = map[string]bool{}
+
+func init() {
+	for _, w := range strings.Fields(`a an the and or but of to in on at by for with from as is are was were be been
+		has have had do does did it its this that these those there their they them he she his her him we our you your
+		i me my not no so than then very just also too user users user's s`) {
+		stopWords[w] = true
+	}
+}
+
+// words are the content words of s (memory.Terms without stop words).
+func words(s string) map[string]bool {
+	out := map[string]bool{}
+	for _, t := range memory.Terms(s) {
+		if !stopWords[t] {
+			out[t] = true
+		}
+	}
+	return out
+}
+
+// Overlap is the Jaccard similarity of the content words of a and b.
 func Overlap(a, b string) float64 {
-	ta, tb := map[string]bool{}, map[string]bool{}
-	for _, t := range memory.Terms(a) {
-		ta[t] = true
-	}
-	for _, t := range memory.Terms(b) {
-		tb[t] = true
-	}
+	ta, tb := words(a), words(b)
 	if len(ta) == 0 || len(tb) == 0 {
 		return 0
 	}
@@ -352,22 +369,13 @@ func Overlap(a, b string) float64 {
 // a piece split out of a bundled fact, which remember stores rather than
 // holds (the split rule stores every piece before the bundle is forgotten).
 func PieceOf(piece, bundle string) bool {
-	tb := map[string]bool{}
-	for _, t := range memory.Terms(bundle) {
-		tb[t] = true
-	}
-	n := 0
-	seen := map[string]bool{}
-	for _, t := range memory.Terms(piece) {
+	tp, tb := words(piece), words(bundle)
+	for t := range tp {
 		if !tb[t] {
 			return false
 		}
-		if !seen[t] {
-			seen[t] = true
-			n++
-		}
 	}
-	return n > 0 && n < len(tb)
+	return len(tp) > 0 && len(tp) < len(tb)
 }
 
 func (p *pass) newFact(text string, kind memory.Subkind, byUser bool) memory.Node {
