@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/engram-memory/engram/internal/consolidate"
 	"github.com/engram-memory/engram/internal/extract"
 	"github.com/engram-memory/engram/internal/idle"
 	"github.com/engram-memory/engram/internal/inject"
@@ -55,6 +56,8 @@ type Config struct {
 	Inject inject.Config
 	// Extract holds the extractor's constants (ENGRAM_EXTRACT_*).
 	Extract extract.Config
+	// Consolidate holds the consolidator's constants (ENGRAM_CONSOLIDATE_*).
+	Consolidate consolidate.Config
 }
 
 // NATS says where the bus is.
@@ -147,6 +150,8 @@ func Default() Config {
 		LLM:     llm.DefaultConfig(),
 		Inject:  inject.Defaults(),
 		Extract: extract.Defaults(),
+
+		Consolidate: consolidate.Defaults(),
 	}
 }
 
@@ -416,6 +421,9 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if err := c.Extract.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Consolidate.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

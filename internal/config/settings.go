@@ -162,6 +162,7 @@ func (c *Config) Settings() []Setting {
 		{Flag: "log-level", Env: "ENGRAM_LOG_LEVEL", Group: Conn, value: (*strV)(&c.Log.Level),
 			Usage: "log level: debug, info, warn or error"},
 	}
+	s = append(s, c.consolidateSettings()...)
 	for i := range s {
 		s[i].Default = s[i].value.String()
 	}
