@@ -6,7 +6,8 @@
 //	engram dlq        list, show and replay dead letters
 //	engram publish    publish input events from JSON (stdin or -f file)
 //	engram inject     print the memory block for a question
-//	engram memory     import and export the memory graph as JSON lines
+//	engram memory     import and export the memory graph as JSON lines; history and undo of consolidation passes
+//	engram consolidate run a consolidation pass over a session now
 //	engram bench      measure Engram (engram bench inject)
 //
 // Every command reads ENGRAM_* variables and its own flags (`engram <cmd> -h`)
