@@ -1,6 +1,8 @@
 package consolidate_test
 
 import (
+	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -9,6 +11,8 @@ import (
 	"github.com/engram-memory/engram/internal/consolidate"
 	"github.com/engram-memory/engram/internal/runner"
 	"github.com/engram-memory/engram/internal/storetest"
+	"github.com/engram-memory/engram/pkg/events"
+	"github.com/engram-memory/engram/pkg/llm"
 	"github.com/engram-memory/engram/pkg/llm/llmtest"
 	"github.com/engram-memory/engram/pkg/memory"
 	"github.com/engram-memory/engram/pkg/memory/memorytest"
@@ -393,5 +397,55 @@ func TestPieceOf(t *testing.T) {
 func TestOverlapIgnoresTheSubject(t *testing.T) {
 	if o := consolidate.Overlap("The user loves sailing.", "The user loves knitting."); o >= 0.5 {
 		t.Fatalf("two facts sharing only their subject and verb overlap %v", o)
+	}
+}
+
+// TestTokenBudgetDelaysThePass: the project's daily token budget stops a
+// pass between steps; the handler retries it after the reset, and what the
+// pass did stays.
+func TestTokenBudgetDelaysThePass(t *testing.T) {
+	st := sqliteStore(t)
+	srv := llmtest.New(t)
+	cfg := srv.Config()
+	cfg.DailyTokenBudget = 100 // less than one step: the first call spends it
+	client, err := llm.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := consolidate.New(st, client, consolidate.Defaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{t: t, ctx: context.Background(), st: st, srv: srv}
+	f.say("I am vegetarian.", "")
+	srv.Enqueue(remember("The user is vegetarian.", "preference"), done())
+	_, err = c.Run(f.ctx, consolidate.Request{Project: project, Session: session})
+	var be *llm.BudgetError
+	if !errors.As(err, &be) {
+		t.Fatalf("error %v, want a budget error", err)
+	}
+	cl := consolidate.Classify(err)
+	if runner.IsPermanent(cl) || runner.IsUnavailable(cl) || !strings.Contains(cl.Error(), "retry after") {
+		t.Fatalf("classified %v, want a retry after the reset", cl)
+	}
+	if len(f.liveTexts()) != 1 || f.cursor() != 0 {
+		t.Fatalf("after the budget stop: %v, cursor %d", f.liveTexts(), f.cursor())
+	}
+	ps, _ := st.Passes(f.ctx, memory.PassQuery{Project: project, Status: memory.PassRunning})
+	if len(ps) != 1 || ps[0].Steps != 1 {
+		t.Fatalf("the pass is not kept to be resumed: %+v", ps)
+	}
+}
+
+func TestHandlerRefusesOtherEvents(t *testing.T) {
+	f := newFixture(t, sqliteStore(t))
+	h := consolidate.NewHandler(f.c, nil)
+	ev := events.New(events.Ref{ProjectID: project, SessionID: session, TurnID: "t1"}, events.TurnStarted{Text: "hi"})
+	if err := h.Handle(f.ctx, ev); !runner.IsPermanent(err) {
+		t.Fatalf("a turn_started handled as session_idle: %v", err)
+	}
+	idle := events.NewSessionIdle(events.Ref{ProjectID: project, SessionID: session}, events.SessionIdle{LastActivity: time.Now()})
+	if err := h.Handle(f.ctx, idle); err != nil {
+		t.Fatalf("an idle session with nothing new: %v", err)
 	}
 }
