@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
+	"github.com/engram-memory/engram/internal/lease"
 	"github.com/engram-memory/engram/pkg/events"
 	"github.com/engram-memory/engram/pkg/llm"
 	"github.com/engram-memory/engram/pkg/memory"
@@ -55,7 +55,7 @@ func (c *Consolidator) Run(ctx context.Context, req Request) (Result, error) {
 		return Result{Busy: true}, nil
 	}
 	var res Result
-	err = c.holding(ctx, ref, owner, func(ctx context.Context) error {
+	err = lease.Hold(ctx, c.store, ref, LeaseName, owner, c.cfg.LeaseTTL, ErrLeaseLost, func(ctx context.Context) error {
 		var err error
 		res, err = c.run(ctx, ref, req)
 		return err
@@ -259,49 +259,4 @@ func changed(rec *memory.Pass) []string {
 		}
 	}
 	return out
-}
-
-// holding runs fn with the lease held and renewed; fn's context ends when
-// the lease is lost. The lease is released afterwards.
-func (c *Consolidator) holding(ctx context.Context, ref memory.SessionRef, owner string, fn func(context.Context) error) error {
-	wctx, cancel := context.WithCancelCause(ctx)
-	var wg sync.WaitGroup
-	done := make(chan struct{})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tick := time.NewTicker(c.cfg.LeaseTTL / 3)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-wctx.Done():
-				return
-			case <-tick.C:
-				ok, err := c.store.RenewLease(wctx, ref, LeaseName, owner, c.cfg.LeaseTTL)
-				if err != nil && wctx.Err() == nil {
-					cancel(fmt.Errorf("%w: renew: %w", ErrLeaseLost, err))
-					return
-				}
-				if !ok && wctx.Err() == nil {
-					cancel(ErrLeaseLost)
-					return
-				}
-			}
-		}
-	}()
-	err := fn(wctx)
-	close(done)
-	wg.Wait()
-	if cause := context.Cause(wctx); err != nil && errors.Is(cause, ErrLeaseLost) && ctx.Err() == nil {
-		err = fmt.Errorf("consolidate: %s: %w", ref, cause)
-	}
-	cancel(nil)
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer rcancel()
-	if rerr := c.store.ReleaseLease(rctx, ref, LeaseName, owner); rerr != nil && err == nil {
-		err = fmt.Errorf("consolidate: release lease of %s: %w", ref, rerr)
-	}
-	return err
 }

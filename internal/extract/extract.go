@@ -8,9 +8,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/engram-memory/engram/internal/lease"
 	"github.com/engram-memory/engram/pkg/events"
 	"github.com/engram-memory/engram/pkg/llm"
 	"github.com/engram-memory/engram/pkg/memory"
@@ -311,49 +311,10 @@ func (x *Extractor) drain(ctx context.Context, ref memory.SessionRef, cause stri
 	}
 }
 
-// holding runs fn with the lease held and renewed; fn's context ends when
-// the lease is lost. The lease is released afterwards.
+// holding runs fn with the lease held and renewed (lease.Hold); fn's
+// context ends when the lease is lost. The lease is released afterwards.
 func (x *Extractor) holding(ctx context.Context, ref memory.SessionRef, owner string, fn func(context.Context) error) error {
-	wctx, cancel := context.WithCancelCause(ctx)
-	var wg sync.WaitGroup
-	done := make(chan struct{})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tick := time.NewTicker(x.cfg.LeaseTTL / 3)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-wctx.Done():
-				return
-			case <-tick.C:
-				ok, err := x.store.RenewLease(wctx, ref, LeaseName, owner, x.cfg.LeaseTTL)
-				if err != nil && wctx.Err() == nil {
-					cancel(fmt.Errorf("%w: renew: %w", ErrLeaseLost, err))
-					return
-				}
-				if !ok && wctx.Err() == nil {
-					cancel(ErrLeaseLost)
-					return
-				}
-			}
-		}
-	}()
-	err := fn(wctx)
-	close(done)
-	wg.Wait()
-	if cause := context.Cause(wctx); err != nil && errors.Is(cause, ErrLeaseLost) && ctx.Err() == nil {
-		err = fmt.Errorf("extract: %s: %w", ref, cause)
-	}
-	cancel(nil)
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer rcancel()
-	if rerr := x.store.ReleaseLease(rctx, ref, LeaseName, owner); rerr != nil && err == nil {
-		err = fmt.Errorf("extract: release lease of %s: %w", ref, rerr)
-	}
-	return err
+	return lease.Hold(ctx, x.store, ref, LeaseName, owner, x.cfg.LeaseTTL, ErrLeaseLost, fn)
 }
 
 // spanTurn is one turn of a span with its messages.
