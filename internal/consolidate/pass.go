@@ -164,6 +164,8 @@ func (c *Consolidator) run(ctx context.Context, ref memory.SessionRef, req Reque
 			tc := calls[0]
 			key, r, err := p.call(ctx, tc, l)
 			if err != nil {
+				// What the call wrote before the store failed is journaled.
+				rec.Entries = append(rec.Entries, r.Entries...)
 				err = errors.Join(err, c.save(ctx, rec, l))
 				return res(VerdictContinue), err
 			}

@@ -593,16 +593,14 @@ func (p *pass) revise(ctx context.Context, a ReviseArgs) (result, error) {
 		}
 	}
 	p.seen[nn.ID] = true
-	cascade, err := p.cascade(ctx, &old, nn.ID)
-	if err != nil {
-		return result{}, err
-	}
 	before := old
-	return result{
+	r := result{
 		Summary: fmt.Sprintf("revised [%s] into [%s] %s", old.ID, nn.ID, capChars(text, 80)),
-		Outcome: Outcome{Revised: 1}, Cascade: cascade,
+		Outcome: Outcome{Revised: 1},
 		Entries: []memory.JournalEntry{{Op: memory.OpRevise, NodeID: old.ID, NewID: nn.ID, Before: &before, After: &nn, Reason: reason(a.Reason), At: p.now}},
-	}, nil
+	}
+	r.Cascade, err = p.cascade(ctx, &old, nn.ID)
+	return r, err
 }
 
 func (p *pass) forget(ctx context.Context, a ForgetArgs) (result, error) {
@@ -623,16 +621,14 @@ func (p *pass) forget(ctx context.Context, a ForgetArgs) (result, error) {
 		return failed("forget of [%s] refused: %v", old.ID, err), nil
 	}
 	after := memory.Archive(old, p.now)
-	cascade, err := p.cascade(ctx, &old, "")
-	if err != nil {
-		return result{}, err
-	}
 	before := old
-	return result{
+	r := result{
 		Summary: fmt.Sprintf("forgot [%s] %s", old.ID, capChars(factText(&old), 80)),
-		Outcome: Outcome{Forgotten: 1}, Cascade: cascade,
+		Outcome: Outcome{Forgotten: 1},
 		Entries: []memory.JournalEntry{{Op: memory.OpForget, NodeID: old.ID, Before: &before, After: &after, Reason: reason(a.Reason), At: p.now}},
-	}, nil
+	}
+	r.Cascade, err = p.cascade(ctx, &old, "")
+	return r, err
 }
 
 func deref(r *result) result {
@@ -754,9 +750,11 @@ func (p *pass) link(ctx context.Context, a LinkArgs) (result, error) {
 	e, err := p.c.store.Link(ctx, memory.Edge{Src: n.ID, Dst: topic.ID, Relation: rel, Source: memory.SourceAgent})
 	if err != nil {
 		if transient(err) {
-			return result{}, fmt.Errorf("consolidate: link %s: %w", n.ID, err)
+			return result{Entries: entries}, fmt.Errorf("consolidate: link %s: %w", n.ID, err)
 		}
-		return failed("link of [%s] refused: %v", n.ID, err), nil
+		r := failed("link of [%s] refused: %v", n.ID, err)
+		r.Entries = entries
+		return r, nil
 	}
 	entries = append(entries, memory.JournalEntry{Op: memory.OpLink, NodeID: n.ID, NewID: topic.ID, Edge: &e, Reason: reason(a.Reason), At: p.now})
 	return result{Summary: fmt.Sprintf("linked [%s] %s topic %q", n.ID, rel, ent.Name), Outcome: Outcome{Linked: 1}, Entries: entries}, nil
