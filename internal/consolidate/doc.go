@@ -134,4 +134,13 @@
 // About 4,100 prompt tokens a step, plus ~1,116 tokens of tool definitions
 // a real Ollama adds: the transcript window is most of it, which is why the
 // window, not the step count, is the lever on a pass's cost.
+//
+// The context length matters: at the window (40,000 characters) a
+// step can reach ~12,000 tokens, more than Ollama's default context, and
+// Ollama then drops the start of the prompt (the instructions) without an
+// error. Against the pinned Ollama the tiny model's steps were each cut to
+// its 4,096-token context (pkg/llm/ollamae2e TestConsolidatorToolCallRoundTrip
+// logs the counts). Serve the consolidation model with a context of at least
+// 12k tokens (OLLAMA_CONTEXT_LENGTH), or lower ENGRAM_CONSOLIDATE_WINDOW_CHARS;
+// pkg/llm has no per-request num_ctx yet.
 package consolidate

@@ -123,6 +123,8 @@ func TestConsolidatorToolCallRoundTrip(t *testing.T) {
 	if res.Pass.PromptTokens == 0 || res.Pass.CompletionTokens == 0 {
 		t.Errorf("no model tokens counted: %+v", res.Pass)
 	}
+	t.Logf("pass of %d steps: %d prompt tokens, %d completion tokens (Ollama's counts, tool definitions included)",
+		res.Pass.Steps, res.Pass.PromptTokens, res.Pass.CompletionTokens)
 	third := model.seen[2].Messages[len(model.seen[2].Messages)-1].Content
 	if !strings.Contains(third, "Recall \"bees\" found:") || !strings.Contains(third, "The user keeps bees.") {
 		t.Errorf("the recall's result did not reach the next step:\n%s", third)
