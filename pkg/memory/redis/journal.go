@@ -13,10 +13,13 @@ import (
 
 var _ memory.Journal = (*Store)(nil)
 
-// A project's pass journals: a hash of id -> record and a sorted set of ids
-// by start time (milliseconds), both under the project's hash tag.
-func (k keys) passes() string     { return k.p + "pass" }
-func (k keys) passesByAt() string { return k.p + "passat" }
+// A project's pass journals: a hash of id -> record, and sorted sets of ids
+// by start time (milliseconds), one for the project and one per session (a
+// session's passes are read without walking the project's), all under the
+// project's hash tag.
+func (k keys) passes() string                    { return k.p + "pass" }
+func (k keys) passesByAt() string                { return k.p + "passat" }
+func (k keys) sessionPassesByAt(s string) string { return k.session(s) + "passat" }
 
 // PutPass implements memory.Journal.
 func (s *Store) PutPass(ctx context.Context, p memory.Pass) error {
@@ -33,7 +36,9 @@ func (s *Store) PutPass(ctx context.Context, p memory.Pass) error {
 	k := s.keys(p.Project)
 	_, err = s.c.TxPipelined(ctx, func(pipe goredis.Pipeliner) error {
 		pipe.HSet(ctx, k.passes(), p.ID, doc)
-		pipe.ZAdd(ctx, k.passesByAt(), goredis.Z{Score: float64(p.StartedAt.UnixMilli()), Member: p.ID})
+		z := goredis.Z{Score: float64(p.StartedAt.UnixMilli()), Member: p.ID}
+		pipe.ZAdd(ctx, k.passesByAt(), z)
+		pipe.ZAdd(ctx, k.sessionPassesByAt(p.Session), z)
 		return nil
 	})
 	return s.wrap("put pass", err)
@@ -82,9 +87,13 @@ func (s *Store) Passes(ctx context.Context, q memory.PassQuery) ([]memory.Pass, 
 	const page = 256
 	for _, p := range projects {
 		k := s.keys(p)
+		index := k.passesByAt()
+		if q.Session != "" {
+			index = k.sessionPassesByAt(q.Session)
+		}
 		found := 0
 		for start := int64(0); found < limit; start += page {
-			ids, err := s.c.ZRevRange(ctx, k.passesByAt(), start, start+page-1).Result()
+			ids, err := s.c.ZRevRange(ctx, index, start, start+page-1).Result()
 			if err != nil {
 				return nil, s.wrap("list passes", err)
 			}
