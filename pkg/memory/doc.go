@@ -24,7 +24,9 @@
 // # The contract
 //
 // Store (store.go) is the whole backend contract, composed of Nodes, Graph,
-// Channels and Sessions; consumers depend on the narrowest part they use.
+// Channels, Sessions and Journal (journal.go: the consolidation passes'
+// journals, which `engram memory history` lists and `undo` reverts);
+// consumers depend on the narrowest part they use.
 // Errors wrap the sentinels ErrNotFound, ErrInvalid, ErrRefused and
 // ErrUnavailable; check them with errors.Is.
 //
