@@ -118,9 +118,11 @@
 // written back as it was, the replacement archived, the supersedes edge
 // closed), removes (archives) what it added, unlinks what it linked and
 // relinks what it unlinked. A memory the pass added, or a revision it
-// wrote, that a later turn has used since (access, useful or unhelpful
-// counts above the journal's) is kept, and so is the fact it replaced;
-// every such case is reported with its reason. A pass is undone once.
+// wrote, that a later turn has used since is kept, and so is the fact it
+// replaced; every such case is reported with its reason. "Used" is a useful
+// count or an access count above the journal's: the extractor's verdict
+// "used" on a later turn that was given it (wrong or ignored is not a use),
+// or a Touch. A pass is undone once.
 //
 // # Measured
 //

@@ -185,3 +185,23 @@ func TestJournalAndUndo(t *testing.T) {
 		}
 	})
 }
+
+// TestUndoKeepsWhatALaterTurnFoundUseful: the extractor's verdict "used"
+// on a later turn keeps a memory the pass added; "ignored" does not.
+func TestUndoKeepsWhatALaterTurnFoundUseful(t *testing.T) {
+	f := newFixture(t, sqliteStore(t))
+	f.say("I speak Dutch and I collect stamps.", "")
+	f.srv.Enqueue(remember("The user speaks Dutch.", "observation"), remember("The user collects stamps.", "pattern"), done())
+	res := f.run()
+	dutch, stamps := res.Pass.Entries[0].NodeID, res.Pass.Entries[1].NodeID
+	if err := f.st.ApplyFeedback(f.ctx, map[string]memory.Verdict{dutch: memory.VerdictUsed, stamps: memory.VerdictIgnored}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := consolidate.Undo(f.ctx, f.st, project, res.Pass.ID, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.get(dutch).ArchivedAt.IsZero() || f.get(stamps).ArchivedAt.IsZero() {
+		t.Fatalf("after undo: dutch archived %v, stamps archived %v; report %+v", f.get(dutch).ArchivedAt, f.get(stamps).ArchivedAt, rep)
+	}
+}

@@ -28,10 +28,11 @@ type UndoReport struct {
 	Kept     []string
 }
 
-// usedSince reports whether a memory was used (injected, recalled, judged)
-// after the pass wrote it.
+// usedSince reports whether a memory was used after the pass wrote it: a
+// later turn's verdict said it was used (useful count), or it was accessed
+// (memory.Nodes Touch). A memory judged wrong or ignored was not used.
 func usedSince(now, then *memory.Node) bool {
-	return now.Access > then.Access || now.Useful > then.Useful || now.Unhelpful > then.Unhelpful
+	return now.Access > then.Access || now.Useful > then.Useful
 }
 
 // Undo reverts a pass, newest change first: it restores what the pass
