@@ -99,10 +99,12 @@
 // lost lease or a crash is resumed from its journal by the next delivery
 // (status running); the handler classifies the outage as Unavailable so
 // the runner pauses instead of spending deliveries, and the project's
-// daily token budget (llm.Client) delays it with RetryAfter. One window is
-// not covered: a crash between a tool's write and the journal save after
-// it leaves that one change unjournaled (it stands, undo does not know it;
-// a repeated remember is refused as a duplicate).
+// daily token budget (llm.Client) delays it with RetryAfter. Every write is
+// journaled before it is made, as pending (a new memory's id is chosen
+// first), and settled after: a pass cut off in between leaves the entry
+// pending ("cut off: may not have been applied" in the history), and undo
+// looks at what is stored (a pending revise finds its replacement through
+// the old fact's superseded-by).
 //
 // consolidation_done reports the pass id, the counts (stored, revised,
 // forgotten, linked, duplicates refused, held for review), the steps, the

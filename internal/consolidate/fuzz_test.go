@@ -46,8 +46,9 @@ func FuzzToolCall(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, name, args string) {
-		p := &pass{c: c, ref: memory.SessionRef{Project: "p", Session: "s"}, rec: &memory.Pass{}, now: time.Now(), seen: map[string]bool{}}
 		var l Ledger
+		rec := &memory.Pass{ID: memory.NewID(), Project: "p", Session: "s", Status: memory.PassRunning, StartedAt: time.Now()}
+		p := &pass{c: c, ref: memory.SessionRef{Project: "p", Session: "s"}, rec: rec, l: &l, now: time.Now(), seen: map[string]bool{}}
 		for _, a := range []string{args, `{"id":"` + other.Node.ID + `"}`} {
 			_, r, err := p.call(ctx, llm.ToolCall{Name: name, Arguments: json.RawMessage(a)}, &l)
 			if err != nil {
@@ -56,10 +57,13 @@ func FuzzToolCall(f *testing.F) {
 			if r.Summary == "" && name != ToolDone {
 				t.Fatalf("%s(%s): no summary", name, a)
 			}
-			for _, e := range r.Entries {
-				if e.After != nil && e.After.ProjectID != "p" {
-					t.Fatalf("%s(%s) wrote into project %q", name, a, e.After.ProjectID)
-				}
+		}
+		for _, e := range rec.Entries {
+			if e.Pending {
+				t.Fatalf("%s(%s): an entry left pending without a store failure: %+v", name, args, e)
+			}
+			if e.After != nil && e.After.ProjectID != "p" {
+				t.Fatalf("%s(%s) wrote into project %q", name, args, e.After.ProjectID)
 			}
 		}
 		if n, err := st.Get(ctx, other.Node.ID); err != nil || !n.Live() {

@@ -2,6 +2,8 @@ package consolidate_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -203,5 +205,57 @@ func TestUndoKeepsWhatALaterTurnFoundUseful(t *testing.T) {
 	}
 	if !f.get(dutch).ArchivedAt.IsZero() || f.get(stamps).ArchivedAt.IsZero() {
 		t.Fatalf("after undo: dutch archived %v, stamps archived %v; report %+v", f.get(dutch).ArchivedAt, f.get(stamps).ArchivedAt, rep)
+	}
+}
+
+// lossyStore applies an Upsert and then reports the store unavailable, as
+// a connection dropped after the write reached the server.
+type lossyStore struct {
+	memory.Store
+	drop bool
+}
+
+func (s *lossyStore) Upsert(ctx context.Context, n memory.Node) (memory.UpsertResult, error) {
+	r, err := s.Store.Upsert(ctx, n)
+	if err == nil && s.drop {
+		s.drop = false
+		return memory.UpsertResult{}, fmt.Errorf("%w: connection reset after the write", memory.ErrUnavailable)
+	}
+	return r, err
+}
+
+// TestWriteCutOffIsJournaled: a write whose outcome the pass never learnt
+// is in the journal as pending, and undo still reverts it.
+func TestWriteCutOffIsJournaled(t *testing.T) {
+	st := &lossyStore{Store: sqliteStore(t), drop: true}
+	f := newFixture(t, st)
+	f.say("I have two dogs.", "")
+	f.srv.Enqueue(remember("The user has two dogs.", "observation"))
+	if _, err := f.c.Run(f.ctx, consolidate.Request{Project: project, Session: session}); !errors.Is(err, memory.ErrUnavailable) {
+		t.Fatalf("error %v, want the store outage", err)
+	}
+	ps, err := st.Passes(f.ctx, memory.PassQuery{Project: project, Session: session})
+	if err != nil || len(ps) != 1 || len(ps[0].Entries) != 1 || !ps[0].Entries[0].Pending {
+		t.Fatalf("journal after the cut: %+v %v", ps, err)
+	}
+	dogs := ps[0].Entries[0].NodeID
+	if f.get(dogs).Label != "The user has two dogs." {
+		t.Fatal("the write did not reach the store")
+	}
+	f.srv.Enqueue(done())
+	res := f.run()
+	if res.Verdict != consolidate.VerdictDone {
+		t.Fatalf("resumed: %+v", res)
+	}
+	var out strings.Builder
+	consolidate.WriteJournal(&out, res.Pass)
+	if !strings.Contains(out.String(), "(cut off: may not have been applied)") {
+		t.Errorf("journal:\n%s", out.String())
+	}
+	if _, err := consolidate.Undo(f.ctx, st, project, res.Pass.ID, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if f.get(dogs).ArchivedAt.IsZero() {
+		t.Fatal("undo did not remove the memory whose write was cut off")
 	}
 }

@@ -125,7 +125,7 @@ func (c *Consolidator) run(ctx context.Context, ref memory.SessionRef, req Reque
 	}
 	rec.UpTo = max(rec.UpTo, w.Newest, cursor)
 	rec.Status = memory.PassRunning
-	p := &pass{c: c, ref: ref, rec: rec, seen: map[string]bool{}}
+	p := &pass{c: c, ref: ref, rec: rec, l: l, seen: map[string]bool{}}
 	for {
 		if v := l.Verdict(lim); v != VerdictContinue {
 			err := c.finish(ctx, rec, l, v, req.Cause)
@@ -164,15 +164,14 @@ func (c *Consolidator) run(ctx context.Context, ref memory.SessionRef, req Reque
 			tc := calls[0]
 			key, r, err := p.call(ctx, tc, l)
 			if err != nil {
-				// What the call wrote before the store failed is journaled.
-				rec.Entries = append(rec.Entries, r.Entries...)
+				// What the call wrote before the store failed is journaled
+				// (settled, or pending when the write's outcome is unknown).
 				err = errors.Join(err, c.save(ctx, rec, l))
 				return res(VerdictContinue), err
 			}
 			if len(calls) > 1 {
 				r.Summary += fmt.Sprintf(" (%d more calls ignored: one call per step)", len(calls)-1)
 			}
-			rec.Entries = append(rec.Entries, r.Entries...)
 			name := tc.Name
 			if name == "" {
 				name = "(unnamed)"

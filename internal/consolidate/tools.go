@@ -119,17 +119,42 @@ type pass struct {
 	c    *Consolidator
 	ref  memory.SessionRef
 	rec  *memory.Pass
+	l    *Ledger
 	now  time.Time
 	seen map[string]bool // ids the model was shown (for the cascade)
 }
 
-// result is what one call did.
+// intend journals a change before it is written, as pending: a pass cut
+// off between the write and its settlement leaves the entry pending, and
+// undo then looks at what is stored. Every write is journaled this way.
+func (p *pass) intend(ctx context.Context, e memory.JournalEntry) error {
+	e.Pending, e.At = true, p.now
+	p.rec.Entries = append(p.rec.Entries, e)
+	return p.c.save(ctx, p.rec, p.l)
+}
+
+// settle replaces the pending entry with what was written (nil: nothing
+// was). Writes are sequential, so the pending entry is the last one.
+func (p *pass) settle(e *memory.JournalEntry) {
+	n := len(p.rec.Entries) - 1
+	if n < 0 || !p.rec.Entries[n].Pending {
+		return
+	}
+	if e == nil {
+		p.rec.Entries = p.rec.Entries[:n]
+		return
+	}
+	e.At, e.Pending = p.now, false
+	p.rec.Entries[n] = *e
+}
+
+// result is what one call did (its journal entries are in the pass's
+// record: see intend).
 type result struct {
 	Summary string
 	Outcome Outcome
 	Detail  string
 	Cascade []string
-	Entries []memory.JournalEntry
 }
 
 func failed(format string, a ...any) result {
@@ -493,23 +518,29 @@ func (p *pass) remember(ctx context.Context, a RememberArgs) (result, error) {
 		}
 	}
 	n := p.newFact(text, kind, a.SaidByUser)
+	n.ID = memory.NewID() // known before the write, for the journal
+	intended := n
+	if err := p.intend(ctx, memory.JournalEntry{Op: memory.OpRemember, NodeID: n.ID, After: &intended, Reason: reason(a.Reason)}); err != nil {
+		return result{}, err
+	}
 	up, err := p.c.store.Upsert(ctx, n)
 	if err != nil {
 		if transient(err) {
 			return result{}, fmt.Errorf("consolidate: remember: %w", err)
 		}
+		p.settle(nil)
 		return failed("remember refused: %v", err), nil
 	}
 	stored := up.Node
-	p.embed(ctx, stored.ID, vec)
-	p.seen[stored.ID] = true
-	entry := memory.JournalEntry{Op: memory.OpRemember, NodeID: stored.ID, After: &stored, Reason: reason(a.Reason), At: p.now}
+	entry := memory.JournalEntry{Op: memory.OpRemember, NodeID: stored.ID, After: &stored, Reason: reason(a.Reason)}
 	r := result{Summary: fmt.Sprintf("stored [%s] %s", stored.ID, capChars(text, 80)), Outcome: Outcome{Stored: 1}}
 	if !up.Created {
 		r.Summary = fmt.Sprintf("reinforced [%s] %s", stored.ID, capChars(text, 80))
 		entry.Before = &stored // a reinforcement is not undone
 	}
-	r.Entries = append(r.Entries, entry)
+	p.settle(&entry)
+	p.embed(ctx, stored.ID, vec)
+	p.seen[stored.ID] = true
 	if topic := strings.TrimSpace(a.Topic); topic != "" {
 		lr, err := p.link(ctx, LinkArgs{ID: stored.ID, Topic: topic, Relation: string(relationFor(kind)), Reason: a.Reason})
 		if err != nil {
@@ -517,7 +548,6 @@ func (p *pass) remember(ctx context.Context, a RememberArgs) (result, error) {
 		}
 		r.Summary += "; " + lr.Summary
 		r.Outcome.add(lr.Outcome)
-		r.Entries = append(r.Entries, lr.Entries...)
 	}
 	return r, nil
 }
@@ -580,24 +610,28 @@ func (p *pass) revise(ctx context.Context, a ReviseArgs) (result, error) {
 	}
 	n := p.newFact(text, old.Subkind, a.SaidByUser)
 	n.Subkind, n.Scope, n.ProjectID = "", "", "" // inherited from old
+	before := old
+	if err := p.intend(ctx, memory.JournalEntry{Op: memory.OpRevise, NodeID: old.ID, Before: &before, Reason: reason(a.Reason)}); err != nil {
+		return result{}, err
+	}
 	nn, err := p.c.store.Revise(ctx, old.ID, n)
 	if err != nil {
 		if transient(err) {
 			return result{}, fmt.Errorf("consolidate: revise %s: %w", old.ID, err)
 		}
+		p.settle(nil)
 		return failed("revise of [%s] refused: %v", old.ID, err), nil
 	}
+	p.settle(&memory.JournalEntry{Op: memory.OpRevise, NodeID: old.ID, NewID: nn.ID, Before: &before, After: &nn, Reason: reason(a.Reason)})
 	if p.c.emb != nil {
 		if vecs, err := p.c.emb.Embed(ctx, []string{text}); err == nil && len(vecs) == 1 {
 			p.embed(ctx, nn.ID, vecs[0])
 		}
 	}
 	p.seen[nn.ID] = true
-	before := old
 	r := result{
 		Summary: fmt.Sprintf("revised [%s] into [%s] %s", old.ID, nn.ID, capChars(text, 80)),
 		Outcome: Outcome{Revised: 1},
-		Entries: []memory.JournalEntry{{Op: memory.OpRevise, NodeID: old.ID, NewID: nn.ID, Before: &before, After: &nn, Reason: reason(a.Reason), At: p.now}},
 	}
 	r.Cascade, err = p.cascade(ctx, &old, nn.ID)
 	return r, err
@@ -614,18 +648,22 @@ func (p *pass) forget(ctx context.Context, a ForgetArgs) (result, error) {
 	if old.Source == memory.SourceUser || old.Pinned {
 		return failed("[%s] was written or pinned by the user: it is not forgotten by a pass", old.ID), nil
 	}
+	before := old
+	if err := p.intend(ctx, memory.JournalEntry{Op: memory.OpForget, NodeID: old.ID, Before: &before, Reason: reason(a.Reason)}); err != nil {
+		return result{}, err
+	}
 	if err := p.c.store.Archive(ctx, old.ID); err != nil {
 		if transient(err) {
 			return result{}, fmt.Errorf("consolidate: forget %s: %w", old.ID, err)
 		}
+		p.settle(nil)
 		return failed("forget of [%s] refused: %v", old.ID, err), nil
 	}
 	after := memory.Archive(old, p.now)
-	before := old
+	p.settle(&memory.JournalEntry{Op: memory.OpForget, NodeID: old.ID, Before: &before, After: &after, Reason: reason(a.Reason)})
 	r := result{
 		Summary: fmt.Sprintf("forgot [%s] %s", old.ID, capChars(factText(&old), 80)),
 		Outcome: Outcome{Forgotten: 1},
-		Entries: []memory.JournalEntry{{Op: memory.OpForget, NodeID: old.ID, Before: &before, After: &after, Reason: reason(a.Reason), At: p.now}},
 	}
 	r.Cascade, err = p.cascade(ctx, &old, "")
 	return r, err
@@ -734,30 +772,40 @@ func (p *pass) link(ctx context.Context, a LinkArgs) (result, error) {
 	if n.Subkind == memory.Topic && n.EntityKey() == ent.Key {
 		return failed("[%s] is that topic", n.ID), nil
 	}
-	up, err := p.c.store.Upsert(ctx, memory.Node{Subkind: memory.Topic, Scope: memory.ScopeProject, ProjectID: p.ref.Project,
-		Label: ent.Name, Entities: []memory.Entity{ent}, Source: memory.SourceAgent, AssertedBy: memory.AssertedInferred})
+	tn := memory.Node{ID: memory.NewID(), Subkind: memory.Topic, Scope: memory.ScopeProject, ProjectID: p.ref.Project,
+		Label: ent.Name, Entities: []memory.Entity{ent}, Source: memory.SourceAgent, AssertedBy: memory.AssertedInferred}
+	intended := tn
+	if err := p.intend(ctx, memory.JournalEntry{Op: memory.OpRemember, NodeID: tn.ID, After: &intended, Reason: "topic of " + n.ID}); err != nil {
+		return result{}, err
+	}
+	up, err := p.c.store.Upsert(ctx, tn)
 	if err != nil {
 		if transient(err) {
 			return result{}, fmt.Errorf("consolidate: topic %q: %w", ent.Name, err)
 		}
+		p.settle(nil)
 		return failed("topic %q refused: %v", ent.Name, err), nil
 	}
 	topic := up.Node
-	var entries []memory.JournalEntry
 	if up.Created {
-		entries = append(entries, memory.JournalEntry{Op: memory.OpRemember, NodeID: topic.ID, After: &topic, Reason: "topic of " + n.ID, At: p.now})
+		p.settle(&memory.JournalEntry{Op: memory.OpRemember, NodeID: topic.ID, After: &topic, Reason: "topic of " + n.ID})
+	} else {
+		p.settle(nil) // the topic existed: nothing to undo
 	}
-	e, err := p.c.store.Link(ctx, memory.Edge{Src: n.ID, Dst: topic.ID, Relation: rel, Source: memory.SourceAgent})
+	edge := memory.Edge{Src: n.ID, Dst: topic.ID, Relation: rel, Source: memory.SourceAgent}
+	if err := p.intend(ctx, memory.JournalEntry{Op: memory.OpLink, NodeID: n.ID, NewID: topic.ID, Edge: &edge, Reason: reason(a.Reason)}); err != nil {
+		return result{}, err
+	}
+	e, err := p.c.store.Link(ctx, edge)
 	if err != nil {
 		if transient(err) {
-			return result{Entries: entries}, fmt.Errorf("consolidate: link %s: %w", n.ID, err)
+			return result{}, fmt.Errorf("consolidate: link %s: %w", n.ID, err)
 		}
-		r := failed("link of [%s] refused: %v", n.ID, err)
-		r.Entries = entries
-		return r, nil
+		p.settle(nil)
+		return failed("link of [%s] refused: %v", n.ID, err), nil
 	}
-	entries = append(entries, memory.JournalEntry{Op: memory.OpLink, NodeID: n.ID, NewID: topic.ID, Edge: &e, Reason: reason(a.Reason), At: p.now})
-	return result{Summary: fmt.Sprintf("linked [%s] %s topic %q", n.ID, rel, ent.Name), Outcome: Outcome{Linked: 1}, Entries: entries}, nil
+	p.settle(&memory.JournalEntry{Op: memory.OpLink, NodeID: n.ID, NewID: topic.ID, Edge: &e, Reason: reason(a.Reason)})
+	return result{Summary: fmt.Sprintf("linked [%s] %s topic %q", n.ID, rel, ent.Name), Outcome: Outcome{Linked: 1}}, nil
 }
 
 func (p *pass) unlink(ctx context.Context, a LinkArgs) (result, error) {
@@ -794,15 +842,20 @@ func (p *pass) unlink(ctx context.Context, a LinkArgs) (result, error) {
 				closed = e
 			}
 		}
+		live := closed
+		if err := p.intend(ctx, memory.JournalEntry{Op: memory.OpUnlink, NodeID: n.ID, NewID: t.ID, Edge: &live, Reason: reason(a.Reason)}); err != nil {
+			return result{}, err
+		}
 		if err := p.c.store.Unlink(ctx, n.ID, t.ID, rel); err != nil {
 			if transient(err) {
 				return result{}, fmt.Errorf("consolidate: unlink %s: %w", n.ID, err)
 			}
+			p.settle(nil)
 			break
 		}
 		closed.ValidTo = p.now
-		return result{Summary: fmt.Sprintf("unlinked [%s] %s topic %q: there was a link", n.ID, rel, ent.Name), Outcome: Outcome{Unlinked: 1},
-			Entries: []memory.JournalEntry{{Op: memory.OpUnlink, NodeID: n.ID, NewID: t.ID, Edge: &closed, Reason: reason(a.Reason), At: p.now}}}, nil
+		p.settle(&memory.JournalEntry{Op: memory.OpUnlink, NodeID: n.ID, NewID: t.ID, Edge: &closed, Reason: reason(a.Reason)})
+		return result{Summary: fmt.Sprintf("unlinked [%s] %s topic %q: there was a link", n.ID, rel, ent.Name), Outcome: Outcome{Unlinked: 1}}, nil
 	}
 	return result{Summary: fmt.Sprintf("unlink [%s] %s topic %q: there was no such link", n.ID, rel, ent.Name)}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,6 +20,7 @@ type UndoStore interface {
 	PutBatch(ctx context.Context, nodes []memory.Node, edges []memory.Edge) error
 	Link(ctx context.Context, e memory.Edge) (memory.Edge, error)
 	Unlink(ctx context.Context, src, dst string, rel memory.Relation) error
+	Edges(ctx context.Context, id string) ([]memory.Edge, error)
 }
 
 // UndoReport says what an undo reverted and what it could not, and why.
@@ -61,6 +63,12 @@ func Undo(ctx context.Context, st UndoStore, project, passID string, now time.Ti
 		e := rec.Entries[i]
 		switch e.Op {
 		case memory.OpRemember:
+			if e.Pending {
+				if _, err := st.Get(ctx, e.NodeID); memory.IsNotFound(err) {
+					kept("[%s]: the pass was cut off before it was written", e.NodeID)
+					continue
+				}
+			}
 			if e.Before != nil {
 				kept("[%s]: the pass reinforced a memory that already existed; left as it is", e.NodeID)
 				continue
@@ -98,6 +106,17 @@ func Undo(ctx context.Context, st UndoStore, project, passID string, now time.Ti
 			if e.Before == nil {
 				kept("[%s]: the journal lacks the fact before the revision", e.NodeID)
 				continue
+			}
+			if e.Pending { // cut off: the replacement, if written, is what closed the old fact
+				cur, err := st.Get(ctx, e.NodeID)
+				if err != nil && !memory.IsNotFound(err) {
+					return rep, fmt.Errorf("consolidate: undo %s: %w", passID, err)
+				}
+				if err != nil || cur.SupersededBy == "" {
+					kept("[%s]: the pass was cut off before the revision was written", e.NodeID)
+					continue
+				}
+				e.NewID, e.After = cur.SupersededBy, &memory.Node{}
 			}
 			repl, err := st.Get(ctx, e.NewID)
 			if err != nil && !memory.IsNotFound(err) {
@@ -138,6 +157,18 @@ func Undo(ctx context.Context, st UndoStore, project, passID string, now time.Ti
 				continue
 			}
 			edge := *e.Edge
+			if e.Pending {
+				live, err := st.Edges(ctx, edge.Src)
+				if err != nil {
+					return rep, fmt.Errorf("consolidate: undo %s: %w", passID, err)
+				}
+				if slices.ContainsFunc(live, func(x memory.Edge) bool {
+					return x.Src == edge.Src && x.Dst == edge.Dst && x.Relation == edge.Relation
+				}) {
+					kept("[%s] %s [%s]: the pass was cut off before it unlinked", edge.Src, edge.Relation, edge.Dst)
+					continue
+				}
+			}
 			edge.ValidFrom, edge.ValidTo = time.Time{}, time.Time{}
 			if _, err := st.Link(ctx, edge); err != nil {
 				if memory.IsNotFound(err) {
@@ -166,7 +197,11 @@ func WriteJournal(w io.Writer, p memory.Pass) {
 	fmt.Fprintf(w, "  started %s  steps %d  up to message %d  tokens %d+%d\n", p.StartedAt.UTC().Format(time.RFC3339),
 		p.Steps, p.UpTo, p.PromptTokens, p.CompletionTokens)
 	for _, e := range p.Entries {
-		fmt.Fprintf(w, "  %-8s %s\n", e.Op, entryLine(e))
+		cut := ""
+		if e.Pending {
+			cut = "  (cut off: may not have been applied)"
+		}
+		fmt.Fprintf(w, "  %-8s %s%s\n", e.Op, entryLine(e), cut)
 		if e.Reason != "" {
 			fmt.Fprintf(w, "           reason: %s\n", e.Reason)
 		}

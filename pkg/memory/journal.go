@@ -49,6 +49,9 @@ type JournalEntry struct {
 	Edge   *Edge     `json:"edge,omitempty"`   // link / unlink
 	Reason string    `json:"reason,omitempty"` // the model's one-line reason
 	At     time.Time `json:"at"`
+	// Pending: journaled before the write and never settled (the pass was
+	// cut off in between); the change may or may not have been applied.
+	Pending bool `json:"pending,omitempty"`
 }
 
 // Pass is the journal of one consolidation pass: what it changed, and the
