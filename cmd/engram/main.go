@@ -8,8 +8,9 @@
 //	engram inject     print the memory block for a question
 //	engram context    print what the platform sends next for a conversation
 //	engram compact    force a compaction of a conversation
-//	engram memory     import and export the memory graph as JSON lines
 //	engram mcp        serve the `memory` MCP tool to an agent over stdio
+//	engram memory     import and export the memory graph as JSON lines; history and undo of consolidation passes
+//	engram consolidate run a consolidation pass over a session now
 //	engram bench      measure Engram (engram bench inject)
 //
 // Every command reads ENGRAM_* variables and its own flags (`engram <cmd> -h`)

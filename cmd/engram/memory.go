@@ -16,7 +16,7 @@ import (
 )
 
 func init() {
-	register("memory", "seed, inspect and move a memory graph: engram memory import FILE.jsonl | engram memory export [-o FILE]", memoryCmd)
+	register("memory", "seed, inspect and move a memory graph: engram memory import FILE.jsonl | export [-o FILE] | history [-project P] [-session S] | undo PASS", memoryCmd)
 }
 
 func memoryCmd(ctx context.Context, stdout io.Writer, args []string) error {
@@ -28,8 +28,12 @@ func memoryCmd(ctx context.Context, stdout io.Writer, args []string) error {
 		return memoryImport(ctx, stdout, args[1:])
 	case "export":
 		return memoryExport(ctx, stdout, args[1:])
+	case "history":
+		return memoryHistory(ctx, stdout, args[1:])
+	case "undo":
+		return memoryUndo(ctx, stdout, args[1:])
 	}
-	return fmt.Errorf("%w: unknown memory command %q (import, export)", errUsage, args[0])
+	return fmt.Errorf("%w: unknown memory command %q (import, export, history, undo)", errUsage, args[0])
 }
 
 // memoryImport writes a JSON-lines file into the configured store (the data

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/engram-memory/engram/internal/compact"
+	"github.com/engram-memory/engram/internal/consolidate"
 	"github.com/engram-memory/engram/internal/extract"
 	"github.com/engram-memory/engram/internal/idle"
 	"github.com/engram-memory/engram/internal/inject"
@@ -60,6 +61,8 @@ type Config struct {
 	MCP MCP
 	// Compact holds the compactor's constants (ENGRAM_COMPACT_*).
 	Compact compact.Config
+	// Consolidate holds the consolidator's constants (ENGRAM_CONSOLIDATE_*).
+	Consolidate consolidate.Config
 }
 
 // MCP is the `memory` MCP tool's streamable HTTP endpoint of `engram
@@ -153,16 +156,17 @@ func Default() Config {
 			Listen:         "127.0.0.1:4222",
 			ConnectTimeout: 5 * time.Second,
 		},
-		HTTP:    HTTP{Addr: "127.0.0.1:7474", LagRefresh: 15 * time.Second},
-		Store:   Store{Kind: StoreSQLite, RedisVectorQuant: "q8"},
-		Events:  eventsDefaults(),
-		Work:    Work{Concurrency: 2, ShutdownTimeout: 25 * time.Second},
-		Idle:    Idle{Enabled: true, Quiet: 30 * time.Minute},
-		Log:     Log{Format: LogAuto, Level: "info"},
-		LLM:     llm.DefaultConfig(),
-		Inject:  inject.Defaults(),
-		Extract: extract.Defaults(),
-		Compact: compact.Defaults(),
+		HTTP:        HTTP{Addr: "127.0.0.1:7474", LagRefresh: 15 * time.Second},
+		Store:       Store{Kind: StoreSQLite, RedisVectorQuant: "q8"},
+		Events:      eventsDefaults(),
+		Work:        Work{Concurrency: 2, ShutdownTimeout: 25 * time.Second},
+		Idle:        Idle{Enabled: true, Quiet: 30 * time.Minute},
+		Log:         Log{Format: LogAuto, Level: "info"},
+		LLM:         llm.DefaultConfig(),
+		Inject:      inject.Defaults(),
+		Extract:     extract.Defaults(),
+		Compact:     compact.Defaults(),
+		Consolidate: consolidate.Defaults(),
 	}
 }
 
@@ -444,6 +448,9 @@ func (c Config) Validate() error {
 		if strings.TrimSpace(c.MCP.Tokens) == "" {
 			bad("the MCP endpoint (ENGRAM_MCP_ADDR) needs a tokens file (ENGRAM_MCP_TOKENS): no token, no access")
 		}
+	}
+	if err := c.Consolidate.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -177,6 +177,7 @@ func (c *Config) Settings() []Setting {
 			Usage: "log level: debug, info, warn or error"},
 	}
 	s = append(s, c.compactSettings()...)
+	s = append(s, c.consolidateSettings()...)
 	for i := range s {
 		s[i].Default = s[i].value.String()
 	}

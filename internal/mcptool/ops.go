@@ -73,6 +73,7 @@ func (t *Tool) recall(ctx context.Context, c Caller, op Op) (Result, error) {
 		Expand:  true,
 		Precise: true,
 		Now:     now,
+		Ranking: t.cfg.Ranking,
 	})
 	if err != nil {
 		return Result{}, err

@@ -53,6 +53,9 @@ type Config struct {
 	CrossProject     bool     // scope "all" may reach other projects' memories whose reach is anywhere
 	DisabledProjects []string // memory is off for these projects: every operation is refused
 	TextChars        int      // characters of a memory's text in an answer (DefaultTextChars)
+	// Ranking weighs recall as the injector's does (inject.Config.RankingFor
+	// the process's embedder); nil: memory.Retrieve's default.
+	Ranking *memory.Ranking
 }
 
 // Limits of the operations.

@@ -29,6 +29,20 @@ func TestOperations(t *testing.T) {
 }
 
 func testRecall(t *testing.T, f *fixture) {
+	// The same ranking as the injector's: the hits are memory.Retrieve's in
+	// precise mode, in its order (asked first: the recall below counts as an
+	// access, which moves the recency prior).
+	vecs, _ := f.emb.Embed(f.ctx, []string{"why did the Stripe webhook signature fail?"})
+	hits, err := memory.Retrieve(f.ctx, f.store, memory.Query{Text: "why did the Stripe webhook signature fail?", Vector: vecs[0],
+		Model: f.emb.Model(), Filter: memory.Filter{ProjectID: "shop", SessionID: "s1", MinConfidence: 0.3},
+		Limit: 10, Expand: true, Precise: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]string, len(hits))
+	for i, h := range hits {
+		want[i] = h.ID
+	}
 	r := f.one(shop, Op{Op: OpRecall, Query: "why did the Stripe webhook signature fail?"})
 	if len(r.Memories) == 0 || r.Memories[0].ID != f.ids["webhook"] {
 		t.Fatalf("recall: %v, want the webhook failure first", memIDs(r.Memories))
@@ -42,19 +56,6 @@ func testRecall(t *testing.T, f *fixture) {
 		if r.Memories[i].Score > r.Memories[i-1].Score {
 			t.Fatalf("not best first: %+v", r.Memories)
 		}
-	}
-	// The same ranking as the injector's: the hits are memory.Retrieve's in
-	// precise mode, in its order.
-	vecs, _ := f.emb.Embed(f.ctx, []string{"why did the Stripe webhook signature fail?"})
-	hits, err := memory.Retrieve(f.ctx, f.store, memory.Query{Text: "why did the Stripe webhook signature fail?", Vector: vecs[0],
-		Model: f.emb.Model(), Filter: memory.Filter{ProjectID: "shop", SessionID: "s1", MinConfidence: 0.3},
-		Limit: 10, Expand: true, Precise: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := make([]string, len(hits))
-	for i, h := range hits {
-		want[i] = h.ID
 	}
 	if !slices.Equal(memIDs(r.Memories), want) {
 		t.Fatalf("recall %v, retrieval %v", memIDs(r.Memories), want)

@@ -28,7 +28,8 @@ func samples() []events.Envelope {
 		events.NewTokensReported(events.Ref{ProjectID: "p", SessionID: "s"}, events.TokensReported{StackID: "sub-1", InputTokens: 90000, ContextWindow: 128000, Ephemeral: true}),
 		events.New(ref, events.InjectionReady{InReplyTo: "01X", Block: "<memory>...</memory>", NodeIDs: []string{"n1", "n2"}, Scores: []float64{0, 0.031}}),
 		events.New(events.Ref{ProjectID: "p"}, events.MemoryChanged{Changes: []events.Change{{ID: "n1", Kind: events.ChangeCreated}}, Cause: "01Y"}),
-		events.New(events.Ref{ProjectID: "p", SessionID: "s"}, events.ConsolidationDone{UpTo: 42, Steps: 7, Changed: []string{"n1"}, Reason: "done"}),
+		events.New(events.Ref{ProjectID: "p", SessionID: "s"}, events.ConsolidationDone{UpTo: 42, Steps: 7, Changed: []string{"n1"}, Reason: "done",
+			Pass: "pass1", Stored: 2, Revised: 1, Forgotten: 1, Linked: 1, Duplicates: 1, Held: 1, PromptTokens: 4100, CompletionTokens: 80}),
 		events.New(events.Ref{ProjectID: "p", SessionID: "s"}, events.CompactionDone{StackID: "main", UpTo: 40, TokensBefore: 90000, TokensAfter: 20000}),
 	}
 }

@@ -267,6 +267,20 @@ type ConsolidationDone struct {
 	Steps   int      `json:"steps"`             // tool-call steps used
 	Changed []string `json:"changed,omitempty"` // node ids written
 	Reason  string   `json:"reason,omitempty"`  // why it stopped: done, budget, stuck, ...
+
+	// Pass is the id of the pass's journal (engram memory history / undo).
+	Pass string `json:"pass,omitempty"`
+	// What the pass did: memories stored, revised, forgotten, topic links
+	// made, duplicates refused and near-duplicates held for review.
+	Stored     int `json:"stored,omitempty"`
+	Revised    int `json:"revised,omitempty"`
+	Forgotten  int `json:"forgotten,omitempty"`
+	Linked     int `json:"linked,omitempty"`
+	Duplicates int `json:"duplicates,omitempty"`
+	Held       int `json:"held,omitempty"`
+	// Model tokens the pass spent.
+	PromptTokens     int `json:"prompt_tokens,omitempty"`
+	CompletionTokens int `json:"completion_tokens,omitempty"`
 }
 
 // EventType implements Payload.
@@ -278,6 +292,15 @@ func (c ConsolidationDone) validate(p *problems) {
 	}
 	if c.Steps < 0 {
 		p.add("steps", "negative")
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"stored", c.Stored}, {"revised", c.Revised}, {"forgotten", c.Forgotten}, {"linked", c.Linked},
+		{"duplicates", c.Duplicates}, {"held", c.Held}, {"prompt_tokens", c.PromptTokens}, {"completion_tokens", c.CompletionTokens}} {
+		if f.v < 0 {
+			p.add(f.name, "negative")
+		}
 	}
 }
 

@@ -24,9 +24,11 @@
 // # The contract
 //
 // Store (store.go) is the whole backend contract, composed of Nodes, Graph,
-// Channels, Sessions and Counter (counts.go: live memories by kind and
+// Channels, Sessions, Counter (counts.go: live memories by kind and
 // scope, archived, closed, pending embeddings, for the `memory` tool's
-// stats); consumers depend on the narrowest part they use.
+// stats) and Journal (journal.go: the consolidation passes' journals,
+// which `engram memory history` lists and `undo` reverts); consumers
+// depend on the narrowest part they use.
 // Errors wrap the sentinels ErrNotFound, ErrInvalid, ErrRefused and
 // ErrUnavailable; check them with errors.Is.
 //

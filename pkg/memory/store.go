@@ -249,5 +249,6 @@ type Store interface {
 	Channels
 	Sessions
 	Counter // counts.go
+	Journal
 	Close() error
 }

@@ -33,7 +33,9 @@ const shutdownWait = 2 * time.Second
 // injector's recall settings (confidence floor, cross-project reach,
 // projects with memory off), so that a look-up ranks as the block does.
 func NewTool(cfg config.Config, st memory.Store, emb mcptool.Embedder, log *zap.Logger) (*mcptool.Tool, error) {
+	rk := cfg.Inject.RankingFor(emb)
 	return mcptool.New(st, emb, mcptool.Config{
+		Ranking:          &rk,
 		MinConfidence:    cfg.Inject.MinConfidence,
 		CrossProject:     cfg.Inject.CrossProject,
 		DisabledProjects: cfg.Inject.DisabledProjects,

@@ -5,5 +5,6 @@ package ollamae2e
 // TestEveryRegisteringPackageImported lists the ones missing; add each one's
 // schema names to covered (schemas_test.go).
 import (
+	_ "github.com/engram-memory/engram/internal/consolidate"
 	_ "github.com/engram-memory/engram/internal/extract"
 )

@@ -26,6 +26,14 @@ import (
 // The value is the user prompt sent with it.
 var covered = map[string]string{
 	"extract.memories": "TURNS:\nuser: we use tabs, never spaces\nassistant: noted\nINJECTED MEMORIES:\n[m1] prefers tabs\nExtract memories.",
+	// The consolidator's memory tools (internal/consolidate).
+	"tool.memory_recall":   "Look up what memory holds about the user's garden.",
+	"tool.memory_remember": "The user said: I swim every Tuesday. Store it.",
+	"tool.memory_revise":   "[m1] The user lives in Lyon. The user said: I moved to Porto. Revise m1.",
+	"tool.memory_forget":   "[m1] The user is in Rome next week (that week has passed). Forget m1.",
+	"tool.memory_link":     "[m1] The user climbs every weekend. Link m1 to the topic climbing.",
+	"tool.memory_unlink":   "[m1] The user climbs every weekend. Unlink m1 from the topic climbing.",
+	"tool.memory_done":     "Memory matches the conversation. End the pass.",
 }
 
 // registering lists the packages that register schemas or tools; they are

@@ -64,6 +64,7 @@ func Run(t *testing.T, newStore Factory) {
 	tests = append(tests, channelTests...)
 	tests = append(tests, sessionTests...)
 	tests = append(tests, countTests...)
+	tests = append(tests, journalTests...)
 	for _, st := range tests {
 		t.Run(st.name, func(t *testing.T) {
 			c := NewClock()

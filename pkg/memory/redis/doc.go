@@ -66,8 +66,11 @@
 //	                  edge, and "" once that list is complete (see hints.go): retrieval
 //	                  reads edges for its contradiction check only when two hits are in it
 //	K s:<session>:... per-session records (see sessions.go): messages (list), turns,
-//	                  summaries, cursor, injections, briefing flag, leases
+//	                  summaries, cursor, injections, briefing flag, leases; passat
+//	                  (zset: the session's consolidation passes by start)
 //	K ev:<consumer>   hash: processed events -> expiry
+//	K pass            hash: consolidation pass id -> journal record (JSON; journal.go)
+//	K passat          zset: the project's passes by start time (ms)
 //
 // Outside any project: <ns>:{r}:projects (the registry, for cross-project
 // reads and scans; recall reads it from a copy at most a second old, so a

@@ -7,7 +7,8 @@
 // as indexed columns), their embeddings in a table of their own (a float32
 // little-endian blob and the name of the model; 8 KB pages), node paths, edges (closed ones kept for as-of reads) and
 // the per-session records (transcript messages and turns, summaries, cursors,
-// injection records, briefing flags, leases, processed events). The schema is
+// injection records, briefing flags, leases, processed events) and the
+// consolidation passes' journals (one JSON record per pass). The schema is
 // versioned in code (migrations, PRAGMA user_version); a file from a newer
 // binary is refused. The database runs in WAL mode with synchronous=NORMAL and
 // a busy timeout; every write that touches several rows is one transaction.

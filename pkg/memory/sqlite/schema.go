@@ -86,6 +86,16 @@ CREATE TABLE processed (
 ) WITHOUT ROWID;
 CREATE INDEX processed_expires ON processed(expires) WHERE expires > 0;
 `,
+	// 2: consolidation pass journals (journal.go).
+	`
+CREATE TABLE passes (
+	project TEXT NOT NULL, id TEXT NOT NULL, session TEXT NOT NULL, status TEXT NOT NULL,
+	started INTEGER NOT NULL, doc BLOB NOT NULL,
+	PRIMARY KEY (project, id)
+) WITHOUT ROWID;
+CREATE INDEX passes_session ON passes(project, session, started);
+CREATE INDEX passes_id ON passes(id);
+`,
 }
 
 // migrate brings the schema up to date in one transaction per migration.

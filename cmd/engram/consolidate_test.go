@@ -1,0 +1,74 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/engram-memory/engram/internal/app"
+	"github.com/engram-memory/engram/internal/config"
+	"github.com/engram-memory/engram/internal/consolidate"
+	"github.com/engram-memory/engram/pkg/llm/llmtest"
+	"github.com/engram-memory/engram/pkg/memory"
+)
+
+// TestConsolidateHistoryUndo runs a pass by hand on a data dir, lists it
+// with memory history and reverts it with memory undo.
+func TestConsolidateHistoryUndo(t *testing.T) {
+	dir := t.TempDir()
+	srv := llmtest.New(t)
+	t.Setenv("ENGRAM_DATA", dir)
+	t.Setenv("ENGRAM_STORE", "sqlite")
+	t.Setenv("ENGRAM_OLLAMA_HOST", srv.URL())
+	t.Setenv("ENGRAM_CHAT_MODEL", llmtest.ChatModel)
+	ctx := context.Background()
+	cfg := config.Default()
+	cfg.DataDir = dir
+	st, err := app.OpenStore(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := memory.SessionRef{Project: "acme", Session: "s1"}
+	if _, _, err := st.AppendTranscript(ctx, ref, "t1", []memory.Message{{Role: memory.RoleUser, Content: "I brew my own beer every month."}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	srv.Enqueue(llmtest.ToolCall(consolidate.ToolRemember, map[string]any{"text": "The user brews beer every month.", "kind": "pattern", "reason": "stated"}),
+		llmtest.ToolCall(consolidate.ToolDone, map[string]any{}))
+
+	var out, errOut bytes.Buffer
+	if code := run([]string{"consolidate", "-project", "acme", "-session", "s1"}, &out, &errOut); code != 0 {
+		t.Fatalf("consolidate: exit %d: %s", code, errOut.String())
+	}
+	s := out.String()
+	if !strings.Contains(s, "acme/s1  finished (done)") || !strings.Contains(s, `added "The user brews beer every month."`) || !strings.Contains(s, "reason: stated") {
+		t.Fatalf("consolidate printed:\n%s", s)
+	}
+	passID := strings.Fields(strings.TrimPrefix(s, "pass "))[0]
+
+	out.Reset()
+	if code := run([]string{"consolidate", "-project", "acme", "-session", "s1"}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "nothing new") {
+		t.Fatalf("second consolidate: exit %d: %s %s", code, out.String(), errOut.String())
+	}
+
+	out.Reset()
+	if code := run([]string{"memory", "history", "-project", "acme"}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "pass "+passID) {
+		t.Fatalf("history: exit %d: %s %s", code, out.String(), errOut.String())
+	}
+
+	out.Reset()
+	if code := run([]string{"memory", "undo", passID}, &out, &errOut); code != 0 {
+		t.Fatalf("undo: exit %d: %s", code, errOut.String())
+	}
+	if !strings.Contains(out.String(), "reverted: [") || !strings.Contains(out.String(), "removed (added by the pass)") {
+		t.Fatalf("undo printed:\n%s", out.String())
+	}
+	out.Reset()
+	errOut.Reset()
+	if code := run([]string{"memory", "undo", passID}, &out, &errOut); code == 0 || !strings.Contains(errOut.String(), "already undone") {
+		t.Fatalf("second undo: exit %d: %s", code, errOut.String())
+	}
+}

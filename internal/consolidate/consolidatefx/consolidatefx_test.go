@@ -1,0 +1,211 @@
+package consolidatefx_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/ollama/ollama/api"
+
+	"github.com/engram-memory/engram/internal/app"
+	"github.com/engram-memory/engram/internal/config"
+	"github.com/engram-memory/engram/internal/consolidate"
+	"github.com/engram-memory/engram/internal/consolidate/consolidatefx"
+	"github.com/engram-memory/engram/internal/extract"
+	"github.com/engram-memory/engram/internal/extract/extractfx"
+	"github.com/engram-memory/engram/pkg/events"
+	"github.com/engram-memory/engram/pkg/llm/llmtest"
+)
+
+// TestServeRunsTheConsolidator starts a process the way `engram serve`
+// does (embedded NATS, SQLite, the extractor storing transcripts and this
+// module) and drives a session from turn_ended and session_idle to
+// consolidation_done.
+func TestServeRunsTheConsolidator(t *testing.T) {
+	srv := llmtest.New(t)
+	srv.OnChat(llmtest.HasTool(consolidate.ToolRemember),
+		llmtest.ToolCall(consolidate.ToolRemember, map[string]any{"text": "The user keeps bees.", "kind": "pattern", "said_by_user": true}),
+		llmtest.ToolCall(consolidate.ToolDone, map[string]any{}))
+	srv.OnChatAlways(llmtest.HasFormat(), llmtest.JSON(extract.Reply{Verdicts: []extract.ReplyVerdict{}, Memories: []extract.ReplyMemory{}}))
+	cfg := config.Default()
+	cfg.DataDir = t.TempDir()
+	cfg.NATS.Listen = "127.0.0.1:-1"
+	cfg.HTTP.Addr = ""
+	cfg.Idle.Enabled = false
+	cfg.Log = config.Log{Format: config.LogJSON, Level: "error"}
+	cfg.LLM = srv.Config()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p, err := app.Start(ctx, cfg, true, "consolidatefx-test", extractfx.Module(), consolidatefx.Module())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := p.Stop(context.Background()); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	}()
+	if roles := strings.Join(p.Workers.Roles(), ","); !strings.Contains(roles, events.ConsumerConsolidator) {
+		t.Fatalf("running workers %q lack the consolidator", roles)
+	}
+	nc, err := nats.Connect(p.Bus.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	client, err := events.NewClient(nc, events.WithPrefix(cfg.Events.SubjectPrefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := nc.SubscribeSync(events.Subjects{Prefix: cfg.Events.SubjectPrefix}.OutType(events.TypeConsolidationDone))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := events.Ref{ProjectID: "p1", SessionID: "s1", TurnID: "t1"}
+	if _, err := client.PublishTurnEnded(ctx, ref, events.TurnEnded{Messages: []events.Message{
+		{Role: events.RoleUser, Content: "I keep bees in my garden, three hives."},
+		{Role: events.RoleAssistant, Content: "Lovely!"},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	// The transcript is stored by the extractor; until it is, a pass finds
+	// nothing to do, so idle events are published until one is consolidated.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if _, err := client.PublishSessionIdle(ctx, events.Ref{ProjectID: "p1", SessionID: "s1"}, events.SessionIdle{LastActivity: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		msg, err := out.NextMsg(time.Second)
+		if err == nil {
+			ev, err := events.Decode(msg.Data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := events.PayloadAs[events.ConsolidationDone](ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Stored != 1 || d.Reason != "done" || d.Steps != 2 || d.Pass == "" || d.UpTo != 2 {
+				t.Fatalf("consolidation_done %+v", d)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no consolidation_done: %v", err)
+		}
+	}
+}
+
+// TestModelOutageMidPass: the model goes away in the middle of a pass; the
+// worker pauses (the event waits, nothing is dead-lettered), and when the
+// model is back the redelivered event resumes the pass from its journal.
+func TestModelOutageMidPass(t *testing.T) {
+	srv := llmtest.New(t)
+	srv.OnChat(llmtest.HasTool(consolidate.ToolRemember),
+		llmtest.ToolCall(consolidate.ToolRemember, map[string]any{"text": "The user keeps bees.", "kind": "pattern"}),
+		llmtest.Func(func(api.ChatRequest) llmtest.Reply {
+			srv.Down() // this very call fails: connection closed
+			return llmtest.ToolCall(consolidate.ToolDone, map[string]any{})
+		}),
+		llmtest.ToolCall(consolidate.ToolDone, map[string]any{}))
+	srv.OnChatAlways(llmtest.HasFormat(), llmtest.JSON(extract.Reply{Verdicts: []extract.ReplyVerdict{}, Memories: []extract.ReplyMemory{}}))
+	cfg := config.Default()
+	cfg.DataDir = t.TempDir()
+	cfg.NATS.Listen = "127.0.0.1:-1"
+	cfg.HTTP.Addr = ""
+	cfg.Idle.Enabled = false
+	cfg.Log = config.Log{Format: config.LogJSON, Level: "error"}
+	cfg.LLM = srv.Config()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p, err := app.Start(ctx, cfg, true, "consolidatefx-outage", extractfx.Module(), consolidatefx.Module())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := p.Stop(context.Background()); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	}()
+	nc, err := nats.Connect(p.Bus.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	client, err := events.NewClient(nc, events.WithPrefix(cfg.Events.SubjectPrefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	subjects := events.Subjects{Prefix: cfg.Events.SubjectPrefix}
+	out, err := nc.SubscribeSync(subjects.OutType(events.TypeConsolidationDone))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dlq, err := nc.SubscribeSync(subjects.DLQAll())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := events.Ref{ProjectID: "p1", SessionID: "s1", TurnID: "t1"}
+	if _, err := client.PublishTurnEnded(ctx, ref, events.TurnEnded{Messages: []events.Message{
+		{Role: events.RoleUser, Content: "I keep bees in my garden, three hives."}}}); err != nil {
+		t.Fatal(err)
+	}
+	// The extractor's model call comes after the transcript is stored.
+	for deadline := time.Now().Add(30 * time.Second); srv.Calls("/api/chat") == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the extractor never ran")
+		}
+	}
+	if _, err := client.PublishSessionIdle(ctx, events.Ref{ProjectID: "p1", SessionID: "s1"}, events.SessionIdle{LastActivity: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	paused := func() bool {
+		for _, c := range p.Workers.Checks() {
+			if c.Name == "worker:"+events.ConsumerConsolidator && c.Run(ctx) != nil {
+				return true
+			}
+		}
+		return false
+	}
+	for deadline := time.Now().Add(30 * time.Second); !paused(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the consolidator did not pause while the model was down")
+		}
+	}
+	if _, err := out.NextMsg(3 * time.Second); err == nil {
+		t.Fatal("consolidation_done while the model was down")
+	}
+	srv.Up()
+	msg, err := out.NextMsg(30 * time.Second)
+	if err != nil {
+		t.Fatalf("no consolidation_done after the model came back: %v", err)
+	}
+	ev, err := events.Decode(msg.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := events.PayloadAs[events.ConsolidationDone](ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Stored != 1 || d.Steps != 2 || d.Reason != "done" {
+		t.Fatalf("consolidation_done %+v: the pass did not resume where it stopped", d)
+	}
+	if m, err := dlq.NextMsg(100 * time.Millisecond); err == nil {
+		t.Fatalf("dead letter for an outage: %s", m.Data)
+	}
+}
+
+func TestConfigFitsTheConsumer(t *testing.T) {
+	topo := events.DefaultTopology()
+	for i := range topo.Consumers {
+		if topo.Consumers[i].Name == events.ConsumerConsolidator {
+			topo.Consumers[i].AckWait = 20 * time.Second
+		}
+	}
+	if c := consolidatefx.Config(consolidate.Defaults(), topo); c.LeaseTTL != 10*time.Second || c.Validate() != nil {
+		t.Errorf("lease %v, want 10s", c.LeaseTTL)
+	}
+}

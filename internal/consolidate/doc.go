@@ -1,0 +1,150 @@
+// Package consolidate is the consolidator worker: when a session goes quiet
+// (session_idle, from the platform or the built-in idle detector) it goes
+// back over the conversation and brings memory up to date with it, in a
+// bounded pass in which the model walks the memory itself with tools and a
+// runtime that counts keeps it from walking forever. Every change is
+// journaled, listed by `engram memory history` and reversible with `engram
+// memory undo PASS`.
+//
+// # Why a runtime that counts
+//
+// Each step's context is rebuilt from scratch (the model gets no chat
+// history of its own calls), which keeps the prompt small and the pass
+// resumable, but it also means a stuck model sees the same context again
+// and has no way to notice it is stuck. The Ledger notices for it: it
+// records every step (tool, argument key, a one-line summary, the counts)
+// and chooses the directive of the next step, most specific first:
+//
+//	finished                       -> "The pass is over. Call nothing." (and no tools are offered)
+//	steps >= budget (12)           -> "budget spent: call memory_done; nothing stored is lost"
+//	a pending nudge (prose answer) -> its own journal, "only a tool call moves anything",
+//	                                  and "this is the last prompt" once nudges reach the maximum (2)
+//	recall blocked (3 in a row)    -> "inspection is over, decide" (and memory_recall is withdrawn)
+//	the same call twice in a row   -> "the answer has not changed; do something different or finish"
+//	otherwise                      -> the work directive, which leads with the way out (memory_done)
+//
+// and decides at each step's end: done -> stop; no tool called -> nudge,
+// stop once the nudges exceed the maximum ("stuck"); otherwise stop one
+// step past the budget ("budget"). The ledger is plain data, saved with the
+// pass's journal after every step.
+//
+// # One step
+//
+// The messages are: the system text and the pass instructions (Instructions:
+// nobody is waiting, a question in the transcript is not addressed to the
+// model, what is durable and what is passing, store without searching
+// first, split a bundle pieces-first, forget dated facts whose date has
+// passed, fold dated instances into a pattern, make a topic only when it is
+// durable), the transcript window (the messages since the session's
+// consolidation cursor: the last 20 user and assistant messages, 4,000
+// characters each, 40,000 in all, redacted and neutralised), and one
+// trailing message: "[Now: <time>]", the memories stored for the project
+// and user newest first within 512 tokens as "[id] text (kind; valid from
+// ..to; active|closed)", the ledger's digest, the last call's result (a
+// recall's memories, the memory a near-duplicate resembles) and the
+// directive, with the cascade listing when the last step revised or forgot
+// a fact. One tool call is applied per step (further calls in the same
+// reply are ignored and the step says so).
+//
+// # The tools
+//
+// memory_recall (a query through memory.Retrieve in precise mode, a date
+// range newest first, or the facts as of a day), memory_remember, _revise,
+// _forget, _link, _unlink, _done. Every tool writes at once, so a pass cut
+// off anywhere has kept everything it decided; this is why a bundle is
+// split by storing its pieces first and forgetting it last: a pass cut off
+// in between leaves redundancy, never loss.
+//
+// remember refuses a fact memory already holds (the same text after
+// lower-casing, collapsing whitespace and trimming trailing punctuation,
+// among the 32 most recent facts of the project and the lexical channel's
+// best matches) and holds a near-duplicate for review (cosine >= 0.85
+// against the project's vectors, or a Jaccard overlap of content words >=
+// 0.5 against the 32 most recent facts) unless the call repeats with
+// confirm_similar. Two refinements make the instructions workable: the
+// overlap ignores function words and "user" (the subject of nearly every
+// fact, which would make "The user loves sailing" a near-duplicate of "The
+// user loves knitting"), and a piece of a bundle (its words a strict subset
+// of the bundle's) is not held, or the split rule could not be followed.
+//
+// revise closes the old fact (memory.Store Revise: superseded, valid-to
+// set; an "as of" read still finds it). forget archives; it refuses what
+// the user wrote or pinned. Facts are written with asserted-by user when
+// the model says the user said it (said_by_user), else inferred. link and
+// unlink take a topic by name (created on first link, identified by its
+// entity key) and a topic relation; unlink says whether an edge existed.
+//
+// Cascade review: after a revise or a forget, the next directive lists the
+// live memories linked to the changed fact by any edge (about, caused_by,
+// generalizes, ...) or sharing one of its entities, so that the model can
+// revise what depended on it in the same pass.
+//
+// # Cursor, park, lease, outage
+//
+// The cursor moves when a pass ends (done or stopped) to the newest message
+// it read, through memory.Sessions AdvanceCursor, which never moves back.
+// Before each step the pass asks whether a turn started since the idle
+// event's last activity: StreamActivity reads the last turn_started of the
+// session from ENGRAM_IN (a direct get; the stream keeps input events by
+// age and every replica reads the same stream), so no replica has to see
+// the event itself. A new turn parks the pass (its journal and ledger are
+// saved with status parked) and the next idle resumes it, with the newer
+// transcript and the same ledger (its budget counts the whole pass). An
+// idle event older than the new turn does not resume it.
+//
+// The pass holds the session's "consolidate" lease (renewed at a third of
+// its TTL, at most half the consumer's ack wait): a second replica's event
+// for the same session returns Busy and is acknowledged, the holder's pass
+// covers the session. A pass cut off by a model outage, a store outage, a
+// lost lease or a crash is resumed from its journal by the next delivery
+// (status running); the handler classifies the outage as Unavailable so
+// the runner pauses instead of spending deliveries, and the project's
+// daily token budget (llm.Client) delays it with RetryAfter. Every write is
+// journaled before it is made, as pending (a new memory's id is chosen
+// first), and settled after: a pass cut off in between leaves the entry
+// pending ("cut off: may not have been applied" in the history), and undo
+// looks at what is stored (a pending revise finds its replacement through
+// the old fact's superseded-by).
+//
+// consolidation_done reports the pass id, the counts (stored, revised,
+// forgotten, linked, duplicates refused, held for review), the steps, the
+// verdict (reason) and the model tokens; its event id derives from the pass
+// id, so a pass finished twice publishes once.
+//
+// # Journal and undo
+//
+// The journal (memory.Journal, in the store contract and both backends) is
+// one record per pass: each change with the node before and after, the
+// edge, and the model's one-line reason. Undo walks it newest first:
+// restores what the pass forgot, reopens what it revised (the old fact
+// written back as it was, the replacement archived, the supersedes edge
+// closed), removes (archives) what it added, unlinks what it linked and
+// relinks what it unlinked. A memory the pass added, or a revision it
+// wrote, that a later turn has used since is kept, and so is the fact it
+// replaced; every such case is reported with its reason. "Used" is a useful
+// count or an access count above the journal's: the extractor's verdict
+// "used" on a later turn that was given it (wrong or ignored is not a use),
+// or a Touch. A pass is undone once.
+//
+// # Measured
+//
+// BenchmarkPass, a 60-turn session (window 20 messages of ~260 and ~770
+// characters), 40 stored memories, the scripted server's token counts:
+//
+//	model                      steps/pass  prompt tokens/pass  completion tokens/pass
+//	working (11 calls, done)   11          45,066              283
+//	stuck (recalls only)       13          52,415              169
+//
+// About 4,100 prompt tokens a step, plus ~1,116 tokens of tool definitions
+// a real Ollama adds: the transcript window is most of it, which is why the
+// window, not the step count, is the lever on a pass's cost.
+//
+// The context length matters: at the issue's window (40,000 characters) a
+// step can reach ~12,000 tokens, more than Ollama's default context, and
+// Ollama then drops the start of the prompt (the instructions) without an
+// error. Against the pinned Ollama the tiny model's steps were each cut to
+// its 4,096-token context (pkg/llm/ollamae2e TestConsolidatorToolCallRoundTrip
+// logs the counts). Serve the consolidation model with a context of at least
+// 12k tokens (OLLAMA_CONTEXT_LENGTH), or lower ENGRAM_CONSOLIDATE_WINDOW_CHARS;
+// pkg/llm has no per-request num_ctx yet.
+package consolidate

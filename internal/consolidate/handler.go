@@ -1,0 +1,82 @@
+package consolidate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/engram-memory/engram/internal/runner"
+	"github.com/engram-memory/engram/pkg/events"
+	"github.com/engram-memory/engram/pkg/llm"
+	"github.com/engram-memory/engram/pkg/memory"
+)
+
+// Handler is the session_idle handler for the runner.
+type Handler struct {
+	c   *Consolidator
+	log *zap.Logger
+}
+
+// NewHandler returns the session_idle handler. log may be nil.
+func NewHandler(c *Consolidator, log *zap.Logger) *Handler {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Handler{c: c, log: log}
+}
+
+// RequestFromEvent converts a session_idle event. An event of another type
+// is an error wrapping events.ErrInvalidEvent.
+func RequestFromEvent(ev events.Envelope) (Request, error) {
+	idle, err := events.PayloadAs[events.SessionIdle](ev)
+	if err != nil {
+		return Request{}, fmt.Errorf("consolidate: %w", err)
+	}
+	return Request{Project: ev.ProjectID, Session: ev.SessionID, Cause: ev.ID, IdleSince: idle.LastActivity}, nil
+}
+
+// Handle runs the pass of one session_idle event and tells the runner what
+// to do:
+//
+//   - another replica holds the session: nil (its pass covers the session);
+//   - the model unavailable or missing, the store or the stream
+//     unavailable: Unavailable (the runner pauses pulling; the pass resumes
+//     from its journal on redelivery, nothing is lost);
+//   - the project's token budget spent: RetryAfter until it resets;
+//   - an event that is not a valid session_idle: Permanent.
+func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
+	req, err := RequestFromEvent(ev)
+	if err != nil {
+		return err
+	}
+	res, err := h.c.Run(ctx, req)
+	if err != nil {
+		return Classify(err)
+	}
+	if !res.Empty {
+		h.log.Debug("session consolidated", zap.String("event_id", ev.ID), zap.String("project", ev.ProjectID),
+			zap.String("session", ev.SessionID), zap.Bool("busy", res.Busy), zap.String("verdict", string(res.Verdict)),
+			zap.String("pass", res.Pass.ID), zap.Int("steps", res.Pass.Steps))
+	}
+	return nil
+}
+
+// Classify maps a pass's error onto the runner's decisions (see Handle).
+func Classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	var budget *llm.BudgetError
+	switch {
+	case errors.As(err, &budget):
+		return runner.RetryAfter(err, max(time.Until(budget.Until), time.Second))
+	case errors.Is(err, llm.ErrUnavailable), errors.Is(err, llm.ErrModelMissing), errors.Is(err, memory.ErrUnavailable):
+		return runner.Unavailable(err)
+	case errors.Is(err, llm.ErrInvalidRequest), errors.Is(err, memory.ErrInvalid):
+		return runner.Permanent(err)
+	}
+	return err
+}
