@@ -64,20 +64,12 @@ func TestServeRunsTheCompactor(t *testing.T) {
 		}}); err != nil {
 			t.Fatal(err)
 		}
+		// One turn at a time: the extractor stores turns asynchronously and
+		// concurrently, and the split below expects them in order.
+		waitMessages(t, ctx, client, events.Ref{ProjectID: ref.ProjectID, SessionID: ref.SessionID}, 2*(i+1))
 	}
 	ref.TurnID = ""
-	// The extractor stores turns asynchronously: wait until all four are there.
 	deadline := time.Now().Add(60 * time.Second)
-	for {
-		c, err := client.Context(ctx, ref)
-		if err == nil && len(c.Messages) == 8 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the transcript never reached the context: %+v %v", c, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 	if _, err := client.PublishTokensReported(ctx, ref, events.TokensReported{InputTokens: 70000, ContextWindow: 128000}); err != nil {
 		t.Fatal(err)
 	}
@@ -114,5 +106,21 @@ func TestConfigFitsTheConsumer(t *testing.T) {
 	}
 	if d := compactfx.Config(compact.Defaults(), events.DefaultTopology()); d.LeaseTTL != compact.Defaults().LeaseTTL || d.MaxFailures != compact.Defaults().MaxFailures {
 		t.Errorf("defaults changed under the default topology: %+v", d)
+	}
+}
+
+// waitMessages waits until the session's context holds n messages.
+func waitMessages(t *testing.T, ctx context.Context, client *events.Client, ref events.Ref, n int) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		c, err := client.Context(ctx, ref)
+		if err == nil && len(c.Messages) == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the transcript never reached %d messages in the context: %+v %v", n, c, err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
