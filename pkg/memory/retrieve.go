@@ -306,15 +306,9 @@ func Retrieve(ctx context.Context, st RetrievalStore, q Query) ([]Hit, error) {
 	if q.Ranking != nil {
 		rk = *q.Ranking
 	}
-	lex, vec, byPath, err := runChannels(ctx, st, q)
+	lex, vec, fb, byPath, err := runChannels(ctx, st, q, rk.Feedback > 0)
 	if err != nil {
 		return nil, err
-	}
-	var fb []Scored
-	if rk.Feedback > 0 && len(lex) >= feedbackShared {
-		if fb, err = feedback(ctx, st, q, lex); err != nil {
-			return nil, err
-		}
 	}
 	var cut float64 // precise mode: the vector channel's cut, from the search's own sample
 	if q.Precise {
@@ -503,10 +497,13 @@ func loadCandidates(ctx context.Context, st RetrievalStore, q Query, cands map[s
 // calling goroutine runs the last of them (the vector channel, the longest
 // on SQLite) itself instead of waiting idle, one goroutine hand-off less
 // on the turn's path.
-func runChannels(ctx context.Context, st RetrievalStore, q Query) (lex, vec, byPath []Scored, err error) {
+//
+// With withFeedback, the feedback channel follows the lexical one in the
+// same goroutine (it needs the lexical hits), beside the vector search.
+func runChannels(ctx context.Context, st RetrievalStore, q Query, withFeedback bool) (lex, vec, fb, byPath []Scored, err error) {
 	var (
 		wg    sync.WaitGroup
-		errs  [3]error
+		errs  [4]error
 		tasks []func()
 	)
 	if paths := lastN(q.AnchorPaths, MaxAnchorPaths); len(paths) > 0 {
@@ -524,6 +521,10 @@ func runChannels(ctx context.Context, st RetrievalStore, q Query) (lex, vec, byP
 				lex, errs[0] = st.Lexical(ctx, terms, q.Filter, ChannelDepth)
 				if errs[0] != nil {
 					errs[0] = fmt.Errorf("retrieve: lexical channel: %w", errs[0])
+					return
+				}
+				if withFeedback && len(lex) >= feedbackShared {
+					fb, errs[3] = feedback(ctx, st, q, lex)
 				}
 			})
 		}
@@ -545,9 +546,9 @@ func runChannels(ctx context.Context, st RetrievalStore, q Query) (lex, vec, byP
 	}
 	wg.Wait()
 	if err := errors.Join(errs[:]...); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
-	return lex, vec, byPath, nil
+	return lex, vec, fb, byPath, nil
 }
 
 // hop is one hop of graph expansion from the top direct hits: seedEdges
