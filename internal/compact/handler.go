@@ -93,35 +93,8 @@ func Classify(err error) error {
 	return err
 }
 
-// Checker reports whether Ollama is reachable and which models it has
-// (llm.Client implements it).
-type Checker interface {
-	Check(ctx context.Context) (llm.Readiness, error)
-}
-
-var _ Checker = (*llm.Client)(nil)
-
 // ModelGate returns a readiness check for the runner: it fails while Ollama
-// cannot be reached or the summarize model is not installed (other roles'
-// missing models do not hold the compactor), so that tokens_reported events
-// wait in the stream instead of spending deliveries.
-func ModelGate(c Checker) func(ctx context.Context) error {
-	return func(ctx context.Context) error {
-		rd, err := c.Check(ctx)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, llm.ErrModelMissing) {
-			return err
-		}
-		for _, m := range rd.Models {
-			if m.Role == llm.RoleSummarize {
-				if m.Present {
-					return nil
-				}
-				return fmt.Errorf("compact: %w", err)
-			}
-		}
-		return err
-	}
-}
+// cannot be reached or the summarize model is not installed (llm.RoleGate),
+// so that tokens_reported events wait in the stream instead of spending
+// deliveries.
+func ModelGate(c llm.Checker) func(ctx context.Context) error { return llm.RoleGate(c, llm.RoleSummarize) }

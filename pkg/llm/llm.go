@@ -3,6 +3,8 @@ package llm
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"time"
 	"unicode/utf8"
 )
@@ -166,4 +168,37 @@ func estimatePrompt(req Request) int {
 		n += EstimateTokens(string(b))
 	}
 	return n
+}
+
+// Checker reports whether Ollama is reachable and which models it has
+// (Client implements it).
+type Checker interface {
+	Check(ctx context.Context) (Readiness, error)
+}
+
+var _ Checker = (*Client)(nil)
+
+// RoleGate returns a readiness check for a worker's runner: it fails while
+// Ollama cannot be reached or the model of role is not installed (other
+// roles' missing models do not hold the worker), so that the worker's
+// events wait in the stream instead of spending deliveries.
+func RoleGate(c Checker, role Role) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		rd, err := c.Check(ctx)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, ErrModelMissing) {
+			return err
+		}
+		for _, m := range rd.Models {
+			if m.Role == role {
+				if m.Present {
+					return nil
+				}
+				return fmt.Errorf("llm: %s model: %w", role, err)
+			}
+		}
+		return err
+	}
 }
