@@ -60,7 +60,7 @@ var ownRules = []ruleSpec{
 	// Credentials inside URLs: scheme://user:password@host and
 	// scheme://:password@host (redis://:pw@host).
 	{id: "url-userinfo", keywords: []string{"://"}, group: 2,
-		re: `(?i)\b([a-z][a-z0-9+.\-]*://)([^\s/?#@:"'\\]*:[^\s/?#"'\\]+)@`},
+		re: `(?i)\b([a-z][a-z0-9+.\-]*://)([^\s/?#@:"'\\\[\]]*:[^\s/?#"'\\]+)@`},
 	// Authorization / Proxy-Authorization headers: the rest of the line, or
 	// of the JSON string the header is in.
 	{id: "authorization", keywords: []string{"authorization"}, group: 3,
@@ -72,9 +72,9 @@ var ownRules = []ruleSpec{
 	// (also escaped inside a JSON string), name := value, NAME=value in
 	// env files. The keyword may be anywhere in the name. The name stays.
 	{id: "assignment", keywords: []string{"pass", "pwd", "secret", "key", "token", "credential", "creds"}, group: 3, check: assignedSecret,
-		re: `(?i)(?:^|[^A-Za-z0-9_.\-])((?:[A-Za-z0-9_.\-]*(?:password|passwd|passphrase|passcode|pwd|secret|api[_\-]?key|apikey|access[_\-]?key|private[_\-]?key|account[_\-]?key|signing[_\-]?key|encryption[_\-]?key|master[_\-]?key|license[_\-]?key|token|credentials?|creds)|(?:[A-Za-z0-9]+[_.\-])*pass)(?:[_.\-][A-Za-z0-9]+)*)` +
+		re: `(?i)(?:^|[^A-Za-z0-9_.\-])((?:[A-Za-z0-9_.\-]*(?:password|passwd|passphrase|passcode|pwd|secret|api[_\-]?key|apikey|access[_\-]?key|private[_\-]?key|account[_\-]?key|signing[_\-]?key|encryption[_\-]?key|master[_\-]?key|license[_\-]?key|token|credentials?|creds)|(?:[A-Za-z0-9]+[_\-])+pass)(?:[_.\-][A-Za-z0-9]+)*)` +
 			`(\\?["']?[ \t]*(?::=|=>|[:=])[ \t]*)` +
-			`(?:\\"([^"\\\r\n]*)\\"|"((?:[^"\\\r\n]|\\.)*)"|'([^'\r\n]*)'|([^\s"',;&\\]+))`},
+			`(?:\\"([^"\\\r\n]*)\\"|"((?:[^"\\\r\n]|\\.)*)"|'([^'\r\n]*)'|([^\s"',;&\\=][^\s"',;&\\]*))`},
 	// CLI forms with a space instead of '=': aws configure set
 	// aws_secret_access_key <secret>, --password <pw>, --token <t>.
 	{id: "aws-configure-set", keywords: []string{"aws", "configure"}, group: 1,
@@ -374,7 +374,7 @@ func notPlaceholder(v string, _ bool, _ string) bool {
 		return false
 	}
 	// ${VAR}, $VAR, {{ .Secret }}, <your-token>, %VAR%
-	if strings.HasPrefix(t, "$") || strings.HasPrefix(t, "{{") || strings.HasPrefix(t, "<") && strings.HasSuffix(t, ">") || strings.HasPrefix(t, "%") && strings.HasSuffix(t, "%") {
+	if strings.HasPrefix(t, "$") || strings.HasPrefix(t, "%") && len(t) <= 3 || strings.HasPrefix(t, "{{") || strings.HasPrefix(t, "<") && strings.HasSuffix(t, ">") || strings.HasPrefix(t, "%") && strings.HasSuffix(t, "%") {
 		return false
 	}
 	return true
@@ -394,6 +394,11 @@ func assignedSecret(v string, quoted bool, match string) bool {
 		return false
 	}
 	if isNumber(v) {
+		return false
+	}
+	// "token: without one", "pass: the cursor": a colon and a plain
+	// lower-case word is prose
+	if sep := strings.TrimRight(match[:strings.LastIndex(match, v)], " \t"); strings.HasSuffix(sep, ":") && len(v) < 12 && strings.Trim(v, "abcdefghijklmnopqrstuvwxyz") == "" {
 		return false
 	}
 	// a dotted identifier chain: cfg.Secret, r.Header, os.Stdin
