@@ -74,23 +74,23 @@ var ownRules = []ruleSpec{
 	{id: "assignment", keywords: []string{"pass", "pwd", "secret", "key", "token", "credential", "creds"}, group: 3, check: assignedSecret,
 		re: `(?i)(?:^|[^A-Za-z0-9_.\-])((?:[A-Za-z0-9_.\-]*(?:password|passwd|passphrase|passcode|pwd|secret|api[_\-]?key|apikey|access[_\-]?key|private[_\-]?key|account[_\-]?key|signing[_\-]?key|encryption[_\-]?key|master[_\-]?key|license[_\-]?key|token|credentials?|creds)|(?:[A-Za-z0-9]+[_\-])+pass)(?:[_.\-][A-Za-z0-9]+)*)` +
 			`(\\?["']?[ \t]*(?::=|=>|[:=])[ \t]*)` +
-			`(?:\\"([^"\\\r\n]*)\\"|"((?:[^"\\\r\n]|\\.)*)"|'([^'\r\n]*)'|([^\s"',;&\\=][^\s"',;&\\]*))`},
+			`(?:\\"([^"\\\r\n]*)\\"|"((?:[^"\\\r\n]|\\.)*)"|'([^'\r\n]*)'|([^\s"'\x60,;&\\=][^\s"'\x60,;&\\]*))`},
 	// CLI forms with a space instead of '=': aws configure set
 	// aws_secret_access_key <secret>, --password <pw>, --token <t>.
 	{id: "aws-configure-set", keywords: []string{"aws", "configure"}, group: 1,
-		re: `(?i)\baws\s+configure\s+set\s+\S*(?:secret|key|token)\S*\s+["']?([^\s"']+)`},
+		re: `(?i)\baws\s+configure\s+set\s+\S*(?:secret|key|token)\S*\s+["']?([^\s"'\x60]+)`},
 	{id: "cli-secret-flag", keywords: []string{"--pass", "--token", "--secret", "--api-key", "--apikey", "--client-secret", "--auth-token", "--access-token", "--key"}, group: 1, check: notPlaceholder,
-		re: `(?i)(?:^|\s)--(?:password|passwd|pass|token|secret|api-key|apikey|client-secret|auth-token|access-token|key)(?:\s+|=)["']?([^\s"'=-][^\s"']*)`},
+		re: `(?i)(?:^|\s)--(?:password|passwd|pass|token|secret|api-key|apikey|client-secret|auth-token|access-token|key)(?:\s+|=)["']?([^\s"'\x60=-][^\s"'\x60]*)`},
 	// sshpass -p pw, mysql -pSECRET (no space; -P is a port), mysql -p 'pw'.
 	{id: "sshpass", keywords: []string{"sshpass"}, group: 1,
-		re: `\bsshpass\b.*?\s-p\s*["']?([^\s"']+)`},
+		re: `\bsshpass\b.*?\s-p\s*["']?([^\s"'\x60]+)`},
 	{id: "mysql-p", keywords: []string{"mysql", "mariadb"}, group: 1,
-		re: `\b(?:mysql|mysqldump|mysqladmin|mariadb)\b[^\n|;&]*?\s-p["']?([^\s"']+)`},
+		re: `\b(?:mysql|mysqldump|mysqladmin|mariadb)\b[^\n|;&]*?\s-p["']?([^\s"'\x60]+)`},
 	{id: "docker-login-p", keywords: []string{"login"}, group: 1,
-		re: `\blogin\b[^\n|;&]*?\s-p\s+["']?([^\s"']+)`},
+		re: `\blogin\b[^\n|;&]*?\s-p\s+["']?([^\s"'\x60]+)`},
 	// curl -u user:pass, --user user:pass, wget --password / --http-password.
 	{id: "curl-user", keywords: []string{"curl"}, group: 1,
-		re: `\bcurl\b[^\n|;&]*?\s(?:-u|--user)(?:\s+|=)["']?[^\s:"']*:([^\s"']+)`},
+		re: `\bcurl\b[^\n|;&]*?\s(?:-u|--user)(?:\s+|=)["']?[^\s:"'\x60]*:([^\s"'\x60]+)`},
 	// Passwords in prose: "my password is hunter2", "the wifi passphrase was
 	// 'x y'", "password for root: x".
 	{id: "prose-password", keywords: []string{"pass", "pwd", "pin", "pw "}, group: 1, check: proseSecret,
@@ -242,17 +242,11 @@ func redactOnce(s string) string {
 		clear(lineSeen)
 		for _, k := range r.kws {
 			for _, p := range hits[k] {
-				start := strings.LastIndexByte(s[:p], '\n') + 1
+				start, end := window(s, p)
 				if lineSeen[start] {
 					continue
 				}
 				lineSeen[start] = true
-				end := strings.IndexByte(s[p:], '\n')
-				if end < 0 {
-					end = len(s)
-				} else {
-					end += p
-				}
 				spans = r.find(s[start:end], start, spans)
 			}
 		}
@@ -278,6 +272,35 @@ func redactOnce(s string) string {
 	}
 	b.WriteString(s[last:])
 	return b.String()
+}
+
+// Lines longer than longLine (a base64 image, minified JSON) are not
+// searched whole for a keyword's rule: the window is the keyword's
+// neighbourhood, wide enough for every secret the rules know.
+const (
+	longLine     = 4096
+	windowBefore = 256
+	windowAfter  = 1024
+)
+
+// window returns the part of s a rule whose keyword is at p runs on: the
+// line holding p, or, in a long line, p's neighbourhood.
+func window(s string, p int) (start, end int) {
+	lo := max(0, p-longLine)
+	if i := strings.LastIndexByte(s[lo:p], '\n'); i >= 0 {
+		start = lo + i + 1
+	} else if lo > 0 {
+		start = p - windowBefore
+	}
+	hi := min(len(s), p+longLine)
+	if i := strings.IndexByte(s[p:hi], '\n'); i >= 0 {
+		end = p + i
+	} else if hi < len(s) {
+		end = p + windowAfter
+	} else {
+		end = len(s)
+	}
+	return start, end
 }
 
 // find appends the spans (offset by off) of the secrets r finds in text.

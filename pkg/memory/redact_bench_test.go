@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -13,8 +14,11 @@ var benchOrdinary = strings.Repeat("The user prefers tabs over spaces and runs `
 // benchSecret is the same text with two secrets in it.
 var benchSecret = benchOrdinary + "export GITHUB_TOKEN=ghp_R8x2Kq9LmZ4vT7nWc3Yb6Hd1Jf5Gs0PaEuQo and DB_PASS=Zk4!qP9wLm2x\n"
 
+// benchImage is a tool result carrying a 150 KB base64 image on one line.
+var benchImage = `{"type":"image","media_type":"image/png","data":"` + rnd(b64, 150000)(rand.New(rand.NewPCG(1, 2))) + `"}`
+
 func BenchmarkRedact(b *testing.B) {
-	for _, c := range []struct{ name, in string }{{"ordinary", benchOrdinary}, {"secret", benchSecret}} {
+	for _, c := range []struct{ name, in string }{{"ordinary", benchOrdinary}, {"secret", benchSecret}, {"image150k", benchImage}} {
 		b.Run(c.name, func(b *testing.B) {
 			b.SetBytes(int64(len(c.in)))
 			b.ReportAllocs()

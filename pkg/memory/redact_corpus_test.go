@@ -290,6 +290,27 @@ func TestRedactKeepsJSONValid(t *testing.T) {
 	}
 }
 
+// In a long line (a base64 image, minified JSON) a rule runs on its
+// keyword's neighbourhood only; secrets there are still found.
+func TestRedactLongLine(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	secrets := []string{"ghp_" + rnd(alnum, 36)(r), "sk_live_" + rnd(alnum, 24)(r), rnd(pwChars, 14)(r)}
+	in := `{"image":"` + rnd(b64, 60000)(r) + `","token":"` + secrets[0] + `","note":"` + rnd(b64, 30000)(r) +
+		` stripe ` + secrets[1] + ` DB_PASS=` + secrets[2] + ` ` + rnd(b64, 60000)(r) + `"}`
+	out := Redact(in)
+	for _, s := range secrets {
+		if strings.Contains(out, s) {
+			t.Errorf("secret %q survived in a long line", s)
+		}
+	}
+	if !json.Valid([]byte(out)) {
+		t.Errorf("long line no longer valid JSON")
+	}
+	if len(in)-len(out) != 36+4+24+8+14-3*len(Redacted) {
+		t.Errorf("long line: %d bytes removed, want only the three secrets", len(in)-len(out))
+	}
+}
+
 func ExampleRedact_json() {
 	fmt.Println(Redact(`{"headers":{"Authorization":"Bearer abcdef0123456789"}}`))
 	// Output: {"headers":{"Authorization":"[redacted]"}}
