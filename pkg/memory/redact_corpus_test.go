@@ -208,6 +208,9 @@ func TestRedactSecretCorpus(t *testing.T) {
 				in := strings.Replace(c, "%s", secret, 1)
 				out := Redact(in)
 				total++
+				if again := Redact(out); again != out {
+					t.Errorf("%s: not idempotent:\n once  %q\n twice %q", k.kind, out, again)
+				}
 				if w := survives(secret, strings.Replace(c, "%s", "", 1), out); w != "" {
 					t.Errorf("%s: %q survived:\n in  %q\n out %q", k.kind, w, in, out)
 					continue
