@@ -102,7 +102,7 @@ var ownRules = []ruleSpec{
 	{id: "azure-account-key", keywords: []string{"accountkey", "sharedaccesskey"}, group: 1,
 		re: `(?i)\b(?:AccountKey|SharedAccessKey)=([A-Za-z0-9+/=]{20,})`},
 	{id: "azure-sas-sig", keywords: []string{"sig="}, group: 1,
-		re: `[?&;\s"']sig=([A-Za-z0-9%+/=]{16,})`},
+		re: `(?:[?&;\s"']|\\u0026)sig=([A-Za-z0-9%+/=]{16,})`},
 	// Vendor formats gitleaks only catches next to the vendor's name, or with
 	// a length that real tokens do not always have.
 	{id: "stripe-webhook-secret", keywords: []string{"whsec_"}, re: `\bwhsec_[A-Za-z0-9]{24,}`},
@@ -319,6 +319,20 @@ func (r *rule) find(text string, off int, spans []span) []span {
 		}
 		if start < 0 || end <= start {
 			continue
+		}
+		if !r.multiline {
+			// a secret never holds a quote or ends in a backslash: whatever
+			// a rule's character class allows, JSON structure (the closing
+			// quote, the backslash escaping it) stays
+			if i := strings.IndexByte(text[start:end], '"'); i >= 0 {
+				end = start + i
+			}
+			for end > start && text[end-1] == '\\' {
+				end--
+			}
+			if end <= start {
+				continue
+			}
 		}
 		secret := text[start:end]
 		if secret == Redacted || r.entropy > 0 && shannonEntropy(secret) <= r.entropy || r.check != nil && !r.check(secret, start > 0 && strings.ContainsRune(`"'\x60`, rune(text[start-1])), text[m[0]:m[1]]) {

@@ -273,10 +273,15 @@ func TestRedactKeepsJSONValid(t *testing.T) {
 		`{"args":{"command":"sshpass -p %s ssh host"}}`,
 		`{"api_key":"sk-proj-%s"}`,
 		`{"headers":{"Proxy-Authorization":"Basic %s"}}`,
+		`{"id_token":"eyJhbGciOiJSUzI1NiIsImtpZCI6IjEifQ.eyJ%s.c2lnbmF0dXJlX29mX3RoZV90b2tlbg"}`,
+		`{"cookie":"session=eyJhbGciOiJIUzI1NiJ9.eyJ%s.c2lnbmF0dXJlX29mX3RoZV90b2tlbg"}`,
+		`{"conn":"DefaultEndpointsProtocol=https;AccountName=a;AccountKey=%s==;EndpointSuffix=core.windows.net"}`,
+		`{"url":"https://a.blob.core.windows.net/c?sv=2022&sig=%s"}`,
+		`{"card":"4539 1488 0343 6467","y":"password=%s"}`,
 	}
 	for _, d := range docs {
 		secret := rnd(alnum, 36)(r)
-		plain := strings.Replace(d, "%s", secret, 1)
+		plain := strings.ReplaceAll(d, "%s", secret)
 		if !json.Valid([]byte(plain)) {
 			t.Fatalf("bad test document %s", plain)
 		}
