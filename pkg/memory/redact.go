@@ -136,9 +136,10 @@ var ownRules = []ruleSpec{
 	{id: "pypi-token", keywords: []string{"pypi-"}, re: `\bpypi-[A-Za-z0-9_\-]{50,}`},
 	{id: "jwt", keywords: []string{"eyj"}, re: `\beyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{5,}`},
 	// Payment card numbers (Visa, Mastercard, Amex, Discover), 13 to 19
-	// digits with optional single spaces or dashes, Luhn-checked.
+	// digits in a row or grouped 4-4-4-4 or 4-6-5 by spaces or dashes,
+	// Luhn-checked.
 	{id: "card-number", line: hasDigitRun, check: luhnCard,
-		re: `\b(?:4[0-9]{3}|5[1-5][0-9]{2}|2[2-7][0-9]{2}|3[47][0-9]{2}|6(?:011|5[0-9]{2}))(?:[ \-]?[0-9]){9,15}\b`},
+		re: `\b(?:4[0-9]{3}|5[1-5][0-9]{2}|2[2-7][0-9]{2}|3[47][0-9]{2}|6(?:011|5[0-9]{2}))(?:[0-9]{9,15}|(?:[ \-][0-9]{4}){3}|[ \-][0-9]{6}[ \-][0-9]{5})\b`},
 }
 
 var (

@@ -55,7 +55,8 @@ func pre(prefix string, parts ...func(*rand.Rand) string) func(*rand.Rand) strin
 
 func lit(s string) func(*rand.Rand) string { return func(*rand.Rand) string { return s } }
 
-// card makes a Luhn-valid number with the given prefix and length, grouped in fours.
+// card makes a Luhn-valid number with the given prefix and length, grouped
+// as printed on the card.
 func card(prefix string, n int) func(*rand.Rand) string {
 	return func(r *rand.Rand) string {
 		d := []byte(prefix)
@@ -67,6 +68,9 @@ func card(prefix string, n int) func(*rand.Rand) string {
 				d = append(d, c)
 				break
 			}
+		}
+		if n == 15 { // Amex: 4-6-5
+			return string(d[:4]) + " " + string(d[4:10]) + " " + string(d[10:])
 		}
 		var b strings.Builder
 		for i, c := range d {
