@@ -402,7 +402,7 @@ func bearerLike(v string, _ bool, _ string) bool {
 var placeholders = map[string]bool{
 	"": true, "null": true, "nil": true, "none": true, "true": true, "false": true, "undefined": true,
 	"required": true, "optional": true, "string": true, "str": true, "[]byte": true, "bool": true, "int": true,
-	"xxx": true, "xxxx": true, "***": true, "****": true, "changeme": false, "redacted": true, "<redacted>": true,
+	"xxx": true, "xxxx": true, "***": true, "****": true, "redacted": true, "<redacted>": true,
 	"env": true, "secret": true, "token": true, "password": true, "yes": true, "no": true, "0": true, "1": true,
 }
 
