@@ -211,7 +211,9 @@ type span struct{ start, end int }
 
 func redactOnce(s string) string {
 	lower := asciiLower(s)
-	hits := keywordHits(lower) // keyword index -> positions
+	hp := hitsPool.Get().(*[][]int)
+	defer hitsPool.Put(hp)
+	hits := keywordHits(lower, *hp) // keyword index -> positions
 	var spans []span
 	lineSeen := map[int]bool{}
 	for i := range rules {
@@ -359,10 +361,16 @@ func asciiLower(s string) string {
 	return s
 }
 
-// keywordHits finds every keyword in lower in one pass: a bit per pair of
+// hitsPool keeps keywordHits' table between calls (Redact runs on every write).
+var hitsPool = sync.Pool{New: func() any { h := make([][]int, len(kwTable)); return &h }}
+
+// keywordHits finds every keyword in lower in one pass: a slot per pair of
 // first bytes, then a prefix test for the keywords starting with the pair.
-func keywordHits(lower string) [][]int {
-	hits := make([][]int, len(kwTable))
+// It reuses hits (one entry per keyword).
+func keywordHits(lower string, hits [][]int) [][]int {
+	for i := range hits {
+		hits[i] = hits[i][:0]
+	}
 	for i := 0; i+1 < len(lower); i++ {
 		slot := kwPairs[uint16(lower[i])<<8|uint16(lower[i+1])]
 		if slot == 0 {
