@@ -39,7 +39,9 @@
 //
 //   - NewID, PrepareNew (validation listing every problem, defaults, digest,
 //     redaction, entity cap, clamping), Redact (secrets out of label and body
-//     on every write);
+//     on every write: gitleaks' default rules, ported in redact_gitleaks.go,
+//     plus ours in redact.go; only the secret is replaced, so JSON stays
+//     valid);
 //   - Reinforce (what an upsert of an existing digest does), ApplyPatch
 //     (Update), ApplyVerdict (feedback), MarkStale and StaleFactor (decay),
 //     CheckSupersede (authority and scope), PrepareEdge and Relink;

@@ -1,66 +1,202 @@
 package memory
 
 import (
+	"math"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Redacted replaces every secret Redact finds.
 const Redacted = "[redacted]"
 
-type redaction struct {
-	re   *regexp.Regexp
-	repl string // expansion template; "" means Redacted
-	// hints: the rule can only match text whose lower-cased form contains
-	// one of them (a cheap test before the regular expression).
-	hints []string
+// ruleSpec is one redaction rule as written in a table (ours in this file,
+// gitleaks' ported ones in redact_gitleaks.go).
+type ruleSpec struct {
+	id string
+	// keywords: the rule can only match text whose ASCII-lower-cased form
+	// contains one of them (a cheap test before the regular expression); the
+	// expression runs only on the lines that contain one. No keyword: the
+	// rule's line test decides, or it always runs.
+	keywords []string
+	re       string
+	// group is the capture group holding the secret (the first non-empty
+	// one numbered group or above, for alternatives); 0 means gitleaks'
+	// convention: the first non-empty group, or the whole match if the
+	// expression has no group. Only the secret is replaced, so what
+	// identifies its role (a variable name, a URL's host, JSON quotes) stays.
+	group int
+	// entropy: a secret whose Shannon entropy is not above it is not one.
+	entropy float64
+	// check, when set, must accept the secret (Luhn for card numbers,
+	// placeholders and code expressions for assignments); quoted says whether
+	// a quote precedes it.
+	check func(secret string, quoted bool, match string) bool
+	// line, when set, replaces keywords: the rule runs on each line of the
+	// text that passes this cheap test.
+	line func(line string) bool
+	// multiline: run on the whole text, not on the lines with a keyword.
+	multiline bool
 }
 
-// The rules, applied in order. Each keeps what identifies the secret's role
-// (a header or variable name, a URL's scheme and host) and replaces only the
-// secret itself.
-var redactions = []redaction{
+type rule struct {
+	ruleSpec
+	re  *regexp.Regexp
+	kws []int // indexes into the keyword table
+}
+
+// Our rules, applied before gitleaks' ones. They cover what gitleaks' rule set
+// leaves out or only catches next to a vendor's name: passwords in prose and
+// command lines, URLs with passwords, credential assignments whose name holds
+// the keyword anywhere (DB_PASS, SECRET_KEY_BASE, GITHUB_TOKEN_RW), card
+// numbers (Luhn-checked), and vendor formats seen without their vendor's name.
+var ownRules = []ruleSpec{
 	// PEM private key blocks (RSA, EC, OPENSSH, ENCRYPTED, PGP ...); an
-	// unterminated block is redacted to the end of the text.
-	{hints: []string{"-----begin"}, re: regexp.MustCompile(`-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?s:.*?)(?:-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\z)`)},
-	// Authorization / Proxy-Authorization headers: the rest of the line.
-	{hints: []string{"authorization"}, re: regexp.MustCompile(`(?i)\b((?:proxy-)?authorization)(["']?[ \t]*[:=][ \t]*)[^\r\n]*[^\s\r\n]`), repl: "${1}${2}" + Redacted},
-	// Bearer tokens anywhere.
-	{hints: []string{"bearer"}, re: regexp.MustCompile(`(?i)\b(bearer)[ \t]+[A-Za-z0-9\-._~+/]{8,}=*`), repl: "${1} " + Redacted},
-	// Credentials inside URLs: scheme://user:password@host.
-	{hints: []string{"://"}, re: regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.\-]*://)[^\s/?#@:]+:[^\s/?#@]+@`), repl: "${1}" + Redacted + "@"},
-	// JSON Web Tokens.
-	{hints: []string{"eyj"}, re: regexp.MustCompile(`\beyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{5,}`)},
-	// Well-known vendor key formats.
-	{hints: []string{"akia", "asia", "agpa", "aida", "aroa", "anpa", "anva", "aipa", "abia", "acca"}, re: regexp.MustCompile(`\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA|ABIA|ACCA)[A-Z0-9]{16}\b`)}, // AWS access key id
-	{hints: []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_"}, re: regexp.MustCompile(`\bgh[pousr]_[A-Za-z0-9]{30,}`)},                                                                                  // GitHub tokens
-	{hints: []string{"github_pat_"}, re: regexp.MustCompile(`\bgithub_pat_[A-Za-z0-9_]{22,}`)},                                                                                                         // GitHub fine-grained
-	{hints: []string{"glpat-"}, re: regexp.MustCompile(`\bglpat-[A-Za-z0-9_\-]{20,}`)},                                                                                                                 // GitLab
-	{hints: []string{"xox"}, re: regexp.MustCompile(`\bxox[abposre]-[A-Za-z0-9\-]{10,}`)},                                                                                                              // Slack tokens
-	{hints: []string{"hooks.slack.com"}, re: regexp.MustCompile(`https://hooks\.slack\.com/services/[A-Za-z0-9/_\-]+`)},                                                                                // Slack webhooks
-	{hints: []string{"_live_", "_test_"}, re: regexp.MustCompile(`\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}`)},                                                                                        // Stripe secret/restricted
-	{hints: []string{"sk-"}, re: regexp.MustCompile(`\bsk-[A-Za-z0-9_\-]{20,}`)},                                                                                                                       // OpenAI, Anthropic (sk-ant-)
-	{hints: []string{"aiza"}, re: regexp.MustCompile(`\bAIza[0-9A-Za-z_\-]{35}`)},                                                                                                                      // Google API key
-	{hints: []string{"ya29."}, re: regexp.MustCompile(`\bya29\.[0-9A-Za-z_\-]{20,}`)},                                                                                                                  // Google OAuth access token
-	{hints: []string{"npm_"}, re: regexp.MustCompile(`\bnpm_[A-Za-z0-9]{36}\b`)},                                                                                                                       // npm
-	{hints: []string{"hf_"}, re: regexp.MustCompile(`\bhf_[A-Za-z0-9]{30,}`)},                                                                                                                          // Hugging Face
-	{hints: []string{"sg."}, re: regexp.MustCompile(`\bSG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}`)},                                                                                                 // SendGrid
-	{hints: []string{"pypi-"}, re: regexp.MustCompile(`\bpypi-[A-Za-z0-9_\-]{50,}`)},                                                                                                                   // PyPI
-	// Credential assignments: keep the name, replace the value (quoted or
-	// up to the next space or separator).
-	{hints: []string{"pass", "pwd", "secret", "key", "token", "credential"}, re: regexp.MustCompile(`(?i)\b([A-Za-z0-9_.\-]*(?:password|passwd|passphrase|pwd|secret|api[_\-]?key|apikey|access[_\-]?key|secret[_\-]?key|private[_\-]?key|access[_\-]?token|auth[_\-]?token|refresh[_\-]?token|session[_\-]?token|id[_\-]?token|token|client[_\-]?secret|credentials?))(["']?[ \t]*(?::=|=>|[:=])[ \t]*)("[^"\r\n]*"|'[^'\r\n]*'|[^\s"',;&]+)`),
-		repl: "${1}${2}" + "\x00"},
+	// unterminated block is redacted to the end of the text or, inside a
+	// JSON string, to its closing quote.
+	{id: "private-key", keywords: []string{"-----begin"}, multiline: true,
+		re: `-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?:[^"]*?-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|(?:[^"\\]|\\[^"])*)`},
+	// Credentials inside URLs: scheme://user:password@host and
+	// scheme://:password@host (redis://:pw@host).
+	{id: "url-userinfo", keywords: []string{"://"}, group: 2,
+		re: `(?i)\b([a-z][a-z0-9+.\-]*://)([^\s/?#@:"'\\\[\]]*:[^\s/?#"'\\]+)@`},
+	// Authorization / Proxy-Authorization headers: the rest of the line, or
+	// of the JSON string the header is in.
+	{id: "authorization", keywords: []string{"authorization"}, group: 3,
+		re: `(?i)\b((?:proxy-)?authorization)(\\?["']?[ \t]*[:=][ \t]*\\?["']?)([^\r\n"\\]*[^\s"\\])`},
+	// Bearer tokens anywhere (a digit in it, or long: "bearer authentication" is prose).
+	{id: "bearer", keywords: []string{"bearer"}, group: 2, check: bearerLike,
+		re: `(?i)\b(bearer)[ \t]+([A-Za-z0-9\-._~+/]{8,}=*)`},
+	// Credential assignments: name = value, name: "value", "name": "value"
+	// (also escaped inside a JSON string), name := value, NAME=value in
+	// env files. The keyword may be anywhere in the name. The name stays.
+	{id: "assignment", keywords: []string{"pass", "pwd", "secret", "key", "token", "credential", "creds"}, group: 3, check: assignedSecret,
+		re: `(?i)(?:^|[^A-Za-z0-9_.\-])((?:[A-Za-z0-9_.\-]*(?:password|passwd|passphrase|passcode|pwd|secret|api[_\-]?key|apikey|access[_\-]?key|private[_\-]?key|account[_\-]?key|signing[_\-]?key|encryption[_\-]?key|master[_\-]?key|license[_\-]?key|token|credentials?|creds)|(?:[A-Za-z0-9]+[_\-])+pass)(?:[_.\-][A-Za-z0-9]+)*)` +
+			`(\\?["']?[ \t]*(?::=|=>|[:=])[ \t]*)` +
+			`(?:\\"([^"\\\r\n]*)\\"|"((?:[^"\\\r\n]|\\.)*)"|'([^'\r\n]*)'|([^\s"'\x60,;&\\=][^\s"'\x60,;&\\]*))`},
+	// CLI forms with a space instead of '=': aws configure set
+	// aws_secret_access_key <secret>, --password <pw>, --token <t>.
+	{id: "aws-configure-set", keywords: []string{"aws", "configure"}, group: 1,
+		re: `(?i)\baws\s+configure\s+set\s+\S*(?:secret|key|token)\S*\s+["']?([^\s"'\x60]+)`},
+	{id: "cli-secret-flag", keywords: []string{"--pass", "--token", "--secret", "--api-key", "--apikey", "--client-secret", "--auth-token", "--access-token", "--key"}, group: 1, check: notPlaceholder,
+		re: `(?i)(?:^|\s)--(?:password|passwd|pass|token|secret|api-key|apikey|client-secret|auth-token|access-token|key)(?:\s+|=)["']?([^\s"'\x60=-][^\s"'\x60]*)`},
+	// sshpass -p pw, mysql -pSECRET (no space; -P is a port), mysql -p 'pw'.
+	{id: "sshpass", keywords: []string{"sshpass"}, group: 1,
+		re: `\bsshpass\b.*?\s-p\s*["']?([^\s"'\x60]+)`},
+	{id: "mysql-p", keywords: []string{"mysql", "mariadb"}, group: 1,
+		re: `\b(?:mysql|mysqldump|mysqladmin|mariadb)\b[^\n|;&]*?\s-p["']?([^\s"'\x60]+)`},
+	{id: "docker-login-p", keywords: []string{"login"}, group: 1,
+		re: `\blogin\b[^\n|;&]*?\s-p\s+["']?([^\s"'\x60]+)`},
+	// curl -u user:pass, --user user:pass, wget --password / --http-password.
+	{id: "curl-user", keywords: []string{"curl"}, group: 1,
+		re: `\bcurl\b[^\n|;&]*?\s(?:-u|--user)(?:\s+|=)["']?[^\s:"'\x60]*:([^\s"'\x60]+)`},
+	// Passwords in prose: "my password is hunter2", "the wifi passphrase was
+	// 'x y'", "password for root: x".
+	{id: "prose-password", keywords: []string{"pass", "pwd", "pin", "pw "}, group: 1, check: proseSecret,
+		re: `(?i)\b(?:password|passwd|passphrase|passcode|passwort|mot de passe|pwd|pw|pin(?: code)?)(?:\s+(?:for|of|to)\s+[^\s:]+\s*:|\s+(?:is|was|is now|will be|would be|became))\s+(?:"([^"\r\n]+)"|'([^'\r\n]+)'|\x60([^\x60\r\n]+)\x60|([^\s"'\x60\\]+))`},
+	// Docker config.json: "auth": "base64(user:pass)" (also escaped).
+	{id: "docker-auth", keywords: []string{"auth"}, group: 1,
+		re: `(?i)\\?"auth\\?"\s*:\s*\\?"([A-Za-z0-9+/=]{8,})\\?"`},
+	// Azure storage connection strings and SAS signatures.
+	{id: "azure-account-key", keywords: []string{"accountkey", "sharedaccesskey"}, group: 1,
+		re: `(?i)\b(?:AccountKey|SharedAccessKey)=([A-Za-z0-9+/=]{20,})`},
+	{id: "azure-sas-sig", keywords: []string{"sig="}, group: 1,
+		re: `(?:[?&;\s"']|\\u0026)sig=([A-Za-z0-9%+/=]{16,})`},
+	// Vendor formats gitleaks only catches next to the vendor's name, or with
+	// a length that real tokens do not always have.
+	{id: "stripe-webhook-secret", keywords: []string{"whsec_"}, re: `\bwhsec_[A-Za-z0-9]{24,}`},
+	{id: "stripe-key", keywords: []string{"_live_", "_test_"}, re: `\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{10,}`},
+	{id: "google-oauth-client-secret", keywords: []string{"gocspx-"}, re: `\bGOCSPX-[A-Za-z0-9_\-]{20,}`},
+	{id: "google-oauth-token", keywords: []string{"ya29."}, re: `\bya29\.[0-9A-Za-z_\-]{20,}`},
+	{id: "twilio-api-key", line: twilioShape, re: `\b(?:SK|AC)[0-9a-f]{32}\b`},
+	{id: "mailgun-key", keywords: []string{"key-"}, re: `\bkey-[0-9a-zA-Z]{32}\b`},
+	{id: "mailchimp-key", keywords: []string{"-us"}, re: `\b[0-9a-f]{32}-us[0-9]{1,2}\b`},
+	{id: "discord-bot-token", line: discordShape, re: `\b[MNO][A-Za-z0-9_\-]{23,27}\.[A-Za-z0-9_\-]{6}\.[A-Za-z0-9_\-]{27,40}\b`},
+	{id: "telegram-bot-token", keywords: []string{":aa"}, group: 1, re: `(?:\b|bot)([0-9]{8,10}:AA[A-Za-z0-9_\-]{33})\b`},
+	{id: "new-relic-user-key", keywords: []string{"nrak-"}, re: `\bNRAK-[A-Z0-9]{27}\b`},
+	{id: "shopify-token", keywords: []string{"shpat_", "shpss_", "shpca_", "shppa_"}, re: `\bshp(?:at|ss|ca|pa)_[A-Za-z0-9]{32}\b`},
+	{id: "digitalocean-token", keywords: []string{"dop_v1_", "doo_v1_", "dor_v1_"}, re: `\bdo[opr]_v1_[A-Za-z0-9]{40,64}\b`},
+	{id: "vault-token", keywords: []string{"hvs.", "hvb.", "hvr."}, re: `\bhv[sbr]\.[A-Za-z0-9_\-]{20,}`},
+	{id: "age-secret-key", keywords: []string{"age-secret-key-"}, re: `AGE-SECRET-KEY-1[0-9A-Z]{50,}`},
+	{id: "databricks-token", keywords: []string{"dapi"}, re: `\bdapi[0-9a-f]{32}(?:-[0-9])?\b`},
+	{id: "linear-api-key", keywords: []string{"lin_api_"}, re: `\blin_api_[A-Za-z0-9]{32,}`},
+	{id: "atlassian-api-token", keywords: []string{"atatt", "atctt"}, re: `\bAT[AC]TT[A-Za-z0-9_\-=]{20,}`},
+	{id: "aws-access-key-id", keywords: []string{"akia", "asia", "agpa", "aida", "aroa", "anpa", "anva", "aipa", "abia", "acca"}, re: `\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA|ABIA|ACCA)[A-Z0-9]{16}\b`},
+	{id: "github-token", keywords: []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_"}, re: `\bgh[pousr]_[A-Za-z0-9]{30,}`},
+	{id: "github-fine-grained", keywords: []string{"github_pat_"}, re: `\bgithub_pat_[A-Za-z0-9_]{22,}`},
+	{id: "gitlab-token", keywords: []string{"glpat-", "gldt-", "glrt-", "glptt-"}, re: `\bgl(?:pat|dt|rt|ptt)-[A-Za-z0-9_\-]{20,}`},
+	{id: "slack-token", keywords: []string{"xox"}, re: `\bxox[abposre]-[A-Za-z0-9\-]{10,}`},
+	{id: "slack-webhook", keywords: []string{"hooks.slack.com"}, re: `https://hooks\.slack\.com/services/[A-Za-z0-9/_\-]+`},
+	{id: "openai-anthropic-key", keywords: []string{"sk-"}, re: `\bsk-[A-Za-z0-9_\-]{20,}`},
+	{id: "google-api-key", keywords: []string{"aiza"}, re: `\bAIza[0-9A-Za-z_\-]{35}`},
+	{id: "npm-token", keywords: []string{"npm_"}, re: `\bnpm_[A-Za-z0-9]{36}\b`},
+	{id: "huggingface-token", keywords: []string{"hf_"}, re: `\bhf_[A-Za-z0-9]{30,}`},
+	{id: "sendgrid-key", keywords: []string{"sg."}, re: `\bSG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}`},
+	{id: "pypi-token", keywords: []string{"pypi-"}, re: `\bpypi-[A-Za-z0-9_\-]{50,}`},
+	{id: "jwt", keywords: []string{"eyj"}, re: `\beyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{5,}`},
+	// Payment card numbers (Visa, Mastercard, Amex, Discover), 13 to 19
+	// digits in a row or grouped 4-4-4-4 or 4-6-5 by spaces or dashes,
+	// Luhn-checked.
+	{id: "card-number", line: hasDigitRun, check: luhnCard,
+		re: `\b(?:4[0-9]{3}|5[1-5][0-9]{2}|2[2-7][0-9]{2}|3[47][0-9]{2}|6(?:011|5[0-9]{2}))(?:[0-9]{9,15}|(?:[ \-][0-9]{4}){3}|[ \-][0-9]{6}[ \-][0-9]{5})\b`},
+}
+
+var (
+	rulesOnce sync.Once
+	rules     []rule
+	kwTable   []string        // every distinct keyword
+	kwByPair  [][]int         // slot -> indexes of the keywords starting with a pair of bytes
+	kwPairs   [1 << 16]uint16 // first two bytes -> slot in kwByPair (0: none)
+)
+
+func compileRules() {
+	kwIndex := map[string]int{}
+	kwByPair = [][]int{nil}
+	add := func(k string) int {
+		if i, ok := kwIndex[k]; ok {
+			return i
+		}
+		i := len(kwTable)
+		kwIndex[k] = i
+		kwTable = append(kwTable, k)
+		if len(k) >= 2 {
+			p := uint16(k[0])<<8 | uint16(k[1])
+			if kwPairs[p] == 0 {
+				kwPairs[p] = uint16(len(kwByPair))
+				kwByPair = append(kwByPair, nil)
+			}
+			kwByPair[kwPairs[p]] = append(kwByPair[kwPairs[p]], i)
+		}
+		return i
+	}
+	for _, s := range slices.Concat(ownRules, gitleaksRules) {
+		r := rule{ruleSpec: s, re: regexp.MustCompile(s.re)}
+		for _, k := range s.keywords {
+			if len(k) < 2 {
+				panic("memory: redaction rule " + s.id + ": keyword " + k + " is shorter than 2 bytes")
+			}
+			r.kws = append(r.kws, add(k))
+		}
+		if strings.HasPrefix(s.id, "gitleaks:") {
+			// gitleaks' few expressions that reach across lines run on the whole text
+			r.multiline = strings.Contains(s.re, `[\r\n]{`) || strings.Contains(s.re, "(?s")
+		}
+		rules = append(rules, r)
+	}
 }
 
 // Redact replaces the secrets found in s with "[redacted]": private key
 // blocks, Authorization headers, bearer tokens, credential assignments
-// (password=..., "api_key": "...": the name stays, the value goes),
-// well-known vendor key formats (AWS, GitHub, GitLab, Slack, Stripe, OpenAI,
-// Anthropic, Google, npm, Hugging Face, SendGrid, PyPI), JWTs and credentials
-// inside URLs. It is idempotent: Redact(Redact(s)) == Redact(s). Every backend
-// applies it to label and body on every write.
+// (password=..., "api_key": "...", DB_PASS=...: the name stays, the value
+// goes), passwords in prose and on command lines (sshpass -p, mysql -p,
+// curl -u), credentials inside URLs, card numbers, and the vendor key formats
+// of gitleaks' default rule set (ported in redact_gitleaks.go) plus our own.
+// Inside JSON only string contents are replaced, so JSON stays valid. It is
+// idempotent: Redact(Redact(s)) == Redact(s). Every backend applies it to
+// label and body on every write.
 func Redact(s string) string {
+	rulesOnce.Do(compileRules)
 	for range 4 { // until nothing changes; one pass almost always suffices
 		out := redactOnce(s)
 		if out == s {
@@ -71,29 +207,412 @@ func Redact(s string) string {
 	return s
 }
 
+type span struct{ start, end int }
+
 func redactOnce(s string) string {
-	lower := strings.ToLower(s)
-	for _, r := range redactions {
-		if !slices.ContainsFunc(r.hints, func(h string) bool { return strings.Contains(lower, h) }) || !r.re.MatchString(s) {
+	lower := asciiLower(s)
+	hp := hitsPool.Get().(*[][]int)
+	defer hitsPool.Put(hp)
+	hits := keywordHits(lower, *hp) // keyword index -> positions
+	var spans []span
+	lineSeen := map[int]bool{}
+	for i := range rules {
+		r := &rules[i]
+		if r.line != nil {
+			for start := 0; start < len(s); {
+				end := strings.IndexByte(s[start:], '\n')
+				if end < 0 {
+					end = len(s)
+				} else {
+					end += start
+				}
+				if r.line(s[start:end]) {
+					spans = r.find(s[start:end], start, spans)
+				}
+				start = end + 1
+			}
 			continue
 		}
-		switch {
-		case r.repl == "":
-			s = r.re.ReplaceAllLiteralString(s, Redacted)
-		case strings.HasSuffix(r.repl, "\x00"):
-			// assignment: keep the quotes around a quoted value
-			s = r.re.ReplaceAllStringFunc(s, func(m string) string {
-				sub := r.re.FindStringSubmatch(m)
-				val := sub[3]
-				q := ""
-				if len(val) >= 2 && (val[0] == '"' || val[0] == '\'') {
-					q = val[:1]
+		if len(r.kws) > 0 && !slices.ContainsFunc(r.kws, func(k int) bool { return len(hits[k]) > 0 }) {
+			continue
+		}
+		if r.multiline || len(r.kws) == 0 {
+			spans = r.find(s, 0, spans)
+			continue
+		}
+		// run on each line that holds a keyword (short inputs keep Go's
+		// regexp on its fast paths)
+		clear(lineSeen)
+		for _, k := range r.kws {
+			for _, p := range hits[k] {
+				start, end := window(s, p)
+				if lineSeen[start] {
+					continue
 				}
-				return sub[1] + sub[2] + q + Redacted + q
-			})
-		default:
-			s = r.re.ReplaceAllString(s, r.repl)
+				lineSeen[start] = true
+				spans = r.find(s[start:end], start, spans)
+			}
+		}
+	}
+	if len(spans) == 0 {
+		return s
+	}
+	slices.SortFunc(spans, func(a, b span) int { return a.start - b.start })
+	var b strings.Builder
+	b.Grow(len(s))
+	last := 0
+	for i := 0; i < len(spans); {
+		start, end := spans[i].start, spans[i].end
+		for i++; i < len(spans) && spans[i].start <= end; i++ {
+			end = max(end, spans[i].end)
+		}
+		if start < last {
+			start = last
+		}
+		b.WriteString(s[last:start])
+		b.WriteString(Redacted)
+		last = end
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+// Lines longer than longLine (a base64 image, minified JSON) are not
+// searched whole for a keyword's rule: the window is the keyword's
+// neighbourhood, wide enough for every secret the rules know.
+const (
+	longLine     = 4096
+	windowBefore = 256
+	windowAfter  = 1024
+)
+
+// window returns the part of s a rule whose keyword is at p runs on: the
+// line holding p, or, in a long line, p's neighbourhood.
+func window(s string, p int) (start, end int) {
+	lo := max(0, p-longLine)
+	if i := strings.LastIndexByte(s[lo:p], '\n'); i >= 0 {
+		start = lo + i + 1
+	} else if lo > 0 {
+		start = p - windowBefore
+	}
+	hi := min(len(s), p+longLine)
+	if i := strings.IndexByte(s[p:hi], '\n'); i >= 0 {
+		end = p + i
+	} else if hi < len(s) {
+		end = p + windowAfter
+	} else {
+		end = len(s)
+	}
+	return start, end
+}
+
+// find appends the spans (offset by off) of the secrets r finds in text.
+func (r *rule) find(text string, off int, spans []span) []span {
+	for _, m := range r.re.FindAllStringSubmatchIndex(text, -1) {
+		start, end := m[0], m[1]
+		switch {
+		case len(m) > 2:
+			start = -1
+			for g := max(r.group, 1); 2*g < len(m); g++ {
+				if m[2*g] >= 0 && m[2*g+1] > m[2*g] {
+					start, end = m[2*g], m[2*g+1]
+					break
+				}
+			}
+		}
+		if start < 0 || end <= start {
+			continue
+		}
+		if !r.multiline {
+			// a secret never holds a quote or ends in a backslash: whatever
+			// a rule's character class allows, JSON structure (the closing
+			// quote, the backslash escaping it) stays
+			if i := strings.IndexByte(text[start:end], '"'); i >= 0 {
+				end = start + i
+			}
+			for end > start && text[end-1] == '\\' {
+				end--
+			}
+			if end <= start {
+				continue
+			}
+		}
+		secret := text[start:end]
+		if secret == Redacted || r.entropy > 0 && shannonEntropy(secret) <= r.entropy || r.check != nil && !r.check(secret, start > 0 && strings.ContainsRune(`"'\x60`, rune(text[start-1])), text[m[0]:m[1]]) {
+			continue
+		}
+		spans = append(spans, span{off + start, off + end})
+	}
+	return spans
+}
+
+func asciiLower(s string) string {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; 'A' <= c && c <= 'Z' {
+			b := []byte(s)
+			for j := i; j < len(b); j++ {
+				if c := b[j]; 'A' <= c && c <= 'Z' {
+					b[j] = c + 'a' - 'A'
+				}
+			}
+			return string(b)
 		}
 	}
 	return s
+}
+
+// hitsPool keeps keywordHits' table between calls (Redact runs on every write).
+var hitsPool = sync.Pool{New: func() any { h := make([][]int, len(kwTable)); return &h }}
+
+// keywordHits finds every keyword in lower in one pass: a slot per pair of
+// first bytes, then a prefix test for the keywords starting with the pair.
+// It reuses hits (one entry per keyword).
+func keywordHits(lower string, hits [][]int) [][]int {
+	for i := range hits {
+		hits[i] = hits[i][:0]
+	}
+	for i := 0; i+1 < len(lower); i++ {
+		slot := kwPairs[uint16(lower[i])<<8|uint16(lower[i+1])]
+		if slot == 0 {
+			continue
+		}
+		for _, k := range kwByPair[slot] {
+			if strings.HasPrefix(lower[i:], kwTable[k]) {
+				hits[k] = append(hits[k], i)
+			}
+		}
+	}
+	return hits
+}
+
+// shannonEntropy is gitleaks' measure (bits per character).
+func shannonEntropy(s string) float64 {
+	var counts [256]int
+	for i := 0; i < len(s); i++ {
+		counts[s[i]]++
+	}
+	var h float64
+	n := float64(len(s))
+	for _, c := range counts {
+		if c > 0 {
+			p := float64(c) / n
+			h -= p * math.Log2(p)
+		}
+	}
+	return h
+}
+
+func bearerLike(v string, _ bool, _ string) bool {
+	return len(v) >= 24 || strings.ContainsAny(v, "0123456789")
+}
+
+// placeholders are values that stand for a secret without being one.
+var placeholders = map[string]bool{
+	"": true, "null": true, "nil": true, "none": true, "true": true, "false": true, "undefined": true,
+	"required": true, "optional": true, "string": true, "str": true, "[]byte": true, "bool": true, "int": true,
+	"xxx": true, "xxxx": true, "***": true, "****": true, "redacted": true, "<redacted>": true,
+	"env": true, "secret": true, "token": true, "password": true, "yes": true, "no": true, "0": true, "1": true,
+}
+
+func notPlaceholder(v string, _ bool, _ string) bool {
+	t := strings.ToLower(strings.Trim(v, `"'\`))
+	if placeholders[t] || strings.Contains(t, Redacted) {
+		return false
+	}
+	// ${VAR}, $VAR, {{ .Secret }}, <your-token>, %VAR%
+	if strings.HasPrefix(t, "$") || strings.HasPrefix(t, "%") && len(t) <= 3 || strings.HasPrefix(t, "{{") || strings.HasPrefix(t, "<") && strings.HasSuffix(t, ">") || strings.HasPrefix(t, "%") && strings.HasSuffix(t, "%") {
+		return false
+	}
+	return true
+}
+
+// assignedSecret rejects what an assignment's value is when it is code or a
+// placeholder rather than a secret: a function call, a field or variable
+// reference (cfg.Token, os.Getenv), a type, a number.
+func assignedSecret(v string, quoted bool, match string) bool {
+	if !notPlaceholder(v, quoted, match) || !secretName(match) {
+		return false
+	}
+	if quoted {
+		return true // a quoted literal is a value
+	}
+	if strings.ContainsAny(v, "()[]{}") {
+		return false
+	}
+	if isNumber(v) {
+		return false
+	}
+	// "token: without one", "pass: the cursor": a colon and a plain
+	// lower-case word is prose
+	if sep := strings.TrimRight(match[:strings.LastIndex(match, v)], " \t"); strings.HasSuffix(sep, ":") && len(v) < 12 && strings.Trim(v, "abcdefghijklmnopqrstuvwxyz") == "" {
+		return false
+	}
+	// a dotted identifier chain: cfg.Secret, r.Header, os.Stdin
+	if strings.Contains(v, ".") && isIdentChain(v) {
+		return false
+	}
+	return true
+}
+
+// notSecretSuffix: a credential name ending in one of these names something
+// about the secret (secret_name: engram-redis, token_type: bearer,
+// password_min_length: 12), not the secret.
+var notSecretSuffix = map[string]bool{
+	"name": true, "names": true, "file": true, "files": true, "path": true, "dir": true, "url": true, "uri": true,
+	"endpoint": true, "id": true, "ids": true, "ref": true, "type": true, "kind": true, "length": true, "len": true,
+	"size": true, "count": true, "limit": true, "max": true, "min": true, "ttl": true, "expiry": true, "expires": true,
+	"timeout": true, "header": true, "field": true, "env": true, "var": true, "policy": true, "rotation": true,
+	"hint": true, "prompt": true, "label": true, "version": true, "mode": true, "format": true, "algorithm": true,
+	"algo": true, "store": true, "provider": true, "source": true, "manager": true, "backend": true, "budget": true,
+	"usage": true, "prefix": true, "enabled": true, "required": true, "scope": true, "scopes": true, "location": true,
+}
+
+// secretName reports whether an assignment's name (the match up to its
+// separator) names a secret rather than something about it.
+func secretName(match string) bool {
+	match = strings.TrimLeft(match, "\"'\\ \t{,")
+	i := strings.IndexFunc(match, func(c rune) bool {
+		return c == '=' || c == ':' || c == '"' || c == '\'' || c == '\\' || c == ' ' || c == '\t'
+	})
+	if i < 0 {
+		return true
+	}
+	name := strings.ToLower(strings.TrimLeft(match[:i], "-."))
+	if j := strings.LastIndexAny(name, "_.-"); j >= 0 {
+		return !notSecretSuffix[name[j+1:]]
+	}
+	for suffix := range notSecretSuffix { // camelCase: secretName, tokenType
+		if len(suffix) > 2 && strings.HasSuffix(name, suffix) && len(name) > len(suffix) {
+			return false
+		}
+	}
+	return true
+}
+
+func isNumber(v string) bool {
+	for _, c := range v {
+		if (c < '0' || c > '9') && c != '.' && c != '_' {
+			return false
+		}
+	}
+	return len(v) < 6 // a long digit string may well be a PIN or key
+}
+
+func isIdentChain(v string) bool {
+	for part := range strings.SplitSeq(v, ".") {
+		if part == "" {
+			return false
+		}
+		for i, c := range part {
+			if !(c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || i > 0 && '0' <= c && c <= '9') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// proseWords follow "password is" in prose without being a password.
+var proseWords = map[string]bool{
+	"required": true, "wrong": true, "incorrect": true, "correct": true, "invalid": true, "empty": true, "missing": true,
+	"set": true, "not": true, "too": true, "stored": true, "the": true, "a": true, "an": true, "being": true, "still": true,
+	"expired": true, "changed": true, "reset": true, "hashed": true, "encrypted": true, "never": true, "only": true,
+	"now": true, "in": true, "on": true, "at": true, "sent": true, "used": true, "needed": true, "optional": true,
+	"weak": true, "strong": true, "long": true, "short": true, "case-sensitive": true, "saved": true, "kept": true,
+	"same": true, "different": true, "fine": true, "ok": true, "okay": true, "good": true, "bad": true, "valid": true,
+	"rotated": true, "updated": true, "generated": true, "checked": true, "verified": true, "accepted": true,
+	"rejected": true, "locked": true, "unknown": true, "given": true, "shown": true, "hidden": true, "masked": true,
+	"read": true, "taken": true, "what": true, "which": true, "that": true, "this": true, "it": true, "your": true,
+	"my": true, "his": true, "her": true, "their": true, "our": true, "also": true, "then": true, "of": true, "to": true,
+	"and": true, "or": true, "for": true, "with": true, "by": true, "from": true, "is": true, "was": true, "be": true,
+}
+
+func proseSecret(v string, quoted bool, match string) bool {
+	t := strings.ToLower(strings.TrimRight(v, ".,;:!?)"))
+	if !quoted && (proseWords[t] || strings.ContainsAny(t, "()[]{}")) || !notPlaceholder(t, quoted, match) {
+		return false
+	}
+	return len(t) >= 4
+}
+
+// twilioShape: SK or AC and 32 lower-case hex digits.
+func twilioShape(line string) bool {
+	for i := 0; i+34 <= len(line); i++ {
+		if (line[i] == 'S' && line[i+1] == 'K' || line[i] == 'A' && line[i+1] == 'C') && isHex(line[i+2:i+34]) {
+			return true
+		}
+	}
+	return false
+}
+
+func isHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// discordShape: M, N or O, 23 to 27 token characters, a dot.
+func discordShape(line string) bool {
+	k := 0
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		switch {
+		case 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-':
+			k++
+		case c == '.' && k >= 24 && k <= 28 && strings.ContainsRune("MNO", rune(line[i-k])):
+			return true
+		default:
+			k = 0
+		}
+	}
+	return false
+}
+
+// hasDigitRun reports whether a line has 13 digits with at most single spaces
+// or dashes between them (a card number's shape), cheaply.
+func hasDigitRun(line string) bool {
+	n, sep := 0, false
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		switch {
+		case '0' <= c && c <= '9':
+			n++
+			sep = false
+			if n >= 13 {
+				return true
+			}
+		case (c == ' ' || c == '-') && n > 0 && !sep:
+			sep = true
+		default:
+			n, sep = 0, false
+		}
+	}
+	return false
+}
+
+// luhnCard accepts 13 to 19 digits (separators aside) passing the Luhn check.
+func luhnCard(v string, _ bool, _ string) bool {
+	var digits []int
+	for _, c := range v {
+		if '0' <= c && c <= '9' {
+			digits = append(digits, int(c-'0'))
+		}
+	}
+	if len(digits) < 13 || len(digits) > 19 {
+		return false
+	}
+	sum := 0
+	for i := range digits {
+		d := digits[len(digits)-1-i]
+		if i%2 == 1 {
+			if d *= 2; d > 9 {
+				d -= 9
+			}
+		}
+		sum += d
+	}
+	return sum%10 == 0
 }

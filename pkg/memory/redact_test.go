@@ -21,6 +21,20 @@ var knownSecrets = []string{
 	"npm_abcdefghijklmnopqrstuvwxyz0123456789",
 	"hf_abcdefghijklmnopqrstuvwxyzABCDEFGH",
 	"eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+	// kinds issue 23 found missed (fake, random characters in the right shape)
+	"whsec_Q7vXk2LmP9rTz4WbN8cY1hJ3dF6gS0aE",
+	"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",
+	"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",
+	"dop_v1_3c9f1a7e2b8d4f6a0c5e9b1d7f3a2c8e4b6d1f9a3c7e2b8d0f5a9c1e7b3d2f8a",
+	"hvs.CAESIJ8kL2mN4pQ6rS8tU0vW2xY4zA6bC8dE",
+	"AGE-SECRET-KEY-1QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7LQPZRY9X8GF2TVDW0S3JN54KHCE6MU",
+	"dapi3c9f1a7e2b8d4f6a0c5e9b1d7f3a2c8e",
+	"lin_api_Xk2LmP9rTz4WbN8cY1hJ3dF6gS0aEQ7vUo5iR2tK",
+	"SK3c9f1a7e2b8d4f6a0c5e9b1d7f3a2c8e",
+	"key-3c9f1a7e2b8d4f6a0c5e9b1d7f3a2c8e",
+	"3c9f1a7e2b8d4f6a0c5e9b1d7f3a2c8e-us6",
+	"4539 1488 0343 6467",
+	"7345291846:AAH4kL9mQ2xV7pT3wZ8nR1cY6bJ5dF0gS2a",
 }
 
 func TestRedact(t *testing.T) {
