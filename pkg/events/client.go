@@ -34,6 +34,11 @@ const (
 	HeaderDLQDeliveries = "Engram-Dlq-Deliveries" // deliveries made
 	HeaderDLQMsgID      = "Engram-Dlq-Msg-Id"     // the original Nats-Msg-Id (the event id)
 	HeaderDLQTime       = "Engram-Dlq-Time"       // when (RFC 3339, UTC)
+	// HeaderDLQTruncated is set when the letter's body had to be cut to fit
+	// the server's maximum payload: its value is the original body's size in
+	// bytes (the letter keeps the first bytes; stream and sequence say where
+	// the whole event was).
+	HeaderDLQTruncated = "Engram-Dlq-Truncated"
 )
 
 // DefaultInjectTimeout is how long Inject waits for the memory block.

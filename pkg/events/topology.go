@@ -40,10 +40,15 @@ type StreamConfig struct {
 
 // ConsumerConfig is one durable pull consumer on ENGRAM_IN.
 type ConsumerConfig struct {
-	Name          string // durable name, also the DLQ subject token and the processed-record key
-	Types         []Type // input types it receives (subject filter)
-	AckWait       time.Duration
-	MaxDeliver    int // deliveries before the message is dead-lettered; -1: unlimited
+	Name    string // durable name, also the DLQ subject token and the processed-record key
+	Types   []Type // input types it receives (subject filter)
+	AckWait time.Duration
+	// MaxDeliver is the delivery on which the runner dead-letters a
+	// message that still fails; -1: unlimited. It is enforced by the
+	// runner (internal/runner), not the server: the JetStream consumer has
+	// no delivery limit, so a message whose letter cannot be stored yet is
+	// redelivered rather than dropped.
+	MaxDeliver    int
 	MaxAckPending int // messages in flight across all replicas
 }
 
@@ -218,7 +223,11 @@ func (t Topology) JetStreamConsumerConfig(c ConsumerConfig) jetstream.ConsumerCo
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       c.AckWait,
-		MaxDeliver:    c.MaxDeliver,
+		// No server-side limit: the runner enforces c.MaxDeliver, and
+		// dead-letters before it terminates. A server limit would drop a
+		// message whose letter could not be stored (DLQ full) after its
+		// last delivery.
+		MaxDeliver:    -1,
 		MaxAckPending: c.MaxAckPending,
 		ReplayPolicy:  jetstream.ReplayInstantPolicy,
 		Replicas:      t.In.Replicas,

@@ -72,7 +72,8 @@ func TestEnsureTopologyIdempotentAndUpdates(t *testing.T) {
 			t.Fatalf("consumer %s: %v", c.Name, err)
 		}
 		cc := cons.CachedInfo().Config
-		if cc.AckPolicy != jetstream.AckExplicitPolicy || cc.AckWait != c.AckWait || cc.MaxDeliver != c.MaxDeliver ||
+		// The runner enforces MaxDeliver; the server has no limit.
+		if cc.AckPolicy != jetstream.AckExplicitPolicy || cc.AckWait != c.AckWait || cc.MaxDeliver != -1 ||
 			cc.MaxAckPending != c.MaxAckPending || cc.FilterSubject != "engram.in."+string(c.Types[0])+".>" || cc.Durable != c.Name {
 			t.Fatalf("consumer %s config %+v", c.Name, cc)
 		}
@@ -80,7 +81,13 @@ func TestEnsureTopologyIdempotentAndUpdates(t *testing.T) {
 
 	// An update is applied in place.
 	topo.In.MaxAge = 48 * time.Hour
-	topo.Consumers[1].MaxDeliver = 4
+	topo.Consumers[1].AckWait = 42 * time.Second
+	// A consumer of an older setup, with a server-side delivery limit.
+	old := topo.JetStreamConsumerConfig(topo.Consumers[2])
+	old.MaxDeliver = 10
+	if _, err := js.CreateOrUpdateConsumer(ctx, events.StreamIn, old); err != nil {
+		t.Fatal(err)
+	}
 	if err := events.EnsureTopology(ctx, js, topo); err != nil {
 		t.Fatal(err)
 	}
@@ -89,8 +96,12 @@ func TestEnsureTopologyIdempotentAndUpdates(t *testing.T) {
 		t.Fatalf("max age not updated: %v", info.Config.MaxAge)
 	}
 	cons, _ := js.Consumer(ctx, events.StreamIn, topo.Consumers[1].Name)
-	if got := cons.CachedInfo().Config.MaxDeliver; got != 4 {
-		t.Fatalf("max deliver not updated: %d", got)
+	if got := cons.CachedInfo().Config.AckWait; got != 42*time.Second {
+		t.Fatalf("ack wait not updated: %v", got)
+	}
+	cons, _ = js.Consumer(ctx, events.StreamIn, topo.Consumers[2].Name)
+	if got := cons.CachedInfo().Config.MaxDeliver; got != -1 {
+		t.Fatalf("server-side max deliver not lifted: %d", got)
 	}
 
 	// An invalid topology is refused before touching the server.
