@@ -136,6 +136,9 @@ func TestMetricsFromARealRunner(t *testing.T) {
 	if err := lag.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if got := gaugeValue(t, reg, "engram_stream_fill_ratio", events.StreamIn); got <= 0 || got > 0.01 {
+		t.Fatalf("ENGRAM_IN fill before the runner = %v", got)
+	}
 	if got := gaugeValue(t, reg, "engram_consumer_pending", "compactor"); got != 4 {
 		t.Fatalf("pending before the runner = %v, want 4", got)
 	}
@@ -170,6 +173,13 @@ func TestMetricsFromARealRunner(t *testing.T) {
 	}
 	if got := gaugeValue(t, reg, "engram_stream_messages", events.StreamDLQ); got != 1 {
 		t.Errorf("DLQ messages = %v, want 1", got)
+	}
+	// Interest retention: what the only consumer of the type handled is gone.
+	if got := gaugeValue(t, reg, "engram_stream_fill_ratio", events.StreamIn); got != 0 {
+		t.Errorf("ENGRAM_IN fill after the runner = %v, want 0", got)
+	}
+	if got := gaugeValue(t, reg, "engram_stream_fill_ratio", events.StreamDLQ); got <= 0 {
+		t.Errorf("DLQ fill = %v", got)
 	}
 }
 

@@ -99,7 +99,10 @@ func TestFullDLQRetriesAndLosesNoLetter(t *testing.T) {
 // over the server's maximum payload. The letter keeps the first bytes, says
 // how big the event was, and where it was.
 func TestOversizeLetterIsTruncatedNotLost(t *testing.T) {
-	h := newHarness(t, func(c *events.ConsumerConfig) { c.MaxDeliver = 3 })
+	h := newHarnessTopology(t, func(topo *events.Topology) {
+		// A deployment that allows events up to the server's payload.
+		topo.MaxEventBytes = -1
+	})
 	h.start(h.config(), func(context.Context, events.Envelope) error { return nil })
 	const size = 1_048_400
 	if mp := h.nc.MaxPayload(); mp < size+100 || mp >= size+4096 {

@@ -29,13 +29,18 @@ func TestTopologyValidateListsEveryProblem(t *testing.T) {
 	topo.Consumers[1].Types = []events.Type{events.TypeMemoryChanged}
 	topo.Consumers[2].Name = topo.Consumers[3].Name
 	topo.Consumers[3].MaxAckPending = 0
+	topo.Out.MaxMsgsPerSubject = 0
+	topo.MaxEventBytes = 0
 	err := topo.Validate()
 	if err == nil {
 		t.Fatal("invalid topology accepted")
 	}
 	msg := err.Error()
 	for _, want := range []string{"prefix", "stream in: name", "stream out: duplicate window", "stream dlq: replicas",
-		"stream dlq: max bytes", "injector): ack wait", "not an input type", "name used twice", "max ack pending"} {
+		"stream dlq: max bytes", "injector): ack wait", "not an input type", "name used twice", "max ack pending",
+		"stream out: max messages per subject", "max event bytes",
+		// The extractor's type changed: turn_ended has no consumer left.
+		"no consumer receives turn_ended"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("validation error lacks %q:\n%s", want, msg)
 		}
