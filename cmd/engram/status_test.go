@@ -34,7 +34,7 @@ func TestStatusReportsNoWorkerAndMissingConsumer(t *testing.T) {
 	for _, want := range []*regexp.Regexp{
 		regexp.MustCompile(`(?m)^ENGRAM_IN\s+\[engram\.in\.>\]\s+interest\s+3\s+\d+\s+0\.\d% of 16M\s+max 1000\s`),
 		regexp.MustCompile(`(?m)^consolidator\s+ENGRAM_IN\s+3\s+0\s+0\s+0\s+-\s+NONE RUNNING: events wait$`),
-		regexp.MustCompile(`(?m)^  DEGRADED consumer consolidator: 3 events pending and no worker pulling$`),
+		regexp.MustCompile(`(?m)^  DEGRADED consumer consolidator: 3 events pending and no worker pulling \(none running, or all paused\)$`),
 	} {
 		if !want.MatchString(out.String()) {
 			t.Errorf("status lacks %s:\n%s", want, out.String())

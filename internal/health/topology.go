@@ -144,7 +144,7 @@ func (s TopologyState) Problems() (failed, degraded []string) {
 		case c.Missing:
 			failed = append(failed, "consumer "+c.Name+" on "+c.Stream+" missing (run engram setup)")
 		case c.NoWorker:
-			degraded = append(degraded, fmt.Sprintf("consumer %s: %d events pending and no worker pulling", c.Name, c.Pending))
+			degraded = append(degraded, fmt.Sprintf("consumer %s: %d events pending and no worker pulling (none running, or all paused)", c.Name, c.Pending))
 		}
 	}
 	return failed, degraded
