@@ -158,3 +158,32 @@ func TestDeliveriesWithoutResultDeadLetter(t *testing.T) {
 	}
 	eventually(t, "terminated", func() bool { return h.consumer().AckFloor.Stream == 1 })
 }
+
+// An event already processed whose ack was lost is acked as a duplicate
+// even past max deliveries, not dead-lettered.
+func TestProcessedPastMaxDeliveriesIsAcked(t *testing.T) {
+	h := newHarness(t, func(c *events.ConsumerConfig) { c.MaxDeliver = 1; c.AckWait = time.Second })
+	ev := h.publish(1)[0]
+	cons, err := h.js.Consumer(context.Background(), events.StreamIn, events.ConsumerExtractor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for got := 0; got < 1; {
+		b, err := cons.Fetch(1, jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range b.Messages() {
+			got++
+		}
+	}
+	p := newMemProcessed()
+	if err := p.MarkEventProcessed(context.Background(), ev.ProjectID, events.ConsumerExtractor, ev.ID, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	h.start(h.config(), func(context.Context, events.Envelope) error { return nil }, runner.WithProcessed(p))
+	eventually(t, "acked", func() bool { return h.consumer().AckFloor.Stream == 1 })
+	if h.obs.count(runner.ResultDuplicate) != 1 || len(h.letters()) != 0 {
+		t.Fatalf("outcomes %+v letters %d", h.obs.all(), len(h.letters()))
+	}
+}

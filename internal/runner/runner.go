@@ -594,16 +594,6 @@ func (r *Runner) handle(msg jetstream.Msg) {
 	}
 	o.Type, o.EventID = ev.Type, ev.ID
 
-	if r.maxDeliver > 0 && meta.NumDelivered > uint64(r.maxDeliver) {
-		// Earlier deliveries ended without a result (crash, ack wait), or
-		// their letter could not be stored: give up now, letter first.
-		o.Err = fmt.Errorf("runner: delivered %d times, limit %d", meta.NumDelivered, r.maxDeliver)
-		r.deadLetter(msg, meta, fmt.Sprintf("max deliveries exceeded: delivered %d times (limit %d) without a result",
-			meta.NumDelivered, r.maxDeliver), &o)
-		r.obs.Delivered(o)
-		return
-	}
-
 	ctx := r.handlerCtx
 	if r.processed != nil {
 		done, err := r.processed.EventProcessed(ctx, ev.ProjectID, r.cfg.Consumer, ev.ID)
@@ -622,6 +612,17 @@ func (r *Runner) handle(msg jetstream.Msg) {
 			r.obs.Delivered(o)
 			return
 		}
+	}
+
+	if r.maxDeliver > 0 && meta.NumDelivered > uint64(r.maxDeliver) {
+		// Earlier deliveries ended without a result (crash, ack wait), or
+		// their letter could not be stored: give up now, letter first. (A
+		// processed event whose ack was lost was acked above.)
+		o.Err = fmt.Errorf("runner: delivered %d times, limit %d", meta.NumDelivered, r.maxDeliver)
+		r.deadLetter(msg, meta, fmt.Sprintf("max deliveries exceeded: delivered %d times (limit %d) without a result",
+			meta.NumDelivered, r.maxDeliver), &o)
+		r.obs.Delivered(o)
+		return
 	}
 
 	start := time.Now()
