@@ -249,7 +249,11 @@ func TestMigrateLimitsRetentionLosesNothing(t *testing.T) {
 		t.Fatalf("extractor acked %d", len(acked))
 	}
 	drain(t, js, events.ConsumerInjector)
-	inMsgs(t, js, 48) // limits retention: everything still there
+	// Not an input type: no consumer ever received it.
+	if _, err := js.Publish(ctx, "engram.in.bogus.p.s", []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	inMsgs(t, js, 49) // limits retention: everything still there
 
 	if err := events.EnsureTopology(ctx, js, topo); err != nil {
 		t.Fatal(err)
@@ -265,7 +269,8 @@ func TestMigrateLimitsRetentionLosesNothing(t *testing.T) {
 		t.Fatalf("per-subject limit applied while subjects hold 4 > 3: %d (would delete unconsumed events)", info.Config.MaxMsgsPerSubject)
 	}
 	// Gone: the 12 turn_started (injector done) and the 6 acked turn_ended.
-	inMsgs(t, js, 48-12-6)
+	// The message no consumer receives stays (until max age).
+	inMsgs(t, js, 48-12-6+1)
 	for _, cc := range topo.Consumers {
 		cons, _ := js.Consumer(ctx, events.StreamIn, cc.Name)
 		ci, _ := cons.Info(ctx)
@@ -288,7 +293,12 @@ func TestMigrateLimitsRetentionLosesNothing(t *testing.T) {
 			t.Fatalf("extractor got acked seq %d again", seq)
 		}
 	}
-	inMsgs(t, js, 0)
+	inMsgs(t, js, 1)
+	// Published now, a message nobody receives is not kept.
+	if _, err := js.Publish(ctx, "engram.in.bogus.p.s2", []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	inMsgs(t, js, 1)
 	// Now no subject is over the limit: the next start applies it.
 	if err := events.EnsureTopology(ctx, js, topo); err != nil {
 		t.Fatal(err)
