@@ -124,6 +124,7 @@ func TestOversizeLetterIsTruncatedNotLost(t *testing.T) {
 	if l.Stream != events.StreamIn || l.Sequence != 1 || l.MsgID != "big-1" || l.Subject != "engram.in.turn_ended.p.s" {
 		t.Fatalf("letter %+v", l)
 	}
+	t.Logf("letter of a %d-byte event keeps %d bytes (max payload %d)", size, len(l.Data), h.nc.MaxPayload())
 	eventually(t, "terminated", func() bool { return h.consumer().AckFloor.Stream == 1 })
 	if h.obs.count(runner.ResultDeadLettered) != 1 {
 		t.Fatalf("outcomes %+v", h.obs.all())
