@@ -39,7 +39,7 @@ func compactCmd(ctx context.Context, stdout io.Writer, args []string) error {
 		return err
 	}
 	defer nc.Close()
-	cl, err := events.NewClient(nc, events.WithPrefix(cfg.Events.SubjectPrefix))
+	cl, err := events.NewClient(nc, events.WithPrefix(cfg.Events.SubjectPrefix), events.WithMaxEventBytes(int(cfg.Events.MaxEventBytes)))
 	if err != nil {
 		return err
 	}

@@ -57,7 +57,7 @@ func contextCmd(ctx context.Context, stdout io.Writer, args []string) error {
 		return err
 	}
 	defer nc.Close()
-	cl, err := events.NewClient(nc, events.WithPrefix(cfg.Events.SubjectPrefix), events.WithContextTimeout(timeout))
+	cl, err := events.NewClient(nc, events.WithPrefix(cfg.Events.SubjectPrefix), events.WithMaxEventBytes(int(cfg.Events.MaxEventBytes)), events.WithContextTimeout(timeout))
 	if err != nil {
 		return err
 	}

@@ -131,6 +131,9 @@ func dlqCmd(ctx context.Context, stdout io.Writer, args []string) error {
 func showLetter(w io.Writer, l dlq.Letter) {
 	out(w, "sequence:    %d\nconsumer:    %s\nreason:      %s\nsubject:     %s\nstream:      %s (sequence %d)\ndeliveries:  %d\nevent id:    %s\ndead since:  %s\n",
 		l.DLQSequence, l.Consumer, l.Reason, l.Subject, l.Stream, l.Sequence, l.Deliveries, l.MsgID, l.Time.UTC().Format(time.RFC3339))
+	if l.Truncated > 0 {
+		out(w, "truncated:   body cut to %d of %d bytes to fit the maximum payload (cannot be replayed)\n", len(l.Data), l.Truncated)
+	}
 	if len(l.Header) > 0 {
 		keys := make([]string, 0, len(l.Header))
 		for k := range l.Header {

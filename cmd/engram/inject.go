@@ -71,7 +71,7 @@ func injectCmd(ctx context.Context, stdout io.Writer, args []string) error {
 		return err
 	}
 	defer nc.Close()
-	cl, err := events.NewClient(nc, events.WithPrefix(cfg.Events.SubjectPrefix), events.WithInjectTimeout(timeout))
+	cl, err := events.NewClient(nc, events.WithPrefix(cfg.Events.SubjectPrefix), events.WithMaxEventBytes(int(cfg.Events.MaxEventBytes)), events.WithInjectTimeout(timeout))
 	if err != nil {
 		return err
 	}

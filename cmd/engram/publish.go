@@ -40,12 +40,15 @@ func publish(ctx context.Context, stdout io.Writer, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := checkSizes(evs, int(cfg.Events.MaxEventBytes)); err != nil {
+		return err
+	}
 	nc, _, err := connect(cfg)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	cl, err := events.NewClient(nc, events.WithPrefix(cfg.Events.SubjectPrefix))
+	cl, err := events.NewClient(nc, events.WithPrefix(cfg.Events.SubjectPrefix), events.WithMaxEventBytes(int(cfg.Events.MaxEventBytes)))
 	if err != nil {
 		return err
 	}
@@ -104,6 +107,25 @@ func readEvents(r io.Reader) ([]events.Envelope, error) {
 		return nil, errors.Join(errs...)
 	}
 	return evs, nil
+}
+
+// checkSizes reports every event whose body is over max bytes (the
+// documented maximum event size, ENGRAM_MAX_EVENT_BYTES), before anything
+// is sent.
+func checkSizes(evs []events.Envelope, max int) error {
+	var errs []error
+	for i, e := range evs {
+		data, err := events.Encode(e)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("event %d: %w", i+1, err))
+			continue
+		}
+		if max > 0 && len(data) > max {
+			errs = append(errs, fmt.Errorf("event %d (%s): %w: %d bytes, the maximum is %d (ENGRAM_MAX_EVENT_BYTES)",
+				i+1, e.Type, events.ErrEventTooLarge, len(data), max))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func completeEvent(raw json.RawMessage) (events.Envelope, error) {

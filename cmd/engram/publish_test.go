@@ -43,6 +43,27 @@ func TestReadEvents(t *testing.T) {
 	}
 }
 
+// engram publish refuses events over the maximum size, all reported,
+// before sending any.
+func TestPublishChecksEventSize(t *testing.T) {
+	big := strings.Repeat("a", 2000)
+	evs, err := readEvents(strings.NewReader(`{"type":"turn_started","project_id":"p","session_id":"s","turn_id":"t","payload":{"text":"small"}}
+{"type":"turn_started","project_id":"p","session_id":"s","turn_id":"t","payload":{"text":"` + big + `"}}
+{"type":"turn_ended","project_id":"p","session_id":"s","turn_id":"t","payload":{"messages":[{"role":"user","content":"` + big + `"}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = checkSizes(evs, 1500)
+	if !errors.Is(err, events.ErrEventTooLarge) || strings.Contains(err.Error(), "event 1 ") ||
+		!strings.Contains(err.Error(), "event 2 (turn_started)") || !strings.Contains(err.Error(), "event 3 (turn_ended)") ||
+		!strings.Contains(err.Error(), "the maximum is 1500") {
+		t.Fatalf("sizes: %v", err)
+	}
+	if err := checkSizes(evs, 4000); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // FuzzReadEvents: the publish input decoder never panics, and what it
 // accepts are valid input events that encode.
 func FuzzReadEvents(f *testing.F) {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/engram-memory/engram/internal/app"
@@ -31,11 +32,12 @@ func setup(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	out(stdout, "streams ready on %s:\n", nc.ConnectedUrl())
 	for _, s := range topo.StreamConfigs() {
-		out(stdout, "  %-12s %s (max age %s, max bytes %d, replicas %d)\n", s.Name, s.Subjects[0], s.MaxAge, s.MaxBytes, s.Replicas)
+		out(stdout, "  %-12s %s (%s retention, max age %s, max bytes %d, max per subject %d, max message %d, replicas %d)\n",
+			s.Name, s.Subjects[0], strings.ToLower(s.Retention.String()), s.MaxAge, s.MaxBytes, s.MaxMsgsPerSubject, s.MaxMsgSize, s.Replicas)
 	}
 	out(stdout, "consumers on %s:\n", topo.In.Name)
 	for _, c := range topo.Consumers {
-		out(stdout, "  %-12s %v (ack wait %s, max deliver %d, max ack pending %d)\n", c.Name, c.Types, c.AckWait, c.MaxDeliver, c.MaxAckPending)
+		out(stdout, "  %-12s %v (ack wait %s, max deliver %d (by the worker), max ack pending %d)\n", c.Name, c.Types, c.AckWait, c.MaxDeliver, c.MaxAckPending)
 	}
 	return nil
 }

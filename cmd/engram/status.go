@@ -7,10 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"text/tabwriter"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/engram-memory/engram/internal/config"
 	"github.com/engram-memory/engram/internal/health"
@@ -34,45 +33,65 @@ func status(ctx context.Context, stdout io.Writer, args []string) error {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 
+	// The worker roles' consumers are expected; others found on ENGRAM_IN
+	// (the idle detector's, an operator's) are listed too.
 	topo := events.DefaultTopology()
+	topo.Prefix = cfg.Events.SubjectPrefix
+	state, err := health.Inspect(ctx, js, topo, 0)
+	if err != nil {
+		return err
+	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	out(tw, "STREAM\tSUBJECTS\tMESSAGES\tBYTES\tFIRST\tLAST\n")
-	var consumers []*jetstream.ConsumerInfo
-	var errs []error
-	for _, name := range []string{topo.In.Name, topo.Out.Name, topo.DLQ.Name} {
-		s, err := js.Stream(ctx, name)
-		if err != nil {
-			out(tw, "%s\t-\tmissing (run engram setup)\t\t\t\n", name)
-			errs = append(errs, fmt.Errorf("stream %s: %w", name, err))
+	out(tw, "STREAM\tSUBJECTS\tRETENTION\tMESSAGES\tBYTES\tFILL\tPER SUBJECT\tFIRST\tLAST\n")
+	for _, st := range state.Streams {
+		if st.Missing {
+			out(tw, "%s\t-\tmissing (run engram setup)\t\t\t\t\t\t\n", st.Name)
 			continue
 		}
-		si, err := s.Info(ctx)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("stream %s: %w", name, err))
-			continue
+		fill, per := "-", "-"
+		if st.MaxBytes > 0 {
+			fill = fmt.Sprintf("%.1f%% of %s", 100*st.Fill(), humanBytes(st.MaxBytes))
 		}
-		st := si.State
-		out(tw, "%s\t%v\t%d\t%d\t%s\t%s\n", name, si.Config.Subjects, st.Msgs, st.Bytes, ago(st.FirstTime), ago(st.LastTime))
-		l := s.ListConsumers(ctx)
-		for ci := range l.Info() {
-			consumers = append(consumers, ci)
+		if st.MaxMsgsPerSubject > 0 {
+			per = fmt.Sprintf("max %d", st.MaxMsgsPerSubject)
 		}
-		if err := l.Err(); err != nil && !errors.Is(err, jetstream.ErrEndOfData) {
-			errs = append(errs, fmt.Errorf("consumers of %s: %w", name, err))
-		}
+		out(tw, "%s\t%v\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", st.Name, st.Subjects, strings.ToLower(st.Retention.String()),
+			st.Msgs, st.Bytes, fill, per, ago(st.FirstTime), ago(st.LastTime))
 	}
 	_ = tw.Flush()
 	out(stdout, "\n")
 	tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	out(tw, "CONSUMER\tSTREAM\tPENDING\tACK PENDING\tREDELIVERED\tWAITING\tLAST DELIVERY\n")
-	for _, ci := range consumers {
-		var last time.Time
-		if ci.Delivered.Last != nil {
-			last = *ci.Delivered.Last
+	out(tw, "CONSUMER\tSTREAM\tPENDING\tACK PENDING\tREDELIVERED\tWAITING\tLAST DELIVERY\tWORKER\n")
+	for _, c := range state.Consumers {
+		if c.Missing {
+			out(tw, "%s\t%s\tmissing (run engram setup)\t\t\t\t\t\n", c.Name, c.Stream)
+			continue
 		}
-		out(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\n", ci.Name, ci.Stream, ci.NumPending, ci.NumAckPending, ci.NumRedelivered, ci.NumWaiting, ago(last))
+		worker := "-"
+		switch {
+		case c.NoWorker:
+			worker = "NONE RUNNING: events wait"
+		case c.Waiting > 0:
+			worker = "pulling"
+		case c.AckPending > 0:
+			worker = "working"
+		}
+		out(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", c.Name, c.Stream, c.Pending, c.AckPending, c.Redelivered, c.Waiting,
+			ago(c.LastDelivery), worker)
 	}
 	_ = tw.Flush()
+	var errs []error
+	failed, degraded := state.Problems()
+	if len(failed)+len(degraded) > 0 {
+		out(stdout, "\nproblems:\n")
+		for _, p := range failed {
+			out(stdout, "  FAILED   %s\n", p)
+			errs = append(errs, errors.New(p))
+		}
+		for _, p := range degraded {
+			out(stdout, "  DEGRADED %s\n", p)
+		}
+	}
 
 	out(stdout, "\n")
 	rep, err := readyz(ctx, cfg.HTTPURL())
@@ -88,6 +107,19 @@ func status(ctx context.Context, stdout io.Writer, args []string) error {
 		_ = tw.Flush()
 	}
 	return errors.Join(errs...)
+}
+
+// humanBytes renders n in K, M or G (powers of 1024).
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%dG", n>>30)
+	case n >= 1<<20:
+		return fmt.Sprintf("%.0fM", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.0fK", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%dB", n)
 }
 
 // readyz fetches and decodes a /readyz report (a 503 carries one too).

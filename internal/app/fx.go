@@ -91,7 +91,8 @@ func TopologyModule() fx.Option {
 			return EnsureTopology(ctx, bus.JS, cfg)
 		}),
 		fx.Provide(func(bus *Bus, topo events.Topology) (*events.Client, error) {
-			return events.NewClient(bus.Conn, events.WithPrefix(topo.Prefix), events.WithJetStream(bus.JS))
+			return events.NewClient(bus.Conn, events.WithPrefix(topo.Prefix), events.WithJetStream(bus.JS),
+				events.WithMaxEventBytes(topo.MaxEventBytes))
 		}),
 	)
 }

@@ -57,6 +57,7 @@ func StartHTTP(cfg config.Config, bus *Bus, topo events.Topology, tel *Telemetry
 	if err != nil {
 		return nil, err
 	}
+	tel.Checks.Add(health.TopologyCheck(bus.JS, topo, 0))
 	if cfg.HTTP.Addr != "" {
 		srv, err := health.Listen(cfg.HTTP.Addr, health.Handler(tel.Checks, tel.Registry))
 		if err != nil {

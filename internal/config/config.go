@@ -110,8 +110,12 @@ type Events struct {
 	// Retention of ENGRAM_IN, ENGRAM_OUT and ENGRAM_DLQ by age and size.
 	InMaxAge, OutMaxAge, DLQMaxAge       time.Duration
 	InMaxBytes, OutMaxBytes, DLQMaxBytes int64
-	Replicas                             int
-	DuplicateWindow                      time.Duration
+	// InMaxMsgsPerSubject bounds ENGRAM_IN per subject (-1: unlimited).
+	InMaxMsgsPerSubject int64
+	// MaxEventBytes is the largest input event body.
+	MaxEventBytes   int64
+	Replicas        int
+	DuplicateWindow time.Duration
 	// Consumer overrides; 0 keeps each worker role's own default
 	// (events.DefaultTopology: the injector has a short ack wait and few
 	// deliveries, the others longer).
@@ -173,15 +177,17 @@ func Default() Config {
 func eventsDefaults() Events {
 	t := events.DefaultTopology()
 	return Events{
-		SubjectPrefix:   t.Prefix,
-		InMaxAge:        t.In.MaxAge,
-		InMaxBytes:      t.In.MaxBytes,
-		OutMaxAge:       t.Out.MaxAge,
-		OutMaxBytes:     t.Out.MaxBytes,
-		DLQMaxAge:       t.DLQ.MaxAge,
-		DLQMaxBytes:     t.DLQ.MaxBytes,
-		Replicas:        t.In.Replicas,
-		DuplicateWindow: t.In.Duplicates,
+		SubjectPrefix:       t.Prefix,
+		InMaxAge:            t.In.MaxAge,
+		InMaxBytes:          t.In.MaxBytes,
+		OutMaxAge:           t.Out.MaxAge,
+		OutMaxBytes:         t.Out.MaxBytes,
+		DLQMaxAge:           t.DLQ.MaxAge,
+		DLQMaxBytes:         t.DLQ.MaxBytes,
+		InMaxMsgsPerSubject: t.In.MaxMsgsPerSubject,
+		MaxEventBytes:       int64(t.MaxEventBytes),
+		Replicas:            t.In.Replicas,
+		DuplicateWindow:     t.In.Duplicates,
 	}
 }
 
@@ -201,6 +207,8 @@ func (c Config) Topology() events.Topology {
 		s.sc.Replicas = e.Replicas
 		s.sc.Duplicates = e.DuplicateWindow
 	}
+	t.In.MaxMsgsPerSubject = e.InMaxMsgsPerSubject
+	t.MaxEventBytes = int(e.MaxEventBytes)
 	if c.Idle.Enabled {
 		t.Consumers = append(t.Consumers, idle.ConsumerConfig())
 	}
@@ -375,6 +383,12 @@ func (c Config) Validate() error {
 		if r.bytes <= 0 {
 			bad("max bytes (ENGRAM_%s_MAX_BYTES) must be positive, got %d", r.env, r.bytes)
 		}
+	}
+	if e.InMaxMsgsPerSubject == 0 || e.InMaxMsgsPerSubject < -1 {
+		bad("max messages per subject (ENGRAM_IN_MAX_MSGS_PER_SUBJECT) must be positive or -1 (unlimited), got %d", e.InMaxMsgsPerSubject)
+	}
+	if e.MaxEventBytes <= 0 || e.MaxEventBytes > 64<<20 {
+		bad("max event bytes (ENGRAM_MAX_EVENT_BYTES) must be 1..64M, got %d", e.MaxEventBytes)
 	}
 	if e.Replicas < 1 || e.Replicas > 5 {
 		bad("stream replicas (ENGRAM_STREAM_REPLICAS) must be 1..5, got %d", e.Replicas)

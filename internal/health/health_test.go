@@ -71,12 +71,15 @@ func TestEndpoints(t *testing.T) {
 	}
 
 	m.Delivered(runner.Outcome{Worker: "extractor", Type: events.TypeTurnEnded, Result: runner.ResultAcked, Latency: 20 * time.Millisecond})
+	m.Delivered(runner.Outcome{Worker: "injector", Type: events.TypeTurnStarted, Result: runner.ResultRetried,
+		Delay: time.Second, DeadLetterFailed: true})
 	m.ObserveCall(llm.CallInfo{Op: "chat", Role: llm.RoleExtract, Project: "p", Model: "qwen2.5:3b", Latency: time.Second, PromptTokens: 100, CompletionTokens: 20})
 	code, body = get(t, srv.URL()+"/metrics")
 	for _, want := range []string{
 		`engram_events_handled_total{result="acked",type="turn_ended",worker="extractor"} 1`,
 		`engram_handler_duration_seconds_count{type="turn_ended",worker="extractor"} 1`,
 		`engram_model_tokens_total{kind="prompt",project="p",role="extract"} 100`,
+		`engram_dlq_write_failures_total{worker="injector"} 1`,
 	} {
 		if code != 200 || !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)
@@ -133,6 +136,9 @@ func TestMetricsFromARealRunner(t *testing.T) {
 	if err := lag.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if got := gaugeValue(t, reg, "engram_stream_fill_ratio", events.StreamIn); got <= 0 || got > 0.01 {
+		t.Fatalf("ENGRAM_IN fill before the runner = %v", got)
+	}
 	if got := gaugeValue(t, reg, "engram_consumer_pending", "compactor"); got != 4 {
 		t.Fatalf("pending before the runner = %v, want 4", got)
 	}
@@ -167,6 +173,13 @@ func TestMetricsFromARealRunner(t *testing.T) {
 	}
 	if got := gaugeValue(t, reg, "engram_stream_messages", events.StreamDLQ); got != 1 {
 		t.Errorf("DLQ messages = %v, want 1", got)
+	}
+	// Interest retention: what the only consumer of the type handled is gone.
+	if got := gaugeValue(t, reg, "engram_stream_fill_ratio", events.StreamIn); got != 0 {
+		t.Errorf("ENGRAM_IN fill after the runner = %v, want 0", got)
+	}
+	if got := gaugeValue(t, reg, "engram_stream_fill_ratio", events.StreamDLQ); got <= 0 {
+		t.Errorf("DLQ fill = %v", got)
 	}
 }
 

@@ -18,6 +18,9 @@ import (
 //	engram_consumer_ack_pending{stream,consumer}   delivered, not yet acked
 //	engram_consumer_redelivered{stream,consumer}   delivered more than once, not yet acked
 //	engram_stream_messages{stream}                 messages stored
+//	engram_stream_bytes{stream}                    bytes stored
+//	engram_stream_fill_ratio{stream}               bytes stored / the stream's max bytes (0 when unlimited)
+//	engram_consumer_waiting{stream,consumer}       pull requests waiting (0 with pending events: no worker)
 //
 // KEDA's NATS JetStream scaler reads the same numbers from the server's
 // monitoring endpoint; these are for dashboards and alerts.
@@ -29,6 +32,9 @@ type Lag struct {
 	ackPending  *prometheus.GaugeVec
 	redelivered *prometheus.GaugeVec
 	messages    *prometheus.GaugeVec
+	bytes       *prometheus.GaugeVec
+	fill        *prometheus.GaugeVec
+	waiting     *prometheus.GaugeVec
 	lastRefresh prometheus.Gauge
 
 	mu   sync.Mutex
@@ -47,10 +53,16 @@ func NewLag(reg prometheus.Registerer, js jetstream.JetStream, streams ...string
 			Help: "Messages delivered more than once and not yet acknowledged."}, []string{"stream", "consumer"}),
 		messages: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "engram_stream_messages",
 			Help: "Messages stored in a stream."}, []string{"stream"}),
+		bytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "engram_stream_bytes",
+			Help: "Bytes stored in a stream."}, []string{"stream"}),
+		fill: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "engram_stream_fill_ratio",
+			Help: "Bytes stored over the stream's max bytes (0 when unlimited); a full ENGRAM_IN or ENGRAM_DLQ refuses publishes: alert over 0.8."}, []string{"stream"}),
+		waiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "engram_consumer_waiting",
+			Help: "Pull requests waiting on a consumer: a running worker has one; 0 with pending events means no worker pulls."}, []string{"stream", "consumer"}),
 		lastRefresh: prometheus.NewGauge(prometheus.GaugeOpts{Name: "engram_lag_refreshed_timestamp_seconds",
 			Help: "When the lag gauges were last refreshed (Unix time)."}),
 	}
-	for _, c := range []prometheus.Collector{l.pending, l.ackPending, l.redelivered, l.messages, l.lastRefresh} {
+	for _, c := range []prometheus.Collector{l.pending, l.ackPending, l.redelivered, l.messages, l.bytes, l.fill, l.waiting, l.lastRefresh} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -75,6 +87,12 @@ func (l *Lag) Refresh(ctx context.Context) error {
 			continue
 		}
 		l.messages.WithLabelValues(name).Set(float64(si.State.Msgs))
+		l.bytes.WithLabelValues(name).Set(float64(si.State.Bytes))
+		fill := 0.0
+		if si.Config.MaxBytes > 0 {
+			fill = float64(si.State.Bytes) / float64(si.Config.MaxBytes)
+		}
+		l.fill.WithLabelValues(name).Set(fill)
 		lister := s.ListConsumers(ctx)
 		for ci := range lister.Info() {
 			k := [2]string{name, ci.Name}
@@ -82,6 +100,7 @@ func (l *Lag) Refresh(ctx context.Context) error {
 			l.pending.WithLabelValues(name, ci.Name).Set(float64(ci.NumPending))
 			l.ackPending.WithLabelValues(name, ci.Name).Set(float64(ci.NumAckPending))
 			l.redelivered.WithLabelValues(name, ci.Name).Set(float64(ci.NumRedelivered))
+			l.waiting.WithLabelValues(name, ci.Name).Set(float64(ci.NumWaiting))
 		}
 		if err := lister.Err(); err != nil && !errors.Is(err, jetstream.ErrEndOfData) {
 			errs = append(errs, fmt.Errorf("health: lag: consumers of %s: %w", name, err))
@@ -93,6 +112,7 @@ func (l *Lag) Refresh(ctx context.Context) error {
 			l.pending.DeleteLabelValues(k[0], k[1])
 			l.ackPending.DeleteLabelValues(k[0], k[1])
 			l.redelivered.DeleteLabelValues(k[0], k[1])
+			l.waiting.DeleteLabelValues(k[0], k[1])
 			delete(l.seen, k)
 		}
 	}

@@ -20,6 +20,7 @@ type Metrics struct {
 	latency      *prometheus.HistogramVec
 	paused       *prometheus.GaugeVec
 	captured     *prometheus.CounterVec
+	dlqFailed    *prometheus.CounterVec
 
 	idle prometheus.Counter
 
@@ -61,6 +62,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "engram_events_max_deliveries_captured_total",
 			Help: "Messages captured from the server's max-deliveries advisory into the DLQ.",
 		}, []string{"worker"}),
+		dlqFailed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "engram_dlq_write_failures_total",
+			Help: "Dead letters that could not be stored (ENGRAM_DLQ full or unreachable): the event was nak'ed with backoff and stays in its stream; alert when this grows.",
+		}, []string{"worker"}),
 		idle: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "engram_idle_published_total",
 			Help: "session_idle events the idle detector of this process published.",
@@ -80,7 +85,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"role", "project", "kind"}),
 	}
 	for _, c := range []prometheus.Collector{m.handled, m.failed, m.deadLettered, m.latency, m.paused,
-		m.captured, m.idle, m.llmCalls, m.llmLatency, m.llmTokens} {
+		m.captured, m.dlqFailed, m.idle, m.llmCalls, m.llmLatency, m.llmTokens} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -98,6 +103,9 @@ func (m *Metrics) Delivered(o runner.Outcome) {
 	switch o.Result {
 	case runner.ResultRetried, runner.ResultDeadLettered:
 		m.failed.WithLabelValues(o.Worker, typ).Inc()
+	}
+	if o.DeadLetterFailed {
+		m.dlqFailed.WithLabelValues(o.Worker).Inc()
 	}
 	if o.Result == runner.ResultDeadLettered {
 		m.deadLettered.WithLabelValues(o.Worker, "handler").Inc()

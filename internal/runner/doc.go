@@ -24,8 +24,12 @@
 //     message is copied to ENGRAM_DLQ (subject <prefix>.dlq.<consumer>, the
 //     Engram-Dlq-* headers: reason, consumer, original subject, stream,
 //     stream sequence, deliveries, original Nats-Msg-Id) and terminated
-//     (TermWithReason). If the DLQ cannot be written the message is nak'ed
-//     instead: nothing is lost.
+//     (TermWithReason), in that order: Term only after the DLQ acknowledged
+//     the letter. If the letter cannot be stored (DLQ full, unreachable) the
+//     message is nak'ed with backoff instead (Outcome.DeadLetterFailed,
+//     metric engram_dlq_write_failures_total) and dead-lettered on a later
+//     delivery: nothing is lost. A letter over the server's maximum payload
+//     keeps the first bytes of the body (dlq.Letter.Truncated).
 //   - Any other error (transient): NakWithDelay with Config.Backoff(delivery)
 //     = BackoffBase * 2^(delivery-1), at most BackoffMax.
 //     RetryAfter(err, d) asks for delay d instead (a token budget reset).
@@ -33,14 +37,21 @@
 //     UnavailableDelay and pauses pulling (below).
 //   - A panic is recovered, logged with its stack and is transient.
 //   - A transient failure on the last allowed delivery (delivery count ==
-//     the consumer's MaxDeliver) is dead-lettered rather than nak'ed, so
-//     nothing exhausts silently. Messages the server gives up on anyway (a
-//     process died holding it on its last delivery) are captured from the
-//     max-deliveries advisory,
-//     $JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.<stream>.<consumer>,
-//     fetched by stream sequence and dead-lettered;
-//     the DLQ's Nats-Msg-Id (dlq.MsgID) dedupes against what the runner or
-//     another replica already dead-lettered.
+//     Config.MaxDeliver, the topology consumer's MaxDeliver) is
+//     dead-lettered rather than nak'ed. The runner, not the server, keeps
+//     this limit: the topology's JetStream consumers have MaxDeliver -1,
+//     because a server that gives up on a message after its last delivery
+//     drops it when its letter could not be stored (the DLQ was full). A
+//     message delivered more than MaxDeliver times without a result (a
+//     process died holding it, its letter was refused) is dead-lettered on
+//     its next delivery without calling the handler.
+//   - A consumer made outside the topology with a server-side MaxDeliver
+//     (Config.MaxDeliver 0 takes it) is also watched on the max-deliveries
+//     advisory, $JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.<stream>.<consumer>:
+//     the message is fetched by stream sequence and dead-lettered; the
+//     DLQ's Nats-Msg-Id (dlq.MsgID) dedupes against what the runner or
+//     another replica already dead-lettered. This path cannot retry a
+//     refused letter; the topology's consumers do not use it.
 //   - Shutdown past its deadline cancels the handler's ctx; a handler that
 //     returns context.Canceled then is nak'ed without delay
 //     (ResultInterrupted) for another replica to take.

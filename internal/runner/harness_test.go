@@ -38,13 +38,21 @@ type harness struct {
 // extractor consumer (the one the tests use).
 func newHarness(t *testing.T, edit func(c *events.ConsumerConfig)) *harness {
 	t.Helper()
+	return newHarnessTopology(t, func(topo *events.Topology) {
+		for i := range topo.Consumers {
+			if topo.Consumers[i].Name == events.ConsumerExtractor && edit != nil {
+				edit(&topo.Consumers[i])
+			}
+		}
+	})
+}
+
+// newHarnessTopology starts a server with the test topology changed by edit.
+func newHarnessTopology(t *testing.T, edit func(topo *events.Topology)) *harness {
+	t.Helper()
 	_, nc := eventstest.RunServer(t)
 	topo := eventstest.Topology()
-	for i := range topo.Consumers {
-		if topo.Consumers[i].Name == events.ConsumerExtractor && edit != nil {
-			edit(&topo.Consumers[i])
-		}
-	}
+	edit(&topo)
 	js := eventstest.Setup(t, nc, topo)
 	c, err := events.NewClient(nc)
 	if err != nil {

@@ -60,6 +60,10 @@ type Outcome struct {
 	Latency  time.Duration // handler time (zero when it was not called)
 	Delay    time.Duration // the nak delay, for ResultRetried
 	Err      error         // the handler's (or the runner's) error, nil when acked
+	// DeadLetterFailed: the event was to be dead-lettered but its letter
+	// could not be stored (DLQ full or unreachable); it was nak'ed with
+	// backoff instead (Result is ResultRetried) and stays in the stream.
+	DeadLetterFailed bool
 }
 
 // Observer receives what the runner does. The serve engineer adapts it to
@@ -93,6 +97,16 @@ type Config struct {
 	Subjects events.Subjects // prefix for the DLQ subject
 	// Concurrency is how many handlers run at once in this process; default 1.
 	Concurrency int
+	// MaxDeliver is the delivery on which a transient failure is
+	// dead-lettered; a message delivered more often than this without a
+	// result (the process died or the ack wait ran out each time) is
+	// dead-lettered without calling the handler. The runner enforces it,
+	// not the server: the topology's consumers have no server-side limit,
+	// so that a message whose letter cannot be stored yet (DLQ full) is
+	// redelivered until it can be, instead of leaving the consumer with no
+	// letter. 0: take the consumer's server-side MaxDeliver (a consumer
+	// made outside the topology); -1: unlimited.
+	MaxDeliver int
 	// BackoffBase and BackoffMax bound the transient redelivery delay:
 	// base * 2^(delivery-1), at most max. Defaults 1s and 5m.
 	BackoffBase time.Duration
@@ -119,7 +133,11 @@ type Config struct {
 // ConfigFor returns the configuration of the named consumer of topo with
 // the defaults for the rest.
 func ConfigFor(topo events.Topology, consumer string) Config {
-	return Config{Consumer: consumer, Stream: topo.In.Name, Subjects: topo.Subjects()}
+	c := Config{Consumer: consumer, Stream: topo.In.Name, Subjects: topo.Subjects()}
+	if cc, ok := topo.Consumer(consumer); ok {
+		c.MaxDeliver = cc.MaxDeliver
+	}
+	return c
 }
 
 func (c *Config) setDefaults() {
@@ -156,6 +174,9 @@ func (c Config) Validate() error {
 	}
 	if c.Concurrency < 1 {
 		bad("concurrency %d: want >= 1", c.Concurrency)
+	}
+	if c.MaxDeliver < -1 {
+		bad("max deliver %d: want > 0, 0 (the consumer's) or -1 (unlimited)", c.MaxDeliver)
 	}
 	for name, d := range map[string]time.Duration{"backoff base": c.BackoffBase, "backoff max": c.BackoffMax,
 		"unavailable delay": c.UnavailableDelay, "gate interval": c.GateInterval,
@@ -295,8 +316,13 @@ func (r *Runner) start(ctx context.Context) error {
 	if r.ackWait <= 0 {
 		r.ackWait = 30 * time.Second // the server's default
 	}
-	r.maxDeliver = info.Config.MaxDeliver
-	if !r.cfg.DisableCapture {
+	r.maxDeliver = r.cfg.MaxDeliver
+	if r.maxDeliver == 0 {
+		r.maxDeliver = info.Config.MaxDeliver
+	}
+	// The advisory only comes from a server-side limit, which the
+	// topology's consumers do not set (see Config.MaxDeliver).
+	if !r.cfg.DisableCapture && info.Config.MaxDeliver > 0 {
 		w, err := dlq.Watch(r.js.Conn(), r.js, r.dlq, r.cfg.Stream, r.cfg.Consumer,
 			func(l dlq.Letter) {
 				r.log.Warn("message exhausted its deliveries; captured into the DLQ",
@@ -588,6 +614,17 @@ func (r *Runner) handle(msg jetstream.Msg) {
 		}
 	}
 
+	if r.maxDeliver > 0 && meta.NumDelivered > uint64(r.maxDeliver) {
+		// Earlier deliveries ended without a result (crash, ack wait), or
+		// their letter could not be stored: give up now, letter first. (A
+		// processed event whose ack was lost was acked above.)
+		o.Err = fmt.Errorf("runner: delivered %d times, limit %d", meta.NumDelivered, r.maxDeliver)
+		r.deadLetter(msg, meta, fmt.Sprintf("max deliveries exceeded: delivered %d times (limit %d) without a result",
+			meta.NumDelivered, r.maxDeliver), &o)
+		r.obs.Delivered(o)
+		return
+	}
+
 	start := time.Now()
 	herr := r.call(ctx, msg, ev)
 	o.Latency = time.Since(start)
@@ -683,8 +720,11 @@ func (r *Runner) retry(msg jetstream.Msg, meta *jetstream.MsgMetadata, herr erro
 	}
 }
 
-// deadLetter copies the message to the DLQ and terminates it. If the DLQ
-// cannot be written the message is nak'ed instead, so nothing is lost.
+// deadLetter copies the message to the DLQ and terminates it, in that
+// order: Term only once the DLQ has acknowledged the letter. If the letter
+// cannot be stored (DLQ full, unreachable) the message is nak'ed with
+// backoff instead and stays in the stream (the consumer has no server-side
+// delivery limit), so it is dead-lettered on a later delivery, never lost.
 func (r *Runner) deadLetter(msg jetstream.Msg, meta *jetstream.MsgMetadata, reason string, o *Outcome) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -701,7 +741,7 @@ func (r *Runner) deadLetter(msg jetstream.Msg, meta *jetstream.MsgMetadata, reas
 	}
 	if err := r.dlq.Put(ctx, l); err != nil {
 		delay := r.cfg.Backoff(meta.NumDelivered)
-		o.Result, o.Delay = ResultRetried, delay
+		o.Result, o.Delay, o.DeadLetterFailed = ResultRetried, delay, true
 		o.Err = errors.Join(o.Err, err)
 		r.log.Error("could not dead-letter; will retry", zap.Error(err), zap.String("reason", reason),
 			zap.Uint64("stream_seq", meta.Sequence.Stream))

@@ -561,10 +561,21 @@ func TestStartNeedsConsumer(t *testing.T) {
 	}
 }
 
+// A consumer made outside the topology with a server-side MaxDeliver (the
+// topology's have none, see runner.Config.MaxDeliver): the runner watches
+// its max-deliveries advisory.
 func TestMaxDeliveriesCapturedFromAdvisory(t *testing.T) {
-	h := newHarness(t, func(c *events.ConsumerConfig) { c.MaxDeliver = 2; c.AckWait = time.Second })
+	h := newHarness(t, func(c *events.ConsumerConfig) { c.AckWait = time.Second })
+	cc, _ := h.topo.Consumer(events.ConsumerExtractor)
+	jcc := h.topo.JetStreamConsumerConfig(cc)
+	jcc.MaxDeliver = 2
+	if _, err := h.js.CreateOrUpdateConsumer(context.Background(), events.StreamIn, jcc); err != nil {
+		t.Fatal(err)
+	}
+	cfg := h.config()
+	cfg.MaxDeliver = 0 // the consumer's
 	// This runner never pulls (its gate is down) but watches the advisory.
-	r := h.start(h.config(), func(context.Context, events.Envelope) error { return nil },
+	r := h.start(cfg, func(context.Context, events.Envelope) error { return nil },
 		runner.WithGates(runner.GateFunc(func(context.Context) error { return errors.New("down") })))
 	eventually(t, "paused", func() bool { return r.Status().Paused })
 	ev := h.publish(1)[0]

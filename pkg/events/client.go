@@ -34,10 +34,21 @@ const (
 	HeaderDLQDeliveries = "Engram-Dlq-Deliveries" // deliveries made
 	HeaderDLQMsgID      = "Engram-Dlq-Msg-Id"     // the original Nats-Msg-Id (the event id)
 	HeaderDLQTime       = "Engram-Dlq-Time"       // when (RFC 3339, UTC)
+	// HeaderDLQTruncated is set when the letter's body had to be cut to fit
+	// the server's maximum payload: its value is the original body's size in
+	// bytes (the letter keeps the first bytes; stream and sequence say where
+	// the whole event was).
+	HeaderDLQTruncated = "Engram-Dlq-Truncated"
 )
 
 // DefaultInjectTimeout is how long Inject waits for the memory block.
 const DefaultInjectTimeout = 1500 * time.Millisecond
+
+// ErrEventTooLarge is returned by Publish for an input event whose body is over
+// the client's maximum event size (DefaultMaxEventBytes unless
+// WithMaxEventBytes): nothing is sent. Shorten the event (a turn's
+// messages) rather than raise the limit.
+var ErrEventTooLarge = errors.New("events: event too large")
 
 // ErrInjectTimeout is returned by Inject when no injection arrived in time.
 // The platform should go on without memory.
@@ -50,6 +61,7 @@ type Client struct {
 	js            jetstream.JetStream
 	subjects      Subjects
 	injectTimeout time.Duration
+	maxEvent      int // body bytes; <= 0: unlimited
 	// contextTimeout bounds one page of Context (context.go).
 	contextTimeout time.Duration
 	replies        replies
@@ -148,6 +160,13 @@ func WithInjectTimeout(d time.Duration) ClientOption {
 	return func(c *Client) { c.injectTimeout = d }
 }
 
+// WithMaxEventBytes sets the largest event body Publish sends (default
+// DefaultMaxEventBytes; -1: no client-side limit). Match the deployment's
+// ENGRAM_MAX_EVENT_BYTES: ENGRAM_IN refuses bigger events anyway.
+func WithMaxEventBytes(n int) ClientOption {
+	return func(c *Client) { c.maxEvent = n }
+}
+
 // WithJetStream uses js instead of jetstream.New(nc) (e.g. with a domain).
 func WithJetStream(js jetstream.JetStream) ClientOption {
 	return func(c *Client) { c.js = js }
@@ -159,12 +178,16 @@ func NewClient(nc *nats.Conn, opts ...ClientOption) (*Client, error) {
 	if nc == nil {
 		return nil, errors.New("events: NewClient: nil connection")
 	}
-	c := &Client{nc: nc, injectTimeout: DefaultInjectTimeout, contextTimeout: DefaultContextTimeout}
+	c := &Client{nc: nc, injectTimeout: DefaultInjectTimeout, contextTimeout: DefaultContextTimeout,
+		maxEvent: DefaultMaxEventBytes}
 	for _, o := range opts {
 		o(c)
 	}
 	if err := ValidatePrefix(c.subjects.Prefix); err != nil {
 		return nil, err
+	}
+	if c.maxEvent == 0 || c.maxEvent < -1 {
+		return nil, fmt.Errorf("events: max event bytes %d: want > 0 or -1", c.maxEvent)
 	}
 	if c.injectTimeout <= 0 {
 		return nil, fmt.Errorf("events: inject timeout %v must be positive", c.injectTimeout)
@@ -206,11 +229,17 @@ func (s Subjects) Msg(e Envelope) (*nats.Msg, error) {
 
 // Publish validates e and publishes it to JetStream on its subject, waiting
 // for the stream's ack. Publishing the same event again (same id) within the
-// duplicate window is a no-op for the stream.
+// duplicate window is a no-op for the stream. A body over the maximum
+// event size is refused before sending (ErrEventTooLarge). When ENGRAM_IN
+// refuses the event (full, or its subject holds the per-subject maximum)
+// the error says so; the event was not stored.
 func (c *Client) Publish(ctx context.Context, e Envelope) error {
 	m, err := c.subjects.Msg(e)
 	if err != nil {
 		return err
+	}
+	if c.maxEvent > 0 && e.Type.IsInput() && len(m.Data) > c.maxEvent {
+		return fmt.Errorf("%w: %s %s is %d bytes, the maximum is %d", ErrEventTooLarge, e.Type, e.ID, len(m.Data), c.maxEvent)
 	}
 	if _, err := c.js.PublishMsg(ctx, m); err != nil {
 		return fmt.Errorf("events: publish %s %s: %w", e.Type, e.ID, err)

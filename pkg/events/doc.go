@@ -62,22 +62,47 @@
 // Engram-Type and Engram-Version. Dead letters carry the Engram-Dlq-* headers
 // (HeaderDLQReason ...): reason, consumer, original subject, stream, stream
 // sequence, deliveries, original Nats-Msg-Id and time; their body is the
-// original body.
+// original body, or its first bytes with HeaderDLQTruncated (the original
+// size) when the letter would exceed the server's maximum payload.
 //
 // # Streams and consumers
 //
-// DefaultTopology: ENGRAM_IN (7 days, 1 GiB, discard new: a full stream
-// refuses publishes rather than dropping events), ENGRAM_OUT (1 day,
-// 256 MiB), ENGRAM_DLQ (30 days, 256 MiB); file storage, one replica. On
-// ENGRAM_IN, one durable pull consumer per worker role, explicit ack:
+// DefaultTopology: ENGRAM_IN, ENGRAM_OUT (1 day, 256 MiB, oldest dropped),
+// ENGRAM_DLQ (30 days, 256 MiB, full: refuses); file storage, one replica.
+//
+// ENGRAM_IN keeps an event only while some consumer still has to see it:
+// interest retention, so an event goes once every consumer whose filter
+// matches it has acked it (7 days and 1 GiB stay as outer bounds). For
+// that every input type must have a consumer (Validate checks: interest
+// retention drops an event nobody filters at publish); a second consumer
+// on a type (the idle detector's) keeps the event until both acked. A
+// consumer of a role that no worker runs keeps its events until one does
+// (health.Inspect reports it). It refuses rather than drops (discard new):
+// when full, and per subject (one event type of one session) past
+// DefaultMaxMsgsPerSubject (1000) events, so that one busy session cannot
+// fill it for everyone; its MaxMsgSize refuses events over MaxEventBytes
+// (DefaultMaxEventBytes, 512 KiB, + MaxHeaderBytes), and the Client
+// refuses them before sending (ErrEventTooLarge).
+//
+// On ENGRAM_IN, one durable pull consumer per worker role, explicit ack:
 //
 //	injector      turn_started     ack wait 10s,  max deliver 3
 //	extractor     turn_ended       ack wait 1m,   max deliver 10
 //	consolidator  session_idle     ack wait 2m,   max deliver 10
 //	compactor     tokens_reported  ack wait 1m,   max deliver 10
 //
+// Max deliver is enforced by the worker runner (internal/runner), not the
+// server: the JetStream consumers have MaxDeliver -1, so that a message
+// whose dead letter cannot be stored yet (ENGRAM_DLQ full) is redelivered
+// instead of leaving the consumer without a letter.
+//
 // EnsureTopology creates or updates all of it idempotently (at start and by
-// `engram setup`); Topology.Validate lists every problem at once.
+// `engram setup`) and migrates an older layout without losing an event: an
+// ENGRAM_IN of limits retention is switched to interest only after every
+// consumer exists (the server then drops what all of them acked and keeps
+// the rest), and a per-subject limit is applied only once no subject holds
+// more (the server would delete the excess). Topology.Validate lists every
+// problem at once.
 //
 // # Delivery semantics
 //

@@ -36,40 +36,83 @@ type StreamConfig struct {
 	// publisher sees the error, nothing is silently dropped); DiscardOld
 	// drops the oldest messages.
 	Discard jetstream.DiscardPolicy
+	// Retention: jetstream.InterestPolicy (ENGRAM_IN) removes a message
+	// once every consumer whose filter matches it has acked it;
+	// jetstream.LimitsPolicy keeps it until MaxAge or MaxBytes. Work-queue
+	// retention is not supported (it allows one consumer per subject).
+	Retention jetstream.RetentionPolicy
+	// MaxMsgsPerSubject bounds the messages kept per subject (ENGRAM_IN:
+	// per event type and session); with DiscardNew a publish over it is
+	// refused for that subject only, so one busy session cannot fill the
+	// stream for everyone. -1: unlimited.
+	MaxMsgsPerSubject int64
 }
 
 // ConsumerConfig is one durable pull consumer on ENGRAM_IN.
 type ConsumerConfig struct {
-	Name          string // durable name, also the DLQ subject token and the processed-record key
-	Types         []Type // input types it receives (subject filter)
-	AckWait       time.Duration
-	MaxDeliver    int // deliveries before the message is dead-lettered; -1: unlimited
+	Name    string // durable name, also the DLQ subject token and the processed-record key
+	Types   []Type // input types it receives (subject filter)
+	AckWait time.Duration
+	// MaxDeliver is the delivery on which the runner dead-letters a
+	// message that still fails; -1: unlimited. It is enforced by the
+	// runner (internal/runner), not the server: the JetStream consumer has
+	// no delivery limit, so a message whose letter cannot be stored yet is
+	// redelivered rather than dropped.
+	MaxDeliver    int
 	MaxAckPending int // messages in flight across all replicas
 }
+
+// Defaults of the limits that keep ENGRAM_IN usable for everyone.
+const (
+	// DefaultMaxEventBytes is the documented maximum size of an input
+	// event's JSON body: 512 KiB. The client refuses a bigger one at
+	// publish (ErrEventTooLarge) and ENGRAM_IN refuses it too (its
+	// MaxMsgSize is MaxEventBytes + MaxHeaderBytes). At half the server's
+	// default 1 MiB payload, the dead letter of any valid-size event fits
+	// whole.
+	DefaultMaxEventBytes = 512 << 10
+	// MaxHeaderBytes is the room ENGRAM_IN allows for an event's headers
+	// on top of its body.
+	MaxHeaderBytes = 16 << 10
+	// DefaultMaxMsgsPerSubject bounds the events kept per subject (one
+	// event type of one session) in ENGRAM_IN: 1000.
+	DefaultMaxMsgsPerSubject = 1000
+)
 
 // Topology is the whole JetStream layout: subject prefix, three streams and
 // the worker consumers. DefaultTopology gives working values.
 type Topology struct {
-	Prefix    string // subject prefix, see Subjects
-	In        StreamConfig
-	Out       StreamConfig
-	DLQ       StreamConfig
-	Consumers []ConsumerConfig
+	Prefix string // subject prefix, see Subjects
+	// MaxEventBytes is the maximum size of an input event's body (see
+	// DefaultMaxEventBytes); ENGRAM_IN's MaxMsgSize is MaxEventBytes +
+	// MaxHeaderBytes. -1: only the server's maximum payload.
+	MaxEventBytes int
+	In            StreamConfig
+	Out           StreamConfig
+	DLQ           StreamConfig
+	Consumers     []ConsumerConfig
 }
 
 // DefaultTopology returns the defaults: file storage, one replica, a
-// two-minute duplicate window; ENGRAM_IN keeps a week (1 GiB), ENGRAM_OUT a
-// day (256 MiB), ENGRAM_DLQ 30 days (256 MiB); one consumer per worker role.
+// two-minute duplicate window; ENGRAM_IN keeps a message until every
+// consumer that should see it has acked it (interest retention), at most a
+// week, 1 GiB and DefaultMaxMsgsPerSubject per subject, refusing publishes
+// when full; ENGRAM_OUT keeps a day (256 MiB), ENGRAM_DLQ 30 days (256 MiB);
+// one consumer per worker role; events up to DefaultMaxEventBytes.
 func DefaultTopology() Topology {
 	stream := func(name string, age time.Duration, bytes int64, discard jetstream.DiscardPolicy) StreamConfig {
 		return StreamConfig{Name: name, MaxAge: age, MaxBytes: bytes, Duplicates: 2 * time.Minute,
-			Replicas: 1, Storage: jetstream.FileStorage, Discard: discard}
+			Replicas: 1, Storage: jetstream.FileStorage, Discard: discard,
+			Retention: jetstream.LimitsPolicy, MaxMsgsPerSubject: -1}
 	}
+	in := stream(StreamIn, 7*24*time.Hour, 1<<30, jetstream.DiscardNew)
+	in.Retention, in.MaxMsgsPerSubject = jetstream.InterestPolicy, DefaultMaxMsgsPerSubject
 	return Topology{
-		Prefix: DefaultPrefix,
-		In:     stream(StreamIn, 7*24*time.Hour, 1<<30, jetstream.DiscardNew),
-		Out:    stream(StreamOut, 24*time.Hour, 256<<20, jetstream.DiscardOld),
-		DLQ:    stream(StreamDLQ, 30*24*time.Hour, 256<<20, jetstream.DiscardNew),
+		Prefix:        DefaultPrefix,
+		MaxEventBytes: DefaultMaxEventBytes,
+		In:            in,
+		Out:           stream(StreamOut, 24*time.Hour, 256<<20, jetstream.DiscardOld),
+		DLQ:           stream(StreamDLQ, 30*24*time.Hour, 256<<20, jetstream.DiscardNew),
 		Consumers: []ConsumerConfig{
 			// A late injection is useless: few deliveries, short ack wait.
 			{Name: ConsumerInjector, Types: []Type{TypeTurnStarted}, AckWait: 10 * time.Second, MaxDeliver: 3, MaxAckPending: 256},
@@ -135,6 +178,36 @@ func (t Topology) Validate() error {
 		if c.Discard != jetstream.DiscardOld && c.Discard != jetstream.DiscardNew {
 			bad("stream %s: unknown discard policy %d", s.role, c.Discard)
 		}
+		if c.Retention != jetstream.LimitsPolicy && c.Retention != jetstream.InterestPolicy {
+			bad("stream %s: retention %v: want limits or interest", s.role, c.Retention)
+		}
+		if c.MaxMsgsPerSubject == 0 || c.MaxMsgsPerSubject < -1 {
+			bad("stream %s: max messages per subject %d: want > 0 or -1 (unlimited)", s.role, c.MaxMsgsPerSubject)
+		}
+	}
+	if t.MaxEventBytes == 0 || t.MaxEventBytes < -1 {
+		bad("max event bytes %d: want > 0 or -1 (the server's maximum payload)", t.MaxEventBytes)
+	} else if t.MaxEventBytes > 64<<20 {
+		bad("max event bytes %d: want at most 64 MiB (the server's largest payload)", t.MaxEventBytes)
+	}
+	if t.Out.Retention == jetstream.InterestPolicy || t.DLQ.Retention == jetstream.InterestPolicy {
+		// Nobody consumes them durably: interest retention would drop
+		// every message at once.
+		bad("streams out and dlq need limits retention")
+	}
+	if t.In.Retention == jetstream.InterestPolicy {
+		// An input type no consumer filters would be dropped at publish.
+		covered := map[Type]bool{}
+		for _, c := range t.Consumers {
+			for _, ty := range c.Types {
+				covered[ty] = true
+			}
+		}
+		for _, ty := range InputTypes {
+			if !covered[ty] {
+				bad("stream in has interest retention but no consumer receives %s: those events would be dropped at publish", ty)
+			}
+		}
 	}
 	if len(t.Consumers) == 0 {
 		bad("no consumers")
@@ -186,23 +259,35 @@ func validName(s string) bool {
 func (t Topology) StreamConfigs() []jetstream.StreamConfig {
 	subj := t.Subjects()
 	mk := func(c StreamConfig, subject, desc string) jetstream.StreamConfig {
-		return jetstream.StreamConfig{
-			Name:        c.Name,
-			Description: desc,
-			Subjects:    []string{subject},
-			Retention:   jetstream.LimitsPolicy,
-			MaxAge:      c.MaxAge,
-			MaxBytes:    c.MaxBytes,
-			MaxMsgs:     -1,
-			Discard:     c.Discard,
-			Duplicates:  c.Duplicates,
-			Replicas:    c.Replicas,
-			Storage:     c.Storage,
-			AllowDirect: true,
+		sc := jetstream.StreamConfig{
+			Name:              c.Name,
+			Description:       desc,
+			Subjects:          []string{subject},
+			Retention:         c.Retention,
+			MaxAge:            c.MaxAge,
+			MaxBytes:          c.MaxBytes,
+			MaxMsgs:           -1,
+			MaxMsgsPerSubject: c.MaxMsgsPerSubject,
+			MaxMsgSize:        -1,
+			Discard:           c.Discard,
+			Duplicates:        c.Duplicates,
+			Replicas:          c.Replicas,
+			Storage:           c.Storage,
+			AllowDirect:       true,
 		}
+		if sc.MaxMsgsPerSubject == 0 {
+			sc.MaxMsgsPerSubject = -1
+		}
+		// Refuse for the full subject only, not for the whole stream.
+		sc.DiscardNewPerSubject = sc.Discard == jetstream.DiscardNew && sc.MaxMsgsPerSubject > 0
+		return sc
+	}
+	in := mk(t.In, subj.InAll(), "Engram input events from chat platforms")
+	if t.MaxEventBytes > 0 {
+		in.MaxMsgSize = int32(t.MaxEventBytes + MaxHeaderBytes)
 	}
 	return []jetstream.StreamConfig{
-		mk(t.In, subj.InAll(), "Engram input events from chat platforms"),
+		in,
 		mk(t.Out, subj.OutAll(), "Engram output events from workers"),
 		mk(t.DLQ, subj.DLQAll(), "Engram dead letters"),
 	}
@@ -218,7 +303,11 @@ func (t Topology) JetStreamConsumerConfig(c ConsumerConfig) jetstream.ConsumerCo
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       c.AckWait,
-		MaxDeliver:    c.MaxDeliver,
+		// No server-side limit: the runner enforces c.MaxDeliver, and
+		// dead-letters before it terminates. A server limit would drop a
+		// message whose letter could not be stored (DLQ full) after its
+		// last delivery.
+		MaxDeliver:    -1,
 		MaxAckPending: c.MaxAckPending,
 		ReplayPolicy:  jetstream.ReplayInstantPolicy,
 		Replicas:      t.In.Replicas,
@@ -236,13 +325,53 @@ func (t Topology) JetStreamConsumerConfig(c ConsumerConfig) jetstream.ConsumerCo
 // EnsureTopology validates t, then creates or updates the three streams and
 // every consumer. It is idempotent: run it at every start and from
 // `engram setup`.
+//
+// It migrates an existing stream without losing a message:
+//   - Retention (ENGRAM_IN of an older setup has limits retention): a new
+//     stream is created, and an existing one updated, with its current
+//     retention first; the consumers are created or updated; only then is
+//     the retention switched. Switched to interest, the server removes what
+//     every consumer matching a message has acked and keeps the rest; with
+//     no consumer yet it would drop everything, hence the order. (The
+//     server switches limits <-> interest in place since nats-server 2.10.)
+//   - MaxMsgsPerSubject lowered: the server would delete a subject's
+//     oldest messages over the new limit, acked or not. While a subject
+//     holds more than the new limit the stream keeps its old one; a later
+//     start applies it (no error: the stream works under its old limit,
+//     which `engram status` shows).
 func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology) error {
 	if err := t.Validate(); err != nil {
 		return err
 	}
+	var switches []jetstream.StreamConfig
 	for _, sc := range t.StreamConfigs() {
+		want := sc
+		st, err := js.Stream(ctx, sc.Name)
+		switch {
+		case errors.Is(err, jetstream.ErrStreamNotFound):
+			sc.Retention = jetstream.LimitsPolicy
+		case err != nil:
+			return fmt.Errorf("events: ensure stream %s: %w", sc.Name, err)
+		default:
+			old := st.CachedInfo()
+			sc.Retention = old.Config.Retention
+			if lowered(old.Config.MaxMsgsPerSubject, sc.MaxMsgsPerSubject) {
+				over, err := subjectOver(ctx, st, sc.MaxMsgsPerSubject)
+				if err != nil {
+					return fmt.Errorf("events: ensure stream %s: %w", sc.Name, err)
+				}
+				if over {
+					sc.MaxMsgsPerSubject = old.Config.MaxMsgsPerSubject
+					sc.DiscardNewPerSubject = old.Config.DiscardNewPerSubject
+					want.MaxMsgsPerSubject, want.DiscardNewPerSubject = sc.MaxMsgsPerSubject, sc.DiscardNewPerSubject
+				}
+			}
+		}
 		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
 			return fmt.Errorf("events: ensure stream %s: %w", sc.Name, err)
+		}
+		if sc.Retention != want.Retention {
+			switches = append(switches, want)
 		}
 	}
 	for _, c := range t.Consumers {
@@ -250,5 +379,34 @@ func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology) err
 			return fmt.Errorf("events: ensure consumer %s on %s: %w", c.Name, t.In.Name, err)
 		}
 	}
+	for _, sc := range switches {
+		if _, err := js.UpdateStream(ctx, sc); err != nil {
+			return fmt.Errorf("events: switch stream %s to %v retention (needs nats-server 2.10 or later): %w", sc.Name, sc.Retention, err)
+		}
+	}
 	return nil
+}
+
+// lowered reports whether a per-subject limit goes from old to a stricter
+// new one (-1 and 0 are unlimited).
+func lowered(old, new int64) bool {
+	if new <= 0 {
+		return false
+	}
+	return old <= 0 || new < old
+}
+
+// subjectOver reports whether a subject of st holds more than limit
+// messages.
+func subjectOver(ctx context.Context, st jetstream.Stream, limit int64) (bool, error) {
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(">"))
+	if err != nil {
+		return false, fmt.Errorf("subject counts: %w", err)
+	}
+	for _, n := range info.State.Subjects {
+		if int64(n) > limit {
+			return true, nil
+		}
+	}
+	return false, nil
 }

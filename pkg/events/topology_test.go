@@ -29,13 +29,18 @@ func TestTopologyValidateListsEveryProblem(t *testing.T) {
 	topo.Consumers[1].Types = []events.Type{events.TypeMemoryChanged}
 	topo.Consumers[2].Name = topo.Consumers[3].Name
 	topo.Consumers[3].MaxAckPending = 0
+	topo.Out.MaxMsgsPerSubject = 0
+	topo.MaxEventBytes = 0
 	err := topo.Validate()
 	if err == nil {
 		t.Fatal("invalid topology accepted")
 	}
 	msg := err.Error()
 	for _, want := range []string{"prefix", "stream in: name", "stream out: duplicate window", "stream dlq: replicas",
-		"stream dlq: max bytes", "injector): ack wait", "not an input type", "name used twice", "max ack pending"} {
+		"stream dlq: max bytes", "injector): ack wait", "not an input type", "name used twice", "max ack pending",
+		"stream out: max messages per subject", "max event bytes",
+		// The extractor's type changed: turn_ended has no consumer left.
+		"no consumer receives turn_ended"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("validation error lacks %q:\n%s", want, msg)
 		}
@@ -72,7 +77,8 @@ func TestEnsureTopologyIdempotentAndUpdates(t *testing.T) {
 			t.Fatalf("consumer %s: %v", c.Name, err)
 		}
 		cc := cons.CachedInfo().Config
-		if cc.AckPolicy != jetstream.AckExplicitPolicy || cc.AckWait != c.AckWait || cc.MaxDeliver != c.MaxDeliver ||
+		// The runner enforces MaxDeliver; the server has no limit.
+		if cc.AckPolicy != jetstream.AckExplicitPolicy || cc.AckWait != c.AckWait || cc.MaxDeliver != -1 ||
 			cc.MaxAckPending != c.MaxAckPending || cc.FilterSubject != "engram.in."+string(c.Types[0])+".>" || cc.Durable != c.Name {
 			t.Fatalf("consumer %s config %+v", c.Name, cc)
 		}
@@ -80,7 +86,13 @@ func TestEnsureTopologyIdempotentAndUpdates(t *testing.T) {
 
 	// An update is applied in place.
 	topo.In.MaxAge = 48 * time.Hour
-	topo.Consumers[1].MaxDeliver = 4
+	topo.Consumers[1].AckWait = 42 * time.Second
+	// A consumer of an older setup, with a server-side delivery limit.
+	old := topo.JetStreamConsumerConfig(topo.Consumers[2])
+	old.MaxDeliver = 10
+	if _, err := js.CreateOrUpdateConsumer(ctx, events.StreamIn, old); err != nil {
+		t.Fatal(err)
+	}
 	if err := events.EnsureTopology(ctx, js, topo); err != nil {
 		t.Fatal(err)
 	}
@@ -89,8 +101,12 @@ func TestEnsureTopologyIdempotentAndUpdates(t *testing.T) {
 		t.Fatalf("max age not updated: %v", info.Config.MaxAge)
 	}
 	cons, _ := js.Consumer(ctx, events.StreamIn, topo.Consumers[1].Name)
-	if got := cons.CachedInfo().Config.MaxDeliver; got != 4 {
-		t.Fatalf("max deliver not updated: %d", got)
+	if got := cons.CachedInfo().Config.AckWait; got != 42*time.Second {
+		t.Fatalf("ack wait not updated: %v", got)
+	}
+	cons, _ = js.Consumer(ctx, events.StreamIn, topo.Consumers[2].Name)
+	if got := cons.CachedInfo().Config.MaxDeliver; got != -1 {
+		t.Fatalf("server-side max deliver not lifted: %d", got)
 	}
 
 	// An invalid topology is refused before touching the server.

@@ -29,7 +29,11 @@ type Letter struct {
 	MsgID      string // original Nats-Msg-Id (the event id)
 	Time       time.Time
 	Header     nats.Header // the original headers, without the Nats-* ones
-	Data       []byte      // the original body
+	Data       []byte      // the original body (its first bytes when Truncated)
+	// Truncated is the original body's size when the letter keeps only its
+	// first bytes (the whole letter did not fit the server's maximum
+	// payload); 0 when the body is whole.
+	Truncated int
 
 	DLQSequence uint64 // set when read back from ENGRAM_DLQ
 }
@@ -118,11 +122,49 @@ func (w *Writer) Put(ctx context.Context, l Letter) error {
 		m.Header.Set(events.HeaderDLQMsgID, l.MsgID)
 	}
 	m.Header.Set(events.HeaderDLQTime, l.Time.UTC().Format(time.RFC3339Nano))
+	fit(m, w.js.Conn().MaxPayload())
 	if _, err := w.js.PublishMsg(ctx, m); err != nil {
 		return fmt.Errorf("dlq: put %s seq %d: %w", l.Consumer, l.Sequence, err)
 	}
 	w.remember(id)
 	return nil
+}
+
+// headerSlack covers what headerSize does not count exactly (the
+// truncation header itself, the server's own additions to the size check).
+const headerSlack = 256
+
+// headerSize is the wire size of m's header block (NATS/1.0 line, one
+// "Key: value" line per value, the blank line).
+func headerSize(h nats.Header) int {
+	n := len("NATS/1.0\r\n") + 2
+	for k, vs := range h {
+		for _, v := range vs {
+			n += len(k) + 2 + len(v) + 2
+		}
+	}
+	return n
+}
+
+// fit makes m fit maxPayload (headers + body): a letter that does not fit
+// keeps the first bytes of its body and says so in HeaderDLQTruncated (the
+// original's stream and sequence are already in its headers). When even the
+// headers do not fit, the original's copied headers are dropped first.
+func fit(m *nats.Msg, maxPayload int64) {
+	if maxPayload <= 0 || int64(headerSize(m.Header)+len(m.Data)) <= maxPayload {
+		return
+	}
+	orig := len(m.Data)
+	m.Header.Set(events.HeaderDLQTruncated, strconv.Itoa(orig))
+	if int64(headerSize(m.Header)+headerSlack) > maxPayload {
+		for k := range m.Header {
+			if !strings.HasPrefix(strings.ToLower(k), "nats-") && !strings.HasPrefix(k, "Engram-Dlq-") {
+				delete(m.Header, k)
+			}
+		}
+	}
+	room := int(maxPayload) - headerSize(m.Header) - headerSlack
+	m.Data = m.Data[:max(0, min(room, orig))]
 }
 
 func oneLine(s string) string {
@@ -150,6 +192,7 @@ func FromRaw(m *jetstream.RawStreamMsg) Letter {
 	h := m.Header
 	num := func(k string) uint64 { v, _ := strconv.ParseUint(h.Get(k), 10, 64); return v }
 	t, _ := time.Parse(time.RFC3339Nano, h.Get(events.HeaderDLQTime))
+	trunc, _ := strconv.Atoi(h.Get(events.HeaderDLQTruncated))
 	orig := nats.Header{}
 	for k, vs := range h {
 		if strings.HasPrefix(strings.ToLower(k), "nats-") || strings.HasPrefix(k, "Engram-Dlq-") {
@@ -168,6 +211,7 @@ func FromRaw(m *jetstream.RawStreamMsg) Letter {
 		Time:        t,
 		Header:      orig,
 		Data:        m.Data,
+		Truncated:   trunc,
 		DLQSequence: m.Sequence,
 	}
 }
@@ -241,6 +285,10 @@ func (s *Store) Replay(ctx context.Context, seq uint64) error {
 	}
 	if l.Subject == "" {
 		return fmt.Errorf("dlq: letter %d has no original subject", seq)
+	}
+	if l.Truncated > 0 {
+		return fmt.Errorf("dlq: letter %d keeps %d of the original's %d bytes and cannot be replayed: "+
+			"republish the event (stream %s, sequence %d) from its source", seq, len(l.Data), l.Truncated, l.Stream, l.Sequence)
 	}
 	m := nats.NewMsg(l.Subject)
 	m.Data = l.Data

@@ -1,6 +1,7 @@
 package dlq_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -145,11 +146,18 @@ func TestReplayRepublishesAndDeletes(t *testing.T) {
 func TestWatcherCapturesAndStops(t *testing.T) {
 	nc, js, topo := setup(t, func(tp *events.Topology) {
 		for i := range tp.Consumers {
-			tp.Consumers[i].MaxDeliver = 1
 			tp.Consumers[i].AckWait = time.Second
 		}
 	})
 	ctx := context.Background()
+	// The advisory comes from a server-side limit, which the topology's
+	// consumers do not set: set one.
+	cc, _ := topo.Consumer(events.ConsumerCompactor)
+	jcc := topo.JetStreamConsumerConfig(cc)
+	jcc.MaxDeliver = 1
+	if _, err := js.CreateOrUpdateConsumer(ctx, events.StreamIn, jcc); err != nil {
+		t.Fatal(err)
+	}
 	w := dlq.NewWriter(js, topo.Subjects())
 	captured := make(chan dlq.Letter, 4)
 	errs := make(chan error, 4)
@@ -249,5 +257,41 @@ func TestWriterRemembersPastTheDuplicateWindow(t *testing.T) {
 	}
 	if ls, _ := s.List(ctx, 0, 0); len(ls) != 2 {
 		t.Fatalf("%d letters, want 2", len(ls))
+	}
+}
+
+// A letter over the server's maximum payload keeps its first bytes, says so
+// and cannot be replayed (the body is not the event any more).
+func TestOversizeLetterTruncatedAndNotReplayed(t *testing.T) {
+	nc, js, topo := setup(t, nil)
+	ctx := context.Background()
+	w := dlq.NewWriter(js, topo.Subjects())
+	l := letter(7)
+	l.Data = bytes.Repeat([]byte("a"), int(nc.MaxPayload())) // the body alone fills it
+	l.Header.Set("X-Big", strings.Repeat("h", 2000))
+	if err := w.Put(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	s := dlq.NewStore(js, events.StreamDLQ)
+	got, err := s.Get(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Truncated != len(l.Data) || len(got.Data) == 0 || len(got.Data) >= len(l.Data) ||
+		got.Stream != events.StreamIn || got.Sequence != 7 || got.MsgID != "ev-1" || got.Header.Get("X-Big") == "" {
+		t.Fatalf("letter: truncated %d kept %d %+v", got.Truncated, len(got.Data), got.Header)
+	}
+	if err := s.Replay(ctx, 1); err == nil || !strings.Contains(err.Error(), "cannot be replayed") {
+		t.Fatalf("replay of a truncated letter: %v", err)
+	}
+	if _, err := s.Get(ctx, 1); err != nil {
+		t.Fatalf("refused replay deleted the letter: %v", err)
+	}
+	// A small letter is whole.
+	if err := w.Put(ctx, letter(8)); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Get(ctx, 2); got.Truncated != 0 || string(got.Data) != `{"x":1}` {
+		t.Fatalf("small letter %+v", got)
 	}
 }

@@ -9,6 +9,14 @@
 // sequence), so the same message dead-lettered twice within the duplicate
 // window is stored once.
 //
+// A letter that would not fit the server's maximum payload (an event close
+// to it plus the letter's headers) keeps the first bytes of its body and
+// the header events.HeaderDLQTruncated with the original size; the stream
+// and sequence headers say where the whole event was. Replay refuses a
+// truncated letter. Writer.Put returns the publish error when the DLQ
+// refuses the letter (full: "maximum bytes exceeded"); the runner then
+// keeps the event in its stream and retries, it never drops it.
+//
 // Writer is used by the runner; Watcher by the runner for the advisory;
 // Store by `engram dlq list|show|replay`.
 package dlq
