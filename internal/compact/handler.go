@@ -97,4 +97,6 @@ func Classify(err error) error {
 // cannot be reached or the summarize model is not installed (llm.RoleGate),
 // so that tokens_reported events wait in the stream instead of spending
 // deliveries.
-func ModelGate(c llm.Checker) func(ctx context.Context) error { return llm.RoleGate(c, llm.RoleSummarize) }
+func ModelGate(c llm.Checker) func(ctx context.Context) error {
+	return llm.RoleGate(c, llm.RoleSummarize)
+}

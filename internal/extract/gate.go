@@ -10,4 +10,6 @@ import (
 // cannot be reached or the extraction model is not installed (llm.RoleGate;
 // other roles' missing models do not hold the extractor), so that
 // turn_ended events wait in the stream instead of spending deliveries.
-func ModelGate(c llm.Checker) func(ctx context.Context) error { return llm.RoleGate(c, llm.RoleExtract) }
+func ModelGate(c llm.Checker) func(ctx context.Context) error {
+	return llm.RoleGate(c, llm.RoleExtract)
+}
