@@ -121,7 +121,10 @@
 // closed), removes (archives) what it added, unlinks what it linked and
 // relinks what it unlinked. A memory the pass added, or a revision it
 // wrote, that a later turn has used since is kept, and so is the fact it
-// replaced; every such case is reported with its reason. "Used" is a useful
+// replaced. A revision that a later pass revised again or forgot is kept
+// too, with the fact it replaced closed ("revised again since by [Z]"):
+// reopening the old fact would put it live beside the newer one. Every
+// such case is reported with its reason. "Used" is a useful
 // count or an access count above the journal's: the extractor's verdict
 // "used" on a later turn that was given it (wrong or ignored is not a use),
 // or a Touch. A pass is undone once.

@@ -41,8 +41,9 @@ func usedSince(now, then *memory.Node) bool {
 // forgot, reopens what it revised (archiving the replacement), removes
 // (archives) what it added, unlinks what it linked and relinks what it
 // unlinked. A memory the pass added or wrote as a revision that a later
-// turn has used since is kept, and so is the fact it replaced; every such
-// case is reported with its reason. The pass is marked undone; undoing it
+// turn has used since is kept, and so is the fact it replaced; so is a
+// revision a later pass revised again or forgot. Every such case is
+// reported with its reason. The pass is marked undone; undoing it
 // again is refused. project may be empty (the pass is looked up in every
 // project).
 func Undo(ctx context.Context, st UndoStore, project, passID string, now time.Time) (UndoReport, error) {
@@ -124,6 +125,17 @@ func Undo(ctx context.Context, st UndoStore, project, passID string, now time.Ti
 			}
 			if err == nil && e.After != nil && usedSince(&repl, e.After) {
 				kept("[%s] -> [%s]: the revision was used since by a later turn; both kept as they are", e.NodeID, e.NewID)
+				continue
+			}
+			// A later change to the revision (revised again, forgotten)
+			// stands: reopening the old fact would put it beside the
+			// newer one, two conflicting live facts.
+			if err == nil && repl.SupersededBy != "" {
+				kept("[%s] -> [%s]: revised again since by [%s]; both kept as they are", e.NodeID, e.NewID, repl.SupersededBy)
+				continue
+			}
+			if err == nil && !repl.Live() {
+				kept("[%s] -> [%s]: the revision was closed or forgotten since; both kept as they are", e.NodeID, e.NewID)
 				continue
 			}
 			if err == nil && repl.ArchivedAt.IsZero() {
