@@ -124,7 +124,9 @@
 // replaced. A revision that a later pass revised again or forgot is kept
 // too, with the fact it replaced closed ("revised again since by [Z]"):
 // reopening the old fact would put it live beside the newer one. Every
-// such case is reported with its reason. "Used" is a useful
+// such case is reported with its reason. A topic the pass created is used
+// by what links to it: a live edge to it that the pass did not make (a
+// later pass's, the extractor's) keeps it. "Used" (for facts) is a useful
 // count or an access count above the journal's: the extractor's verdict
 // "used" on a later turn that was given it (wrong or ignored is not a use),
 // or a Touch. A pass is undone once.

@@ -58,3 +58,52 @@ func TestUndoKeepsARevisionRevisedAgain(t *testing.T) {
 		}
 	})
 }
+
+// TestUndoKeepsATopicLinkedSince: a topic the pass created that a later
+// link (here the extractor's) uses is not archived by the undo; one
+// nobody else linked is.
+func TestUndoKeepsATopicLinkedSince(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		f := newFixture(t, b.Open(t))
+		f.say("I love sailing, and I love chess.", "")
+		f.srv.Enqueue(
+			call(consolidate.ToolRemember, map[string]any{"text": "The user loves sailing.", "kind": "preference", "topic": "sailing"}),
+			call(consolidate.ToolRemember, map[string]any{"text": "The user loves chess.", "kind": "preference", "topic": "chess"}),
+			done())
+		res := f.run()
+		topics := map[string]string{} // label -> id
+		for _, e := range res.Pass.Entries {
+			if e.Op == memory.OpRemember && e.After != nil && e.After.Subkind == memory.Topic {
+				topics[e.After.Label] = e.NodeID
+			}
+		}
+		sailing, chess := topics["sailing"], topics["chess"]
+		if sailing == "" || chess == "" {
+			t.Fatalf("topics %v in %+v", topics, res.Pass.Entries)
+		}
+		// Later, the extractor links another memory to the sailing topic.
+		boat := f.seed(memory.Node{Subkind: memory.Observation, Label: "The user owns a small sailing boat."})
+		if _, err := f.st.Link(f.ctx, memory.Edge{Src: boat.ID, Dst: sailing, Relation: memory.RelatedTo}); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := consolidate.Undo(f.ctx, f.st, project, res.Pass.ID, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := f.get(sailing); !got.ArchivedAt.IsZero() {
+			t.Errorf("the topic a later link uses was archived")
+		}
+		if got := f.get(chess); got.ArchivedAt.IsZero() {
+			t.Errorf("the topic nobody else linked was kept")
+		}
+		if !slices.ContainsFunc(rep.Kept, func(s string) bool {
+			return strings.Contains(s, "["+sailing+"] topic \"sailing\"") && strings.Contains(s, "linked since by ["+boat.ID+"] (related_to)")
+		}) {
+			t.Errorf("kept %q", rep.Kept)
+		}
+		edges, err := f.st.Edges(f.ctx, sailing)
+		if err != nil || len(edges) != 1 || edges[0].Src != boat.ID {
+			t.Errorf("edges of the kept topic: %+v %v", edges, err)
+		}
+	})
+}
