@@ -61,7 +61,12 @@
 // best matches) and holds a near-duplicate for review (cosine >= 0.85
 // against the project's vectors, or a Jaccard overlap of content words >=
 // 0.5 against the 32 most recent facts) unless the call repeats with
-// confirm_similar. Two refinements make the instructions workable: the
+// confirm_similar. confirm_similar answers a hold: it is honoured only for
+// a text (normalised as above) that an earlier step of the same pass held,
+// kept in the Ledger (Held, saved with the journal, so it survives a park
+// or a crash); set on a first call it is ignored, the fact is held as usual
+// and the model is told that confirm_similar applies to a held fact. Two
+// refinements make the instructions workable: the
 // overlap ignores function words and "user" (the subject of nearly every
 // fact, which would make "The user loves sailing" a near-duplicate of "The
 // user loves knitting"), and a piece of a bundle (its words a strict subset

@@ -477,7 +477,9 @@ func (p *pass) remember(ctx context.Context, a RememberArgs) (result, error) {
 			vec = vecs[0]
 		}
 	}
-	if !a.ConfirmSimilar {
+	// confirm_similar answers a hold: it is honoured only for a text an
+	// earlier step of this pass held.
+	if confirmed := a.ConfirmSimilar && p.l.WasHeld(norm); !confirmed {
 		var similar *memory.Node
 		var why string
 		if vec != nil {
@@ -512,9 +514,15 @@ func (p *pass) remember(ctx context.Context, a RememberArgs) (result, error) {
 		}
 		if similar != nil {
 			p.seen[similar.ID] = true
-			return result{Summary: fmt.Sprintf("held for review: close to [%s] (%s)", similar.ID, why), Outcome: Outcome{Held: 1},
+			p.l.Hold(norm)
+			r := result{Summary: fmt.Sprintf("held for review: close to [%s] (%s)", similar.ID, why), Outcome: Outcome{Held: 1},
 				Detail: fmt.Sprintf("Not stored: %q is close to %s. If it is a different fact, call %s again with confirm_similar true; if it says the same, leave it; if it replaces it, call %s.",
-					capChars(text, 120), memoryLine(similar, p.now), ToolRemember, ToolRevise)}, nil
+					capChars(text, 120), memoryLine(similar, p.now), ToolRemember, ToolRevise)}
+			if a.ConfirmSimilar {
+				r.Summary += "; confirm_similar applies only to a fact held earlier in this pass"
+				r.Detail = "confirm_similar applies only to a fact held for review earlier in this pass; this one had not been held. " + r.Detail
+			}
+			return r, nil
 		}
 	}
 	n := p.newFact(text, kind, a.SaidByUser)
