@@ -50,7 +50,10 @@
 //
 // memory_recall (a query through memory.Retrieve in precise mode, a date
 // range newest first, or the facts as of a day), memory_remember, _revise,
-// _forget, _link, _unlink, _done. Every tool writes at once, so a pass cut
+// _forget, _link, _unlink, _done. A date range reads the project's timeline
+// in growing pages until it is past the range's start (or has the hits, or
+// has read RangeScanMax memories), so an old range is found behind any
+// number of newer memories up to that bound. Every tool writes at once, so a pass cut
 // off anywhere has kept everything it decided; this is why a bundle is
 // split by storing its pieces first and forgetting it last: a pass cut off
 // in between leaves redundancy, never loss.

@@ -288,20 +288,19 @@ func (p *pass) recall(ctx context.Context, a RecallArgs) (result, error) {
 			}
 			to = d.Add(24*time.Hour - time.Nanosecond)
 		}
-		ns, err := p.c.store.Timeline(ctx, memory.TimelineQuery{Filter: p.filter(), Limit: memory.DefaultChannelLimit})
+		ns, err := p.inRange(ctx, from, to, lim)
 		if err != nil {
 			return result{}, fmt.Errorf("consolidate: recall range: %w", err)
 		}
-		for _, n := range ns {
-			at := n.ValidFrom
-			if at.IsZero() {
-				at = n.CreatedAt
-			}
-			if !at.Before(from) && !at.After(to) && len(nodes) < lim {
-				nodes = append(nodes, n)
-			}
+		nodes = ns
+		switch f, t := strings.TrimSpace(a.From), strings.TrimSpace(a.To); {
+		case f == "":
+			what = "up to " + t
+		case t == "":
+			what = "from " + f
+		default:
+			what = "from " + f + " to " + t
 		}
-		what = "from " + a.From + " to " + a.To
 	case strings.TrimSpace(a.Query) != "":
 		q := memory.Query{Text: memory.Redact(a.Query), Filter: p.filter(), Limit: lim, Precise: true, Now: p.now}
 		if e := p.c.emb; e != nil {
@@ -330,6 +329,48 @@ func (p *pass) recall(ctx context.Context, a RecallArgs) (result, error) {
 		detail = "Recall " + what + " found:\n" + strings.Join(lines, "\n")
 	}
 	return result{Summary: fmt.Sprintf("recall %s: %d found", what, len(nodes)), Outcome: Outcome{Recalled: len(nodes)}, Detail: detail}, nil
+}
+
+// RangeScanMax bounds how many of the project's memories, newest first, a
+// date-range recall reads looking for the range.
+const RangeScanMax = 2000
+
+// writtenAt is the day a memory counts as written for a date range.
+func writtenAt(n *memory.Node) time.Time {
+	if n.ValidFrom.IsZero() {
+		return n.CreatedAt
+	}
+	return n.ValidFrom
+}
+
+// inRange returns up to lim memories written between from and to, newest
+// first. The timeline (newest update first) is read in growing pages
+// until the range is passed (the page's oldest was updated before from),
+// lim are found, the memories end, or RangeScanMax were read.
+func (p *pass) inRange(ctx context.Context, from, to time.Time, lim int) ([]memory.Node, error) {
+	var out []memory.Node
+	read := map[string]bool{}
+	for size := memory.DefaultChannelLimit; ; size = min(size*4, RangeScanMax) {
+		ns, err := p.c.store.Timeline(ctx, memory.TimelineQuery{Filter: p.filter(), Limit: size})
+		if err != nil {
+			return nil, err
+		}
+		for i := range ns {
+			n := &ns[i]
+			if read[n.ID] {
+				continue
+			}
+			read[n.ID] = true
+			if at := writtenAt(n); !at.Before(from) && !at.After(to) && len(out) < lim {
+				out = append(out, *n)
+			}
+		}
+		if len(out) >= lim || len(ns) < size || size >= RangeScanMax || ns[len(ns)-1].UpdatedAt.Before(from) {
+			break
+		}
+	}
+	slices.SortStableFunc(out, func(a, b memory.Node) int { return writtenAt(&b).Compare(writtenAt(&a)) })
+	return out, nil
 }
 
 // ---- remember ----
