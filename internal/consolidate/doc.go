@@ -53,10 +53,10 @@
 // _forget, _link, _unlink, _done. A date range reads the project's timeline
 // in growing pages until it is past the range's start (or has the hits, or
 // has read RangeScanMax memories), so an old range is found behind any
-// number of newer memories up to that bound. Every tool writes at once, so a pass cut
-// off anywhere has kept everything it decided; this is why a bundle is
-// split by storing its pieces first and forgetting it last: a pass cut off
-// in between leaves redundancy, never loss.
+// number of newer memories up to that bound. Every tool writes at once, so
+// a pass cut off anywhere has kept everything it decided; this is why a
+// bundle is split by storing its pieces first and forgetting it last: a
+// pass cut off in between leaves redundancy, never loss.
 //
 // remember refuses a fact memory already holds (the same text after
 // lower-casing, collapsing whitespace and trimming trailing punctuation,
