@@ -50,10 +50,13 @@
 //
 // memory_recall (a query through memory.Retrieve in precise mode, a date
 // range newest first, or the facts as of a day), memory_remember, _revise,
-// _forget, _link, _unlink, _done. Every tool writes at once, so a pass cut
-// off anywhere has kept everything it decided; this is why a bundle is
-// split by storing its pieces first and forgetting it last: a pass cut off
-// in between leaves redundancy, never loss.
+// _forget, _link, _unlink, _done. A date range reads the project's timeline
+// in growing pages until it is past the range's start (or has the hits, or
+// has read RangeScanMax memories), so an old range is found behind any
+// number of newer memories up to that bound. Every tool writes at once, so
+// a pass cut off anywhere has kept everything it decided; this is why a
+// bundle is split by storing its pieces first and forgetting it last: a
+// pass cut off in between leaves redundancy, never loss.
 //
 // remember refuses a fact memory already holds (the same text after
 // lower-casing, collapsing whitespace and trimming trailing punctuation,
@@ -61,7 +64,12 @@
 // best matches) and holds a near-duplicate for review (cosine >= 0.85
 // against the project's vectors, or a Jaccard overlap of content words >=
 // 0.5 against the 32 most recent facts) unless the call repeats with
-// confirm_similar. Two refinements make the instructions workable: the
+// confirm_similar. confirm_similar answers a hold: it is honoured only for
+// a text (normalised as above) that an earlier step of the same pass held,
+// kept in the Ledger (Held, saved with the journal, so it survives a park
+// or a crash); set on a first call it is ignored, the fact is held as usual
+// and the model is told that confirm_similar applies to a held fact. Two
+// refinements make the instructions workable: the
 // overlap ignores function words and "user" (the subject of nearly every
 // fact, which would make "The user loves sailing" a near-duplicate of "The
 // user loves knitting"), and a piece of a bundle (its words a strict subset
@@ -121,7 +129,12 @@
 // closed), removes (archives) what it added, unlinks what it linked and
 // relinks what it unlinked. A memory the pass added, or a revision it
 // wrote, that a later turn has used since is kept, and so is the fact it
-// replaced; every such case is reported with its reason. "Used" is a useful
+// replaced. A revision that a later pass revised again or forgot is kept
+// too, with the fact it replaced closed ("revised again since by [Z]"):
+// reopening the old fact would put it live beside the newer one. Every
+// such case is reported with its reason. A topic the pass created is used
+// by what links to it: a live edge to it that the pass did not make (a
+// later pass's, the extractor's) keeps it. "Used" (for facts) is a useful
 // count or an access count above the journal's: the extractor's verdict
 // "used" on a later turn that was given it (wrong or ignored is not a use),
 // or a Touch. A pass is undone once.

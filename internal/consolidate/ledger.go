@@ -92,8 +92,36 @@ type Ledger struct {
 	// Detail is what the last call returned beyond its summary (a
 	// recall's memories, the memory a near-duplicate resembles), shown to
 	// the next step only. The caller sets it after RecordCall.
-	Detail string  `json:"detail,omitempty"`
-	Totals Outcome `json:"totals"`
+	Detail string `json:"detail,omitempty"`
+	// Held are the normalised texts (NormaliseFact) that remember held
+	// for review in this pass: confirm_similar is honoured only for one
+	// of them, so a model cannot skip the review by setting it up front.
+	Held   []string `json:"held,omitempty"`
+	Totals Outcome  `json:"totals"`
+}
+
+// maxHeld bounds Held (a pass holds at most one text a step).
+const maxHeld = 64
+
+// Hold records that remember held norm for review.
+func (l *Ledger) Hold(norm string) {
+	if l.WasHeld(norm) {
+		return
+	}
+	if len(l.Held) >= maxHeld {
+		l.Held = l.Held[1:]
+	}
+	l.Held = append(l.Held, norm)
+}
+
+// WasHeld reports whether an earlier step of the pass held norm.
+func (l *Ledger) WasHeld(norm string) bool {
+	for _, h := range l.Held {
+		if h == norm {
+			return true
+		}
+	}
+	return false
 }
 
 // The tools' names.

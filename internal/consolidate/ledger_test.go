@@ -188,6 +188,7 @@ func TestLedgerRoundTrip(t *testing.T) {
 	var l Ledger
 	l.RecordCall(ToolRecall, "a", "s", Outcome{Recalled: 2}, []string{"[x] y"})
 	l.RecordProse("hello")
+	l.Hold("the user likes tea")
 	data, err := json.Marshal(l)
 	if err != nil {
 		t.Fatal(err)
@@ -199,5 +200,8 @@ func TestLedgerRoundTrip(t *testing.T) {
 	lim := DefaultLimits()
 	if back.Directive(lim) != l.Directive(lim) || back.Digest(lim) != l.Digest(lim) || back.Verdict(lim) != l.Verdict(lim) {
 		t.Fatalf("round trip changed the ledger: %+v vs %+v", back, l)
+	}
+	if !back.WasHeld("the user likes tea") || back.WasHeld("the user likes coffee") {
+		t.Fatalf("held texts after the round trip: %q", back.Held)
 	}
 }

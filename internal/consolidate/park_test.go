@@ -109,6 +109,9 @@ func TestJournalAndUndo(t *testing.T) {
 		if res.Verdict != consolidate.VerdictDone {
 			t.Fatalf("result %+v", res)
 		}
+		if ds := f.pub.done(t); len(ds) != 1 || ds[0].Stored != 2 || ds[0].Revised != 1 || ds[0].Forgotten != 1 || ds[0].Linked != 1 {
+			t.Fatalf("consolidation_done %+v", ds)
+		}
 		rec, err := f.st.GetPass(f.ctx, "", res.Pass.ID)
 		if err != nil {
 			t.Fatal(err)

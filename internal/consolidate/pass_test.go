@@ -242,6 +242,26 @@ func TestCascadeListing(t *testing.T) {
 	if strings.Contains(f.trailing(2), "linked to these live memories") {
 		t.Errorf("cascade listed again after a forget with no dependants:\n%s", f.trailing(2))
 	}
+	if ds := f.pub.done(t); len(ds) != 1 || ds[0].Revised != 1 || ds[0].Forgotten != 1 || ds[0].Stored != 0 {
+		t.Fatalf("consolidation_done %+v", ds)
+	}
+}
+
+// TestCascadeListsSharedEntities: a fact with no edge to the changed one
+// but one of its entities is listed, with the entity it shares.
+func TestCascadeListsSharedEntities(t *testing.T) {
+	f := newFixture(t, sqliteStore(t))
+	job := f.seed(memory.Node{Subkind: memory.Observation, Label: "The user works at Acme as a baker.", Entities: []memory.Entity{{Name: "Acme"}}})
+	perk := f.seed(memory.Node{Subkind: memory.Observation, Label: "The user gets free bread at work.", Entities: []memory.Entity{{Name: "Acme"}}})
+	other := f.seed(memory.Node{Subkind: memory.Preference, Label: "The user likes rye bread.", Entities: []memory.Entity{{Name: "Rye"}}})
+	f.say("I left Acme.", "")
+	f.srv.Enqueue(call(consolidate.ToolRevise, map[string]any{"id": job.ID, "text": "The user no longer works at Acme.", "said_by_user": true}), done())
+	f.run()
+	s := f.trailing(1)
+	if !strings.Contains(s, "linked to these live memories") || !strings.Contains(s, "["+perk.ID+"] The user gets free bread at work.") ||
+		!strings.Contains(s, "<- shares Acme") || strings.Contains(s[strings.Index(s, "linked to these live memories"):], other.ID) {
+		t.Errorf("shared-entity cascade:\n%s", s)
+	}
 }
 
 func TestTopicLinkAndUnlink(t *testing.T) {
@@ -262,6 +282,24 @@ func TestTopicLinkAndUnlink(t *testing.T) {
 	}
 	if !strings.Contains(f.trailing(2), "there was a link") || !strings.Contains(f.trailing(3), "there was no such link") {
 		t.Errorf("unlink does not say whether there was a link:\n%s\n%s", f.trailing(2), f.trailing(3))
+	}
+	// The edge is closed (valid-to set), not deleted: the journal holds it
+	// with its valid-to, and it is no longer among the live edges.
+	var unlinked *memory.JournalEntry
+	for i, e := range res.Pass.Entries {
+		if e.Op == memory.OpUnlink {
+			unlinked = &res.Pass.Entries[i]
+		}
+	}
+	if unlinked == nil || unlinked.Edge == nil || unlinked.Edge.ValidTo.IsZero() || unlinked.Edge.ValidFrom.IsZero() ||
+		unlinked.Edge.ValidTo.Before(unlinked.Edge.ValidFrom) || unlinked.Edge.Relation != memory.InvolvedIn {
+		t.Fatalf("unlink journal entry %+v", unlinked)
+	}
+	if edges, err := f.st.Edges(f.ctx, unlinked.Edge.Src); err != nil || len(edges) != 0 {
+		t.Errorf("live edges after unlink: %+v %v", edges, err)
+	}
+	if ds := f.pub.done(t); len(ds) != 1 || ds[0].Stored != 1 || ds[0].Linked != 1 {
+		t.Fatalf("consolidation_done %+v", ds)
 	}
 }
 

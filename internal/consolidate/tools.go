@@ -288,20 +288,19 @@ func (p *pass) recall(ctx context.Context, a RecallArgs) (result, error) {
 			}
 			to = d.Add(24*time.Hour - time.Nanosecond)
 		}
-		ns, err := p.c.store.Timeline(ctx, memory.TimelineQuery{Filter: p.filter(), Limit: memory.DefaultChannelLimit})
+		ns, err := p.inRange(ctx, from, to, lim)
 		if err != nil {
 			return result{}, fmt.Errorf("consolidate: recall range: %w", err)
 		}
-		for _, n := range ns {
-			at := n.ValidFrom
-			if at.IsZero() {
-				at = n.CreatedAt
-			}
-			if !at.Before(from) && !at.After(to) && len(nodes) < lim {
-				nodes = append(nodes, n)
-			}
+		nodes = ns
+		switch f, t := strings.TrimSpace(a.From), strings.TrimSpace(a.To); {
+		case f == "":
+			what = "up to " + t
+		case t == "":
+			what = "from " + f
+		default:
+			what = "from " + f + " to " + t
 		}
-		what = "from " + a.From + " to " + a.To
 	case strings.TrimSpace(a.Query) != "":
 		q := memory.Query{Text: memory.Redact(a.Query), Filter: p.filter(), Limit: lim, Precise: true, Now: p.now}
 		if e := p.c.emb; e != nil {
@@ -330,6 +329,48 @@ func (p *pass) recall(ctx context.Context, a RecallArgs) (result, error) {
 		detail = "Recall " + what + " found:\n" + strings.Join(lines, "\n")
 	}
 	return result{Summary: fmt.Sprintf("recall %s: %d found", what, len(nodes)), Outcome: Outcome{Recalled: len(nodes)}, Detail: detail}, nil
+}
+
+// RangeScanMax bounds how many of the project's memories, newest first, a
+// date-range recall reads looking for the range.
+const RangeScanMax = 2000
+
+// writtenAt is the day a memory counts as written for a date range.
+func writtenAt(n *memory.Node) time.Time {
+	if n.ValidFrom.IsZero() {
+		return n.CreatedAt
+	}
+	return n.ValidFrom
+}
+
+// inRange returns up to lim memories written between from and to, newest
+// first. The timeline (newest update first) is read in growing pages
+// until the range is passed (the page's oldest was updated before from),
+// lim are found, the memories end, or RangeScanMax were read.
+func (p *pass) inRange(ctx context.Context, from, to time.Time, lim int) ([]memory.Node, error) {
+	var out []memory.Node
+	read := map[string]bool{}
+	for size := memory.DefaultChannelLimit; ; size = min(size*4, RangeScanMax) {
+		ns, err := p.c.store.Timeline(ctx, memory.TimelineQuery{Filter: p.filter(), Limit: size})
+		if err != nil {
+			return nil, err
+		}
+		for i := range ns {
+			n := &ns[i]
+			if read[n.ID] {
+				continue
+			}
+			read[n.ID] = true
+			if at := writtenAt(n); !at.Before(from) && !at.After(to) && len(out) < lim {
+				out = append(out, *n)
+			}
+		}
+		if len(out) >= lim || len(ns) < size || size >= RangeScanMax || ns[len(ns)-1].UpdatedAt.Before(from) {
+			break
+		}
+	}
+	slices.SortStableFunc(out, func(a, b memory.Node) int { return writtenAt(&b).Compare(writtenAt(&a)) })
+	return out, nil
 }
 
 // ---- remember ----
@@ -477,7 +518,9 @@ func (p *pass) remember(ctx context.Context, a RememberArgs) (result, error) {
 			vec = vecs[0]
 		}
 	}
-	if !a.ConfirmSimilar {
+	// confirm_similar answers a hold: it is honoured only for a text an
+	// earlier step of this pass held.
+	if confirmed := a.ConfirmSimilar && p.l.WasHeld(norm); !confirmed {
 		var similar *memory.Node
 		var why string
 		if vec != nil {
@@ -512,9 +555,15 @@ func (p *pass) remember(ctx context.Context, a RememberArgs) (result, error) {
 		}
 		if similar != nil {
 			p.seen[similar.ID] = true
-			return result{Summary: fmt.Sprintf("held for review: close to [%s] (%s)", similar.ID, why), Outcome: Outcome{Held: 1},
+			p.l.Hold(norm)
+			r := result{Summary: fmt.Sprintf("held for review: close to [%s] (%s)", similar.ID, why), Outcome: Outcome{Held: 1},
 				Detail: fmt.Sprintf("Not stored: %q is close to %s. If it is a different fact, call %s again with confirm_similar true; if it says the same, leave it; if it replaces it, call %s.",
-					capChars(text, 120), memoryLine(similar, p.now), ToolRemember, ToolRevise)}, nil
+					capChars(text, 120), memoryLine(similar, p.now), ToolRemember, ToolRevise)}
+			if a.ConfirmSimilar {
+				r.Summary += "; confirm_similar applies only to a fact held earlier in this pass"
+				r.Detail = "confirm_similar applies only to a fact held for review earlier in this pass; this one had not been held. " + r.Detail
+			}
+			return r, nil
 		}
 	}
 	n := p.newFact(text, kind, a.SaidByUser)

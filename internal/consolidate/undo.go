@@ -41,8 +41,10 @@ func usedSince(now, then *memory.Node) bool {
 // forgot, reopens what it revised (archiving the replacement), removes
 // (archives) what it added, unlinks what it linked and relinks what it
 // unlinked. A memory the pass added or wrote as a revision that a later
-// turn has used since is kept, and so is the fact it replaced; every such
-// case is reported with its reason. The pass is marked undone; undoing it
+// turn has used since is kept, and so is the fact it replaced; so is a
+// revision a later pass revised again or forgot, and a topic the pass
+// created that something else links to since. Every such case is
+// reported with its reason. The pass is marked undone; undoing it
 // again is refused. project may be empty (the pass is looked up in every
 // project).
 func Undo(ctx context.Context, st UndoStore, project, passID string, now time.Time) (UndoReport, error) {
@@ -89,6 +91,19 @@ func Undo(ctx context.Context, st UndoStore, project, passID string, now time.Ti
 				kept("[%s]: already forgotten", e.NodeID)
 				continue
 			}
+			if cur.Subkind == memory.Topic {
+				// A topic is used by what links to it: a live edge that
+				// is not this pass's own (a later pass's, the
+				// extractor's) keeps it.
+				by, err := linkedSince(ctx, st, &rec, e.NodeID)
+				if err != nil {
+					return rep, fmt.Errorf("consolidate: undo %s: %w", passID, err)
+				}
+				if by != "" {
+					kept("[%s] topic %q: added by the pass, but linked since by %s; kept", e.NodeID, capChars(cur.Label, 60), by)
+					continue
+				}
+			}
 			if err := st.Archive(ctx, e.NodeID); err != nil {
 				return rep, fmt.Errorf("consolidate: undo %s: remove %s: %w", passID, e.NodeID, err)
 			}
@@ -124,6 +139,17 @@ func Undo(ctx context.Context, st UndoStore, project, passID string, now time.Ti
 			}
 			if err == nil && e.After != nil && usedSince(&repl, e.After) {
 				kept("[%s] -> [%s]: the revision was used since by a later turn; both kept as they are", e.NodeID, e.NewID)
+				continue
+			}
+			// A later change to the revision (revised again, forgotten)
+			// stands: reopening the old fact would put it beside the
+			// newer one, two conflicting live facts.
+			if err == nil && repl.SupersededBy != "" {
+				kept("[%s] -> [%s]: revised again since by [%s]; both kept as they are", e.NodeID, e.NewID, repl.SupersededBy)
+				continue
+			}
+			if err == nil && !repl.Live() {
+				kept("[%s] -> [%s]: the revision was closed or forgotten since; both kept as they are", e.NodeID, e.NewID)
 				continue
 			}
 			if err == nil && repl.ArchivedAt.IsZero() {
@@ -186,6 +212,35 @@ func Undo(ctx context.Context, st UndoStore, project, passID string, now time.Ti
 	}
 	rep.Pass = rec
 	return rep, nil
+}
+
+// linkedSince names the live edges of a node that the pass did not make
+// ("" when there are none).
+func linkedSince(ctx context.Context, st UndoStore, rec *memory.Pass, id string) (string, error) {
+	edges, err := st.Edges(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	own := func(x memory.Edge) bool {
+		return slices.ContainsFunc(rec.Entries, func(e memory.JournalEntry) bool {
+			return e.Op == memory.OpLink && e.Edge != nil && e.Edge.Src == x.Src && e.Edge.Dst == x.Dst && e.Edge.Relation == x.Relation
+		})
+	}
+	var by []string
+	for _, x := range edges {
+		if own(x) {
+			continue
+		}
+		other := x.Src
+		if other == id {
+			other = x.Dst
+		}
+		by = append(by, fmt.Sprintf("[%s] (%s)", other, x.Relation))
+	}
+	if len(by) > 3 {
+		by = append(by[:3], fmt.Sprintf("and %d more", len(by)-3))
+	}
+	return strings.Join(by, ", "), nil
 }
 
 // WriteJournal prints a pass and its changes for an operator.
