@@ -86,6 +86,9 @@ type Compactor struct {
 	pub   Publisher
 	cfg   Config
 	now   func() time.Time
+	// reachable reports whether Ollama answers and has the summarize model
+	// (the runner's model gate); nil: unknown.
+	reachable func(ctx context.Context) error
 }
 
 // Option configures a Compactor.
@@ -93,6 +96,17 @@ type Option func(*Compactor)
 
 // WithClock sets the clock (tests).
 func WithClock(now func() time.Time) Option { return func(c *Compactor) { c.now = now } }
+
+// WithReachability sets the check that tells a slow or failing model from
+// an Ollama that is down (see summarise). By default it is the model gate
+// (ModelGate) of the chat client when that is an llm.Checker, as
+// *llm.Client is; without one, every llm.ErrUnavailable is an outage.
+func WithReachability(check func(ctx context.Context) error) Option {
+	return func(c *Compactor) { c.reachable = check }
+}
+
+// probeTimeout bounds the reachability check after a failed summary call.
+const probeTimeout = 10 * time.Second
 
 // New returns a compactor. pub may be nil (no compaction_done events).
 func New(store Store, chat Chatter, pub Publisher, cfg Config, opts ...Option) (*Compactor, error) {
@@ -110,6 +124,9 @@ func New(store Store, chat Chatter, pub Publisher, cfg Config, opts ...Option) (
 		return nil, err
 	}
 	c := &Compactor{store: store, chat: chat, pub: pub, cfg: cfg, now: time.Now}
+	if ch, ok := chat.(llm.Checker); ok {
+		c.reachable = ModelGate(ch)
+	}
 	for _, o := range opts {
 		o(c)
 	}
@@ -265,6 +282,9 @@ func (c *Compactor) summarise(ctx context.Context, ref memory.SessionRef, prev s
 	}
 	resp, err := c.chat.Chat(ctx, req)
 	if err != nil {
+		if ctx.Err() == nil && c.modelFailed(ctx, err) {
+			return "", c.failed(ctx, ref, upTo, err)
+		}
 		if outage(err) || ctx.Err() != nil {
 			return "", fmt.Errorf("compact: summary call for %s: %w", ref, err)
 		}
@@ -275,6 +295,22 @@ func (c *Compactor) summarise(ctx context.Context, ref memory.SessionRef, prev s
 		return "", c.failed(ctx, ref, upTo, fmt.Errorf("%w (done reason %q)", errEmptyReply, resp.DoneReason))
 	}
 	return summary, nil
+}
+
+// modelFailed reports whether an llm.ErrUnavailable from the summary call
+// (a timeout, an HTTP 5xx) came while Ollama is reachable and has the
+// model: the model is slow or failing, and the gate would let the runner
+// redeliver the report at once, spending its deliveries until it is
+// dead-lettered. Such an error counts as a failed attempt (backoff 1, 5,
+// 15 minutes) instead. Ollama down (connection refused, every request
+// failing) stays an outage: the gate holds the runner until it is back.
+func (c *Compactor) modelFailed(ctx context.Context, err error) bool {
+	if c.reachable == nil || !errors.Is(err, llm.ErrUnavailable) {
+		return false
+	}
+	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	return c.reachable(pctx) == nil
 }
 
 // outage reports whether err is one the runner waits out (the model down

@@ -302,6 +302,47 @@ func TestModelOutageIsUnavailable(t *testing.T) {
 	})
 }
 
+// A model that answers 500s or times out while Ollama itself answers is a
+// failure with backoff, not an outage: the model gate passes, so an
+// Unavailable would have the runner redeliver at once until the report is
+// dead-lettered.
+func TestFailingModelBacksOff(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func(t testing.TB) memory.Store) {
+		f := newFixture(t, open, func(c *compact.Config) { c.CallTimeout = 300 * time.Millisecond })
+		for range 3 {
+			f.turn("How do we deploy?")
+		}
+		attempt := func(k int, d time.Duration) {
+			t.Helper()
+			_, err := f.c.Compact(f.ctx, f.report(100000, 128000))
+			var fe *compact.FailedError
+			if !errors.As(err, &fe) || fe.Final || fe.Failures != k || fe.Delay != d || !errors.Is(err, llm.ErrUnavailable) {
+				t.Fatalf("attempt %d: %v (%+v), want failure %d retried after %v", k, err, fe, k, d)
+			}
+			if cl := compact.Classify(err); runner.IsUnavailable(cl) || runner.IsPermanent(cl) || !strings.Contains(cl.Error(), "retry after "+d.String()) {
+				t.Fatalf("attempt %d classified as %v", k, cl)
+			}
+		}
+		f.srv.OnChat(nil, llmtest.ServerError("llama runner process has terminated: signal: killed"))
+		attempt(1, time.Minute)
+		f.srv.OnChat(nil, llmtest.Busy())
+		attempt(2, 5*time.Minute)
+		f.srv.SetLatency(5 * time.Second) // beyond the call timeout
+		attempt(3, 15*time.Minute)
+		f.srv.SetLatency(0)
+		// Every request failing (the gate fails too) is still an outage.
+		f.srv.SetUnavailable(true)
+		if _, err := f.c.Compact(f.ctx, f.report(100000, 128000)); !runner.IsUnavailable(compact.Classify(err)) {
+			t.Fatalf("all requests 503: %v, want unavailable", err)
+		}
+		f.srv.SetUnavailable(false)
+		f.srv.OnChat(nil, llmtest.Text(summaryText("Deploy")))
+		if res := f.compact(f.report(100000, 128000)); res.Outcome != compact.Compacted {
+			t.Fatalf("after recovery: %+v", res)
+		}
+	})
+}
+
 func TestLeaseAndCoveredReports(t *testing.T) {
 	eachStore(t, func(t *testing.T, open func(t testing.TB) memory.Store) {
 		f := newFixture(t, open)

@@ -87,7 +87,10 @@
 // pulling; ModelGate keeps it from pulling while Ollama or the summarize
 // model is missing), the project's token budget spent -> RetryAfter until
 // it resets; a failed attempt (an empty reply, a model error that is not an
-// outage) -> RetryAfter 1, 5, then 15 minutes (Config.Backoff, counted per
+// outage, and a summary call that timed out or got an HTTP 5xx while Ollama
+// answers and has the model: the model gate passes then, so an Unavailable
+// would have the runner redeliver at once until the report is
+// dead-lettered) -> RetryAfter 1, 5, then 15 minutes (Config.Backoff, counted per
 // boundary in the store's processed records, so replicas and restarts
 // agree), and Permanent after Config.MaxFailures (4; at most the consumer's
 // max deliver - 1): the report is dead-lettered, nothing is lost (the

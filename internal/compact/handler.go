@@ -46,7 +46,8 @@ func ReportFromEvent(ev events.Envelope) (Report, error) {
 //     (the runner waits and pauses pulling; nothing is dead-lettered);
 //   - the project's token budget spent: RetryAfter until it resets;
 //   - a failed attempt (an empty reply, a model error that is not an
-//     outage): RetryAfter with Config.Backoff (1, 5, 15 minutes), and
+//     outage, a summary call timed out or answered 5xx while Ollama is
+//     reachable): RetryAfter with Config.Backoff (1, 5, 15 minutes), and
 //     Permanent after Config.MaxFailures;
 //   - an invalid request: Permanent.
 func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
@@ -97,4 +98,6 @@ func Classify(err error) error {
 // cannot be reached or the summarize model is not installed (llm.RoleGate),
 // so that tokens_reported events wait in the stream instead of spending
 // deliveries.
-func ModelGate(c llm.Checker) func(ctx context.Context) error { return llm.RoleGate(c, llm.RoleSummarize) }
+func ModelGate(c llm.Checker) func(ctx context.Context) error {
+	return llm.RoleGate(c, llm.RoleSummarize)
+}
