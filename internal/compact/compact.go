@@ -47,7 +47,13 @@ const (
 	LeaseName    = "compact"
 	recFailure   = "compactor.failure"   // the k-th failed attempt at a boundary
 	recPublished = "compactor.published" // compaction_done was published for a boundary
+	recEphemeral = "compactor.ephemeral" // a tokens_reported said the session is ephemeral
 )
+
+// ErrEphemeral: a forced compaction of a session a tokens_reported marked
+// ephemeral (cron-like, automated). Permanent: the runner dead-letters the
+// request with this reason.
+var ErrEphemeral = errors.New("compact: the session is ephemeral")
 
 // ErrFailed: a compaction attempt failed (an empty or unusable reply, a
 // model error that is not an outage). Found with errors.As as *FailedError.
@@ -179,12 +185,31 @@ type Result struct {
 // it works: a report that finds the lease held returns Busy at once (the
 // holder's run covers it), and so does a report older than the latest
 // summary (Covered) unless it is forced.
+//
+// Ephemerality is remembered per session: a report that says so records it
+// (a processed record, kept Config.RecordTTL), and a forced report without
+// the flag (engram compact) is then refused with ErrEphemeral.
 func (c *Compactor) Compact(ctx context.Context, r Report) (Result, error) {
+	ref := memory.SessionRef{Project: r.Project, Session: r.Session}
 	if r.Ephemeral {
+		if r.StackID == "" {
+			if err := c.store.MarkEventProcessed(ctx, r.Project, recEphemeral, recordKey(r.Session, "session"), c.cfg.RecordTTL); err != nil {
+				return Result{}, fmt.Errorf("compact: record %s as ephemeral: %w", ref, err)
+			}
+		}
 		return Result{Outcome: Ephemeral}, nil
 	}
 	if r.StackID != "" {
 		return Result{Outcome: SubStack}, nil
+	}
+	if r.Force {
+		eph, err := c.store.EventProcessed(ctx, r.Project, recEphemeral, recordKey(r.Session, "session"))
+		if err != nil {
+			return Result{}, fmt.Errorf("compact: read the ephemeral record of %s: %w", ref, err)
+		}
+		if eph {
+			return Result{Outcome: Ephemeral}, fmt.Errorf("%w: %s was reported ephemeral (cron-like, automated); a forced compaction is refused", ErrEphemeral, ref)
+		}
 	}
 	// A reported count under the threshold needs nothing of the store:
 	// most reports end here.
@@ -192,7 +217,6 @@ func (c *Compactor) Compact(ctx context.Context, r Report) (Result, error) {
 	if !r.Force && r.InputTokens > 0 && r.InputTokens < threshold {
 		return Result{Outcome: BelowThreshold, Effective: r.InputTokens, Threshold: threshold}, nil
 	}
-	ref := memory.SessionRef{Project: r.Project, Session: r.Session}
 	owner := memory.NewID()
 	ok, err := c.store.AcquireLease(ctx, ref, LeaseName, owner, c.cfg.LeaseTTL)
 	if err != nil {

@@ -100,6 +100,7 @@ func TestEphemeralAndForce(t *testing.T) {
 			f.turn("How do we deploy?")
 		}
 		r := f.report(200000, 128000)
+		r.Session = "cron 1"
 		r.Ephemeral, r.Force = true, true
 		if res := f.compact(r); res.Outcome != compact.Ephemeral {
 			t.Fatalf("ephemeral: %+v", res)
@@ -123,6 +124,48 @@ func TestEphemeralAndForce(t *testing.T) {
 		r.Force = true
 		if res := f.compact(r); res.Outcome != compact.NothingToSplit {
 			t.Fatalf("forced again: %+v", res)
+		}
+	})
+}
+
+// engram compact sends a forced report without the ephemeral flag: the
+// session's earlier report said it is ephemeral, and that is remembered.
+func TestForcedCompactionOfEphemeralSessionIsRefused(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func(t testing.TB) memory.Store) {
+		f := newFixture(t, open)
+		f.srv.OnChatAlways(nil, llmtest.Text(summaryText("Fix the deploy")))
+		for range 3 {
+			f.turn("How do we deploy?")
+		}
+		r := f.report(1000, 128000)
+		r.Ephemeral = true
+		if res := f.compact(r); res.Outcome != compact.Ephemeral {
+			t.Fatalf("ephemeral report: %+v", res)
+		}
+		force := f.report(0, 0)
+		force.Force = true
+		res, err := f.c.Compact(f.ctx, force)
+		if !errors.Is(err, compact.ErrEphemeral) || res.Outcome != compact.Ephemeral ||
+			!strings.Contains(err.Error(), "ephemeral") || !strings.Contains(err.Error(), "forced compaction is refused") {
+			t.Fatalf("forced compaction of an ephemeral session: %+v, %v", res, err)
+		}
+		if !runner.IsPermanent(compact.Classify(err)) {
+			t.Fatalf("refusal classified as %v, want permanent", compact.Classify(err))
+		}
+		if n := f.srv.Calls("/api/chat"); n != 0 {
+			t.Fatalf("%d model calls for an ephemeral session", n)
+		}
+		if _, err := f.st.LatestSummary(f.ctx, sref()); !memory.IsNotFound(err) {
+			t.Fatalf("an ephemeral session got a summary: %v", err)
+		}
+		// A sub-conversation's ephemeral report does not mark the session.
+		other := f.report(1000, 128000)
+		other.Session, other.StackID, other.Ephemeral = "chat 2", "sub-agent", true
+		f.compact(other)
+		other = f.report(0, 0)
+		other.Session, other.Force = "chat 2", true
+		if res := f.compact(other); res.Outcome != compact.NothingToSplit {
+			t.Fatalf("forced compaction of another session: %+v", res)
 		}
 	})
 }

@@ -20,7 +20,12 @@
 // per-project or default Threshold, absolute tokens or a fraction of the
 // report's context window (default 0.5; 64,000 tokens without a window).
 // Ephemeral reports are skipped, forced ones skip the threshold (not the
-// ephemeral guard). A report with a stack id is skipped: the transcript
+// ephemeral guard). Ephemerality is a flag on the event, so the compactor
+// remembers it per session: an ephemeral report of the main conversation
+// records the session (a processed record "compactor.ephemeral", kept
+// Config.RecordTTL), and a forced report of a recorded session (engram
+// compact sends no flag) fails with ErrEphemeral, which the runner
+// dead-letters with that reason. A report with a stack id is skipped: the transcript
 // Engram stores (turn_ended, appended by the extractor) is the session's
 // main conversation, so a sub-conversation's count says nothing about it.
 //

@@ -49,7 +49,8 @@ func ReportFromEvent(ev events.Envelope) (Report, error) {
 //     outage, a summary call timed out or answered 5xx while Ollama is
 //     reachable): RetryAfter with Config.Backoff (1, 5, 15 minutes), and
 //     Permanent after Config.MaxFailures;
-//   - an invalid request: Permanent.
+//   - an invalid request, a forced compaction of an ephemeral session:
+//     Permanent (dead-lettered with the reason).
 func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
 	r, err := ReportFromEvent(ev)
 	if err != nil {
@@ -88,7 +89,7 @@ func Classify(err error) error {
 		return runner.RetryAfter(err, max(time.Until(budget.Until), time.Second))
 	case errors.Is(err, llm.ErrUnavailable), errors.Is(err, llm.ErrModelMissing), errors.Is(err, memory.ErrUnavailable):
 		return runner.Unavailable(err)
-	case errors.Is(err, llm.ErrInvalidRequest), errors.Is(err, memory.ErrInvalid):
+	case errors.Is(err, llm.ErrInvalidRequest), errors.Is(err, memory.ErrInvalid), errors.Is(err, ErrEphemeral):
 		return runner.Permanent(err)
 	}
 	return err
