@@ -53,7 +53,10 @@
 //
 // Render serialises the covered messages with role labels (assistant tool
 // calls with their arguments cut to 1,200 characters, each tool result with
-// its call id and status, a missing status said to be an interrupted call);
+// its call id and status, a missing status said to be an interrupted call,
+// and a call whose id has no result among the covered messages marked
+// "(interrupted: no result)": the split never separates a call from its
+// results, so such a call's result was never stored);
 // long content keeps its head and tail (messages 6,000 + 1,500 characters,
 // tool results 4,000 + 1,500). The transcript is the conversation itself,
 // which the platform already sends its model, so it is not neutralised
