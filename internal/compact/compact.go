@@ -175,8 +175,8 @@ type Result struct {
 	UpTo         int64 // the boundary: the last message id the summary covers
 	Covered      int   // messages summarised
 	Kept         int   // messages after the boundary
-	TokensBefore int64
-	TokensAfter  int64
+	TokensBefore int64 // Effective: the platform's reported prompt, or the estimate of the stored messages
+	TokensAfter  int64 // an estimate (characters / 4) of the block plus the kept messages
 }
 
 // Compact decides whether the report's conversation needs compaction and,

@@ -84,7 +84,15 @@
 // too); an empty reply is discarded (a failure). The summary is saved with
 // the id of the last message it covers and the tokens before and after
 // (memory.Summary), then compaction_done is published with an id derived
-// from the boundary. A record per boundary says it was published; a crash
+// from the boundary. The two counts are measured differently:
+// tokens_before is the effective count the trigger compared, i.e. the
+// platform's reported prompt (its whole input: system prompt, memory block,
+// tools and messages) or, when it reported 0, the characters / 4 estimate
+// of the stored messages since the previous boundary; tokens_after is
+// always an estimate (characters / 4) of the new block plus the kept
+// messages, without the platform's system prompt or tools. Their
+// difference therefore overstates the saving by the platform's fixed part
+// of the prompt; the next tokens_reported gives the real new size. A record per boundary says it was published; a crash
 // between the save and the publication is repaired by the next report that
 // takes the lease (one at or over the threshold, or forced).
 //
