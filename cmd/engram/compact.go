@@ -76,7 +76,7 @@ func compactCmd(ctx context.Context, stdout io.Writer, args []string) error {
 		out(stdout, "compacted up to message %d: %d -> %d tokens\n", cd.UpTo, cd.TokensBefore, cd.TokensAfter)
 		return nil
 	case <-time.After(wait):
-		return fmt.Errorf("no compaction_done within %v: the conversation may have too few messages to split, or the compactor waits for its model (engram status)", wait)
+		return fmt.Errorf("no compaction_done within %v: the conversation may have too few messages to split, be ephemeral (the request is then dead-lettered with the reason), or the compactor waits for its model (engram status)", wait)
 	case <-ctx.Done():
 		return ctx.Err()
 	}

@@ -47,7 +47,13 @@ const (
 	LeaseName    = "compact"
 	recFailure   = "compactor.failure"   // the k-th failed attempt at a boundary
 	recPublished = "compactor.published" // compaction_done was published for a boundary
+	recEphemeral = "compactor.ephemeral" // a tokens_reported said the session is ephemeral
 )
+
+// ErrEphemeral: a forced compaction of a session a tokens_reported marked
+// ephemeral (cron-like, automated). Permanent: the runner dead-letters the
+// request with this reason.
+var ErrEphemeral = errors.New("compact: the session is ephemeral")
 
 // ErrFailed: a compaction attempt failed (an empty or unusable reply, a
 // model error that is not an outage). Found with errors.As as *FailedError.
@@ -86,6 +92,9 @@ type Compactor struct {
 	pub   Publisher
 	cfg   Config
 	now   func() time.Time
+	// reachable reports whether Ollama answers and has the summarize model
+	// (the runner's model gate); nil: unknown.
+	reachable func(ctx context.Context) error
 }
 
 // Option configures a Compactor.
@@ -93,6 +102,17 @@ type Option func(*Compactor)
 
 // WithClock sets the clock (tests).
 func WithClock(now func() time.Time) Option { return func(c *Compactor) { c.now = now } }
+
+// WithReachability sets the check that tells a slow or failing model from
+// an Ollama that is down (see summarise). By default it is the model gate
+// (ModelGate) of the chat client when that is an llm.Checker, as
+// *llm.Client is; without one, every llm.ErrUnavailable is an outage.
+func WithReachability(check func(ctx context.Context) error) Option {
+	return func(c *Compactor) { c.reachable = check }
+}
+
+// probeTimeout bounds the reachability check after a failed summary call.
+const probeTimeout = 10 * time.Second
 
 // New returns a compactor. pub may be nil (no compaction_done events).
 func New(store Store, chat Chatter, pub Publisher, cfg Config, opts ...Option) (*Compactor, error) {
@@ -110,6 +130,9 @@ func New(store Store, chat Chatter, pub Publisher, cfg Config, opts ...Option) (
 		return nil, err
 	}
 	c := &Compactor{store: store, chat: chat, pub: pub, cfg: cfg, now: time.Now}
+	if ch, ok := chat.(llm.Checker); ok {
+		c.reachable = ModelGate(ch)
+	}
 	for _, o := range opts {
 		o(c)
 	}
@@ -152,8 +175,8 @@ type Result struct {
 	UpTo         int64 // the boundary: the last message id the summary covers
 	Covered      int   // messages summarised
 	Kept         int   // messages after the boundary
-	TokensBefore int64
-	TokensAfter  int64
+	TokensBefore int64 // Effective: the platform's reported prompt, or the estimate of the stored messages
+	TokensAfter  int64 // an estimate (characters / 4) of the block plus the kept messages
 }
 
 // Compact decides whether the report's conversation needs compaction and,
@@ -162,12 +185,31 @@ type Result struct {
 // it works: a report that finds the lease held returns Busy at once (the
 // holder's run covers it), and so does a report older than the latest
 // summary (Covered) unless it is forced.
+//
+// Ephemerality is remembered per session: a report that says so records it
+// (a processed record, kept Config.RecordTTL), and a forced report without
+// the flag (engram compact) is then refused with ErrEphemeral.
 func (c *Compactor) Compact(ctx context.Context, r Report) (Result, error) {
+	ref := memory.SessionRef{Project: r.Project, Session: r.Session}
 	if r.Ephemeral {
+		if r.StackID == "" {
+			if err := c.store.MarkEventProcessed(ctx, r.Project, recEphemeral, recordKey(r.Session, "session"), c.cfg.RecordTTL); err != nil {
+				return Result{}, fmt.Errorf("compact: record %s as ephemeral: %w", ref, err)
+			}
+		}
 		return Result{Outcome: Ephemeral}, nil
 	}
 	if r.StackID != "" {
 		return Result{Outcome: SubStack}, nil
+	}
+	if r.Force {
+		eph, err := c.store.EventProcessed(ctx, r.Project, recEphemeral, recordKey(r.Session, "session"))
+		if err != nil {
+			return Result{}, fmt.Errorf("compact: read the ephemeral record of %s: %w", ref, err)
+		}
+		if eph {
+			return Result{Outcome: Ephemeral}, fmt.Errorf("%w: %s was reported ephemeral (cron-like, automated); a forced compaction is refused", ErrEphemeral, ref)
+		}
 	}
 	// A reported count under the threshold needs nothing of the store:
 	// most reports end here.
@@ -175,7 +217,6 @@ func (c *Compactor) Compact(ctx context.Context, r Report) (Result, error) {
 	if !r.Force && r.InputTokens > 0 && r.InputTokens < threshold {
 		return Result{Outcome: BelowThreshold, Effective: r.InputTokens, Threshold: threshold}, nil
 	}
-	ref := memory.SessionRef{Project: r.Project, Session: r.Session}
 	owner := memory.NewID()
 	ok, err := c.store.AcquireLease(ctx, ref, LeaseName, owner, c.cfg.LeaseTTL)
 	if err != nil {
@@ -265,6 +306,9 @@ func (c *Compactor) summarise(ctx context.Context, ref memory.SessionRef, prev s
 	}
 	resp, err := c.chat.Chat(ctx, req)
 	if err != nil {
+		if ctx.Err() == nil && c.modelFailed(ctx, err) {
+			return "", c.failed(ctx, ref, upTo, err)
+		}
 		if outage(err) || ctx.Err() != nil {
 			return "", fmt.Errorf("compact: summary call for %s: %w", ref, err)
 		}
@@ -275,6 +319,22 @@ func (c *Compactor) summarise(ctx context.Context, ref memory.SessionRef, prev s
 		return "", c.failed(ctx, ref, upTo, fmt.Errorf("%w (done reason %q)", errEmptyReply, resp.DoneReason))
 	}
 	return summary, nil
+}
+
+// modelFailed reports whether an llm.ErrUnavailable from the summary call
+// (a timeout, an HTTP 5xx) came while Ollama is reachable and has the
+// model: the model is slow or failing, and the gate would let the runner
+// redeliver the report at once, spending its deliveries until it is
+// dead-lettered. Such an error counts as a failed attempt (backoff 1, 5,
+// 15 minutes) instead. Ollama down (connection refused, every request
+// failing) stays an outage: the gate holds the runner until it is back.
+func (c *Compactor) modelFailed(ctx context.Context, err error) bool {
+	if c.reachable == nil || !errors.Is(err, llm.ErrUnavailable) {
+		return false
+	}
+	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	return c.reachable(pctx) == nil
 }
 
 // outage reports whether err is one the runner waits out (the model down

@@ -100,6 +100,7 @@ func TestEphemeralAndForce(t *testing.T) {
 			f.turn("How do we deploy?")
 		}
 		r := f.report(200000, 128000)
+		r.Session = "cron 1"
 		r.Ephemeral, r.Force = true, true
 		if res := f.compact(r); res.Outcome != compact.Ephemeral {
 			t.Fatalf("ephemeral: %+v", res)
@@ -123,6 +124,48 @@ func TestEphemeralAndForce(t *testing.T) {
 		r.Force = true
 		if res := f.compact(r); res.Outcome != compact.NothingToSplit {
 			t.Fatalf("forced again: %+v", res)
+		}
+	})
+}
+
+// engram compact sends a forced report without the ephemeral flag: the
+// session's earlier report said it is ephemeral, and that is remembered.
+func TestForcedCompactionOfEphemeralSessionIsRefused(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func(t testing.TB) memory.Store) {
+		f := newFixture(t, open)
+		f.srv.OnChatAlways(nil, llmtest.Text(summaryText("Fix the deploy")))
+		for range 3 {
+			f.turn("How do we deploy?")
+		}
+		r := f.report(1000, 128000)
+		r.Ephemeral = true
+		if res := f.compact(r); res.Outcome != compact.Ephemeral {
+			t.Fatalf("ephemeral report: %+v", res)
+		}
+		force := f.report(0, 0)
+		force.Force = true
+		res, err := f.c.Compact(f.ctx, force)
+		if !errors.Is(err, compact.ErrEphemeral) || res.Outcome != compact.Ephemeral ||
+			!strings.Contains(err.Error(), "ephemeral") || !strings.Contains(err.Error(), "forced compaction is refused") {
+			t.Fatalf("forced compaction of an ephemeral session: %+v, %v", res, err)
+		}
+		if !runner.IsPermanent(compact.Classify(err)) {
+			t.Fatalf("refusal classified as %v, want permanent", compact.Classify(err))
+		}
+		if n := f.srv.Calls("/api/chat"); n != 0 {
+			t.Fatalf("%d model calls for an ephemeral session", n)
+		}
+		if _, err := f.st.LatestSummary(f.ctx, sref()); !memory.IsNotFound(err) {
+			t.Fatalf("an ephemeral session got a summary: %v", err)
+		}
+		// A sub-conversation's ephemeral report does not mark the session.
+		other := f.report(1000, 128000)
+		other.Session, other.StackID, other.Ephemeral = "chat 2", "sub-agent", true
+		f.compact(other)
+		other = f.report(0, 0)
+		other.Session, other.Force = "chat 2", true
+		if res := f.compact(other); res.Outcome != compact.NothingToSplit {
+			t.Fatalf("forced compaction of another session: %+v", res)
 		}
 	})
 }
@@ -295,6 +338,47 @@ func TestModelOutageIsUnavailable(t *testing.T) {
 		if !errors.As(err, &fe) || fe.Failures != 1 {
 			t.Fatalf("after the outage: %v", err)
 		}
+		f.srv.OnChat(nil, llmtest.Text(summaryText("Deploy")))
+		if res := f.compact(f.report(100000, 128000)); res.Outcome != compact.Compacted {
+			t.Fatalf("after recovery: %+v", res)
+		}
+	})
+}
+
+// A model that answers 500s or times out while Ollama itself answers is a
+// failure with backoff, not an outage: the model gate passes, so an
+// Unavailable would have the runner redeliver at once until the report is
+// dead-lettered.
+func TestFailingModelBacksOff(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func(t testing.TB) memory.Store) {
+		f := newFixture(t, open, func(c *compact.Config) { c.CallTimeout = 300 * time.Millisecond })
+		for range 3 {
+			f.turn("How do we deploy?")
+		}
+		attempt := func(k int, d time.Duration) {
+			t.Helper()
+			_, err := f.c.Compact(f.ctx, f.report(100000, 128000))
+			var fe *compact.FailedError
+			if !errors.As(err, &fe) || fe.Final || fe.Failures != k || fe.Delay != d || !errors.Is(err, llm.ErrUnavailable) {
+				t.Fatalf("attempt %d: %v (%+v), want failure %d retried after %v", k, err, fe, k, d)
+			}
+			if cl := compact.Classify(err); runner.IsUnavailable(cl) || runner.IsPermanent(cl) || !strings.Contains(cl.Error(), "retry after "+d.String()) {
+				t.Fatalf("attempt %d classified as %v", k, cl)
+			}
+		}
+		f.srv.OnChat(nil, llmtest.ServerError("llama runner process has terminated: signal: killed"))
+		attempt(1, time.Minute)
+		f.srv.OnChat(nil, llmtest.Busy())
+		attempt(2, 5*time.Minute)
+		f.srv.SetLatency(5 * time.Second) // beyond the call timeout
+		attempt(3, 15*time.Minute)
+		f.srv.SetLatency(0)
+		// Every request failing (the gate fails too) is still an outage.
+		f.srv.SetUnavailable(true)
+		if _, err := f.c.Compact(f.ctx, f.report(100000, 128000)); !runner.IsUnavailable(compact.Classify(err)) {
+			t.Fatalf("all requests 503: %v, want unavailable", err)
+		}
+		f.srv.SetUnavailable(false)
 		f.srv.OnChat(nil, llmtest.Text(summaryText("Deploy")))
 		if res := f.compact(f.report(100000, 128000)); res.Outcome != compact.Compacted {
 			t.Fatalf("after recovery: %+v", res)

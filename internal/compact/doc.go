@@ -20,7 +20,12 @@
 // per-project or default Threshold, absolute tokens or a fraction of the
 // report's context window (default 0.5; 64,000 tokens without a window).
 // Ephemeral reports are skipped, forced ones skip the threshold (not the
-// ephemeral guard). A report with a stack id is skipped: the transcript
+// ephemeral guard). Ephemerality is a flag on the event, so the compactor
+// remembers it per session: an ephemeral report of the main conversation
+// records the session (a processed record "compactor.ephemeral", kept
+// Config.RecordTTL), and a forced report of a recorded session (engram
+// compact sends no flag) fails with ErrEphemeral, which the runner
+// dead-letters with that reason. A report with a stack id is skipped: the transcript
 // Engram stores (turn_ended, appended by the extractor) is the session's
 // main conversation, so a sub-conversation's count says nothing about it.
 //
@@ -48,7 +53,10 @@
 //
 // Render serialises the covered messages with role labels (assistant tool
 // calls with their arguments cut to 1,200 characters, each tool result with
-// its call id and status, a missing status said to be an interrupted call);
+// its call id and status, a missing status said to be an interrupted call,
+// and a call whose id has no result among the covered messages marked
+// "(interrupted: no result)": the split never separates a call from its
+// results, so such a call's result was never stored);
 // long content keeps its head and tail (messages 6,000 + 1,500 characters,
 // tool results 4,000 + 1,500). The transcript is the conversation itself,
 // which the platform already sends its model, so it is not neutralised
@@ -76,7 +84,15 @@
 // too); an empty reply is discarded (a failure). The summary is saved with
 // the id of the last message it covers and the tokens before and after
 // (memory.Summary), then compaction_done is published with an id derived
-// from the boundary. A record per boundary says it was published; a crash
+// from the boundary. The two counts are measured differently:
+// tokens_before is the effective count the trigger compared, i.e. the
+// platform's reported prompt (its whole input: system prompt, memory block,
+// tools and messages) or, when it reported 0, the characters / 4 estimate
+// of the stored messages since the previous boundary; tokens_after is
+// always an estimate (characters / 4) of the new block plus the kept
+// messages, without the platform's system prompt or tools. Their
+// difference therefore overstates the saving by the platform's fixed part
+// of the prompt; the next tokens_reported gives the real new size. A record per boundary says it was published; a crash
 // between the save and the publication is repaired by the next report that
 // takes the lease (one at or over the threshold, or forced).
 //
@@ -87,7 +103,10 @@
 // pulling; ModelGate keeps it from pulling while Ollama or the summarize
 // model is missing), the project's token budget spent -> RetryAfter until
 // it resets; a failed attempt (an empty reply, a model error that is not an
-// outage) -> RetryAfter 1, 5, then 15 minutes (Config.Backoff, counted per
+// outage, and a summary call that timed out or got an HTTP 5xx while Ollama
+// answers and has the model: the model gate passes then, so an Unavailable
+// would have the runner redeliver at once until the report is
+// dead-lettered) -> RetryAfter 1, 5, then 15 minutes (Config.Backoff, counted per
 // boundary in the store's processed records, so replicas and restarts
 // agree), and Permanent after Config.MaxFailures (4; at most the consumer's
 // max deliver - 1): the report is dead-lettered, nothing is lost (the

@@ -46,9 +46,11 @@ func ReportFromEvent(ev events.Envelope) (Report, error) {
 //     (the runner waits and pauses pulling; nothing is dead-lettered);
 //   - the project's token budget spent: RetryAfter until it resets;
 //   - a failed attempt (an empty reply, a model error that is not an
-//     outage): RetryAfter with Config.Backoff (1, 5, 15 minutes), and
+//     outage, a summary call timed out or answered 5xx while Ollama is
+//     reachable): RetryAfter with Config.Backoff (1, 5, 15 minutes), and
 //     Permanent after Config.MaxFailures;
-//   - an invalid request: Permanent.
+//   - an invalid request, a forced compaction of an ephemeral session:
+//     Permanent (dead-lettered with the reason).
 func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
 	r, err := ReportFromEvent(ev)
 	if err != nil {
@@ -87,7 +89,7 @@ func Classify(err error) error {
 		return runner.RetryAfter(err, max(time.Until(budget.Until), time.Second))
 	case errors.Is(err, llm.ErrUnavailable), errors.Is(err, llm.ErrModelMissing), errors.Is(err, memory.ErrUnavailable):
 		return runner.Unavailable(err)
-	case errors.Is(err, llm.ErrInvalidRequest), errors.Is(err, memory.ErrInvalid):
+	case errors.Is(err, llm.ErrInvalidRequest), errors.Is(err, memory.ErrInvalid), errors.Is(err, ErrEphemeral):
 		return runner.Permanent(err)
 	}
 	return err

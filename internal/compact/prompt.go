@@ -87,11 +87,19 @@ const updateInstruction = `Below are the previous summary of this conversation a
 // Render serialises covered messages for the summary prompt: role labels,
 // assistant tool calls with their arguments cut to Config.ArgChars, tool
 // results with their call id and status, long content cut to its head and
-// tail; anything shaped like the summary's markers is defused. msgs are
+// tail; a call whose id has no result among msgs is marked
+// "(interrupted: no result)"; anything shaped like the summary's markers is
+// defused. msgs are
 // stored messages, redacted when they were appended (memory.PrepareMessages),
 // so Render does not redact them again (it cost 150 ms a compaction on a
 // 64,000-token span); the reply is redacted (Clean).
 func Render(msgs []memory.Message, cfg Config) string {
+	results := map[string]bool{}
+	for _, m := range msgs {
+		if m.Role == memory.RoleTool && m.ToolCallID != "" {
+			results[m.ToolCallID] = true
+		}
+	}
 	var b strings.Builder
 	for _, m := range msgs {
 		switch m.Role {
@@ -106,6 +114,9 @@ func Render(msgs []memory.Message, cfg Config) string {
 					b.WriteString("\n")
 				}
 				fmt.Fprintf(&b, "-> tool call %s (id %s): %s", c.Name, orNone(c.ID), capChars(c.Arguments, cfg.ArgChars))
+				if c.ID != "" && !results[c.ID] {
+					b.WriteString(" (interrupted: no result)")
+				}
 			}
 		case memory.RoleTool:
 			status := "ok"

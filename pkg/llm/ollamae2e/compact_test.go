@@ -6,6 +6,7 @@ import (
 
 	"github.com/engram-memory/engram/internal/compact"
 	"github.com/engram-memory/engram/internal/storetest"
+	"github.com/engram-memory/engram/pkg/events"
 	"github.com/engram-memory/engram/pkg/memory"
 )
 
@@ -13,8 +14,10 @@ import (
 // format, temperature 0.3, its output budget as num_predict) against the
 // real server, on a transcript with tool calls and a failed result; the
 // reply is cleaned, saved as the session's summary with its boundary, and
-// the context rebuilt from it. The tiny model's words are nonsense: the
-// test asserts the round trip, not the summary's content.
+// the context (Compactor.Context, what the context API returns) is rebuilt
+// from it: the block around the summary and the messages after the
+// boundary with their tool calls and results. The tiny model's words are
+// nonsense: the test asserts the round trip, not the summary's content.
 func TestSummaryRoundTrip(t *testing.T) {
 	c := client(t)
 	st := storetest.OpenSQLite(t)
@@ -49,6 +52,22 @@ func TestSummaryRoundTrip(t *testing.T) {
 	}
 	if strings.TrimSpace(sum.Content) == "" || sum.UpTo != 4 || strings.Contains(sum.Content, compact.SummaryOpen) {
 		t.Fatalf("summary %+v", sum)
+	}
+	got, err := cc.Context(ctx, events.Ref{ProjectID: ref.Project, SessionID: ref.Session}, events.ContextRequest{})
+	if err != nil {
+		t.Fatalf("context: %v", err)
+	}
+	if got.UpTo != 4 || got.Summary != sum.Content || got.Block != compact.Block(sum.Content) ||
+		!strings.HasPrefix(got.Block, compact.Preamble) || !strings.HasSuffix(got.Block, compact.EndMarker) {
+		t.Fatalf("context block: up to %d, block %.300q", got.UpTo, got.Block)
+	}
+	if len(got.Messages) != 8 || got.Messages[0].ID != 5 || got.Messages[0].Role != events.RoleUser ||
+		got.Messages[0].Content != "Add a rollback step." {
+		t.Fatalf("context messages: %+v", got.Messages)
+	}
+	if call, res := got.Messages[1], got.Messages[2]; len(call.ToolCalls) != 1 || call.ToolCalls[0].ID != "c2" ||
+		res.ToolCallID != "c2" || res.ToolStatus != events.ToolFailed {
+		t.Fatalf("context lost a tool call or its result: %+v, %+v", call, res)
 	}
 	t.Logf("tiny model summary (%d chars): %.200q", len(sum.Content), sum.Content)
 }
