@@ -80,7 +80,11 @@
 //
 // stdio: `engram mcp -project P [-session S]` serves one caller on the
 // configured store; with -remote it forwards to serve's endpoint (serve
-// holds the SQLite store, which one process may open).
+// holds the SQLite store, which one process may open). The forwarding
+// session (Dial, Remote) pings every DefaultKeepAlive, because serve's idle
+// timer counts only requests and an agent may be quiet for longer than the
+// timeout; if serve has dropped the session anyway (a restart), the call
+// is dialled again once and repeated (only on errors that say it never ran).
 //
 // HTTP: HTTPHandler wraps the SDK's StreamableHTTPHandler (which keeps the
 // Mcp-Session-Id sessions, with their idle timeout) in the SDK's
