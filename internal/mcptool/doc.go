@@ -75,6 +75,11 @@
 // reach is anywhere. Anything else answers `memory "<id>" not found`, the
 // same words as an id that does not exist, and nothing of its content.
 // Session-scoped memories of other sessions are not the caller's either.
+// Global memories (no project; every project sees them) are read by
+// anyone but changed (update, forget, restore, link) only by a caller that
+// WritesGlobal: the local user over stdio, or a token reaching every
+// project (*); anyone else is "not allowed", so one project's token cannot
+// archive the user's preference that every project follows.
 //
 // # Transports and auth
 //

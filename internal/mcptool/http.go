@@ -224,7 +224,7 @@ func scoped(next http.Handler) http.Handler {
 			http.Error(w, "this token does not reach the project", http.StatusForbidden)
 			return
 		}
-		ti.Extra[callerKey] = Caller{Project: project, Session: session, Principal: e.principal}
+		ti.Extra[callerKey] = Caller{Project: project, Session: session, Principal: e.principal, WritesGlobal: e.all}
 		next.ServeHTTP(w, r)
 	})
 }

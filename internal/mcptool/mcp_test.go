@@ -315,6 +315,14 @@ func TestHTTPAuth(t *testing.T) {
 	if r := call(t, ops, Op{Op: OpStats})[0]; !r.OK || r.Stats.Project != "admin" || r.Stats.Session.ID != "x" {
 		t.Fatalf("ops token: %+v", r)
 	}
+	// A global memory: a per-project token may not change it, a token
+	// reaching every project may.
+	if r := call(t, admin, Op{Op: OpForget, ID: f.ids["global"], Reason: "from admin"})[0]; r.OK || !strings.Contains(r.Error, "not allowed") {
+		t.Fatalf("a per-project token forgot a global memory: %+v", r)
+	}
+	if r := call(t, ops, Op{Op: OpForget, ID: f.ids["global"], Reason: "by ops"})[0]; !r.OK {
+		t.Fatalf("a token reaching every project could not forget a global memory: %+v", r)
+	}
 }
 
 func TestParseTokens(t *testing.T) {

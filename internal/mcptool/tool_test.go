@@ -282,6 +282,38 @@ func testTenancy(t *testing.T, f *fixture) {
 	if _, err := f.tool.Run(f.ctx, Caller{}, Request{Ops: []Op{{Op: OpStats}}}); err == nil {
 		t.Fatal("a call without a project ran")
 	}
+	testGlobalWrites(t, f)
+}
+
+// testGlobalWrites: a global memory (every project sees it) is read by a
+// project's caller but changed only by one that WritesGlobal (stdio's
+// local user, a token reaching every project).
+func testGlobalWrites(t *testing.T, f *fixture) {
+	global := f.ids["global"]
+	for _, op := range []Op{
+		{Op: OpUpdate, ID: global, Body: str("long commit messages")},
+		{Op: OpForget, ID: global, Reason: "from shop"},
+		{Op: OpRestore, ID: global},
+		{Op: OpLink, From: global, To: f.ids["stripe"], Relation: "relates_to"},
+		{Op: OpLink, From: f.ids["stripe"], To: global, Relation: "supersedes"},
+	} {
+		f.fails(shop, op, `not allowed: memory "`+global+`" is global`)
+	}
+	if n := f.get("global"); n.Body != "Commit messages in the imperative, under 72 characters." || !n.Live() {
+		t.Fatalf("a project's caller changed a global memory: %+v", n)
+	}
+	if edges, err := f.store.Edges(f.ctx, global); err != nil || len(edges) != 0 {
+		t.Fatalf("a project's caller linked a global memory: %v %v", edges, err)
+	}
+	// Reading stays allowed.
+	f.one(shop, Op{Op: OpNeighbours, ID: global})
+	// The local user (or a token reaching every project) may change it.
+	user := Caller{Project: "shop", Session: "s1", Principal: "stdio", WritesGlobal: true}
+	f.one(user, Op{Op: OpForget, ID: global, Reason: "no longer wanted"})
+	if f.get("global").ArchivedAt.IsZero() {
+		t.Fatal("the local user's forget of a global memory did not archive it")
+	}
+	f.one(user, Op{Op: OpRestore, ID: global})
 }
 
 // testOrdered: the results come in the order of the operations, and a
