@@ -41,9 +41,10 @@
 //     are not. A failed query embedding is refused for the same reason.
 //     The hits are touched (a deliberate access counts).
 //   - update: label, body and/or subkind replaced through Store.Update with
-//     source agent; the authority (asserted-by) is never touched, so an
-//     agent cannot turn an inference into a user's rule, and a
-//     user-sourced memory's text is refused (memory.ApplyPatch). The new
+//     source agent, as the issue has it: the text is replaced and the
+//     source becomes the agent (a user-sourced memory too: the patch names
+//     its writer, memory.ApplyPatch); the authority (asserted-by) is never
+//     touched, so an agent cannot turn an inference into a user's rule. The new
 //     text is embedded at once; if that fails the memory waits in the
 //     embedding backlog (the extractor embeds it) and the result's note
 //     says so.

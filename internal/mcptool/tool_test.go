@@ -118,8 +118,16 @@ func testUpdate(t *testing.T, f *fixture) {
 	if n := f.get("inject"); n.AssertedBy != memory.AssertedInferred || n.Subkind != memory.Preference || memory.IsStanding(&n) {
 		t.Fatalf("an agent's update changed the authority: %+v", n)
 	}
-	// A user's own words are not the agent's to change.
-	f.fails(shop, Op{Op: OpUpdate, ID: f.ids["pnpm"], Body: str("npm is fine")}, "written by the user")
+	// A user-sourced memory: the text is replaced and the source becomes
+	// the agent, the user's authority stays (as the issue has it).
+	if before := f.get("pnpm"); before.Source != memory.SourceUser || before.AssertedBy != memory.AssertedUser {
+		t.Fatalf("the seed is not the user's: %+v", before)
+	}
+	r = f.one(shop, Op{Op: OpUpdate, ID: f.ids["pnpm"], Body: str("The user wants pnpm, and bun for scripts.")})
+	if n := f.get("pnpm"); n.Body != "The user wants pnpm, and bun for scripts." || n.Source != memory.SourceAgent ||
+		n.AssertedBy != memory.AssertedUser || r.Memory.Source != memory.SourceAgent || r.Memory.AssertedBy != memory.AssertedUser {
+		t.Fatalf("update of a user-sourced memory: %+v / %+v", n, r.Memory)
+	}
 	f.fails(shop, Op{Op: OpUpdate, ID: f.ids["stripe"]}, "needs a label, a body or a subkind")
 	f.fails(shop, Op{Op: OpUpdate, ID: f.ids["stripe"], Subkind: "rumour"}, "unknown subkind")
 }
