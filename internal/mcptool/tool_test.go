@@ -1,15 +1,45 @@
 package mcptool
 
 import (
+	"context"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/engram-memory/engram/internal/inject"
 	"github.com/engram-memory/engram/internal/storetest"
+	"github.com/engram-memory/engram/pkg/llm/hashembed"
 	"github.com/engram-memory/engram/pkg/memory"
 )
+
+// recordingEmbedder is the hashing embedder, recording every text it is
+// given (what leaves the tool for the embedder).
+type recordingEmbedder struct {
+	*hashembed.Embedder
+	mu    sync.Mutex
+	texts []string
+}
+
+func (r *recordingEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	r.mu.Lock()
+	r.texts = append(r.texts, texts...)
+	r.mu.Unlock()
+	return r.Embedder.Embed(ctx, texts)
+}
+
+// take returns the texts recorded since the last take.
+func (r *recordingEmbedder) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.texts
+	r.texts = nil
+	return out
+}
 
 // TestOperations runs every operation on both stores.
 func TestOperations(t *testing.T) {
@@ -393,6 +423,15 @@ func testNeutraliseRedact(t *testing.T, f *fixture) {
 	if out := jsonText(t, r); strings.Contains(out, "engram-memory") && strings.Contains(out, "</") {
 		t.Fatalf("a closing tag left the tool: %s", out)
 	}
+	// Redaction: a tool whose embedder records every text it is given and
+	// whose audit log is observed.
+	rec := &recordingEmbedder{Embedder: f.emb}
+	core, logs := observer.New(zap.InfoLevel)
+	tool, err := New(f.store, rec, Config{MinConfidence: 0.3, CrossProject: true}, WithLogger(zap.New(core)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.tool = tool
 	secret := "sk_live_" + strings.Repeat("a1B2", 6)
 	f.one(shop, Op{Op: OpUpdate, ID: f.ids["stripe"], Label: str("Stripe key rotation"),
 		Body: str("Rotated the key; the new one is " + secret + " and password=hunter2hunter2")})
@@ -400,9 +439,27 @@ func testNeutraliseRedact(t *testing.T, f *fixture) {
 	if strings.Contains(n.Body, secret) || strings.Contains(n.Body, "hunter2") || !strings.Contains(n.Body, memory.Redacted) {
 		t.Fatalf("stored unredacted: %q", n.Body)
 	}
+	// The updated text reaches the embedder redacted.
+	if got := rec.take(); len(got) != 1 || !strings.Contains(got[0], "Stripe key rotation") || strings.Contains(got[0], secret) ||
+		strings.Contains(got[0], "hunter2") || !strings.Contains(got[0], memory.Redacted) {
+		t.Fatalf("re-embedded text: %q", got)
+	}
+	// forget's reason is logged redacted.
 	f.one(shop, Op{Op: OpForget, ID: f.ids["webhook"], Reason: "token=" + secret})
+	forgot := logs.FilterMessage("memory forgotten through the memory tool").AllUntimed()
+	if len(forgot) != 1 {
+		t.Fatalf("%d forget audit lines, want 1", len(forgot))
+	}
+	reason, _ := forgot[0].ContextMap()["reason"].(string)
+	if reason == "" || strings.Contains(reason, secret) || !strings.Contains(reason, memory.Redacted) {
+		t.Fatalf("logged reason %q: want it redacted", reason)
+	}
 	// A query is redacted before it is embedded and searched.
 	r = f.one(shop, Op{Op: OpRecall, Query: "rotation " + secret})
+	if got := rec.take(); len(got) != 1 || !strings.HasPrefix(got[0], "rotation") || strings.Contains(got[0], secret) ||
+		!strings.Contains(got[0], memory.Redacted) {
+		t.Fatalf("the query reached the embedder as %q: want it redacted", got)
+	}
 	if strings.Contains(jsonText(t, r), secret) {
 		t.Fatal("the secret came back")
 	}
