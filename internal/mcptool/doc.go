@@ -63,8 +63,8 @@
 //
 // Every text that leaves the tool is neutralised as in the block
 // (memory.Neutralise, before and after the cut to TextChars; provenance in
-// the block's words, memory.Provenance); errors, which may quote the
-// input, too. Every text that enters (labels, bodies, queries, reasons) is
+// the block's words, memory.Provenance); errors and notes, which may quote
+// the input or a dependency's error, and the echoed op, too. Every text that enters (labels, bodies, queries, reasons) is
 // redacted (memory.Redact) before it is stored, embedded or logged.
 //
 // # Tenancy

@@ -163,12 +163,15 @@ func (t *Tool) Run(ctx context.Context, c Caller, req Request) (Response, error)
 	resp := Response{Results: make([]Result, len(req.Ops))}
 	for i, op := range req.Ops {
 		r, err := t.run(ctx, c, op)
-		r.Op = op.Op
 		if err != nil {
-			r = Result{Op: op.Op, Error: memory.Neutralise(describe(err))}
+			r = Result{Error: memory.Neutralise(describe(err))}
 		} else {
 			r.OK = true
+			// A note may quote an embedder's or a store's error.
+			r.Note = memory.Neutralise(r.Note)
 		}
+		// The op is echoed as given, which may be anything.
+		r.Op = memory.Neutralise(op.Op)
 		resp.Results[i] = r
 	}
 	return resp, nil
