@@ -315,10 +315,30 @@ func testTenancy(t *testing.T, f *fixture) {
 		{Op: OpForget, ID: admin, Reason: "from shop"},
 		{Op: OpRestore, ID: admin},
 		{Op: OpLink, From: f.ids["stripe"], To: admin, Relation: "relates_to"},
+		{Op: OpLink, From: admin, To: f.ids["stripe"], Relation: "relates_to"},
+		{Op: OpLink, From: admin, To: f.ids["stripe"], Relation: "supersedes"},
 	} {
 		r := f.run(shop, op)[0]
 		if r.OK || !strings.HasSuffix(r.Error, same) || strings.Contains(jsonText(t, r), "vault") {
 			t.Fatalf("%s of another project's memory: %+v", op.Op, r)
+		}
+	}
+	if edges, err := f.store.Edges(f.ctx, admin); err != nil || len(edges) != 0 {
+		t.Fatalf("a link reached another project's memory: %v %v", edges, err)
+	}
+	// neighbours does not show another project's memory reached through an
+	// edge (one the extractor or that project made), nor name it as the
+	// way to a memory beyond it.
+	if _, err := f.store.Link(f.ctx, memory.Edge{Src: f.ids["webhook"], Dst: admin, Relation: memory.RelatesTo}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.Link(f.ctx, memory.Edge{Src: admin, Dst: f.ids["pnpm"], Relation: memory.RelatesTo}); err != nil {
+		t.Fatal(err)
+	}
+	for hops := 1; hops <= 3; hops++ {
+		r := f.one(shop, Op{Op: OpNeighbours, ID: f.ids["stripe"], Hops: hops})
+		if out := jsonText(t, r); slices.Contains(memIDs(r.Memories), admin) || strings.Contains(out, admin) || strings.Contains(out, "vault") {
+			t.Fatalf("neighbours (%d hops) showed another project's memory: %s", hops, out)
 		}
 	}
 	// Another session's session memory is not this session's to see.
