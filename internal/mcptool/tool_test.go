@@ -3,6 +3,7 @@ package mcptool
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -136,6 +137,20 @@ func testRecall(t *testing.T, f *fixture) {
 		if m.ID == f.ids["shared"] && !slices.Contains(m.Provenance, "another project") {
 			t.Fatalf("foreign provenance: %v", m.Provenance)
 		}
+	}
+	// The default limit is 10: with 14 matching memories, 10 come back
+	// (and 14 when asked for).
+	for i := range 14 {
+		f.seed(fmt.Sprintf("bulk%d", i), memory.Node{Subkind: memory.Observation, ProjectID: "bulk",
+			Label: fmt.Sprintf("kafka consumer lag alert %d", i), Body: fmt.Sprintf("Kafka consumer lag alert number %d fired on the orders topic.", i)})
+	}
+	f.embedAll()
+	bulk := Caller{Project: "bulk"}
+	if got := f.one(bulk, Op{Op: OpRecall, Query: "kafka consumer lag alert"}); len(got.Memories) != DefaultRecall || DefaultRecall != 10 {
+		t.Fatalf("default recall returned %d memories, want 10", len(got.Memories))
+	}
+	if got := f.one(bulk, Op{Op: OpRecall, Query: "kafka consumer lag alert", Limit: 14}); len(got.Memories) != 14 {
+		t.Fatalf("recall limit 14 returned %d memories", len(got.Memories))
 	}
 	// Bad arguments are all reported at once.
 	f.fails(shop, Op{Op: OpRecall, Limit: 41, Scope: "everywhere", Kind: "rumour"}, "a query is required; limit 41: want 1-40; scope \"everywhere\"")
