@@ -90,7 +90,8 @@
 // session (Dial, Remote) pings every DefaultKeepAlive, because serve's idle
 // timer counts only requests and an agent may be quiet for longer than the
 // timeout; if serve has dropped the session anyway (a restart), the call
-// is dialled again once and repeated (only on errors that say it never ran).
+// is dialled again once and repeated (only when the session is gone; see
+// Remote).
 //
 // HTTP: HTTPHandler wraps the SDK's StreamableHTTPHandler (which keeps the
 // Mcp-Session-Id sessions, with their idle timeout) in the SDK's

@@ -44,8 +44,11 @@ func WithKeepAlive(d time.Duration) DialOption { return func(r *Remote) { r.keep
 // Remote is a session with a running serve's endpoint that outlives the
 // server's idle timeout: it pings (the SDK's keepalive) and, when serve has
 // dropped the session anyway (a restart, a missed ping), dials again once
-// and repeats the call. The call is repeated only on errors that say it
-// never reached the tool (the session is missing or closed).
+// and repeats the call. The call is repeated only when the session is
+// gone: missing on serve (a 404: the call never reached the tool) or closed
+// (the SDK closes it after three failed pings; a call cut off in flight by
+// that close may run twice, which the operations tolerate: they are
+// idempotent but for a link's reinforcement and recall's access count).
 type Remote struct {
 	endpoint, token, version string
 	keepAlive                time.Duration
@@ -103,7 +106,7 @@ func (r *Remote) redial(ctx context.Context, old *mcp.ClientSession) (*mcp.Clien
 	return cs, nil
 }
 
-// gone says err means the session no longer exists, so the call never ran.
+// gone says err means the session no longer exists.
 func gone(err error) bool {
 	return errors.Is(err, mcp.ErrSessionMissing) || errors.Is(err, mcp.ErrConnectionClosed)
 }
