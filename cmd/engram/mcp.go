@@ -45,7 +45,7 @@ func mcpCmd(ctx context.Context, _ io.Writer, args []string) error {
 		return err
 	}
 	defer func() { _ = log.Sync() }()
-	caller := mcptool.Caller{Project: project, Session: session, Principal: "stdio"}
+	caller := mcptool.Caller{Project: project, Session: session, Principal: "stdio", WritesGlobal: true}
 	var srv *mcp.Server
 	if remote != "" {
 		token := os.Getenv("ENGRAM_MCP_TOKEN")

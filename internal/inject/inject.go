@@ -311,7 +311,7 @@ func (i *Injector) Compose(ctx context.Context, req Request) (Block, error) {
 	standingIDs := make(map[string]bool, len(standing))
 	for _, n := range standing {
 		standingIDs[n.ID] = true
-		b.Standing = append(b.Standing, Line{ID: n.ID, Text: i.LineText(&n), Provenance: provenance(&n, req)})
+		b.Standing = append(b.Standing, Line{ID: n.ID, Text: i.LineText(&n), Provenance: memory.Provenance(&n, req.Project, req.ProjectNames)})
 	}
 	if skipped != "" {
 		b.Skipped = skipped
@@ -320,7 +320,7 @@ func (i *Injector) Compose(ctx context.Context, req Request) (Block, error) {
 		}
 	}
 	for _, h := range selectRecalled(hits, standingIDs, i.cfg) {
-		b.Recalled = append(b.Recalled, Line{ID: h.ID, Text: i.LineText(&h.Node), Provenance: provenance(&h.Node, req), Score: h.Score})
+		b.Recalled = append(b.Recalled, Line{ID: h.ID, Text: i.LineText(&h.Node), Provenance: memory.Provenance(&h.Node, req.Project, req.ProjectNames), Score: h.Score})
 	}
 	if len(b.Standing) == 0 && len(b.Recalled) == 0 {
 		// The live check matters only here: a turn with lines has memory.
@@ -542,28 +542,6 @@ func (i *Injector) LineText(n *memory.Node) string {
 		text = memory.Neutralise(strings.TrimSpace(string(r[:i.cfg.LineChars-1])) + "…")
 	}
 	return text
-}
-
-// provenance says where a memory comes from and how far to trust it.
-func provenance(n *memory.Node, req Request) []string {
-	p := []string{string(n.Subkind)}
-	switch {
-	case n.ProjectID == "":
-		p = append(p, "any project")
-	case n.ProjectID != req.Project:
-		if name := req.ProjectNames[n.ProjectID]; name != "" {
-			p = append(p, "learned in "+memory.Neutralise(name))
-		} else {
-			p = append(p, "another project")
-		}
-	}
-	if n.Stale() {
-		p = append(p, "code changed since")
-	}
-	if n.Confidence < 0.5 {
-		p = append(p, "low confidence")
-	}
-	return p
 }
 
 // The fixed texts of the block.

@@ -74,28 +74,6 @@ func TestSelectRecalled(t *testing.T) {
 	}
 }
 
-func TestProvenance(t *testing.T) {
-	now := time.Now()
-	req := Request{Project: "p1", ProjectNames: map[string]string{"p2": "Billing API"}}
-	cases := []struct {
-		n    memory.Node
-		want string
-	}{
-		{memory.Node{Subkind: memory.Decision, ProjectID: "p1", Confidence: 0.9}, "decision"},
-		{memory.Node{Subkind: memory.Preference, ProjectID: "", Confidence: 0.9}, "preference, any project"},
-		{memory.Node{Subkind: memory.Pattern, ProjectID: "p2", Confidence: 0.9}, "pattern, learned in Billing API"},
-		{memory.Node{Subkind: memory.Failure, ProjectID: "p3", Confidence: 0.9}, "failure, another project"},
-		{memory.Node{Subkind: memory.Observation, ProjectID: "p1", Confidence: 0.9, StaleAt: now}, "observation, code changed since"},
-		{memory.Node{Subkind: memory.Observation, ProjectID: "p1", Confidence: 0.49}, "observation, low confidence"},
-		{memory.Node{Subkind: memory.Failure, ProjectID: "p3", Confidence: 0.3, StaleAt: now}, "failure, another project, code changed since, low confidence"},
-	}
-	for _, c := range cases {
-		if got := strings.Join(provenance(&c.n, req), ", "); got != c.want {
-			t.Errorf("provenance = %q, want %q", got, c.want)
-		}
-	}
-}
-
 func TestLineText(t *testing.T) {
 	inj := &Injector{cfg: Defaults()}
 	n := memory.Node{Label: "Use  pnpm", Body: "not npm\nsecond line is not shown"}

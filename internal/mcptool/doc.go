@@ -41,9 +41,10 @@
 //     are not. A failed query embedding is refused for the same reason.
 //     The hits are touched (a deliberate access counts).
 //   - update: label, body and/or subkind replaced through Store.Update with
-//     source agent; the authority (asserted-by) is never touched, so an
-//     agent cannot turn an inference into a user's rule, and a
-//     user-sourced memory's text is refused (memory.ApplyPatch). The new
+//     source agent, as the issue has it: the text is replaced and the
+//     source becomes the agent (a user-sourced memory too: the patch names
+//     its writer, memory.ApplyPatch); the authority (asserted-by) is never
+//     touched, so an agent cannot turn an inference into a user's rule. The new
 //     text is embedded at once; if that fails the memory waits in the
 //     embedding backlog (the extractor embeds it) and the result's note
 //     says so.
@@ -62,8 +63,8 @@
 //
 // Every text that leaves the tool is neutralised as in the block
 // (memory.Neutralise, before and after the cut to TextChars; provenance in
-// the block's words, memory.Provenance); errors, which may quote the
-// input, too. Every text that enters (labels, bodies, queries, reasons) is
+// the block's words, memory.Provenance); errors and notes, which may quote
+// the input or a dependency's error, and the echoed op, too. Every text that enters (labels, bodies, queries, reasons) is
 // redacted (memory.Redact) before it is stored, embedded or logged.
 //
 // # Tenancy
@@ -75,12 +76,22 @@
 // reach is anywhere. Anything else answers `memory "<id>" not found`, the
 // same words as an id that does not exist, and nothing of its content.
 // Session-scoped memories of other sessions are not the caller's either.
+// Global memories (no project; every project sees them) are read by
+// anyone but changed (update, forget, restore, link) only by a caller that
+// WritesGlobal: the local user over stdio, or a token reaching every
+// project (*); anyone else is "not allowed", so one project's token cannot
+// archive the user's preference that every project follows.
 //
 // # Transports and auth
 //
 // stdio: `engram mcp -project P [-session S]` serves one caller on the
 // configured store; with -remote it forwards to serve's endpoint (serve
-// holds the SQLite store, which one process may open).
+// holds the SQLite store, which one process may open). The forwarding
+// session (Dial, Remote) pings every DefaultKeepAlive, because serve's idle
+// timer counts only requests and an agent may be quiet for longer than the
+// timeout; if serve has dropped the session anyway (a restart), the call
+// is dialled again once and repeated (only when the session is gone; see
+// Remote).
 //
 // HTTP: HTTPHandler wraps the SDK's StreamableHTTPHandler (which keeps the
 // Mcp-Session-Id sessions, with their idle timeout) in the SDK's

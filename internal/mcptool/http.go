@@ -40,8 +40,9 @@ type tokenEntry struct {
 	all       bool
 }
 
-// LoadTokens reads a tokens file (see ParseTokens). The file must not be
-// readable by others than its owner and group (it holds secrets).
+// LoadTokens reads a tokens file (see ParseTokens). The file must be its
+// owner's alone (no group or world bits: mode 600 or 400), as it holds
+// secrets.
 func LoadTokens(path string) (*Tokens, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -52,8 +53,8 @@ func LoadTokens(path string) (*Tokens, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mcptool: tokens file: %w", err)
 	}
-	if st.Mode().Perm()&0o007 != 0 {
-		return nil, fmt.Errorf("mcptool: tokens file %s is readable by others (mode %v): chmod 600 it", path, st.Mode().Perm())
+	if st.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("mcptool: tokens file %s is open to its group or others (mode %v): chmod 600 it", path, st.Mode().Perm())
 	}
 	ts, err := ParseTokens(f)
 	if err != nil {
@@ -224,7 +225,7 @@ func scoped(next http.Handler) http.Handler {
 			http.Error(w, "this token does not reach the project", http.StatusForbidden)
 			return
 		}
-		ti.Extra[callerKey] = Caller{Project: project, Session: session, Principal: e.principal}
+		ti.Extra[callerKey] = Caller{Project: project, Session: session, Principal: e.principal, WritesGlobal: e.all}
 		next.ServeHTTP(w, r)
 	})
 }

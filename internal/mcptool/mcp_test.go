@@ -315,6 +315,14 @@ func TestHTTPAuth(t *testing.T) {
 	if r := call(t, ops, Op{Op: OpStats})[0]; !r.OK || r.Stats.Project != "admin" || r.Stats.Session.ID != "x" {
 		t.Fatalf("ops token: %+v", r)
 	}
+	// A global memory: a per-project token may not change it, a token
+	// reaching every project may.
+	if r := call(t, admin, Op{Op: OpForget, ID: f.ids["global"], Reason: "from admin"})[0]; r.OK || !strings.Contains(r.Error, "not allowed") {
+		t.Fatalf("a per-project token forgot a global memory: %+v", r)
+	}
+	if r := call(t, ops, Op{Op: OpForget, ID: f.ids["global"], Reason: "by ops"})[0]; !r.OK {
+		t.Fatalf("a token reaching every project could not forget a global memory: %+v", r)
+	}
 }
 
 func TestParseTokens(t *testing.T) {
@@ -332,12 +340,27 @@ func TestParseTokens(t *testing.T) {
 	if _, err := ParseTokens(strings.NewReader("# nothing\n")); err == nil {
 		t.Fatal("an empty tokens file was accepted")
 	}
+	// The tokens file is its owner's alone: any group or world bit is
+	// refused (the README says mode 600).
 	path := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(path, []byte(shopToken+" a shop\n"), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(shopToken+" a shop\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := LoadTokens(path); err == nil || !strings.Contains(err.Error(), "readable by others") {
-		t.Fatalf("a world-readable tokens file: %v", err)
+	for _, mode := range []os.FileMode{0o644, 0o640, 0o620, 0o604, 0o610} {
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := LoadTokens(path); err == nil || !strings.Contains(err.Error(), "open to its group or others") {
+			t.Fatalf("a tokens file of mode %v: %v", mode, err)
+		}
+	}
+	for _, mode := range []os.FileMode{0o600, 0o400} {
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := LoadTokens(path); err != nil {
+			t.Fatalf("a tokens file of mode %v: %v", mode, err)
+		}
 	}
 }
 

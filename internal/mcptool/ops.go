@@ -95,9 +95,9 @@ func (t *Tool) recall(ctx context.Context, c Caller, op Op) (Result, error) {
 }
 
 // update replaces a memory's text (label, body, kind). The source becomes
-// the agent; the authority stays what it was, so an agent cannot turn an
-// inference into a user's rule, and a user's own words are refused
-// (memory.ApplyPatch). The memory is re-embedded at once; if that fails it
+// the agent, a user-sourced memory's too (the patch names its writer,
+// memory.ApplyPatch); the authority stays what it was, so an agent cannot
+// turn an inference into a user's rule. The memory is re-embedded at once; if that fails it
 // waits in the embedding backlog (the extractor embeds it).
 func (t *Tool) update(ctx context.Context, c Caller, op Op) (Result, error) {
 	if op.Label == nil && op.Body == nil && op.Subkind == "" {

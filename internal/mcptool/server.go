@@ -21,7 +21,7 @@ const Description = "Look up and correct Engram's long-term memory of this proje
 	"use this tool to look something up mid-task, to ask about another project, or to correct what is stored. " +
 	"Give ops, a list of operations answered in order (one that fails reports its error, the others still run):\n" +
 	"- recall {query, scope: project|all, kind, limit 1-40}: memories ranked as the memory block ranks them\n" +
-	"- update {id, label, body, subkind}: replace a memory's text (a user's own words cannot be changed)\n" +
+	"- update {id, label, body, subkind}: replace a memory's text (it becomes yours; who asserted it stays)\n" +
 	"- neighbours {id, hops 1-3}: memories linked to one\n" +
 	"- timeline {limit 1-60, since, until}: this session's memories, or those updated in a time range\n" +
 	"- link {from, to, relation}: relate two memories (from supersedes to: from replaces to)\n" +

@@ -87,10 +87,17 @@ func (c Config) Validate() error {
 // every operation; Session (optional) is the conversation the agent is in
 // (timeline's default, stats of the session, session-scoped memories);
 // Principal names the caller in the log (the token's principal on HTTP).
+//
+// WritesGlobal lets the caller change global memories (those of no
+// project, which every project sees): the local user over stdio, or on
+// HTTP a principal whose token reaches every project (*). Any other caller
+// may read them but not update, forget, restore or link them, so that one
+// project's token cannot archive a preference every project follows.
 type Caller struct {
-	Project   string
-	Session   string
-	Principal string
+	Project      string
+	Session      string
+	Principal    string
+	WritesGlobal bool
 }
 
 func (c Caller) ref() memory.SessionRef {
@@ -156,12 +163,15 @@ func (t *Tool) Run(ctx context.Context, c Caller, req Request) (Response, error)
 	resp := Response{Results: make([]Result, len(req.Ops))}
 	for i, op := range req.Ops {
 		r, err := t.run(ctx, c, op)
-		r.Op = op.Op
 		if err != nil {
-			r = Result{Op: op.Op, Error: memory.Neutralise(describe(err))}
+			r = Result{Error: memory.Neutralise(describe(err))}
 		} else {
 			r.OK = true
+			// A note may quote an embedder's or a store's error.
+			r.Note = memory.Neutralise(r.Note)
 		}
+		// The op is echoed as given, which may be anything.
+		r.Op = memory.Neutralise(op.Op)
 		resp.Results[i] = r
 	}
 	return resp, nil
@@ -216,7 +226,8 @@ func describe(err error) string {
 
 // load returns the node id if the caller may see it: memory.Visible under
 // the caller's project and session, archived and closed nodes included;
-// for a write, only the project's own nodes and global ones, for a read
+// for a write, only the project's own nodes and global ones (those only
+// for a caller that WritesGlobal, else "not allowed"), for a read
 // also other projects' nodes whose reach is anywhere when cross-project
 // recall is on. Anything else is "not found", exactly as an unknown id.
 func (t *Tool) load(ctx context.Context, c Caller, id string, write bool) (memory.Node, error) {
@@ -235,6 +246,10 @@ func (t *Tool) load(ctx context.Context, c Caller, id string, write bool) (memor
 		IncludeArchived: true, IncludeSuperseded: true}
 	if !memory.Visible(&n, f, t.now()) {
 		return memory.Node{}, errNotFound(id)
+	}
+	if write && n.ProjectID == "" && !c.WritesGlobal {
+		return memory.Node{}, fmt.Errorf("not allowed: memory %q is global (every project sees it) and only the local user "+
+			"(engram mcp over stdio) or a token that reaches every project may change it; reading it is allowed", id)
 	}
 	return n, nil
 }

@@ -11,7 +11,9 @@
 // wrote it, label and body, a Digest (its identity: SHA-256 of subkind and the
 // normalised text, or of the entity key for entity and topic nodes),
 // confidence (0..1), weight (1..10), use counters, who wrote the text (Source:
-// user text is never overwritten by a model) and who asserted it (AssertedBy:
+// user text is never overwritten by extraction; an agent's deliberate
+// correction, a patch naming Source agent, takes it over) and who asserted
+// it (AssertedBy, which no patch changes:
 // user > assistant > inferred, the "authority"), reach (here | anywhere),
 // pinned, the lifecycle marks (archived, superseded-by, stale, valid-from /
 // valid-to: revising closes a fact, it never erases it), paths, at most 8

@@ -61,8 +61,9 @@ func (s Scope) Rank() int {
 // Valid reports whether s is a known scope.
 func (s Scope) Valid() bool { return s.Rank() >= 0 }
 
-// Source says who wrote the text of a memory: the user (never overwritten by a
-// model) or an agent/model.
+// Source says who wrote the text of a memory: the user (never overwritten by
+// extraction, see Reinforce) or an agent/model (also an agent's deliberate
+// correction of a user's memory through the `memory` tool, ApplyPatch).
 type Source string
 
 // The sources.

@@ -18,6 +18,9 @@ func TestProvenance(t *testing.T) {
 		{"unnamed project", Node{Subkind: Failure, ProjectID: "r", Confidence: 0.9}, []string{"failure", "another project"}},
 		{"stale, low confidence", Node{Subkind: Observation, ProjectID: "p", Confidence: 0.4, StaleAt: time.Now()},
 			[]string{"observation", "code changed since", "low confidence"}},
+		{"another project, stale, low confidence", Node{Subkind: Failure, ProjectID: "r", Confidence: 0.3, StaleAt: time.Now()},
+			[]string{"failure", "another project", "code changed since", "low confidence"}},
+		{"confidence 0.5 is not low", Node{Subkind: Decision, ProjectID: "p", Confidence: 0.5}, []string{"decision"}},
 	} {
 		// A display name is neutralised: it cannot open a tag in the block.
 		got := Provenance(&c.n, "p", map[string]string{"q": "Shop <b>admin</b>"})

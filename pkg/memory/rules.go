@@ -268,22 +268,25 @@ func Reinforce(old, incoming Node, now time.Time) Node {
 }
 
 // ApplyPatch applies p to n. It returns ErrInvalid for a bad value and
-// ErrRefused when a patch not written by the user (Source nil or agent) would
-// change the text of a user-sourced memory. A change of label, body, subkind
-// or entities re-derives the digest and drops the vector so that the node is
-// re-embedded; a user's patch makes the node user-sourced. The backend must
-// still refuse a new digest that another node of the project holds.
+// ErrRefused when a patch that names no writer (Source nil) would change the
+// text of a user-sourced memory. A patch that names its writer takes the
+// text over: its Source becomes the node's (an agent's deliberate correction
+// through the `memory` tool makes a user's memory agent-sourced), while the
+// authority (AssertedBy) is never changed by a patch. Extraction does not
+// patch: it upserts, and Reinforce keeps a user's text from a model's. A
+// change of label, body, subkind or entities re-derives the digest and
+// drops the vector so that the node is re-embedded. The backend must still
+// refuse a new digest that another node of the project holds.
 func ApplyPatch(n Node, p Patch, now time.Time) (Node, error) {
 	var bad invalid
-	byUser := p.Source != nil && *p.Source == SourceUser
 	if p.Source != nil && !p.Source.Valid() {
 		bad.add("unknown source %q", *p.Source)
 	}
 	textChange := (p.Label != nil && strings.TrimSpace(Redact(*p.Label)) != n.Label) ||
 		(p.Body != nil && strings.TrimSpace(Redact(*p.Body)) != n.Body) ||
 		(p.Subkind != nil && *p.Subkind != n.Subkind)
-	if textChange && n.Source == SourceUser && !byUser {
-		return Node{}, fmt.Errorf("%w: memory %s was written by the user; a model cannot change its text", ErrRefused, n.ID)
+	if textChange && n.Source == SourceUser && p.Source == nil {
+		return Node{}, fmt.Errorf("%w: memory %s was written by the user; a patch that names no writer cannot change its text", ErrRefused, n.ID)
 	}
 	old := n
 	if p.Label != nil {
@@ -343,8 +346,8 @@ func ApplyPatch(n Node, p Patch, now time.Time) (Node, error) {
 	if err := bad.err("patch"); err != nil {
 		return Node{}, err
 	}
-	if byUser && textChange {
-		n.Source = SourceUser
+	if textChange && p.Source != nil {
+		n.Source = *p.Source
 	}
 	if d := n.ComputeDigest(); d != old.Digest && (textChange || p.Entities != nil) {
 		n.Digest = d

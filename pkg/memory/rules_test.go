@@ -144,12 +144,24 @@ func TestApplyPatch(t *testing.T) {
 	}
 	user := n
 	user.Source = SourceUser
+	user.AssertedBy = AssertedUser
 	if _, err := ApplyPatch(user, Patch{Label: &label}, later); !errors.Is(err, ErrRefused) {
-		t.Fatalf("model patch of user text: %v", err)
+		t.Fatalf("an unattributed patch of user text: %v", err)
 	}
 	src := SourceUser
-	if got, err := ApplyPatch(user, Patch{Label: &label, Source: &src}, later); err != nil || got.Label != "new label token=[redacted]" {
-		t.Fatalf("user patch: %v", err)
+	if got, err := ApplyPatch(user, Patch{Label: &label, Source: &src}, later); err != nil || got.Label != "new label token=[redacted]" || got.Source != SourceUser {
+		t.Fatalf("user patch: %+v %v", got, err)
+	}
+	// An agent's deliberate correction takes the text over: the source
+	// becomes the agent, the authority stays the user's.
+	agent := SourceAgent
+	got, err = ApplyPatch(user, Patch{Label: &label, Source: &agent}, later)
+	if err != nil || got.Label != "new label token=[redacted]" || got.Source != SourceAgent || got.AssertedBy != AssertedUser {
+		t.Fatalf("agent patch of user text: %+v %v", got, err)
+	}
+	// A patch that changes no text leaves the source alone.
+	if got, err := ApplyPatch(user, Patch{Confidence: &conf, Source: &agent}, later); err != nil || got.Source != SourceUser {
+		t.Fatalf("a non-text agent patch: %+v %v", got, err)
 	}
 	bad := Subkind("nope")
 	empty := ""

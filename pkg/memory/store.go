@@ -61,7 +61,7 @@ type Patch struct {
 	Scope      *Scope
 	Paths      *[]string
 	Entities   *[]Entity
-	Source     *Source // who wrote the new text; a model's patch cannot change a user's text
+	Source     *Source // who wrote the new text, which becomes the node's source; nil cannot change a user's text
 }
 
 // Neighbour is a node reached through the graph.
