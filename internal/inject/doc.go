@@ -101,11 +101,9 @@
 //
 // Ordinary questions get a median of 3 recalled lines (1 to 10; before
 // issue 19: 3, 1 to 8). "How are prices represented in the cart?" fell
-// from 8 lines to 3 (the feedback channel and the stems bring the answer
-// up). "How do I validate the body of the new reviews API route?" is the
-// one long block: its words ("body", "new", "route", "API") are common in
-// the corpus, so the fused scores fall slowly and ten hits stay above half
-// the best. TestCorpusRecall still holds both stores to every question
+// from 8 lines to 3. "How do I validate the body of the new reviews API
+// route?" is the one long block (10): ten hits score above half the best,
+// so the floor keeps them; which of them are filler was not examined. TestCorpusRecall still holds both stores to every question
 // recalling a memory written for it, and two thirds having one as the
 // first line. Content-free turns ("ok", "thanks", "yes", "continue":
 // ContentFree) get nothing from text; in a session they get what is
