@@ -94,6 +94,7 @@ type Consolidator struct {
 	store    Store
 	chat     Chatter
 	emb      Embedder
+	ranking  *memory.Ranking
 	activity Activity
 	pub      Publisher
 	cfg      Config
@@ -108,6 +109,10 @@ func WithClock(now func() time.Time) Option { return func(c *Consolidator) { c.n
 
 // WithEmbedder sets the embedder.
 func WithEmbedder(e Embedder) Option { return func(c *Consolidator) { c.emb = e } }
+
+// WithRanking sets how recall ranks (the injector's: inject.Config.RankingFor
+// the embedder); without it memory.Retrieve's default.
+func WithRanking(r memory.Ranking) Option { return func(c *Consolidator) { c.ranking = &r } }
 
 // WithActivity sets how a new turn is noticed (without it a pass never parks).
 func WithActivity(a Activity) Option { return func(c *Consolidator) { c.activity = a } }

@@ -302,7 +302,7 @@ func (p *pass) recall(ctx context.Context, a RecallArgs) (result, error) {
 			what = "from " + f + " to " + t
 		}
 	case strings.TrimSpace(a.Query) != "":
-		q := memory.Query{Text: memory.Redact(a.Query), Filter: p.filter(), Limit: lim, Precise: true, Now: p.now}
+		q := memory.Query{Text: memory.Redact(a.Query), Filter: p.filter(), Limit: lim, Precise: true, Now: p.now, Ranking: p.c.ranking}
 		if e := p.c.emb; e != nil {
 			if vecs, err := e.Embed(ctx, []string{q.Text}); err == nil && len(vecs) == 1 {
 				q.Vector, q.Model = vecs[0], e.Model()

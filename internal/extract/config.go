@@ -4,11 +4,16 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/engram-memory/engram/pkg/memory"
 )
 
 // Config holds the extractor's constants. Defaults gives the values of issue
 // 5; Validate reports every problem at once.
 type Config struct {
+	// Ranking weighs the related-memories look-up as the injector ranks
+	// (inject.Config.RankingFor the embedder); nil: memory.Retrieve's default.
+	Ranking *memory.Ranking
 	// Transcript rendering.
 	AssistantChars  int // assistant text per message (2,000)
 	FailedToolChars int // failed tool result shown (600)

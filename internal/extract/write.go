@@ -52,11 +52,12 @@ func (x *Extractor) prompt(ctx context.Context, ref memory.SessionRef, transcrip
 	}
 	if x.cfg.RelatedLimit > 0 {
 		q := memory.Query{
-			Text:   lastChars(transcript, x.cfg.RelatedQueryChars),
-			Filter: memory.Filter{ProjectID: ref.Project, SessionID: ref.Session, MinConfidence: x.cfg.RelatedMinConfidence},
-			Limit:  x.cfg.RelatedLimit,
-			Expand: false,
-			Now:    x.now(),
+			Text:    lastChars(transcript, x.cfg.RelatedQueryChars),
+			Filter:  memory.Filter{ProjectID: ref.Project, SessionID: ref.Session, MinConfidence: x.cfg.RelatedMinConfidence},
+			Limit:   x.cfg.RelatedLimit,
+			Expand:  false,
+			Now:     x.now(),
+			Ranking: x.cfg.Ranking,
 		}
 		if x.emb != nil {
 			// Without a vector the lexical channel still finds related

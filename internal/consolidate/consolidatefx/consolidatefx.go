@@ -31,8 +31,10 @@ func Module() fx.Option {
 // configured constants (ENGRAM_CONSOLIDATE_*) fitted to the consolidator's
 // consumer.
 func New(cfg config.Config, topo events.Topology, st memory.Store, c *llm.Client, ec *events.Client, js jetstream.JetStream) (*consolidate.Consolidator, error) {
+	emb := app.NewEmbedder(cfg, c)
 	return consolidate.New(st, c, Config(cfg.Consolidate, topo),
-		consolidate.WithEmbedder(app.NewEmbedder(cfg, c)),
+		consolidate.WithEmbedder(emb),
+		consolidate.WithRanking(cfg.Inject.RankingFor(emb)),
 		consolidate.WithPublisher(ec),
 		consolidate.WithActivity(consolidate.NewStreamActivity(js, topo.In.Name, topo.Subjects())))
 }

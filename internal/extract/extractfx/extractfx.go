@@ -54,7 +54,11 @@ func New(lc fx.Lifecycle, cfg config.Config, topo events.Topology, st memory.Sto
 	if mp := cfg.LLM.MaxPredict; mp > 0 && mp < extract.PredictTokens() {
 		return nil, fmt.Errorf("extractor: the model's max predict %d is below the %d tokens an extraction reply may need: raise it or set it to 0", mp, extract.PredictTokens())
 	}
-	x, err := extract.New(st, c, app.NewEmbedder(cfg, c), ec, Config(cfg.Extract, topo))
+	emb := app.NewEmbedder(cfg, c)
+	xcfg := Config(cfg.Extract, topo)
+	rk := cfg.Inject.RankingFor(emb)
+	xcfg.Ranking = &rk
+	x, err := extract.New(st, c, emb, ec, xcfg)
 	if err != nil {
 		return nil, err
 	}
