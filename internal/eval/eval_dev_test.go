@@ -66,7 +66,7 @@ func runDev(t testing.TB, sample int) eval.Result {
 func TestDevSliceRegression(t *testing.T) {
 	const (
 		rankerR10Floor   = 0.78 // measured 0.825 (BM25 0.738)
-		blockRecallFloor = 0.68 // measured 0.725
+		blockRecallFloor = 0.64 // measured 0.683 (0.725 with the whole question in the feedback query)
 	)
 	r := runDev(t, 20)
 	var out strings.Builder

@@ -36,7 +36,7 @@ type Config struct {
 	MinConfidence    float64       // hits under it are dropped (0.3)
 	Hits             int           // hits asked of the ranker (24)
 	MaxStanding      int           // standing instructions per block (6)
-	LineChars        int           // characters per line of memory text (140)
+	LineChars        int           // characters per line of memory text (130)
 	RelativeFloor    float64       // kept hits score at least floor x best (0.5)
 	MaxRecalled      int           // recalled lines at most (12)
 	PlateauKeep      int           // lines kept when the ceiling is reached without a drop (3)
@@ -86,7 +86,7 @@ func (c Config) RankingFor(emb Embedder) memory.Ranking {
 // `engram eval` (issue 19; see the package documentation).
 func Defaults() Config {
 	return Config{
-		MinConfidence: 0.3, Hits: 24, MaxStanding: 6, LineChars: 140, RelativeFloor: 0.5,
+		MinConfidence: 0.3, Hits: 24, MaxStanding: 6, LineChars: 130, RelativeFloor: 0.5,
 		MaxRecalled: 12, PlateauKeep: 3, MinQueryChars: 8, AutoRecall: true, CrossProject: true,
 		BriefingTTL: 24 * time.Hour, Ranking: Auto,
 	}

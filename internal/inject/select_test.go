@@ -147,7 +147,7 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatalf("defaults invalid: %v", err)
 	}
 	// The constants.
-	want := Config{MinConfidence: 0.3, Hits: 24, MaxStanding: 6, LineChars: 140, RelativeFloor: 0.5, MaxRecalled: 12,
+	want := Config{MinConfidence: 0.3, Hits: 24, MaxStanding: 6, LineChars: 130, RelativeFloor: 0.5, MaxRecalled: 12,
 		PlateauKeep: 3, MinQueryChars: 8, AutoRecall: true, CrossProject: true, BriefingTTL: 24 * time.Hour, Ranking: Auto}
 	if !reflect.DeepEqual(d, want) {
 		t.Errorf("Defaults() = %+v, want %+v", d, want)

@@ -873,9 +873,9 @@ func lastN(s []string, n int) []string {
 }
 
 // Pseudo-relevance feedback: the leading lexical hits are taken as
-// relevant, the words they share (at least feedbackShared of them, not in
-// the question, not stop words) are added to the question's terms, and
-// BM25 runs again; the result is one more channel (Ranking.Feedback).
+// relevant, and BM25 runs again on the words they share (at least
+// feedbackShared of them, not in the question, not stop words); the result
+// is one more channel (Ranking.Feedback), fused with the question's own.
 // It reaches memories that answer the question in other words than it
 // asks in, through the words its first answers use.
 const (
@@ -934,8 +934,7 @@ func feedback(ctx context.Context, st RetrievalStore, q Query, lex []Scored) ([]
 	slices.SortFunc(shared, func(a, b string) int {
 		return cmp.Or(cmp.Compare(words[b].mass, words[a].mass), strings.Compare(a, b))
 	})
-	terms = append(terms, shared[:min(feedbackTerms, len(shared))]...)
-	out, err := st.Lexical(ctx, terms, q.Filter, ChannelDepth)
+	out, err := st.Lexical(ctx, shared[:min(feedbackTerms, len(shared))], q.Filter, ChannelDepth)
 	if err != nil {
 		return nil, fmt.Errorf("retrieve: feedback: %w", err)
 	}
