@@ -80,8 +80,10 @@
 // injectbench: 39 hand-written memories of a web-shop project, most
 // questions meeting two to four related ones, among 9,961 varied filler
 // memories, the hashing embedder, SQLite), with the ranking and block
-// policy of issue 19 (score fusion, feedback, stems, floor 0.5, 140-character
-// lines; 2026-12-01). Every block carries the same 4 standing instructions
+// policy of issue 19 (score fusion, feedback, stems, floor 0.5; measured
+// 2026-12-01 with 140-character lines and the earlier feedback query, which
+// searched the question's terms too: the defaults now give slightly
+// shorter lines). Every block carries the same 4 standing instructions
 // (three project rules and one global rule); "recalled" is what the
 // question added:
 //
