@@ -2,16 +2,14 @@ package compactfx_test
 
 import (
 	"context"
+	"github.com/engram-memory/engram/internal/app/apptest"
+	"go.uber.org/fx"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
-	"github.com/engram-memory/engram/internal/app"
 	"github.com/engram-memory/engram/internal/compact"
 	"github.com/engram-memory/engram/internal/compact/compactfx"
-	"github.com/engram-memory/engram/internal/config"
 	"github.com/engram-memory/engram/internal/extract/extractfx"
 	"github.com/engram-memory/engram/pkg/events"
 	"github.com/engram-memory/engram/pkg/llm/llmtest"
@@ -25,36 +23,10 @@ func TestServeRunsTheCompactor(t *testing.T) {
 	srv := llmtest.New(t)
 	srv.OnChatAlways(llmtest.SystemContains("handoff summaries"), llmtest.Text("## Active task\n\"Add the rollback step\"\n\n## Goal\nDeploy."))
 	srv.SetDefault(llmtest.Example()) // the extractor's structured calls
-	cfg := config.Default()
-	cfg.DataDir = t.TempDir()
-	cfg.NATS.Listen = "127.0.0.1:-1"
-	cfg.HTTP.Addr = ""
-	cfg.Idle.Enabled = false
-	cfg.Log = config.Log{Format: config.LogJSON, Level: "error"}
-	cfg.LLM = srv.Config()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	p, err := app.Start(ctx, cfg, true, "compactfx-test", extractfx.Module(), compactfx.Module())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := p.Stop(context.Background()); err != nil {
-			t.Errorf("stop: %v", err)
-		}
-	}()
-	if roles := strings.Join(p.Workers.Roles(), ","); !strings.Contains(roles, events.ConsumerCompactor) {
-		t.Fatalf("running workers %q lack the compactor", roles)
-	}
-	nc, err := nats.Connect(p.Bus.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	client, err := events.NewClient(nc, events.WithPrefix(cfg.Events.SubjectPrefix))
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := apptest.Start(ctx, t, "compactfx-test", events.ConsumerCompactor, srv.Config(), []fx.Option{extractfx.Module(), compactfx.Module()})
+	client := run.Client
 	ref := events.Ref{ProjectID: "p1", SessionID: "s1"}
 	for i, text := range []string{"Fix the deploy script.", "Add a rollback step.", "Run the tests.", "Thanks."} {
 		ref.TurnID = "t" + string(rune('1'+i))

@@ -2,15 +2,13 @@ package consolidatefx_test
 
 import (
 	"context"
-	"strings"
+	"github.com/engram-memory/engram/internal/app/apptest"
+	"go.uber.org/fx"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/ollama/ollama/api"
 
-	"github.com/engram-memory/engram/internal/app"
-	"github.com/engram-memory/engram/internal/config"
 	"github.com/engram-memory/engram/internal/consolidate"
 	"github.com/engram-memory/engram/internal/consolidate/consolidatefx"
 	"github.com/engram-memory/engram/internal/extract"
@@ -29,36 +27,10 @@ func TestServeRunsTheConsolidator(t *testing.T) {
 		llmtest.ToolCall(consolidate.ToolRemember, map[string]any{"text": "The user keeps bees.", "kind": "pattern", "said_by_user": true}),
 		llmtest.ToolCall(consolidate.ToolDone, map[string]any{}))
 	srv.OnChatAlways(llmtest.HasFormat(), llmtest.JSON(extract.Reply{Verdicts: []extract.ReplyVerdict{}, Memories: []extract.ReplyMemory{}}))
-	cfg := config.Default()
-	cfg.DataDir = t.TempDir()
-	cfg.NATS.Listen = "127.0.0.1:-1"
-	cfg.HTTP.Addr = ""
-	cfg.Idle.Enabled = false
-	cfg.Log = config.Log{Format: config.LogJSON, Level: "error"}
-	cfg.LLM = srv.Config()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	p, err := app.Start(ctx, cfg, true, "consolidatefx-test", extractfx.Module(), consolidatefx.Module())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := p.Stop(context.Background()); err != nil {
-			t.Errorf("stop: %v", err)
-		}
-	}()
-	if roles := strings.Join(p.Workers.Roles(), ","); !strings.Contains(roles, events.ConsumerConsolidator) {
-		t.Fatalf("running workers %q lack the consolidator", roles)
-	}
-	nc, err := nats.Connect(p.Bus.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	client, err := events.NewClient(nc, events.WithPrefix(cfg.Events.SubjectPrefix))
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := apptest.Start(ctx, t, "consolidatefx-test", events.ConsumerConsolidator, srv.Config(), []fx.Option{extractfx.Module(), consolidatefx.Module()})
+	cfg, nc, client := run.Config, run.Conn, run.Client
 	out, err := nc.SubscribeSync(events.Subjects{Prefix: cfg.Events.SubjectPrefix}.OutType(events.TypeConsolidationDone))
 	if err != nil {
 		t.Fatal(err)
@@ -111,33 +83,10 @@ func TestModelOutageMidPass(t *testing.T) {
 		}),
 		llmtest.ToolCall(consolidate.ToolDone, map[string]any{}))
 	srv.OnChatAlways(llmtest.HasFormat(), llmtest.JSON(extract.Reply{Verdicts: []extract.ReplyVerdict{}, Memories: []extract.ReplyMemory{}}))
-	cfg := config.Default()
-	cfg.DataDir = t.TempDir()
-	cfg.NATS.Listen = "127.0.0.1:-1"
-	cfg.HTTP.Addr = ""
-	cfg.Idle.Enabled = false
-	cfg.Log = config.Log{Format: config.LogJSON, Level: "error"}
-	cfg.LLM = srv.Config()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	p, err := app.Start(ctx, cfg, true, "consolidatefx-outage", extractfx.Module(), consolidatefx.Module())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := p.Stop(context.Background()); err != nil {
-			t.Errorf("stop: %v", err)
-		}
-	}()
-	nc, err := nats.Connect(p.Bus.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	client, err := events.NewClient(nc, events.WithPrefix(cfg.Events.SubjectPrefix))
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := apptest.Start(ctx, t, "consolidatefx-outage", events.ConsumerConsolidator, srv.Config(), []fx.Option{extractfx.Module(), consolidatefx.Module()})
+	cfg, nc, client := run.Config, run.Conn, run.Client
 	subjects := events.Subjects{Prefix: cfg.Events.SubjectPrefix}
 	out, err := nc.SubscribeSync(subjects.OutType(events.TypeConsolidationDone))
 	if err != nil {
@@ -162,7 +111,7 @@ func TestModelOutageMidPass(t *testing.T) {
 		t.Fatal(err)
 	}
 	paused := func() bool {
-		for _, c := range p.Workers.Checks() {
+		for _, c := range run.Process.Workers.Checks() {
 			if c.Name == "worker:"+events.ConsumerConsolidator && c.Run(ctx) != nil {
 				return true
 			}

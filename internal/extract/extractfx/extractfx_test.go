@@ -2,15 +2,13 @@ package extractfx_test
 
 import (
 	"context"
+	"github.com/engram-memory/engram/internal/app/apptest"
+	"go.uber.org/fx"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
-	"github.com/engram-memory/engram/internal/app"
-	"github.com/engram-memory/engram/internal/config"
 	"github.com/engram-memory/engram/internal/extract"
 	"github.com/engram-memory/engram/internal/extract/extractfx"
 	"github.com/engram-memory/engram/internal/inject/injectfx"
@@ -29,36 +27,10 @@ func TestServeRunsTheExtractor(t *testing.T) {
 			Label: "Always answer in Indonesian.", Confidence: 0.95,
 			Paths: []string{}, Entities: []string{}, Relations: []extract.ReplyRelation{}}},
 	}))
-	cfg := config.Default()
-	cfg.DataDir = t.TempDir()
-	cfg.NATS.Listen = "127.0.0.1:-1"
-	cfg.HTTP.Addr = ""
-	cfg.Idle.Enabled = false
-	cfg.Log = config.Log{Format: config.LogJSON, Level: "error"}
-	cfg.LLM = srv.Config()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	p, err := app.Start(ctx, cfg, true, "extractfx-test", injectfx.Module(), extractfx.Module())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := p.Stop(context.Background()); err != nil {
-			t.Errorf("stop: %v", err)
-		}
-	}()
-	if roles := strings.Join(p.Workers.Roles(), ","); !strings.Contains(roles, events.ConsumerExtractor) {
-		t.Fatalf("running workers %q lack the extractor", roles)
-	}
-	nc, err := nats.Connect(p.Bus.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	client, err := events.NewClient(nc, events.WithPrefix(cfg.Events.SubjectPrefix), events.WithInjectTimeout(20*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := apptest.Start(ctx, t, "extractfx-test", events.ConsumerExtractor, srv.Config(), []fx.Option{injectfx.Module(), extractfx.Module()}, events.WithInjectTimeout(20*time.Second))
+	client := run.Client
 	ref := events.Ref{ProjectID: "p1", SessionID: "s1", TurnID: "t1"}
 	if _, err := client.PublishTurnEnded(ctx, ref, events.TurnEnded{Messages: []events.Message{
 		{Role: events.RoleUser, Content: "From now on, always answer in Indonesian."},
