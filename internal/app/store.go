@@ -44,6 +44,13 @@ func OpenStore(ctx context.Context, cfg config.Config) (memory.Store, error) {
 			_ = s.Close()
 			return nil, fmt.Errorf("app: redis store at %s: %w", redactURL(cfg.Store.RedisURL), err)
 		}
+		// Likewise once per scope indexed before the label weighed twice:
+		// every node's postings rewritten (idempotent, so an interrupted
+		// start redoes only what is left); afterwards one HGET per project.
+		if _, err := s.EnsureLexicalIndex(ctx); err != nil {
+			_ = s.Close()
+			return nil, fmt.Errorf("app: redis store at %s: %w", redactURL(cfg.Store.RedisURL), err)
+		}
 		return s, nil
 	case config.StoreSQLite:
 		return openSQLite(ctx, cfg.SQLitePath())

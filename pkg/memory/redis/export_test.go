@@ -65,3 +65,15 @@ func SmallSet(s *Store, key string) bool {
 	_, ok := s.smallSets.Load(key)
 	return ok
 }
+
+// WithLabelRepeats runs f while docTokens counts the label n times (1:
+// the postings of lexical index version 1), for the migration test.
+func WithLabelRepeats(n int, f func()) {
+	old := labelRepeats
+	labelRepeats = n
+	defer func() { labelRepeats = old }()
+	f()
+}
+
+// StatsKey is the key of a scope's corpus statistics.
+func StatsKey(s *Store, project string) string { return s.keys(project).stats() }

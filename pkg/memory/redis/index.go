@@ -24,7 +24,8 @@ const maxTermBytes = 64
 
 // docTokens splits text the way memory.Terms splits a query (runs of
 // letters and digits, lower-cased, at least 2 characters) but keeps
-// repetitions: the term frequencies of a document.
+// repetitions: the term frequencies of a document. The label counts twice
+// (lexical index version 2, see lexVersion).
 func docTokens(n *memory.Node) (tf map[string]int, length int) {
 	tf = map[string]int{}
 	add := func(text string) {
@@ -38,7 +39,9 @@ func docTokens(n *memory.Node) (tf map[string]int, length int) {
 			length++
 		}
 	}
-	add(n.Label)
+	for range labelRepeats {
+		add(n.Label)
+	}
 	add(n.Body)
 	for _, p := range n.Paths {
 		add(p)
@@ -48,6 +51,11 @@ func docTokens(n *memory.Node) (tf map[string]int, length int) {
 	}
 	return tf, length
 }
+
+// labelRepeats is how many times docTokens counts the label: 2 since
+// lexical index version 2 (a variable only so that the migration test can
+// write version-1 postings).
+var labelRepeats = 2
 
 func cutTerm(t string) string {
 	if len(t) <= maxTermBytes {

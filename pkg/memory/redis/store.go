@@ -297,6 +297,10 @@ func (s *Store) register(ctx context.Context, project string) error {
 		if err := s.c.SAdd(ctx, s.keys(project).contradicting(), hintsComplete).Err(); err != nil {
 			return s.wrap("register project", err)
 		}
+		// Nor postings of an earlier lexical index version.
+		if err := s.c.HSet(ctx, s.keys(project).stats(), lexVersionField, lexVersion).Err(); err != nil {
+			return s.wrap("register project", err)
+		}
 	}
 	s.mu.Lock()
 	s.reg[project] = struct{}{}

@@ -50,9 +50,16 @@ func addToken(t string, into map[string]int) {
 	into[strings.ToLower(t)]++
 }
 
-// docText is what the lexical channel indexes of a node.
+// docText is what the lexical channel indexes of a node. The label is
+// written twice (BM25F with label weight 2: the label is what a memory is
+// about; on the development set this took the ranker's R@5 from 0.798 to
+// 0.808 and R@10 from 0.877 to 0.897). The index is built in memory at
+// open, so the weighting needs no migration here (the Redis store's does,
+// see its lexVersion).
 func docText(n *memory.Node) string {
 	var sb strings.Builder
+	sb.WriteString(n.Label)
+	sb.WriteByte('\n')
 	sb.WriteString(n.Label)
 	sb.WriteByte('\n')
 	sb.WriteString(n.Body)
