@@ -52,7 +52,7 @@ type Config struct {
 }
 
 // Auto is the Ranking whose every field the embedder decides.
-var Auto = memory.Ranking{Lexical: -1, Vector: -1, Feedback: -1, Prior: -1}
+var Auto = memory.Ranking{Lexical: -1, Vector: -1, Feedback: -1, Time: -1, Prior: -1}
 
 // lexicalEmbedder is an embedder whose vectors match words, not meaning
 // (pkg/llm/hashembed).
@@ -72,7 +72,7 @@ func (c Config) RankingFor(emb Embedder) memory.Ranking {
 		r.Fusion = o.Fusion
 	}
 	for _, f := range []struct{ set, into *float64 }{
-		{&o.Lexical, &r.Lexical}, {&o.Vector, &r.Vector}, {&o.Feedback, &r.Feedback}, {&o.Prior, &r.Prior},
+		{&o.Lexical, &r.Lexical}, {&o.Vector, &r.Vector}, {&o.Feedback, &r.Feedback}, {&o.Time, &r.Time}, {&o.Prior, &r.Prior},
 	} {
 		if *f.set >= 0 {
 			*f.into = *f.set

@@ -211,7 +211,8 @@ func TestLexicalCandidatesRescored(t *testing.T) {
 		st.vec = []Scored{{ID: "v1", Score: 0.5}, {ID: "v2", Score: 0.3}}
 		return st
 	}
-	q := Query{Text: "anything at all", Vector: []float32{1}, Model: "m", Filter: Filter{ProjectID: "p"}, Now: now}
+	q := Query{Text: "anything at all", Vector: []float32{1}, Model: "m", Filter: Filter{ProjectID: "p"}, Now: now,
+		Ranking: &SemanticEmbedderRanking}
 	st := mk()
 	hits, err := Retrieve(context.Background(), st, q)
 	if err != nil {
@@ -268,5 +269,23 @@ func TestLexicalCandidatesRescored(t *testing.T) {
 	}
 	if want := map[string]int{"lexA": 1, "v1": 2}; !maps.Equal(vecRank, want) {
 		t.Errorf("precise vector ranks %v, want %v", vecRank, want)
+	}
+
+	// A vector weight of 0 (the hashing embedder's ranking) searches and
+	// scores nothing in that channel: v1 and v2, found only by it, are not
+	// candidates.
+	st = mk()
+	q.Precise, q.Ranking = false, &LexicalEmbedderRanking
+	hits, err = Retrieve(context.Background(), st, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.scored) > 0 {
+		t.Errorf("vector weight 0: scored %v, want nothing", st.scored)
+	}
+	for _, h := range hits {
+		if h.Vector > 0 || h.ID == "v1" {
+			t.Errorf("vector weight 0: hit %+v comes from the vector channel", h)
+		}
 	}
 }
