@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/engram-memory/engram/internal/health"
+	"github.com/engram-memory/engram/internal/natsauth"
 	"github.com/engram-memory/engram/pkg/events"
 )
 
@@ -60,6 +61,7 @@ type served struct {
 	cmd     *exec.Cmd
 	natsURL string
 	httpURL string
+	dataDir string
 	startup time.Duration
 	mu      sync.Mutex
 	stderr  bytes.Buffer
@@ -83,7 +85,7 @@ func startServe(t *testing.T, bin, dataDir string, env []string, args ...string)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s := &served{cmd: cmd, exited: make(chan error, 1)}
+	s := &served{cmd: cmd, exited: make(chan error, 1), dataDir: dataDir}
 	ready := make(chan map[string]any, 1)
 	go func() {
 		sc := bufio.NewScanner(pr)
@@ -141,11 +143,34 @@ func (s *served) stop(t *testing.T) {
 	}
 }
 
+// env points a CLI subcommand at s: its URLs and its data dir (whose
+// credentials the CLI reads).
+func (s *served) env() []string {
+	return []string{"ENGRAM_NATS_URL=" + s.natsURL, "ENGRAM_HTTP_ADDR=" + strings.TrimPrefix(s.httpURL, "http://"),
+		"ENGRAM_DATA=" + s.dataDir}
+}
+
+// connect connects to s's NATS as role, with the password serve generated
+// into its data dir.
+func (s *served) connect(t *testing.T, role string) *nats.Conn {
+	t.Helper()
+	creds, err := natsauth.LoadCredentials(s.dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(s.natsURL, nats.UserInfo(role, creds.Users[role]))
+	if err != nil {
+		t.Fatalf("connect as %s: %v", role, err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
 // engram runs a CLI subcommand against s and returns its stdout.
 func (s *served) engram(t *testing.T, bin string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "ENGRAM_NATS_URL="+s.natsURL, "ENGRAM_HTTP_ADDR="+strings.TrimPrefix(s.httpURL, "http://"))
+	cmd.Env = append(os.Environ(), s.env()...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -207,11 +232,7 @@ func TestServeEndToEnd(t *testing.T) {
 		t.Fatalf("readiness checks %+v", rep.Checks)
 	}
 
-	nc, err := nats.Connect(s.natsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := s.connect(t, natsauth.RoleAdmin)
 	js, _ := jetstream.New(nc)
 	cl, err := events.NewClient(nc)
 	if err != nil {
@@ -335,7 +356,7 @@ func TestServeEndToEnd(t *testing.T) {
 
 	// engram publish: JSON on stdin with the id, version and time filled in.
 	pub := exec.Command(bin, "publish")
-	pub.Env = append(os.Environ(), "ENGRAM_NATS_URL="+s.natsURL)
+	pub.Env = append(os.Environ(), s.env()...)
 	pub.Stdin = strings.NewReader(`{"type":"tokens_reported","project_id":"cli","session_id":"s1","payload":{"input_tokens":5}}
 {"type":"turn_ended","project_id":"cli","session_id":"s1","turn_id":"t1","payload":{"messages":[{"role":"user","content":"hi"}]}}`)
 	if b, err := pub.CombinedOutput(); err != nil || strings.Count(string(b), "published ") != 2 {
@@ -498,11 +519,7 @@ func TestServeIdleDetectorPublishesSessionIdle(t *testing.T) {
 	}
 	bin := buildEngram(t)
 	s := startServe(t, bin, filepath.Join(t.TempDir(), "data"), nil, "-idle-quiet", "1s", "-idle-sweep", "200ms")
-	nc, err := nats.Connect(s.natsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := s.connect(t, natsauth.RoleAdmin)
 	js, _ := jetstream.New(nc)
 	cl, _ := events.NewClient(nc)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
