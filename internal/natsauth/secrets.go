@@ -35,7 +35,7 @@ func CredentialsPath(dataDir string) string { return filepath.Join(dataDir, Cred
 func LoadCredentials(dataDir string) (Credentials, error) {
 	var c Credentials
 	path := CredentialsPath(dataDir)
-	data, err := os.ReadFile(path)
+	data, err := readPrivate(path)
 	if err != nil {
 		return c, fmt.Errorf("natsauth: credentials: %w", err)
 	}
@@ -79,6 +79,9 @@ func EnsureCredentials(dataDir string) (c Credentials, created bool, err error) 
 // generating it (0600) on first use.
 func EnsureStoreKey(dataDir string) (key string, created bool, err error) {
 	path := filepath.Join(dataDir, StoreKeyFile)
+	if err := TightenFile(path); err != nil {
+		return "", false, fmt.Errorf("natsauth: store key: %w", err)
+	}
 	key, err = ReadKeyFile(path)
 	if err == nil || !errors.Is(err, fs.ErrNotExist) {
 		return key, false, err
@@ -141,6 +144,15 @@ func TightenFile(path string) error {
 		return os.Chmod(path, st.Mode().Perm()&^0o077)
 	}
 	return nil
+}
+
+// readPrivate reads path, first taking group and other access away from
+// it (a file of an older version, or loosened by hand).
+func readPrivate(path string) ([]byte, error) {
+	if err := TightenFile(path); err != nil {
+		return nil, err
+	}
+	return os.ReadFile(path)
 }
 
 func writeNew(path string, data []byte) error {
