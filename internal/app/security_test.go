@@ -291,4 +291,3 @@ func storeContains(t *testing.T, dir, s string) bool {
 	}
 	return found
 }
-
