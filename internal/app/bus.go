@@ -29,6 +29,11 @@ type Bus struct {
 	Role string
 	// Granted is what the server lets this connection do (read at start).
 	Granted natsauth.Granted
+	// Credentials is the file of the embedded server's role passwords
+	// (empty: external server, or authentication off).
+	Credentials string
+	// Insecure: the embedded server runs without authentication.
+	Insecure bool
 }
 
 // ProcessRole is the NATS role of a process: admin for `engram serve` with
@@ -153,21 +158,25 @@ func OpenBus(ctx context.Context, cfg config.Config, embed bool, name string, lo
 			return nil, err
 		}
 		if created {
-			log.Info("generated the NATS store encryption key", zap.String("file", cfg.NATSStoreKeyFile()))
+			log.Debug("generated the NATS store encryption key", zap.String("file", cfg.NATSStoreKeyFile()))
 		}
 		eo.StoreKey = key
 		if cfg.NATS.Insecure {
 			log.Warn("NATS authentication is OFF (ENGRAM_INSECURE): anyone who reaches " + cfg.NATS.Listen + " reads and deletes every stream; for throwaway use only")
 			from = "none (insecure)"
+			b.Insecure = true
 		} else {
 			creds, created, err := natsauth.EnsureCredentials(cfg.DataDir)
 			if err != nil {
 				return nil, err
 			}
 			if created {
-				log.Info("generated NATS credentials", zap.String("file", natsauth.CredentialsPath(cfg.DataDir)))
+				log.Debug("generated NATS credentials", zap.String("file", natsauth.CredentialsPath(cfg.DataDir)))
 			}
-			eo.Users = natsauth.ServerUsers(cfg.Events.SubjectPrefix, creds.Users)
+			if eo.Users, err = natsauth.ServerUsers(cfg.Events.SubjectPrefix, creds.Users); err != nil {
+				return nil, err
+			}
+			b.Credentials = natsauth.CredentialsPath(cfg.DataDir)
 			opts = append(opts, nats.UserInfo(natsauth.RoleAdmin, creds.Users[natsauth.RoleAdmin]))
 			from = "user admin (in-process)"
 		}

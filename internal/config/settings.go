@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/engram-memory/engram/internal/natsauth"
 )
 
 // Group selects a part of the settings; subcommands register only what
@@ -45,7 +47,7 @@ func (c *Config) Settings() []Setting {
 	s := []Setting{
 		{Flag: "data", Env: "ENGRAM_DATA", Group: Conn | Runtime, value: (*strV)(&c.DataDir),
 			Usage: "data dir (mode 700): embedded NATS store (<data>/nats), its credentials and store key, SQLite database (<data>/engram.db); default $XDG_DATA_HOME/engram or ~/.local/share/engram"},
-		{Flag: "nats-url", Env: "ENGRAM_NATS_URL", Group: Conn, value: (*strV)(&c.NATS.URL),
+		{Flag: "nats-url", Env: "ENGRAM_NATS_URL", Group: Conn, value: (*natsURLV)(&c.NATS.URL),
 			Usage: "NATS server URLs (comma-separated); empty: serve runs an embedded server, other commands use the local one on -nats-listen"},
 		{Flag: "nats-listen", Env: "ENGRAM_NATS_LISTEN", Group: Conn, value: (*strV)(&c.NATS.Listen),
 			Usage: "client address of the embedded NATS server (port -1: random)"},
@@ -270,6 +272,18 @@ func (v *secretV) String() string {
 	return "xxxxx"
 }
 func (v *secretV) Set(s string) error { *v = secretV(strings.TrimSpace(s)); return nil }
+
+// natsURLV is the NATS URL list, printed (flag help) with passwords
+// redacted.
+type natsURLV string
+
+func (v *natsURLV) String() string {
+	if v == nil {
+		return ""
+	}
+	return natsauth.RedactURL(string(*v))
+}
+func (v *natsURLV) Set(s string) error { *v = natsURLV(strings.TrimSpace(s)); return nil }
 
 type intV int
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"golang.org/x/crypto/bcrypt"
 )
 
 // Account is the NATS account of the users of AccountsConf.
@@ -61,15 +62,21 @@ func writeList(b *strings.Builder, name string, subjects []string) {
 }
 
 // ServerUsers returns the role users for an embedded server (prefix as in
-// For), with passwords from pw (role -> password); roles without a password
-// are left out.
-func ServerUsers(prefix string, pw map[string]string) []*server.User {
+// For), with passwords from pw (role -> password) stored bcrypt-hashed in
+// the server; roles without a password are left out. The passwords are
+// random (EnsureCredentials), so the lowest bcrypt cost is enough and
+// keeps each connection's check under a millisecond.
+func ServerUsers(prefix string, pw map[string]string) ([]*server.User, error) {
 	var us []*server.User
 	for _, role := range Roles() {
 		if pw[role] == "" {
 			continue
 		}
-		u := &server.User{Username: role, Password: pw[role]}
+		hash, err := bcrypt.GenerateFromPassword([]byte(pw[role]), bcrypt.MinCost)
+		if err != nil {
+			return nil, fmt.Errorf("natsauth: password of %s: %w", role, err)
+		}
+		u := &server.User{Username: role, Password: string(hash)}
 		if p, _ := For(role, prefix); p != nil {
 			u.Permissions = &server.Permissions{
 				Publish:   &server.SubjectPermission{Allow: append([]string(nil), p.Publish...)},
@@ -82,5 +89,5 @@ func ServerUsers(prefix string, pw map[string]string) []*server.User {
 		}
 		us = append(us, u)
 	}
-	return us
+	return us, nil
 }
