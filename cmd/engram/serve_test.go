@@ -223,6 +223,14 @@ func TestServeEndToEnd(t *testing.T) {
 	t.Logf("engram serve: ready line after %s (process start to ready)", s.readyAt)
 
 	waitFor(t, "/readyz 200", func() bool { code, _ := getReadyz(t, s.httpURL); return code == 200 })
+	// Secure by default: serve's NATS refuses anonymous clients.
+	if nc, err := nats.Connect(s.natsURL); err == nil {
+		nc.Close()
+		t.Fatal("an anonymous client connected to engram serve's NATS")
+	}
+	if !strings.Contains(s.logs(), `"nats_credentials":"`+natsauth.CredentialsPath(dataDir)+`"`) {
+		t.Errorf("the ready line does not name the credentials file:\n%s", s.logs())
+	}
 	_, rep := getReadyz(t, s.httpURL)
 	checks := map[string]string{}
 	for _, c := range rep.Checks {
@@ -277,6 +285,15 @@ func TestServeEndToEnd(t *testing.T) {
 
 	// engram status: streams, consumers with their lag, readiness.
 	st := s.engram(t, bin, "status")
+	creds, err := natsauth.LoadCredentials(dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for role, pw := range creds.Users {
+		if strings.Contains(st, pw) || strings.Contains(s.logs(), pw) {
+			t.Errorf("the password of %s is in the status output or the logs", role)
+		}
+	}
 	for _, want := range []*regexp.Regexp{
 		// Interest retention: every consumer acked them, nothing is kept.
 		regexp.MustCompile(`(?m)^ENGRAM_IN\s+\[engram\.in\.>\]\s+interest\s+0\s+0\s+0\.0% of 1G\s+max 1000\s`),

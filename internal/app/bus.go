@@ -160,6 +160,9 @@ func OpenBus(ctx context.Context, cfg config.Config, embed bool, name string, lo
 		if created {
 			log.Debug("generated the NATS store encryption key", zap.String("file", cfg.NATSStoreKeyFile()))
 		}
+		if err := natsauth.CheckStoreKey(cfg.NATSStoreDir(), key); err != nil {
+			return nil, err
+		}
 		eo.StoreKey = key
 		if cfg.NATS.Insecure {
 			log.Warn("NATS authentication is OFF (ENGRAM_INSECURE): anyone who reaches " + cfg.NATS.Listen + " reads and deletes every stream; for throwaway use only")

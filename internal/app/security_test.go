@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -267,6 +268,25 @@ func TestStoreIsEncrypted(t *testing.T) {
 	}
 	p = startServe(t, cfg)
 	readBack(p.Bus.JS)
+	if err := p.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	// Another key: refused at start, naming the fix; the store is untouched.
+	other := filepath.Join(t.TempDir(), "other.key")
+	if err := os.WriteFile(other, []byte("another-key-0123456789abcdef"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wrong := cfg
+	wrong.NATS.StoreKeyFile = other
+	if p, err := app.Start(ctx, wrong, true, "engram-serve"); err == nil {
+		_ = p.Stop(context.Background())
+		t.Fatal("serve started with another store key")
+	} else if !errors.Is(err, natsauth.ErrWrongStoreKey) || !strings.Contains(err.Error(), "ENGRAM_NATS_STORE_KEY_FILE") {
+		t.Fatalf("another key: %v", err)
+	}
+	p = startServe(t, cfg)
+	readBack(p.Bus.JS)
 }
 
 func storeContains(t *testing.T, dir, s string) bool {
@@ -290,4 +310,38 @@ func storeContains(t *testing.T, dir, s string) bool {
 		t.Fatal(err)
 	}
 	return found
+}
+
+// TestWorkerPicksUpServeCredentials: a worker process pointed at a local
+// serve, with no credentials given, connects as its own role with the
+// password serve generated into the shared data dir; with -insecure it
+// does not read them and is refused.
+func TestWorkerPicksUpServeCredentials(t *testing.T) {
+	cfg := testConfig(t)
+	serve := startServe(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	wcfg := cfg
+	wcfg.NATS.URL = serve.Bus.URL
+	wcfg.HTTP.Addr = ""
+	wcfg.Idle.Enabled = false
+	wcfg.Work.Workers = []string{events.ConsumerCompactor}
+	worker := app.ProvideWorker(func() app.Worker {
+		return app.Worker{Role: events.ConsumerCompactor, Handler: func(context.Context, events.Envelope) error { return nil }}
+	})
+	p, err := app.Start(ctx, wcfg, false, "engram-compactor", worker)
+	if err != nil {
+		t.Fatalf("worker against serve with the data dir's credentials: %v", err)
+	}
+	defer p.Stop(context.Background())
+	if p.Bus.Granted.User != natsauth.RoleCompactor {
+		t.Fatalf("connected as %q, want the compactor's user", p.Bus.Granted.User)
+	}
+	wcfg.NATS.Insecure = true
+	if p, err := app.Start(ctx, wcfg, false, "engram-compactor", worker); err == nil {
+		_ = p.Stop(context.Background())
+		t.Fatal("an insecure worker connected to serve")
+	} else if !errors.Is(err, nats.ErrAuthorization) {
+		t.Fatalf("insecure worker: %v, want an authorization violation", err)
+	}
 }

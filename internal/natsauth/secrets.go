@@ -2,6 +2,7 @@ package natsauth
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -191,4 +192,42 @@ func trimSpace(b []byte) []byte {
 		b = b[:len(b)-1]
 	}
 	return b
+}
+
+// KeyIDFile, in the JetStream store folder, records which key encrypts the
+// store (a hash of it, not the key).
+const KeyIDFile = "engram-store-key.id"
+
+// ErrWrongStoreKey is returned by CheckStoreKey when the store was
+// encrypted with another key.
+var ErrWrongStoreKey = errors.New("natsauth: the NATS store was encrypted with another key")
+
+// CheckStoreKey makes sure key is the key storeDir was encrypted with: a
+// store first opened with a key records the key's id; a later start with
+// another key is refused (nats-server would fail to restore every stream,
+// and the streams would be created anew, empty). A store without the
+// record (new, or plaintext of an older version, which nats-server
+// converts) gets it.
+func CheckStoreKey(storeDir, key string) error {
+	sum := sha256.Sum256([]byte("engram store key id\x00" + key))
+	id := hex.EncodeToString(sum[:8])
+	path := filepath.Join(storeDir, KeyIDFile)
+	data, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		if got := string(trimSpace(data)); got != id {
+			return fmt.Errorf("%w (key id %s, the configured key's is %s): give the key it was encrypted with (ENGRAM_NATS_STORE_KEY_FILE, default <data>/%s)",
+				ErrWrongStoreKey, got, id, StoreKeyFile)
+		}
+		return nil
+	case errors.Is(err, fs.ErrNotExist):
+		if err := os.MkdirAll(storeDir, 0o700); err != nil {
+			return fmt.Errorf("natsauth: store key id: %w", err)
+		}
+		if err := writeNew(path, []byte(id+"\n")); err != nil {
+			return fmt.Errorf("natsauth: store key id: %w", err)
+		}
+		return nil
+	}
+	return fmt.Errorf("natsauth: store key id: %w", err)
 }
