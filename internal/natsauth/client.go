@@ -147,14 +147,20 @@ func IsLocal(urls string) bool {
 	}
 	for _, raw := range strings.Split(urls, ",") {
 		raw = strings.TrimSpace(raw)
-		if !strings.Contains(raw, "://") {
-			raw = "nats://" + raw
+		if _, rest, ok := strings.Cut(raw, "://"); ok {
+			raw = rest
 		}
-		u, err := url.Parse(raw)
-		if err != nil {
-			return false
+		if i := strings.LastIndexByte(raw, '@'); i >= 0 {
+			raw = raw[i+1:]
 		}
-		h := u.Hostname()
+		if i := strings.IndexAny(raw, "/?"); i >= 0 {
+			raw = raw[:i]
+		}
+		h := raw
+		if host, _, err := net.SplitHostPort(raw); err == nil {
+			h = host
+		}
+		h = strings.Trim(h, "[]")
 		if h == "localhost" {
 			continue
 		}

@@ -89,7 +89,7 @@ func TestRedactURLAndLocal(t *testing.T) {
 	}
 	for in, want := range map[string]bool{
 		"": true, "nats://127.0.0.1:4222": true, "nats://localhost:4222": true, "nats://[::1]:4222": true,
-		"127.0.0.1:4222": true, "nats://127.0.0.1:1,nats://10.0.0.5:4222": false, "nats://nats.example.com:4222": false,
+		"127.0.0.1:4222": true, "nats://127.0.0.1:-1": true, "nats://u:p@127.0.0.1:4222/": true, "nats://127.0.0.1:1,nats://10.0.0.5:4222": false, "nats://nats.example.com:4222": false,
 	} {
 		if got := natsauth.IsLocal(in); got != want {
 			t.Errorf("IsLocal(%q) = %v", in, got)
