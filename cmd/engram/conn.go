@@ -11,7 +11,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/engram-memory/engram/internal/app"
 	"github.com/engram-memory/engram/internal/config"
+	"github.com/engram-memory/engram/internal/natsauth"
 )
 
 // loadConfig parses a subcommand's flags (the settings of groups plus what
@@ -38,12 +40,21 @@ func loadConfigEnv(name string, args []string, groups config.Group, extra func(f
 }
 
 // connect opens a client connection to cfg's NATS (a local `engram serve`
-// by default).
+// by default) with the ENGRAM_NATS_* credentials, or, for a local server,
+// the admin user of the data dir's credentials (see app.ClientAuth).
 func connect(cfg config.Config) (*nats.Conn, jetstream.JetStream, error) {
 	url := cfg.ClientNATSURL()
-	nc, err := nats.Connect(url, nats.Name("engram-cli"), nats.Timeout(cfg.NATS.ConnectTimeout))
+	auth, from, err := app.ConnectOptions(cfg, natsauth.RoleAdmin)
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect to NATS at %s (is `engram serve` running, or ENGRAM_NATS_URL set?): %w", url, err)
+		return nil, nil, fmt.Errorf("NATS credentials: %w", err)
+	}
+	nc, err := nats.Connect(url, append([]nats.Option{nats.Name("engram-cli"), nats.Timeout(cfg.NATS.ConnectTimeout)}, auth...)...)
+	if err != nil {
+		hint := "is `engram serve` running, or ENGRAM_NATS_URL set?"
+		if errors.Is(err, nats.ErrAuthorization) {
+			hint = "give ENGRAM_NATS_USER/PASSWORD (or TOKEN, NKEY, CREDS), or -data the data dir of `engram serve`"
+		}
+		return nil, nil, fmt.Errorf("connect to NATS at %s (credentials: %s; %s): %w", natsauth.RedactURL(url), from, hint, err)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {

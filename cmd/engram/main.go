@@ -12,10 +12,12 @@
 //	engram memory     import and export the memory graph as JSON lines; history and undo of consolidation passes
 //	engram consolidate run a consolidation pass over a session now
 //	engram bench      measure Engram (engram bench inject)
+//	engram nats-config print the NATS configuration of the role users (deploy/nats/accounts.conf)
 //
 // Every command reads ENGRAM_* variables and its own flags (`engram <cmd> -h`)
 // and, by default, talks to a local `engram serve` (nats://127.0.0.1:4222,
-// http://127.0.0.1:7474).
+// http://127.0.0.1:7474) as the admin user of the credentials serve keeps in
+// its data dir (-data).
 //
 // Commands register themselves in the commands table (register in an init
 // function), so a new subcommand is a new file in this folder.

@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/engram-memory/engram/internal/health"
+	"github.com/engram-memory/engram/internal/natsauth"
 	"github.com/engram-memory/engram/pkg/events"
 )
 
@@ -60,6 +61,7 @@ type served struct {
 	cmd     *exec.Cmd
 	natsURL string
 	httpURL string
+	dataDir string
 	startup time.Duration
 	mu      sync.Mutex
 	stderr  bytes.Buffer
@@ -83,7 +85,7 @@ func startServe(t *testing.T, bin, dataDir string, env []string, args ...string)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s := &served{cmd: cmd, exited: make(chan error, 1)}
+	s := &served{cmd: cmd, exited: make(chan error, 1), dataDir: dataDir}
 	ready := make(chan map[string]any, 1)
 	go func() {
 		sc := bufio.NewScanner(pr)
@@ -141,11 +143,34 @@ func (s *served) stop(t *testing.T) {
 	}
 }
 
+// env points a CLI subcommand at s: its URLs and its data dir (whose
+// credentials the CLI reads).
+func (s *served) env() []string {
+	return []string{"ENGRAM_NATS_URL=" + s.natsURL, "ENGRAM_HTTP_ADDR=" + strings.TrimPrefix(s.httpURL, "http://"),
+		"ENGRAM_DATA=" + s.dataDir}
+}
+
+// connect connects to s's NATS as role, with the password serve generated
+// into its data dir.
+func (s *served) connect(t *testing.T, role string) *nats.Conn {
+	t.Helper()
+	creds, err := natsauth.LoadCredentials(s.dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(s.natsURL, nats.UserInfo(role, creds.Users[role]))
+	if err != nil {
+		t.Fatalf("connect as %s: %v", role, err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
 // engram runs a CLI subcommand against s and returns its stdout.
 func (s *served) engram(t *testing.T, bin string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "ENGRAM_NATS_URL="+s.natsURL, "ENGRAM_HTTP_ADDR="+strings.TrimPrefix(s.httpURL, "http://"))
+	cmd.Env = append(os.Environ(), s.env()...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -198,6 +223,14 @@ func TestServeEndToEnd(t *testing.T) {
 	t.Logf("engram serve: ready line after %s (process start to ready)", s.readyAt)
 
 	waitFor(t, "/readyz 200", func() bool { code, _ := getReadyz(t, s.httpURL); return code == 200 })
+	// Secure by default: serve's NATS refuses anonymous clients.
+	if nc, err := nats.Connect(s.natsURL); err == nil {
+		nc.Close()
+		t.Fatal("an anonymous client connected to engram serve's NATS")
+	}
+	if !strings.Contains(s.logs(), `"nats_credentials":"`+natsauth.CredentialsPath(dataDir)+`"`) {
+		t.Errorf("the ready line does not name the credentials file:\n%s", s.logs())
+	}
 	_, rep := getReadyz(t, s.httpURL)
 	checks := map[string]string{}
 	for _, c := range rep.Checks {
@@ -207,11 +240,7 @@ func TestServeEndToEnd(t *testing.T) {
 		t.Fatalf("readiness checks %+v", rep.Checks)
 	}
 
-	nc, err := nats.Connect(s.natsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := s.connect(t, natsauth.RoleAdmin)
 	js, _ := jetstream.New(nc)
 	cl, err := events.NewClient(nc)
 	if err != nil {
@@ -256,6 +285,15 @@ func TestServeEndToEnd(t *testing.T) {
 
 	// engram status: streams, consumers with their lag, readiness.
 	st := s.engram(t, bin, "status")
+	creds, err := natsauth.LoadCredentials(dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for role, pw := range creds.Users {
+		if strings.Contains(st, pw) || strings.Contains(s.logs(), pw) {
+			t.Errorf("the password of %s is in the status output or the logs", role)
+		}
+	}
 	for _, want := range []*regexp.Regexp{
 		// Interest retention: every consumer acked them, nothing is kept.
 		regexp.MustCompile(`(?m)^ENGRAM_IN\s+\[engram\.in\.>\]\s+interest\s+0\s+0\s+0\.0% of 1G\s+max 1000\s`),
@@ -335,7 +373,7 @@ func TestServeEndToEnd(t *testing.T) {
 
 	// engram publish: JSON on stdin with the id, version and time filled in.
 	pub := exec.Command(bin, "publish")
-	pub.Env = append(os.Environ(), "ENGRAM_NATS_URL="+s.natsURL)
+	pub.Env = append(os.Environ(), s.env()...)
 	pub.Stdin = strings.NewReader(`{"type":"tokens_reported","project_id":"cli","session_id":"s1","payload":{"input_tokens":5}}
 {"type":"turn_ended","project_id":"cli","session_id":"s1","turn_id":"t1","payload":{"messages":[{"role":"user","content":"hi"}]}}`)
 	if b, err := pub.CombinedOutput(); err != nil || strings.Count(string(b), "published ") != 2 {
@@ -498,11 +536,7 @@ func TestServeIdleDetectorPublishesSessionIdle(t *testing.T) {
 	}
 	bin := buildEngram(t)
 	s := startServe(t, bin, filepath.Join(t.TempDir(), "data"), nil, "-idle-quiet", "1s", "-idle-sweep", "200ms")
-	nc, err := nats.Connect(s.natsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := s.connect(t, natsauth.RoleAdmin)
 	js, _ := jetstream.New(nc)
 	cl, _ := events.NewClient(nc)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/engram-memory/engram/internal/config"
 	"github.com/engram-memory/engram/internal/health"
+	"github.com/engram-memory/engram/internal/natsauth"
 	"github.com/engram-memory/engram/internal/natsembed"
 	"github.com/engram-memory/engram/pkg/events"
 )
@@ -22,33 +24,166 @@ type Bus struct {
 	Conn     *nats.Conn
 	JS       jetstream.JetStream
 	Embedded *natsembed.Server // nil when connected to external servers
-	URL      string            // what clients connect to
+	URL      string            // what clients connect to, without credentials
+	// Role is the role this process connects as (natsauth.Roles).
+	Role string
+	// Granted is what the server lets this connection do (read at start).
+	Granted natsauth.Granted
+	// Credentials is the file of the embedded server's role passwords
+	// (empty: external server, or authentication off).
+	Credentials string
+	// Insecure: the embedded server runs without authentication.
+	Insecure bool
+}
+
+// ProcessRole is the NATS role of a process: admin for `engram serve` with
+// its embedded server (it owns it) or running several roles; else the one
+// worker role it runs (a worker binary, or serve -workers none running only
+// the idle detector against an external NATS).
+func ProcessRole(cfg config.Config, embed bool) string {
+	if embed && cfg.Embedded() {
+		return natsauth.RoleAdmin
+	}
+	roles := RunningRoles(cfg)
+	if len(roles) == 1 {
+		return roles[0]
+	}
+	return natsauth.RoleAdmin
+}
+
+// RunningRoles are the worker roles (and idle) cfg runs.
+func RunningRoles(cfg config.Config) []string {
+	var roles []string
+	for _, r := range []string{events.ConsumerInjector, events.ConsumerExtractor, events.ConsumerConsolidator, events.ConsumerCompactor} {
+		if cfg.Runs(r) {
+			roles = append(roles, r)
+		}
+	}
+	if cfg.Idle.Enabled {
+		roles = append(roles, natsauth.RoleIdle)
+	}
+	return roles
+}
+
+// ClientAuth is how a client of cfg's NATS authenticates as role: the
+// ENGRAM_NATS_* settings (or credentials in the URL) when given; else, for a
+// local server and unless ENGRAM_INSECURE, role's password from the data
+// dir's credentials (written by `engram serve`). from says which, for
+// messages; it never holds a secret.
+func ClientAuth(cfg config.Config, role string) (c natsauth.Client, from string, err error) {
+	c = cfg.NATS.Client()
+	url := cfg.ClientNATSURL()
+	switch {
+	case c.HasAuth():
+		return c, c.Method(), nil
+	case natsauth.URLHasAuth(url):
+		return c, "the URL", nil
+	case cfg.NATS.Insecure:
+		return c, "none (insecure)", nil
+	case !natsauth.IsLocal(url):
+		return c, "none", nil
+	}
+	creds, err := natsauth.LoadCredentials(cfg.DataDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return c, "none (no " + natsauth.CredentialsPath(cfg.DataDir) + ")", nil
+	}
+	if err != nil {
+		return c, "", err
+	}
+	c.User, c.Password = role, creds.Users[role]
+	return c, "user " + role + " of " + natsauth.CredentialsPath(cfg.DataDir), nil
+}
+
+// ConnectOptions are the nats.go options of a client of cfg connecting as
+// role (authentication and TLS, see ClientAuth).
+func ConnectOptions(cfg config.Config, role string) ([]nats.Option, string, error) {
+	c, from, err := ClientAuth(cfg, role)
+	if err != nil {
+		return nil, from, err
+	}
+	o, err := c.Options()
+	return o, from, err
 }
 
 // OpenBus connects to cfg.NATS.URL, or, when embed is set and the URL is
 // empty, starts an embedded server with its store in the data dir and
 // connects to it. name identifies the connection on the server.
+//
+// The embedded server requires the role users of natsauth (passwords
+// generated into the data dir on first start) unless ENGRAM_INSECURE, and
+// encrypts its store with the data dir's key. The connection then reads
+// its own permissions and fails when it lacks one its roles need.
 func OpenBus(ctx context.Context, cfg config.Config, embed bool, name string, log *zap.Logger) (*Bus, error) {
-	b := &Bus{}
+	b := &Bus{Role: ProcessRole(cfg, embed)}
+	inbox := natsauth.InboxPrefix(b.Role)
+	if b.Role == natsauth.RoleAdmin {
+		inbox = natsauth.InboxPrefix("serve")
+	}
 	opts := []nats.Option{
 		nats.Name(name),
 		nats.Timeout(cfg.NATS.ConnectTimeout),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(time.Second),
+		nats.CustomInboxPrefix(inbox),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
 				log.Warn("NATS disconnected", zap.Error(err))
 			}
 		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("NATS reconnected", zap.String("url", nc.ConnectedUrl())) }),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Info("NATS reconnected", zap.String("url", natsauth.RedactURL(nc.ConnectedUrl())))
+		}),
+		// Permission violations and other server errors arrive here,
+		// asynchronously: log them, never drop them.
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			fields := []zap.Field{zap.Error(err)}
+			if sub != nil {
+				fields = append(fields, zap.String("subject", sub.Subject))
+			}
+			log.Error("NATS error", fields...)
+		}),
 	}
-	var url string
+	var url, from string
 	if embed && cfg.Embedded() {
-		srv, err := natsembed.Start(natsembed.Options{
+		eo := natsembed.Options{
 			StoreDir: cfg.NATSStoreDir(),
 			Listen:   cfg.NATS.Listen,
 			Logger:   natsLogger{log.Named("nats-server").Sugar()},
-		})
+		}
+		if err := natsauth.EnsurePrivateDir(cfg.DataDir); err != nil {
+			return nil, err
+		}
+		key, created, err := storeKey(cfg)
+		if err != nil {
+			return nil, err
+		}
+		if created {
+			log.Debug("generated the NATS store encryption key", zap.String("file", cfg.NATSStoreKeyFile()))
+		}
+		if err := natsauth.CheckStoreKey(cfg.NATSStoreDir(), key); err != nil {
+			return nil, err
+		}
+		eo.StoreKey = key
+		if cfg.NATS.Insecure {
+			log.Warn("NATS authentication is OFF (ENGRAM_INSECURE): anyone who reaches " + cfg.NATS.Listen + " reads and deletes every stream; for throwaway use only")
+			from = "none (insecure)"
+			b.Insecure = true
+		} else {
+			creds, created, err := natsauth.EnsureCredentials(cfg.DataDir)
+			if err != nil {
+				return nil, err
+			}
+			if created {
+				log.Debug("generated NATS credentials", zap.String("file", natsauth.CredentialsPath(cfg.DataDir)))
+			}
+			if eo.Users, err = natsauth.ServerUsers(cfg.Events.SubjectPrefix, creds.Users); err != nil {
+				return nil, err
+			}
+			b.Credentials = natsauth.CredentialsPath(cfg.DataDir)
+			opts = append(opts, nats.UserInfo(natsauth.RoleAdmin, creds.Users[natsauth.RoleAdmin]))
+			from = "user admin (in-process)"
+		}
+		srv, err := natsembed.Start(eo)
 		if err != nil {
 			return nil, err
 		}
@@ -57,14 +192,20 @@ func OpenBus(ctx context.Context, cfg config.Config, embed bool, name string, lo
 		opts = append(opts, nats.InProcessServer(srv.NATS()))
 	} else {
 		url = cfg.ClientNATSURL()
+		auth, f, err := ConnectOptions(cfg, b.Role)
+		if err != nil {
+			return nil, fmt.Errorf("app: NATS credentials: %w", err)
+		}
+		from = f
+		opts = append(opts, auth...)
 	}
-	b.URL = url
+	b.URL = natsauth.RedactURL(url)
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		if b.Embedded != nil {
 			b.Embedded.Shutdown()
 		}
-		return nil, fmt.Errorf("app: connect to NATS at %s: %w", url, err)
+		return nil, fmt.Errorf("app: connect to NATS at %s as %s (credentials: %s): %w", b.URL, b.Role, from, err)
 	}
 	b.Conn = nc
 	js, err := jetstream.New(nc)
@@ -73,7 +214,42 @@ func OpenBus(ctx context.Context, cfg config.Config, embed bool, name string, lo
 		return nil, fmt.Errorf("app: jetstream: %w", err)
 	}
 	b.JS = js
+	vctx, cancel := context.WithTimeout(ctx, cfg.NATS.ConnectTimeout)
+	defer cancel()
+	need := natsauth.Need{Roles: RunningRoles(cfg), Inbox: inbox, Prefix: cfg.Events.SubjectPrefix}
+	b.Granted, err = natsauth.Verify(vctx, nc, need)
+	switch {
+	case errors.Is(err, natsauth.ErrCannotVerify):
+		// An old server, or one whose operator denies the request: the
+		// ErrorHandler above still reports every violation.
+		log.Warn("cannot verify the NATS permissions at start", zap.Error(err))
+		b.Granted = natsauth.Granted{}
+	case err != nil:
+		b.Close()
+		return nil, fmt.Errorf("app: NATS at %s (credentials: %s): %w", b.URL, from, err)
+	}
 	return b, nil
+}
+
+// storeKey is the embedded store's key: the configured file, or the data
+// dir's (generated on first start).
+func storeKey(cfg config.Config) (string, bool, error) {
+	if cfg.NATS.StoreKeyFile != "" {
+		k, err := natsauth.ReadKeyFile(cfg.NATS.StoreKeyFile)
+		return k, false, err
+	}
+	return natsauth.EnsureStoreKey(cfg.DataDir)
+}
+
+// MaySetup reports whether the connection may create and update the
+// streams (admin, setup); other roles only check that they exist.
+func (b *Bus) MaySetup() bool {
+	for _, s := range []string{events.StreamIn, events.StreamOut, events.StreamDLQ} {
+		if !b.Granted.MayPublish("$JS.API.STREAM.UPDATE."+s) || !b.Granted.MayPublish("$JS.API.STREAM.CREATE."+s) {
+			return false
+		}
+	}
+	return true
 }
 
 // Check is the bus's readiness check: connected (and the embedded server
@@ -109,6 +285,25 @@ func (b *Bus) Close() {
 	if b.Embedded != nil {
 		b.Embedded.Shutdown()
 	}
+}
+
+// CheckTopology checks that the streams of cfg exist (a worker whose role
+// may not create them).
+func CheckTopology(ctx context.Context, js jetstream.JetStream, cfg config.Config) (events.Topology, error) {
+	topo := cfg.Topology()
+	if err := topo.Validate(); err != nil {
+		return topo, err
+	}
+	var errs []error
+	for _, sc := range topo.StreamConfigs() {
+		if _, err := js.Stream(ctx, sc.Name); err != nil {
+			if errors.Is(err, jetstream.ErrStreamNotFound) {
+				err = fmt.Errorf("stream %s is missing: run `engram setup` (as the setup or admin user) first", sc.Name)
+			}
+			errs = append(errs, fmt.Errorf("app: topology: %w", err))
+		}
+	}
+	return topo, errors.Join(errs...)
 }
 
 // EnsureTopology creates or updates the streams and consumers of cfg.

@@ -37,3 +37,29 @@
 //
 //	func main() { app.RunWorker(events.ConsumerInjector, injectorModule) }
 package app
+
+// # NATS authentication
+//
+// OpenBus decides how the process meets the bus (see internal/natsauth for
+// the roles and their permissions):
+//
+//   - `engram serve` with its embedded server: the role passwords and the
+//     JetStream store key are generated into the data dir on first start
+//     (0600, the dir 0700); the server requires the role users (bcrypt
+//     hashes of those passwords) and encrypts its store; serve itself
+//     connects in-process as admin and runs every worker on that one
+//     connection. ENGRAM_INSECURE turns the users off (throwaway use).
+//   - Any other process connects as ProcessRole: the one worker role it
+//     runs (a worker binary; serve -workers none is the idle detector), else
+//     admin. Credentials come from the ENGRAM_NATS_* settings, or, for a
+//     local server only, from the data dir (ClientAuth); the CLI does the
+//     same as admin (ConnectOptions).
+//   - Worker processes use the reply-inbox prefix natsauth.InboxPrefix(role),
+//     not _INBOX., so platforms (allowed _INBOX.>) never see their traffic.
+//
+// After connecting, natsauth.Verify reads the connection's permissions from
+// the server and the start fails with every subject the process's roles
+// need but may not use. A process that may not create streams (every role
+// but admin and setup) only checks that they exist (CheckTopology).
+// Permission violations that still happen later are logged as errors by the
+// connection's error handler.

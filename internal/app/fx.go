@@ -88,6 +88,10 @@ func TopologyModule() fx.Option {
 		fx.Provide(func(cfg config.Config, bus *Bus) (events.Topology, error) {
 			ctx, cancel := context.WithTimeout(context.Background(), cfg.NATS.ConnectTimeout+10*time.Second)
 			defer cancel()
+			if !bus.MaySetup() {
+				// A least-privilege worker: `engram setup` made them.
+				return CheckTopology(ctx, bus.JS, cfg)
+			}
 			return EnsureTopology(ctx, bus.JS, cfg)
 		}),
 		fx.Provide(func(bus *Bus, topo events.Topology) (*events.Client, error) {

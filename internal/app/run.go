@@ -64,6 +64,12 @@ func (p *Process) LogReady(msg string) {
 	if u := p.HTTP.URL(); u != "" {
 		fields = append(fields, zap.String("http", u))
 	}
+	switch {
+	case p.Bus.Credentials != "":
+		fields = append(fields, zap.String("nats_credentials", p.Bus.Credentials))
+	case p.Bus.Insecure:
+		fields = append(fields, zap.Bool("nats_insecure", true))
+	}
 	p.Log.Info(msg, fields...)
 }
 
@@ -110,7 +116,10 @@ func Serve(ctx context.Context, cfg config.Config, embed bool, name string, extr
 // reads the configuration from ENGRAM_* variables and os.Args flags, runs
 // only role (whose worker module is worker) against ENGRAM_NATS_URL and the
 // configured store, and exits when SIGINT or SIGTERM has drained it. It
-// does not return.
+// connects as the NATS user of role (ENGRAM_NATS_USER/PASSWORD or the other
+// ENGRAM_NATS_* credentials; for a local `engram serve`, role's password
+// from the data dir) and fails at start when that user lacks a permission
+// role needs. It does not return.
 func RunWorker(role string, worker fx.Option) {
 	os.Exit(runWorker(role, worker, os.Args[1:]))
 }

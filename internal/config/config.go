@@ -17,6 +17,7 @@ import (
 	"github.com/engram-memory/engram/internal/extract"
 	"github.com/engram-memory/engram/internal/idle"
 	"github.com/engram-memory/engram/internal/inject"
+	"github.com/engram-memory/engram/internal/natsauth"
 	"github.com/engram-memory/engram/pkg/events"
 	"github.com/engram-memory/engram/pkg/llm"
 	"github.com/engram-memory/engram/pkg/memory/redis"
@@ -84,6 +85,27 @@ type NATS struct {
 	Listen string
 	// ConnectTimeout bounds the first connection.
 	ConnectTimeout time.Duration
+
+	// Authentication and TLS of every connection (at most one of
+	// user/password, token, nkey seed file and creds file). When none is
+	// given, a client of a local server uses the credentials `engram
+	// serve` generated in the data dir (natsauth.CredentialsFile).
+	User, Password, Token, NKeyFile, CredsFile string
+	CAFile, CertFile, KeyFile                  string
+	// Insecure turns authentication off: serve's embedded server accepts
+	// anyone, clients do not read the data dir's credentials. For
+	// throwaway use only.
+	Insecure bool
+	// StoreKeyFile holds the embedded server's JetStream store key;
+	// empty: <DataDir>/nats-store.key, generated on first start.
+	StoreKeyFile string
+}
+
+// Client is the authentication and TLS given by settings (not the data
+// dir's credentials: see internal/app).
+func (n NATS) Client() natsauth.Client {
+	return natsauth.Client{User: n.User, Password: n.Password, Token: n.Token, NKeyFile: n.NKeyFile,
+		CredsFile: n.CredsFile, CAFile: n.CAFile, CertFile: n.CertFile, KeyFile: n.KeyFile}
 }
 
 // HTTP is the health and metrics endpoint.
@@ -240,6 +262,14 @@ func defaultDataDir() string {
 // NATSStoreDir is the embedded server's JetStream folder.
 func (c Config) NATSStoreDir() string { return filepath.Join(c.DataDir, "nats") }
 
+// NATSStoreKeyFile is the embedded server's JetStream store key file.
+func (c Config) NATSStoreKeyFile() string {
+	if c.NATS.StoreKeyFile != "" {
+		return c.NATS.StoreKeyFile
+	}
+	return filepath.Join(c.DataDir, natsauth.StoreKeyFile)
+}
+
 // SQLitePath is the SQLite database file.
 func (c Config) SQLitePath() string {
 	if c.Store.SQLitePath != "" {
@@ -322,8 +352,17 @@ func (c Config) Validate() error {
 	if !c.Embedded() {
 		for _, u := range strings.Split(c.NATS.URL, ",") {
 			if err := checkURL(strings.TrimSpace(u), "nats", "tls", "ws", "wss"); err != nil {
-				bad("NATS URL (ENGRAM_NATS_URL) %q: %v", u, err)
+				bad("NATS URL (ENGRAM_NATS_URL) %q: %v", natsauth.RedactURL(u), err)
 			}
+		}
+		if natsauth.URLHasAuth(c.NATS.URL) && c.NATS.Client().HasAuth() {
+			bad("NATS credentials are given both in ENGRAM_NATS_URL and in ENGRAM_NATS_USER/PASSWORD/TOKEN/NKEY/CREDS: give one")
+		}
+	}
+	errs = append(errs, c.NATS.Client().Validate()...)
+	if c.NATS.StoreKeyFile != "" {
+		if _, err := natsauth.ReadKeyFile(c.NATS.StoreKeyFile); err != nil {
+			bad("NATS store key file (ENGRAM_NATS_STORE_KEY_FILE): %v", err)
 		}
 	}
 	if err := checkHostPort(c.NATS.Listen, true); err != nil {

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/engram-memory/engram/internal/natsauth"
 )
 
 // Group selects a part of the settings; subcommands register only what
@@ -43,14 +45,34 @@ type Setting struct {
 // fields: setting one writes c.
 func (c *Config) Settings() []Setting {
 	s := []Setting{
-		{Flag: "data", Env: "ENGRAM_DATA", Group: Runtime, value: (*strV)(&c.DataDir),
-			Usage: "data dir: embedded NATS store (<data>/nats) and SQLite database (<data>/engram.db); default $XDG_DATA_HOME/engram or ~/.local/share/engram"},
-		{Flag: "nats-url", Env: "ENGRAM_NATS_URL", Group: Conn, value: (*strV)(&c.NATS.URL),
+		{Flag: "data", Env: "ENGRAM_DATA", Group: Conn | Runtime, value: (*strV)(&c.DataDir),
+			Usage: "data dir (mode 700): embedded NATS store (<data>/nats), its credentials and store key, SQLite database (<data>/engram.db); default $XDG_DATA_HOME/engram or ~/.local/share/engram"},
+		{Flag: "nats-url", Env: "ENGRAM_NATS_URL", Group: Conn, value: (*natsURLV)(&c.NATS.URL),
 			Usage: "NATS server URLs (comma-separated); empty: serve runs an embedded server, other commands use the local one on -nats-listen"},
 		{Flag: "nats-listen", Env: "ENGRAM_NATS_LISTEN", Group: Conn, value: (*strV)(&c.NATS.Listen),
 			Usage: "client address of the embedded NATS server (port -1: random)"},
 		{Flag: "nats-connect-timeout", Env: "ENGRAM_NATS_CONNECT_TIMEOUT", Group: Conn, value: (*durV)(&c.NATS.ConnectTimeout),
 			Usage: "timeout of the first NATS connection"},
+		{Flag: "nats-user", Env: "ENGRAM_NATS_USER", Group: Conn, value: (*strV)(&c.NATS.User),
+			Usage: "NATS user (with ENGRAM_NATS_PASSWORD); a role of deploy/nats/accounts.conf: admin, setup, platform, injector, extractor, consolidator, compactor, idle"},
+		{Flag: "nats-password", Env: "ENGRAM_NATS_PASSWORD", Group: Conn, value: (*secretV)(&c.NATS.Password),
+			Usage: "NATS password (prefer the variable: a flag shows in the process list)"},
+		{Flag: "nats-token", Env: "ENGRAM_NATS_TOKEN", Group: Conn, value: (*secretV)(&c.NATS.Token),
+			Usage: "NATS authentication token"},
+		{Flag: "nats-nkey", Env: "ENGRAM_NATS_NKEY", Group: Conn, value: (*strV)(&c.NATS.NKeyFile),
+			Usage: "file holding the NATS nkey seed (SU...) to authenticate with"},
+		{Flag: "nats-creds", Env: "ENGRAM_NATS_CREDS", Group: Conn, value: (*strV)(&c.NATS.CredsFile),
+			Usage: "NATS .creds file (user JWT and seed) to authenticate with"},
+		{Flag: "nats-ca", Env: "ENGRAM_NATS_CA", Group: Conn, value: (*strV)(&c.NATS.CAFile),
+			Usage: "PEM file of the CAs of the NATS server's certificate (turns TLS on)"},
+		{Flag: "nats-cert", Env: "ENGRAM_NATS_CERT", Group: Conn, value: (*strV)(&c.NATS.CertFile),
+			Usage: "client certificate (PEM) for NATS mutual TLS, with ENGRAM_NATS_KEY"},
+		{Flag: "nats-key", Env: "ENGRAM_NATS_KEY", Group: Conn, value: (*strV)(&c.NATS.KeyFile),
+			Usage: "client certificate key (PEM) for NATS mutual TLS"},
+		{Flag: "insecure", Env: "ENGRAM_INSECURE", Group: Conn, value: (*boolV)(&c.NATS.Insecure),
+			Usage: "THROWAWAY USE ONLY: serve's embedded NATS accepts anonymous clients, and clients do not read the data dir's credentials"},
+		{Flag: "nats-store-key-file", Env: "ENGRAM_NATS_STORE_KEY_FILE", Group: Runtime, value: (*strV)(&c.NATS.StoreKeyFile),
+			Usage: "file of the embedded NATS JetStream store encryption key (empty: <data>/nats-store.key, generated on first start)"},
 		{Flag: "http", Env: "ENGRAM_HTTP_ADDR", Group: Conn, value: (*strV)(&c.HTTP.Addr),
 			Usage: "address of /healthz, /readyz and /metrics (port 0: random; empty: off)"},
 		{Flag: "lag-refresh", Env: "ENGRAM_LAG_REFRESH", Group: Runtime, value: (*durV)(&c.HTTP.LagRefresh),
@@ -240,6 +262,30 @@ type strV string
 
 func (v *strV) String() string     { return string(*v) }
 func (v *strV) Set(s string) error { *v = strV(strings.TrimSpace(s)); return nil }
+
+// secretV is a string setting that is never printed (flag defaults,
+// errors).
+type secretV string
+
+func (v *secretV) String() string {
+	if v == nil || *v == "" {
+		return ""
+	}
+	return "xxxxx"
+}
+func (v *secretV) Set(s string) error { *v = secretV(strings.TrimSpace(s)); return nil }
+
+// natsURLV is the NATS URL list, printed (flag help) with passwords
+// redacted.
+type natsURLV string
+
+func (v *natsURLV) String() string {
+	if v == nil {
+		return ""
+	}
+	return natsauth.RedactURL(string(*v))
+}
+func (v *natsURLV) Set(s string) error { *v = natsURLV(strings.TrimSpace(s)); return nil }
 
 type intV int
 

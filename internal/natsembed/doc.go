@@ -11,5 +11,12 @@
 //	defer srv.Shutdown()
 //	nc, err := nats.Connect(srv.ClientURL())
 //
+// Options.Users makes the server require those users (engram serve gives
+// it the role users of internal/natsauth); Options.StoreKey encrypts the
+// file store (an existing plaintext store is converted at start);
+// Options.ConfigFile reads a nats-server configuration first (tests start a
+// server configured with deploy/nats/accounts.conf). Without Users the
+// server accepts anyone: tests only, or ENGRAM_INSECURE.
+//
 // The package does not log; pass a Logger to see the server's own messages.
 package natsembed

@@ -33,6 +33,18 @@ type Options struct {
 	ReadyTimeout time.Duration
 	// MaxStore caps the JetStream file store in bytes (0: server default).
 	MaxStore int64
+	// Users, when not empty, are the only clients the server accepts
+	// (user/password, each with its permissions); empty: no
+	// authentication (tests, -insecure).
+	Users []*server.User
+	// ConfigFile, when set, is a nats-server configuration file read
+	// first (e.g. deploy/nats/accounts.conf, whose accounts and users then
+	// apply); the other options override what it says of them.
+	ConfigFile string
+	// StoreKey, when set, encrypts the JetStream file store (ChaCha20-
+	// Poly1305). An existing plaintext store is converted when the server
+	// starts with a key; a store encrypted with another key cannot be read.
+	StoreKey string
 	// Logger, if set, receives the server's messages; Debug and Trace turn
 	// on its verbose levels.
 	Logger       Logger
@@ -78,21 +90,31 @@ func Start(o Options) (*Server, error) {
 		}
 		_ = ln.Close()
 	}
-	if err := os.MkdirAll(o.StoreDir, 0o750); err != nil {
+	if err := os.MkdirAll(o.StoreDir, 0o700); err != nil {
 		return nil, fmt.Errorf("natsembed: store dir: %w", err)
 	}
-	opts := &server.Options{
-		ServerName:            o.ServerName,
-		Host:                  host,
-		Port:                  port,
-		JetStream:             true,
-		StoreDir:              o.StoreDir,
-		JetStreamMaxStore:     o.MaxStore,
-		NoSigs:                true,
-		NoLog:                 o.Logger == nil,
-		Debug:                 o.Debug,
-		Trace:                 o.Trace,
-		DisableShortFirstPing: true,
+	if err := os.Chmod(o.StoreDir, 0o700); err != nil {
+		return nil, fmt.Errorf("natsembed: store dir: %w", err)
+	}
+	opts := &server.Options{}
+	if o.ConfigFile != "" {
+		fo, err := server.ProcessConfigFile(o.ConfigFile)
+		if err != nil {
+			return nil, fmt.Errorf("natsembed: config file: %w", err)
+		}
+		opts = fo
+	}
+	opts.ServerName = o.ServerName
+	opts.Host, opts.Port = host, port
+	opts.JetStream, opts.StoreDir, opts.JetStreamMaxStore = true, o.StoreDir, o.MaxStore
+	opts.NoSigs, opts.NoLog, opts.Debug, opts.Trace = true, o.Logger == nil, o.Debug, o.Trace
+	opts.DisableShortFirstPing = true
+	if len(o.Users) > 0 {
+		opts.Users = o.Users
+	}
+	if o.StoreKey != "" {
+		opts.JetStreamKey = o.StoreKey
+		opts.JetStreamCipher = server.ChaCha
 	}
 	ns, err := server.NewServer(opts)
 	if err != nil {

@@ -2,7 +2,8 @@
 // end-to-end tests: embedded NATS on a random port, SQLite in a temporary
 // data dir, no HTTP endpoint, no idle detector, the given modules, models
 // from a scripted Ollama-compatible server (pkg/llm/llmtest), and a client
-// connected to the process's bus.
+// connected to the process's bus as the admin user of the credentials the
+// process generated in its data dir.
 package apptest
 
 import (
@@ -15,6 +16,7 @@ import (
 
 	"github.com/engram-memory/engram/internal/app"
 	"github.com/engram-memory/engram/internal/config"
+	"github.com/engram-memory/engram/internal/natsauth"
 	"github.com/engram-memory/engram/pkg/events"
 	"github.com/engram-memory/engram/pkg/llm"
 )
@@ -52,7 +54,13 @@ func Start(ctx context.Context, t *testing.T, name, role string, models llm.Conf
 	if roles := strings.Join(p.Workers.Roles(), ","); !strings.Contains(roles, role) {
 		t.Fatalf("running workers %q lack the %s", roles, role)
 	}
-	nc, err := nats.Connect(p.Bus.URL)
+	// The process's embedded server requires credentials: the test client
+	// is the admin user of the data dir's (as the CLI would be).
+	auth, _, err := app.ConnectOptions(cfg, natsauth.RoleAdmin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(p.Bus.URL, auth...)
 	if err != nil {
 		t.Fatal(err)
 	}

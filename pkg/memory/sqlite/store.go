@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -93,6 +95,10 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	unlock, err := lockFile(path + ".lock")
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open: %w", err)
+	}
+	if err := private(path); err != nil {
+		unlock()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	q := url.Values{}
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", o.busyTimeout.Milliseconds()))
@@ -680,6 +686,35 @@ func (s *Store) fetchRid(ctx context.Context, keys []any) (map[int64]memory.Node
 func (s *Store) Checkpoint(ctx context.Context) error {
 	if _, err := s.db.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
 		return fmt.Errorf("sqlite: checkpoint: %w", err)
+	}
+	return nil
+}
+
+// private creates the database file with mode 0600 when it does not exist
+// (SQLite would create it 0644, and its -wal and -shm files take the
+// database's mode), and takes group and other access away from an existing
+// one and its companions: the memory holds what users said.
+func private(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm", path + ".lock"} {
+		st, err := os.Stat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if st.Mode().Perm()&0o077 != 0 {
+			if err := os.Chmod(p, st.Mode().Perm()&^0o077); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
