@@ -12,6 +12,7 @@
 //	engram memory     import and export the memory graph as JSON lines; history and undo of consolidation passes
 //	engram consolidate run a consolidation pass over a session now
 //	engram bench      measure Engram (engram bench inject)
+//	engram probe      exit 0 when a process's /healthz (or /readyz) answers: container health checks
 //
 // Every command reads ENGRAM_* variables and its own flags (`engram <cmd> -h`)
 // and, by default, talks to a local `engram serve` (nats://127.0.0.1:4222,
