@@ -187,6 +187,15 @@ func TestComposeFile(t *testing.T) {
 			t.Errorf("%s: stop_grace_period %v, want more than ENGRAM_SHUTDOWN_TIMEOUT %v + 10s", where, s.StopGracePeriod, cfg.Work.ShutdownTimeout)
 		}
 		if name == "setup" {
+			// JetStream reserves each file stream's max bytes.
+			var need int64
+			topo := cfg.Topology()
+			for _, sc := range []int64{topo.In.MaxBytes, topo.Out.MaxBytes, topo.DLQ.MaxBytes} {
+				need += sc
+			}
+			if need > opts.JetStreamMaxStore {
+				t.Errorf("the streams engram setup creates need %d bytes, over NATS max_file_store %d", need, opts.JetStreamMaxStore)
+			}
 			if d := s.DependsOn["nats"]; d.Condition != types.ServiceConditionHealthy {
 				t.Errorf("setup does not wait for a healthy nats")
 			}

@@ -374,6 +374,7 @@ func checkOverlay(t *testing.T, r *rendered, creds map[string]string) {
 		kind processKind
 	}
 	procs := map[string]proc{}
+	var setupCfg *config.Config
 	addProc := func(where string, spec corev1.PodSpec) {
 		c := spec.Containers[0]
 		if !strings.Contains(c.Image, "engram") {
@@ -407,6 +408,9 @@ func checkOverlay(t *testing.T, r *rendered, creds map[string]string) {
 			}
 		}
 		cfg := loadProcessConfig(t, where, k, env, "REDIS_PASSWORD")
+		if k.role == "setup" {
+			setupCfg = &cfg
+		}
 		if env["ENGRAM_NATS_USER"] != k.role || env["ENGRAM_NATS_PASSWORD"] != creds[passwordVar(k.role)] {
 			t.Errorf("%s: NATS user %q; want %s with the Secret's %s", where, env["ENGRAM_NATS_USER"], k.role, passwordVar(k.role))
 		}
@@ -468,8 +472,27 @@ func checkOverlay(t *testing.T, r *rendered, creds map[string]string) {
 		checkPDB(t, r, r.deployments["engram-"+role])
 	}
 	setup, ok := roles["setup"]
-	if !ok || setup != "Job engram-setup" {
-		t.Errorf("engram setup runs in %q, want Job engram-setup", setup)
+	if !ok || setup != "Job engram-setup" || setupCfg == nil {
+		t.Fatalf("engram setup runs in %q, want Job engram-setup", setup)
+	}
+	// JetStream reserves each file stream's max bytes: the streams engram
+	// setup creates must fit the server's max_file_store and its volume
+	// (every node of the cluster holds a replica of each stream).
+	topo := setupCfg.Topology()
+	var need int64
+	for _, sc := range []events.StreamConfig{topo.In, topo.Out, topo.DLQ} {
+		if sc.MaxBytes <= 0 {
+			t.Errorf("stream %s has no max bytes: it could fill the NATS volume", sc.Name)
+		}
+		need += sc.MaxBytes
+	}
+	disk := sts.Spec.VolumeClaimTemplates[0].Spec.Resources.Requests.Storage().Value()
+	if need > opts.JetStreamMaxStore || opts.JetStreamMaxStore > disk {
+		t.Errorf("streams need %d bytes, NATS max_file_store is %d, its volume %d: want streams <= max_file_store <= volume",
+			need, opts.JetStreamMaxStore, disk)
+	}
+	if topo.In.Replicas != int(*sts.Spec.Replicas) {
+		t.Errorf("ENGRAM_STREAM_REPLICAS %d for a NATS cluster of %d", topo.In.Replicas, *sts.Spec.Replicas)
 	}
 	for name := range r.scaled {
 		if _, ok := r.deployments[name]; !ok {
