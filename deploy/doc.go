@@ -27,7 +27,8 @@
 //   - NATS end to end: a real nats-server started from deploy/nats/nats.conf
 //     (and accounts.conf), `engram setup`'s topology code run against it as
 //     the setup user, every role's user logging in with its compose
-//     password, and the KEDA scaler's own query (/jsz?acc=...) finding every
+//     password, the idle detector opening its ENGRAM_ACTIVITY bucket as the
+//     idle user, and the KEDA scaler's own query (/jsz?acc=...) finding every
 //     ScaledObject's account, stream and consumer, whose lag grows with
 //     that role's events.
 //   - deploy/prometheus/alerts.yml and deploy/grafana/engram.json: decoded

@@ -130,6 +130,29 @@ func TestNATSServerAsDeployed(t *testing.T) {
 		t.Fatalf("engram setup against the deployed NATS: %v", err)
 	}
 
+	// The idle detector opens its key-value bucket as the idle user, with
+	// the configuration compose gives it (as app does at start).
+	idleEnv := envOf(p.Services[idle.ConsumerName])
+	idleCfg := loadProcessConfig(t, "compose idle", kindOf(t, "compose idle", composeCommand(p.Services[idle.ConsumerName])), idleEnv)
+	idleNC := connect(idle.ConsumerName)
+	ijs, err := jetstream.New(idleNC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	icl, err := events.NewClient(idleNC, events.WithJetStream(ijs), events.WithPrefix(idleCfg.Events.SubjectPrefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := idle.New(ctx, ijs, icl, idle.Options{Quiet: idleCfg.Idle.Quiet, Replicas: idleCfg.Events.Replicas}); err != nil {
+		t.Fatalf("the idle detector cannot open its bucket on the deployed NATS: %v", err)
+	}
+	if _, err := ijs.Consumer(ctx, topo.In.Name, idle.ConsumerName); err != nil {
+		t.Errorf("the idle detector's consumer %s, which engram setup creates: %v", idle.ConsumerName, err)
+	}
+	if _, err := ijs.KeyValue(ctx, idle.DefaultBucket); err != nil {
+		t.Errorf("bucket %s: %v", idle.DefaultBucket, err)
+	}
+
 	// What KEDA reads, for every ScaledObject of every overlay.
 	pub, err := jetstream.New(connect("setup"))
 	if err != nil {
