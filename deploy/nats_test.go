@@ -97,14 +97,24 @@ func TestNATSServerAsDeployed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	connect := func(service string) *nats.Conn {
-		env := envOf(p.Services[service])
-		nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo(env["ENGRAM_NATS_USER"], env["ENGRAM_NATS_PASSWORD"]))
+	connectAs := func(who, user, password string) *nats.Conn {
+		opts := []nats.Option{nats.UserInfo(user, password)}
+		if user != "setup" && user != "platform" && user != "admin" {
+			// A worker or idle detector process replies on an inbox of its
+			// own role (natsauth.InboxPrefix on the NATS auth work), the
+			// only one its user may subscribe to.
+			opts = append(opts, nats.CustomInboxPrefix("_INBOX_ENGRAM."+user))
+		}
+		nc, err := nats.Connect(srv.ClientURL(), opts...)
 		if err != nil {
-			t.Fatalf("compose %s cannot log in to NATS as %q: %v", service, env["ENGRAM_NATS_USER"], err)
+			t.Fatalf("%s cannot log in to NATS as %q: %v", who, user, err)
 		}
 		t.Cleanup(nc.Close)
 		return nc
+	}
+	connect := func(service string) *nats.Conn {
+		env := envOf(p.Services[service])
+		return connectAs("compose "+service, env["ENGRAM_NATS_USER"], env["ENGRAM_NATS_PASSWORD"])
 	}
 	for _, name := range append(workerRoles(), "setup", idle.ConsumerName) {
 		connect(name)
@@ -154,7 +164,8 @@ func TestNATSServerAsDeployed(t *testing.T) {
 	}
 
 	// What KEDA reads, for every ScaledObject of every overlay.
-	pub, err := jetstream.New(connect("setup"))
+	// Events come from a platform, as its own user.
+	pub, err := jetstream.New(connectAs("a platform", "platform", creds[passwordVar("platform")]))
 	if err != nil {
 		t.Fatal(err)
 	}
