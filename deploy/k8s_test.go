@@ -754,7 +754,7 @@ func natsOptionsFrom(t *testing.T, cm *corev1.ConfigMap, env map[string]string) 
 func TestNATSAccountsCopy(t *testing.T) {
 	want, err := os.ReadFile(path("deploy", "nats", "accounts.conf"))
 	if os.IsNotExist(err) {
-		t.Skip("deploy/nats/accounts.conf does not exist yet; the base holds a stand-in")
+		t.Skip("deploy/nats/accounts.conf does not exist yet; the base holds a copy of the NATS auth branch's")
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -70,7 +70,7 @@ func kedaLag(t *testing.T, monitor, account, stream, consumer string) (int, bool
 }
 
 // TestNATSServerAsDeployed runs a real nats-server from deploy/nats/nats.conf
-// (and accounts.conf; the Kubernetes stand-in until it exists), runs
+// (and accounts.conf; the Kubernetes base's copy until it exists), runs
 // `engram setup`'s topology code against it as compose's setup user, logs
 // every compose role in with its password, and checks that the KEDA
 // scaler's query finds each ScaledObject's account, stream and consumer,
