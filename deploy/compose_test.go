@@ -276,8 +276,8 @@ func publishes(s types.ServiceConfig, port uint32) bool {
 
 // natsOptions parses a NATS server configuration with nats-server's own
 // parser, its ENGRAM_<ROLE>_PASSWORD variables from env. When
-// deploy/nats/accounts.conf does not exist yet, the Kubernetes copy (a
-// copy of it until then) is used beside it.
+// deploy/nats/accounts.conf does not exist yet, the Kubernetes base's
+// copy of it is used beside it.
 func natsOptions(t *testing.T, conf string, env map[string]string) *server.Options {
 	t.Helper()
 	for k, v := range env {
