@@ -447,7 +447,7 @@ func checkOverlay(t *testing.T, r *rendered, creds map[string]string) {
 			t.Errorf("%s: terminationGracePeriodSeconds %v, want more than ENGRAM_SHUTDOWN_TIMEOUT %v + 10s", where, g, cfg.Work.ShutdownTimeout)
 		}
 		if k.worker {
-			checkScaledObject(t, r, where, k.role, cfg.Topology(), headlessHost)
+			checkScaledObject(t, r, where, k.role, cfg.Topology(), cfg.ConcurrencyOf(k.role), headlessHost)
 		}
 	}
 	for name, d := range r.deployments {
@@ -506,7 +506,7 @@ func checkOverlay(t *testing.T, r *rendered, creds map[string]string) {
 // checkScaledObject: the worker's ScaledObject scales its Deployment on
 // the lag of the consumer the worker's own topology names for its role,
 // through the headless NATS service's monitoring port.
-func checkScaledObject(t *testing.T, r *rendered, where, role string, topo events.Topology, host string) {
+func checkScaledObject(t *testing.T, r *rendered, where, role string, topo events.Topology, concurrency int, host string) {
 	t.Helper()
 	so := r.scaled["engram-"+role]
 	if so == nil {
@@ -540,6 +540,12 @@ func checkScaledObject(t *testing.T, r *rendered, where, role string, topo event
 	}
 	if md["stream"] != topo.In.Name || md["consumer"] != cc.Name {
 		t.Errorf("ScaledObject %s: stream %q consumer %q, want %s %s (the worker's topology)", so.Name, md["stream"], md["consumer"], topo.In.Name, cc.Name)
+	}
+	// The consumer hands out at most MaxAckPending messages at once: more
+	// replicas than that many pulls would wait with nothing to do.
+	if mx != nil && int(*mx)*concurrency > cc.MaxAckPending {
+		t.Errorf("ScaledObject %s: %d replicas x concurrency %d exceed consumer %s's max ack pending %d",
+			so.Name, *mx, concurrency, cc.Name, cc.MaxAckPending)
 	}
 	if md["natsServerMonitoringEndpoint"] != host {
 		t.Errorf("ScaledObject %s: endpoint %q, want %s (the headless service: KEDA asks <server_name>.<endpoint>)", so.Name, md["natsServerMonitoringEndpoint"], host)
