@@ -13,6 +13,7 @@
 //	engram consolidate run a consolidation pass over a session now
 //	engram bench      measure Engram (engram bench inject)
 //	engram nats-config print the NATS configuration of the role users (deploy/nats/accounts.conf)
+//	engram probe      exit 0 when a process's /healthz (or /readyz) answers: container health checks
 //
 // Every command reads ENGRAM_* variables and its own flags (`engram <cmd> -h`)
 // and, by default, talks to a local `engram serve` (nats://127.0.0.1:4222,

@@ -1,6 +1,7 @@
 package health
 
 import (
+	"errors"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -72,7 +73,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}),
 		llmCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "engram_model_calls_total",
-			Help: "Model calls by operation, role, project, model and outcome (ok or the error class).",
+			Help: "Model calls by operation, role, project, model and outcome (ok, budget_exhausted, or the error class: transient, permanent, canceled).",
 		}, []string{"op", "role", "project", "model", "outcome"}),
 		llmLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "engram_model_call_duration_seconds",
@@ -151,7 +152,16 @@ func (m *Metrics) ObserveCall(ci llm.CallInfo) {
 	}
 }
 
+// OutcomeBudgetExhausted is the outcome label of a model call refused
+// because its project's daily token budget is spent (the alert "token
+// budget spent" watches it); other failures are labelled with their
+// llm.Class.
+const OutcomeBudgetExhausted = "budget_exhausted"
+
 func classLabel(ci llm.CallInfo) string {
+	if errors.Is(ci.Err, llm.ErrBudgetExhausted) {
+		return OutcomeBudgetExhausted
+	}
 	if ci.Class == llm.ClassNone {
 		return llm.Classify(ci.Err).String()
 	}

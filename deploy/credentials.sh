@@ -1,0 +1,15 @@
+#!/bin/sh
+# Prints fresh random credentials for a deployment, one VARIABLE=value a
+# line: the NATS password of every Engram role (deploy/nats/accounts.conf
+# reads ENGRAM_<ROLE>_PASSWORD) and the Redis password.
+#
+#   sh deploy/credentials.sh > .env                                   # docker compose
+#   sh deploy/credentials.sh > deploy/k8s/overlays/dev/credentials.env  # kustomize dev overlay
+#
+# Both files are git-ignored: never commit them. Production takes the same
+# keys from a Secret made by your secret manager (README "Deploying").
+set -eu
+umask 077
+for role in INJECTOR EXTRACTOR CONSOLIDATOR COMPACTOR IDLE SETUP PLATFORM ADMIN REDIS; do
+	printf 'ENGRAM_%s_PASSWORD=%s\n' "$role" "$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')"
+done

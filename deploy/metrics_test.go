@@ -1,0 +1,197 @@
+package deploy
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/engram-memory/engram/internal/health"
+)
+
+// metricInfo is one metric a process registers.
+type metricInfo struct {
+	name, typ string // typ: counter, gauge, histogram, summary; "" for a standard collector's
+	labels    []string
+}
+
+// capture registers collectors with a real registry and records what
+// each one describes.
+type capture struct {
+	prometheus.Registerer
+	got map[string]metricInfo
+}
+
+var descName = regexp.MustCompile(`fqName: "([^"]+)"`)
+var descLabels = regexp.MustCompile(`variableLabels: \{([^}]*)\}`)
+
+func (c *capture) Register(col prometheus.Collector) error {
+	typ := ""
+	switch col.(type) {
+	case *prometheus.CounterVec:
+		typ = "counter"
+	case *prometheus.GaugeVec:
+		typ = "gauge"
+	case *prometheus.HistogramVec:
+		typ = "histogram"
+	case *prometheus.SummaryVec:
+		typ = "summary"
+	case prometheus.Gauge: // before Counter: a Gauge has Inc and Add too
+		typ = "gauge"
+	case prometheus.Counter:
+		typ = "counter"
+	case prometheus.Histogram:
+		typ = "histogram"
+	case prometheus.Summary:
+		typ = "summary"
+	}
+	ch := make(chan *prometheus.Desc)
+	go func() { col.Describe(ch); close(ch) }()
+	for d := range ch {
+		s := d.String()
+		m := descName.FindStringSubmatch(s)
+		if m == nil {
+			continue
+		}
+		var labels []string
+		if l := descLabels.FindStringSubmatch(s); l != nil && l[1] != "" {
+			labels = strings.Split(l[1], ",")
+		}
+		sort.Strings(labels)
+		c.got[m[1]] = metricInfo{name: m[1], typ: typ, labels: labels}
+	}
+	return c.Registerer.Register(col)
+}
+
+// processMetrics registers what an Engram process registers (app's
+// telemetry: the Go and process collectors, health.Metrics, health.Lag)
+// and returns them by name.
+func processMetrics(t *testing.T) map[string]metricInfo {
+	t.Helper()
+	c := &capture{Registerer: prometheus.NewRegistry(), got: map[string]metricInfo{}}
+	if err := c.Register(collectors.NewGoCollector()); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := health.NewMetrics(c); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := health.NewLag(c, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Every Engram metric of the source is registered above: a new
+	// collector elsewhere must be added here (and to the README).
+	metricName := regexp.MustCompile(`"(engram_[a-z0-9_]+)"`)
+	for _, dir := range []string{"internal", "pkg", "cmd"} {
+		err := filepath.WalkDir(path(dir), func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+				return err
+			}
+			b, err := os.ReadFile(p)
+			if err != nil || !strings.Contains(string(b), "github.com/prometheus/client_golang/prometheus") {
+				return err
+			}
+			for _, m := range metricName.FindAllStringSubmatch(string(b), -1) {
+				if _, ok := c.got[m[1]]; !ok {
+					t.Errorf("%s names metric %s, which processMetrics does not register: add its collector there", p, m[1])
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c.got
+}
+
+// docRow is one row of the README's metrics table.
+type docRow struct {
+	typ    string
+	labels []string
+}
+
+// readmeMetrics parses the table of the README's "### Metrics" section:
+// | `name` | type | labels | meaning |.
+func readmeMetrics(t *testing.T) map[string]docRow {
+	t.Helper()
+	readme := string(read(t, "README.md"))
+	i := strings.Index(readme, "\n### Metrics\n")
+	if i < 0 {
+		t.Fatal("README.md has no \"### Metrics\" section")
+	}
+	sec := readme[i+len("\n### Metrics\n"):]
+	if j := strings.Index(sec, "\n#"); j >= 0 {
+		sec = sec[:j]
+	}
+	rows := map[string]docRow{}
+	row := regexp.MustCompile("^\\| `([a-z0-9_*]+)` \\| ([a-z()]+) \\| ([^|]*) \\| [^|]+ \\|$")
+	header := false
+	for _, line := range strings.Split(sec, "\n") {
+		if line == "| metric | type | labels | meaning |" {
+			header = true
+			continue
+		}
+		if !header || !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		m := row.FindStringSubmatch(line)
+		if m == nil {
+			t.Errorf("README metrics row %q: want | `name` | type | labels | meaning |", line)
+			continue
+		}
+		var labels []string
+		for _, l := range strings.Split(m[3], ",") {
+			if l = strings.Trim(strings.TrimSpace(l), "`"); l != "" && l != "-" {
+				labels = append(labels, l)
+			}
+		}
+		sort.Strings(labels)
+		rows[m[1]] = docRow{typ: m[2], labels: labels}
+	}
+	if !header {
+		t.Fatal("README metrics table lacks the header | metric | type | labels | meaning |")
+	}
+	return rows
+}
+
+// TestREADMEDocumentsEveryMetric: every metric the process registers is
+// a row of the README's table with its type and labels, and every row is
+// a registered metric. The Go and process collectors are rows go_* and
+// process_*.
+func TestREADMEDocumentsEveryMetric(t *testing.T) {
+	reg := processMetrics(t)
+	doc := readmeMetrics(t)
+	for name, m := range reg {
+		if m.typ == "" {
+			prefix := name[:strings.Index(name, "_")+1] + "*"
+			if _, ok := doc[prefix]; !ok {
+				t.Errorf("README metrics table lacks the row `%s` (the standard collector of %s)", prefix, name)
+			}
+			continue
+		}
+		d, ok := doc[name]
+		switch {
+		case !ok:
+			t.Errorf("README metrics table lacks %s (%s, labels %v)", name, m.typ, m.labels)
+		case d.typ != m.typ:
+			t.Errorf("README says %s is a %s; it is a %s", name, d.typ, m.typ)
+		case !slices.Equal(d.labels, m.labels):
+			t.Errorf("README gives %s the labels %v; it has %v", name, d.labels, m.labels)
+		}
+	}
+	for name := range doc {
+		if _, ok := reg[name]; !ok && !strings.HasSuffix(name, "*") {
+			t.Errorf("README documents %s, which no process registers", name)
+		}
+	}
+}
