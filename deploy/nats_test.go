@@ -16,6 +16,7 @@ import (
 
 	"github.com/engram-memory/engram/internal/app"
 	"github.com/engram-memory/engram/internal/idle"
+	"github.com/engram-memory/engram/internal/natsauth"
 	"github.com/engram-memory/engram/pkg/events"
 )
 
@@ -101,9 +102,9 @@ func TestNATSServerAsDeployed(t *testing.T) {
 		opts := []nats.Option{nats.UserInfo(user, password)}
 		if user != "setup" && user != "platform" && user != "admin" {
 			// A worker or idle detector process replies on an inbox of its
-			// own role (natsauth.InboxPrefix on the NATS auth work), the
-			// only one its user may subscribe to.
-			opts = append(opts, nats.CustomInboxPrefix("_INBOX_ENGRAM."+user))
+			// own role (natsauth.InboxPrefix), the only one its user may
+			// subscribe to.
+			opts = append(opts, nats.CustomInboxPrefix(natsauth.InboxPrefix(user)))
 		}
 		nc, err := nats.Connect(srv.ClientURL(), opts...)
 		if err != nil {
@@ -190,7 +191,13 @@ func TestNATSServerAsDeployed(t *testing.T) {
 			if _, err := pub.Publish(ctx, topo.Subjects().In(cc.Types[0], "deploytest", overlay+"-"+name), []byte(`{}`)); err != nil {
 				t.Fatal(err)
 			}
+			// The monitoring endpoint reports the consumer's state as of
+			// its last update: wait a little for the new event to show.
 			after, _ := kedaLag(t, monitor, md["account"], md["stream"], md["consumer"])
+			for deadline := time.Now().Add(5 * time.Second); after != lag+1 && time.Now().Before(deadline); {
+				time.Sleep(20 * time.Millisecond)
+				after, _ = kedaLag(t, monitor, md["account"], md["stream"], md["consumer"])
+			}
 			if after != lag+1 {
 				t.Errorf("%s ScaledObject %s: lag %d after one %s event, was %d: KEDA would not see that role's work", overlay, name, after, cc.Types[0], lag)
 			}
