@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/engram-memory/engram/internal/config"
+	"github.com/engram-memory/engram/internal/credurl"
 	"github.com/engram-memory/engram/internal/health"
 	"github.com/engram-memory/engram/internal/natsembed"
 	"github.com/engram-memory/engram/pkg/events"
@@ -40,7 +41,9 @@ func OpenBus(ctx context.Context, cfg config.Config, embed bool, name string, lo
 				log.Warn("NATS disconnected", zap.Error(err))
 			}
 		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("NATS reconnected", zap.String("url", nc.ConnectedUrl())) }),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Info("NATS reconnected", zap.String("url", credurl.Redact(nc.ConnectedUrl())))
+		}),
 	}
 	var url string
 	if embed && cfg.Embedded() {
@@ -64,7 +67,7 @@ func OpenBus(ctx context.Context, cfg config.Config, embed bool, name string, lo
 		if b.Embedded != nil {
 			b.Embedded.Shutdown()
 		}
-		return nil, fmt.Errorf("app: connect to NATS at %s: %w", url, err)
+		return nil, fmt.Errorf("app: connect to NATS at %s: %w", credurl.Redact(url), credurl.Error(err))
 	}
 	b.Conn = nc
 	js, err := jetstream.New(nc)

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/engram-memory/engram/internal/config"
+	"github.com/engram-memory/engram/internal/credurl"
 )
 
 // Process is a started Engram process.
@@ -59,7 +60,7 @@ func (p *Process) StopTimeout() time.Duration { return p.app.StopTimeout() }
 // LogReady logs the one "ready" line: where platforms connect and where the
 // health endpoint is.
 func (p *Process) LogReady(msg string) {
-	fields := []zap.Field{zap.String("nats", p.Bus.URL), zap.Strings("workers", p.Workers.Roles()),
+	fields := []zap.Field{zap.String("nats", credurl.Redact(p.Bus.URL)), zap.Strings("workers", p.Workers.Roles()),
 		zap.Duration("startup", p.Started)}
 	if u := p.HTTP.URL(); u != "" {
 		fields = append(fields, zap.String("http", u))
