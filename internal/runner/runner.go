@@ -94,7 +94,7 @@ var (
 type Config struct {
 	Consumer string          // durable consumer name (events.ConsumerInjector, ...); required
 	Stream   string          // stream of the consumer; default events.StreamIn
-	Subjects events.Subjects // prefix for the DLQ subject
+	Subjects events.Subjects // prefix of the events' subjects (checked against their bodies) and the DLQ subject
 	// Concurrency is how many handlers run at once in this process; default 1.
 	Concurrency int
 	// MaxDeliver is the delivery on which a transient failure is
@@ -586,6 +586,11 @@ func (r *Runner) handle(msg jetstream.Msg) {
 	o.Delivery = meta.NumDelivered
 
 	ev, err := events.Decode(msg.Data())
+	if err == nil {
+		// The subject is what the bus's permissions vouch for; the body
+		// must say the same (type, project, session).
+		err = r.cfg.Subjects.Check(msg.Subject(), ev)
+	}
 	if err != nil {
 		o.Err = err
 		r.deadLetter(msg, meta, "invalid event: "+err.Error(), &o)
