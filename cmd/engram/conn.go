@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/engram-memory/engram/internal/config"
+	"github.com/engram-memory/engram/internal/credurl"
 )
 
 // loadConfig parses a subcommand's flags (the settings of groups plus what
@@ -43,7 +44,8 @@ func connect(cfg config.Config) (*nats.Conn, jetstream.JetStream, error) {
 	url := cfg.ClientNATSURL()
 	nc, err := nats.Connect(url, nats.Name("engram-cli"), nats.Timeout(cfg.NATS.ConnectTimeout))
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect to NATS at %s (is `engram serve` running, or ENGRAM_NATS_URL set?): %w", url, err)
+		return nil, nil, fmt.Errorf("connect to NATS at %s (is `engram serve` running, or ENGRAM_NATS_URL set?): %w",
+			credurl.Redact(url), credurl.Error(err))
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {

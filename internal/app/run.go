@@ -126,14 +126,14 @@ func runWorker(role string, worker fx.Option, args []string) int {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
-		fmt.Fprintf(os.Stderr, "%s: configuration:\n%v\n", role, err)
+		fmt.Fprintf(os.Stderr, "%s: configuration:\n%v\n", role, credurl.Error(err))
 		return 2
 	}
 	cfg.Work.Workers = []string{role}
 	ctx, stop := SignalContext(context.Background())
 	defer stop()
 	if err := Serve(ctx, cfg, false, "engram-"+role, worker); err != nil {
-		fmt.Fprintf(os.Stderr, "%s: %v\n", role, err)
+		fmt.Fprintf(os.Stderr, "%s: %v\n", role, credurl.Error(err))
 		return 1
 	}
 	return 0
