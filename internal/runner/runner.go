@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
+	"github.com/engram-memory/engram/internal/credurl"
 	"github.com/engram-memory/engram/internal/runner/dlq"
 	"github.com/engram-memory/engram/pkg/events"
 )
@@ -730,7 +731,10 @@ func (r *Runner) retry(msg jetstream.Msg, meta *jetstream.MsgMetadata, herr erro
 // cannot be stored (DLQ full, unreachable) the message is nak'ed with
 // backoff instead and stays in the stream (the consumer has no server-side
 // delivery limit), so it is dead-lettered on a later delivery, never lost.
+// The reason (a handler's error) is stored and shown by `engram dlq` with
+// URL credentials masked (credurl).
 func (r *Runner) deadLetter(msg jetstream.Msg, meta *jetstream.MsgMetadata, reason string, o *Outcome) {
+	reason = credurl.Redact(reason)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	l := dlq.Letter{

@@ -2,10 +2,12 @@ package runner_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/engram-memory/engram/internal/runner"
 	"github.com/engram-memory/engram/pkg/events"
 )
 
@@ -77,5 +79,19 @@ func TestSubjectMustMatchBodyAndBytesBeUTF8(t *testing.T) {
 	defer mu.Unlock()
 	if e := handled[0]; e.ProjectID != "acme/web" || e.SessionID != "chat 1" {
 		t.Errorf("handled %q/%q", e.ProjectID, e.SessionID)
+	}
+}
+
+// A handler's permanent error that repeats a URL with its password is
+// dead-lettered with the password masked.
+func TestDeadLetterReasonMasksURLPasswords(t *testing.T) {
+	h := newHarness(t, nil)
+	h.start(h.config(), func(context.Context, events.Envelope) error {
+		return runner.Permanent(errors.New(`store: parse "redis://engram:Pw-1234567@cache:x": invalid port`))
+	})
+	h.publish(1)
+	eventually(t, "dead-lettered", func() bool { return len(h.letters()) == 1 })
+	if r := h.letters()[0].Reason; strings.Contains(r, "Pw-1234567") || !strings.Contains(r, "redis://engram:xxxxx@cache") {
+		t.Errorf("reason %q", r)
 	}
 }
