@@ -19,9 +19,12 @@
 // entirely: for NATS it is a token.
 //
 // Core's cost: every string, error, stringer and byte-string field and the
-// message of each log entry is searched for "://" (a fast substring search;
-// see BenchmarkCore: about the cost of a field copy for lines without a
-// URL); a line is copied only when a URL with user information is in it.
+// message of each log entry is searched for "://" (a fast substring
+// search); the fields are copied only when a URL with user information is
+// in them. BenchmarkCore against BenchmarkPlainCore (a JSON line of three
+// fields, no URL): 1.27 against 1.21 µs in the quietest run on the shared
+// 2-CPU development machine, within its noise. That is cheap enough to
+// wrap every logger of the process rather than trust each call site.
 // Arrays (zap.Strings), objects and reflected values are not inspected:
 // log URLs as strings or errors.
 package credurl
