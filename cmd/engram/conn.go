@@ -13,6 +13,7 @@ import (
 
 	"github.com/engram-memory/engram/internal/app"
 	"github.com/engram-memory/engram/internal/config"
+	"github.com/engram-memory/engram/internal/credurl"
 	"github.com/engram-memory/engram/internal/natsauth"
 )
 
@@ -54,7 +55,7 @@ func connect(cfg config.Config) (*nats.Conn, jetstream.JetStream, error) {
 		if errors.Is(err, nats.ErrAuthorization) {
 			hint = "give ENGRAM_NATS_USER/PASSWORD (or TOKEN, NKEY, CREDS), or -data the data dir of `engram serve`"
 		}
-		return nil, nil, fmt.Errorf("connect to NATS at %s (credentials: %s; %s): %w", natsauth.RedactURL(url), from, hint, err)
+		return nil, nil, fmt.Errorf("connect to NATS at %s (credentials: %s; %s): %w", credurl.Redact(url), from, hint, credurl.Error(err))
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {

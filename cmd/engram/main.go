@@ -35,6 +35,7 @@ import (
 	"strings"
 
 	"github.com/engram-memory/engram/internal/app"
+	"github.com/engram-memory/engram/internal/credurl"
 )
 
 // command is one subcommand. run gets the arguments after the command name
@@ -90,7 +91,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := app.SignalContext(context.Background())
 	defer stop()
-	err := cmd.run(ctx, stdout, args[1:])
+	// Whatever a command returns, a URL's password is not printed.
+	err := credurl.Error(cmd.run(ctx, stdout, args[1:]))
 	switch {
 	case err == nil:
 		return 0

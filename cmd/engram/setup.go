@@ -8,7 +8,7 @@ import (
 
 	"github.com/engram-memory/engram/internal/app"
 	"github.com/engram-memory/engram/internal/config"
-	"github.com/engram-memory/engram/internal/natsauth"
+	"github.com/engram-memory/engram/internal/credurl"
 )
 
 func init() {
@@ -31,7 +31,7 @@ func setup(ctx context.Context, stdout io.Writer, args []string) error {
 	if err != nil {
 		return err
 	}
-	out(stdout, "streams ready on %s:\n", natsauth.RedactURL(nc.ConnectedUrl()))
+	out(stdout, "streams ready on %s:\n", credurl.Redact(nc.ConnectedUrl()))
 	for _, s := range topo.StreamConfigs() {
 		out(stdout, "  %-12s %s (%s retention, max age %s, max bytes %d, max per subject %d, max message %d, replicas %d)\n",
 			s.Name, s.Subjects[0], strings.ToLower(s.Retention.String()), s.MaxAge, s.MaxBytes, s.MaxMsgsPerSubject, s.MaxMsgSize, s.Replicas)

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/engram-memory/engram/internal/config"
+	"github.com/engram-memory/engram/internal/credurl"
 	"github.com/engram-memory/engram/internal/health"
 	"github.com/engram-memory/engram/internal/natsauth"
 	"github.com/engram-memory/engram/internal/natsembed"
@@ -131,7 +132,7 @@ func OpenBus(ctx context.Context, cfg config.Config, embed bool, name string, lo
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
-			log.Info("NATS reconnected", zap.String("url", natsauth.RedactURL(nc.ConnectedUrl())))
+			log.Info("NATS reconnected", zap.String("url", credurl.Redact(nc.ConnectedUrl())))
 		}),
 		// Permission violations and other server errors arrive here,
 		// asynchronously: log them, never drop them.
@@ -199,13 +200,13 @@ func OpenBus(ctx context.Context, cfg config.Config, embed bool, name string, lo
 		from = f
 		opts = append(opts, auth...)
 	}
-	b.URL = natsauth.RedactURL(url)
+	b.URL = credurl.Redact(url)
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		if b.Embedded != nil {
 			b.Embedded.Shutdown()
 		}
-		return nil, fmt.Errorf("app: connect to NATS at %s as %s (credentials: %s): %w", b.URL, b.Role, from, err)
+		return nil, fmt.Errorf("app: connect to NATS at %s as %s (credentials: %s): %w", credurl.Redact(b.URL), b.Role, from, credurl.Error(err))
 	}
 	b.Conn = nc
 	js, err := jetstream.New(nc)

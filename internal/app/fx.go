@@ -94,9 +94,9 @@ func TopologyModule() fx.Option {
 			}
 			return EnsureTopology(ctx, bus.JS, cfg)
 		}),
-		fx.Provide(func(bus *Bus, topo events.Topology) (*events.Client, error) {
+		fx.Provide(func(cfg config.Config, bus *Bus, topo events.Topology) (*events.Client, error) {
 			return events.NewClient(bus.Conn, events.WithPrefix(topo.Prefix), events.WithJetStream(bus.JS),
-				events.WithMaxEventBytes(topo.MaxEventBytes))
+				events.WithMaxEventBytes(topo.MaxEventBytes), events.WithReplyPrefixes(cfg.Events.ReplyPrefixes...))
 		}),
 	)
 }

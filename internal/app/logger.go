@@ -8,11 +8,12 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/engram-memory/engram/internal/config"
+	"github.com/engram-memory/engram/internal/credurl"
 )
 
 // NewLogger builds the process logger: zap's production JSON, or a
 // console encoder when the format is console, or auto and stderr is a
-// terminal.
+// terminal. URL credentials are masked in every line (credurl.Core).
 func NewLogger(c config.Log) (*zap.Logger, error) {
 	var lvl zapcore.Level
 	if err := lvl.UnmarshalText([]byte(c.Level)); err != nil {
@@ -31,7 +32,9 @@ func NewLogger(c config.Log) (*zap.Logger, error) {
 		zc.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
 	}
 	zc.Level = zap.NewAtomicLevelAt(lvl)
-	l, err := zc.Build()
+	// Every line passes through credurl: a URL's password never reaches
+	// the log, whoever logs it (a library's error, the embedded server).
+	l, err := zc.Build(zap.WrapCore(credurl.Core))
 	if err != nil {
 		return nil, fmt.Errorf("app: logger: %w", err)
 	}

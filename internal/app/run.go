@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/engram-memory/engram/internal/config"
+	"github.com/engram-memory/engram/internal/credurl"
 )
 
 // Process is a started Engram process.
@@ -59,7 +60,7 @@ func (p *Process) StopTimeout() time.Duration { return p.app.StopTimeout() }
 // LogReady logs the one "ready" line: where platforms connect and where the
 // health endpoint is.
 func (p *Process) LogReady(msg string) {
-	fields := []zap.Field{zap.String("nats", p.Bus.URL), zap.Strings("workers", p.Workers.Roles()),
+	fields := []zap.Field{zap.String("nats", credurl.Redact(p.Bus.URL)), zap.Strings("workers", p.Workers.Roles()),
 		zap.Duration("startup", p.Started)}
 	if u := p.HTTP.URL(); u != "" {
 		fields = append(fields, zap.String("http", u))
@@ -134,14 +135,14 @@ func runWorker(role string, worker fx.Option, args []string) int {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
-		fmt.Fprintf(os.Stderr, "%s: configuration:\n%v\n", role, err)
+		fmt.Fprintf(os.Stderr, "%s: configuration:\n%v\n", role, credurl.Error(err))
 		return 2
 	}
 	cfg.Work.Workers = []string{role}
 	ctx, stop := SignalContext(context.Background())
 	defer stop()
 	if err := Serve(ctx, cfg, false, "engram-"+role, worker); err != nil {
-		fmt.Fprintf(os.Stderr, "%s: %v\n", role, err)
+		fmt.Fprintf(os.Stderr, "%s: %v\n", role, credurl.Error(err))
 		return 1
 	}
 	return 0

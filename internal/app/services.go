@@ -25,8 +25,9 @@ type Telemetry struct {
 }
 
 // NewTelemetry creates a registry with the Go and process collectors and
-// Engram's metrics.
-func NewTelemetry() (*Telemetry, error) {
+// Engram's metrics (project ids on labels only with
+// ENGRAM_METRICS_PROJECT_LABELS).
+func NewTelemetry(cfg config.Config) (*Telemetry, error) {
 	reg := prometheus.NewRegistry()
 	if err := reg.Register(collectors.NewGoCollector()); err != nil {
 		return nil, err
@@ -34,7 +35,11 @@ func NewTelemetry() (*Telemetry, error) {
 	if err := reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
 		return nil, err
 	}
-	m, err := health.NewMetrics(reg)
+	var opts []health.MetricsOption
+	if cfg.HTTP.MetricsProjectLabels {
+		opts = append(opts, health.WithProjectLabels())
+	}
+	m, err := health.NewMetrics(reg, opts...)
 	if err != nil {
 		return nil, err
 	}

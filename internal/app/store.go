@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/engram-memory/engram/internal/config"
+	"github.com/engram-memory/engram/internal/credurl"
 	"github.com/engram-memory/engram/internal/health"
 	"github.com/engram-memory/engram/pkg/memory"
 	"github.com/engram-memory/engram/pkg/memory/redis"
@@ -25,7 +27,11 @@ type pinger interface {
 func OpenStore(ctx context.Context, cfg config.Config) (memory.Store, error) {
 	switch cfg.Store.Kind {
 	case config.StoreRedis:
-		client, err := redisClient(cfg.Store.RedisURL)
+		tlsCfg, err := cfg.Store.RedisTLS()
+		if err != nil {
+			return nil, fmt.Errorf("app: %w", err)
+		}
+		client, err := redisClient(cfg.Store.RedisURL, tlsCfg)
 		if err != nil {
 			return nil, err
 		}
@@ -36,20 +42,20 @@ func OpenStore(ctx context.Context, cfg config.Config) (memory.Store, error) {
 		}
 		if err := s.Ping(ctx); err != nil {
 			_ = s.Close()
-			return nil, fmt.Errorf("app: redis store at %s: %w", redactURL(cfg.Store.RedisURL), err)
+			return nil, fmt.Errorf("app: redis store at %s: %w", credurl.Redact(cfg.Store.RedisURL), credurl.Error(err))
 		}
 		// Once per namespace written by an earlier version: a read of every
 		// node's edge fields; afterwards one SISMEMBER per project.
 		if err := s.EnsureContradictionHints(ctx); err != nil {
 			_ = s.Close()
-			return nil, fmt.Errorf("app: redis store at %s: %w", redactURL(cfg.Store.RedisURL), err)
+			return nil, fmt.Errorf("app: redis store at %s: %w", credurl.Redact(cfg.Store.RedisURL), credurl.Error(err))
 		}
 		// Likewise once per scope indexed before the label weighed twice:
 		// every node's postings rewritten (idempotent, so an interrupted
 		// start redoes only what is left); afterwards one HGET per project.
 		if _, err := s.EnsureLexicalIndex(ctx); err != nil {
 			_ = s.Close()
-			return nil, fmt.Errorf("app: redis store at %s: %w", redactURL(cfg.Store.RedisURL), err)
+			return nil, fmt.Errorf("app: redis store at %s: %w", credurl.Redact(cfg.Store.RedisURL), credurl.Error(err))
 		}
 		return s, nil
 	case config.StoreSQLite:
@@ -62,8 +68,10 @@ func OpenStore(ctx context.Context, cfg config.Config) (memory.Store, error) {
 // (redis://[user:password@]host:port/db, rediss:// for TLS, or a bare
 // host:port) is a standalone server; a comma-separated list of them is a
 // Redis Cluster, whose credentials and TLS come from the elements that carry
-// them.
-func redisClient(raw string) (goredis.UniversalClient, error) {
+// them. tlsCfg (ENGRAM_REDIS_CA/CERT/KEY, config.Store.RedisTLS), when not
+// nil, replaces go-redis's TLS configuration of rediss:// URLs, keeping its
+// server name (the URL's host).
+func redisClient(raw string, tlsCfg *tls.Config) (goredis.UniversalClient, error) {
 	var parts []string
 	for _, p := range strings.Split(raw, ",") {
 		if p = strings.TrimSpace(p); p != "" {
@@ -79,15 +87,16 @@ func redisClient(raw string) (goredis.UniversalClient, error) {
 	if len(parts) == 1 {
 		opts, err := goredis.ParseURL(parts[0])
 		if err != nil {
-			return nil, fmt.Errorf("app: redis URL %s: %w", redactURL(parts[0]), err)
+			return nil, fmt.Errorf("app: redis URL %s: %w", credurl.Redact(parts[0]), credurl.Error(err))
 		}
+		opts.TLSConfig = withTLS(opts.TLSConfig, tlsCfg)
 		return goredis.NewClient(opts), nil
 	}
 	co := &goredis.ClusterOptions{}
 	for _, p := range parts {
 		o, err := goredis.ParseURL(p)
 		if err != nil {
-			return nil, fmt.Errorf("app: redis cluster URL %s: %w", redactURL(p), err)
+			return nil, fmt.Errorf("app: redis cluster URL %s: %w", credurl.Redact(p), credurl.Error(err))
 		}
 		co.Addrs = append(co.Addrs, o.Addr)
 		if o.Username != "" {
@@ -97,20 +106,22 @@ func redisClient(raw string) (goredis.UniversalClient, error) {
 			co.Password = o.Password
 		}
 		if o.TLSConfig != nil {
-			co.TLSConfig = o.TLSConfig
+			co.TLSConfig = withTLS(o.TLSConfig, tlsCfg)
 		}
 	}
 	return goredis.NewClusterClient(co), nil
 }
 
-// redactURL drops a password from a URL for messages.
-func redactURL(raw string) string {
-	if i := strings.Index(raw, "@"); i >= 0 {
-		if j := strings.Index(raw, "://"); j >= 0 && j < i {
-			return raw[:j+3] + "***" + raw[i:]
-		}
+// withTLS is the TLS configuration of a parsed URL (nil: plain redis://)
+// with the configured CA and client certificate.
+func withTLS(fromURL, configured *tls.Config) *tls.Config {
+	if fromURL == nil || configured == nil {
+		return fromURL
 	}
-	return raw
+	c := configured.Clone()
+	c.ServerName = fromURL.ServerName
+	c.InsecureSkipVerify = fromURL.InsecureSkipVerify // ?skip_verify=true in the URL
+	return c
 }
 
 // StoreCheck is the store's readiness check.

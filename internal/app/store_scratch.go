@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/engram-memory/engram/internal/config"
+	"github.com/engram-memory/engram/internal/credurl"
 	"github.com/engram-memory/engram/pkg/memory"
 	"github.com/engram-memory/engram/pkg/memory/redis"
 )
@@ -22,7 +23,11 @@ import (
 func OpenScratchStore(ctx context.Context, cfg config.Config) (memory.Store, func() error, error) {
 	switch cfg.Store.Kind {
 	case config.StoreRedis:
-		client, err := redisClient(cfg.Store.RedisURL)
+		tlsCfg, err := cfg.Store.RedisTLS()
+		if err != nil {
+			return nil, nil, fmt.Errorf("app: %w", err)
+		}
+		client, err := redisClient(cfg.Store.RedisURL, tlsCfg)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -36,7 +41,7 @@ func OpenScratchStore(ctx context.Context, cfg config.Config) (memory.Store, fun
 		}
 		if err := s.Ping(ctx); err != nil {
 			_ = client.Close()
-			return nil, nil, fmt.Errorf("app: redis scratch store at %s: %w", redactURL(cfg.Store.RedisURL), err)
+			return nil, nil, fmt.Errorf("app: redis scratch store at %s: %w", credurl.Redact(cfg.Store.RedisURL), credurl.Error(err))
 		}
 		cleanup := func() error {
 			dctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/engram-memory/engram/internal/compact"
 	"github.com/engram-memory/engram/internal/consolidate"
+	"github.com/engram-memory/engram/internal/credurl"
 	"github.com/engram-memory/engram/internal/extract"
 	"github.com/engram-memory/engram/internal/idle"
 	"github.com/engram-memory/engram/internal/inject"
@@ -114,6 +115,10 @@ type HTTP struct {
 	Addr string
 	// LagRefresh is how often JetStream consumer lag gauges are refreshed.
 	LagRefresh time.Duration
+	// MetricsProjectLabels labels the model metrics with project ids
+	// (bounded, see health.MaxProjectLabels); off by default: /metrics is
+	// unauthenticated and project ids are chosen by whoever publishes.
+	MetricsProjectLabels bool
 }
 
 // Store selects and locates the memory store.
@@ -124,11 +129,18 @@ type Store struct {
 	// RedisVectorQuant is how new Redis vector sets store vectors: q8
 	// (default), noquant (float32) or bin. Existing sets keep theirs.
 	RedisVectorQuant string
+	// RedisCA, RedisCert and RedisKey are PEM files for TLS to Redis
+	// (rediss:// URLs): the CA(s) of the server's certificate and a client
+	// certificate and key. See RedisTLS.
+	RedisCA, RedisCert, RedisKey string
 }
 
 // Events configures subjects, streams and consumers.
 type Events struct {
 	SubjectPrefix string
+	// ReplyPrefixes are the subject prefixes a turn_started's reply_to may
+	// name (default events.DefaultReplyPrefix).
+	ReplyPrefixes []string
 	// Retention of ENGRAM_IN, ENGRAM_OUT and ENGRAM_DLQ by age and size.
 	InMaxAge, OutMaxAge, DLQMaxAge       time.Duration
 	InMaxBytes, OutMaxBytes, DLQMaxBytes int64
@@ -200,6 +212,7 @@ func eventsDefaults() Events {
 	t := events.DefaultTopology()
 	return Events{
 		SubjectPrefix:       t.Prefix,
+		ReplyPrefixes:       []string{events.DefaultReplyPrefix},
 		InMaxAge:            t.In.MaxAge,
 		InMaxBytes:          t.In.MaxBytes,
 		OutMaxAge:           t.Out.MaxAge,
@@ -352,7 +365,7 @@ func (c Config) Validate() error {
 	if !c.Embedded() {
 		for _, u := range strings.Split(c.NATS.URL, ",") {
 			if err := checkURL(strings.TrimSpace(u), "nats", "tls", "ws", "wss"); err != nil {
-				bad("NATS URL (ENGRAM_NATS_URL) %q: %v", natsauth.RedactURL(u), err)
+				bad("NATS URL (ENGRAM_NATS_URL) %q: %v", credurl.Redact(u), credurl.Error(err))
 			}
 		}
 		if natsauth.URLHasAuth(c.NATS.URL) && c.NATS.Client().HasAuth() {
@@ -391,11 +404,16 @@ func (c Config) Validate() error {
 				var err error
 				if strings.Contains(u, "://") {
 					err = checkURL(u, "redis", "rediss", "unix")
+				} else if strings.Contains(u, "@") {
+					// user:password@host:port: read as the redis:// URL it
+					// becomes (app.OpenStore), so that the message masks it.
+					u = "redis://" + u
+					err = checkURL(u, "redis")
 				} else {
 					err = checkHostPort(u, false)
 				}
 				if err != nil {
-					bad("Redis URL (ENGRAM_REDIS_URL) %q: %v", u, err)
+					bad("Redis URL (ENGRAM_REDIS_URL) %q: %v", credurl.Redact(u), credurl.Error(err))
 				}
 			}
 		}
@@ -505,7 +523,9 @@ func (c Config) Validate() error {
 	if err := c.Consolidate.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	return errors.Join(errs...)
+	c.validateSecurity(bad)
+	// A library's message may repeat a URL given in a setting.
+	return credurl.Error(errors.Join(errs...))
 }
 
 func checkURL(raw string, schemes ...string) error {

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/engram-memory/engram/internal/natsauth"
+	"github.com/engram-memory/engram/internal/credurl"
 )
 
 // Group selects a part of the settings; subcommands register only what
@@ -206,6 +206,7 @@ func (c *Config) Settings() []Setting {
 	}
 	s = append(s, c.compactSettings()...)
 	s = append(s, c.consolidateSettings()...)
+	s = append(s, c.securitySettings()...)
 	for i := range s {
 		s[i].Default = s[i].value.String()
 	}
@@ -228,7 +229,7 @@ func (c *Config) Load(fs *flag.FlagSet, args []string, lookup func(string) (stri
 		if v, ok := lookup(s.Env); ok {
 			set[s.Env] = true
 			if err := s.value.Set(v); err != nil {
-				errs = append(errs, fmt.Errorf("%s=%q: %w", s.Env, v, err))
+				errs = append(errs, fmt.Errorf("%s=%q: %w", s.Env, credurl.Redact(v), err))
 			}
 		}
 		envOf[s.Flag] = s.Env
@@ -252,8 +253,9 @@ func (c *Config) Load(fs *flag.FlagSet, args []string, lookup func(string) (stri
 		}
 	}
 	if len(errs) > 0 {
-		// Validate too, so the operator sees everything at once.
-		return errors.Join(append(errs, c.Validate())...)
+		// Validate too, so the operator sees everything at once. A flag
+		// parse error repeats the value given (a URL with its password).
+		return credurl.Error(errors.Join(append(errs, c.Validate())...))
 	}
 	return c.Validate()
 }
@@ -283,7 +285,7 @@ func (v *natsURLV) String() string {
 	if v == nil {
 		return ""
 	}
-	return natsauth.RedactURL(string(*v))
+	return credurl.Redact(string(*v))
 }
 func (v *natsURLV) Set(s string) error { *v = natsURLV(strings.TrimSpace(s)); return nil }
 

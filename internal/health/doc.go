@@ -27,7 +27,9 @@
 // handler latency, model calls, latency and tokens); Lag refreshes
 // JetStream gauges periodically: consumer lag (pending, ack pending,
 // redelivered, pull requests waiting) and stream messages, bytes and fill
-// ratio.
+// ratio. No label carries a project id unless WithProjectLabels (then at
+// most MaxProjectLabels of them): /metrics is unauthenticated, and project
+// ids are chosen by whoever publishes events.
 //
 // The package does not log; the Server reports a failing listener through
 // its Err channel.

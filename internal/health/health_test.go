@@ -78,7 +78,7 @@ func TestEndpoints(t *testing.T) {
 	for _, want := range []string{
 		`engram_events_handled_total{result="acked",type="turn_ended",worker="extractor"} 1`,
 		`engram_handler_duration_seconds_count{type="turn_ended",worker="extractor"} 1`,
-		`engram_model_tokens_total{kind="prompt",project="p",role="extract"} 100`,
+		`engram_model_tokens_total{kind="prompt",project="",role="extract"} 100`, // no project ids by default
 		`engram_dlq_write_failures_total{worker="injector"} 1`,
 	} {
 		if code != 200 || !strings.Contains(body, want) {

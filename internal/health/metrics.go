@@ -2,6 +2,7 @@ package health
 
 import (
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,6 +29,56 @@ type Metrics struct {
 	llmCalls   *prometheus.CounterVec
 	llmLatency *prometheus.HistogramVec
 	llmTokens  *prometheus.CounterVec
+
+	projects projectLabels
+}
+
+// MaxProjectLabels bounds the project label values of a process when
+// project labels are on (WithProjectLabels): the first this many projects
+// seen get their own series, the others share OtherProject.
+const MaxProjectLabels = 100
+
+// OtherProject is the project label of the projects over MaxProjectLabels.
+const OtherProject = "_other"
+
+// MetricsOption configures Metrics.
+type MetricsOption func(*Metrics)
+
+// WithProjectLabels fills the project label of engram_model_calls_total
+// and engram_model_tokens_total with project ids (at most MaxProjectLabels,
+// the rest as OtherProject). Off by default: /metrics needs no credentials,
+// so its labels would name every tenant, and project ids are chosen by
+// whoever publishes events, so the series would be unbounded. Off, the
+// label is empty (Prometheus treats an empty label as absent); the metric
+// and label names stay the same either way.
+func WithProjectLabels() MetricsOption {
+	return func(m *Metrics) { m.projects.on = true }
+}
+
+// projectLabels maps project ids to label values.
+type projectLabels struct {
+	on   bool
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func (p *projectLabels) label(project string) string {
+	if !p.on {
+		return ""
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.seen[project] {
+		return project
+	}
+	if len(p.seen) >= MaxProjectLabels {
+		return OtherProject
+	}
+	if p.seen == nil {
+		p.seen = map[string]bool{}
+	}
+	p.seen[project] = true
+	return project
 }
 
 var (
@@ -36,7 +87,7 @@ var (
 )
 
 // NewMetrics creates the metrics and registers them with reg.
-func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+func NewMetrics(reg prometheus.Registerer, opts ...MetricsOption) (*Metrics, error) {
 	m := &Metrics{
 		handled: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "engram_events_handled_total",
@@ -73,7 +124,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}),
 		llmCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "engram_model_calls_total",
-			Help: "Model calls by operation, role, project, model and outcome (ok, budget_exhausted, or the error class: transient, permanent, canceled).",
+			Help: "Model calls by operation, role, project (empty unless ENGRAM_METRICS_PROJECT_LABELS), model and outcome (ok, budget_exhausted, or the error class: transient, permanent, canceled).",
 		}, []string{"op", "role", "project", "model", "outcome"}),
 		llmLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "engram_model_call_duration_seconds",
@@ -82,8 +133,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"op", "role", "model"}),
 		llmTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "engram_model_tokens_total",
-			Help: "Model tokens by role, project and kind (prompt, completion).",
+			Help: "Model tokens by role, project (empty unless ENGRAM_METRICS_PROJECT_LABELS) and kind (prompt, completion).",
 		}, []string{"role", "project", "kind"}),
+	}
+	for _, o := range opts {
+		o(m)
 	}
 	for _, c := range []prometheus.Collector{m.handled, m.failed, m.deadLettered, m.latency, m.paused,
 		m.captured, m.dlqFailed, m.idle, m.llmCalls, m.llmLatency, m.llmTokens} {
@@ -142,13 +196,14 @@ func (m *Metrics) ObserveCall(ci llm.CallInfo) {
 		outcome = classLabel(ci)
 	}
 	role := string(ci.Role)
-	m.llmCalls.WithLabelValues(ci.Op, role, ci.Project, ci.Model, outcome).Inc()
+	project := m.projects.label(ci.Project)
+	m.llmCalls.WithLabelValues(ci.Op, role, project, ci.Model, outcome).Inc()
 	m.llmLatency.WithLabelValues(ci.Op, role, ci.Model).Observe(ci.Latency.Seconds())
 	if ci.PromptTokens > 0 {
-		m.llmTokens.WithLabelValues(role, ci.Project, "prompt").Add(float64(ci.PromptTokens))
+		m.llmTokens.WithLabelValues(role, project, "prompt").Add(float64(ci.PromptTokens))
 	}
 	if ci.CompletionTokens > 0 {
-		m.llmTokens.WithLabelValues(role, ci.Project, "completion").Add(float64(ci.CompletionTokens))
+		m.llmTokens.WithLabelValues(role, project, "completion").Add(float64(ci.CompletionTokens))
 	}
 }
 

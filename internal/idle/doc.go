@@ -6,7 +6,9 @@
 // tokens_reported) read by a durable consumer of its own on ENGRAM_IN
 // (ConsumerConfig; Run consumes it) or fed directly with Observe. The time of
 // an activity is the stream's timestamp of the message, so platform clocks do
-// not matter.
+// not matter. The session is the body's (project_id, session_id), and only
+// when the subject names the same: an event published on another project's
+// subject, or an undecodable one, records no activity (issue 23).
 //
 // State lives in a JetStream key-value bucket (ENGRAM_ACTIVITY by default),
 // one key per project and session, so that it survives restarts and is shared

@@ -337,18 +337,25 @@ func EventID(project, session string, activity time.Time) string {
 	return "idle-" + hex.EncodeToString(h.Sum(nil)[:16])
 }
 
-// Handle records the activity of one ENGRAM_IN message. A message whose
-// subject is not an input event of subjects is ignored (nil).
+// Handle records the activity of one ENGRAM_IN message: the project and
+// session of its body. A message that is not a valid input event, whose
+// subject does not match its body (events.Subjects.Check) or that is a
+// session_idle is ignored (nil): the workers' runners dead-letter the
+// invalid ones, and activity is never credited to a session the body does
+// not name.
 func (d *Detector) Handle(ctx context.Context, subjects events.Subjects, msg jetstream.Msg) error {
-	addr, err := subjects.Parse(msg.Subject())
-	if err != nil || addr.Output || addr.Type == events.TypeSessionIdle || addr.ProjectID == "" || addr.SessionID == "" {
+	ev, err := events.Decode(msg.Data())
+	if err != nil || !ev.Type.IsInput() || ev.Type == events.TypeSessionIdle || ev.ProjectID == "" || ev.SessionID == "" {
+		return nil
+	}
+	if subjects.Check(msg.Subject(), ev) != nil {
 		return nil
 	}
 	at := d.o.Clock.Now()
 	if md, err := msg.Metadata(); err == nil && !md.Timestamp.IsZero() {
 		at = md.Timestamp
 	}
-	return d.Observe(ctx, addr.ProjectID, addr.SessionID, at)
+	return d.Observe(ctx, ev.ProjectID, ev.SessionID, at)
 }
 
 // Run consumes activity from cons and sweeps every Options.Sweep until ctx

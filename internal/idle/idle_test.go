@@ -427,3 +427,68 @@ func TestClaimHoldsForItsOwner(t *testing.T) {
 		t.Fatalf("idle events by session = %v, want one for chat 1", got)
 	}
 }
+
+// Issue 23: the detector reads the session from the body, and ignores an
+// event whose subject names another project or session (or whose body does
+// not decode): no activity is credited to either.
+func TestActivityComesFromTheBody(t *testing.T) {
+	_, js, cl := setup(t)
+	clk := &fakeClock{now: time.Now()}
+	d, err := idle.New(ctxT(t), js, cl, idle.Options{Quiet: quiet, Clock: clk, Sweep: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(ctxT(t))
+	cons, err := js.Consumer(ctx, events.StreamIn, idle.ConsumerName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx, cons, events.Subjects{}) }()
+
+	forged, err := events.Encode(events.NewTurnStarted(events.Ref{ProjectID: "other", SessionID: "s1", TurnID: "t"}, events.TurnStarted{Text: "hi"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []struct {
+		subj string
+		data []byte
+	}{
+		{"engram.in.turn_started.victim.s1", forged},
+		{"engram.in.turn_started.other.s2", forged},
+		{"engram.in.turn_started.victim.s1", []byte("not json")},
+	} {
+		if _, err := js.Publish(ctx, m.subj, m.data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := cl.PublishTurnStarted(ctx, events.Ref{ProjectID: "acme/web", SessionID: "chat 1", TurnID: "t1"}, events.TurnStarted{Text: "hi"}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		info, err := cons.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.NumPending == 0 && info.NumAckPending == 0 && info.AckFloor.Consumer >= 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("consumer did not ack: %+v", info)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	clk.Advance(quiet + time.Minute)
+	if _, err := d.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	got := countBySession(idleEvents(t, js))
+	if len(got) != 1 || got["acme/web/chat 1"] != 1 {
+		t.Fatalf("idle events %v, want only acme/web/chat 1 (none for the forged subjects)", got)
+	}
+}

@@ -31,15 +31,33 @@ type Handler struct {
 	pub Publisher
 	log *zap.Logger
 	now func() time.Time
+	// replyPrefixes are where reply_to may point (empty:
+	// events.DefaultReplyPrefix).
+	replyPrefixes []string
+}
+
+// HandlerOption configures a Handler.
+type HandlerOption func(*Handler)
+
+// WithReplyPrefixes sets the subjects a turn_started's reply_to may name
+// (ENGRAM_REPLY_PREFIXES; default events.DefaultReplyPrefix): a reply_to
+// elsewhere is a permanent error, dead-lettered with its reason, and
+// nothing is published for the event.
+func WithReplyPrefixes(prefixes ...string) HandlerOption {
+	return func(h *Handler) { h.replyPrefixes = append([]string(nil), prefixes...) }
 }
 
 // NewHandler returns the turn_started handler.
-func NewHandler(inj *Injector, pub Publisher, log *zap.Logger) *Handler {
+func NewHandler(inj *Injector, pub Publisher, log *zap.Logger, opts ...HandlerOption) *Handler {
 	if log == nil {
 		log = zap.NewNop()
 	}
 	// The reply deadline is the platform's wall clock, not the ranking clock.
-	return &Handler{inj: inj, pub: pub, log: log, now: time.Now}
+	h := &Handler{inj: inj, pub: pub, log: log, now: time.Now}
+	for _, o := range opts {
+		o(h)
+	}
+	return h
 }
 
 // Handle answers one turn_started event. An event of another type or with an
@@ -48,6 +66,14 @@ func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
 	ts, err := events.PayloadAs[events.TurnStarted](ev)
 	if err != nil {
 		return fmt.Errorf("inject: %w", err) // wraps events.ErrInvalidEvent: permanent
+	}
+	if ts.ReplyTo != "" {
+		// Before anything is read or written: the injector's connection
+		// may publish where a platform may not, so a reply_to outside the
+		// inboxes would make it write for the event's sender.
+		if err := events.CheckReplySubject(ts.ReplyTo, h.replyPrefixes); err != nil {
+			return fmt.Errorf("inject: %w", err) // wraps events.ErrInvalidEvent: permanent
+		}
 	}
 	if !ts.ReplyBy.IsZero() && h.now().After(ts.ReplyBy) {
 		// The platform went on without memory: neither answer nor record

@@ -182,24 +182,3 @@ func URLHasAuth(urls string) bool {
 	}
 	return false
 }
-
-// RedactURL returns a NATS URL list with the password or token of each URL
-// replaced by "xxxxx", for logs and errors.
-func RedactURL(urls string) string {
-	parts := strings.Split(urls, ",")
-	for i, raw := range parts {
-		raw = strings.TrimSpace(raw)
-		u, err := url.Parse(raw)
-		if err != nil || u.User == nil {
-			parts[i] = raw
-			continue
-		}
-		if _, ok := u.User.Password(); ok {
-			u.User = url.UserPassword(u.User.Username(), "xxxxx")
-		} else {
-			u.User = url.User("xxxxx")
-		}
-		parts[i] = u.String()
-	}
-	return strings.Join(parts, ",")
-}

@@ -59,5 +59,5 @@
 // synchronously that the reply inbox itself may be subscribed to.
 //
 // The package does not log and never puts a password or token in an error;
-// RedactURL hides the ones in URLs.
+// internal/credurl hides the ones in URLs.
 package natsauth

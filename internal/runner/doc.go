@@ -15,7 +15,10 @@
 //
 // # What the runner does with a delivery
 //
-//   - The body does not decode (events.Decode): dead-lettered at once.
+//   - The body does not decode (events.Decode: malformed, invalid, or not
+//     valid UTF-8), or the subject's type, project or session is not the
+//     body's (events.Subjects.Check): dead-lettered at once, the reason
+//     naming the field.
 //   - WithProcessed and the (consumer, event id) record exists: acked, the
 //     handler is not called (ResultDuplicate). After a successful handler
 //     the record is written (ttl Config.ProcessedTTL), then the message acked.

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
+	"github.com/engram-memory/engram/internal/credurl"
 	"github.com/engram-memory/engram/internal/runner/dlq"
 	"github.com/engram-memory/engram/pkg/events"
 )
@@ -94,7 +95,7 @@ var (
 type Config struct {
 	Consumer string          // durable consumer name (events.ConsumerInjector, ...); required
 	Stream   string          // stream of the consumer; default events.StreamIn
-	Subjects events.Subjects // prefix for the DLQ subject
+	Subjects events.Subjects // prefix of the events' subjects (checked against their bodies) and the DLQ subject
 	// Concurrency is how many handlers run at once in this process; default 1.
 	Concurrency int
 	// MaxDeliver is the delivery on which a transient failure is
@@ -586,6 +587,11 @@ func (r *Runner) handle(msg jetstream.Msg) {
 	o.Delivery = meta.NumDelivered
 
 	ev, err := events.Decode(msg.Data())
+	if err == nil {
+		// The subject is what the bus's permissions vouch for; the body
+		// must say the same (type, project, session).
+		err = r.cfg.Subjects.Check(msg.Subject(), ev)
+	}
 	if err != nil {
 		o.Err = err
 		r.deadLetter(msg, meta, "invalid event: "+err.Error(), &o)
@@ -725,7 +731,10 @@ func (r *Runner) retry(msg jetstream.Msg, meta *jetstream.MsgMetadata, herr erro
 // cannot be stored (DLQ full, unreachable) the message is nak'ed with
 // backoff instead and stays in the stream (the consumer has no server-side
 // delivery limit), so it is dead-lettered on a later delivery, never lost.
+// The reason (a handler's error) is stored and shown by `engram dlq` with
+// URL credentials masked (credurl).
 func (r *Runner) deadLetter(msg jetstream.Msg, meta *jetstream.MsgMetadata, reason string, o *Outcome) {
+	reason = credurl.Redact(reason)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	l := dlq.Letter{

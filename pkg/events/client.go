@@ -65,6 +65,9 @@ type Client struct {
 	// contextTimeout bounds one page of Context (context.go).
 	contextTimeout time.Duration
 	replies        replies
+	// replyPrefixes bound Respond and the context service's answers
+	// (reply.go); empty: DefaultReplyPrefix.
+	replyPrefixes []string
 }
 
 // replies routes answers to Inject's callers: one wildcard subscription
@@ -195,6 +198,11 @@ func NewClient(nc *nats.Conn, opts ...ClientOption) (*Client, error) {
 	if c.contextTimeout <= 0 {
 		return nil, fmt.Errorf("events: context timeout %v must be positive", c.contextTimeout)
 	}
+	for _, p := range c.replyPrefixes {
+		if err := ValidateReplyPrefix(p, c.subjects.Prefix); err != nil {
+			return nil, err
+		}
+	}
 	if c.js == nil {
 		js, err := jetstream.New(nc)
 		if err != nil {
@@ -272,10 +280,13 @@ func (c *Client) PublishTokensReported(ctx context.Context, ref Ref, p TokensRep
 }
 
 // Respond sends e (an injection_ready) as a core NATS message to a reply
-// subject, e.g. TurnStarted.ReplyTo. It is what the injector calls.
+// subject, e.g. TurnStarted.ReplyTo. It is what the injector calls. A
+// subject that is not under the client's reply prefixes (WithReplyPrefixes;
+// default _INBOX.) is refused with an error wrapping ErrInvalidSubject and
+// CheckReplySubject's: nothing is sent.
 func (c *Client) Respond(replyTo string, e Envelope) error {
-	if !validSubject(replyTo) {
-		return fmt.Errorf("%w: reply subject %q", ErrInvalidSubject, replyTo)
+	if err := CheckReplySubject(replyTo, c.replyPrefixes); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidSubject, err)
 	}
 	data, err := Encode(e)
 	if err != nil {

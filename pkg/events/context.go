@@ -183,7 +183,9 @@ type ContextService struct {
 // ServeContext answers context requests with fn, in the ContextQueue queue
 // group (replicas share the requests). At most concurrency requests run at
 // once (<= 0: 8), each bounded by timeout (<= 0: 10 s). A failing fn
-// answers with the error in ContextReply.Error. Stop ends it.
+// answers with the error in ContextReply.Error. A request whose reply
+// subject is not under the client's reply prefixes (WithReplyPrefixes) is
+// not answered. Stop ends it.
 func (c *Client) ServeContext(fn ContextFunc, concurrency int, timeout time.Duration) (*ContextService, error) {
 	if fn == nil {
 		return nil, errors.New("events: serve context: nil function")
@@ -199,8 +201,10 @@ func (c *Client) ServeContext(fn ContextFunc, concurrency int, timeout time.Dura
 	sem := make(chan struct{}, concurrency)
 	maxPayload := int(c.nc.MaxPayload())
 	sub, err := c.nc.QueueSubscribe(c.subjects.ContextAPIAll(), ContextQueue, func(m *nats.Msg) {
-		if m.Reply == "" {
-			return // not a request: nobody to answer
+		if m.Reply == "" || CheckReplySubject(m.Reply, c.replyPrefixes) != nil {
+			// Not a request, or an answer would land outside the inboxes
+			// (another service's subjects, a stream): nobody to answer.
+			return
 		}
 		s.mu.Lock()
 		if s.closed {

@@ -132,6 +132,22 @@
 // is never blocked by Engram for longer than the inject timeout. Keep one
 // Client per connection for the process; Close ends its reply subscription.
 //
+// A reply goes only to an inbox: reply_to must be under one of the reply
+// prefixes (DefaultReplyPrefix "_INBOX.", or WithReplyPrefixes; see
+// CheckReplySubject), else the injector dead-letters the event and Respond
+// refuses it, because the injector's connection may publish where the
+// platform may not (a KV bucket, another project's events). A platform that
+// sets nats.CustomInboxPrefix must have its prefix configured on the
+// workers (ENGRAM_REPLY_PREFIXES).
+//
+// # What a reader checks
+//
+// Decode refuses invalid UTF-8 and lone surrogate escapes in the raw bytes
+// (the JSON decoder would make them U+FFFD, merging distinct ids), and
+// Subjects.Check tells whether a subject's type, project and session tokens
+// (decoded) are the body's: workers act on the body only when the subject,
+// which the bus's permissions vouch for, says the same.
+//
 // # The context API
 //
 // Before each turn a platform asks what to send its model of the earlier

@@ -223,7 +223,15 @@ func Encode(e Envelope) ([]byte, error) {
 // Decode parses and validates one event. Malformed JSON, an unknown type, a
 // newer schema version or a missing or mistyped required field is an error
 // wrapping ErrInvalidEvent that names the field. Unknown fields are ignored.
+//
+// The raw bytes are checked before decoding: invalid UTF-8 or a lone
+// UTF-16 surrogate escape (\ud800) anywhere in the body is an error, since
+// the JSON decoder would turn both into U+FFFD and so make distinct ids
+// (tenant-\xff, tenant-\xfe) one.
 func Decode(data []byte) (Envelope, error) {
+	if err := checkText(data); err != nil {
+		return Envelope{}, err
+	}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return Envelope{}, fmt.Errorf("%w: malformed JSON: %w", ErrInvalidEvent, err)
@@ -280,6 +288,82 @@ func Decode(data []byte) (Envelope, error) {
 		return Envelope{}, err
 	}
 	return e, nil
+}
+
+// checkText rejects bytes the JSON decoder would silently replace with
+// U+FFFD: invalid UTF-8, and \u escapes of a lone surrogate.
+func checkText(data []byte) error {
+	if !utf8.Valid(data) {
+		i := 0
+		for i < len(data) {
+			r, n := utf8.DecodeRune(data[i:])
+			if r == utf8.RuneError && n <= 1 {
+				break
+			}
+			i += n
+		}
+		return fmt.Errorf("%w: not valid UTF-8 (byte %d is 0x%02x)", ErrInvalidEvent, i, data[i])
+	}
+	if !bytes.Contains(data, []byte(`\u`)) {
+		return nil
+	}
+	in := false
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		if !in {
+			if c == '"' {
+				in = true
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			in = false
+		case '\\':
+			if i+1 < len(data) && data[i+1] == 'u' {
+				r, ok := hex4(data, i+2)
+				switch {
+				case ok && r >= 0xD800 && r <= 0xDBFF:
+					lo, ok2 := rune(0), false
+					if i+7 < len(data) && data[i+6] == '\\' && data[i+7] == 'u' {
+						lo, ok2 = hex4(data, i+8)
+					}
+					if !ok2 || lo < 0xDC00 || lo > 0xDFFF {
+						return fmt.Errorf("%w: lone UTF-16 surrogate escape at byte %d", ErrInvalidEvent, i)
+					}
+					i += 11
+					continue
+				case ok && r >= 0xDC00 && r <= 0xDFFF:
+					return fmt.Errorf("%w: lone UTF-16 surrogate escape at byte %d", ErrInvalidEvent, i)
+				}
+			}
+			i++ // skip the escaped byte
+		}
+	}
+	return nil
+}
+
+// hex4 reads four hex digits at data[i:].
+func hex4(data []byte, i int) (rune, bool) {
+	if i+4 > len(data) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range data[i : i+4] {
+		var v byte
+		switch {
+		case c >= '0' && c <= '9':
+			v = c - '0'
+		case c >= 'a' && c <= 'f':
+			v = c - 'a' + 10
+		case c >= 'A' && c <= 'F':
+			v = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(v)
+	}
+	return r, true
 }
 
 // dedupeFields keeps the first error of each field.

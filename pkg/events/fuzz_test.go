@@ -20,6 +20,7 @@ func FuzzDecode(f *testing.F) {
 	}
 	for _, s := range []string{``, `{}`, `null`, `[]`, `{"type":"turn_started","payload":{}}`,
 		`{"id":"a","type":"turn_ended","version":1,"occurred_at":"2026-01-01T00:00:00Z","project_id":"p","session_id":"s","turn_id":"t","payload":{"messages":[{"role":"tool"}]}}`,
+		"{\"id\":\"a\xff\"}", `{"id":"\ud800"}`, `{"id":"\ud83d\ude00"}`,
 		`{"id":"a","type":"memory_changed","version":1,"occurred_at":"2026-01-01T00:00:00Z","project_id":"p","payload":{"changes":[{"id":"n","kind":"created"}]}}`,
 	} {
 		f.Add([]byte(s))

@@ -138,6 +138,35 @@ func (s Subjects) Parse(subject string) (Address, error) {
 	return a, nil
 }
 
+// Check reports whether subject is where e belongs: an input or output
+// subject of s whose type, project and session tokens, decoded, are the
+// body's. A platform may only publish where its permissions allow, so the
+// subject is what the bus vouches for, while the body is what the workers
+// act on: an event on engram.in.turn_started.victim.s1 whose body names
+// project other would otherwise be processed as other's. The error is a
+// *FieldError (field "subject") wrapping ErrInvalidEvent, naming every
+// mismatch.
+func (s Subjects) Check(subject string, e Envelope) error {
+	a, err := s.Parse(subject)
+	if err != nil {
+		return &FieldError{Field: "subject", Reason: err.Error()}
+	}
+	var why []string
+	if a.Type != e.Type || a.Output != e.Type.IsOutput() {
+		why = append(why, fmt.Sprintf("type %q, body %q", a.Type, e.Type))
+	}
+	if a.ProjectID != e.ProjectID {
+		why = append(why, fmt.Sprintf("project %q, body %q", a.ProjectID, e.ProjectID))
+	}
+	if a.SessionID != e.SessionID {
+		why = append(why, fmt.Sprintf("session %q, body %q", a.SessionID, e.SessionID))
+	}
+	if len(why) > 0 {
+		return &FieldError{Field: "subject", Reason: fmt.Sprintf("%s does not match the body: subject %s", subject, strings.Join(why, "; subject "))}
+	}
+	return nil
+}
+
 // tokenSafe are the bytes a token keeps as they are.
 func tokenSafe(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||

@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/engram-memory/engram/pkg/memory/redacttest"
 )
 
 // benchOrdinary is what most writes look like: prose and a little code, no
@@ -15,7 +17,7 @@ var benchOrdinary = strings.Repeat("The user prefers tabs over spaces and runs `
 var benchSecret = benchOrdinary + "export GITHUB_TOKEN=ghp_R8x2Kq9LmZ4vT7nWc3Yb6Hd1Jf5Gs0PaEuQo and DB_PASS=Zk4!qP9wLm2x\n"
 
 // benchImage is a tool result carrying a 150 KB base64 image on one line.
-var benchImage = `{"type":"image","media_type":"image/png","data":"` + rnd(b64, 150000)(rand.New(rand.NewPCG(1, 2))) + `"}`
+var benchImage = `{"type":"image","media_type":"image/png","data":"` + redacttest.Rand(redacttest.B64, 150000)(rand.New(rand.NewPCG(1, 2))) + `"}`
 
 func BenchmarkRedact(b *testing.B) {
 	for _, c := range []struct{ name, in string }{{"ordinary", benchOrdinary}, {"secret", benchSecret}, {"image150k", benchImage}} {

@@ -60,7 +60,7 @@ func NormalisePaths(paths []string) []string {
 	}
 	out := make([]string, 0, len(paths))
 	for _, p := range paths {
-		p = strings.TrimSpace(p)
+		p = strings.TrimSpace(Redact(p)) // a path may be a URL with a password
 		if p == "" || slices.Contains(out, p) {
 			continue
 		}
@@ -80,6 +80,9 @@ func NormaliseEntities(es []Entity) []Entity {
 	}
 	out := make([]Entity, 0, min(len(es), MaxEntities))
 	for _, e := range es {
+		// Redacted before the key is made: a key is the lower-cased name,
+		// which a case-sensitive rule no longer recognises.
+		e.Key, e.Name = Redact(e.Key), Redact(e.Name)
 		key := normalise(e.Key)
 		if key == "" {
 			key = normalise(e.Name)
@@ -91,7 +94,7 @@ func NormaliseEntities(es []Entity) []Entity {
 		if name == "" {
 			name = strings.Join(strings.Fields(e.Key), " ")
 		}
-		out = append(out, Entity{Key: key, Name: Redact(name)})
+		out = append(out, Entity{Key: key, Name: name})
 		if len(out) == MaxEntities {
 			break
 		}

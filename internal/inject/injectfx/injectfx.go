@@ -43,7 +43,7 @@ func NewWorker(cfg config.Config, st memory.Store, c *llm.Client, ec *events.Cli
 	}
 	return app.Worker{
 		Role:    events.ConsumerInjector,
-		Handler: inject.NewHandler(inj, ec, log).Handle,
+		Handler: inject.NewHandler(inj, ec, log, inject.WithReplyPrefixes(cfg.Events.ReplyPrefixes...)).Handle,
 		Gates:   []runner.Gate{app.StoreGate(st)},
 	}, nil
 }

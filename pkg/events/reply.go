@@ -1,0 +1,71 @@
+package events
+
+import (
+	"fmt"
+	"strings"
+)
+
+// DefaultReplyPrefix is where replies may go unless configured otherwise:
+// the inboxes nats.go makes (nats.Conn.NewInbox, Request, Client.Inject).
+const DefaultReplyPrefix = "_INBOX."
+
+// ValidateReplyPrefix checks a configured reply prefix: one or more subject
+// tokens (a trailing dot is optional) without wildcards, not a system
+// subject ($JS, $KV, $SYS...: anything starting with '$') and not under
+// the Engram subject prefix engramPrefix ("" means DefaultPrefix), so that
+// no configuration can let a reply land in a stream, a key-value bucket or
+// the JetStream API.
+func ValidateReplyPrefix(prefix, engramPrefix string) error {
+	p := strings.TrimSuffix(prefix, ".")
+	if !validSubject(p) {
+		return fmt.Errorf("%w: reply prefix %q: want dot-separated tokens without spaces or wildcards", ErrInvalidSubject, prefix)
+	}
+	if strings.HasPrefix(p, "$") {
+		return fmt.Errorf("%w: reply prefix %q: system subjects ($...) are not reply subjects", ErrInvalidSubject, prefix)
+	}
+	ep := engramPrefix
+	if ep == "" {
+		ep = DefaultPrefix
+	}
+	if underPrefix(p+".x", ep) || underPrefix(ep+".x", p) {
+		return fmt.Errorf("%w: reply prefix %q overlaps the Engram subjects %s.>", ErrInvalidSubject, prefix, ep)
+	}
+	return nil
+}
+
+// underPrefix reports whether subject has the tokens of prefix (no
+// trailing dot) as its first tokens, and at least one more.
+func underPrefix(subject, prefix string) bool {
+	prefix = strings.TrimSuffix(prefix, ".")
+	return len(subject) > len(prefix)+1 && strings.HasPrefix(subject, prefix) && subject[len(prefix)] == '.'
+}
+
+// CheckReplySubject reports whether subject may be answered: a valid
+// subject (no wildcards) with at least one token under one of prefixes
+// (empty: DefaultReplyPrefix alone). A turn_started whose reply_to fails it
+// is a permanent error: the injector would otherwise publish, with its own
+// permissions, on any subject the event names (another project's events,
+// the idle detector's key-value bucket, the JetStream API). The error is a
+// *FieldError (payload.reply_to) wrapping ErrInvalidEvent.
+func CheckReplySubject(subject string, prefixes []string) error {
+	if !validSubject(subject) {
+		return &FieldError{Field: "payload.reply_to", Reason: fmt.Sprintf("%q is not a valid subject", subject)}
+	}
+	if len(prefixes) == 0 {
+		prefixes = []string{DefaultReplyPrefix}
+	}
+	for _, p := range prefixes {
+		if underPrefix(subject, p) {
+			return nil
+		}
+	}
+	return &FieldError{Field: "payload.reply_to", Reason: fmt.Sprintf("%q is not an inbox: replies go only to subjects under %s",
+		subject, strings.Join(prefixes, ", "))}
+}
+
+// WithReplyPrefixes sets where Respond and the context service may answer
+// (default DefaultReplyPrefix). A platform whose connection uses
+// nats.CustomInboxPrefix needs its prefix here, on the workers' side.
+func WithReplyPrefixes(prefixes ...string) ClientOption {
+	return func(c *Client) { c.replyPrefixes = append([]string(nil), prefixes...) }
+}
