@@ -11,6 +11,7 @@ import (
 var channelTests = []subtest{
 	{"Lexical/Ranking", testLexicalRanking},
 	{"Lexical/Fields", testLexicalFields},
+	{"Lexical/LabelWeight", testLexicalLabelWeight},
 	{"Vector/Ranking", testVectorRanking},
 	{"Vector/Scores", testVectorScores},
 	{"ByPaths/Ranking", testByPaths},
@@ -102,6 +103,25 @@ func testLexicalFields(e *env) {
 	e.sameList("path", ids(e.lexical([]string{"loader"}, f, 10)), []string{path.ID})
 	e.sameList("entity name", ids(e.lexical([]string{"kubernetes"}, f, 10)), []string{ent.ID})
 	e.sameSet("label", ids(e.lexical([]string{"label"}, f, 10)), []string{body.ID, path.ID, ent.ID})
+}
+
+// testLexicalLabelWeight: the label weighs twice (BM25F): of two memories
+// with the same words, the one holding the query term in its label ranks
+// first, although its document is the shorter one only because of that
+// weighting. Counted once, the two would tie.
+func testLexicalLabelWeight(e *env) {
+	inLabel := e.upsert(memory.Node{Subkind: memory.Observation, ProjectID: "p", Label: "kettle descaling",
+		Body: "notes on the weekly routine"})
+	inBody := e.upsert(memory.Node{Subkind: memory.Observation, ProjectID: "p", Label: "notes on the weekly routine",
+		Body: "kettle descaling"})
+	f := memory.Filter{ProjectID: "p"}
+	got := e.lexical([]string{"kettle"}, f, 10)
+	e.sameList("label first", ids(got), []string{inLabel.ID, inBody.ID})
+	if !(got[0].Score > got[1].Score) {
+		e.t.Fatalf("label and body score alike (%v): the label must weigh more", got)
+	}
+	// A word of both fields' share: "routine" is in inBody's label.
+	e.sameList("the other way round", ids(e.lexical([]string{"routine"}, f, 10)), []string{inBody.ID, inLabel.ID})
 }
 
 func testVectorRanking(e *env) {
