@@ -139,6 +139,8 @@ func (c *Config) Settings() []Setting {
 			Usage: "injector: text channels run for questions at least this long (anchor paths always)"},
 		{Flag: "inject-auto-recall", Env: "ENGRAM_INJECT_AUTO_RECALL", Group: Runtime, value: (*boolV)(&c.Inject.AutoRecall),
 			Usage: "injector: build memory blocks at all (false: no block is sent)"},
+		{Flag: "cross-project", Env: "ENGRAM_CROSS_PROJECT", Group: Runtime, value: (*boolV)(&c.CrossProject),
+			Usage: "memory reaches across a tenant's projects (its global memories always do); false: a project recalls only its own and its tenant's global memories, and no new memory is global or reaches anywhere"},
 		{Flag: "inject-cross-project", Env: "ENGRAM_INJECT_CROSS_PROJECT", Group: Runtime, value: (*boolV)(&c.Inject.CrossProject),
 			Usage: "injector: recall memories of other projects whose reach is anywhere"},
 		{Flag: "inject-disabled-projects", Env: "ENGRAM_INJECT_DISABLED_PROJECTS", Group: Runtime, value: (*listV)(&c.Inject.DisabledProjects),
@@ -226,6 +228,14 @@ func (c *Config) Load(fs *flag.FlagSet, args []string, lookup func(string) (stri
 				*name = c.ChatModel
 			}
 		}
+	}
+	// The deployment's cross-project switch overrides its parts.
+	if !c.CrossProject {
+		if set["ENGRAM_INJECT_CROSS_PROJECT"] && c.Inject.CrossProject {
+			errs = append(errs, errors.New("ENGRAM_INJECT_CROSS_PROJECT=true contradicts ENGRAM_CROSS_PROJECT=false"))
+		}
+		c.Inject.CrossProject = false
+		c.Extract.CrossProject = false
 	}
 	if len(errs) > 0 {
 		// Validate too, so the operator sees everything at once.

@@ -115,12 +115,12 @@ func TestTwoReplicasPublishExactlyOneIdlePerQuietSession(t *testing.T) {
 
 	t0 := clk.Now()
 	// Activity seen by either replica (the consumer is shared).
-	must(t, a.Observe(ctx, "acme/web", "chat 1", t0))
-	must(t, b.Observe(ctx, "acme/web", "chat 1", t0.Add(time.Minute)))
-	must(t, b.Observe(ctx, "acme/web", "chat 2", t0))
-	must(t, a.Observe(ctx, "acme/web", "chat 1", t0.Add(30*time.Second))) // older: ignored
+	must(t, a.Observe(ctx, "", "acme/web", "chat 1", t0))
+	must(t, b.Observe(ctx, "", "acme/web", "chat 1", t0.Add(time.Minute)))
+	must(t, b.Observe(ctx, "", "acme/web", "chat 2", t0))
+	must(t, a.Observe(ctx, "", "acme/web", "chat 1", t0.Add(30*time.Second))) // older: ignored
 	clk.Advance(25 * time.Minute)
-	must(t, a.Observe(ctx, "other", "s", clk.Now())) // recent
+	must(t, a.Observe(ctx, "", "other", "s", clk.Now())) // recent
 
 	// Not quiet long enough yet for chat 1 (last at t0+1m, now t0+25m).
 	if n, err := a.Sweep(ctx); err != nil || n != 0 {
@@ -181,7 +181,7 @@ func TestTwoReplicasPublishExactlyOneIdlePerQuietSession(t *testing.T) {
 		t.Fatalf("idle events by session = %v", got)
 	}
 	// New activity in chat 1 -> one more after the quiet period.
-	must(t, b.Observe(ctx, "acme/web", "chat 1", clk.Now()))
+	must(t, b.Observe(ctx, "", "acme/web", "chat 1", clk.Now()))
 	clk.Advance(quiet)
 	n1, _ := a.Sweep(ctx)
 	n2, _ := b.Sweep(ctx)
@@ -207,7 +207,7 @@ func TestClaimOfAFailedReplicaExpires(t *testing.T) {
 	broken := newDetector(t, js, failingPublisher{}, clk, "broken")
 	healthy := newDetector(t, js, cl, clk, "healthy")
 	ctx := ctxT(t)
-	must(t, broken.Observe(ctx, "p", "s", clk.Now()))
+	must(t, broken.Observe(ctx, "", "p", "s", clk.Now()))
 	clk.Advance(quiet + time.Second)
 
 	if n, err := broken.Sweep(ctx); n != 0 || err == nil {
@@ -228,17 +228,17 @@ func TestClaimOfAFailedReplicaExpires(t *testing.T) {
 func TestRepublishAfterCrashIsDeduplicated(t *testing.T) {
 	// The event id depends only on the session and its activity time.
 	t0 := time.Now()
-	if idle.EventID("p", "s", t0) != idle.EventID("p", "s", t0.In(time.FixedZone("x", 3600))) {
+	if idle.EventID("", "p", "s", t0) != idle.EventID("", "p", "s", t0.In(time.FixedZone("x", 3600))) {
 		t.Fatal("event id depends on the time zone")
 	}
-	if idle.EventID("p", "s", t0) == idle.EventID("p", "s", t0.Add(time.Nanosecond)) ||
-		idle.EventID("p", "s", t0) == idle.EventID("p", "t", t0) || idle.EventID("a\x00b", "c", t0) == idle.EventID("a", "b\x00c", t0) {
+	if idle.EventID("", "p", "s", t0) == idle.EventID("", "p", "s", t0.Add(time.Nanosecond)) ||
+		idle.EventID("", "p", "s", t0) == idle.EventID("", "p", "t", t0) || idle.EventID("", "a\x00b", "c", t0) == idle.EventID("", "a", "b\x00c", t0) {
 		t.Fatal("event ids collide")
 	}
 	_, js, cl := setup(t)
 	ctx := ctxT(t)
 	e := events.NewSessionIdle(events.Ref{ProjectID: "p", SessionID: "s"}, events.SessionIdle{LastActivity: t0})
-	e.ID = idle.EventID("p", "s", t0)
+	e.ID = idle.EventID("", "p", "s", t0)
 	must(t, cl.Publish(ctx, e))
 	must(t, cl.Publish(ctx, e)) // a replica that crashed after publishing, before recording
 	if n := len(idleEvents(t, js)); n != 1 {
@@ -270,8 +270,8 @@ func TestStateSurvivesServerRestart(t *testing.T) {
 	ctx := ctxT(t)
 	srv, js, cl := start()
 	d := newDetector(t, js, cl, clk, "before")
-	must(t, d.Observe(ctx, "p", "quiet-before", clk.Now()))
-	must(t, d.Observe(ctx, "p", "quiet-after", clk.Now().Add(20*time.Minute)))
+	must(t, d.Observe(ctx, "", "p", "quiet-before", clk.Now()))
+	must(t, d.Observe(ctx, "", "p", "quiet-after", clk.Now().Add(20*time.Minute)))
 	clk.Advance(quiet + time.Second)
 	if n, err := d.Sweep(ctx); n != 1 || err != nil {
 		t.Fatalf("before restart: %d, %v", n, err)
@@ -370,7 +370,7 @@ func TestOptionsAndInput(t *testing.T) {
 		t.Error("New without a publisher succeeded")
 	}
 	d := newDetector(t, js, cl, &fakeClock{now: time.Now()}, "x")
-	if err := d.Observe(ctx, "", "s", time.Now()); !errors.Is(err, idle.ErrInvalidSession) {
+	if err := d.Observe(ctx, "", "", "s", time.Now()); !errors.Is(err, idle.ErrInvalidSession) {
 		t.Errorf("Observe with no project: %v", err)
 	}
 	if n, err := d.Sweep(ctx); n != 0 || err != nil {
@@ -409,7 +409,7 @@ func TestClaimHoldsForItsOwner(t *testing.T) {
 	pub.fails.Store(1)
 	a := newDetector(t, js, pub, clk, "replica-a")
 	ctx := ctxT(t)
-	must(t, a.Observe(ctx, "acme/web", "chat 1", clk.Now()))
+	must(t, a.Observe(ctx, "", "acme/web", "chat 1", clk.Now()))
 	clk.Advance(quiet + time.Second)
 
 	if n, err := a.Sweep(ctx); n != 0 || err == nil {

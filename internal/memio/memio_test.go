@@ -28,7 +28,7 @@ func TestImportExportRoundTrip(t *testing.T) {
 		ctx := context.Background()
 		st := b.Open(t)
 		now := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
-		stats, err := memio.Import(ctx, st, strings.NewReader(goodFile), now)
+		stats, err := memio.Import(ctx, st, strings.NewReader(goodFile), "", now)
 		if err != nil {
 			t.Fatalf("import: %v", err)
 		}
@@ -55,7 +55,7 @@ func TestImportExportRoundTrip(t *testing.T) {
 		}
 
 		var buf bytes.Buffer
-		out, err := memio.Export(ctx, st, &buf)
+		out, err := memio.Export(ctx, st, &buf, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -80,7 +80,7 @@ func TestImportExportRoundTrip(t *testing.T) {
 		}
 		// What was exported imports into an empty store unchanged.
 		st2 := b.Open(t)
-		if _, err := memio.Import(ctx, st2, bytes.NewReader(buf.Bytes()), now.Add(time.Hour)); err != nil {
+		if _, err := memio.Import(ctx, st2, bytes.NewReader(buf.Bytes()), "", now.Add(time.Hour)); err != nil {
 			t.Fatalf("re-import: %v\n%s", err, buf.String())
 		}
 		again, err := st2.Get(ctx, "n1")
@@ -105,7 +105,7 @@ not json
 {"type":"edge","src":"ok1","dst":"ghost","relation":"relates_to"}
 {"type":"thing"}
 `
-		_, err := memio.Import(ctx, st, strings.NewReader(bad), time.Now())
+		_, err := memio.Import(ctx, st, strings.NewReader(bad), "", time.Now())
 		if err == nil {
 			t.Fatal("invalid file imported")
 		}
@@ -156,7 +156,7 @@ func TestImportWritesInChunksAndResumes(t *testing.T) {
 		now := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
 
 		broken := &failingStore{Store: st, failAt: 2}
-		stats, err := memio.Import(ctx, broken, bytes.NewReader(file.Bytes()), now)
+		stats, err := memio.Import(ctx, broken, bytes.NewReader(file.Bytes()), "", now)
 		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("nodes %d-%d of %d", memio.WriteChunk+1, 2*memio.WriteChunk, n)) {
 			t.Fatalf("a failing second chunk: err = %v", err)
 		}
@@ -168,7 +168,7 @@ func TestImportWritesInChunksAndResumes(t *testing.T) {
 		}
 
 		again := &failingStore{Store: st}
-		stats, err = memio.Import(ctx, again, bytes.NewReader(file.Bytes()), now)
+		stats, err = memio.Import(ctx, again, bytes.NewReader(file.Bytes()), "", now)
 		if err != nil || stats.Nodes != n || stats.Edges != 1 {
 			t.Fatalf("import again: %+v, %v", stats, err)
 		}
@@ -203,7 +203,7 @@ func TestImportMergesRepeatedTexts(t *testing.T) {
 		st := b.Open(t)
 		now := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
 		stored := `{"type":"node","id":"old","subkind":"observation","project_id":"p1","label":"Sounds good","updated_at":"2026-01-01T00:00:00Z"}`
-		if _, err := memio.Import(ctx, st, strings.NewReader(stored), now); err != nil {
+		if _, err := memio.Import(ctx, st, strings.NewReader(stored), "", now); err != nil {
 			t.Fatalf("first import: %v", err)
 		}
 		var file strings.Builder
@@ -219,7 +219,7 @@ func TestImportMergesRepeatedTexts(t *testing.T) {
 {"type":"edge","src":"s1","dst":"n2","relation":"relates_to"}
 {"type":"edge","src":"t1","dst":"t2","relation":"relates_to"}
 `)
-		stats, err := memio.Import(ctx, st, strings.NewReader(file.String()), now)
+		stats, err := memio.Import(ctx, st, strings.NewReader(file.String()), "", now)
 		if err != nil {
 			t.Fatalf("import with repeated texts: %v", err)
 		}
