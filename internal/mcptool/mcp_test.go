@@ -332,7 +332,7 @@ func TestParseTokens(t *testing.T) {
 		"shop-token-0123456789abcdef c shop\n" +
 		"shop-token-0123456789abcdef d shop\n" +
 		"other-token-0123456789abcdef e shop,,admin\n"))
-	for _, want := range []string{"line 1: the token is shorter", "line 2: want three fields", "line 3: sha256", "line 5: the same token as line 4", "line 6: projects"} {
+	for _, want := range []string{"line 1: the token is shorter", "line 2: want three or four fields", "line 3: sha256", "line 5: the same token as line 4", "line 6: projects"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("error %v, want %q", err, want)
 		}
