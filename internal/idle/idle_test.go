@@ -427,3 +427,68 @@ func TestClaimHoldsForItsOwner(t *testing.T) {
 		t.Fatalf("idle events by session = %v, want one for chat 1", got)
 	}
 }
+
+// TestTenantsAreSeparateSessions: the same project and session ids of two
+// tenants are two sessions, each with its own idle event carrying its
+// tenant; a default-tenant session keeps its key from before tenants.
+func TestTenantsAreSeparateSessions(t *testing.T) {
+	_, js, cl := setup(t)
+	clk := &fakeClock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	d := newDetector(t, js, cl, clk, "replica-a")
+	ctx := ctxT(t)
+	must(t, d.Observe(ctx, "acme", "p", "s", clk.Now()))
+	must(t, d.Observe(ctx, "globex", "p", "s", clk.Now()))
+	must(t, d.Observe(ctx, "", "p", "s", clk.Now()))
+	clk.Advance(31 * time.Minute)
+	if n, err := d.Sweep(ctx); err != nil || n != 3 {
+		t.Fatalf("sweep published %d (%v), want one per tenant's session", n, err)
+	}
+	byTenant := map[string]int{}
+	for _, e := range idleEvents(t, js) {
+		if e.ProjectID != "p" || e.SessionID != "s" {
+			t.Fatalf("idle event for %s/%s", e.ProjectID, e.SessionID)
+		}
+		byTenant[e.TenantID]++
+	}
+	if byTenant["acme"] != 1 || byTenant["globex"] != 1 || byTenant[""] != 1 {
+		t.Fatalf("idle events by tenant: %v", byTenant)
+	}
+	if idle.Key("", "p", "s") != "cA.cw" || idle.Key("acme", "p", "s") == idle.Key("globex", "p", "s") {
+		t.Fatalf("keys: %q %q %q", idle.Key("", "p", "s"), idle.Key("acme", "p", "s"), idle.Key("globex", "p", "s"))
+	}
+	if idle.EventID("acme", "p", "s", clk.Now()) == idle.EventID("", "p", "s", clk.Now()) {
+		t.Fatal("two tenants' sessions share an idle event id")
+	}
+}
+
+// TestHandleReadsTheTenant: activity of an input event is its tenant's
+// (the body's tenant_id); a body that does not decode is nobody's.
+func TestHandleReadsTheTenant(t *testing.T) {
+	_, js, cl := setup(t)
+	clk := &fakeClock{now: time.Now()}
+	d := newDetector(t, js, cl, clk, "replica-a")
+	ctx := ctxT(t)
+	ref := events.Ref{TenantID: "acme", ProjectID: "p", SessionID: "s", TurnID: "t1"}
+	if _, err := cl.PublishTurnStarted(ctx, ref, events.TurnStarted{Text: "hi"}); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := js.OrderedConsumer(ctx, events.StreamIn, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, d.Handle(ctx, events.Subjects{}, m))
+	kv, err := js.KeyValue(ctx, idle.DefaultBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Get(ctx, idle.Key("acme", "p", "s")); err != nil {
+		t.Fatalf("the tenant's session was not recorded: %v", err)
+	}
+	if _, err := kv.Get(ctx, idle.Key("", "p", "s")); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("the default tenant's session of the same ids was recorded: %v", err)
+	}
+}
