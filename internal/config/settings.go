@@ -176,7 +176,7 @@ func (c *Config) Settings() []Setting {
 		{Flag: "mcp-addr", Env: "ENGRAM_MCP_ADDR", Group: Runtime, value: (*strV)(&c.MCP.Addr),
 			Usage: "serve: address of the `memory` MCP tool's streamable HTTP endpoint, path /mcp (empty: off; needs ENGRAM_MCP_TOKENS)"},
 		{Flag: "mcp-tokens", Env: "ENGRAM_MCP_TOKENS", Group: Runtime, value: (*strV)(&c.MCP.Tokens),
-			Usage: "serve: bearer tokens file of the MCP endpoint, one \"token principal projects\" a line (projects comma-separated or *; mode 600)"},
+			Usage: "serve: bearer tokens file of the MCP endpoint, one \"token principal projects [tenant]\" a line (projects comma-separated or *; tenant optional; mode 600)"},
 		{Flag: "log-format", Env: "ENGRAM_LOG_FORMAT", Group: Conn, value: (*strV)(&c.Log.Format),
 			Usage: "log format: auto (console on a terminal, else JSON), json or console"},
 		{Flag: "log-level", Env: "ENGRAM_LOG_LEVEL", Group: Conn, value: (*strV)(&c.Log.Level),
