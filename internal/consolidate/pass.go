@@ -193,7 +193,7 @@ func (c *Consolidator) turnStarted(ctx context.Context, ref memory.SessionRef, r
 	if c.activity == nil {
 		return false, nil
 	}
-	t, err := c.activity.LastTurnStarted(ctx, ref.Project, ref.Session)
+	t, err := c.activity.LastTurnStarted(ctx, ref.Tenant, ref.Project, ref.Session)
 	if err != nil {
 		return false, fmt.Errorf("consolidate: activity of %s: %w: %w", ref, memory.ErrUnavailable, err)
 	}
