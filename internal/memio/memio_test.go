@@ -254,3 +254,71 @@ func TestImportMergesRepeatedTexts(t *testing.T) {
 		}
 	})
 }
+
+// TestTenants: an import writes into its tenant, an export holds its
+// tenant's graph only; a line of another tenant, an edge to another
+// tenant's node and an id another tenant holds are refused before anything
+// is written; repeated texts merge within the tenant only.
+func TestTenants(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		ctx := context.Background()
+		st := b.Open(t)
+		now := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+		if _, err := memio.Import(ctx, st, strings.NewReader(goodFile), "", now); err != nil {
+			t.Fatal(err)
+		}
+		acme := strings.NewReplacer(`"id":"n1"`, `"id":"a1"`, `"id":"n2"`, `"id":"a2"`, `"src":"n2","dst":"n1"`, `"src":"a2","dst":"a1"`).Replace(goodFile)
+		stats, err := memio.Import(ctx, st, strings.NewReader(acme), "acme", now)
+		if err != nil || stats.Nodes != 3 || stats.Edges != 1 || stats.Merged != 0 {
+			t.Fatalf("acme's import (the same texts as the default tenant's, merged with nothing): %+v %v", stats, err)
+		}
+		if n, err := st.Get(ctx, "a1"); err != nil || n.TenantID != "acme" {
+			t.Fatalf("a1: %+v %v", n, err)
+		}
+		for tenant, want := range map[string][]string{"": {"n1", "n2"}, "acme": {"a1", "a2"}, "globex": nil} {
+			var buf bytes.Buffer
+			out, err := memio.Export(ctx, st, &buf, tenant)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tenant == "globex" {
+				if out.Nodes != 0 || out.Edges != 0 || buf.Len() != 0 {
+					t.Fatalf("an empty tenant's export: %+v %q", out, buf.String())
+				}
+				continue
+			}
+			if out.Nodes != 3 || out.Edges != 1 {
+				t.Fatalf("export of %q: %+v", tenant, out)
+			}
+			for _, id := range want {
+				if !strings.Contains(buf.String(), `"id":"`+id+`"`) {
+					t.Fatalf("export of %q lacks %s", tenant, id)
+				}
+			}
+			if tenant == "" && strings.Contains(buf.String(), `"tenant_id"`) || tenant == "acme" && strings.Count(buf.String(), `"tenant_id":"acme"`) != 3 {
+				t.Fatalf("export of %q: the node lines' tenant ids:\n%s", tenant, buf.String())
+			}
+			// An export imports back into its tenant (the same ids: rewritten).
+			if _, err := memio.Import(ctx, st, bytes.NewReader(buf.Bytes()), tenant, now); err != nil {
+				t.Fatalf("re-import of %q's export: %v", tenant, err)
+			}
+		}
+		for name, c := range map[string]struct{ file, tenant, want string }{
+			"a line of another tenant": {`{"type":"node","tenant_id":"acme","subkind":"decision","project_id":"p1","label":"x"}`, "globex", "of tenant"},
+			"an edge to another tenant's node": {`{"type":"node","id":"g1","subkind":"decision","project_id":"p1","label":"y"}` + "\n" +
+				`{"type":"edge","src":"g1","dst":"a1","relation":"relates_to"}`, "globex", "neither in the file nor in the store"},
+			"an id another tenant holds": {`{"type":"node","id":"a1","subkind":"decision","project_id":"p1","label":"z"}`, "globex", "another tenant"},
+		} {
+			_, err := memio.Import(ctx, st, strings.NewReader(c.file), c.tenant, now)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("%s: %v, want %q", name, err, c.want)
+			}
+		}
+		if _, err := st.Get(ctx, "g1"); !memory.IsNotFound(err) {
+			t.Fatalf("a refused import wrote its node: %v", err)
+		}
+		if n, err := st.Get(ctx, "a1"); err != nil || n.TenantID != "acme" || n.Label == "z" {
+			t.Fatalf("a refused import changed acme's node: %+v %v", n, err)
+		}
+	})
+}
