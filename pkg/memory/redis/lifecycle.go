@@ -375,8 +375,11 @@ func (s *Store) PutBatch(ctx context.Context, nodes []memory.Node, edges []memor
 		return err
 	}
 	for _, n := range prepared {
-		if p, ok := stored[n.ID]; ok && p != spaceOf(&n) {
-			bad = append(bad, fmt.Sprintf("node %s belongs to project %q, not %q", n.ID, unspace(p), memory.ProjectOf(&n)))
+		switch p, ok := stored[n.ID]; {
+		case ok && unspace(p).Tenant != n.TenantID:
+			bad = append(bad, fmt.Sprintf("node %s belongs to another tenant", n.ID))
+		case ok && p != spaceOf(&n):
+			bad = append(bad, fmt.Sprintf("node %s belongs to project %q, not %q", n.ID, unspace(p).Project, n.ProjectID))
 		}
 	}
 	if len(unknown) > 0 {
