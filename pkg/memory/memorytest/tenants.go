@@ -2,6 +2,7 @@ package memorytest
 
 import (
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/engram-memory/engram/pkg/memory"
@@ -50,6 +51,18 @@ func testTenantNodes(e *env) {
 	}
 	if got := e.get(b.Node.ID); got.TenantID != "b" {
 		e.t.Fatalf("Get: tenant %q", got.TenantID)
+	}
+	// An id another tenant holds cannot be taken, and the refusal does not
+	// name the other tenant.
+	steal := tnode("thief", "p", memory.Observation, "a text of my own")
+	steal.ID = a.ID
+	_, err = e.s.Upsert(e.ctx, steal)
+	e.is(err, memory.ErrInvalid, "Upsert with another tenant's id")
+	if strings.Contains(err.Error(), `"a"`) || strings.Contains(err.Error(), "\xff") {
+		e.t.Fatalf("the refusal names the other tenant: %v", err)
+	}
+	if got := e.get(a.ID); got.TenantID != "a" || got.Label != a.Label {
+		e.t.Fatalf("the refused upsert changed the node: %+v", got)
 	}
 
 	for _, tc := range []struct {

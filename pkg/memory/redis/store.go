@@ -396,7 +396,7 @@ func (s *Store) recallProjects(ctx context.Context) ([]string, error) {
 func (s *Store) claimID(ctx context.Context, id, project string) error {
 	if p, ok := s.projOf.get(id); ok {
 		if p != project {
-			return fmt.Errorf("%w: id %s belongs to another project (%q)", memory.ErrInvalid, id, p)
+			return errTaken(id, p, project)
 		}
 		return nil
 	}
@@ -411,11 +411,21 @@ func (s *Store) claimID(ctx context.Context, id, project string) error {
 			return s.wrap("claim id", err)
 		}
 		if p != project {
-			return fmt.Errorf("%w: id %s belongs to another project (%q)", memory.ErrInvalid, id, p)
+			return errTaken(id, p, project)
 		}
 	}
 	s.projOf.put(id, project)
 	return nil
+}
+
+// errTaken is the error of an id claimed by another space: it names the
+// other project only when it is of the same tenant (another tenant's names
+// are not the caller's to learn).
+func errTaken(id, owner, claimant string) error {
+	if o := unspace(owner); o.Tenant == unspace(claimant).Tenant {
+		return fmt.Errorf("%w: id %s belongs to another project (%q)", memory.ErrInvalid, id, o.Project)
+	}
+	return fmt.Errorf("%w: id %s belongs to another tenant", memory.ErrInvalid, id)
 }
 
 // projectOf finds the project of a node id: ErrNotFound when unknown.
