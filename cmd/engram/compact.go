@@ -15,15 +15,16 @@ import (
 )
 
 func init() {
-	register("compact", "force a compaction of a conversation: engram compact -project P -session S [-wait 5m]", compactCmd)
+	register("compact", "force a compaction of a conversation: engram compact [-tenant T] -project P -session S [-wait 5m]", compactCmd)
 }
 
 func compactCmd(ctx context.Context, stdout io.Writer, args []string) error {
 	var (
-		project, session string
-		wait             time.Duration
+		tenant, project, session string
+		wait                     time.Duration
 	)
 	cfg, _, err := loadConfig("compact", args, config.Conn, func(fs *flag.FlagSet) {
+		fs.StringVar(&tenant, "tenant", "", "tenant id (default: the default tenant)")
 		fs.StringVar(&project, "project", "", "project id (required)")
 		fs.StringVar(&session, "session", "", "session id (required)")
 		fs.DurationVar(&wait, "wait", 0, "wait this long for compaction_done and print it (0: only request it)")
@@ -43,13 +44,13 @@ func compactCmd(ctx context.Context, stdout io.Writer, args []string) error {
 	if err != nil {
 		return err
 	}
-	ref := events.Ref{ProjectID: project, SessionID: session}
+	ref := events.Ref{TenantID: tenant, ProjectID: project, SessionID: session}
 	var done chan events.CompactionDone
 	if wait > 0 {
 		// Subscribe before publishing so the answer cannot be missed.
 		done = make(chan events.CompactionDone, 1)
 		sub, err := nc.Subscribe(cl.Subjects().Out(events.TypeCompactionDone, project, session), func(m *nats.Msg) {
-			if e, err := events.Decode(m.Data); err == nil {
+			if e, err := events.Decode(m.Data); err == nil && e.TenantID == tenant {
 				if cd, ok := e.Payload.(events.CompactionDone); ok {
 					select {
 					case done <- cd:

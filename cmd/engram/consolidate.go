@@ -67,9 +67,10 @@ func consolidateCmd(ctx context.Context, stdout io.Writer, args []string) error 
 
 // memoryHistory lists consolidation passes and their changes.
 func memoryHistory(ctx context.Context, stdout io.Writer, args []string) error {
-	var project, session string
+	var tenant, project, session string
 	var limit int
 	cfg, _, err := loadConfig("memory history", args, config.Runtime|config.Conn, func(fs *flag.FlagSet) {
+		fs.StringVar(&tenant, "tenant", "", "the tenant (default: the default tenant)")
 		fs.StringVar(&project, "project", "", "only this project")
 		fs.StringVar(&session, "session", "", "only this session (with -project)")
 		fs.IntVar(&limit, "n", 20, "passes shown, newest first")
@@ -85,7 +86,7 @@ func memoryHistory(ctx context.Context, stdout io.Writer, args []string) error {
 		return err
 	}
 	defer st.Close()
-	passes, err := st.Passes(ctx, memory.PassQuery{Project: project, Session: session, Limit: limit})
+	passes, err := st.Passes(ctx, memory.PassQuery{Tenant: tenant, Project: project, Session: session, Limit: limit})
 	if err != nil {
 		return err
 	}
@@ -100,8 +101,9 @@ func memoryHistory(ctx context.Context, stdout io.Writer, args []string) error {
 
 // memoryUndo reverts a pass.
 func memoryUndo(ctx context.Context, stdout io.Writer, args []string) error {
-	var project string
+	var tenant, project string
 	cfg, fs, err := loadConfig("memory undo", args, config.Runtime|config.Conn, func(fs *flag.FlagSet) {
+		fs.StringVar(&tenant, "tenant", "", "the pass's tenant (default: the default tenant)")
 		fs.StringVar(&project, "project", "", "the pass's project (optional: found in any project)")
 	})
 	if err != nil {
@@ -115,7 +117,7 @@ func memoryUndo(ctx context.Context, stdout io.Writer, args []string) error {
 		return err
 	}
 	defer st.Close()
-	rep, err := consolidate.Undo(ctx, st, project, fs.Arg(0), time.Now())
+	rep, err := consolidate.Undo(ctx, st, memory.ProjectRef{Tenant: tenant, Project: project}, fs.Arg(0), time.Now())
 	if err != nil {
 		return err
 	}

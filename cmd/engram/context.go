@@ -36,11 +36,12 @@ func printContext(w io.Writer, c events.Context) {
 
 func contextCmd(ctx context.Context, stdout io.Writer, args []string) error {
 	var (
-		project, session string
-		asJSON           bool
-		timeout          time.Duration
+		tenant, project, session string
+		asJSON                   bool
+		timeout                  time.Duration
 	)
 	cfg, _, err := loadConfig("context", args, config.Conn, func(fs *flag.FlagSet) {
+		fs.StringVar(&tenant, "tenant", "", "tenant id (default: the default tenant)")
 		fs.StringVar(&project, "project", "", "project id (required)")
 		fs.StringVar(&session, "session", "", "session id (required)")
 		fs.BoolVar(&asJSON, "json", false, "print the context as JSON")
@@ -61,7 +62,7 @@ func contextCmd(ctx context.Context, stdout io.Writer, args []string) error {
 	if err != nil {
 		return err
 	}
-	c, err := cl.Context(ctx, events.Ref{ProjectID: project, SessionID: session})
+	c, err := cl.Context(ctx, events.Ref{TenantID: tenant, ProjectID: project, SessionID: session})
 	if err != nil {
 		return err
 	}
@@ -77,5 +78,5 @@ func contextCmd(ctx context.Context, stdout io.Writer, args []string) error {
 }
 
 func init() {
-	register("context", "print what the platform sends next for a conversation: engram context -project P -session S [-json]", contextCmd)
+	register("context", "print what the platform sends next for a conversation: engram context [-tenant T] -project P -session S [-json]", contextCmd)
 }

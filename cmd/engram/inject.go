@@ -17,7 +17,7 @@ import (
 )
 
 func init() {
-	register("inject", "print the memory block for a question: engram inject -project P -session S [-turn T] [-path p]... \"question\"", injectCmd)
+	register("inject", "print the memory block for a question: engram inject [-tenant T] -project P -session S [-turn T] [-path p]... \"question\"", injectCmd)
 }
 
 // pathList is a repeatable -path flag.
@@ -28,12 +28,13 @@ func (p *pathList) Set(v string) error { *p = append(*p, v); return nil }
 
 func injectCmd(ctx context.Context, stdout io.Writer, args []string) error {
 	var (
-		project, session, turn string
-		paths                  pathList
-		asJSON, direct         bool
-		timeout                time.Duration
+		tenant, project, session, turn string
+		paths                          pathList
+		asJSON, direct                 bool
+		timeout                        time.Duration
 	)
 	cfg, fs, err := loadConfig("inject", args, config.All, func(fs *flag.FlagSet) {
+		fs.StringVar(&tenant, "tenant", "", "tenant id (default: the default tenant)")
 		fs.StringVar(&project, "project", "", "project id (required)")
 		fs.StringVar(&session, "session", "", "session id (required)")
 		fs.StringVar(&turn, "turn", "", "turn id (default: cli-<time>)")
@@ -64,7 +65,7 @@ func injectCmd(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 
 	if direct {
-		return injectDirect(ctx, stdout, cfg, inject.Request{Project: project, Session: session, Turn: turn, Text: query, Paths: paths, DryRun: true}, asJSON)
+		return injectDirect(ctx, stdout, cfg, inject.Request{Tenant: tenant, Project: project, Session: session, Turn: turn, Text: query, Paths: paths, DryRun: true}, asJSON)
 	}
 	nc, _, err := connect(cfg)
 	if err != nil {
@@ -75,7 +76,7 @@ func injectCmd(ctx context.Context, stdout io.Writer, args []string) error {
 	if err != nil {
 		return err
 	}
-	got, err := cl.Inject(ctx, events.Ref{ProjectID: project, SessionID: session, TurnID: turn}, events.TurnStarted{Text: query, Paths: paths})
+	got, err := cl.Inject(ctx, events.Ref{TenantID: tenant, ProjectID: project, SessionID: session, TurnID: turn}, events.TurnStarted{Text: query, Paths: paths})
 	if errors.Is(err, events.ErrInjectTimeout) {
 		return fmt.Errorf("no answer from the injector within %v (is `engram serve` running with the injector?): %w", timeout, err)
 	}

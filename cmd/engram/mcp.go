@@ -27,8 +27,9 @@ func init() {
 // serve's HTTP endpoint (serve holds the SQLite store; only one process
 // may open it).
 func mcpCmd(ctx context.Context, _ io.Writer, args []string) error {
-	var project, session, remote string
+	var tenant, project, session, remote string
 	cfg, _, err := loadConfig("mcp", args, config.Runtime|config.Conn, func(fs *flag.FlagSet) {
+		fs.StringVar(&tenant, "tenant", "", "tenant of the project (default: the default tenant); with -remote the token's tenant applies")
 		fs.StringVar(&project, "project", "", "project id the agent works in (required): it bounds every operation")
 		fs.StringVar(&session, "session", "", "session id of the agent's conversation (timeline's default, the session's stats, session memories)")
 		fs.StringVar(&remote, "remote", os.Getenv("ENGRAM_MCP_URL"),
@@ -45,7 +46,7 @@ func mcpCmd(ctx context.Context, _ io.Writer, args []string) error {
 		return err
 	}
 	defer func() { _ = log.Sync() }()
-	caller := mcptool.Caller{Project: project, Session: session, Principal: "stdio", WritesGlobal: true}
+	caller := mcptool.Caller{Tenant: tenant, Project: project, Session: session, Principal: "stdio", WritesGlobal: true}
 	var srv *mcp.Server
 	if remote != "" {
 		token := os.Getenv("ENGRAM_MCP_TOKEN")

@@ -16,7 +16,7 @@ import (
 )
 
 func init() {
-	register("memory", "seed, inspect and move a memory graph: engram memory import FILE.jsonl | export [-o FILE] | history [-project P] [-session S] | undo PASS", memoryCmd)
+	register("memory", "seed, inspect and move a memory graph: engram memory import [-tenant T] FILE.jsonl | export [-tenant T] [-o FILE] | history [-tenant T] [-project P] [-session S] | undo [-tenant T] PASS", memoryCmd)
 }
 
 func memoryCmd(ctx context.Context, stdout io.Writer, args []string) error {
@@ -41,7 +41,10 @@ func memoryCmd(ctx context.Context, stdout io.Writer, args []string) error {
 // ENGRAM_REDIS_URL) and embeds the imported memories with the configured
 // embedder, so that recall is ready at once.
 func memoryImport(ctx context.Context, stdout io.Writer, args []string) error {
-	cfg, fs, err := loadConfig("memory import", args, config.Runtime|config.Conn, nil)
+	var tenant string
+	cfg, fs, err := loadConfig("memory import", args, config.Runtime|config.Conn, func(fs *flag.FlagSet) {
+		fs.StringVar(&tenant, "tenant", "", "the tenant whose graph the file is written into (default: the default tenant)")
+	})
 	if err != nil {
 		return err
 	}
@@ -62,7 +65,7 @@ func memoryImport(ctx context.Context, stdout io.Writer, args []string) error {
 		return err
 	}
 	defer st.Close()
-	stats, err := memio.Import(ctx, st, r, time.Now())
+	stats, err := memio.Import(ctx, st, r, tenant, time.Now())
 	if err != nil {
 		return err
 	}
@@ -81,9 +84,10 @@ func memoryImport(ctx context.Context, stdout io.Writer, args []string) error {
 }
 
 func memoryExport(ctx context.Context, stdout io.Writer, args []string) error {
-	var file string
+	var file, tenant string
 	cfg, _, err := loadConfig("memory export", args, config.Runtime|config.Conn, func(fs *flag.FlagSet) {
 		fs.StringVar(&file, "o", "-", "output file; - is stdout")
+		fs.StringVar(&tenant, "tenant", "", "the tenant whose graph is written (default: the default tenant); nothing of another tenant is")
 	})
 	if err != nil {
 		return err
@@ -94,7 +98,7 @@ func memoryExport(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	defer st.Close()
 	if file == "-" {
-		_, err := memio.Export(ctx, st, stdout)
+		_, err := memio.Export(ctx, st, stdout, tenant)
 		return err
 	}
 	// Write beside the target and rename, so a failed export never leaves a
@@ -104,7 +108,7 @@ func memoryExport(ctx context.Context, stdout io.Writer, args []string) error {
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	stats, err := memio.Export(ctx, st, tmp)
+	stats, err := memio.Export(ctx, st, tmp, tenant)
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}

@@ -131,7 +131,7 @@ func StoreCheck(s memory.Store) health.Check {
 			return p.Ping(ctx)
 		}
 		// A read that reaches the database (not an in-memory index).
-		_, err := s.EventProcessed(ctx, "engram-health", "engram-health", "probe")
+		_, err := s.EventProcessed(ctx, memory.ProjectRef{Project: "engram-health"}, "engram-health", "probe")
 		return err
 	}}
 }

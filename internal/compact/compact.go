@@ -22,8 +22,8 @@ type Store interface {
 	SaveSummary(ctx context.Context, s memory.SessionRef, sum memory.Summary) error
 	AcquireLease(ctx context.Context, s memory.SessionRef, name, owner string, ttl time.Duration) (bool, error)
 	memory.Leases
-	EventProcessed(ctx context.Context, project, consumer, eventID string) (bool, error)
-	MarkEventProcessed(ctx context.Context, project, consumer, eventID string, ttl time.Duration) error
+	EventProcessed(ctx context.Context, p memory.ProjectRef, consumer, eventID string) (bool, error)
+	MarkEventProcessed(ctx context.Context, p memory.ProjectRef, consumer, eventID string, ttl time.Duration) error
 }
 
 // Chatter sends one chat call (llm.Client implements it).
@@ -142,6 +142,7 @@ func New(store Store, chat Chatter, pub Publisher, cfg Config, opts ...Option) (
 // Report is one tokens_reported event.
 type Report struct {
 	EventID       string
+	Tenant        string // "": the default tenant
 	Project       string
 	Session       string
 	StackID       string
@@ -190,10 +191,10 @@ type Result struct {
 // (a processed record, kept Config.RecordTTL), and a forced report without
 // the flag (engram compact) is then refused with ErrEphemeral.
 func (c *Compactor) Compact(ctx context.Context, r Report) (Result, error) {
-	ref := memory.SessionRef{Project: r.Project, Session: r.Session}
+	ref := memory.SessionRef{Tenant: r.Tenant, Project: r.Project, Session: r.Session}
 	if r.Ephemeral {
 		if r.StackID == "" {
-			if err := c.store.MarkEventProcessed(ctx, r.Project, recEphemeral, recordKey(r.Session, "session"), c.cfg.RecordTTL); err != nil {
+			if err := c.store.MarkEventProcessed(ctx, ref.ProjectRef(), recEphemeral, recordKey(r.Session, "session"), c.cfg.RecordTTL); err != nil {
 				return Result{}, fmt.Errorf("compact: record %s as ephemeral: %w", ref, err)
 			}
 		}
@@ -203,7 +204,7 @@ func (c *Compactor) Compact(ctx context.Context, r Report) (Result, error) {
 		return Result{Outcome: SubStack}, nil
 	}
 	if r.Force {
-		eph, err := c.store.EventProcessed(ctx, r.Project, recEphemeral, recordKey(r.Session, "session"))
+		eph, err := c.store.EventProcessed(ctx, ref.ProjectRef(), recEphemeral, recordKey(r.Session, "session"))
 		if err != nil {
 			return Result{}, fmt.Errorf("compact: read the ephemeral record of %s: %w", ref, err)
 		}
@@ -300,7 +301,7 @@ func (c *Compactor) summarise(ctx context.Context, ref memory.SessionRef, prev s
 	msgs := Prompt(prev, covered, c.cfg)
 	budget := OutputBudget(Tokens(covered), c.cfg)
 	req := llm.Request{
-		Role: llm.RoleSummarize, Project: ref.Project, Messages: msgs,
+		Role: llm.RoleSummarize, Project: ref.ProjectRef().String(), Messages: msgs,
 		Temperature: &temp, MaxTokens: budget, Timeout: c.cfg.CallTimeout,
 		ContextTokens: ContextTokens(msgs, budget),
 	}
@@ -352,14 +353,14 @@ func (c *Compactor) failed(ctx context.Context, ref memory.SessionRef, upTo int6
 	failures := c.cfg.MaxFailures
 	for k := 1; k <= c.cfg.MaxFailures; k++ {
 		rk := key + "#" + strconv.Itoa(k)
-		seen, err := c.store.EventProcessed(ctx, ref.Project, recFailure, rk)
+		seen, err := c.store.EventProcessed(ctx, ref.ProjectRef(), recFailure, rk)
 		if err != nil {
 			return fmt.Errorf("compact: read failure record: %w", err)
 		}
 		if seen {
 			continue
 		}
-		if err := c.store.MarkEventProcessed(ctx, ref.Project, recFailure, rk, c.cfg.RecordTTL); err != nil {
+		if err := c.store.MarkEventProcessed(ctx, ref.ProjectRef(), recFailure, rk, c.cfg.RecordTTL); err != nil {
 			return fmt.Errorf("compact: record failure: %w", err)
 		}
 		failures = k
@@ -384,20 +385,20 @@ func (c *Compactor) announce(ctx context.Context, ref memory.SessionRef, sum mem
 		return nil
 	}
 	key := recordKey(ref.Session, strconv.FormatInt(sum.UpTo, 10))
-	done, err := c.store.EventProcessed(ctx, ref.Project, recPublished, key)
+	done, err := c.store.EventProcessed(ctx, ref.ProjectRef(), recPublished, key)
 	if err != nil {
 		return fmt.Errorf("compact: read publication record: %w", err)
 	}
 	if done {
 		return nil
 	}
-	ev := events.New(events.Ref{ProjectID: ref.Project, SessionID: ref.Session},
+	ev := events.New(events.Ref{TenantID: ref.Tenant, ProjectID: ref.Project, SessionID: ref.Session},
 		events.CompactionDone{UpTo: sum.UpTo, TokensBefore: sum.TokensBefore, TokensAfter: sum.TokensAfter})
-	ev.ID = eventID(ref.Project, key)
+	ev.ID = eventID(ref.ProjectRef(), key)
 	if err := c.pub.Publish(ctx, ev); err != nil {
 		return fmt.Errorf("compact: publish compaction_done: %w", err)
 	}
-	if err := c.store.MarkEventProcessed(ctx, ref.Project, recPublished, key, c.cfg.RecordTTL); err != nil {
+	if err := c.store.MarkEventProcessed(ctx, ref.ProjectRef(), recPublished, key, c.cfg.RecordTTL); err != nil {
 		return fmt.Errorf("compact: record publication: %w", err)
 	}
 	return nil
@@ -407,7 +408,11 @@ func recordKey(session, key string) string {
 	return strconv.Itoa(len(session)) + ":" + session + ":" + key
 }
 
-func eventID(project, key string) string {
-	sum := sha256.Sum256([]byte(project + "\x00compact\x00" + key))
+func eventID(p memory.ProjectRef, key string) string {
+	in := p.Project + "\x00compact\x00" + key
+	if p.Tenant != "" {
+		in = p.Tenant + "\x00" + in // the default tenant's ids stay as they were
+	}
+	sum := sha256.Sum256([]byte(in))
 	return "c" + hex.EncodeToString(sum[:])[:25]
 }

@@ -15,7 +15,7 @@ import (
 // and the stored messages after the summary's boundary; for a later page,
 // the messages after req.AfterID. It is an events.ContextFunc.
 func (c *Compactor) Context(ctx context.Context, ref events.Ref, req events.ContextRequest) (events.ContextReply, error) {
-	sref := memory.SessionRef{Project: ref.ProjectID, Session: ref.SessionID}
+	sref := memory.SessionRef{Tenant: ref.TenantID, Project: ref.ProjectID, Session: ref.SessionID}
 	if err := memory.CheckSession(sref); err != nil {
 		return events.ContextReply{}, fmt.Errorf("compact: context: %w", err)
 	}

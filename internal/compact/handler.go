@@ -35,7 +35,7 @@ func ReportFromEvent(ev events.Envelope) (Report, error) {
 	if err != nil {
 		return Report{}, fmt.Errorf("compact: %w", err)
 	}
-	return Report{EventID: ev.ID, Project: ev.ProjectID, Session: ev.SessionID, StackID: tr.StackID,
+	return Report{EventID: ev.ID, Tenant: ev.TenantID, Project: ev.ProjectID, Session: ev.SessionID, StackID: tr.StackID,
 		InputTokens: tr.InputTokens, ContextWindow: tr.ContextWindow, Ephemeral: tr.Ephemeral, Force: tr.Force,
 		At: ev.OccurredAt}, nil
 }
@@ -61,7 +61,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
 		return Classify(err)
 	}
 	if res.Outcome == Compacted {
-		h.log.Info("conversation compacted", zap.String("event_id", ev.ID), zap.String("project", ev.ProjectID),
+		h.log.Info("conversation compacted", zap.String("event_id", ev.ID), zap.String("tenant", ev.TenantID), zap.String("project", ev.ProjectID),
 			zap.String("session", ev.SessionID), zap.Int64("up_to", res.UpTo), zap.Int("covered", res.Covered),
 			zap.Int("kept", res.Kept), zap.Int64("tokens_before", res.TokensBefore), zap.Int64("tokens_after", res.TokensAfter))
 	} else {

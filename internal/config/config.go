@@ -52,6 +52,18 @@ type Config struct {
 	Log    Log
 	// LLM is the model layer's configuration (Ollama host, models, budgets).
 	LLM llm.Config
+	// CrossProject (ENGRAM_CROSS_PROJECT, default true) lets memory reach
+	// across the projects of a tenant: recall of the tenant's other
+	// projects' memories whose reach is anywhere (when
+	// ENGRAM_INJECT_CROSS_PROJECT is on too), and extracted memories that
+	// are global (within the tenant) or reach anywhere. False, for a
+	// deployment whose projects are separate people (a chat platform
+	// where a project is one end user): a project's block and recall see
+	// its own memories and its tenant's global ones only (the operator's
+	// tenant-wide rules, written by import), and the extractor writes
+	// every memory into its project with reach here. Load applies it to
+	// Inject.CrossProject and Extract.CrossProject.
+	CrossProject bool
 	// ChatModel, when set, is the model of every chat role whose own model
 	// setting is not given (ENGRAM_CHAT_MODEL).
 	ChatModel string
@@ -194,17 +206,18 @@ func Default() Config {
 			Listen:         "127.0.0.1:4222",
 			ConnectTimeout: 5 * time.Second,
 		},
-		HTTP:        HTTP{Addr: "127.0.0.1:7474", LagRefresh: 15 * time.Second},
-		Store:       Store{Kind: StoreSQLite, RedisVectorQuant: "q8"},
-		Events:      eventsDefaults(),
-		Work:        Work{Concurrency: 2, ShutdownTimeout: 25 * time.Second},
-		Idle:        Idle{Enabled: true, Quiet: 30 * time.Minute},
-		Log:         Log{Format: LogAuto, Level: "info"},
-		LLM:         llm.DefaultConfig(),
-		Inject:      inject.Defaults(),
-		Extract:     extract.Defaults(),
-		Compact:     compact.Defaults(),
-		Consolidate: consolidate.Defaults(),
+		HTTP:         HTTP{Addr: "127.0.0.1:7474", LagRefresh: 15 * time.Second},
+		Store:        Store{Kind: StoreSQLite, RedisVectorQuant: "q8"},
+		Events:       eventsDefaults(),
+		Work:         Work{Concurrency: 2, ShutdownTimeout: 25 * time.Second},
+		Idle:         Idle{Enabled: true, Quiet: 30 * time.Minute},
+		Log:          Log{Format: LogAuto, Level: "info"},
+		LLM:          llm.DefaultConfig(),
+		CrossProject: true,
+		Inject:       inject.Defaults(),
+		Extract:      extract.Defaults(),
+		Compact:      compact.Defaults(),
+		Consolidate:  consolidate.Defaults(),
 	}
 }
 

@@ -287,3 +287,25 @@ func TestMCPEndpointNeedsTokens(t *testing.T) {
 		t.Fatalf("MCP settings: %+v, %v", c.MCP, err)
 	}
 }
+
+// TestCrossProjectSwitch: ENGRAM_CROSS_PROJECT=false turns cross-project
+// reach off for the injector (and so the memory tool) and the extractor;
+// naming ENGRAM_INJECT_CROSS_PROJECT=true beside it is a contradiction
+// reported at start.
+func TestCrossProjectSwitch(t *testing.T) {
+	c, _, err := load(t, nil)
+	if err != nil || !c.CrossProject || !c.Inject.CrossProject || !c.Extract.CrossProject {
+		t.Fatalf("default: cross %v inject %v extract %v (%v)", c.CrossProject, c.Inject.CrossProject, c.Extract.CrossProject, err)
+	}
+	c, _, err = load(t, map[string]string{"ENGRAM_CROSS_PROJECT": "false"})
+	if err != nil || c.CrossProject || c.Inject.CrossProject || c.Extract.CrossProject {
+		t.Fatalf("off: cross %v inject %v extract %v (%v)", c.CrossProject, c.Inject.CrossProject, c.Extract.CrossProject, err)
+	}
+	if _, _, err := load(t, map[string]string{"ENGRAM_CROSS_PROJECT": "false", "ENGRAM_INJECT_CROSS_PROJECT": "true"}); err == nil ||
+		!strings.Contains(err.Error(), "contradicts") {
+		t.Fatalf("a contradiction: %v", err)
+	}
+	if c, _, err := load(t, nil, "-cross-project=false", "-inject-cross-project=false"); err != nil || c.Inject.CrossProject {
+		t.Fatalf("flags: %v %v", c.Inject.CrossProject, err)
+	}
+}

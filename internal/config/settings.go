@@ -161,8 +161,10 @@ func (c *Config) Settings() []Setting {
 			Usage: "injector: text channels run for questions at least this long (anchor paths always)"},
 		{Flag: "inject-auto-recall", Env: "ENGRAM_INJECT_AUTO_RECALL", Group: Runtime, value: (*boolV)(&c.Inject.AutoRecall),
 			Usage: "injector: build memory blocks at all (false: no block is sent)"},
+		{Flag: "cross-project", Env: "ENGRAM_CROSS_PROJECT", Group: Runtime, value: (*boolV)(&c.CrossProject),
+			Usage: "memory may reach across a tenant's projects; false: a project sees only its own memories and its tenant's global ones, and no extracted memory is global or reaches anywhere"},
 		{Flag: "inject-cross-project", Env: "ENGRAM_INJECT_CROSS_PROJECT", Group: Runtime, value: (*boolV)(&c.Inject.CrossProject),
-			Usage: "injector: recall memories of other projects whose reach is anywhere"},
+			Usage: "injector: recall memories of the tenant's other projects whose reach is anywhere (off when ENGRAM_CROSS_PROJECT is)"},
 		{Flag: "inject-disabled-projects", Env: "ENGRAM_INJECT_DISABLED_PROJECTS", Group: Runtime, value: (*listV)(&c.Inject.DisabledProjects),
 			Usage: "injector: projects with memory off, comma-separated"},
 		{Flag: "inject-briefing-ttl", Env: "ENGRAM_INJECT_BRIEFING_TTL", Group: Runtime, value: (*durV)(&c.Inject.BriefingTTL),
@@ -198,7 +200,7 @@ func (c *Config) Settings() []Setting {
 		{Flag: "mcp-addr", Env: "ENGRAM_MCP_ADDR", Group: Runtime, value: (*strV)(&c.MCP.Addr),
 			Usage: "serve: address of the `memory` MCP tool's streamable HTTP endpoint, path /mcp (empty: off; needs ENGRAM_MCP_TOKENS)"},
 		{Flag: "mcp-tokens", Env: "ENGRAM_MCP_TOKENS", Group: Runtime, value: (*strV)(&c.MCP.Tokens),
-			Usage: "serve: bearer tokens file of the MCP endpoint, one \"token principal projects\" a line (projects comma-separated or *; mode 600)"},
+			Usage: "serve: bearer tokens file of the MCP endpoint, one \"token principal projects [tenant]\" a line (projects comma-separated or *; tenant optional; mode 600)"},
 		{Flag: "log-format", Env: "ENGRAM_LOG_FORMAT", Group: Conn, value: (*strV)(&c.Log.Format),
 			Usage: "log format: auto (console on a terminal, else JSON), json or console"},
 		{Flag: "log-level", Env: "ENGRAM_LOG_LEVEL", Group: Conn, value: (*strV)(&c.Log.Level),
@@ -251,6 +253,14 @@ func (c *Config) Load(fs *flag.FlagSet, args []string, lookup func(string) (stri
 				*name = c.ChatModel
 			}
 		}
+	}
+	// The deployment's cross-project switch overrides its parts.
+	if !c.CrossProject {
+		if set["ENGRAM_INJECT_CROSS_PROJECT"] && c.Inject.CrossProject {
+			errs = append(errs, errors.New("ENGRAM_INJECT_CROSS_PROJECT=true contradicts ENGRAM_CROSS_PROJECT=false"))
+		}
+		c.Inject.CrossProject = false
+		c.Extract.CrossProject = false
 	}
 	if len(errs) > 0 {
 		// Validate too, so the operator sees everything at once. A flag

@@ -2,6 +2,7 @@ package consolidate
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -33,8 +34,12 @@ func NewStreamActivity(js jetstream.JetStream, name string, subjects events.Subj
 	return &StreamActivity{js: js, name: name, subjects: subjects}
 }
 
-// LastTurnStarted implements Activity.
-func (a *StreamActivity) LastTurnStarted(ctx context.Context, project, session string) (time.Time, error) {
+// LastTurnStarted implements Activity. The subject names the project and
+// session but not the tenant: when the last turn_started on it is another
+// tenant's (the same ids in two tenants), it is not this session's and
+// none is known (the pass goes on; one of this tenant's behind it is not
+// seen, which at worst lets a pass finish while its user is back).
+func (a *StreamActivity) LastTurnStarted(ctx context.Context, tenant, project, session string) (time.Time, error) {
 	a.mu.Lock()
 	st := a.stream
 	a.mu.Unlock()
@@ -53,6 +58,12 @@ func (a *StreamActivity) LastTurnStarted(ctx context.Context, project, session s
 	}
 	if err != nil {
 		return time.Time{}, fmt.Errorf("last turn_started: %w", err)
+	}
+	var body struct {
+		TenantID string `json:"tenant_id"`
+	}
+	if json.Unmarshal(m.Data, &body) != nil || body.TenantID != tenant {
+		return time.Time{}, nil
 	}
 	return m.Time, nil
 }

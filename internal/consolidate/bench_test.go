@@ -88,7 +88,7 @@ func BenchmarkPass(b *testing.B) {
 				completion += res.Pass.CompletionTokens
 				if sc.name == "working" {
 					// Revised and forgotten facts are reused next time: put them back.
-					if _, err := consolidate.Undo(f.ctx, f.st, project, res.Pass.ID, time.Now()); err != nil {
+					if _, err := consolidate.Undo(f.ctx, f.st, memory.ProjectRef{Project: project}, res.Pass.ID, time.Now()); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -64,9 +64,9 @@ type Embedder interface {
 // parks when the user is back. StreamActivity reads it from ENGRAM_IN,
 // which every replica shares.
 type Activity interface {
-	// LastTurnStarted returns when the latest turn_started of the session
-	// was published (zero: none known).
-	LastTurnStarted(ctx context.Context, project, session string) (time.Time, error)
+	// LastTurnStarted returns when the latest turn_started of the tenant's
+	// session was published (zero: none known).
+	LastTurnStarted(ctx context.Context, tenant, project, session string) (time.Time, error)
 }
 
 // Publisher sends output events to ENGRAM_OUT.

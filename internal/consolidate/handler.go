@@ -35,7 +35,7 @@ func RequestFromEvent(ev events.Envelope) (Request, error) {
 	if err != nil {
 		return Request{}, fmt.Errorf("consolidate: %w", err)
 	}
-	return Request{Project: ev.ProjectID, Session: ev.SessionID, Cause: ev.ID, IdleSince: idle.LastActivity}, nil
+	return Request{Tenant: ev.TenantID, Project: ev.ProjectID, Session: ev.SessionID, Cause: ev.ID, IdleSince: idle.LastActivity}, nil
 }
 
 // Handle runs the pass of one session_idle event and tells the runner what

@@ -112,7 +112,7 @@ func TestJournalAndUndo(t *testing.T) {
 		if ds := f.pub.done(t); len(ds) != 1 || ds[0].Stored != 2 || ds[0].Revised != 1 || ds[0].Forgotten != 1 || ds[0].Linked != 1 {
 			t.Fatalf("consolidation_done %+v", ds)
 		}
-		rec, err := f.st.GetPass(f.ctx, "", res.Pass.ID)
+		rec, err := f.st.GetPass(f.ctx, memory.ProjectRef{Project: ""}, res.Pass.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -142,7 +142,7 @@ func TestJournalAndUndo(t *testing.T) {
 		if err := f.st.Touch(f.ctx, []string{knitting}); err != nil {
 			t.Fatal(err)
 		}
-		rep, err := consolidate.Undo(f.ctx, f.st, "", rec.ID, time.Now())
+		rep, err := consolidate.Undo(f.ctx, f.st, memory.ProjectRef{Project: ""}, rec.ID, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -177,10 +177,10 @@ func TestJournalAndUndo(t *testing.T) {
 		if err != nil || len(edges) != 0 {
 			t.Errorf("the topic link is not undone: %v %v", edges, err)
 		}
-		if _, err := consolidate.Undo(f.ctx, f.st, project, rec.ID, time.Now()); err == nil {
+		if _, err := consolidate.Undo(f.ctx, f.st, memory.ProjectRef{Project: project}, rec.ID, time.Now()); err == nil {
 			t.Error("a second undo was accepted")
 		}
-		again, _ := f.st.GetPass(f.ctx, project, rec.ID)
+		again, _ := f.st.GetPass(f.ctx, memory.ProjectRef{Project: project}, rec.ID)
 		if again.Status != memory.PassUndone || len(again.UndoNotes) != 1 {
 			t.Errorf("undone pass %+v", again)
 		}
@@ -202,7 +202,7 @@ func TestUndoKeepsWhatALaterTurnFoundUseful(t *testing.T) {
 	if err := f.st.ApplyFeedback(f.ctx, map[string]memory.Verdict{dutch: memory.VerdictUsed, stamps: memory.VerdictIgnored}); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := consolidate.Undo(f.ctx, f.st, project, res.Pass.ID, time.Now())
+	rep, err := consolidate.Undo(f.ctx, f.st, memory.ProjectRef{Project: project}, res.Pass.ID, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +255,7 @@ func TestWriteCutOffIsJournaled(t *testing.T) {
 	if !strings.Contains(out.String(), "(cut off: may not have been applied)") {
 		t.Errorf("journal:\n%s", out.String())
 	}
-	if _, err := consolidate.Undo(f.ctx, st, project, res.Pass.ID, time.Now()); err != nil {
+	if _, err := consolidate.Undo(f.ctx, st, memory.ProjectRef{Project: project}, res.Pass.ID, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if f.get(dogs).ArchivedAt.IsZero() {

@@ -14,6 +14,7 @@ import (
 
 // Request asks for a pass over one session.
 type Request struct {
+	Tenant  string // "": the default tenant
 	Project string
 	Session string
 	// Cause is the session_idle event's id (empty for a pass run by hand).
@@ -38,7 +39,7 @@ type Result struct {
 // model outage or a crash, whatever it already changed stays changed and
 // its ledger goes on counting.
 func (c *Consolidator) Run(ctx context.Context, req Request) (Result, error) {
-	ref := memory.SessionRef{Project: req.Project, Session: req.Session}
+	ref := memory.SessionRef{Tenant: req.Tenant, Project: req.Project, Session: req.Session}
 	if err := memory.CheckSession(ref); err != nil {
 		return Result{}, fmt.Errorf("consolidate: %w", err)
 	}
@@ -69,7 +70,7 @@ func (c *Consolidator) Run(ctx context.Context, req Request) (Result, error) {
 // starts a new one.
 func (c *Consolidator) open(ctx context.Context, ref memory.SessionRef, now time.Time) (*memory.Pass, *Ledger, bool, error) {
 	for _, st := range []memory.PassStatus{memory.PassRunning, memory.PassParked} {
-		ps, err := c.store.Passes(ctx, memory.PassQuery{Project: ref.Project, Session: ref.Session, Status: st, Limit: 1})
+		ps, err := c.store.Passes(ctx, memory.PassQuery{Tenant: ref.Tenant, Project: ref.Project, Session: ref.Session, Status: st, Limit: 1})
 		if err != nil {
 			return nil, nil, false, fmt.Errorf("consolidate: open pass of %s: %w", ref, err)
 		}
@@ -86,7 +87,7 @@ func (c *Consolidator) open(ctx context.Context, ref memory.SessionRef, now time
 		}
 		return &rec, l, true, nil
 	}
-	rec := &memory.Pass{ID: memory.NewID(), Project: ref.Project, Session: ref.Session, Status: memory.PassRunning,
+	rec := &memory.Pass{ID: memory.NewID(), Tenant: ref.Tenant, Project: ref.Project, Session: ref.Session, Status: memory.PassRunning,
 		StartedAt: now.UTC(), UpdatedAt: now.UTC()}
 	return rec, &Ledger{}, false, nil
 }
@@ -146,7 +147,7 @@ func (c *Consolidator) run(ctx context.Context, ref memory.SessionRef, req Reque
 		if err != nil {
 			return res(VerdictContinue), err
 		}
-		creq := llm.Request{Role: llm.RoleConsolidate, Project: ref.Project, Messages: c.messages(w, memories, l, p.now),
+		creq := llm.Request{Role: llm.RoleConsolidate, Project: ref.ProjectRef().String(), Messages: c.messages(w, memories, l, p.now),
 			Tools: offered(l, lim), Timeout: c.cfg.CallTimeout}
 		temp := c.cfg.Temperature
 		creq.Temperature = &temp
@@ -192,7 +193,7 @@ func (c *Consolidator) turnStarted(ctx context.Context, ref memory.SessionRef, r
 	if c.activity == nil {
 		return false, nil
 	}
-	t, err := c.activity.LastTurnStarted(ctx, ref.Project, ref.Session)
+	t, err := c.activity.LastTurnStarted(ctx, ref.Tenant, ref.Project, ref.Session)
 	if err != nil {
 		return false, fmt.Errorf("consolidate: activity of %s: %w: %w", ref, memory.ErrUnavailable, err)
 	}
@@ -226,7 +227,7 @@ func (c *Consolidator) park(ctx context.Context, rec *memory.Pass, l *Ledger) er
 // Each step is idempotent, so a crash in between finishes again on the
 // next delivery.
 func (c *Consolidator) finish(ctx context.Context, rec *memory.Pass, l *Ledger, v Verdict, cause string) error {
-	ref := memory.SessionRef{Project: rec.Project, Session: rec.Session}
+	ref := memory.SessionRef{Tenant: rec.Tenant, Project: rec.Project, Session: rec.Session}
 	if _, err := c.store.AdvanceCursor(ctx, ref, rec.UpTo); err != nil {
 		return fmt.Errorf("consolidate: advance cursor of %s: %w", ref, err)
 	}
@@ -241,7 +242,7 @@ func (c *Consolidator) finish(ctx context.Context, rec *memory.Pass, l *Ledger, 
 	done := events.ConsolidationDone{UpTo: rec.UpTo, Steps: len(l.Steps), Changed: changed(rec), Reason: string(v), Pass: rec.ID,
 		Stored: t.Stored, Revised: t.Revised, Forgotten: t.Forgotten, Linked: t.Linked, Duplicates: t.Duplicates, Held: t.Held,
 		PromptTokens: rec.PromptTokens, CompletionTokens: rec.CompletionTokens}
-	ev := events.New(events.Ref{ProjectID: rec.Project, SessionID: rec.Session}, done)
+	ev := events.New(events.Ref{TenantID: rec.Tenant, ProjectID: rec.Project, SessionID: rec.Session}, done)
 	ev.ID = "consolidation-" + rec.ID
 	if err := c.pub.Publish(ctx, ev); err != nil {
 		return fmt.Errorf("consolidate: publish consolidation_done: %w", err)

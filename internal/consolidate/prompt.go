@@ -85,7 +85,7 @@ func (c *Consolidator) buildWindow(msgs []memory.Message) window {
 // newest first, within MemoryTokens.
 func (c *Consolidator) memoriesBlock(ctx context.Context, ref memory.SessionRef, now time.Time) (string, error) {
 	ns, err := c.store.Timeline(ctx, memory.TimelineQuery{
-		Filter: memory.Filter{ProjectID: ref.Project, SessionID: ref.Session, IncludeSuperseded: true}, Limit: memory.DefaultChannelLimit})
+		Filter: memory.Filter{TenantID: ref.Tenant, ProjectID: ref.Project, SessionID: ref.Session, IncludeSuperseded: true}, Limit: memory.DefaultChannelLimit})
 	if err != nil {
 		return "", fmt.Errorf("consolidate: stored memories: %w", err)
 	}

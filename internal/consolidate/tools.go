@@ -253,7 +253,7 @@ func parseDay(s string) (time.Time, error) {
 }
 
 func (p *pass) filter() memory.Filter {
-	return memory.Filter{ProjectID: p.ref.Project, SessionID: p.ref.Session}
+	return memory.Filter{TenantID: p.ref.Tenant, ProjectID: p.ref.Project, SessionID: p.ref.Session}
 }
 
 func (p *pass) recall(ctx context.Context, a RecallArgs) (result, error) {
@@ -445,7 +445,7 @@ func PieceOf(piece, bundle string) bool {
 }
 
 func (p *pass) newFact(text string, kind memory.Subkind, byUser bool) memory.Node {
-	n := memory.Node{Subkind: kind, Scope: memory.ScopeProject, ProjectID: p.ref.Project, SessionID: p.ref.Session,
+	n := memory.Node{TenantID: p.ref.Tenant, Subkind: kind, Scope: memory.ScopeProject, ProjectID: p.ref.Project, SessionID: p.ref.Session,
 		Source: memory.SourceAgent, AssertedBy: memory.AssertedInferred, Confidence: 0.6}
 	if byUser {
 		n.AssertedBy, n.Confidence = memory.AssertedUser, 0.9
@@ -632,6 +632,11 @@ func (p *pass) own(ctx context.Context, id string) (memory.Node, *result, error)
 	}
 	if err != nil {
 		return n, nil, fmt.Errorf("consolidate: load %s: %w", id, err)
+	}
+	if n.TenantID != p.ref.Tenant {
+		// Another tenant's memory is as absent as one that never was.
+		r := failed("there is no memory [%s]", capChars(id, MaxIDChars))
+		return memory.Node{}, &r, nil
 	}
 	if n.ProjectID != p.ref.Project {
 		r := failed("[%s] is not a memory of this project", id)
@@ -821,7 +826,7 @@ func (p *pass) link(ctx context.Context, a LinkArgs) (result, error) {
 	if n.Subkind == memory.Topic && n.EntityKey() == ent.Key {
 		return failed("[%s] is that topic", n.ID), nil
 	}
-	tn := memory.Node{ID: memory.NewID(), Subkind: memory.Topic, Scope: memory.ScopeProject, ProjectID: p.ref.Project,
+	tn := memory.Node{ID: memory.NewID(), TenantID: p.ref.Tenant, Subkind: memory.Topic, Scope: memory.ScopeProject, ProjectID: p.ref.Project,
 		Label: ent.Name, Entities: []memory.Entity{ent}, Source: memory.SourceAgent, AssertedBy: memory.AssertedInferred}
 	intended := tn
 	if err := p.intend(ctx, memory.JournalEntry{Op: memory.OpRemember, NodeID: tn.ID, After: &intended, Reason: "topic of " + n.ID}); err != nil {

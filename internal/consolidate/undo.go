@@ -45,9 +45,9 @@ func usedSince(now, then *memory.Node) bool {
 // revision a later pass revised again or forgot, and a topic the pass
 // created that something else links to since. Every such case is
 // reported with its reason. The pass is marked undone; undoing it
-// again is refused. project may be empty (the pass is looked up in every
-// project).
-func Undo(ctx context.Context, st UndoStore, project, passID string, now time.Time) (UndoReport, error) {
+// again is refused. project.Project may be empty (the pass is looked up in
+// every project of project.Tenant; another tenant's pass is never found).
+func Undo(ctx context.Context, st UndoStore, project memory.ProjectRef, passID string, now time.Time) (UndoReport, error) {
 	rec, err := st.GetPass(ctx, project, passID)
 	if err != nil {
 		return UndoReport{}, fmt.Errorf("consolidate: undo %s: %w", passID, err)

@@ -33,7 +33,7 @@ func TestUndoKeepsARevisionRevisedAgain(t *testing.T) {
 			t.Fatalf("later pass %+v", later)
 		}
 
-		rep, err := consolidate.Undo(f.ctx, f.st, project, a.Pass.ID, time.Now())
+		rep, err := consolidate.Undo(f.ctx, f.st, memory.ProjectRef{Project: project}, a.Pass.ID, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -86,7 +86,7 @@ func TestUndoKeepsATopicLinkedSince(t *testing.T) {
 		if _, err := f.st.Link(f.ctx, memory.Edge{Src: boat.ID, Dst: sailing, Relation: memory.RelatedTo}); err != nil {
 			t.Fatal(err)
 		}
-		rep, err := consolidate.Undo(f.ctx, f.st, project, res.Pass.ID, time.Now())
+		rep, err := consolidate.Undo(f.ctx, f.st, memory.ProjectRef{Project: project}, res.Pass.ID, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -44,7 +44,7 @@ func Load(ctx context.Context, st Store, emb inject.Embedder, graph io.Reader, q
 	if _, err := FilterGraph(graph, &buf, Projects(qs)); err != nil {
 		return LoadStats{}, err
 	}
-	stats, err := memio.Import(ctx, st, &buf, time.Now())
+	stats, err := memio.Import(ctx, st, &buf, "", time.Now())
 	if err != nil {
 		return LoadStats{}, fmt.Errorf("eval: import: %w", err)
 	}

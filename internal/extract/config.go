@@ -28,8 +28,14 @@ type Config struct {
 	InjectedLabelChars   int     // injected label shown (300)
 
 	// Writing.
-	MaxMemories int     // memories accepted from one reply (5)
-	SameCosine  float64 // a memory this close to one written earlier in the span reinforces it (0.85)
+	// CrossProject lets a memory be global (within its tenant) or reach
+	// the tenant's other projects, as the model proposes (true). False
+	// (ENGRAM_CROSS_PROJECT=false: e.g. a platform whose projects are its
+	// end users): every memory the model proposes stays in its project,
+	// reach here, whatever scope and reach it names.
+	CrossProject bool
+	MaxMemories  int     // memories accepted from one reply (5)
+	SameCosine   float64 // a memory this close to one written earlier in the span reinforces it (0.85)
 
 	// Failure handling.
 	MaxInvalid   int           // invalid replies (after the repair attempt) before a span is dead-lettered (3)
@@ -56,7 +62,7 @@ func Defaults() Config {
 		AssistantChars: 2000, FailedToolChars: 600, TranscriptChars: 24000, MinSpanChars: 24,
 		RelatedQueryChars: 4000, RelatedLimit: 12, RelatedMinConfidence: 0.25, RelatedLineChars: 200,
 		InjectedLabelChars: 300,
-		MaxMemories:        5, SameCosine: 0.85,
+		CrossProject:       true, MaxMemories: 5, SameCosine: 0.85,
 		MaxInvalid: 3, InvalidDelay: 30 * time.Second,
 		LeaseTTL: 30 * time.Second, RecordTTL: 30 * 24 * time.Hour, ScanWindow: 16, MaxSpanLoops: 16,
 		EmbedBatch: 32, BacklogPeriod: 5 * time.Second,

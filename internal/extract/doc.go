@@ -60,8 +60,13 @@
 // secrets redacted again from what the model wrote. "same" as a shown
 // memory, or cosine >= 0.85 against one written earlier in the span,
 // reinforces it instead of storing; "opposite" links a contradicts edge, only
-// to ids the model was shown; global memories have no project; session
-// memories always have reach "here". Verdicts for ids that were not injected
+// to ids the model was shown; global memories have no project (global
+// within the session's tenant: every memory is written into the event's
+// tenant); session memories always have reach "here"; with cross-project
+// reach off (Config.CrossProject, ENGRAM_CROSS_PROJECT=false) every memory
+// is written into its project with reach "here", whatever the model
+// proposed, so that no conversation of one project (one end user, on a
+// platform) can write a rule the tenant's other projects follow. Verdicts for ids that were not injected
 // are dropped. A memory the model marks as stated by the user whose label
 // shares no content word with the transcript (a small model copying the
 // prompt's example, or inventing a rule) is kept as an inferred memory of

@@ -36,8 +36,8 @@ type Leases interface {
 
 // Records are the processed records that make redelivery idempotent.
 type Records interface {
-	EventProcessed(ctx context.Context, project, consumer, eventID string) (bool, error)
-	MarkEventProcessed(ctx context.Context, project, consumer, eventID string, ttl time.Duration) error
+	EventProcessed(ctx context.Context, p memory.ProjectRef, consumer, eventID string) (bool, error)
+	MarkEventProcessed(ctx context.Context, p memory.ProjectRef, consumer, eventID string, ttl time.Duration) error
 }
 
 // Writer writes memories, edges and feedback.
@@ -49,7 +49,7 @@ type Writer interface {
 
 // Staler marks memories attached to changed paths stale.
 type Staler interface {
-	MarkStale(ctx context.Context, projectID string, paths []string) ([]string, error)
+	MarkStale(ctx context.Context, p memory.ProjectRef, paths []string) ([]string, error)
 }
 
 // Embeddings stores vectors and lists the memories that lack one.
@@ -185,6 +185,7 @@ func New(store Store, chat Chatter, emb Embedder, pub Publisher, cfg Config, opt
 // Turn is one ended turn.
 type Turn struct {
 	EventID      string // the turn_ended event (cause of memory_changed)
+	Tenant       string // "": the default tenant
 	Project      string
 	Session      string
 	Turn         string
@@ -201,8 +202,8 @@ type Result struct {
 	Busy     bool            // another replica holds the session: it extracts this turn
 }
 
-func (x *Extractor) ref(project, session string) memory.SessionRef {
-	return memory.SessionRef{Project: project, Session: session}
+func (x *Extractor) ref(tenant, project, session string) memory.SessionRef {
+	return memory.SessionRef{Tenant: tenant, Project: project, Session: session}
 }
 
 // HandleTurn appends the turn's transcript (once per turn id), marks memories
@@ -212,7 +213,7 @@ func (x *Extractor) ref(project, session string) memory.SessionRef {
 // turns after it lets go, so this turn is folded into its next span.
 func (x *Extractor) HandleTurn(ctx context.Context, t Turn) (Result, error) {
 	var res Result
-	ref := x.ref(t.Project, t.Session)
+	ref := x.ref(t.Tenant, t.Project, t.Session)
 	stored, appended, err := x.store.AppendTranscript(ctx, ref, t.Turn, t.Messages)
 	if err != nil {
 		return res, fmt.Errorf("extract: append transcript of turn %q: %w", t.Turn, err)
@@ -223,7 +224,7 @@ func (x *Extractor) HandleTurn(ctx context.Context, t Turn) (Result, error) {
 		hint = stored[0].ID
 	}
 	if paths := memory.NormalisePaths(t.ChangedPaths); len(paths) > 0 {
-		ids, err := x.store.MarkStale(ctx, t.Project, paths)
+		ids, err := x.store.MarkStale(ctx, ref.ProjectRef(), paths)
 		if err != nil {
 			return res, fmt.Errorf("extract: mark stale: %w", err)
 		}
@@ -350,7 +351,7 @@ func (x *Extractor) findSpan(ctx context.Context, ref memory.SessionRef, hint in
 		start := len(turns)
 		found := false
 		for i := len(turns) - 1; i >= 0; i-- {
-			done, err := x.store.EventProcessed(ctx, ref.Project, recTurn, recordKey(ref.Session, turns[i].ID))
+			done, err := x.store.EventProcessed(ctx, ref.ProjectRef(), recTurn, recordKey(ref.Session, turns[i].ID))
 			if err != nil {
 				return nil, 0, fmt.Errorf("extract: read turn record: %w", err)
 			}
@@ -406,7 +407,7 @@ func (x *Extractor) extractSpan(ctx context.Context, ref memory.SessionRef, caus
 	if err != nil {
 		return nil, false, err
 	}
-	req := llm.Request{Role: llm.RoleExtract, Project: ref.Project, Messages: p.Messages(), Timeout: x.cfg.CallTimeout}
+	req := llm.Request{Role: llm.RoleExtract, Project: ref.ProjectRef().String(), Messages: p.Messages(), Timeout: x.cfg.CallTimeout}
 	temp := x.cfg.Temperature
 	req.Temperature = &temp
 	reply, resp, err := llm.Structured[Reply](ctx, x.chat, req)
@@ -418,7 +419,7 @@ func (x *Extractor) extractSpan(ctx context.Context, ref memory.SessionRef, caus
 	}
 
 	var changes []events.Change
-	done, err := x.store.EventProcessed(ctx, ref.Project, recWritten, spanKey)
+	done, err := x.store.EventProcessed(ctx, ref.ProjectRef(), recWritten, spanKey)
 	if err != nil {
 		return nil, true, fmt.Errorf("extract: read span record: %w", err)
 	}
@@ -427,7 +428,7 @@ func (x *Extractor) extractSpan(ctx context.Context, ref memory.SessionRef, caus
 		if err != nil {
 			return changes, true, err
 		}
-		if err := x.store.MarkEventProcessed(ctx, ref.Project, recWritten, spanKey, x.cfg.RecordTTL); err != nil {
+		if err := x.store.MarkEventProcessed(ctx, ref.ProjectRef(), recWritten, spanKey, x.cfg.RecordTTL); err != nil {
 			return changes, true, fmt.Errorf("extract: record span: %w", err)
 		}
 	}
@@ -476,7 +477,7 @@ func (x *Extractor) readInjected(ctx context.Context, ref memory.SessionRef, spa
 // finish marks the span's turns done and drops their injection records.
 func (x *Extractor) finish(ctx context.Context, ref memory.SessionRef, span []spanTurn) error {
 	for _, t := range span {
-		if err := x.store.MarkEventProcessed(ctx, ref.Project, recTurn, recordKey(ref.Session, t.ID), x.cfg.RecordTTL); err != nil {
+		if err := x.store.MarkEventProcessed(ctx, ref.ProjectRef(), recTurn, recordKey(ref.Session, t.ID), x.cfg.RecordTTL); err != nil {
 			return fmt.Errorf("extract: record turn %q: %w", t.ID, err)
 		}
 	}
@@ -494,14 +495,14 @@ func (x *Extractor) invalid(ctx context.Context, ref memory.SessionRef, span []s
 	failures := x.cfg.MaxInvalid
 	for k := 1; k <= x.cfg.MaxInvalid; k++ {
 		rk := key + "#" + strconv.Itoa(k)
-		seen, err := x.store.EventProcessed(ctx, ref.Project, recInvalid, rk)
+		seen, err := x.store.EventProcessed(ctx, ref.ProjectRef(), recInvalid, rk)
 		if err != nil {
 			return fmt.Errorf("extract: read failure record: %w", err)
 		}
 		if seen {
 			continue
 		}
-		if err := x.store.MarkEventProcessed(ctx, ref.Project, recInvalid, rk, x.cfg.RecordTTL); err != nil {
+		if err := x.store.MarkEventProcessed(ctx, ref.ProjectRef(), recInvalid, rk, x.cfg.RecordTTL); err != nil {
 			return fmt.Errorf("extract: record failure: %w", err)
 		}
 		failures = k
@@ -543,14 +544,14 @@ func (x *Extractor) feedback(ctx context.Context, ref memory.SessionRef, span []
 			}
 		}
 		key := recordKey(ref.Session, it.turn)
-		done, err := x.store.EventProcessed(ctx, ref.Project, recFeedback, key)
+		done, err := x.store.EventProcessed(ctx, ref.ProjectRef(), recFeedback, key)
 		if err != nil {
 			return changes, fmt.Errorf("extract: read feedback record: %w", err)
 		}
 		if done || len(apply) == 0 {
 			continue
 		}
-		if err := x.store.MarkEventProcessed(ctx, ref.Project, recFeedback, key, x.cfg.RecordTTL); err != nil {
+		if err := x.store.MarkEventProcessed(ctx, ref.ProjectRef(), recFeedback, key, x.cfg.RecordTTL); err != nil {
 			return changes, fmt.Errorf("extract: record feedback: %w", err)
 		}
 		if err := x.store.ApplyFeedback(ctx, apply); err != nil {
@@ -574,9 +575,9 @@ func (x *Extractor) publish(ctx context.Context, ref memory.SessionRef, cause, k
 	if x.pub == nil || len(changes) == 0 {
 		return nil
 	}
-	ev := events.New(events.Ref{ProjectID: ref.Project, SessionID: ref.Session},
+	ev := events.New(events.Ref{TenantID: ref.Tenant, ProjectID: ref.Project, SessionID: ref.Session},
 		events.MemoryChanged{Changes: changes, Cause: cause})
-	ev.ID = eventID(ref.Project, key)
+	ev.ID = eventID(ref.ProjectRef(), key)
 	if err := x.pub.Publish(ctx, ev); err != nil {
 		return fmt.Errorf("extract: publish memory_changed: %w", err)
 	}

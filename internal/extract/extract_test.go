@@ -130,7 +130,7 @@ func TestUserRuleBecomesStandingInstruction(t *testing.T) {
 		if len(res.Changes) != 2 {
 			t.Fatalf("changes = %v, want 2 created", res.Changes)
 		}
-		standing, err := f.st.StandingInstructions(f.ctx, project, 6)
+		standing, err := f.st.StandingInstructions(f.ctx, memory.ProjectRef{Project: project}, 6)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -356,7 +356,7 @@ func TestUngroundedUserRuleIsNotStanding(t *testing.T) {
 		// A small model copies the prompt's example into an unrelated span.
 		f.srv.Enqueue(reply(nil, rule("Always answer in Indonesian.", "global"), rule("Never use the staging database for load tests.", "project")))
 		f.handle(userTurn("t1", "Please never run load tests against the staging database; it falls over."))
-		standing, err := f.st.StandingInstructions(f.ctx, project, 6)
+		standing, err := f.st.StandingInstructions(f.ctx, memory.ProjectRef{Project: project}, 6)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -24,7 +24,7 @@ func FuzzReply(f *testing.F) {
 			return
 		}
 		for _, m := range r.Memories {
-			n, ok := toNode(m, ref)
+			n, ok := toNode(m, ref, true)
 			if !ok {
 				continue
 			}

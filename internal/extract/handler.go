@@ -35,7 +35,7 @@ func TurnFromEvent(ev events.Envelope) (Turn, error) {
 	if err != nil {
 		return Turn{}, fmt.Errorf("extract: %w", err)
 	}
-	t := Turn{EventID: ev.ID, Project: ev.ProjectID, Session: ev.SessionID, Turn: ev.TurnID, ChangedPaths: te.ChangedPaths}
+	t := Turn{EventID: ev.ID, Tenant: ev.TenantID, Project: ev.ProjectID, Session: ev.SessionID, Turn: ev.TurnID, ChangedPaths: te.ChangedPaths}
 	t.Messages = make([]memory.Message, len(te.Messages))
 	for i, m := range te.Messages {
 		mm := memory.Message{
@@ -71,7 +71,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
 		return Classify(err)
 	}
 	if res.Spans > 0 || res.Busy {
-		h.log.Debug("turn handled", zap.String("event_id", ev.ID), zap.String("project", ev.ProjectID),
+		h.log.Debug("turn handled", zap.String("event_id", ev.ID), zap.String("tenant", ev.TenantID), zap.String("project", ev.ProjectID),
 			zap.String("session", ev.SessionID), zap.Int("spans", res.Spans), zap.Bool("busy", res.Busy),
 			zap.Int("changes", len(res.Changes)))
 	}

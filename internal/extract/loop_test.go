@@ -100,7 +100,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 func (l *loop) turnDone(turn string) bool {
-	ok, err := l.st.EventProcessed(l.ctx, project, "extractor.turn", extractTurnKey(session, turn))
+	ok, err := l.st.EventProcessed(l.ctx, memory.ProjectRef{Project: project}, "extractor.turn", extractTurnKey(session, turn))
 	if err != nil {
 		l.t.Fatal(err)
 	}

@@ -103,7 +103,7 @@ func (c *crashStore) Upsert(ctx context.Context, n memory.Node) (memory.UpsertRe
 	return c.Store.Upsert(ctx, n)
 }
 
-func (c *crashStore) MarkEventProcessed(ctx context.Context, project, consumer, id string, ttl time.Duration) error {
+func (c *crashStore) MarkEventProcessed(ctx context.Context, project memory.ProjectRef, consumer, id string, ttl time.Duration) error {
 	if consumer == "extractor.turn" && c.turnMarks.Add(-1) >= 0 {
 		return errCrash
 	}

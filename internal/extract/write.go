@@ -53,7 +53,7 @@ func (x *Extractor) prompt(ctx context.Context, ref memory.SessionRef, transcrip
 	if x.cfg.RelatedLimit > 0 {
 		q := memory.Query{
 			Text:    lastChars(transcript, x.cfg.RelatedQueryChars),
-			Filter:  memory.Filter{ProjectID: ref.Project, SessionID: ref.Session, MinConfidence: x.cfg.RelatedMinConfidence},
+			Filter:  memory.Filter{TenantID: ref.Tenant, ProjectID: ref.Project, SessionID: ref.Session, MinConfidence: x.cfg.RelatedMinConfidence},
 			Limit:   x.cfg.RelatedLimit,
 			Expand:  false,
 			Now:     x.now(),
@@ -84,11 +84,14 @@ func (x *Extractor) prompt(ctx context.Context, ref memory.SessionRef, transcrip
 // toNode turns a proposed memory into a node of the session, applying the
 // clamps: confidence in [0.1, 1] (0.5 when missing), label at most
 // MaxLabelChars, body at most MaxBodyChars, at most 8 entities and paths;
-// a global memory has no project; a session memory always has reach "here".
+// a global memory has no project; a session memory always has reach "here";
+// the node is of the session's tenant; without cross (Config.CrossProject
+// off) a global memory becomes a project one and reach is always "here".
 // Secrets are redacted from everything the model wrote. ok is false when
 // the memory has no text.
-func toNode(m ReplyMemory, ref memory.SessionRef) (memory.Node, bool) {
+func toNode(m ReplyMemory, ref memory.SessionRef, cross bool) (memory.Node, bool) {
 	n := memory.Node{
+		TenantID:   ref.Tenant,
 		Subkind:    memory.Subkind(m.Subkind),
 		Scope:      memory.Scope(m.Scope),
 		ProjectID:  ref.Project,
@@ -112,8 +115,11 @@ func toNode(m ReplyMemory, ref memory.SessionRef) (memory.Node, bool) {
 	if !n.AssertedBy.Valid() {
 		n.AssertedBy = memory.AssertedInferred
 	}
-	if !n.Reach.Valid() {
+	if !n.Reach.Valid() || !cross {
 		n.Reach = memory.ReachHere
+	}
+	if !cross && n.Scope == memory.ScopeGlobal {
+		n.Scope = memory.ScopeProject
 	}
 	switch n.Scope {
 	case memory.ScopeGlobal:
@@ -166,7 +172,7 @@ func relations(m ReplyMemory, shown map[string]bool) (same, opposite []string) {
 // reach, paths and entities (memory.Reinforce decides what rises).
 func reinforcement(old, n memory.Node) memory.Node {
 	r := memory.Node{
-		ID: old.ID, Subkind: old.Subkind, Scope: old.Scope, ProjectID: old.ProjectID, SessionID: old.SessionID,
+		ID: old.ID, TenantID: old.TenantID, Subkind: old.Subkind, Scope: old.Scope, ProjectID: old.ProjectID, SessionID: old.SessionID,
 		Label: old.Label, Body: old.Body, Digest: old.Digest, Source: memory.SourceAgent,
 		AssertedBy: n.AssertedBy, Reach: n.Reach, Confidence: n.Confidence,
 		Paths: n.Paths, Entities: append(append([]memory.Entity(nil), old.Entities...), n.Entities...),
@@ -200,7 +206,7 @@ func (x *Extractor) write(ctx context.Context, ref memory.SessionRef, reply Repl
 	var props []ReplyMemory
 	lower := strings.ToLower(transcript)
 	for _, m := range mems {
-		if n, ok := toNode(m, ref); ok {
+		if n, ok := toNode(m, ref, x.cfg.CrossProject); ok {
 			if n.AssertedBy == memory.AssertedUser && !grounded(n.Label, lower) {
 				// A rule "the user stated" that shares no word with the
 				// transcript is most likely copied from the prompt's example
@@ -352,7 +358,11 @@ func cosine(a, b []float32) float64 {
 
 // eventID derives a stable event id from a key (a redelivered span
 // publishes the same id, which the stream's duplicate window drops).
-func eventID(project, key string) string {
-	sum := sha256.Sum256([]byte(project + "\x00" + key))
+func eventID(p memory.ProjectRef, key string) string {
+	in := p.Project + "\x00" + key
+	if p.Tenant != "" {
+		in = p.Tenant + "\x00" + in // the default tenant's ids stay as they were
+	}
+	sum := sha256.Sum256([]byte(in))
 	return "x" + hex.EncodeToString(sum[:])[:25]
 }

@@ -140,6 +140,7 @@ func ConsumerConfig() events.ConsumerConfig {
 
 // state is the value of one session's key.
 type state struct {
+	Tenant  string    `json:"tenant,omitempty"` // "": the default tenant
 	Project string    `json:"project"`
 	Session string    `json:"session"`
 	Last    time.Time `json:"last"`
@@ -154,25 +155,32 @@ type claim struct {
 }
 
 // Key is the bucket key of a session: base64url of the project and the
-// session, dot-separated (valid key characters, reversible).
-func Key(project, session string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(project)) + "." +
+// session, dot-separated (valid key characters, reversible), after the
+// base64url of the tenant for any tenant but the default one (whose keys
+// are as they were before tenants): the same project and session ids of
+// two tenants are two sessions.
+func Key(tenant, project, session string) string {
+	k := base64.RawURLEncoding.EncodeToString([]byte(project)) + "." +
 		base64.RawURLEncoding.EncodeToString([]byte(session))
+	if tenant != "" {
+		k = "t." + base64.RawURLEncoding.EncodeToString([]byte(tenant)) + "." + k
+	}
+	return k
 }
 
 // Observe records activity of a session at time at. Older activity than
 // what is recorded is ignored. Safe for concurrent use by many replicas.
-func (d *Detector) Observe(ctx context.Context, project, session string, at time.Time) error {
+func (d *Detector) Observe(ctx context.Context, tenant, project, session string, at time.Time) error {
 	if project == "" || session == "" {
 		return ErrInvalidSession
 	}
-	key := Key(project, session)
+	key := Key(tenant, project, session)
 	at = at.UTC()
 	for {
 		e, err := d.kv.Get(ctx, key)
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
-			data, _ := json.Marshal(state{Project: project, Session: session, Last: at})
+			data, _ := json.Marshal(state{Tenant: tenant, Project: project, Session: session, Last: at})
 			_, err = d.kv.Create(ctx, key, data)
 			if errors.Is(err, jetstream.ErrKeyExists) {
 				continue // another replica created it: read and merge
@@ -191,7 +199,7 @@ func (d *Detector) Observe(ctx context.Context, project, session string, at time
 		if !at.After(st.Last) && st.Project != "" {
 			return nil
 		}
-		st.Project, st.Session, st.Last = project, session, at
+		st.Tenant, st.Project, st.Session, st.Last = tenant, project, session, at
 		data, _ := json.Marshal(st)
 		_, err = d.kv.Update(ctx, key, data, e.Revision())
 		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
@@ -279,9 +287,9 @@ func (d *Detector) sweepOne(ctx context.Context, e jetstream.KeyValueEntry) (boo
 		return false, fmt.Errorf("idle: claim %s: %w", e.Key(), err)
 	}
 
-	ev := events.NewSessionIdle(events.Ref{ProjectID: st.Project, SessionID: st.Session},
+	ev := events.NewSessionIdle(events.Ref{TenantID: st.Tenant, ProjectID: st.Project, SessionID: st.Session},
 		events.SessionIdle{LastActivity: activity})
-	ev.ID = EventID(st.Project, st.Session, activity)
+	ev.ID = EventID(st.Tenant, st.Project, st.Session, activity)
 	ev.OccurredAt = now.UTC()
 	if err := d.pub.Publish(ctx, ev); err != nil {
 		// The claim expires after ClaimTTL and the session is tried again;
@@ -325,10 +333,15 @@ func (d *Detector) markPublished(ctx context.Context, key string, activity time.
 
 // EventID is the id of the session_idle event for a session's activity at
 // a time: the same inputs always give the same id, so replicas and retries
-// publish one event (Nats-Msg-Id de-duplication).
-func EventID(project, session string, activity time.Time) string {
+// publish one event (Nats-Msg-Id de-duplication). The default tenant's
+// ids are those from before tenants.
+func EventID(tenant, project, session string, activity time.Time) string {
 	h := sha256.New()
-	for _, s := range []string{project, session, activity.UTC().Format(time.RFC3339Nano)} {
+	parts := []string{project, session, activity.UTC().Format(time.RFC3339Nano)}
+	if tenant != "" {
+		parts = append(parts, tenant)
+	}
+	for _, s := range parts {
 		var n [8]byte
 		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
 		h.Write(n[:]) // length-prefixed: no two inputs share an encoding
@@ -355,7 +368,7 @@ func (d *Detector) Handle(ctx context.Context, subjects events.Subjects, msg jet
 	if md, err := msg.Metadata(); err == nil && !md.Timestamp.IsZero() {
 		at = md.Timestamp
 	}
-	return d.Observe(ctx, ev.ProjectID, ev.SessionID, at)
+	return d.Observe(ctx, ev.TenantID, ev.ProjectID, ev.SessionID, at)
 }
 
 // Run consumes activity from cons and sweeps every Options.Sweep until ctx

@@ -115,12 +115,12 @@ func TestTwoReplicasPublishExactlyOneIdlePerQuietSession(t *testing.T) {
 
 	t0 := clk.Now()
 	// Activity seen by either replica (the consumer is shared).
-	must(t, a.Observe(ctx, "acme/web", "chat 1", t0))
-	must(t, b.Observe(ctx, "acme/web", "chat 1", t0.Add(time.Minute)))
-	must(t, b.Observe(ctx, "acme/web", "chat 2", t0))
-	must(t, a.Observe(ctx, "acme/web", "chat 1", t0.Add(30*time.Second))) // older: ignored
+	must(t, a.Observe(ctx, "", "acme/web", "chat 1", t0))
+	must(t, b.Observe(ctx, "", "acme/web", "chat 1", t0.Add(time.Minute)))
+	must(t, b.Observe(ctx, "", "acme/web", "chat 2", t0))
+	must(t, a.Observe(ctx, "", "acme/web", "chat 1", t0.Add(30*time.Second))) // older: ignored
 	clk.Advance(25 * time.Minute)
-	must(t, a.Observe(ctx, "other", "s", clk.Now())) // recent
+	must(t, a.Observe(ctx, "", "other", "s", clk.Now())) // recent
 
 	// Not quiet long enough yet for chat 1 (last at t0+1m, now t0+25m).
 	if n, err := a.Sweep(ctx); err != nil || n != 0 {
@@ -181,7 +181,7 @@ func TestTwoReplicasPublishExactlyOneIdlePerQuietSession(t *testing.T) {
 		t.Fatalf("idle events by session = %v", got)
 	}
 	// New activity in chat 1 -> one more after the quiet period.
-	must(t, b.Observe(ctx, "acme/web", "chat 1", clk.Now()))
+	must(t, b.Observe(ctx, "", "acme/web", "chat 1", clk.Now()))
 	clk.Advance(quiet)
 	n1, _ := a.Sweep(ctx)
 	n2, _ := b.Sweep(ctx)
@@ -207,7 +207,7 @@ func TestClaimOfAFailedReplicaExpires(t *testing.T) {
 	broken := newDetector(t, js, failingPublisher{}, clk, "broken")
 	healthy := newDetector(t, js, cl, clk, "healthy")
 	ctx := ctxT(t)
-	must(t, broken.Observe(ctx, "p", "s", clk.Now()))
+	must(t, broken.Observe(ctx, "", "p", "s", clk.Now()))
 	clk.Advance(quiet + time.Second)
 
 	if n, err := broken.Sweep(ctx); n != 0 || err == nil {
@@ -228,17 +228,17 @@ func TestClaimOfAFailedReplicaExpires(t *testing.T) {
 func TestRepublishAfterCrashIsDeduplicated(t *testing.T) {
 	// The event id depends only on the session and its activity time.
 	t0 := time.Now()
-	if idle.EventID("p", "s", t0) != idle.EventID("p", "s", t0.In(time.FixedZone("x", 3600))) {
+	if idle.EventID("", "p", "s", t0) != idle.EventID("", "p", "s", t0.In(time.FixedZone("x", 3600))) {
 		t.Fatal("event id depends on the time zone")
 	}
-	if idle.EventID("p", "s", t0) == idle.EventID("p", "s", t0.Add(time.Nanosecond)) ||
-		idle.EventID("p", "s", t0) == idle.EventID("p", "t", t0) || idle.EventID("a\x00b", "c", t0) == idle.EventID("a", "b\x00c", t0) {
+	if idle.EventID("", "p", "s", t0) == idle.EventID("", "p", "s", t0.Add(time.Nanosecond)) ||
+		idle.EventID("", "p", "s", t0) == idle.EventID("", "p", "t", t0) || idle.EventID("", "a\x00b", "c", t0) == idle.EventID("", "a", "b\x00c", t0) {
 		t.Fatal("event ids collide")
 	}
 	_, js, cl := setup(t)
 	ctx := ctxT(t)
 	e := events.NewSessionIdle(events.Ref{ProjectID: "p", SessionID: "s"}, events.SessionIdle{LastActivity: t0})
-	e.ID = idle.EventID("p", "s", t0)
+	e.ID = idle.EventID("", "p", "s", t0)
 	must(t, cl.Publish(ctx, e))
 	must(t, cl.Publish(ctx, e)) // a replica that crashed after publishing, before recording
 	if n := len(idleEvents(t, js)); n != 1 {
@@ -270,8 +270,8 @@ func TestStateSurvivesServerRestart(t *testing.T) {
 	ctx := ctxT(t)
 	srv, js, cl := start()
 	d := newDetector(t, js, cl, clk, "before")
-	must(t, d.Observe(ctx, "p", "quiet-before", clk.Now()))
-	must(t, d.Observe(ctx, "p", "quiet-after", clk.Now().Add(20*time.Minute)))
+	must(t, d.Observe(ctx, "", "p", "quiet-before", clk.Now()))
+	must(t, d.Observe(ctx, "", "p", "quiet-after", clk.Now().Add(20*time.Minute)))
 	clk.Advance(quiet + time.Second)
 	if n, err := d.Sweep(ctx); n != 1 || err != nil {
 		t.Fatalf("before restart: %d, %v", n, err)
@@ -370,7 +370,7 @@ func TestOptionsAndInput(t *testing.T) {
 		t.Error("New without a publisher succeeded")
 	}
 	d := newDetector(t, js, cl, &fakeClock{now: time.Now()}, "x")
-	if err := d.Observe(ctx, "", "s", time.Now()); !errors.Is(err, idle.ErrInvalidSession) {
+	if err := d.Observe(ctx, "", "", "s", time.Now()); !errors.Is(err, idle.ErrInvalidSession) {
 		t.Errorf("Observe with no project: %v", err)
 	}
 	if n, err := d.Sweep(ctx); n != 0 || err != nil {
@@ -409,7 +409,7 @@ func TestClaimHoldsForItsOwner(t *testing.T) {
 	pub.fails.Store(1)
 	a := newDetector(t, js, pub, clk, "replica-a")
 	ctx := ctxT(t)
-	must(t, a.Observe(ctx, "acme/web", "chat 1", clk.Now()))
+	must(t, a.Observe(ctx, "", "acme/web", "chat 1", clk.Now()))
 	clk.Advance(quiet + time.Second)
 
 	if n, err := a.Sweep(ctx); n != 0 || err == nil {
@@ -425,6 +425,71 @@ func TestClaimHoldsForItsOwner(t *testing.T) {
 	}
 	if got := countBySession(idleEvents(t, js)); got["acme/web/chat 1"] != 1 || len(got) != 1 {
 		t.Fatalf("idle events by session = %v, want one for chat 1", got)
+	}
+}
+
+// TestTenantsAreSeparateSessions: the same project and session ids of two
+// tenants are two sessions, each with its own idle event carrying its
+// tenant; a default-tenant session keeps its key from before tenants.
+func TestTenantsAreSeparateSessions(t *testing.T) {
+	_, js, cl := setup(t)
+	clk := &fakeClock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	d := newDetector(t, js, cl, clk, "replica-a")
+	ctx := ctxT(t)
+	must(t, d.Observe(ctx, "acme", "p", "s", clk.Now()))
+	must(t, d.Observe(ctx, "globex", "p", "s", clk.Now()))
+	must(t, d.Observe(ctx, "", "p", "s", clk.Now()))
+	clk.Advance(31 * time.Minute)
+	if n, err := d.Sweep(ctx); err != nil || n != 3 {
+		t.Fatalf("sweep published %d (%v), want one per tenant's session", n, err)
+	}
+	byTenant := map[string]int{}
+	for _, e := range idleEvents(t, js) {
+		if e.ProjectID != "p" || e.SessionID != "s" {
+			t.Fatalf("idle event for %s/%s", e.ProjectID, e.SessionID)
+		}
+		byTenant[e.TenantID]++
+	}
+	if byTenant["acme"] != 1 || byTenant["globex"] != 1 || byTenant[""] != 1 {
+		t.Fatalf("idle events by tenant: %v", byTenant)
+	}
+	if idle.Key("", "p", "s") != "cA.cw" || idle.Key("acme", "p", "s") == idle.Key("globex", "p", "s") {
+		t.Fatalf("keys: %q %q %q", idle.Key("", "p", "s"), idle.Key("acme", "p", "s"), idle.Key("globex", "p", "s"))
+	}
+	if idle.EventID("acme", "p", "s", clk.Now()) == idle.EventID("", "p", "s", clk.Now()) {
+		t.Fatal("two tenants' sessions share an idle event id")
+	}
+}
+
+// TestHandleReadsTheTenant: activity of an input event is its tenant's
+// (the body's tenant_id); a body that does not decode is nobody's.
+func TestHandleReadsTheTenant(t *testing.T) {
+	_, js, cl := setup(t)
+	clk := &fakeClock{now: time.Now()}
+	d := newDetector(t, js, cl, clk, "replica-a")
+	ctx := ctxT(t)
+	ref := events.Ref{TenantID: "acme", ProjectID: "p", SessionID: "s", TurnID: "t1"}
+	if _, err := cl.PublishTurnStarted(ctx, ref, events.TurnStarted{Text: "hi"}); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := js.OrderedConsumer(ctx, events.StreamIn, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, d.Handle(ctx, events.Subjects{}, m))
+	kv, err := js.KeyValue(ctx, idle.DefaultBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Get(ctx, idle.Key("acme", "p", "s")); err != nil {
+		t.Fatalf("the tenant's session was not recorded: %v", err)
+	}
+	if _, err := kv.Get(ctx, idle.Key("", "p", "s")); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("the default tenant's session of the same ids was recorded: %v", err)
 	}
 }
 

@@ -84,6 +84,15 @@
 // another project's backlog does not count). No block at all is sent when there
 // is nothing to say and the graph holds no live memory.
 //
+// A block is built within the turn's tenant (Request.Tenant, the event's
+// tenant_id): standing instructions are the project's and its tenant's
+// global ones, recall reads the project, the tenant's global memories and,
+// with Config.CrossProject (ENGRAM_INJECT_CROSS_PROJECT, off when
+// ENGRAM_CROSS_PROJECT is), the tenant's other projects' memories whose
+// reach is anywhere. Nothing of another tenant is read, whatever its scope
+// or reach (TestTenantMemoryStaysInItsTenant; package isolation holds it
+// over random graphs).
+//
 // Every memory line is neutralised (memory.Neutralise) before it is rendered:
 // memory text comes from tool output and repositories and is replayed into a
 // privileged position. The ids injected are recorded per session and turn so

@@ -84,7 +84,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
 		return nil
 	}
 	req := Request{
-		Project: ev.ProjectID, Session: ev.SessionID, Turn: ev.TurnID,
+		Tenant: ev.TenantID, Project: ev.ProjectID, Session: ev.SessionID, Turn: ev.TurnID,
 		Text: ts.Text, Paths: ts.Paths, ProjectNames: ts.ProjectNames,
 	}
 	block, err := h.inj.Compose(ctx, req)

@@ -17,9 +17,9 @@ import (
 // Store is what the injector needs of the memory store.
 type Store interface {
 	memory.RetrievalStore
-	StandingInstructions(ctx context.Context, projectID string, limit int) ([]memory.Node, error)
-	HasLiveMemory(ctx context.Context, projectID string) (bool, error)
-	HasPendingEmbeddings(ctx context.Context, projectID, model string) (bool, error)
+	StandingInstructions(ctx context.Context, p memory.ProjectRef, limit int) ([]memory.Node, error)
+	HasLiveMemory(ctx context.Context, p memory.ProjectRef) (bool, error)
+	HasPendingEmbeddings(ctx context.Context, p memory.ProjectRef, model string) (bool, error)
 	BriefOnce(ctx context.Context, s memory.SessionRef, ttl time.Duration) (bool, error)
 	PutInjection(ctx context.Context, s memory.SessionRef, turnID string, ids []string) error
 }
@@ -42,7 +42,7 @@ type Config struct {
 	PlateauKeep      int           // lines kept when the ceiling is reached without a drop (3)
 	MinQueryChars    int           // text channels run for queries at least this long (8)
 	AutoRecall       bool          // false: no block is built
-	CrossProject     bool          // recall memories of other projects whose reach is anywhere
+	CrossProject     bool          // recall memories of the tenant's other projects whose reach is anywhere
 	DisabledProjects []string      // memory is off for these projects
 	BriefingTTL      time.Duration // a session is briefed again after this long (24h)
 	// Ranking weighs retrieval (ENGRAM_RANK_*). An empty Fusion and
@@ -136,6 +136,7 @@ func (c Config) Validate() error {
 
 // Request is one turn's question.
 type Request struct {
+	Tenant       string // "": the default tenant; nothing of another tenant is ever read
 	Project      string
 	Session      string
 	Turn         string
@@ -150,6 +151,11 @@ type Request struct {
 	// validity and time words are judged from it. `engram eval` sets it to
 	// the question's date.
 	Now time.Time
+}
+
+// sessionRef is the request's session in the store.
+func (r *Request) sessionRef() memory.SessionRef {
+	return memory.SessionRef{Tenant: r.Tenant, Project: r.Project, Session: r.Session}
 }
 
 // Line is one memory in the block.
@@ -275,7 +281,7 @@ func (i *Injector) Compose(ctx context.Context, req Request) (Block, error) {
 		b.Skipped = SkipAutoRecall
 		return b, nil
 	}
-	ref := memory.SessionRef{Project: req.Project, Session: req.Session}
+	ref := req.sessionRef()
 	var (
 		standing    []memory.Node
 		standingErr error
@@ -284,9 +290,9 @@ func (i *Injector) Compose(ctx context.Context, req Request) (Block, error) {
 	)
 	// A failed or skipped turn must not leave these running.
 	defer wg.Wait()
-	wg.Go(func() { standing, standingErr = i.store.StandingInstructions(ctx, req.Project, i.cfg.MaxStanding) })
+	wg.Go(func() { standing, standingErr = i.store.StandingInstructions(ctx, ref.ProjectRef(), i.cfg.MaxStanding) })
 	recallsNothing := !i.searchesText(strings.TrimSpace(req.Text)) && len(req.Paths) == 0
-	wg.Go(func() { gate = i.gate(ctx, ref.Project, recallsNothing) })
+	wg.Go(func() { gate = i.gate(ctx, ref.ProjectRef(), recallsNothing) })
 	now := req.Now
 	if now.IsZero() {
 		now = i.now()
@@ -325,7 +331,7 @@ func (i *Injector) Compose(ctx context.Context, req Request) (Block, error) {
 	if len(b.Standing) == 0 && len(b.Recalled) == 0 {
 		// The live check matters only here: a turn with lines has memory.
 		if !gate.liveChecked {
-			gate.live, gate.liveErr = i.liveCheck(ctx, ref.Project)
+			gate.live, gate.liveErr = i.liveCheck(ctx, ref.ProjectRef())
 		}
 		if gate.liveErr != nil {
 			return b, gate.liveErr
@@ -359,8 +365,7 @@ func (i *Injector) Record(ctx context.Context, req Request, b Block) error {
 	if len(b.IDs) == 0 || req.Turn == "" || req.DryRun {
 		return nil
 	}
-	ref := memory.SessionRef{Project: req.Project, Session: req.Session}
-	if err := i.store.PutInjection(ctx, ref, req.Turn, b.IDs); err != nil {
+	if err := i.store.PutInjection(ctx, req.sessionRef(), req.Turn, b.IDs); err != nil {
 		return fmt.Errorf("inject: record injection: %w", err)
 	}
 	return nil
@@ -377,7 +382,7 @@ type gateResult struct {
 
 // gate runs the readiness check, then (when recall is ready and withLive
 // is set) the live check.
-func (i *Injector) gate(ctx context.Context, project string, withLive bool) (g gateResult) {
+func (i *Injector) gate(ctx context.Context, project memory.ProjectRef, withLive bool) (g gateResult) {
 	if i.emb != nil {
 		pending, err := i.store.HasPendingEmbeddings(ctx, project, i.emb.Model())
 		if err != nil {
@@ -396,7 +401,7 @@ func (i *Injector) gate(ctx context.Context, project string, withLive bool) (g g
 }
 
 // liveCheck asks whether the project's graph holds live memory.
-func (i *Injector) liveCheck(ctx context.Context, project string) (bool, error) {
+func (i *Injector) liveCheck(ctx context.Context, project memory.ProjectRef) (bool, error) {
 	live, err := i.store.HasLiveMemory(ctx, project)
 	if err != nil {
 		return false, fmt.Errorf("inject: has live memory: %w", err)
@@ -414,7 +419,7 @@ func (i *Injector) recall(ctx context.Context, req Request, now time.Time) ([]me
 		Model:       i.emb.Model(),
 		AnchorPaths: req.Paths,
 		Filter: memory.Filter{
-			ProjectID: req.Project, SessionID: req.Session,
+			TenantID: req.Tenant, ProjectID: req.Project, SessionID: req.Session,
 			CrossProject: i.cfg.CrossProject, MinConfidence: i.cfg.MinConfidence,
 		},
 		Limit:   i.cfg.Hits,

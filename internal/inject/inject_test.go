@@ -383,7 +383,7 @@ type flaky struct {
 	liveChecks                          atomic.Int32
 }
 
-func (s *flaky) StandingInstructions(ctx context.Context, project string, limit int) ([]memory.Node, error) {
+func (s *flaky) StandingInstructions(ctx context.Context, project memory.ProjectRef, limit int) ([]memory.Node, error) {
 	if s.failStanding {
 		return nil, errFlaky
 	}
@@ -399,7 +399,7 @@ func (s *flaky) Lexical(ctx context.Context, terms []string, f memory.Filter, li
 	return s.Store.Lexical(ctx, terms, f, limit)
 }
 
-func (s *flaky) HasLiveMemory(ctx context.Context, project string) (bool, error) {
+func (s *flaky) HasLiveMemory(ctx context.Context, project memory.ProjectRef) (bool, error) {
 	s.liveChecks.Add(1)
 	if s.failLive {
 		return false, errFlaky

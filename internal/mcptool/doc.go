@@ -69,22 +69,24 @@
 //
 // # Tenancy
 //
-// The caller's project bounds every operation. An id is looked up and then
-// judged by memory.Visible under the caller's project and session
-// (archived and closed nodes included): for writes only the project's own
-// memories and global ones, for reads also other projects' memories whose
+// The caller's tenant and project bound every operation. An id is looked
+// up and then judged by memory.Visible under the caller's tenant, project
+// and session (archived and closed nodes included): never another
+// tenant's; for writes only the project's own memories and the tenant's
+// global ones, for reads also the tenant's other projects' memories whose
 // reach is anywhere. Anything else answers `memory "<id>" not found`, the
 // same words as an id that does not exist, and nothing of its content.
 // Session-scoped memories of other sessions are not the caller's either.
-// Global memories (no project; every project sees them) are read by
-// anyone but changed (update, forget, restore, link) only by a caller that
-// WritesGlobal: the local user over stdio, or a token reaching every
-// project (*); anyone else is "not allowed", so one project's token cannot
-// archive the user's preference that every project follows.
+// Global memories (no project; every project of the tenant sees them) are
+// read by the tenant's callers but changed (update, forget, restore, link)
+// only by a caller that WritesGlobal: the local user over stdio, or a
+// token reaching every project (*) of its tenant; anyone else is "not
+// allowed", so one project's token cannot archive the user's preference
+// that every project follows.
 //
 // # Transports and auth
 //
-// stdio: `engram mcp -project P [-session S]` serves one caller on the
+// stdio: `engram mcp [-tenant T] -project P [-session S]` serves one caller on the
 // configured store; with -remote it forwards to serve's endpoint (serve
 // holds the SQLite store, which one process may open). The forwarding
 // session (Dial, Remote) pings every DefaultKeepAlive, because serve's idle
@@ -96,8 +98,10 @@
 // HTTP: HTTPHandler wraps the SDK's StreamableHTTPHandler (which keeps the
 // Mcp-Session-Id sessions, with their idle timeout) in the SDK's
 // auth.RequireBearerToken with Tokens as the verifier: no token or an
-// unknown one is 401. A token names a principal and the projects it
-// reaches (a tokens file, ParseTokens; per project or per principal); the
+// unknown one is 401. A token names a principal, the projects it reaches
+// (a tokens file, ParseTokens; per project or per principal) and, in an
+// optional fourth field, the one tenant it is bound to (none: the default
+// tenant; a caller cannot name another: there is no ?tenant=); the
 // principal becomes the SDK's TokenInfo.UserID, which binds an MCP
 // session to it. The project comes from ?project= (optional when the
 // token reaches exactly one) and the session from ?session=; a project the
@@ -107,8 +111,7 @@
 //
 // # Not here
 //
-// Tenants (the events' tenant_id) are not a dimension of the store yet:
-// the project is the boundary. forget's reason is logged, not stored.
+// forget's reason is logged, not stored.
 // Project display names ("learned in <name>") are not known to the tool:
 // another project's memory says "another project".
 package mcptool

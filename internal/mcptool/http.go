@@ -17,6 +17,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/engram-memory/engram/pkg/memory"
 )
 
 // MinTokenChars is the shortest token a tokens file may hold.
@@ -27,8 +29,9 @@ const MinTokenChars = 24
 const callerKey = "engram.caller"
 
 // Tokens are the bearer tokens of the HTTP endpoint: each names a
-// principal and the projects it may reach. Look-ups compare SHA-256
-// digests in constant time against every entry.
+// principal, the tenant it is bound to and the projects of that tenant it
+// may reach. Look-ups compare SHA-256 digests in constant time against
+// every entry.
 type Tokens struct {
 	entries []tokenEntry
 }
@@ -36,8 +39,9 @@ type Tokens struct {
 type tokenEntry struct {
 	sum       [sha256.Size]byte
 	principal string
+	tenant    string   // the one tenant the token reaches ("": the default tenant)
 	projects  []string // nil with all
-	all       bool
+	all       bool     // every project of the tenant
 }
 
 // LoadTokens reads a tokens file (see ParseTokens). The file must be its
@@ -65,14 +69,19 @@ func LoadTokens(path string) (*Tokens, error) {
 
 // ParseTokens reads tokens, one a line: the token (at least MinTokenChars
 // characters, or sha256:<hex of its SHA-256> so that the file need not
-// hold the secret), the principal, and the projects it may reach
-// (comma-separated, or * for every project). Blank lines and lines
+// hold the secret), the principal, the projects it may reach
+// (comma-separated, or * for every project of its tenant) and, optionally,
+// the tenant it is bound to (without it: the default tenant, as every
+// token was before tenants). A token reaches one tenant only: the caller
+// cannot name another (there is no ?tenant=), so a platform gives each
+// of its customers tokens of their own tenant. Blank lines and lines
 // starting with # are skipped. Every problem is reported, by line.
 //
-//	# token                          principal  projects
+//	# token                          principal  projects    [tenant]
 //	9f3c0a7e51d2b8c4e6a1f0d3b5c7e9a2 alice      shop,admin
 //	sha256:<the 64 hex digits of a token's SHA-256>  ci-bot  shop
 //	<a token of at least 24 characters>           ops     *
+//	<another token>                  acme-bot   *           acme
 func ParseTokens(r io.Reader) (*Tokens, error) {
 	ts := &Tokens{}
 	var errs []error
@@ -87,11 +96,18 @@ func ParseTokens(r io.Reader) (*Tokens, error) {
 			errs = append(errs, fmt.Errorf("line %d: %s", line, fmt.Sprintf(format, a...)))
 		}
 		f := strings.Fields(text)
-		if len(f) != 3 {
-			bad("want three fields: token principal projects, got %d", len(f))
+		if len(f) != 3 && len(f) != 4 {
+			bad("want three or four fields: token principal projects [tenant], got %d", len(f))
 			continue
 		}
 		var e tokenEntry
+		if len(f) == 4 {
+			if err := memory.CheckTenant(f[3]); err != nil {
+				bad("tenant: %v", err)
+				continue
+			}
+			e.tenant = f[3]
+		}
 		if hexSum, ok := strings.CutPrefix(f[0], "sha256:"); ok {
 			b, err := hex.DecodeString(hexSum)
 			if err != nil || len(b) != sha256.Size {
@@ -225,7 +241,7 @@ func scoped(next http.Handler) http.Handler {
 			http.Error(w, "this token does not reach the project", http.StatusForbidden)
 			return
 		}
-		ti.Extra[callerKey] = Caller{Project: project, Session: session, Principal: e.principal, WritesGlobal: e.all}
+		ti.Extra[callerKey] = Caller{Tenant: e.tenant, Project: project, Session: session, Principal: e.principal, WritesGlobal: e.all}
 		next.ServeHTTP(w, r)
 	})
 }

@@ -332,7 +332,7 @@ func TestParseTokens(t *testing.T) {
 		"shop-token-0123456789abcdef c shop\n" +
 		"shop-token-0123456789abcdef d shop\n" +
 		"other-token-0123456789abcdef e shop,,admin\n"))
-	for _, want := range []string{"line 1: the token is shorter", "line 2: want three fields", "line 3: sha256", "line 5: the same token as line 4", "line 6: projects"} {
+	for _, want := range []string{"line 1: the token is shorter", "line 2: want three or four fields", "line 3: sha256", "line 5: the same token as line 4", "line 6: projects"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("error %v, want %q", err, want)
 		}
@@ -405,5 +405,78 @@ func TestProxy(t *testing.T) {
 	}
 	if _, err := RemoteURL("127.0.0.1:7475", shop); err == nil {
 		t.Fatal("a URL without a scheme was accepted")
+	}
+}
+
+// TestHTTPTenants: a token is bound to its tenant. The tenant's caller sees
+// and changes its own memories (its global ones too, with a * token) and
+// none of another tenant's, whose ids are "not found"; the default
+// tenant's tokens see nothing of the tenant.
+func TestHTTPTenants(t *testing.T) {
+	f := newFixture(t, storetest.OpenSQLite)
+	for name, n := range map[string]memory.Node{
+		"acme-stripe": {Subkind: memory.Decision, ProjectID: "shop", Label: "Stripe Billing for acme's invoices", Body: "acme bills through Stripe Billing."},
+		"acme-global": {Subkind: memory.Preference, Scope: memory.ScopeGlobal, Label: "acme answers in Indonesian about Stripe", AssertedBy: memory.AssertedUser},
+		"acme-shared": {Subkind: memory.Pattern, ProjectID: "admin", Label: "acme Stripe retries", Body: "Retry Stripe calls three times.", Reach: memory.ReachAnywhere},
+	} {
+		n.TenantID = "acme"
+		f.seed(name, n)
+	}
+	f.embedAll()
+	const acmeToken = "acme-token-0123456789abcdef"
+	path := filepath.Join(t.TempDir(), "tokens")
+	text := opsToken + " ops *\n" + acmeToken + " acme-bot * acme\n"
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := LoadTokens(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := HTTPHandler(f.tool, tokens, HTTPOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	acme := map[string]bool{f.ids["acme-stripe"]: true, f.ids["acme-global"]: true, f.ids["acme-shared"]: true}
+
+	ac := connectHTTP(t, srv.URL+"/?project=shop", acmeToken)
+	r := call(t, ac, Op{Op: OpRecall, Query: "Stripe", Scope: ScopeAll, Limit: 40})[0]
+	if !r.OK || len(r.Memories) != 3 {
+		t.Fatalf("acme's recall: %+v", r)
+	}
+	for _, m := range r.Memories {
+		if !acme[m.ID] {
+			t.Fatalf("acme's caller recalled %s, not acme's", m.ID)
+		}
+	}
+	for _, op := range []Op{{Op: OpNeighbours, ID: f.ids["stripe"]}, {Op: OpForget, ID: f.ids["global"], Reason: "not acme's"}} {
+		if r := call(t, ac, op)[0]; r.OK || !strings.Contains(r.Error, "not found") {
+			t.Fatalf("acme's %s of a default-tenant memory: %+v", op.Op, r)
+		}
+	}
+	if r := call(t, ac, Op{Op: OpStats})[0]; !r.OK || r.Stats.Counts.Live != 2 {
+		t.Fatalf("acme's stats of shop count its project's and its global memory: %+v", r.Stats)
+	}
+	if r := call(t, ac, Op{Op: OpForget, ID: f.ids["acme-global"], Reason: "the tenant's own rule"})[0]; !r.OK {
+		t.Fatalf("acme's * token could not change acme's global memory: %+v", r)
+	}
+
+	ops := connectHTTP(t, srv.URL+"/?project=shop", opsToken)
+	r = call(t, ops, Op{Op: OpRecall, Query: "Stripe", Scope: ScopeAll, Limit: 40})[0]
+	if !r.OK || len(r.Memories) == 0 {
+		t.Fatalf("the default tenant's recall: %+v", r)
+	}
+	for _, m := range r.Memories {
+		if acme[m.ID] {
+			t.Fatalf("the default tenant's caller recalled acme's %s", m.ID)
+		}
+	}
+	if r := call(t, ops, Op{Op: OpNeighbours, ID: f.ids["acme-stripe"]})[0]; r.OK || !strings.Contains(r.Error, "not found") {
+		t.Fatalf("the default tenant read acme's memory: %+v", r)
+	}
+	if _, err := ParseTokens(strings.NewReader("acme-token-0123456789abcdef x * acme-\xff\n")); err == nil || !strings.Contains(err.Error(), "tenant") {
+		t.Fatalf("a tenant id that is not UTF-8: %v", err)
 	}
 }

@@ -50,7 +50,7 @@ func (t *Tool) recall(ctx context.Context, c Caller, op Op) (Result, error) {
 		return Result{}, fmt.Errorf("%w: %s", memory.ErrInvalid, strings.Join(bad, "; "))
 	}
 	model := t.emb.Model()
-	pending, err := t.store.HasPendingEmbeddings(ctx, c.Project, model)
+	pending, err := t.store.HasPendingEmbeddings(ctx, c.ref().ProjectRef(), model)
 	if err != nil {
 		return Result{}, fmt.Errorf("readiness: %w", err)
 	}
@@ -67,7 +67,7 @@ func (t *Tool) recall(ctx context.Context, c Caller, op Op) (Result, error) {
 		Text:   query,
 		Vector: vecs[0],
 		Model:  model,
-		Filter: memory.Filter{ProjectID: c.Project, SessionID: c.Session, CrossProject: cross,
+		Filter: memory.Filter{TenantID: c.Tenant, ProjectID: c.Project, SessionID: c.Session, CrossProject: cross,
 			MinConfidence: t.cfg.MinConfidence, Subkinds: kinds},
 		Limit:   limit,
 		Expand:  true,
@@ -283,7 +283,7 @@ func (t *Tool) forget(ctx context.Context, c Caller, op Op) (Result, error) {
 	if err := t.store.Archive(ctx, n.ID); err != nil {
 		return Result{}, err
 	}
-	t.log.Info("memory forgotten through the memory tool", zap.String("id", n.ID), zap.String("project", c.Project),
+	t.log.Info("memory forgotten through the memory tool", zap.String("id", n.ID), zap.String("tenant", c.Tenant), zap.String("project", c.Project),
 		zap.String("session", c.Session), zap.String("principal", c.Principal), zap.String("reason", reason))
 	if n, err = t.store.Get(ctx, n.ID); err != nil {
 		return Result{}, err
@@ -324,7 +324,7 @@ func (t *Tool) restore(ctx context.Context, c Caller, op Op) (Result, error) {
 // stats counts what the project sees and says where the session's
 // consolidation (the cursor) and compaction (the latest summary) are.
 func (t *Tool) stats(ctx context.Context, c Caller) (Result, error) {
-	counts, err := t.store.Count(ctx, c.Project, t.emb.Model())
+	counts, err := t.store.Count(ctx, c.ref().ProjectRef(), t.emb.Model())
 	if err != nil {
 		return Result{}, err
 	}

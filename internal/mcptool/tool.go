@@ -25,7 +25,7 @@ type Store interface {
 	Restore(ctx context.Context, id string) error
 	Supersede(ctx context.Context, oldID, newID string) error
 	SetEmbedding(ctx context.Context, id, model string, vec []float32) error
-	HasPendingEmbeddings(ctx context.Context, projectID, model string) (bool, error)
+	HasPendingEmbeddings(ctx context.Context, p memory.ProjectRef, model string) (bool, error)
 	Timeline(ctx context.Context, q memory.TimelineQuery) ([]memory.Node, error)
 	Touch(ctx context.Context, ids []string) error
 	Link(ctx context.Context, e memory.Edge) (memory.Edge, error)
@@ -50,7 +50,7 @@ type Embedder interface {
 // injector's, so that a deliberate look-up ranks as the block does.
 type Config struct {
 	MinConfidence    float64  // recall drops hits under it (ENGRAM_INJECT_MIN_CONFIDENCE)
-	CrossProject     bool     // scope "all" may reach other projects' memories whose reach is anywhere
+	CrossProject     bool     // scope "all" may reach the tenant's other projects' memories whose reach is anywhere
 	DisabledProjects []string // memory is off for these projects: every operation is refused
 	TextChars        int      // characters of a memory's text in an answer (DefaultTextChars)
 	// Ranking weighs recall as the injector's does (inject.Config.RankingFor
@@ -83,17 +83,21 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Caller is who calls the tool and for what: the session's project bounds
-// every operation; Session (optional) is the conversation the agent is in
+// Caller is who calls the tool and for what: the tenant and the session's
+// project bound every operation (Tenant "" is the default tenant; nothing
+// of another tenant is ever read or changed, and its ids are "not found");
+// Session (optional) is the conversation the agent is in
 // (timeline's default, stats of the session, session-scoped memories);
 // Principal names the caller in the log (the token's principal on HTTP).
 //
-// WritesGlobal lets the caller change global memories (those of no
-// project, which every project sees): the local user over stdio, or on
-// HTTP a principal whose token reaches every project (*). Any other caller
+// WritesGlobal lets the caller change the tenant's global memories (those
+// of no project, which every project of the tenant sees): the local user
+// over stdio, or on HTTP a principal whose token reaches every project (*)
+// of its tenant. Any other caller
 // may read them but not update, forget, restore or link them, so that one
 // project's token cannot archive a preference every project follows.
 type Caller struct {
+	Tenant       string
 	Project      string
 	Session      string
 	Principal    string
@@ -101,7 +105,7 @@ type Caller struct {
 }
 
 func (c Caller) ref() memory.SessionRef {
-	return memory.SessionRef{Project: c.Project, Session: c.Session}
+	return memory.SessionRef{Tenant: c.Tenant, Project: c.Project, Session: c.Session}
 }
 
 // Tool runs the `memory` tool's operations over a store. It knows no
@@ -242,7 +246,7 @@ func (t *Tool) load(ctx context.Context, c Caller, id string, write bool) (memor
 	if err != nil {
 		return memory.Node{}, err
 	}
-	f := memory.Filter{ProjectID: c.Project, SessionID: c.Session, CrossProject: !write && t.cfg.CrossProject,
+	f := memory.Filter{TenantID: c.Tenant, ProjectID: c.Project, SessionID: c.Session, CrossProject: !write && t.cfg.CrossProject,
 		IncludeArchived: true, IncludeSuperseded: true}
 	if !memory.Visible(&n, f, t.now()) {
 		return memory.Node{}, errNotFound(id)
@@ -256,7 +260,7 @@ func (t *Tool) load(ctx context.Context, c Caller, id string, write bool) (memor
 
 // readFilter is what the caller sees of live memory (neighbours).
 func (t *Tool) readFilter(c Caller, cross bool) memory.Filter {
-	return memory.Filter{ProjectID: c.Project, SessionID: c.Session, CrossProject: cross && t.cfg.CrossProject}
+	return memory.Filter{TenantID: c.Tenant, ProjectID: c.Project, SessionID: c.Session, CrossProject: cross && t.cfg.CrossProject}
 }
 
 // memoryOf describes n for the answer: every text neutralised as in the

@@ -10,6 +10,15 @@
 // relation. Vectors are not exported: an imported node without a vector is
 // embedded by the configured embedder (the readiness backlog).
 //
+// Tenants: an import and an export are of one tenant ("" the default
+// tenant, as everything was before tenants). Export writes that tenant's
+// nodes (tenant_id on each line, left out for the default tenant) and the
+// edges between them, nothing of another tenant. Import writes every node
+// into its tenant: a line naming another tenant_id is invalid, an edge may
+// name only nodes of the file or of the tenant's stored graph, and an id
+// another tenant holds is refused by the store (an id never moves between
+// tenants). Repeated texts merge only within the tenant.
+//
 // Validation is all or nothing: every line is checked first, and an invalid
 // line is reported with its line number before anything is written. The
 // writing goes in chunks (WriteChunk nodes, then the edges): on Redis one
@@ -38,7 +47,7 @@ import (
 type Store interface {
 	GetMany(ctx context.Context, ids []string) ([]memory.Node, error)
 	PutBatch(ctx context.Context, nodes []memory.Node, edges []memory.Edge) error
-	DigestOwners(ctx context.Context, projectID string, digests []string) (map[string]memory.Node, error)
+	DigestOwners(ctx context.Context, p memory.ProjectRef, digests []string) (map[string]memory.Node, error)
 	Scan(ctx context.Context, node func(memory.Node) error, edge func(memory.Edge) error) error
 }
 
@@ -91,9 +100,13 @@ type Stats struct {
 // of an import writes.
 const WriteChunk = 500
 
-// Import reads JSON lines from r, validates all of them, then writes them in
-// chunks of WriteChunk. It returns how many nodes and edges it wrote.
-func Import(ctx context.Context, st Store, r io.Reader, now time.Time) (Stats, error) {
+// Import reads JSON lines from r, validates all of them, then writes them
+// into tenant's graph in chunks of WriteChunk. It returns how many nodes and
+// edges it wrote.
+func Import(ctx context.Context, st Store, r io.Reader, tenant string, now time.Time) (Stats, error) {
+	if err := memory.CheckTenant(tenant); err != nil {
+		return Stats{}, fmt.Errorf("memio: %w: %v", memory.ErrInvalid, err)
+	}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), MaxLine)
 	var (
@@ -132,6 +145,12 @@ func Import(ctx context.Context, st Store, r io.Reader, now time.Time) (Stats, e
 				bad("node: id %q may hold only letters, digits and _ . : - (at most 128)", nl.ID)
 				continue
 			}
+			if nl.TenantID != "" && nl.TenantID != tenant {
+				bad("node: of tenant %q, in an import for tenant %q (import it for its tenant, or drop tenant_id to take the import's)",
+					memory.Neutralise(nl.TenantID), memory.Neutralise(tenant))
+				continue
+			}
+			nl.TenantID = tenant
 			n, err := memory.PrepareNew(nl.Node, now)
 			if err != nil {
 				bad("%v", err)
@@ -200,7 +219,9 @@ func Import(ctx context.Context, st Store, r io.Reader, now time.Time) (Stats, e
 			return Stats{}, fmt.Errorf("memio: check edge ends: %w", err)
 		}
 		for _, n := range found {
-			ids[n.ID] = true
+			if n.TenantID == tenant {
+				ids[n.ID] = true // another tenant's node is as absent as one that never was
+			}
 		}
 		for _, id := range missing {
 			if !ids[id] {
@@ -214,7 +235,7 @@ func Import(ctx context.Context, st Store, r io.Reader, now time.Time) (Stats, e
 	}
 	// A node whose text another stored node of its project holds would be
 	// refused by the write: merge it into that node instead.
-	nodes, edges, n, err := mergeStored(ctx, st, nodes, edges, now)
+	nodes, edges, n, err := mergeStored(ctx, st, tenant, nodes, edges, now)
 	if err != nil {
 		return Stats{}, err
 	}
@@ -256,7 +277,7 @@ func mergeInto(first, again memory.Node, now time.Time) memory.Node {
 
 // mergeStored merges every node whose digest a stored node of another id
 // holds into that node (reinforcing it) and moves edges naming it there.
-func mergeStored(ctx context.Context, st Store, nodes []memory.Node, edges []memory.Edge, now time.Time) ([]memory.Node, []memory.Edge, int, error) {
+func mergeStored(ctx context.Context, st Store, tenant string, nodes []memory.Node, edges []memory.Edge, now time.Time) ([]memory.Node, []memory.Edge, int, error) {
 	if len(nodes) == 0 {
 		return nodes, edges, 0, nil
 	}
@@ -266,7 +287,7 @@ func mergeStored(ctx context.Context, st Store, nodes []memory.Node, edges []mem
 	}
 	owners := map[[2]string]memory.Node{}
 	for p, ds := range byProject {
-		found, err := st.DigestOwners(ctx, p, ds)
+		found, err := st.DigestOwners(ctx, memory.ProjectRef{Tenant: tenant, Project: p}, ds)
 		if err != nil {
 			return nil, nil, 0, fmt.Errorf("memio: check stored texts: %w", err)
 		}
@@ -316,14 +337,25 @@ func strictDecode(raw []byte, v any) error {
 	return dec.Decode(v)
 }
 
-// Export writes every node and edge of the store as JSON lines, nodes first
-// within the order the store scans them.
-func Export(ctx context.Context, st Store, w io.Writer) (Stats, error) {
+// Export writes every node of tenant and every edge between them as JSON
+// lines, in the order the store scans them (an edge after its source
+// node). Nothing of another tenant is written.
+func Export(ctx context.Context, st Store, w io.Writer, tenant string) (Stats, error) {
 	bw := bufio.NewWriter(w)
 	enc := json.NewEncoder(bw)
 	enc.SetEscapeHTML(false)
 	var s Stats
+	mine := map[string]bool{} // the tenant's node ids seen so far
+	var early []memory.Edge   // edges scanned before their source node
+	writeEdge := func(e memory.Edge) error {
+		s.Edges++
+		return enc.Encode(edgeLine{Type: "edge", Edge: e})
+	}
 	err := st.Scan(ctx, func(n memory.Node) error {
+		if n.TenantID != tenant {
+			return nil
+		}
+		mine[n.ID] = true
 		s.Nodes++
 		line := exportNode{Type: "node", Node: n, SessionID: n.SessionID, Paths: n.Paths}
 		if line.Paths == nil {
@@ -331,11 +363,21 @@ func Export(ctx context.Context, st Store, w io.Writer) (Stats, error) {
 		}
 		return enc.Encode(line)
 	}, func(e memory.Edge) error {
-		s.Edges++
-		return enc.Encode(edgeLine{Type: "edge", Edge: e})
+		if !mine[e.Src] {
+			early = append(early, e) // another tenant's, or its source comes later
+			return nil
+		}
+		return writeEdge(e)
 	})
 	if err != nil {
 		return s, fmt.Errorf("memio: export: %w", err)
+	}
+	for _, e := range early {
+		if mine[e.Src] && mine[e.Dst] {
+			if err := writeEdge(e); err != nil {
+				return s, fmt.Errorf("memio: export: %w", err)
+			}
+		}
 	}
 	if err := bw.Flush(); err != nil {
 		return s, fmt.Errorf("memio: export: %w", err)

@@ -28,7 +28,7 @@ func TestImportExportRoundTrip(t *testing.T) {
 		ctx := context.Background()
 		st := b.Open(t)
 		now := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
-		stats, err := memio.Import(ctx, st, strings.NewReader(goodFile), now)
+		stats, err := memio.Import(ctx, st, strings.NewReader(goodFile), "", now)
 		if err != nil {
 			t.Fatalf("import: %v", err)
 		}
@@ -55,7 +55,7 @@ func TestImportExportRoundTrip(t *testing.T) {
 		}
 
 		var buf bytes.Buffer
-		out, err := memio.Export(ctx, st, &buf)
+		out, err := memio.Export(ctx, st, &buf, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -80,7 +80,7 @@ func TestImportExportRoundTrip(t *testing.T) {
 		}
 		// What was exported imports into an empty store unchanged.
 		st2 := b.Open(t)
-		if _, err := memio.Import(ctx, st2, bytes.NewReader(buf.Bytes()), now.Add(time.Hour)); err != nil {
+		if _, err := memio.Import(ctx, st2, bytes.NewReader(buf.Bytes()), "", now.Add(time.Hour)); err != nil {
 			t.Fatalf("re-import: %v\n%s", err, buf.String())
 		}
 		again, err := st2.Get(ctx, "n1")
@@ -105,7 +105,7 @@ not json
 {"type":"edge","src":"ok1","dst":"ghost","relation":"relates_to"}
 {"type":"thing"}
 `
-		_, err := memio.Import(ctx, st, strings.NewReader(bad), time.Now())
+		_, err := memio.Import(ctx, st, strings.NewReader(bad), "", time.Now())
 		if err == nil {
 			t.Fatal("invalid file imported")
 		}
@@ -156,7 +156,7 @@ func TestImportWritesInChunksAndResumes(t *testing.T) {
 		now := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
 
 		broken := &failingStore{Store: st, failAt: 2}
-		stats, err := memio.Import(ctx, broken, bytes.NewReader(file.Bytes()), now)
+		stats, err := memio.Import(ctx, broken, bytes.NewReader(file.Bytes()), "", now)
 		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("nodes %d-%d of %d", memio.WriteChunk+1, 2*memio.WriteChunk, n)) {
 			t.Fatalf("a failing second chunk: err = %v", err)
 		}
@@ -168,7 +168,7 @@ func TestImportWritesInChunksAndResumes(t *testing.T) {
 		}
 
 		again := &failingStore{Store: st}
-		stats, err = memio.Import(ctx, again, bytes.NewReader(file.Bytes()), now)
+		stats, err = memio.Import(ctx, again, bytes.NewReader(file.Bytes()), "", now)
 		if err != nil || stats.Nodes != n || stats.Edges != 1 {
 			t.Fatalf("import again: %+v, %v", stats, err)
 		}
@@ -203,7 +203,7 @@ func TestImportMergesRepeatedTexts(t *testing.T) {
 		st := b.Open(t)
 		now := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
 		stored := `{"type":"node","id":"old","subkind":"observation","project_id":"p1","label":"Sounds good","updated_at":"2026-01-01T00:00:00Z"}`
-		if _, err := memio.Import(ctx, st, strings.NewReader(stored), now); err != nil {
+		if _, err := memio.Import(ctx, st, strings.NewReader(stored), "", now); err != nil {
 			t.Fatalf("first import: %v", err)
 		}
 		var file strings.Builder
@@ -219,7 +219,7 @@ func TestImportMergesRepeatedTexts(t *testing.T) {
 {"type":"edge","src":"s1","dst":"n2","relation":"relates_to"}
 {"type":"edge","src":"t1","dst":"t2","relation":"relates_to"}
 `)
-		stats, err := memio.Import(ctx, st, strings.NewReader(file.String()), now)
+		stats, err := memio.Import(ctx, st, strings.NewReader(file.String()), "", now)
 		if err != nil {
 			t.Fatalf("import with repeated texts: %v", err)
 		}
@@ -251,6 +251,74 @@ func TestImportMergesRepeatedTexts(t *testing.T) {
 			if err != nil || len(es) != 1 || es[0].Dst != want {
 				t.Errorf("edges of %s = %+v, %v: want one to %s", id, es, err, want)
 			}
+		}
+	})
+}
+
+// TestTenants: an import writes into its tenant, an export holds its
+// tenant's graph only; a line of another tenant, an edge to another
+// tenant's node and an id another tenant holds are refused before anything
+// is written; repeated texts merge within the tenant only.
+func TestTenants(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		ctx := context.Background()
+		st := b.Open(t)
+		now := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+		if _, err := memio.Import(ctx, st, strings.NewReader(goodFile), "", now); err != nil {
+			t.Fatal(err)
+		}
+		acme := strings.NewReplacer(`"id":"n1"`, `"id":"a1"`, `"id":"n2"`, `"id":"a2"`, `"src":"n2","dst":"n1"`, `"src":"a2","dst":"a1"`).Replace(goodFile)
+		stats, err := memio.Import(ctx, st, strings.NewReader(acme), "acme", now)
+		if err != nil || stats.Nodes != 3 || stats.Edges != 1 || stats.Merged != 0 {
+			t.Fatalf("acme's import (the same texts as the default tenant's, merged with nothing): %+v %v", stats, err)
+		}
+		if n, err := st.Get(ctx, "a1"); err != nil || n.TenantID != "acme" {
+			t.Fatalf("a1: %+v %v", n, err)
+		}
+		for tenant, want := range map[string][]string{"": {"n1", "n2"}, "acme": {"a1", "a2"}, "globex": nil} {
+			var buf bytes.Buffer
+			out, err := memio.Export(ctx, st, &buf, tenant)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tenant == "globex" {
+				if out.Nodes != 0 || out.Edges != 0 || buf.Len() != 0 {
+					t.Fatalf("an empty tenant's export: %+v %q", out, buf.String())
+				}
+				continue
+			}
+			if out.Nodes != 3 || out.Edges != 1 {
+				t.Fatalf("export of %q: %+v", tenant, out)
+			}
+			for _, id := range want {
+				if !strings.Contains(buf.String(), `"id":"`+id+`"`) {
+					t.Fatalf("export of %q lacks %s", tenant, id)
+				}
+			}
+			if tenant == "" && strings.Contains(buf.String(), `"tenant_id"`) || tenant == "acme" && strings.Count(buf.String(), `"tenant_id":"acme"`) != 3 {
+				t.Fatalf("export of %q: the node lines' tenant ids:\n%s", tenant, buf.String())
+			}
+			// An export imports back into its tenant (the same ids: rewritten).
+			if _, err := memio.Import(ctx, st, bytes.NewReader(buf.Bytes()), tenant, now); err != nil {
+				t.Fatalf("re-import of %q's export: %v", tenant, err)
+			}
+		}
+		for name, c := range map[string]struct{ file, tenant, want string }{
+			"a line of another tenant": {`{"type":"node","tenant_id":"acme","subkind":"decision","project_id":"p1","label":"x"}`, "globex", "of tenant"},
+			"an edge to another tenant's node": {`{"type":"node","id":"g1","subkind":"decision","project_id":"p1","label":"y"}` + "\n" +
+				`{"type":"edge","src":"g1","dst":"a1","relation":"relates_to"}`, "globex", "neither in the file nor in the store"},
+			"an id another tenant holds": {`{"type":"node","id":"a1","subkind":"decision","project_id":"p1","label":"z"}`, "globex", "another tenant"},
+		} {
+			_, err := memio.Import(ctx, st, strings.NewReader(c.file), c.tenant, now)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("%s: %v, want %q", name, err, c.want)
+			}
+		}
+		if _, err := st.Get(ctx, "g1"); !memory.IsNotFound(err) {
+			t.Fatalf("a refused import wrote its node: %v", err)
+		}
+		if n, err := st.Get(ctx, "a1"); err != nil || n.TenantID != "acme" || n.Label == "z" {
+			t.Fatalf("a refused import changed acme's node: %+v %v", n, err)
 		}
 	})
 }

@@ -33,12 +33,12 @@ func TestImportRedactsTheSecretCorpus(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
 		ctx := context.Background()
 		st := b.Open(t)
-		stats, err := memio.Import(ctx, st, bytes.NewReader(in.Bytes()), time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+		stats, err := memio.Import(ctx, st, bytes.NewReader(in.Bytes()), "", time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
 		if err != nil {
 			t.Fatalf("import: %v", err)
 		}
 		var out bytes.Buffer
-		if _, err := memio.Export(ctx, st, &out); err != nil {
+		if _, err := memio.Export(ctx, st, &out, ""); err != nil {
 			t.Fatal(err)
 		}
 		export := out.String()

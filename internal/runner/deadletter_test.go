@@ -13,6 +13,7 @@ import (
 
 	"github.com/engram-memory/engram/internal/runner"
 	"github.com/engram-memory/engram/pkg/events"
+	"github.com/engram-memory/engram/pkg/memory"
 )
 
 // A full DLQ (the ENGRAM_DLQ_MAX_BYTES=2M, scaled down): invalid
@@ -179,7 +180,7 @@ func TestProcessedPastMaxDeliveriesIsAcked(t *testing.T) {
 		}
 	}
 	p := newMemProcessed()
-	if err := p.MarkEventProcessed(context.Background(), ev.ProjectID, events.ConsumerExtractor, ev.ID, time.Hour); err != nil {
+	if err := p.MarkEventProcessed(context.Background(), memory.ProjectRef{Project: ev.ProjectID}, events.ConsumerExtractor, ev.ID, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	h.start(h.config(), func(context.Context, events.Envelope) error { return nil }, runner.WithProcessed(p))

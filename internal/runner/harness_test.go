@@ -16,6 +16,7 @@ import (
 	"github.com/engram-memory/engram/internal/runner/dlq"
 	"github.com/engram-memory/engram/pkg/events"
 	"github.com/engram-memory/engram/pkg/events/eventstest"
+	"github.com/engram-memory/engram/pkg/memory"
 )
 
 func TestMain(m *testing.M) {
@@ -212,11 +213,11 @@ type memProcessed struct {
 
 func newMemProcessed() *memProcessed { return &memProcessed{done: map[string]time.Duration{}} }
 
-func (m *memProcessed) key(project, consumer, id string) string {
-	return project + "\x00" + consumer + "\x00" + id
+func (m *memProcessed) key(p memory.ProjectRef, consumer, id string) string {
+	return p.Tenant + "\x00" + p.Project + "\x00" + consumer + "\x00" + id
 }
 
-func (m *memProcessed) EventProcessed(_ context.Context, project, consumer, id string) (bool, error) {
+func (m *memProcessed) EventProcessed(_ context.Context, project memory.ProjectRef, consumer, id string) (bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.fail != nil {
@@ -226,7 +227,7 @@ func (m *memProcessed) EventProcessed(_ context.Context, project, consumer, id s
 	return ok, nil
 }
 
-func (m *memProcessed) MarkEventProcessed(_ context.Context, project, consumer, id string, ttl time.Duration) error {
+func (m *memProcessed) MarkEventProcessed(_ context.Context, project memory.ProjectRef, consumer, id string, ttl time.Duration) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.done[m.key(project, consumer, id)] = ttl

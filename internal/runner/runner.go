@@ -14,6 +14,7 @@ import (
 	"github.com/engram-memory/engram/internal/credurl"
 	"github.com/engram-memory/engram/internal/runner/dlq"
 	"github.com/engram-memory/engram/pkg/events"
+	"github.com/engram-memory/engram/pkg/memory"
 )
 
 // Handler processes one decoded event. nil acks it; see the package doc for
@@ -35,8 +36,13 @@ func (f GateFunc) Ready(ctx context.Context) error { return f(ctx) }
 // Processed keeps the processed-event records that make redelivery
 // idempotent. memory.Store implements it.
 type Processed interface {
-	EventProcessed(ctx context.Context, project, consumer, eventID string) (bool, error)
-	MarkEventProcessed(ctx context.Context, project, consumer, eventID string, ttl time.Duration) error
+	EventProcessed(ctx context.Context, p memory.ProjectRef, consumer, eventID string) (bool, error)
+	MarkEventProcessed(ctx context.Context, p memory.ProjectRef, consumer, eventID string, ttl time.Duration) error
+}
+
+// projectOf is where an event's processed record lives: its tenant's project.
+func projectOf(ev events.Envelope) memory.ProjectRef {
+	return memory.ProjectRef{Tenant: ev.TenantID, Project: ev.ProjectID}
 }
 
 // Result is what the runner did with a delivery.
@@ -602,7 +608,7 @@ func (r *Runner) handle(msg jetstream.Msg) {
 
 	ctx := r.handlerCtx
 	if r.processed != nil {
-		done, err := r.processed.EventProcessed(ctx, ev.ProjectID, r.cfg.Consumer, ev.ID)
+		done, err := r.processed.EventProcessed(ctx, projectOf(ev), r.cfg.Consumer, ev.ID)
 		if err != nil {
 			o.Err = fmt.Errorf("runner: processed-event lookup: %w", err)
 			r.retry(msg, meta, o.Err, &o)
@@ -641,7 +647,7 @@ func (r *Runner) handle(msg jetstream.Msg) {
 		o.Result = ResultAcked
 		if r.processed != nil {
 			mctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			if err := r.processed.MarkEventProcessed(mctx, ev.ProjectID, r.cfg.Consumer, ev.ID, r.cfg.ProcessedTTL); err != nil {
+			if err := r.processed.MarkEventProcessed(mctx, projectOf(ev), r.cfg.Consumer, ev.ID, r.cfg.ProcessedTTL); err != nil {
 				// The effects are done; a redelivery would rely on the
 				// handler's own idempotency. Ack anyway.
 				o.Err = fmt.Errorf("runner: mark processed: %w", err)

@@ -14,6 +14,7 @@ import (
 	"github.com/engram-memory/engram/internal/runner"
 	"github.com/engram-memory/engram/internal/runner/dlq"
 	"github.com/engram-memory/engram/pkg/events"
+	"github.com/engram-memory/engram/pkg/memory"
 )
 
 func TestAck(t *testing.T) {
@@ -223,10 +224,10 @@ func TestProcessedRecordSkipsAndMarks(t *testing.T) {
 	// between the effects and the ack).
 	ev := events.NewTurnEnded(events.Ref{ProjectID: "proj", SessionID: "sess", TurnID: "t0"},
 		events.TurnEnded{Messages: []events.Message{{Role: events.RoleUser, Content: "x"}}})
-	_ = store.MarkEventProcessed(context.Background(), "proj", events.ConsumerExtractor, ev.ID, time.Hour)
+	_ = store.MarkEventProcessed(context.Background(), memory.ProjectRef{Project: "proj"}, events.ConsumerExtractor, ev.ID, time.Hour)
 	// ... but not by another consumer: that record does not count.
 	evOther := h.publish(1)[0]
-	_ = store.MarkEventProcessed(context.Background(), "proj", events.ConsumerInjector, evOther.ID, time.Hour)
+	_ = store.MarkEventProcessed(context.Background(), memory.ProjectRef{Project: "proj"}, events.ConsumerInjector, evOther.ID, time.Hour)
 	if err := h.client.Publish(context.Background(), ev); err != nil {
 		t.Fatal(err)
 	}
@@ -235,11 +236,11 @@ func TestProcessedRecordSkipsAndMarks(t *testing.T) {
 	if h.obs.count(runner.ResultDuplicate) != 1 || h.obs.count(runner.ResultAcked) != 1 || calls.Load() != 1 {
 		t.Fatalf("outcomes %+v calls %d", h.obs.all(), calls.Load())
 	}
-	if done, _ := store.EventProcessed(context.Background(), "proj", events.ConsumerExtractor, evOther.ID); !done {
+	if done, _ := store.EventProcessed(context.Background(), memory.ProjectRef{Project: "proj"}, events.ConsumerExtractor, evOther.ID); !done {
 		t.Fatal("success not recorded")
 	}
 	store.mu.Lock()
-	ttl := store.done[store.key("proj", events.ConsumerExtractor, evOther.ID)]
+	ttl := store.done[store.key(memory.ProjectRef{Project: "proj"}, events.ConsumerExtractor, evOther.ID)]
 	store.mu.Unlock()
 	if ttl != time.Hour {
 		t.Fatalf("ttl %v", ttl)

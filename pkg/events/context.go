@@ -57,8 +57,10 @@ type ContextMessage struct {
 }
 
 // ContextRequest is the body of a context request (JSON). The project and
-// session are in the subject (Subjects.ContextAPI).
+// session are in the subject (Subjects.ContextAPI), the tenant in the body.
 type ContextRequest struct {
+	// TenantID is the session's tenant ("": the default tenant).
+	TenantID string `json:"tenant_id,omitempty"`
 	// AfterID asks for the next page: messages with a larger id only, and
 	// no block. 0: the first page (block and the first messages).
 	AfterID int64 `json:"after_id,omitempty"`
@@ -126,7 +128,7 @@ func (c *Client) Context(ctx context.Context, ref Ref) (Context, error) {
 	}
 	subj := c.subjects.ContextAPI(ref.ProjectID, ref.SessionID)
 	var out Context
-	req := ContextRequest{}
+	req := ContextRequest{TenantID: ref.TenantID}
 	for page := 0; ; page++ {
 		body, err := json.Marshal(req)
 		if err != nil {
@@ -267,6 +269,10 @@ func (c *Client) answerContext(ctx context.Context, fn ContextFunc, m *nats.Msg,
 	if req.AfterID < 0 {
 		return fail(errors.New("events: context request: negative after_id"))
 	}
+	if len(req.TenantID) > MaxIDLen || !utf8.ValidString(req.TenantID) {
+		return fail(errors.New("events: context request: tenant_id is longer than 256 bytes or not valid UTF-8"))
+	}
+	ref.TenantID = req.TenantID
 	r, err := fn(ctx, ref, req)
 	if err != nil {
 		return fail(err)

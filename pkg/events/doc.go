@@ -12,11 +12,21 @@
 //	  "type":        "turn_started",
 //	  "version":     1,
 //	  "occurred_at": "2026-11-29T19:30:00.123Z",
+//	  "tenant_id":   "acme",                       // optional: absent is the default tenant
 //	  "project_id":  "acme/web",                   // any characters, <= 256 bytes
 //	  "session_id":  "chat 42",                    // required except for memory_changed
 //	  "turn_id":     "t-7",                        // turn_started, turn_ended, injection_ready
 //	  "payload":     { ... }                       // required, an object, shape by type
 //	}
+//
+// A tenant owns projects: the workers keep every record, and every memory
+// (global ones too), within the event's tenant, so that a platform serving
+// several customers from one Engram sets tenant_id on each customer's
+// events. It is validated like the project id; an event without it is the
+// default tenant's, as every event was before tenants. Subjects name the
+// project and session only (the tenant is in the body); output events carry
+// the tenant of the event that caused them, and a context request names it
+// in its body (ContextRequest.TenantID, set by Client.Context from the Ref).
 //
 // Decode rejects malformed JSON, an unknown type, a newer schema version and
 // a missing required field with an error wrapping ErrInvalidEvent; each bad

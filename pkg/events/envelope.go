@@ -100,10 +100,13 @@ type Payload interface {
 	validate(p *problems)
 }
 
-// Ref names where an event belongs: a project, a session and, for turn
-// events, a turn. Ids are opaque strings of any characters (at most
-// MaxIDLen bytes, valid UTF-8).
+// Ref names where an event belongs: a tenant (optional: "" is the default
+// tenant), a project, a session and, for turn events, a turn. Ids are
+// opaque strings of any characters (at most MaxIDLen bytes, valid UTF-8).
+// A project belongs to its tenant: project "p" of tenant "a" and project
+// "p" of tenant "b" share nothing.
 type Ref struct {
+	TenantID  string
 	ProjectID string
 	SessionID string
 	TurnID    string
@@ -112,7 +115,14 @@ type Ref struct {
 // Envelope is one event as it travels on the bus (JSON):
 //
 //	{"id":"01J...","type":"turn_started","version":1,"occurred_at":"2026-...Z",
-//	 "project_id":"p","session_id":"s","turn_id":"t1","payload":{...}}
+//	 "tenant_id":"acme","project_id":"p","session_id":"s","turn_id":"t1","payload":{...}}
+//
+// TenantID is optional: without it the event is the default tenant's, as
+// every event was before tenants existed. A platform that serves several
+// customers (tenants) from one Engram sets it on every event; the workers
+// carry it into every record they write and every reply they publish, and
+// nothing of one tenant (its global memories included) is ever read for
+// another.
 //
 // Payload holds the typed payload after Decode; its dynamic type matches Type.
 type Envelope struct {
@@ -120,6 +130,7 @@ type Envelope struct {
 	Type       Type      `json:"type"`
 	Version    int       `json:"version"`
 	OccurredAt time.Time `json:"occurred_at"`
+	TenantID   string    `json:"tenant_id,omitempty"`
 	ProjectID  string    `json:"project_id"`
 	SessionID  string    `json:"session_id,omitempty"`
 	TurnID     string    `json:"turn_id,omitempty"`
@@ -134,6 +145,7 @@ func New(ref Ref, p Payload) Envelope {
 		Type:       p.EventType(),
 		Version:    SchemaVersion,
 		OccurredAt: time.Now().UTC(),
+		TenantID:   ref.TenantID,
 		ProjectID:  ref.ProjectID,
 		SessionID:  ref.SessionID,
 		TurnID:     ref.TurnID,
@@ -153,9 +165,9 @@ func NewSessionIdle(ref Ref, p SessionIdle) Envelope { return New(ref, p) }
 // NewTokensReported builds a tokens_reported event (see New).
 func NewTokensReported(ref Ref, p TokensReported) Envelope { return New(ref, p) }
 
-// Ref returns the event's project, session and turn.
+// Ref returns the event's tenant, project, session and turn.
 func (e Envelope) Ref() Ref {
-	return Ref{ProjectID: e.ProjectID, SessionID: e.SessionID, TurnID: e.TurnID}
+	return Ref{TenantID: e.TenantID, ProjectID: e.ProjectID, SessionID: e.SessionID, TurnID: e.TurnID}
 }
 
 // PayloadAs returns the event's payload as T, or an error wrapping
@@ -203,6 +215,7 @@ func (e Envelope) validateHead(p *problems) {
 	if e.OccurredAt.IsZero() {
 		p.add("occurred_at", "missing")
 	}
+	p.id("tenant_id", e.TenantID, false)
 	p.id("project_id", e.ProjectID, true)
 	p.id("session_id", e.SessionID, e.Type.Valid() && e.Type.needsSession())
 	p.id("turn_id", e.TurnID, e.Type.needsTurn())
@@ -256,6 +269,7 @@ func Decode(data []byte) (Envelope, error) {
 	field("type", &e.Type)
 	field("version", &e.Version)
 	field("occurred_at", &e.OccurredAt)
+	field("tenant_id", &e.TenantID)
 	field("project_id", &e.ProjectID)
 	field("session_id", &e.SessionID)
 	field("turn_id", &e.TurnID)

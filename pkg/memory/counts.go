@@ -21,10 +21,10 @@ type Counts struct {
 
 // Counter counts a project's memories. It is part of the Store contract.
 type Counter interface {
-	// Count counts the nodes of projectID and the global ones (for an
-	// empty projectID, the global ones only) by CountNode, embeddings
-	// judged against model.
-	Count(ctx context.Context, projectID, model string) (Counts, error)
+	// Count counts the nodes of p and its tenant's global ones (for an
+	// empty p.Project, the tenant's global ones only) by CountNode,
+	// embeddings judged against model.
+	Count(ctx context.Context, p ProjectRef, model string) (Counts, error)
 }
 
 // NewCounts returns empty counts.

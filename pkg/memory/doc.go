@@ -7,7 +7,8 @@
 //
 // A Node is one memory: a subkind (decision, pattern, failure, preference,
 // observation, entity, topic), a scope (session < project < global), the
-// project it belongs to (empty for global memories) and the session that
+// tenant it belongs to (TenantID; "" is the default tenant), the project
+// (empty for global memories: global within the tenant) and the session that
 // wrote it, label and body, a Digest (its identity: SHA-256 of subkind and the
 // normalised text, or of the entity key for entity and topic nodes),
 // confidence (0..1), weight (1..10), use counters, who wrote the text (Source:
@@ -22,6 +23,20 @@
 // unlinking closes it). Per session the store keeps transcript messages,
 // summaries, the consolidation cursor, injection records, the briefing flag,
 // leases and processed-event records.
+//
+// # Tenants
+//
+// A tenant owns projects and bounds everything: a SessionRef, a Filter, a
+// Pass and every per-project read name one (ProjectRef{Tenant, Project};
+// Project "" is the tenant's global space), and two tenants share nothing,
+// whatever their project ids. Visible never shows a node of another tenant
+// than the filter's: "global" is global within the tenant, and
+// CrossProject reaches the tenant's other projects only. Nothing ties two
+// tenants: CheckSameTenant refuses an edge, a supersede or a revision
+// between them, and PutBatch an id that another tenant holds. The default
+// tenant is the empty one, so everything stored before tenants existed is
+// the default tenant's and needs no migration of its values (SQLite adds
+// its tenant column by itself; Redis keeps the default tenant's keys).
 //
 // # The contract
 //
@@ -47,6 +62,7 @@
 //   - Reinforce (what an upsert of an existing digest does), ApplyPatch
 //     (Update), ApplyVerdict (feedback), MarkStale and StaleFactor (decay),
 //     CheckSupersede (authority and scope), PrepareEdge and Relink;
+//   - CheckTenant, CheckSameTenant (the tenant boundary);
 //   - Visible (the Filter rules), ValidAt (as-of reads), IsStanding,
 //     StandingFor and CompareStanding / SortStanding (standing instructions),
 //     CompareTimeline; CountNode (what Count counts);
@@ -54,8 +70,8 @@
 //     memory's origin and trust;
 //   - Terms, the lexical query tokenizer.
 //
-// Upsert matching: a node's digest is unique within its project (global
-// nodes: within the global space). Upsert of a digest that exists reinforces
+// Upsert matching: a node's digest is unique within its tenant's project
+// (global nodes: within the tenant's global space). Upsert of a digest that exists reinforces
 // that node whatever its state; an archived node is restored only by a user's
 // re-assertion, a superseded or closed one stays closed. Update (or PutBatch)
 // to a digest another node of the project holds is ErrRefused.

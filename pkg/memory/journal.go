@@ -58,6 +58,7 @@ type JournalEntry struct {
 // runtime state a parked or cut-off pass resumes from.
 type Pass struct {
 	ID        string     `json:"id"`
+	Tenant    string     `json:"tenant,omitempty"` // "": the default tenant
 	Project   string     `json:"project"`
 	Session   string     `json:"session"`
 	Status    PassStatus `json:"status"`
@@ -79,7 +80,8 @@ type Pass struct {
 
 // PassQuery selects passes, newest started first.
 type PassQuery struct {
-	Project string     // empty: every project
+	Tenant  string     // always matched: "" is the default tenant
+	Project string     // empty: every project (of Tenant)
 	Session string     // empty: every session (of Project)
 	Status  PassStatus // empty: any
 	Limit   int        // <= 0: DefaultChannelLimit
@@ -105,7 +107,7 @@ func CheckPass(p Pass) error {
 
 // MatchPass reports whether p is selected by q (ignoring the limit).
 func MatchPass(p *Pass, q PassQuery) bool {
-	return (q.Project == "" || p.Project == q.Project) &&
+	return p.Tenant == q.Tenant && (q.Project == "" || p.Project == q.Project) &&
 		(q.Session == "" || p.Session == q.Session) &&
 		(q.Status == "" || p.Status == q.Status)
 }
@@ -130,9 +132,10 @@ type Journal interface {
 	// PutPass stores p (CheckPass, else ErrInvalid), replacing the pass of
 	// the same id in its project.
 	PutPass(ctx context.Context, p Pass) error
-	// GetPass returns the pass of id (ErrNotFound). An empty project
-	// searches every project.
-	GetPass(ctx context.Context, project, id string) (Pass, error)
+	// GetPass returns the pass of id in p (ErrNotFound). An empty
+	// p.Project searches every project of p.Tenant; a pass of another
+	// tenant is never found.
+	GetPass(ctx context.Context, p ProjectRef, id string) (Pass, error)
 	// Passes lists the passes q selects by ComparePasses.
 	Passes(ctx context.Context, q PassQuery) ([]Pass, error)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"time"
+	"unicode/utf8"
 )
 
 // DefaultChannelLimit is what a retrieval channel, a timeline or a pending
@@ -64,6 +65,8 @@ func PrepareRevision(old, n Node, now time.Time) (Node, error) {
 	if n.Subkind == "" {
 		n.Subkind = old.Subkind
 	}
+	// A revision stays in its tenant, whatever it names.
+	n.TenantID = old.TenantID
 	if n.Scope == "" && n.ProjectID == "" {
 		n.Scope, n.ProjectID = old.Scope, old.ProjectID
 		if n.SessionID == "" {
@@ -87,7 +90,7 @@ func PrepareRevision(old, n Node, now time.Time) (Node, error) {
 	if err != nil {
 		return Node{}, err
 	}
-	if p.Digest == old.Digest && p.ProjectID == old.ProjectID {
+	if p.Digest == old.Digest && p.ProjectID == old.ProjectID && p.TenantID == old.TenantID {
 		return Node{}, fmt.Errorf("%w: the revision of %s does not change it", ErrInvalid, old.ID)
 	}
 	if err := CheckSupersede(old, p); err != nil {
@@ -174,8 +177,13 @@ func CheckTTL(ttl time.Duration) error {
 // CheckSession validates a session reference.
 func CheckSession(s SessionRef) error {
 	var bad invalid
+	if err := CheckTenant(s.Tenant); err != nil {
+		bad.add("%v", err)
+	}
 	if s.Project == "" {
 		bad.add("empty project")
+	} else if !utf8.ValidString(s.Project) {
+		bad.add("project id is not valid UTF-8")
 	}
 	if s.Session == "" {
 		bad.add("empty session")

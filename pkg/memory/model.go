@@ -177,7 +177,8 @@ type Node struct {
 	ID          string    `json:"id"`
 	Subkind     Subkind   `json:"subkind"`
 	Scope       Scope     `json:"scope"`
-	ProjectID   string    `json:"project_id"` // empty for global memories
+	TenantID    string    `json:"tenant_id,omitempty"` // empty: the default tenant
+	ProjectID   string    `json:"project_id"`          // empty for global memories (global within the tenant)
 	SessionID   string    `json:"session_id,omitempty"`
 	Label       string    `json:"label"`
 	Body        string    `json:"body"`
@@ -332,11 +333,42 @@ type Summary struct {
 	TokensAfter  int64 `json:"tokens_after,omitempty"`
 }
 
-// SessionRef names a session. Every per-session record lives under its
-// project so that a Redis Cluster keeps a project on one slot.
+// ProjectRef names a project of a tenant: where a node, a processed-event
+// record or a pass journal lives, and what the per-project reads
+// (StandingInstructions, HasLiveMemory, Count, ...) look at. Tenant "" is
+// the default tenant (every record written before tenants existed is
+// there); Project "" is the tenant's global space. Two tenants never see
+// each other's records, whatever their project ids.
+type ProjectRef struct {
+	Tenant  string
+	Project string
+}
+
+func (p ProjectRef) String() string {
+	if p.Tenant == "" {
+		return p.Project
+	}
+	return fmt.Sprintf("%s:%s", p.Tenant, p.Project)
+}
+
+// ProjectOf returns where n lives: its tenant and project.
+func ProjectOf(n *Node) ProjectRef { return ProjectRef{Tenant: n.TenantID, Project: n.ProjectID} }
+
+// SessionRef names a session of a tenant's project. Every per-session
+// record lives under its project so that a Redis Cluster keeps a project
+// on one slot.
 type SessionRef struct {
+	Tenant  string // "" : the default tenant
 	Project string
 	Session string
 }
 
-func (s SessionRef) String() string { return fmt.Sprintf("%s/%s", s.Project, s.Session) }
+// ProjectRef returns the session's project.
+func (s SessionRef) ProjectRef() ProjectRef { return ProjectRef{Tenant: s.Tenant, Project: s.Project} }
+
+func (s SessionRef) String() string {
+	if s.Tenant == "" {
+		return fmt.Sprintf("%s/%s", s.Project, s.Session)
+	}
+	return fmt.Sprintf("%s:%s/%s", s.Tenant, s.Project, s.Session)
+}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Defaults and constants of the shared rules. Every backend applies them
@@ -123,6 +124,12 @@ func PrepareNew(n Node, now time.Time) (Node, error) {
 	}
 	if !n.Subkind.Valid() {
 		bad.add("unknown subkind %q", n.Subkind)
+	}
+	if err := CheckTenant(n.TenantID); err != nil {
+		bad.add("%v", err)
+	}
+	if !utf8.ValidString(n.ProjectID) {
+		bad.add("project id is not valid UTF-8")
 	}
 	if n.Scope == "" {
 		n.Scope = ScopeProject
@@ -421,6 +428,9 @@ func CheckSupersede(old, newer Node) error {
 	if old.ID == newer.ID {
 		return fmt.Errorf("%w: memory %s cannot supersede itself", ErrInvalid, old.ID)
 	}
+	if err := CheckSameTenant(old, newer); err != nil {
+		return err
+	}
 	if newer.AssertedBy.Rank() < old.AssertedBy.Rank() {
 		return fmt.Errorf("%w: %s (asserted by %s) cannot supersede %s (asserted by %s): lower authority",
 			ErrRefused, newer.ID, newer.AssertedBy, old.ID, old.AssertedBy)
@@ -428,6 +438,32 @@ func CheckSupersede(old, newer Node) error {
 	if newer.Scope.Rank() < old.Scope.Rank() {
 		return fmt.Errorf("%w: %s (scope %s) cannot supersede %s (scope %s): narrower scope",
 			ErrRefused, newer.ID, newer.Scope, old.ID, old.Scope)
+	}
+	return nil
+}
+
+// MaxTenantLen bounds a tenant id (bytes), like the event contract's ids.
+const MaxTenantLen = 256
+
+// CheckTenant validates a tenant id: "" (the default tenant) or at most
+// MaxTenantLen bytes of valid UTF-8, like a project id on the bus.
+func CheckTenant(tenant string) error {
+	switch {
+	case len(tenant) > MaxTenantLen:
+		return fmt.Errorf("tenant id longer than %d bytes", MaxTenantLen)
+	case !utf8.ValidString(tenant):
+		return errors.New("tenant id is not valid UTF-8")
+	}
+	return nil
+}
+
+// CheckSameTenant is the rule for anything that ties two nodes together
+// (an edge, a supersede, a revision): both must be of one tenant, else
+// ErrInvalid. Backends call it on Link, Supersede, Revise and PutBatch
+// edges, so that no edge ever leads from one tenant's graph into another's.
+func CheckSameTenant(a, b Node) error {
+	if a.TenantID != b.TenantID {
+		return fmt.Errorf("%w: memories %s and %s belong to different tenants", ErrInvalid, a.ID, b.ID)
 	}
 	return nil
 }
@@ -441,13 +477,18 @@ func ValidAt(n *Node, t time.Time) bool {
 	return n.ValidTo.IsZero() || n.ValidTo.After(t)
 }
 
-// Visible applies the Filter rules to n at time now: its project is
-// f.ProjectID, or it has none (global), or f.CrossProject is on and its
-// reach is anywhere; a session-scoped node of another session is hidden;
+// Visible applies the Filter rules to n at time now: a node of another
+// tenant than f.TenantID is never visible; within the tenant its project is
+// f.ProjectID, or it has none (global: global within the tenant), or
+// f.CrossProject is on and its reach is anywhere; a session-scoped node of
+// another session is hidden;
 // archived nodes are hidden unless f.IncludeArchived; superseded nodes and
 // closed facts (valid-to at or before now) unless f.IncludeSuperseded; nodes
 // under f.MinConfidence and of other subkinds than f.Subkinds are hidden.
 func Visible(n *Node, f Filter, now time.Time) bool {
+	if n.TenantID != f.TenantID {
+		return false
+	}
 	if !(n.ProjectID == f.ProjectID || n.ProjectID == "" || (f.CrossProject && n.Reach == ReachAnywhere)) {
 		return false
 	}
@@ -487,9 +528,10 @@ func IsStanding(n *Node) bool {
 	return n.Confidence >= StandingMinConf
 }
 
-// StandingFor reports whether n is a standing instruction of projectID.
-func StandingFor(n *Node, projectID string) bool {
-	return (n.ProjectID == projectID || n.ProjectID == "") && IsStanding(n)
+// StandingFor reports whether n is a standing instruction of project p:
+// of p's tenant, and of p's project or global (within the tenant).
+func StandingFor(n *Node, p ProjectRef) bool {
+	return n.TenantID == p.Tenant && (n.ProjectID == p.Project || n.ProjectID == "") && IsStanding(n)
 }
 
 func standingRank(s Subkind) int {

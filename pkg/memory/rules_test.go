@@ -283,7 +283,7 @@ func TestVisible(t *testing.T) {
 
 func TestStanding(t *testing.T) {
 	base := Node{ProjectID: "p", Scope: ScopeProject, Subkind: Preference, AssertedBy: AssertedUser, Confidence: 0.5}
-	if !IsStanding(&base) || !StandingFor(&base, "p") || StandingFor(&base, "q") {
+	if !IsStanding(&base) || !StandingFor(&base, ProjectRef{Project: "p"}) || StandingFor(&base, ProjectRef{Project: "q"}) || StandingFor(&base, ProjectRef{Tenant: "t", Project: "p"}) {
 		t.Fatal("base")
 	}
 	for name, mut := range map[string]func(*Node){

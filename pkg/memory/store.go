@@ -21,11 +21,14 @@ var (
 
 // Filter restricts what retrieval channels and listings return.
 //
-// A node is visible when its project is ProjectID, or it has no project
-// (global), or CrossProject is on and its reach is anywhere. Session-scoped
+// A node is visible only within its tenant (TenantID; "" is the default
+// tenant), and there when its project is ProjectID, or it has no project
+// (global within the tenant), or CrossProject is on and its reach is
+// anywhere (another project of the same tenant). Session-scoped
 // nodes of other sessions than SessionID are hidden. Archived nodes, superseded
 // nodes and closed facts (valid-to set) are excluded unless asked for.
 type Filter struct {
+	TenantID          string
 	ProjectID         string
 	SessionID         string
 	CrossProject      bool
@@ -82,7 +85,7 @@ type TimelineQuery struct {
 // Nodes is the node side of the contract.
 type Nodes interface {
 	// Upsert stores n, or reinforces the node of the same digest in the same
-	// project. An empty ID is generated; Digest is computed when empty.
+	// project of the same tenant. An empty ID is generated; Digest is computed when empty.
 	// Backends apply PrepareNew to n, then Reinforce on a match (whatever the
 	// match's state: see the package doc).
 	Upsert(ctx context.Context, n Node) (UpsertResult, error)
@@ -120,16 +123,18 @@ type Nodes interface {
 	// or a global one, still lacks a vector by model (missing or made by
 	// another model): the injector's readiness gate, per project, so that
 	// a backlog in one project does not stop recall in the others.
-	HasPendingEmbeddings(ctx context.Context, projectID, model string) (bool, error)
-	// HasLiveMemory reports cheaply whether project (or global) holds any live node.
-	HasLiveMemory(ctx context.Context, projectID string) (bool, error)
+	HasPendingEmbeddings(ctx context.Context, p ProjectRef, model string) (bool, error)
+	// HasLiveMemory reports cheaply whether project (or its tenant's global
+	// space) holds any live node.
+	HasLiveMemory(ctx context.Context, p ProjectRef) (bool, error)
 	// Timeline lists nodes by memory.CompareTimeline (newest update first)
 	// under the Filter rules (memory.Visible, or memory.AsOfVisible when
 	// AsOf is set); limit <= 0: DefaultChannelLimit.
 	Timeline(ctx context.Context, q TimelineQuery) ([]Node, error)
 	// StandingInstructions selects the rules in force for a project
-	// (memory.StandingFor) in memory.CompareStanding order; limit <= 0: all.
-	StandingInstructions(ctx context.Context, projectID string, limit int) ([]Node, error)
+	// (memory.StandingFor: its own and its tenant's global ones) in
+	// memory.CompareStanding order; limit <= 0: all.
+	StandingInstructions(ctx context.Context, p ProjectRef, limit int) ([]Node, error)
 	// ApplyFeedback applies the verdicts on injected memories
 	// (memory.ApplyVerdict). Unknown ids are skipped; an unknown verdict is
 	// ErrInvalid and nothing is applied.
@@ -137,7 +142,7 @@ type Nodes interface {
 	// MarkStale decays memories of project attached to the changed paths and
 	// returns the ids it marked (the rule: memory.MarkStale; at most
 	// MaxStalePerCall per call, most recently updated first).
-	MarkStale(ctx context.Context, projectID string, paths []string) ([]string, error)
+	MarkStale(ctx context.Context, p ProjectRef, paths []string) ([]string, error)
 	// Touch records an access (injection, recall) of the nodes: access +1,
 	// accessed-at now. Unknown ids are skipped.
 	Touch(ctx context.Context, ids []string) error
@@ -145,14 +150,14 @@ type Nodes interface {
 	// through memory.PrepareNew) and edges (through memory.PrepareEdge,
 	// replacing the live edge of the same src, dst and relation): import and
 	// bulk loading. Every item is validated first: any invalid item, an edge
-	// whose end is neither in the batch nor stored, or a digest another node
-	// of the project holds is an error and nothing is written. All or nothing
-	// per project.
+	// whose end is neither in the batch nor stored, an edge between two
+	// tenants, or a digest another node of the project holds is an error
+	// and nothing is written. All or nothing per project.
 	PutBatch(ctx context.Context, nodes []Node, edges []Edge) error
 	// DigestOwners returns, for digests of project, the stored node (vector
 	// included) that holds each; digests no node holds are absent. Import
 	// uses it to merge a repeated text instead of having PutBatch refuse it.
-	DigestOwners(ctx context.Context, projectID string, digests []string) (map[string]Node, error)
+	DigestOwners(ctx context.Context, p ProjectRef, digests []string) (map[string]Node, error)
 	// Scan calls fn for every node (vectors included) and every edge.
 	Scan(ctx context.Context, node func(Node) error, edge func(Edge) error) error
 }
@@ -160,8 +165,8 @@ type Nodes interface {
 // Graph is the edge side of the contract.
 type Graph interface {
 	// Link creates the edge (memory.PrepareEdge), or adds WeightStep to an
-	// existing live one (memory.Relink). A self-link is ErrInvalid; both ends
-	// must exist (ErrNotFound). Linking again after Unlink creates a new edge.
+	// existing live one (memory.Relink). A self-link, or a link between
+	// nodes of two tenants, is ErrInvalid; both ends must exist (ErrNotFound). Linking again after Unlink creates a new edge.
 	Link(ctx context.Context, e Edge) (Edge, error)
 	// Unlink closes the live edge (valid-to); it is kept for as-of reads.
 	// ErrNotFound when there is no live edge.
@@ -237,8 +242,8 @@ type Sessions interface {
 	// EventProcessed / MarkEventProcessed keep the processed-event records
 	// (per consumer and event id) that make redelivery idempotent; a record
 	// expires after ttl (<= 0: never).
-	EventProcessed(ctx context.Context, project, consumer, eventID string) (bool, error)
-	MarkEventProcessed(ctx context.Context, project, consumer, eventID string, ttl time.Duration) error
+	EventProcessed(ctx context.Context, p ProjectRef, consumer, eventID string) (bool, error)
+	MarkEventProcessed(ctx context.Context, p ProjectRef, consumer, eventID string, ttl time.Duration) error
 }
 
 // Store is the whole backend contract. Consumers should depend on the

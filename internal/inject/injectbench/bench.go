@@ -28,8 +28,8 @@ import (
 type Store interface {
 	inject.Store
 	PutBatch(ctx context.Context, nodes []memory.Node, edges []memory.Edge) error
-	EventProcessed(ctx context.Context, project, consumer, eventID string) (bool, error)
-	MarkEventProcessed(ctx context.Context, project, consumer, eventID string, ttl time.Duration) error
+	EventProcessed(ctx context.Context, p memory.ProjectRef, consumer, eventID string) (bool, error)
+	MarkEventProcessed(ctx context.Context, p memory.ProjectRef, consumer, eventID string, ttl time.Duration) error
 }
 
 // Options configure a benchmark run.

@@ -242,7 +242,7 @@ func Bench(b *testing.B, newStore BenchFactory, nodes int) memory.Store {
 		return len(r), err
 	})
 	channel("Standing", func(int) (int, error) {
-		r, err := s.StandingInstructions(ctx, BenchProject, 6)
+		r, err := s.StandingInstructions(ctx, memory.ProjectRef{Project: BenchProject}, 6)
 		return len(r), err
 	})
 	return s

@@ -14,7 +14,7 @@ var countTests = []subtest{
 func testCount(e *env) {
 	count := func(project string) memory.Counts {
 		e.t.Helper()
-		c, err := e.s.Count(e.ctx, project, "m")
+		c, err := e.s.Count(e.ctx, memory.ProjectRef{Project: project}, "m")
 		e.ok(err, "Count")
 		return c
 	}
@@ -71,7 +71,7 @@ func testRestoreReopens(e *env) {
 		e.t.Fatalf("restore did not reopen the superseded node: %+v", n)
 	}
 	e.channelsSee(f, old.ID, true)
-	if c, err := e.s.Count(e.ctx, "p", "m"); err != nil || c.Live != 2 || c.Closed != 0 {
+	if c, err := e.s.Count(e.ctx, memory.ProjectRef{Project: "p"}, "m"); err != nil || c.Live != 2 || c.Closed != 0 {
 		e.t.Fatalf("counts after restore: %+v, %v", c, err)
 	}
 	// The revised fact reopens too.

@@ -19,6 +19,13 @@
 // without sleeping. The suite closes the store when the subtest ends. The
 // backend must read the time only through the clock.
 //
+// Tenants/* (tenants.go) hold the tenant boundary on every part of the
+// contract: two tenants using the same project ids, session ids and texts
+// share nothing (nodes, digests, channels, standing instructions, counts,
+// sessions, leases, processed records, journals), global means global
+// within the tenant, and no edge, supersede, revision or batch ties two
+// tenants.
+//
 // Bench seeds a store with a deterministic corpus (BenchCorpus: one project,
 // 384-dimension clustered vectors, Zipf-distributed words, paths, about 2%
 // standing instructions) and reports upsert throughput and per-query p50/p99

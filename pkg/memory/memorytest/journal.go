@@ -14,7 +14,7 @@ var journalTests = []subtest{
 			UpdatedAt: e.c.Now(), State: json.RawMessage(`{"steps":[{"summary":"x"}]}`),
 			Entries: []memory.JournalEntry{{Op: memory.OpRemember, NodeID: n.ID, After: &n, Reason: "stated", At: e.c.Now()}}}
 		e.ok(e.s.PutPass(e.ctx, p), "PutPass")
-		got, err := e.s.GetPass(e.ctx, "p", "pass1")
+		got, err := e.s.GetPass(e.ctx, memory.ProjectRef{Project: "p"}, "pass1")
 		e.ok(err, "GetPass")
 		if got.Status != memory.PassRunning || len(got.Entries) != 1 || got.Entries[0].After == nil ||
 			got.Entries[0].After.ID != n.ID || got.Entries[0].Reason != "stated" || string(got.State) != string(p.State) {
@@ -22,7 +22,7 @@ var journalTests = []subtest{
 		}
 		p.Status, p.Verdict, p.Steps = memory.PassFinished, "done", 3
 		e.ok(e.s.PutPass(e.ctx, p), "PutPass again")
-		got, err = e.s.GetPass(e.ctx, "", "pass1")
+		got, err = e.s.GetPass(e.ctx, memory.ProjectRef{Project: ""}, "pass1")
 		e.ok(err, "GetPass without project")
 		if got.Status != memory.PassFinished || got.Verdict != "done" || got.Steps != 3 {
 			e.t.Fatalf("replaced pass reads %+v", got)
@@ -34,9 +34,9 @@ var journalTests = []subtest{
 		}
 	}},
 	{"Journal/NotFoundAndInvalid", func(e *env) {
-		_, err := e.s.GetPass(e.ctx, "p", "nope")
+		_, err := e.s.GetPass(e.ctx, memory.ProjectRef{Project: "p"}, "nope")
 		e.is(err, memory.ErrNotFound, "GetPass of an unknown pass")
-		_, err = e.s.GetPass(e.ctx, "", "nope")
+		_, err = e.s.GetPass(e.ctx, memory.ProjectRef{Project: ""}, "nope")
 		e.is(err, memory.ErrNotFound, "GetPass of an unknown pass in any project")
 		for _, bad := range []memory.Pass{
 			{Project: "p", Session: "s", Status: memory.PassRunning, StartedAt: e.c.Now()},

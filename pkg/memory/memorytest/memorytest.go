@@ -65,6 +65,7 @@ func Run(t *testing.T, newStore Factory) {
 	tests = append(tests, sessionTests...)
 	tests = append(tests, countTests...)
 	tests = append(tests, journalTests...)
+	tests = append(tests, tenantTests...)
 	for _, st := range tests {
 		t.Run(st.name, func(t *testing.T) {
 			c := NewClock()

@@ -72,7 +72,7 @@ func testUpsertCreate(e *env) {
 func testUpsertReinforce(e *env) {
 	first := e.upsert(memory.Node{Subkind: memory.Observation, ProjectID: "p", Label: "Tests are slow",
 		Body: "on CI", Confidence: 0.5, Paths: []string{"a.go"}, AssertedBy: memory.AssertedAssistant})
-	marked, err := e.s.MarkStale(e.ctx, "p", []string{"a.go"})
+	marked, err := e.s.MarkStale(e.ctx, memory.ProjectRef{Project: "p"}, []string{"a.go"})
 	e.ok(err, "MarkStale")
 	e.sameList("marked", marked, []string{first.ID})
 	e.c.Advance(time.Minute)
@@ -151,7 +151,7 @@ func testUpsertInvalid(e *env) {
 		_, err := e.s.Upsert(e.ctx, n)
 		e.is(err, memory.ErrInvalid, fmt.Sprintf("case %d", i))
 	}
-	live, err := e.s.HasLiveMemory(e.ctx, "p")
+	live, err := e.s.HasLiveMemory(e.ctx, memory.ProjectRef{Project: "p"})
 	e.ok(err, "HasLiveMemory")
 	if live {
 		e.t.Fatal("an invalid upsert stored something")
@@ -178,7 +178,7 @@ func testUpsertArchived(e *env) {
 func testHasPendingEmbeddings(e *env) {
 	pending := func(project, model string) bool {
 		e.t.Helper()
-		ok, err := e.s.HasPendingEmbeddings(e.ctx, project, model)
+		ok, err := e.s.HasPendingEmbeddings(e.ctx, memory.ProjectRef{Project: project}, model)
 		e.ok(err, "HasPendingEmbeddings")
 		return ok
 	}
@@ -529,17 +529,17 @@ func testStanding(e *env) {
 	arch := e.upsert(user(memory.Preference, "archived preference"))
 	e.ok(e.s.Archive(e.ctx, arch.ID), "Archive")
 
-	got, err := e.s.StandingInstructions(e.ctx, "p", 0)
+	got, err := e.s.StandingInstructions(e.ctx, memory.ProjectRef{Project: "p"}, 0)
 	e.ok(err, "StandingInstructions")
 	byName := map[string]string{"pat": pat.ID, "dec1": dec1.ID, "pref": pref.ID, "dec2": dec2.ID, "pinned": pinned.ID, "global": global.ID}
 	want := []string{pinned.ID, global.ID, pref.ID, dec2.ID, dec1.ID, pat.ID}
 	if !equal(nodeIDs(got), want) {
 		e.t.Fatalf("standing: got %s, want %s", names(byName, nodeIDs(got)), names(byName, want))
 	}
-	got, err = e.s.StandingInstructions(e.ctx, "p", 3)
+	got, err = e.s.StandingInstructions(e.ctx, memory.ProjectRef{Project: "p"}, 3)
 	e.ok(err, "StandingInstructions")
 	e.sameList("limit 3", nodeIDs(got), want[:3])
-	got, err = e.s.StandingInstructions(e.ctx, "empty", 6)
+	got, err = e.s.StandingInstructions(e.ctx, memory.ProjectRef{Project: "empty"}, 6)
 	e.ok(err, "StandingInstructions")
 	e.sameList("other project sees global only", nodeIDs(got), []string{global.ID})
 }
@@ -608,7 +608,7 @@ func testMarkStale(e *env) {
 	updated := e.get(obs.ID).UpdatedAt
 
 	e.c.Advance(time.Minute)
-	marked, err := e.s.MarkStale(e.ctx, "p", []string{"src/b.go", "README.md"})
+	marked, err := e.s.MarkStale(e.ctx, memory.ProjectRef{Project: "p"}, []string{"src/b.go", "README.md"})
 	e.ok(err, "MarkStale")
 	e.sameSet("marked", marked, []string{obs.ID, fail.ID, pat.ID, dec.ID})
 	for id, want := range map[string]float64{obs.ID: 0.82, fail.ID: 0.92, pat.ID: 0.97, dec.ID: 1, pin.ID: 1, usr.ID: 1, other.ID: 1, foreign.ID: 1} {
@@ -624,11 +624,11 @@ func testMarkStale(e *env) {
 		e.t.Error("marking stale moved updated-at")
 	}
 	e.c.Advance(5 * time.Hour)
-	marked, err = e.s.MarkStale(e.ctx, "p", []string{"src/a.go"})
+	marked, err = e.s.MarkStale(e.ctx, memory.ProjectRef{Project: "p"}, []string{"src/a.go"})
 	e.ok(err, "MarkStale")
 	e.sameSet("within 6 hours", marked, nil)
 	e.c.Advance(time.Hour)
-	marked, err = e.s.MarkStale(e.ctx, "p", []string{"src/a.go"})
+	marked, err = e.s.MarkStale(e.ctx, memory.ProjectRef{Project: "p"}, []string{"src/a.go"})
 	e.ok(err, "MarkStale")
 	e.sameSet("after 6 hours", marked, []string{obs.ID, fail.ID, pat.ID, dec.ID})
 	if n := e.get(obs.ID); !near(n.Confidence, 0.82*0.82, 1e-9) {
@@ -636,7 +636,7 @@ func testMarkStale(e *env) {
 	}
 	// the floor
 	low := e.upsert(memory.Node{Subkind: memory.Observation, ProjectID: "p", Label: "low", Confidence: 0.06, Paths: []string{"z.go"}})
-	_, err = e.s.MarkStale(e.ctx, "p", []string{"z.go"})
+	_, err = e.s.MarkStale(e.ctx, memory.ProjectRef{Project: "p"}, []string{"z.go"})
 	e.ok(err, "MarkStale")
 	if n := e.get(low.ID); n.Confidence != memory.MinConfidence {
 		e.t.Fatalf("floor: %v", n.Confidence)
@@ -655,10 +655,10 @@ func testMarkStaleCap(e *env) {
 		all = append(all, n.ID)
 		e.c.Advance(time.Second)
 	}
-	marked, err := e.s.MarkStale(e.ctx, "p", []string{"hot.go"})
+	marked, err := e.s.MarkStale(e.ctx, memory.ProjectRef{Project: "p"}, []string{"hot.go"})
 	e.ok(err, "MarkStale")
 	e.sameSet("most recently updated 60", marked, all[10:])
-	marked, err = e.s.MarkStale(e.ctx, "p", []string{"hot.go"})
+	marked, err = e.s.MarkStale(e.ctx, memory.ProjectRef{Project: "p"}, []string{"hot.go"})
 	e.ok(err, "MarkStale")
 	e.sameSet("the rest", marked, all[:10])
 }
@@ -713,7 +713,7 @@ func testPending(e *env) {
 func testHasLive(e *env) {
 	has := func(p string) bool {
 		e.t.Helper()
-		ok, err := e.s.HasLiveMemory(e.ctx, p)
+		ok, err := e.s.HasLiveMemory(e.ctx, memory.ProjectRef{Project: p})
 		e.ok(err, "HasLiveMemory")
 		return ok
 	}
@@ -884,7 +884,7 @@ func testDigestOwners(e *env) {
 	b := e.upsert(memory.Node{Subkind: memory.Decision, ProjectID: "p1", Label: "Ship on Fridays"})
 	other := e.upsert(memory.Node{Subkind: memory.Observation, ProjectID: "p2", Label: "Thanks!"})
 	e.ok(e.s.SetEmbedding(e.ctx, a.ID, "m", []float32{1, 0, 0}), "set embedding")
-	got, err := e.s.DigestOwners(e.ctx, "p1", []string{a.Digest, b.Digest, "no-such-digest"})
+	got, err := e.s.DigestOwners(e.ctx, memory.ProjectRef{Project: "p1"}, []string{a.Digest, b.Digest, "no-such-digest"})
 	e.ok(err, "digest owners")
 	if len(got) != 2 || got[a.Digest].ID != a.ID || got[b.Digest].ID != b.ID {
 		e.t.Fatalf("DigestOwners(p1) = %v, want %s and %s", got, a.ID, b.ID)
@@ -892,12 +892,12 @@ func testDigestOwners(e *env) {
 	if n := got[a.Digest]; n.EmbeddingModel != "m" || len(n.Embedding) != 3 {
 		e.t.Errorf("DigestOwners left the vector out: model %q, %d dims", n.EmbeddingModel, len(n.Embedding))
 	}
-	got, err = e.s.DigestOwners(e.ctx, "p2", []string{a.Digest, b.Digest})
+	got, err = e.s.DigestOwners(e.ctx, memory.ProjectRef{Project: "p2"}, []string{a.Digest, b.Digest})
 	e.ok(err, "digest owners p2")
 	if len(got) != 1 || got[a.Digest].ID != other.ID {
 		e.t.Errorf("DigestOwners(p2) = %v, want only %s", got, other.ID)
 	}
-	got, err = e.s.DigestOwners(e.ctx, "p1", nil)
+	got, err = e.s.DigestOwners(e.ctx, memory.ProjectRef{Project: "p1"}, nil)
 	e.ok(err, "digest owners of nothing")
 	if len(got) != 0 {
 		e.t.Errorf("DigestOwners(nil) = %v", got)

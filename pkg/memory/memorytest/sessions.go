@@ -282,19 +282,19 @@ func testLeaseConcurrent(e *env) {
 func testProcessed(e *env) {
 	done := func(consumer, id string) bool {
 		e.t.Helper()
-		ok, err := e.s.EventProcessed(e.ctx, "p", consumer, id)
+		ok, err := e.s.EventProcessed(e.ctx, memory.ProjectRef{Project: "p"}, consumer, id)
 		e.ok(err, "EventProcessed")
 		return ok
 	}
 	if done("extractor", "e1") {
 		e.t.Fatal("unseen event processed")
 	}
-	e.ok(e.s.MarkEventProcessed(e.ctx, "p", "extractor", "e1", time.Hour), "MarkEventProcessed")
-	e.ok(e.s.MarkEventProcessed(e.ctx, "p", "injector", "e2", 0), "MarkEventProcessed forever")
+	e.ok(e.s.MarkEventProcessed(e.ctx, memory.ProjectRef{Project: "p"}, "extractor", "e1", time.Hour), "MarkEventProcessed")
+	e.ok(e.s.MarkEventProcessed(e.ctx, memory.ProjectRef{Project: "p"}, "injector", "e2", 0), "MarkEventProcessed forever")
 	if !done("extractor", "e1") || done("injector", "e1") || done("extractor", "e2") {
 		e.t.Fatal("records are per consumer and event")
 	}
-	ok, err := e.s.EventProcessed(e.ctx, "q", "extractor", "e1")
+	ok, err := e.s.EventProcessed(e.ctx, memory.ProjectRef{Project: "q"}, "extractor", "e1")
 	e.ok(err, "EventProcessed")
 	if ok {
 		e.t.Fatal("records are per project")

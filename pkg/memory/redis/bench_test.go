@@ -100,7 +100,10 @@ func serverCPU(b *testing.B, ctx context.Context, c goredis.UniversalClient, s *
 			_, err := s.Vector(ctx, memorytest.BenchModel, corpus.Vector(), f, 60)
 			return err
 		}},
-		{"Standing", func() error { _, err := s.StandingInstructions(ctx, memorytest.BenchProject, 6); return err }},
+		{"Standing", func() error {
+			_, err := s.StandingInstructions(ctx, memory.ProjectRef{Project: memorytest.BenchProject}, 6)
+			return err
+		}},
 	} {
 		b.Run("ServerCPU/"+ch.name, func(b *testing.B) {
 			for b.Loop() {

@@ -125,7 +125,7 @@ func TestClusterSpread(t *testing.T) {
 		if got, err := s.ByPaths(ctx, []string{"pkg/parse/parse.go"}, f, 10); err != nil || len(got) != 4 {
 			t.Fatalf("%s: by paths: %v %v", p, got, err)
 		}
-		if got, err := s.StandingInstructions(ctx, p, 0); err != nil || len(got) != 5 {
+		if got, err := s.StandingInstructions(ctx, memory.ProjectRef{Project: p}, 0); err != nil || len(got) != 5 {
 			t.Fatalf("%s: standing: %d %v", p, len(got), err)
 		}
 		if _, err := s.Revise(ctx, ids[3], memory.Node{Label: "decision 3 revised", AssertedBy: memory.AssertedUser}); err != nil {
@@ -147,7 +147,7 @@ func TestClusterSpread(t *testing.T) {
 		if _, err := s.AdvanceCursor(ctx, ref, 1); err != nil {
 			t.Fatalf("%s: cursor: %v", p, err)
 		}
-		if err := s.MarkEventProcessed(ctx, p, "extractor", "e1", time.Hour); err != nil {
+		if err := s.MarkEventProcessed(ctx, memory.ProjectRef{Project: p}, "extractor", "e1", time.Hour); err != nil {
 			t.Fatalf("%s: mark event: %v", p, err)
 		}
 		if err := s.ApplyFeedback(ctx, map[string]memory.Verdict{ids[0]: memory.VerdictUsed}); err != nil {

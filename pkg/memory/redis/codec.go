@@ -19,6 +19,7 @@ const (
 	fSubkind   = "sk"
 	fScope     = "sc"
 	fProject   = "pj"
+	fTenant    = "tn"
 	fSession   = "ss"
 	fLabel     = "lb"
 	fBody      = "bd"
@@ -48,7 +49,7 @@ const (
 )
 
 // nodeFields lists every field but the vector, for reads that skip it.
-var nodeFields = []string{fID, fSubkind, fScope, fProject, fSession, fLabel, fBody, fDigest, fConf,
+var nodeFields = []string{fID, fSubkind, fScope, fProject, fTenant, fSession, fLabel, fBody, fDigest, fConf,
 	fWeight, fAccess, fUseful, fUnhelpful, fSource, fAsserted, fReach, fJudged, fPinned, fArchived,
 	fSuperBy, fStale, fValidFrom, fValidTo, fPaths, fEntities, fCreated, fUpdated, fAccessed, fModel}
 
@@ -117,6 +118,7 @@ func encodeNode(n *memory.Node) map[string]any {
 	str(fSubkind, string(n.Subkind))
 	str(fScope, string(n.Scope))
 	str(fProject, n.ProjectID)
+	str(fTenant, n.TenantID)
 	str(fSession, n.SessionID)
 	str(fLabel, n.Label)
 	str(fBody, n.Body)
@@ -179,6 +181,7 @@ func decodeNode(h map[string]string) (n memory.Node, ok bool, err error) {
 	n.Subkind = memory.Subkind(h[fSubkind])
 	n.Scope = memory.Scope(h[fScope])
 	n.ProjectID = h[fProject]
+	n.TenantID = h[fTenant]
 	n.SessionID = h[fSession]
 	n.Label = h[fLabel]
 	n.Body = h[fBody]
@@ -281,9 +284,11 @@ const (
 // then strings as uvarint length and bytes, confidence and weight as
 // float64 bits, the counters as varints, a flags byte, the times as a
 // presence byte (bit i: time i is set) and their Unix nanoseconds as
-// varints, the paths as a count and strings, and the entities as JSON.
+// varints, the paths as a count and strings, the entities as JSON, and,
+// for a node of a tenant other than the default one, the tenant id (a
+// default-tenant node packs as it did before tenants).
 func packNode(n *memory.Node) string {
-	size := 48 + len(n.ID) + len(n.Label) + len(n.Body) + len(n.Digest) + len(n.ProjectID) + len(n.SessionID) +
+	size := 48 + len(n.TenantID) + len(n.ID) + len(n.Label) + len(n.Body) + len(n.Digest) + len(n.ProjectID) + len(n.SessionID) +
 		len(n.SupersededBy) + len(n.EmbeddingModel) + 8*7
 	for _, p := range n.Paths {
 		size += len(p) + 2
@@ -334,6 +339,9 @@ func packNode(n *memory.Node) string {
 		ents = string(j)
 	}
 	str(ents)
+	if n.TenantID != "" {
+		str(n.TenantID)
+	}
 	return string(b)
 }
 
@@ -441,6 +449,9 @@ func unpackNode(s string) (memory.Node, error) {
 		if err := json.Unmarshal([]byte(ents), &n.Entities); err != nil {
 			return n, fmt.Errorf("%w: entities: %v", errPacked, err)
 		}
+	}
+	if i < len(s) && !bad {
+		n.TenantID = str()
 	}
 	if bad || i != len(s) {
 		return n, fmt.Errorf("%w at byte %d of %d", errPacked, i, len(s))

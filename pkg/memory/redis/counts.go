@@ -13,11 +13,11 @@ import (
 // project does not hold the server), the pending embeddings from the
 // pending and embedded-by-model sets (ZCARD), as HasPendingEmbeddings
 // reads them.
-func (s *Store) Count(ctx context.Context, projectID, model string) (memory.Counts, error) {
+func (s *Store) Count(ctx context.Context, pr memory.ProjectRef, model string) (memory.Counts, error) {
 	c := memory.NewCounts()
-	tags := []string{projectID}
-	if projectID != "" {
-		tags = append(tags, "")
+	tags := []string{space(pr)}
+	if pr.Project != "" {
+		tags = append(tags, space(memory.ProjectRef{Tenant: pr.Tenant}))
 	}
 	for _, p := range tags {
 		k := s.keys(p)

@@ -33,9 +33,18 @@
 //
 // Every key starts with the namespace, then the hash tag of the project it
 // belongs to: {p:<project>} (or {h:<sha256>} for a project id holding a
-// brace), {g} for global memories. All keys of one project therefore hash
-// to one cluster slot, and projects spread over the shards. With K =
-// "<ns>:{p:<project>}:":
+// brace), {g} for global memories, of the default tenant; for any other
+// tenant {t:<sha256 of its space>}, one per project of the tenant and one
+// for its global memories. The store names a tenant's project by its
+// space: the project id itself for the default tenant (so keys written
+// before tenants keep their names), 0xFF tenant 0xFF project otherwise
+// (0xFF never occurs in the valid UTF-8 that ids must be, so the name is
+// unambiguous: FuzzSpace); the id index, the registry and the vis fields
+// hold spaces where they held project ids, and a packed node carries its
+// tenant after its other fields, only when it is not the default one (a
+// default-tenant node packs byte for byte as before). All keys of one
+// project therefore hash to one cluster slot, and projects spread over
+// the shards. With K = "<ns>:{p:<project>}:":
 //
 //	K n:<id>          hash: the node's attributes packed in one field (pk, see packNode:
 //	                  a candidate load reads one field per node), the vector as a
@@ -72,8 +81,9 @@
 //	K pass            hash: consolidation pass id -> journal record (JSON; journal.go)
 //	K passat          zset: the project's passes by start time (ms)
 //
-// Outside any project: <ns>:{r}:projects (the registry, for cross-project
-// reads and scans; recall reads it from a copy at most a second old, so a
+// Outside any project: <ns>:{r}:projects (the registry of spaces, for
+// cross-project reads, which take the spaces of the filter's tenant only,
+// and scans; another tenant's global space is registered too; recall reads it from a copy at most a second old, so a
 // project first written by another replica joins cross-project recall
 // within a second), <ns>:{r}:dims (model -> vector dimension) and
 // <ns>:{i:<0..1023>}:ids (id -> project: Get by id finds the slot; the

@@ -32,6 +32,7 @@ func TestServerFiltersMatchVisible(t *testing.T) {
 			Label:      fmt.Sprintf("shared word number %d", i),
 			Confidence: []float64{0.1, 0.3, 0.5, 0.9}[rng.IntN(4)],
 			Reach:      memory.Reach(pick("here", "anywhere")),
+			TenantID:   pick("", "", "acme", "p"),
 			Embedding:  []float32{1, rng.Float32(), rng.Float32()},
 			CreatedAt:  now.Add(-time.Duration(100-i) * time.Hour),
 		}
@@ -47,7 +48,7 @@ func TestServerFiltersMatchVisible(t *testing.T) {
 		if rng.IntN(6) == 0 {
 			n.ArchivedAt = now.Add(-time.Hour)
 		}
-		if rng.IntN(8) == 0 {
+		if rng.IntN(8) == 0 && i > 0 {
 			n.SupersededBy = "n000"
 		}
 		switch rng.IntN(6) {
@@ -74,6 +75,7 @@ func TestServerFiltersMatchVisible(t *testing.T) {
 	selected, hidden := 0, 0
 	for i := range 60 {
 		f := memory.Filter{
+			TenantID:          pick("", "acme", "p", "nobody"),
 			ProjectID:         pick("p", "q", ""),
 			SessionID:         pick("", "s1", "s2"),
 			CrossProject:      rng.IntN(2) == 0,

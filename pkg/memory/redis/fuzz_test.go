@@ -152,6 +152,9 @@ func FuzzUnpackNode(f *testing.F) {
 		Entities: []memory.Entity{{Key: "k", Name: "K"}}, CreatedAt: time.Unix(3, 0).UTC(),
 		UpdatedAt: time.Unix(4, 0).UTC(), AccessedAt: time.Unix(5, 0).UTC(), EmbeddingModel: "m"}
 	f.Add(packNode(&full))
+	withTenant := full
+	withTenant.TenantID = "acme"
+	f.Add(packNode(&withTenant))
 	f.Add(packNode(&memory.Node{ID: "x"}))
 	f.Add("")
 	f.Add("\x01\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff")
@@ -230,4 +233,55 @@ func FuzzDocTokens(f *testing.F) {
 			}
 		}
 	})
+}
+
+// FuzzSpace: a tenant's project has one space name that unspace reads back,
+// no two (tenant, project) pairs share one, and the default tenant's space
+// is the project id itself (the keys from before tenants).
+func FuzzSpace(f *testing.F) {
+	f.Add("", "p", "acme", "p")
+	f.Add("acme", "", "", "acme")
+	f.Add("a", "b\xffc", "a\xffb", "c")
+	f.Add("t", "{braces}", "", "{braces}")
+	f.Fuzz(func(t *testing.T, t1, p1, t2, p2 string) {
+		if !utf8.ValidString(t1) || !utf8.ValidString(p1) || !utf8.ValidString(t2) || !utf8.ValidString(p2) {
+			return // the store refuses ids that are not UTF-8 (memory.PrepareNew, CheckSession)
+		}
+		a, b := memory.ProjectRef{Tenant: t1, Project: p1}, memory.ProjectRef{Tenant: t2, Project: p2}
+		if got := unspace(space(a)); got != a {
+			t.Fatalf("unspace(space(%q)) = %q", a, got)
+		}
+		if a != b && (space(a) == space(b) || tagOf(space(a)) == tagOf(space(b))) {
+			t.Fatalf("%q and %q share a space or a tag: %q, %q", a, b, space(a), tagOf(space(a)))
+		}
+		if t1 == "" && space(a) != p1 {
+			t.Fatalf("the default tenant's space of %q is %q", p1, space(a))
+		}
+		if t1 != "" && !strings.HasPrefix(tagOf(space(a)), "{t:") {
+			t.Fatalf("a tenant's tag: %q", tagOf(space(a)))
+		}
+	})
+}
+
+// TestPackedTenant: a node of the default tenant packs exactly as before
+// tenants (older replicas read it), a tenant's node carries its tenant.
+func TestPackedTenant(t *testing.T) {
+	n := memory.Node{ID: "n1", Subkind: memory.Decision, Scope: memory.ScopeProject, ProjectID: "p", Label: "l"}
+	def := packNode(&n)
+	n.TenantID = "acme"
+	ten := packNode(&n)
+	if !strings.HasPrefix(ten, def) || ten == def {
+		t.Fatalf("a tenant's packed node is the default one's plus the tenant: %q vs %q", def, ten)
+	}
+	got, err := unpackNode(ten)
+	if err != nil || got.TenantID != "acme" {
+		t.Fatalf("unpack: %+v %v", got, err)
+	}
+	if got, err := unpackNode(def); err != nil || got.TenantID != "" {
+		t.Fatalf("unpack of the default: %+v %v", got, err)
+	}
+	if f, ok := fieldsNode("session\x1fhere\x1f\x1f\x1f\x1f0.5\x1fdecision\x1fs", space(memory.ProjectRef{Tenant: "acme", Project: "p"})); !ok ||
+		f.TenantID != "acme" || f.ProjectID != "p" {
+		t.Fatalf("fieldsNode of a tenant's vis value: %+v %v", f, ok)
+	}
 }

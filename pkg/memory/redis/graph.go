@@ -136,6 +136,9 @@ func (s *Store) Link(ctx context.Context, in memory.Edge) (memory.Edge, error) {
 		return memory.Edge{}, err
 	}
 	ps, pd := projs[0], projs[1]
+	if unspace(ps).Tenant != unspace(pd).Tenant {
+		return memory.Edge{}, fmt.Errorf("%w: memories %s and %s belong to different tenants", memory.ErrInvalid, e.Src, e.Dst)
+	}
 	ks := s.keys(ps)
 	var out memory.Edge
 	err = s.retryTx(ctx, "link", func(tx *goredis.Tx) error {

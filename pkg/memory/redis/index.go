@@ -152,8 +152,9 @@ func filterFields(enc map[string]any) string {
 }
 
 // visibleFields is memory.Visible over a node's filter fields (see
-// filterFields) as the vis hash of project holds them; a node without
-// them (deleted, or never written) is not visible.
+// filterFields) as the vis hash of space project holds them (the space
+// gives the node's tenant and project); a node without them (deleted, or
+// never written) is not visible.
 func visibleFields(v, project string, f memory.Filter, now time.Time) bool {
 	n, ok := fieldsNode(v, project)
 	return ok && memory.Visible(&n, f, now)
@@ -166,7 +167,8 @@ func fieldsNode(v, project string) (memory.Node, bool) {
 	if len(p) != 8 || p[0] == "" {
 		return memory.Node{}, false
 	}
-	n := memory.Node{ProjectID: project, Scope: memory.Scope(p[0]), Reach: memory.Reach(p[1]),
+	ref := unspace(project)
+	n := memory.Node{TenantID: ref.Tenant, ProjectID: ref.Project, Scope: memory.Scope(p[0]), Reach: memory.Reach(p[1]),
 		SupersededBy: p[3], Subkind: memory.Subkind(p[6]), SessionID: p[7]}
 	if p[2] != "" {
 		n.ArchivedAt = time.Unix(0, 1)
@@ -269,7 +271,7 @@ return 0
 // node (nil for a new one). The caller has WATCHed the node key, the
 // digest hash and the vector set, and checked the vector's dimension.
 func (s *Store) writeNode(ctx context.Context, pipe goredis.Pipeliner, old, n *memory.Node) {
-	k := s.keys(n.ProjectID)
+	k := s.keys(spaceOf(n))
 	id := n.ID
 
 	// The hash: the packed attributes and the vector, each written only
@@ -472,12 +474,15 @@ const (
 	tagForeign                // another project (cross-project reads: reach anywhere only)
 )
 
-// scopeTags lists the projects a filter reads: its own, global, and with
-// CrossProject every other registered project.
+// scopeTags lists the spaces a filter reads, all of its tenant: its
+// project, the tenant's global memories, and with CrossProject every other
+// registered project of the tenant. No space of another tenant is ever
+// read.
 func (s *Store) scopeTags(ctx context.Context, f memory.Filter) ([]scopeTag, error) {
-	out := []scopeTag{{project: f.ProjectID, kind: tagOwn}}
+	own := memory.ProjectRef{Tenant: f.TenantID, Project: f.ProjectID}
+	out := []scopeTag{{project: space(own), kind: tagOwn}}
 	if f.ProjectID != "" {
-		out = append(out, scopeTag{project: "", kind: tagGlobal})
+		out = append(out, scopeTag{project: space(memory.ProjectRef{Tenant: f.TenantID}), kind: tagGlobal})
 	}
 	if f.CrossProject {
 		ps, err := s.recallProjects(ctx)
@@ -485,7 +490,7 @@ func (s *Store) scopeTags(ctx context.Context, f memory.Filter) ([]scopeTag, err
 			return nil, err
 		}
 		for _, p := range ps {
-			if p != f.ProjectID {
+			if r := unspace(p); r.Tenant == f.TenantID && r.Project != "" && r.Project != f.ProjectID {
 				out = append(out, scopeTag{project: p, kind: tagForeign})
 			}
 		}
@@ -494,7 +499,7 @@ func (s *Store) scopeTags(ctx context.Context, f memory.Filter) ([]scopeTag, err
 }
 
 type scopeTag struct {
-	project string
+	project string // the space (see space)
 	kind    tagKind
 }
 

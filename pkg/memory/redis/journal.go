@@ -30,10 +30,11 @@ func (s *Store) PutPass(ctx context.Context, p memory.Pass) error {
 	if err != nil {
 		return fmt.Errorf("redis: %w", err)
 	}
-	if err := s.register(ctx, p.Project); err != nil {
+	sp := space(memory.ProjectRef{Tenant: p.Tenant, Project: p.Project})
+	if err := s.register(ctx, sp); err != nil {
 		return err
 	}
-	k := s.keys(p.Project)
+	k := s.keys(sp)
 	_, err = s.c.TxPipelined(ctx, func(pipe goredis.Pipeliner) error {
 		pipe.HSet(ctx, k.passes(), p.ID, doc)
 		z := goredis.Z{Score: float64(p.StartedAt.UnixMilli()), Member: p.ID}
@@ -44,11 +45,24 @@ func (s *Store) PutPass(ctx context.Context, p memory.Pass) error {
 	return s.wrap("put pass", err)
 }
 
+// tenantProjects lists the registered project spaces of tenant (its
+// global space excluded: a pass always has a project).
+func (s *Store) tenantProjects(ctx context.Context, tenant string) ([]string, error) {
+	ps, err := s.projects(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(ps, func(p string) bool {
+		r := unspace(p)
+		return r.Tenant != tenant || r.Project == ""
+	}), nil
+}
+
 // GetPass implements memory.Journal.
-func (s *Store) GetPass(ctx context.Context, project, id string) (memory.Pass, error) {
-	projects := []string{project}
-	if project == "" {
-		ps, err := s.projects(ctx)
+func (s *Store) GetPass(ctx context.Context, in memory.ProjectRef, id string) (memory.Pass, error) {
+	projects := []string{space(in)}
+	if in.Project == "" {
+		ps, err := s.tenantProjects(ctx, in.Tenant)
 		if err != nil {
 			return memory.Pass{}, err
 		}
@@ -75,9 +89,9 @@ func (s *Store) GetPass(ctx context.Context, project, id string) (memory.Pass, e
 // first in pages and filters them here.
 func (s *Store) Passes(ctx context.Context, q memory.PassQuery) ([]memory.Pass, error) {
 	limit := memory.Limit(q.Limit)
-	projects := []string{q.Project}
+	projects := []string{space(memory.ProjectRef{Tenant: q.Tenant, Project: q.Project})}
 	if q.Project == "" {
-		ps, err := s.projects(ctx)
+		ps, err := s.tenantProjects(ctx, q.Tenant)
 		if err != nil {
 			return nil, err
 		}

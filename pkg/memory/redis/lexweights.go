@@ -100,7 +100,8 @@ func (s *Store) EnsureLexicalIndex(ctx context.Context) (int, error) {
 	return total, nil
 }
 
-// relexProject rewrites the postings of one scope's nodes, then marks the
+// relexProject rewrites the postings of one scope's nodes (project is the
+// scope's space: a project id, or a tenant's, see space), then marks the
 // scope current.
 func (s *Store) relexProject(ctx context.Context, project string) (int, error) {
 	k := s.keys(project)
@@ -124,7 +125,7 @@ func (s *Store) relexProject(ctx context.Context, project string) (int, error) {
 			cmds := make([]*goredis.Cmd, 0, len(nodes))
 			for i := range nodes {
 				n := &nodes[i]
-				if n.ProjectID != project {
+				if spaceOf(n) != project {
 					continue
 				}
 				tf, length := docTokens(n)

@@ -107,7 +107,7 @@ func (s *Store) Revise(ctx context.Context, oldID string, in memory.Node) (memor
 	if err != nil {
 		return memory.Node{}, err
 	}
-	if n.ProjectID != old.ProjectID {
+	if spaceOf(&n) != spaceOf(&old) {
 		res, err := s.Upsert(ctx, n)
 		if err != nil {
 			return memory.Node{}, err
@@ -121,7 +121,7 @@ func (s *Store) Revise(ctx context.Context, oldID string, in memory.Node) (memor
 	if err != nil {
 		return memory.Node{}, err
 	}
-	k := s.keys(old.ProjectID)
+	k := s.keys(spaceOf(&old))
 	var out memory.Node
 	err = s.retryTx(ctx, "revise", func(tx *goredis.Tx) error {
 		o, err := readNode(ctx, tx, k, oldID)
@@ -151,7 +151,7 @@ func (s *Store) Revise(ctx context.Context, oldID string, in memory.Node) (memor
 		}
 		if prev == nil {
 			if !claimed {
-				if err := s.claimID(ctx, n.ID, n.ProjectID); err != nil {
+				if err := s.claimID(ctx, n.ID, spaceOf(&n)); err != nil {
 					return err
 				}
 			}
@@ -180,7 +180,7 @@ func (s *Store) Revise(ctx context.Context, oldID string, in memory.Node) (memor
 		_, err = tx.TxPipelined(ctx, func(pipe goredis.Pipeliner) error {
 			s.writeNode(ctx, pipe, prev, &next)
 			s.writeNode(ctx, pipe, &o, &closed)
-			s.writeEdge(ctx, pipe, old.ProjectID, old.ProjectID, e, false)
+			s.writeEdge(ctx, pipe, spaceOf(&old), spaceOf(&old), e, false)
 			return nil
 		})
 		if err == nil {
@@ -256,10 +256,10 @@ func (s *Store) scanTag(ctx context.Context, project string, limit int, keep fun
 
 // StandingInstructions selects the standing instructions of a project and
 // the global ones (memory.StandingFor), in memory.CompareStanding order.
-func (s *Store) StandingInstructions(ctx context.Context, projectID string, limit int) ([]memory.Node, error) {
-	projects := []string{projectID}
-	if projectID != "" {
-		projects = append(projects, "")
+func (s *Store) StandingInstructions(ctx context.Context, pr memory.ProjectRef, limit int) ([]memory.Node, error) {
+	projects := []string{space(pr)}
+	if pr.Project != "" {
+		projects = append(projects, space(memory.ProjectRef{Tenant: pr.Tenant}))
 	}
 	stop := int64(-1)
 	if limit > 0 {
@@ -295,7 +295,7 @@ func (s *Store) StandingInstructions(ctx context.Context, projectID string, limi
 	}
 	var all []memory.Node
 	for i := range nodes {
-		if memory.StandingFor(&nodes[i], projectID) {
+		if memory.StandingFor(&nodes[i], pr) {
 			all = append(all, nodes[i])
 		}
 	}
@@ -339,11 +339,12 @@ func (s *Store) PutBatch(ctx context.Context, nodes []memory.Node, edges []memor
 	projOf := map[string]string{}
 	digests := map[string]string{} // project \x1f digest -> id
 	for _, n := range prepared {
-		if p, ok := projOf[n.ID]; ok && p != n.ProjectID {
+		sp := spaceOf(&n)
+		if p, ok := projOf[n.ID]; ok && p != sp {
 			bad = append(bad, fmt.Sprintf("node %s is given in two projects", n.ID))
 		}
-		projOf[n.ID] = n.ProjectID
-		dk := n.ProjectID + sep + n.Digest
+		projOf[n.ID] = sp
+		dk := sp + sep + n.Digest
 		if other, ok := digests[dk]; ok && other != n.ID {
 			refused = append(refused, fmt.Sprintf("nodes %s and %s hold the same content (digest %s)", other, n.ID, n.Digest))
 		}
@@ -374,8 +375,11 @@ func (s *Store) PutBatch(ctx context.Context, nodes []memory.Node, edges []memor
 		return err
 	}
 	for _, n := range prepared {
-		if p, ok := stored[n.ID]; ok && p != n.ProjectID {
-			bad = append(bad, fmt.Sprintf("node %s belongs to project %q, not %q", n.ID, p, n.ProjectID))
+		switch p, ok := stored[n.ID]; {
+		case ok && unspace(p).Tenant != n.TenantID:
+			bad = append(bad, fmt.Sprintf("node %s belongs to another tenant", n.ID))
+		case ok && p != spaceOf(&n):
+			bad = append(bad, fmt.Sprintf("node %s belongs to project %q, not %q", n.ID, unspace(p).Project, n.ProjectID))
 		}
 	}
 	if len(unknown) > 0 {
@@ -399,10 +403,19 @@ func (s *Store) PutBatch(ctx context.Context, nodes []memory.Node, edges []memor
 			}
 		}
 	}
+	// No edge between two tenants.
+	for _, e := range preparedEdges {
+		ps, ok1 := projOf[e.Src]
+		pd, ok2 := projOf[e.Dst]
+		if ok1 && ok2 && unspace(ps).Tenant != unspace(pd).Tenant {
+			bad = append(bad, fmt.Sprintf("edge %s -> %s links two tenants", e.Src, e.Dst))
+		}
+	}
 	// Digests another stored node of the project holds.
 	byProject := map[string][]memory.Node{}
 	for _, n := range prepared {
-		byProject[n.ProjectID] = append(byProject[n.ProjectID], n)
+		sp := spaceOf(&n)
+		byProject[sp] = append(byProject[sp], n)
 	}
 	for p, ns := range byProject {
 		fields := make([]string, len(ns))

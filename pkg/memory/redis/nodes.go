@@ -310,7 +310,7 @@ func (s *Store) Upsert(ctx context.Context, in memory.Node) (memory.UpsertResult
 	if err != nil {
 		return memory.UpsertResult{}, err
 	}
-	k := s.keys(n.ProjectID)
+	k := s.keys(spaceOf(&n))
 	var res memory.UpsertResult
 	err = s.retryTx(ctx, "upsert", func(tx *goredis.Tx) error {
 		id, err := tx.HGet(ctx, k.digests(), n.Digest).Result()
@@ -344,7 +344,7 @@ func (s *Store) Upsert(ctx context.Context, in memory.Node) (memory.UpsertResult
 		if !claimed {
 			// The digest was there before the transaction but is gone now:
 			// the id is not claimed yet.
-			if err := s.claimID(ctx, n.ID, n.ProjectID); err != nil {
+			if err := s.claimID(ctx, n.ID, spaceOf(&n)); err != nil {
 				return err
 			}
 		}
@@ -520,7 +520,8 @@ func (s *Store) modifyTag(ctx context.Context, op, project string, ids []string,
 // MarkStale decays the live memories of project attached to paths
 // (memory.MarkStale), at most memory.MaxStalePerCall per call, most recently
 // updated first.
-func (s *Store) MarkStale(ctx context.Context, projectID string, paths []string) ([]string, error) {
+func (s *Store) MarkStale(ctx context.Context, pr memory.ProjectRef, paths []string) ([]string, error) {
+	projectID := space(pr)
 	paths = memory.NormalisePaths(paths)
 	if len(paths) == 0 {
 		return nil, nil
@@ -558,10 +559,10 @@ func (s *Store) MarkStale(ctx context.Context, projectID string, paths []string)
 
 // HasLiveMemory reports whether the project or the global memories hold a
 // live node.
-func (s *Store) HasLiveMemory(ctx context.Context, projectID string) (bool, error) {
+func (s *Store) HasLiveMemory(ctx context.Context, p memory.ProjectRef) (bool, error) {
 	pipe := s.c.Pipeline()
-	a := pipe.SCard(ctx, s.keys(projectID).live())
-	b := pipe.SCard(ctx, s.keys("").live())
+	a := pipe.SCard(ctx, s.keys(space(p)).live())
+	b := pipe.SCard(ctx, s.keys(space(memory.ProjectRef{Tenant: p.Tenant})).live())
 	if _, err := pipe.Exec(ctx); err != nil {
 		return false, s.wrap("has live memory", err)
 	}
@@ -581,10 +582,10 @@ return {}
 
 // HasPendingEmbeddings checks the project and the global memories, one
 // script each, in one round trip.
-func (s *Store) HasPendingEmbeddings(ctx context.Context, projectID, model string) (bool, error) {
-	tags := []string{projectID}
-	if projectID != "" {
-		tags = append(tags, "")
+func (s *Store) HasPendingEmbeddings(ctx context.Context, p memory.ProjectRef, model string) (bool, error) {
+	tags := []string{space(p)}
+	if p.Project != "" {
+		tags = append(tags, space(memory.ProjectRef{Tenant: p.Tenant}))
 	}
 	res, err := s.evalTags(ctx, pendingScript, len(tags), func(i int) ([]string, []any) {
 		k := s.keys(tags[i])
@@ -677,28 +678,29 @@ func (s *Store) PendingEmbeddings(ctx context.Context, model string, limit int) 
 // the project already holds n's digest (the write will reinforce that
 // node), n's id is claimed for the project. It reports whether it claimed.
 func (s *Store) reserve(ctx context.Context, op string, n *memory.Node) (bool, error) {
-	if err := s.register(ctx, n.ProjectID); err != nil {
+	sp := spaceOf(n)
+	if err := s.register(ctx, sp); err != nil {
 		return false, err
 	}
-	existing, err := s.c.HGet(ctx, s.keys(n.ProjectID).digests(), n.Digest).Result()
+	existing, err := s.c.HGet(ctx, s.keys(sp).digests(), n.Digest).Result()
 	if err != nil && !errors.Is(err, goredis.Nil) {
 		return false, s.wrap(op, err)
 	}
 	if existing != "" {
 		return false, nil
 	}
-	return true, s.claimID(ctx, n.ID, n.ProjectID)
+	return true, s.claimID(ctx, n.ID, sp)
 }
 
 // DigestOwners implements memory.DigestOwners: one HMGET of the project's
 // digest index, then the nodes (with their vectors, so that a caller that
 // rewrites one keeps it).
-func (s *Store) DigestOwners(ctx context.Context, projectID string, digests []string) (map[string]memory.Node, error) {
+func (s *Store) DigestOwners(ctx context.Context, p memory.ProjectRef, digests []string) (map[string]memory.Node, error) {
 	out := make(map[string]memory.Node)
 	if len(digests) == 0 {
 		return out, nil
 	}
-	vals, err := s.c.HMGet(ctx, s.keys(projectID).digests(), digests...).Result()
+	vals, err := s.c.HMGet(ctx, s.keys(space(p)).digests(), digests...).Result()
 	if err != nil {
 		return nil, s.wrap("digest owners", err)
 	}

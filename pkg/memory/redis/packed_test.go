@@ -59,7 +59,7 @@ func TestPerAttributeHashesStillRead(t *testing.T) {
 	if err != nil || len(many) != 1 || !reflect.DeepEqual(many[0], bare) {
 		t.Fatalf("GetMany of the per-attribute form (%v): %+v", err, many)
 	}
-	standing, err := s.StandingInstructions(ctx, "p", 6)
+	standing, err := s.StandingInstructions(ctx, memory.ProjectRef{Project: "p"}, 6)
 	if err != nil || len(standing) != 1 || !reflect.DeepEqual(standing[0], bare) {
 		t.Fatalf("standing instructions of the per-attribute form (%v): %+v", err, standing)
 	}

@@ -35,7 +35,7 @@ func (s *Store) sessionKeys(ref memory.SessionRef) (sessionKeys, error) {
 	if err := memory.CheckSession(ref); err != nil {
 		return sessionKeys{}, err
 	}
-	return sessionKeys{p: s.keys(ref.Project).session(ref.Session)}, nil
+	return sessionKeys{p: s.keys(space(ref.ProjectRef())).session(ref.Session)}, nil
 }
 
 func (k sessionKeys) messages() string         { return k.p + "m" }
@@ -393,11 +393,11 @@ func (s *Store) ReleaseLease(ctx context.Context, ref memory.SessionRef, name, o
 
 // EventProcessed reports whether consumer has a record of eventID that has
 // not expired (store clock).
-func (s *Store) EventProcessed(ctx context.Context, project, consumer, eventID string) (bool, error) {
+func (s *Store) EventProcessed(ctx context.Context, p memory.ProjectRef, consumer, eventID string) (bool, error) {
 	if consumer == "" || eventID == "" {
 		return false, fmt.Errorf("%w: a processed-event record needs a consumer and an event id", memory.ErrInvalid)
 	}
-	v, err := s.c.HGet(ctx, s.keys(project).events(consumer), eventID).Result()
+	v, err := s.c.HGet(ctx, s.keys(space(p)).events(consumer), eventID).Result()
 	if errors.Is(err, goredis.Nil) {
 		return false, nil
 	}
@@ -413,11 +413,11 @@ func (s *Store) EventProcessed(ctx context.Context, project, consumer, eventID s
 
 // MarkEventProcessed records eventID for consumer for ttl (<= 0: never
 // expires).
-func (s *Store) MarkEventProcessed(ctx context.Context, project, consumer, eventID string, ttl time.Duration) error {
+func (s *Store) MarkEventProcessed(ctx context.Context, p memory.ProjectRef, consumer, eventID string, ttl time.Duration) error {
 	if consumer == "" || eventID == "" {
 		return fmt.Errorf("%w: a processed-event record needs a consumer and an event id", memory.ErrInvalid)
 	}
-	key := s.keys(project).events(consumer)
+	key := s.keys(space(p)).events(consumer)
 	var exp int64
 	if ttl > 0 {
 		exp = s.now().UnixNano() + int64(ttl)

@@ -231,11 +231,51 @@ func DeleteNamespace(ctx context.Context, client goredis.UniversalClient, ns str
 
 // ---- keys ----
 
-// tag returns the hash tag of a project's keys: {p:<id>} (or {h:<sha256>}
-// for an id that holds a brace), {g} for global memories.
+// A space is the name under which the store files a tenant's project (or
+// the tenant's global memories): the keys' hash tag, the id index, the
+// registry and the vis fields all take it where they took a project id.
+// The default tenant's space is the project id itself ("" for its global
+// memories), so that everything written before tenants keeps its keys;
+// another tenant's is 0xFF, the tenant, 0xFF, the project. 0xFF never
+// occurs in valid UTF-8, and tenant and project ids are valid UTF-8
+// (memory.PrepareNew, memory.CheckSession and memory.CheckTenant refuse
+// others), so the encoding is unambiguous and unspace inverts it.
+const spaceMark = "\xff"
+
+func space(p memory.ProjectRef) string {
+	if p.Tenant == "" {
+		return p.Project
+	}
+	return spaceMark + p.Tenant + spaceMark + p.Project
+}
+
+// spaceOf is the space of a node.
+func spaceOf(n *memory.Node) string { return space(memory.ProjectOf(n)) }
+
+// unspace inverts space.
+func unspace(sp string) memory.ProjectRef {
+	if !strings.HasPrefix(sp, spaceMark) {
+		return memory.ProjectRef{Project: sp}
+	}
+	rest := sp[len(spaceMark):]
+	i := strings.Index(rest, spaceMark)
+	if i < 0 {
+		return memory.ProjectRef{Tenant: rest}
+	}
+	return memory.ProjectRef{Tenant: rest[:i], Project: rest[i+len(spaceMark):]}
+}
+
+// tag returns the hash tag of a space's keys: {p:<id>} (or {h:<sha256>}
+// for an id that holds a brace), {g} for the default tenant's global
+// memories, {t:<sha256>} for every space of another tenant (its projects
+// and its global memories: each on a slot of its own).
 func tagOf(project string) string {
 	if project == "" {
 		return "{g}"
+	}
+	if strings.HasPrefix(project, spaceMark) {
+		sum := sha256.Sum256([]byte(project))
+		return "{t:" + hex.EncodeToString(sum[:16]) + "}"
 	}
 	if strings.ContainsAny(project, "{}") {
 		sum := sha256.Sum256([]byte(project))
@@ -276,7 +316,9 @@ func (s *Store) idKey(id string) string {
 
 // ---- id -> project index ----
 
-// register records a project in the registry (cross-project reads, scans).
+// register records a space in the registry (cross-project reads, scans):
+// every project of every tenant, and the global space of every tenant but
+// the default one (whose global space "" every scan reads anyway).
 func (s *Store) register(ctx context.Context, project string) error {
 	if project == "" {
 		return nil
@@ -358,7 +400,7 @@ func (s *Store) recallProjects(ctx context.Context) ([]string, error) {
 func (s *Store) claimID(ctx context.Context, id, project string) error {
 	if p, ok := s.projOf.get(id); ok {
 		if p != project {
-			return fmt.Errorf("%w: id %s belongs to another project (%q)", memory.ErrInvalid, id, p)
+			return errTaken(id, p, project)
 		}
 		return nil
 	}
@@ -373,11 +415,21 @@ func (s *Store) claimID(ctx context.Context, id, project string) error {
 			return s.wrap("claim id", err)
 		}
 		if p != project {
-			return fmt.Errorf("%w: id %s belongs to another project (%q)", memory.ErrInvalid, id, p)
+			return errTaken(id, p, project)
 		}
 	}
 	s.projOf.put(id, project)
 	return nil
+}
+
+// errTaken is the error of an id claimed by another space: it names the
+// other project only when it is of the same tenant (another tenant's names
+// are not the caller's to learn).
+func errTaken(id, owner, claimant string) error {
+	if o := unspace(owner); o.Tenant == unspace(claimant).Tenant {
+		return fmt.Errorf("%w: id %s belongs to another project (%q)", memory.ErrInvalid, id, o.Project)
+	}
+	return fmt.Errorf("%w: id %s belongs to another tenant", memory.ErrInvalid, id)
 }
 
 // projectOf finds the project of a node id: ErrNotFound when unknown.

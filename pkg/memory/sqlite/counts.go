@@ -8,7 +8,7 @@ import (
 )
 
 // Count implements memory.Counter from the in-memory heads.
-func (s *Store) Count(ctx context.Context, projectID, model string) (memory.Counts, error) {
+func (s *Store) Count(ctx context.Context, p memory.ProjectRef, model string) (memory.Counts, error) {
 	c := memory.NewCounts()
 	if err := s.memRead(ctx); err != nil {
 		return c, fmt.Errorf("sqlite: count: %w", err)
@@ -16,7 +16,7 @@ func (s *Store) Count(ctx context.Context, projectID, model string) (memory.Coun
 	s.idx.mu.RLock()
 	defer s.idx.mu.RUnlock()
 	for _, h := range s.idx.heads {
-		if h != nil && (h.ProjectID == projectID || h.ProjectID == "") {
+		if h != nil && h.TenantID == p.Tenant && (h.ProjectID == p.Project || h.ProjectID == "") {
 			c.CountNode(h, model)
 		}
 	}

@@ -3,15 +3,19 @@
 //
 // # Layout
 //
-// The file holds the truth: nodes (the node as JSON, its project and digest
-// as indexed columns), their embeddings in a table of their own (a float32
+// The file holds the truth: nodes (the node as JSON, its tenant, project and
+// digest as indexed columns: the digest is unique per tenant and project), their embeddings in a table of their own (a float32
 // little-endian blob and the name of the model; 8 KB pages), node paths, edges (closed ones kept for as-of reads) and
 // the per-session records (transcript messages and turns, summaries, cursors,
 // injection records, briefing flags, leases, processed events) and the
-// consolidation passes' journals (one JSON record per pass). The schema is
-// versioned in code (migrations, PRAGMA user_version); a file from a newer
-// binary is refused. The database runs in WAL mode with synchronous=NORMAL and
-// a busy timeout; every write that touches several rows is one transaction.
+// consolidation passes' journals (one JSON record per pass); every
+// per-session and journal table is keyed by tenant, project and session.
+// The schema is versioned in code (migrations, PRAGMA user_version); a file
+// from a newer binary is refused. Migration 3 (tenants) adds the tenant
+// column with the default tenant (the empty id) for every row stored before and
+// rebuilds the WITHOUT ROWID tables whose primary key gains it
+// (TestMigrationToTenants opens a schema-2 file with a row in every table).
+// The database runs in WAL mode with synchronous=NORMAL and a busy timeout; every write that touches several rows is one transaction.
 //
 // # In-memory indexes
 //
@@ -20,7 +24,7 @@
 //     StandingInstructions are served and on which timeline order, standing
 //     selection, the embedding backlog and HasLiveMemory are evaluated;
 //   - a gate per node (gate.go): the fields the Filter rules read, packed,
-//     with project and session ids interned, so that the channels judge
+//     with tenant, project and session ids interned, so that the channels judge
 //     thousands of nodes per query with integer compares;
 //     TestGateMatchesVisible holds it to memory.Visible;
 //   - the live edges by node (edges.go), from which EdgesOf is served:

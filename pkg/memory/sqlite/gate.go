@@ -17,6 +17,7 @@ import (
 // TestGateMatchesVisible holds it to memory.Visible.
 type gate struct {
 	project, session uint32 // interned ids (index.internID); 0 is ""
+	tenant           uint32 // interned too; 0 is the default tenant
 	flags            uint8
 	confidence       float64
 	validTo          time.Time // zero: open
@@ -83,7 +84,8 @@ func (x *index) setGate(rid uint32, h *memory.Node) {
 	for int(rid) >= len(x.gates) {
 		x.gates = append(x.gates, gate{})
 	}
-	g := gate{project: x.internID(h.ProjectID), session: x.internID(h.SessionID), confidence: h.Confidence, validTo: h.ValidTo,
+	g := gate{project: x.internID(h.ProjectID), session: x.internID(h.SessionID), tenant: x.internID(h.TenantID),
+		confidence: h.Confidence, validTo: h.ValidTo,
 		key: idKey(h.ID)}
 	if h.Scope == memory.ScopeSession {
 		g.flags |= gateSession
@@ -102,14 +104,14 @@ func (x *index) setGate(rid uint32, h *memory.Node) {
 
 // gateFilter is a memory.Filter compiled against the index's interned ids.
 type gateFilter struct {
-	f                *memory.Filter
-	project, session uint32
-	now              time.Time
+	f                        *memory.Filter
+	project, session, tenant uint32
+	now                      time.Time
 }
 
 // compile prepares f for pass (x.mu held).
 func (x *index) compile(f *memory.Filter, now time.Time) gateFilter {
-	return gateFilter{f: f, project: x.idOf(f.ProjectID), session: x.idOf(f.SessionID), now: now}
+	return gateFilter{f: f, project: x.idOf(f.ProjectID), session: x.idOf(f.SessionID), tenant: x.idOf(f.TenantID), now: now}
 }
 
 // pass applies memory.Visible's rules to the node at rid (x.mu held).
@@ -119,6 +121,9 @@ func (x *index) pass(rid uint32, gf *gateFilter) bool {
 	}
 	g := &x.gates[rid]
 	f := gf.f
+	if g.tenant != gf.tenant {
+		return false
+	}
 	if g.project != gf.project && g.project != 0 && (!f.CrossProject || g.flags&gateAnywhere == 0) {
 		return false
 	}

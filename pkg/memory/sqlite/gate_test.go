@@ -31,7 +31,7 @@ func TestGateMatchesVisible(t *testing.T) {
 	x := newIndex(nil)
 	var heads []memory.Node
 	for i := range 2000 {
-		h := memory.Node{ID: fmt.Sprintf("n%d", i), ProjectID: pick("", "p", "q", "r"), SessionID: pick("", "s1", "s2"),
+		h := memory.Node{ID: fmt.Sprintf("n%d", i), TenantID: pick("", "", "acme", "p"), ProjectID: pick("", "p", "q", "r"), SessionID: pick("", "s1", "s2"),
 			Scope:      memory.Scope(pick(string(memory.ScopeSession), string(memory.ScopeProject), string(memory.ScopeGlobal))),
 			Reach:      memory.Reach(pick(string(memory.ReachHere), string(memory.ReachAnywhere))),
 			Subkind:    memory.Subkind(pick(string(memory.Decision), string(memory.Preference), string(memory.Observation))),
@@ -41,7 +41,7 @@ func TestGateMatchesVisible(t *testing.T) {
 	}
 	agree, shown := 0, 0
 	for range 400 {
-		f := memory.Filter{ProjectID: pick("", "p", "q", "unknown"), SessionID: pick("", "s1", "s2", "s9"),
+		f := memory.Filter{TenantID: pick("", "acme", "p", "nobody"), ProjectID: pick("", "p", "q", "unknown"), SessionID: pick("", "s1", "s2", "s9"),
 			CrossProject: r.IntN(2) == 0, IncludeArchived: r.IntN(3) == 0, IncludeSuperseded: r.IntN(3) == 0,
 			MinConfidence: r.Float64() * 0.6}
 		if r.IntN(4) == 0 {

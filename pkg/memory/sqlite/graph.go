@@ -45,10 +45,16 @@ func (w *wtx) link(e memory.Edge) (memory.Edge, error) {
 	if err != nil {
 		return memory.Edge{}, err
 	}
-	for _, end := range []string{e.Src, e.Dst} {
-		if _, _, err := w.get(end); err != nil {
+	var ends [2]memory.Node
+	for i, end := range []string{e.Src, e.Dst} {
+		n, _, err := w.get(end)
+		if err != nil {
 			return memory.Edge{}, fmt.Errorf("link %s -> %s: %w", e.Src, e.Dst, err)
 		}
+		ends[i] = n
+	}
+	if err := memory.CheckSameTenant(ends[0], ends[1]); err != nil {
+		return memory.Edge{}, fmt.Errorf("link %s -> %s: %w", e.Src, e.Dst, err)
 	}
 	var eid int64
 	old, err := scanEdgeID(w.tx.QueryRowContext(w.ctx, `SELECT eid, `+edgeCols+` FROM edges WHERE src = ? AND dst = ? AND relation = ? AND valid_to = 0`,

@@ -26,10 +26,10 @@ type index struct {
 	vecs       map[string]*vecindex.Index // by embedding model
 	flat       map[string]*flatVecs       // models whose graph index is still being built
 	vecOpts    []vecindex.Option
-	standing   map[string][]uint32  // per project ("" global): standing rids in memory.CompareStanding order
-	liveBy     map[string]int       // live nodes per project ("" global)
-	embeddedBy map[projectModel]int // live nodes per project ("" global) and embedding model
-	scratch    sync.Pool            // *scratch
+	standing   map[memory.ProjectRef][]uint32 // per tenant's project (Project "": global): standing rids in memory.CompareStanding order
+	liveBy     map[memory.ProjectRef]int      // live nodes per tenant's project (Project "": global)
+	embeddedBy map[projectModel]int           // live nodes per tenant's project (Project "": global) and embedding model
+	scratch    sync.Pool                      // *scratch
 }
 
 func newIndex(vecOpts []vecindex.Option) *index {
@@ -41,8 +41,8 @@ func newIndex(vecOpts []vecindex.Option) *index {
 		vecs:       map[string]*vecindex.Index{},
 		flat:       map[string]*flatVecs{},
 		vecOpts:    vecOpts,
-		standing:   map[string][]uint32{},
-		liveBy:     map[string]int{},
+		standing:   map[memory.ProjectRef][]uint32{},
+		liveBy:     map[memory.ProjectRef]int{},
 		embeddedBy: map[projectModel]int{},
 	}
 }
@@ -100,17 +100,20 @@ func (x *index) count(h *memory.Node, d int) {
 	if h == nil || !h.Live() {
 		return
 	}
-	x.liveBy[h.ProjectID] += d
+	x.liveBy[memory.ProjectOf(h)] += d
 	if h.EmbeddingModel != "" {
-		x.embeddedBy[projectModel{h.ProjectID, h.EmbeddingModel}] += d
+		x.embeddedBy[projectModel{memory.ProjectOf(h), h.EmbeddingModel}] += d
 	}
 }
 
-type projectModel struct{ project, model string }
+type projectModel struct {
+	project memory.ProjectRef
+	model   string
+}
 
 // pending reports whether a live node of project lacks a vector by model
 // (x.mu held).
-func (x *index) pending(project, model string) bool {
+func (x *index) pending(project memory.ProjectRef, model string) bool {
 	return x.liveBy[project]-x.embeddedBy[projectModel{project, model}] > 0
 }
 
@@ -137,7 +140,8 @@ func (x *index) commit(changes []change, edges []edgeChange) {
 		prev := x.heads[c.rid]
 		x.count(prev, -1)
 		if prev != nil && memory.IsStanding(prev) {
-			x.standing[prev.ProjectID] = slices.DeleteFunc(x.standing[prev.ProjectID], func(r uint32) bool { return r == c.rid })
+			pp := memory.ProjectOf(prev)
+			x.standing[pp] = slices.DeleteFunc(x.standing[pp], func(r uint32) bool { return r == c.rid })
 		}
 		if prev != nil && prev.ID != c.n.ID {
 			delete(x.byID, prev.ID)
@@ -148,9 +152,10 @@ func (x *index) commit(changes []change, edges []edgeChange) {
 		x.byID[c.n.ID] = c.rid
 		x.count(h, +1)
 		if memory.IsStanding(h) {
-			list := x.standing[h.ProjectID]
+			hp := memory.ProjectOf(h)
+			list := x.standing[hp]
 			at, _ := slices.BinarySearchFunc(list, h, func(r uint32, h *memory.Node) int { return memory.CompareStanding(x.heads[r], h) })
-			x.standing[h.ProjectID] = slices.Insert(list, at, c.rid)
+			x.standing[hp] = slices.Insert(list, at, c.rid)
 		}
 		if c.text {
 			x.lex.set(c.rid, docText(&c.n))

@@ -22,8 +22,8 @@ func (s *Store) PutPass(ctx context.Context, p memory.Pass) error {
 		return fmt.Errorf("sqlite: %w", err)
 	}
 	err = s.write(ctx, func(w *wtx) error {
-		_, err := w.exec(`INSERT OR REPLACE INTO passes(project, id, session, status, started, doc) VALUES (?, ?, ?, ?, ?, ?)`,
-			p.Project, p.ID, p.Session, string(p.Status), p.StartedAt.UnixNano(), doc)
+		_, err := w.exec(`INSERT OR REPLACE INTO passes(tenant, project, id, session, status, started, doc) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			p.Tenant, p.Project, p.ID, p.Session, string(p.Status), p.StartedAt.UnixNano(), doc)
 		return err
 	})
 	if err != nil {
@@ -33,10 +33,10 @@ func (s *Store) PutPass(ctx context.Context, p memory.Pass) error {
 }
 
 // GetPass implements memory.Journal.
-func (s *Store) GetPass(ctx context.Context, project, id string) (memory.Pass, error) {
-	q, args := `SELECT doc FROM passes WHERE id = ?`, []any{id}
-	if project != "" {
-		q, args = q+` AND project = ?`, append(args, project)
+func (s *Store) GetPass(ctx context.Context, in memory.ProjectRef, id string) (memory.Pass, error) {
+	q, args := `SELECT doc FROM passes WHERE id = ? AND tenant = ?`, []any{id, in.Tenant}
+	if in.Project != "" {
+		q, args = q+` AND project = ?`, append(args, in.Project)
 	}
 	var doc []byte
 	err := s.db.QueryRowContext(ctx, q+` LIMIT 1`, args...).Scan(&doc)
@@ -55,8 +55,7 @@ func (s *Store) GetPass(ctx context.Context, project, id string) (memory.Pass, e
 
 // Passes implements memory.Journal.
 func (s *Store) Passes(ctx context.Context, q memory.PassQuery) ([]memory.Pass, error) {
-	var where []string
-	var args []any
+	where, args := []string{"tenant = ?"}, []any{q.Tenant}
 	if q.Project != "" {
 		where, args = append(where, "project = ?"), append(args, q.Project)
 	}

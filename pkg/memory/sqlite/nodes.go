@@ -32,7 +32,7 @@ func (s *Store) Update(ctx context.Context, id string, p memory.Patch) (memory.N
 			return memory.Node{}, err
 		}
 		if out.Digest != n.Digest {
-			other, _, found, err := w.byDigest(out.ProjectID, out.Digest)
+			other, _, found, err := w.byDigest(memory.ProjectOf(&out), out.Digest)
 			if err != nil {
 				return memory.Node{}, err
 			}
@@ -147,20 +147,20 @@ func (s *Store) PendingEmbeddings(ctx context.Context, model string, limit int) 
 }
 
 // HasPendingEmbeddings implements memory.Nodes (from the in-memory counts).
-func (s *Store) HasPendingEmbeddings(ctx context.Context, projectID, model string) (bool, error) {
+func (s *Store) HasPendingEmbeddings(ctx context.Context, p memory.ProjectRef, model string) (bool, error) {
 	if err := s.memRead(ctx); err != nil {
 		return false, fmt.Errorf("sqlite: has pending embeddings: %w", err)
 	}
 	s.idx.mu.RLock()
 	defer s.idx.mu.RUnlock()
-	return s.idx.pending(projectID, model) || s.idx.pending("", model), nil
+	return s.idx.pending(p, model) || s.idx.pending(memory.ProjectRef{Tenant: p.Tenant}, model), nil
 }
 
 // HasLiveMemory implements memory.Nodes.
-func (s *Store) HasLiveMemory(ctx context.Context, projectID string) (bool, error) {
+func (s *Store) HasLiveMemory(ctx context.Context, p memory.ProjectRef) (bool, error) {
 	s.idx.mu.RLock()
 	defer s.idx.mu.RUnlock()
-	return s.idx.liveBy[projectID] > 0 || s.idx.liveBy[""] > 0, nil
+	return s.idx.liveBy[p] > 0 || s.idx.liveBy[memory.ProjectRef{Tenant: p.Tenant}] > 0, nil
 }
 
 // Timeline implements memory.Nodes.
@@ -187,17 +187,17 @@ func (s *Store) Timeline(ctx context.Context, q memory.TimelineQuery) ([]memory.
 }
 
 // StandingInstructions implements memory.Nodes.
-func (s *Store) StandingInstructions(ctx context.Context, projectID string, limit int) ([]memory.Node, error) {
+func (s *Store) StandingInstructions(ctx context.Context, p memory.ProjectRef, limit int) ([]memory.Node, error) {
 	if limit <= 0 {
 		limit = 1 << 30
 	}
 	if err := s.memRead(ctx); err != nil {
 		return nil, fmt.Errorf("sqlite: standing instructions: %w", err)
 	}
-	// merge the two sorted lists (the project's and the global one)
+	// merge the two sorted lists (the project's and its tenant's global one)
 	s.idx.mu.RLock()
-	own, global := s.idx.standing[projectID], s.idx.standing[""]
-	if projectID == "" {
+	own, global := s.idx.standing[p], s.idx.standing[memory.ProjectRef{Tenant: p.Tenant}]
+	if p.Project == "" {
 		own = nil
 	}
 	var rids []uint32
@@ -254,7 +254,7 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 // MarkStale implements memory.Nodes.
-func (s *Store) MarkStale(ctx context.Context, projectID string, paths []string) ([]string, error) {
+func (s *Store) MarkStale(ctx context.Context, pr memory.ProjectRef, paths []string) ([]string, error) {
 	paths = memory.NormalisePaths(paths)
 	if len(paths) == 0 {
 		return nil, nil
@@ -262,7 +262,7 @@ func (s *Store) MarkStale(ctx context.Context, projectID string, paths []string)
 	var marked []string
 	err := s.write(ctx, func(w *wtx) error {
 		rows, err := w.tx.QueryContext(w.ctx, `SELECT DISTINCT n.rid, `+nodeCols+` FROM node_paths p JOIN nodes n ON n.rid = p.rid LEFT JOIN node_vectors v ON v.rid = n.rid
-			WHERE n.project = ? AND p.path IN (`+placeholders(len(paths))+`)`, append([]any{projectID}, anySlice(paths)...)...)
+			WHERE n.tenant = ? AND n.project = ? AND p.path IN (`+placeholders(len(paths))+`)`, append([]any{pr.Tenant, pr.Project}, anySlice(paths)...)...)
 		if err != nil {
 			return fmt.Errorf("sqlite: mark stale: %w", err)
 		}
@@ -333,7 +333,7 @@ func (s *Store) PutBatch(ctx context.Context, nodes []memory.Node, edges []memor
 	var bad []string
 	prepared := make([]memory.Node, 0, len(nodes))
 	inBatch := map[string]bool{}
-	digests := map[[2]string]string{}
+	digests := map[[3]string]string{}
 	dims := map[string]int{}
 	var conflict error
 	for i, n := range nodes {
@@ -361,7 +361,7 @@ func (s *Store) PutBatch(ctx context.Context, nodes []memory.Node, edges []memor
 			continue
 		}
 		inBatch[p.ID] = true
-		key := [2]string{p.ProjectID, p.Digest}
+		key := [3]string{p.TenantID, p.ProjectID, p.Digest}
 		if other, ok := digests[key]; ok && conflict == nil {
 			conflict = fmt.Errorf("%w: nodes %s and %s hold the same text", memory.ErrRefused, other, p.ID)
 		}
@@ -383,22 +383,42 @@ func (s *Store) PutBatch(ctx context.Context, nodes []memory.Node, edges []memor
 	if conflict != nil {
 		return conflict
 	}
+	tenantOf := make(map[string]string, len(prepared))
+	for i := range prepared {
+		tenantOf[prepared[i].ID] = prepared[i].TenantID
+	}
 	return s.write(ctx, func(w *wtx) error {
+		for _, p := range prepared {
+			// An id stays in its tenant: a batch may not move another
+			// tenant's node into its own.
+			if old, _, err := w.get(p.ID); err == nil && old.TenantID != p.TenantID {
+				return fmt.Errorf("%w: batch: node %s belongs to another tenant", memory.ErrInvalid, p.ID)
+			} else if err != nil && !errors.Is(err, memory.ErrNotFound) {
+				return err
+			}
+		}
 		for _, e := range preparedEdges {
-			for _, end := range []string{e.Src, e.Dst} {
+			var tenants [2]string
+			for i, end := range []string{e.Src, e.Dst} {
 				if inBatch[end] {
+					tenants[i] = tenantOf[end]
 					continue
 				}
-				if _, _, err := w.get(end); err != nil {
+				n, _, err := w.get(end)
+				if err != nil {
 					if errors.Is(err, memory.ErrNotFound) {
 						return fmt.Errorf("%w: batch: edge %s -> %s: node %s is neither in the batch nor stored", memory.ErrInvalid, e.Src, e.Dst, end)
 					}
 					return err
 				}
+				tenants[i] = n.TenantID
+			}
+			if tenants[0] != tenants[1] {
+				return fmt.Errorf("%w: batch: edge %s -> %s links two tenants", memory.ErrInvalid, e.Src, e.Dst)
 			}
 		}
 		for _, p := range prepared {
-			other, _, found, err := w.byDigest(p.ProjectID, p.Digest)
+			other, _, found, err := w.byDigest(memory.ProjectOf(&p), p.Digest)
 			if err != nil {
 				return err
 			}
@@ -473,16 +493,16 @@ func (s *Store) Scan(ctx context.Context, node func(memory.Node) error, edge fun
 }
 
 // DigestOwners implements memory.DigestOwners.
-func (s *Store) DigestOwners(ctx context.Context, projectID string, digests []string) (map[string]memory.Node, error) {
+func (s *Store) DigestOwners(ctx context.Context, p memory.ProjectRef, digests []string) (map[string]memory.Node, error) {
 	out := make(map[string]memory.Node)
 	for i := 0; i < len(digests); i += 500 {
 		chunk := digests[i:min(i+500, len(digests))]
-		args := make([]any, 0, len(chunk)+1)
-		args = append(args, projectID)
+		args := make([]any, 0, len(chunk)+2)
+		args = append(args, p.Tenant, p.Project)
 		for _, d := range chunk {
 			args = append(args, d)
 		}
-		rows, err := s.db.QueryContext(ctx, `SELECT `+nodeCols+` FROM `+nodeFrom+` WHERE n.project = ? AND n.digest IN (?`+
+		rows, err := s.db.QueryContext(ctx, `SELECT `+nodeCols+` FROM `+nodeFrom+` WHERE n.tenant = ? AND n.project = ? AND n.digest IN (?`+
 			strings.Repeat(",?", len(chunk)-1)+`)`, args...)
 		if err != nil {
 			return nil, fmt.Errorf("sqlite: digest owners: %w", err)

@@ -96,6 +96,90 @@ CREATE TABLE passes (
 CREATE INDEX passes_session ON passes(project, session, started);
 CREATE INDEX passes_id ON passes(id);
 `,
+	// 3: tenants. Every record gains the tenant it belongs to; what was
+	// stored before is the default tenant's (''). The node digest is unique
+	// per tenant and project; the per-session tables, whose primary keys
+	// cannot be altered in place, are copied into tables keyed by tenant.
+	`
+ALTER TABLE nodes ADD COLUMN tenant TEXT NOT NULL DEFAULT '';
+DROP INDEX nodes_digest;
+CREATE UNIQUE INDEX nodes_digest ON nodes(tenant, project, digest);
+
+CREATE TABLE turns_t (
+	tenant TEXT NOT NULL, project TEXT NOT NULL, session TEXT NOT NULL, turn_id TEXT NOT NULL,
+	PRIMARY KEY (tenant, project, session, turn_id)
+) WITHOUT ROWID;
+INSERT INTO turns_t SELECT '', project, session, turn_id FROM turns;
+DROP TABLE turns;
+ALTER TABLE turns_t RENAME TO turns;
+
+CREATE TABLE messages_t (
+	tenant TEXT NOT NULL, project TEXT NOT NULL, session TEXT NOT NULL, id INTEGER NOT NULL,
+	turn_id TEXT NOT NULL, doc BLOB NOT NULL,
+	PRIMARY KEY (tenant, project, session, id)
+) WITHOUT ROWID;
+INSERT INTO messages_t SELECT '', project, session, id, turn_id, doc FROM messages;
+DROP TABLE messages;
+ALTER TABLE messages_t RENAME TO messages;
+CREATE INDEX messages_turn ON messages(tenant, project, session, turn_id);
+
+ALTER TABLE summaries ADD COLUMN tenant TEXT NOT NULL DEFAULT '';
+DROP INDEX summaries_session;
+CREATE INDEX summaries_session ON summaries(tenant, project, session, seq);
+
+CREATE TABLE cursors_t (
+	tenant TEXT NOT NULL, project TEXT NOT NULL, session TEXT NOT NULL, value INTEGER NOT NULL,
+	PRIMARY KEY (tenant, project, session)
+) WITHOUT ROWID;
+INSERT INTO cursors_t SELECT '', project, session, value FROM cursors;
+DROP TABLE cursors;
+ALTER TABLE cursors_t RENAME TO cursors;
+
+CREATE TABLE injections_t (
+	tenant TEXT NOT NULL, project TEXT NOT NULL, session TEXT NOT NULL, turn_id TEXT NOT NULL, ids BLOB NOT NULL,
+	PRIMARY KEY (tenant, project, session, turn_id)
+) WITHOUT ROWID;
+INSERT INTO injections_t SELECT '', project, session, turn_id, ids FROM injections;
+DROP TABLE injections;
+ALTER TABLE injections_t RENAME TO injections;
+
+CREATE TABLE briefs_t (
+	tenant TEXT NOT NULL, project TEXT NOT NULL, session TEXT NOT NULL, expires INTEGER NOT NULL,
+	PRIMARY KEY (tenant, project, session)
+) WITHOUT ROWID;
+INSERT INTO briefs_t SELECT '', project, session, expires FROM briefs;
+DROP TABLE briefs;
+ALTER TABLE briefs_t RENAME TO briefs;
+
+CREATE TABLE leases_t (
+	tenant TEXT NOT NULL, project TEXT NOT NULL, session TEXT NOT NULL, name TEXT NOT NULL,
+	owner TEXT NOT NULL, expires INTEGER NOT NULL,
+	PRIMARY KEY (tenant, project, session, name)
+) WITHOUT ROWID;
+INSERT INTO leases_t SELECT '', project, session, name, owner, expires FROM leases;
+DROP TABLE leases;
+ALTER TABLE leases_t RENAME TO leases;
+
+CREATE TABLE processed_t (
+	tenant TEXT NOT NULL, project TEXT NOT NULL, consumer TEXT NOT NULL, event TEXT NOT NULL, expires INTEGER NOT NULL,
+	PRIMARY KEY (tenant, project, consumer, event)
+) WITHOUT ROWID;
+INSERT INTO processed_t SELECT '', project, consumer, event, expires FROM processed;
+DROP TABLE processed;
+ALTER TABLE processed_t RENAME TO processed;
+CREATE INDEX processed_expires ON processed(expires) WHERE expires > 0;
+
+CREATE TABLE passes_t (
+	tenant TEXT NOT NULL, project TEXT NOT NULL, id TEXT NOT NULL, session TEXT NOT NULL, status TEXT NOT NULL,
+	started INTEGER NOT NULL, doc BLOB NOT NULL,
+	PRIMARY KEY (tenant, project, id)
+) WITHOUT ROWID;
+INSERT INTO passes_t SELECT '', project, id, session, status, started, doc FROM passes;
+DROP TABLE passes;
+ALTER TABLE passes_t RENAME TO passes;
+CREATE INDEX passes_session ON passes(tenant, project, session, started);
+CREATE INDEX passes_id ON passes(id);
+`,
 }
 
 // migrate brings the schema up to date in one transaction per migration.

@@ -24,16 +24,16 @@ func (s *Store) AppendTranscript(ctx context.Context, ref memory.SessionRef, tur
 	fresh := false
 	err = s.write(ctx, func(w *wtx) error {
 		var one int
-		err := w.tx.QueryRowContext(ctx, `SELECT 1 FROM turns WHERE project = ? AND session = ? AND turn_id = ?`, ref.Project, ref.Session, turnID).Scan(&one)
+		err := w.tx.QueryRowContext(ctx, `SELECT 1 FROM turns WHERE tenant = ? AND project = ? AND session = ? AND turn_id = ?`, ref.Tenant, ref.Project, ref.Session, turnID).Scan(&one)
 		if err == nil {
-			out, err = queryMessages(ctx, w.tx, `SELECT doc FROM messages WHERE project = ? AND session = ? AND turn_id = ? ORDER BY id`, ref.Project, ref.Session, turnID)
+			out, err = queryMessages(ctx, w.tx, `SELECT doc FROM messages WHERE tenant = ? AND project = ? AND session = ? AND turn_id = ? ORDER BY id`, ref.Tenant, ref.Project, ref.Session, turnID)
 			return err
 		}
 		if !errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("sqlite: append transcript: %w", err)
 		}
 		var last int64
-		if err := w.tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(id), 0) FROM messages WHERE project = ? AND session = ?`, ref.Project, ref.Session).Scan(&last); err != nil {
+		if err := w.tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(id), 0) FROM messages WHERE tenant = ? AND project = ? AND session = ?`, ref.Tenant, ref.Project, ref.Session).Scan(&last); err != nil {
 			return fmt.Errorf("sqlite: append transcript: %w", err)
 		}
 		for i := range prepared {
@@ -42,12 +42,12 @@ func (s *Store) AppendTranscript(ctx context.Context, ref memory.SessionRef, tur
 			if err != nil {
 				return fmt.Errorf("sqlite: encode message: %w", err)
 			}
-			if _, err := w.exec(`INSERT INTO messages(project, session, id, turn_id, doc) VALUES (?, ?, ?, ?, ?)`,
-				ref.Project, ref.Session, prepared[i].ID, turnID, doc); err != nil {
+			if _, err := w.exec(`INSERT INTO messages(tenant, project, session, id, turn_id, doc) VALUES (?, ?, ?, ?, ?, ?)`,
+				ref.Tenant, ref.Project, ref.Session, prepared[i].ID, turnID, doc); err != nil {
 				return err
 			}
 		}
-		if _, err := w.exec(`INSERT INTO turns(project, session, turn_id) VALUES (?, ?, ?)`, ref.Project, ref.Session, turnID); err != nil {
+		if _, err := w.exec(`INSERT INTO turns(tenant, project, session, turn_id) VALUES (?, ?, ?, ?)`, ref.Tenant, ref.Project, ref.Session, turnID); err != nil {
 			return err
 		}
 		out, fresh = prepared, true
@@ -95,8 +95,8 @@ func (s *Store) Messages(ctx context.Context, ref memory.SessionRef, afterID int
 	if limit <= 0 {
 		limit = -1
 	}
-	return queryMessages(ctx, s.db, `SELECT doc FROM messages WHERE project = ? AND session = ? AND id > ? ORDER BY id LIMIT ?`,
-		ref.Project, ref.Session, afterID, limit)
+	return queryMessages(ctx, s.db, `SELECT doc FROM messages WHERE tenant = ? AND project = ? AND session = ? AND id > ? ORDER BY id LIMIT ?`,
+		ref.Tenant, ref.Project, ref.Session, afterID, limit)
 }
 
 // LatestSummary implements memory.Sessions.
@@ -105,7 +105,7 @@ func (s *Store) LatestSummary(ctx context.Context, ref memory.SessionRef) (memor
 		return memory.Summary{}, err
 	}
 	var doc []byte
-	err := s.db.QueryRowContext(ctx, `SELECT doc FROM summaries WHERE project = ? AND session = ? ORDER BY seq DESC LIMIT 1`, ref.Project, ref.Session).Scan(&doc)
+	err := s.db.QueryRowContext(ctx, `SELECT doc FROM summaries WHERE tenant = ? AND project = ? AND session = ? ORDER BY seq DESC LIMIT 1`, ref.Tenant, ref.Project, ref.Session).Scan(&doc)
 	if errors.Is(err, sql.ErrNoRows) {
 		return memory.Summary{}, fmt.Errorf("summary of %s: %w", ref, memory.ErrNotFound)
 	}
@@ -133,7 +133,7 @@ func (s *Store) SaveSummary(ctx context.Context, ref memory.SessionRef, sum memo
 		return fmt.Errorf("sqlite: encode summary: %w", err)
 	}
 	return s.write(ctx, func(w *wtx) error {
-		_, err := w.exec(`INSERT INTO summaries(project, session, doc) VALUES (?, ?, ?)`, ref.Project, ref.Session, doc)
+		_, err := w.exec(`INSERT INTO summaries(tenant, project, session, doc) VALUES (?, ?, ?, ?)`, ref.Tenant, ref.Project, ref.Session, doc)
 		return err
 	})
 }
@@ -144,7 +144,7 @@ func (s *Store) Cursor(ctx context.Context, ref memory.SessionRef) (int64, error
 		return 0, err
 	}
 	var v int64
-	err := s.db.QueryRowContext(ctx, `SELECT value FROM cursors WHERE project = ? AND session = ?`, ref.Project, ref.Session).Scan(&v)
+	err := s.db.QueryRowContext(ctx, `SELECT value FROM cursors WHERE tenant = ? AND project = ? AND session = ?`, ref.Tenant, ref.Project, ref.Session).Scan(&v)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}
@@ -161,9 +161,9 @@ func (s *Store) AdvanceCursor(ctx context.Context, ref memory.SessionRef, to int
 	}
 	var v int64
 	err := s.write(ctx, func(w *wtx) error {
-		return w.tx.QueryRowContext(ctx, `INSERT INTO cursors(project, session, value) VALUES (?, ?, max(?, 0))
-			ON CONFLICT(project, session) DO UPDATE SET value = max(value, excluded.value) RETURNING value`,
-			ref.Project, ref.Session, to).Scan(&v)
+		return w.tx.QueryRowContext(ctx, `INSERT INTO cursors(tenant, project, session, value) VALUES (?, ?, ?, max(?, 0))
+			ON CONFLICT(tenant, project, session) DO UPDATE SET value = max(value, excluded.value) RETURNING value`,
+			ref.Tenant, ref.Project, ref.Session, to).Scan(&v)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: advance cursor: %w", err)
@@ -184,7 +184,7 @@ func (s *Store) PutInjection(ctx context.Context, ref memory.SessionRef, turnID 
 		return fmt.Errorf("sqlite: encode injection: %w", err)
 	}
 	return s.write(ctx, func(w *wtx) error {
-		_, err := w.exec(`INSERT OR REPLACE INTO injections(project, session, turn_id, ids) VALUES (?, ?, ?, ?)`, ref.Project, ref.Session, turnID, doc)
+		_, err := w.exec(`INSERT OR REPLACE INTO injections(tenant, project, session, turn_id, ids) VALUES (?, ?, ?, ?, ?)`, ref.Tenant, ref.Project, ref.Session, turnID, doc)
 		return err
 	})
 }
@@ -197,8 +197,8 @@ func (s *Store) TakeInjection(ctx context.Context, ref memory.SessionRef, turnID
 	var ids []string
 	err := s.write(ctx, func(w *wtx) error {
 		var doc []byte
-		err := w.tx.QueryRowContext(ctx, `DELETE FROM injections WHERE project = ? AND session = ? AND turn_id = ? RETURNING ids`,
-			ref.Project, ref.Session, turnID).Scan(&doc)
+		err := w.tx.QueryRowContext(ctx, `DELETE FROM injections WHERE tenant = ? AND project = ? AND session = ? AND turn_id = ? RETURNING ids`,
+			ref.Tenant, ref.Project, ref.Session, turnID).Scan(&doc)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("injection record %s turn %s: %w", ref, turnID, memory.ErrNotFound)
 		}
@@ -231,12 +231,12 @@ func (s *Store) BriefOnce(ctx context.Context, ref memory.SessionRef, ttl time.D
 	if s.briefs.Taken(ref, now) {
 		return false, nil
 	}
-	st, err := s.stmt(ctx, `SELECT expires FROM briefs WHERE project = ? AND session = ?`)
+	st, err := s.stmt(ctx, `SELECT expires FROM briefs WHERE tenant = ? AND project = ? AND session = ?`)
 	if err != nil {
 		return false, fmt.Errorf("sqlite: brief once: %w", err)
 	}
 	var expires int64
-	switch err := st.QueryRowContext(ctx, ref.Project, ref.Session).Scan(&expires); {
+	switch err := st.QueryRowContext(ctx, ref.Tenant, ref.Project, ref.Session).Scan(&expires); {
 	case err == nil && expires > now:
 		s.briefs.Remember(ref, expires, now)
 		return false, nil
@@ -245,9 +245,9 @@ func (s *Store) BriefOnce(ctx context.Context, ref memory.SessionRef, ttl time.D
 	}
 	took, err := s.affected(ctx, func(w *wtx) (sql.Result, error) {
 		expires = nanos(w.now.Add(ttl))
-		return w.exec(`INSERT INTO briefs(project, session, expires) VALUES (?, ?, ?)
-			ON CONFLICT(project, session) DO UPDATE SET expires = excluded.expires WHERE expires <= ?`,
-			ref.Project, ref.Session, expires, nanos(w.now))
+		return w.exec(`INSERT INTO briefs(tenant, project, session, expires) VALUES (?, ?, ?, ?)
+			ON CONFLICT(tenant, project, session) DO UPDATE SET expires = excluded.expires WHERE expires <= ?`,
+			ref.Tenant, ref.Project, ref.Session, expires, nanos(w.now))
 	})
 	if took && err == nil {
 		s.briefs.Remember(ref, expires, now)
@@ -261,10 +261,10 @@ func (s *Store) AcquireLease(ctx context.Context, ref memory.SessionRef, name, o
 		return false, err
 	}
 	return s.affected(ctx, func(w *wtx) (sql.Result, error) {
-		return w.exec(`INSERT INTO leases(project, session, name, owner, expires) VALUES (?, ?, ?, ?, ?)
-			ON CONFLICT(project, session, name) DO UPDATE SET owner = excluded.owner, expires = excluded.expires
+		return w.exec(`INSERT INTO leases(tenant, project, session, name, owner, expires) VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT(tenant, project, session, name) DO UPDATE SET owner = excluded.owner, expires = excluded.expires
 			WHERE owner = excluded.owner OR expires <= ?`,
-			ref.Project, ref.Session, name, owner, nanos(w.now.Add(ttl)), nanos(w.now))
+			ref.Tenant, ref.Project, ref.Session, name, owner, nanos(w.now.Add(ttl)), nanos(w.now))
 	})
 }
 
@@ -274,8 +274,8 @@ func (s *Store) RenewLease(ctx context.Context, ref memory.SessionRef, name, own
 		return false, err
 	}
 	return s.affected(ctx, func(w *wtx) (sql.Result, error) {
-		return w.exec(`UPDATE leases SET expires = ? WHERE project = ? AND session = ? AND name = ? AND owner = ? AND expires > ?`,
-			nanos(w.now.Add(ttl)), ref.Project, ref.Session, name, owner, nanos(w.now))
+		return w.exec(`UPDATE leases SET expires = ? WHERE tenant = ? AND project = ? AND session = ? AND name = ? AND owner = ? AND expires > ?`,
+			nanos(w.now.Add(ttl)), ref.Tenant, ref.Project, ref.Session, name, owner, nanos(w.now))
 	})
 }
 
@@ -285,7 +285,7 @@ func (s *Store) ReleaseLease(ctx context.Context, ref memory.SessionRef, name, o
 		return err
 	}
 	return s.write(ctx, func(w *wtx) error {
-		_, err := w.exec(`DELETE FROM leases WHERE project = ? AND session = ? AND name = ? AND owner = ?`, ref.Project, ref.Session, name, owner)
+		_, err := w.exec(`DELETE FROM leases WHERE tenant = ? AND project = ? AND session = ? AND name = ? AND owner = ?`, ref.Tenant, ref.Project, ref.Session, name, owner)
 		return err
 	})
 }
@@ -301,13 +301,13 @@ func checkLease(ref memory.SessionRef, name, owner string, ttl time.Duration) er
 }
 
 // EventProcessed implements memory.Sessions.
-func (s *Store) EventProcessed(ctx context.Context, project, consumer, eventID string) (bool, error) {
+func (s *Store) EventProcessed(ctx context.Context, p memory.ProjectRef, consumer, eventID string) (bool, error) {
 	var expires int64
-	st, err := s.stmt(ctx, `SELECT expires FROM processed WHERE project = ? AND consumer = ? AND event = ?`)
+	st, err := s.stmt(ctx, `SELECT expires FROM processed WHERE tenant = ? AND project = ? AND consumer = ? AND event = ?`)
 	if err != nil {
 		return false, fmt.Errorf("sqlite: event processed: %w", err)
 	}
-	err = st.QueryRowContext(ctx, project, consumer, eventID).Scan(&expires)
+	err = st.QueryRowContext(ctx, p.Tenant, p.Project, consumer, eventID).Scan(&expires)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
@@ -319,7 +319,7 @@ func (s *Store) EventProcessed(ctx context.Context, project, consumer, eventID s
 
 // MarkEventProcessed implements memory.Sessions. Expired records are
 // deleted on the way.
-func (s *Store) MarkEventProcessed(ctx context.Context, project, consumer, eventID string, ttl time.Duration) error {
+func (s *Store) MarkEventProcessed(ctx context.Context, p memory.ProjectRef, consumer, eventID string, ttl time.Duration) error {
 	if consumer == "" || eventID == "" {
 		return fmt.Errorf("%w: a processed-event record needs a consumer and an event id", memory.ErrInvalid)
 	}
@@ -331,7 +331,7 @@ func (s *Store) MarkEventProcessed(ctx context.Context, project, consumer, event
 		if _, err := w.exec(`DELETE FROM processed WHERE expires > 0 AND expires <= ?`, nanos(w.now)); err != nil {
 			return err
 		}
-		_, err := w.exec(`INSERT OR REPLACE INTO processed(project, consumer, event, expires) VALUES (?, ?, ?, ?)`, project, consumer, eventID, expires)
+		_, err := w.exec(`INSERT OR REPLACE INTO processed(tenant, project, consumer, event, expires) VALUES (?, ?, ?, ?, ?)`, p.Tenant, p.Project, consumer, eventID, expires)
 		return err
 	})
 }

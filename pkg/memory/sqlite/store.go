@@ -435,10 +435,11 @@ func (w *wtx) get(id string) (memory.Node, int64, error) {
 	return n, rid, nil
 }
 
-// byDigest loads the node of a digest in a project; ok false when none.
-func (w *wtx) byDigest(project, digest string) (memory.Node, int64, bool, error) {
+// byDigest loads the node of a digest in a tenant's project; ok false when none.
+func (w *wtx) byDigest(p memory.ProjectRef, digest string) (memory.Node, int64, bool, error) {
 	var rid int64
-	n, err := scanNode(w.tx.QueryRowContext(w.ctx, `SELECT n.rid, `+nodeCols+` FROM `+nodeFrom+` WHERE n.project = ? AND n.digest = ?`, project, digest), &rid)
+	n, err := scanNode(w.tx.QueryRowContext(w.ctx, `SELECT n.rid, `+nodeCols+` FROM `+nodeFrom+` WHERE n.tenant = ? AND n.project = ? AND n.digest = ?`,
+		p.Tenant, p.Project, digest), &rid)
 	if errors.Is(err, sql.ErrNoRows) {
 		return memory.Node{}, 0, false, nil
 	}
@@ -466,12 +467,13 @@ func (w *wtx) put(rid int64, old *memory.Node, n memory.Node) (int64, error) {
 		}
 	}
 	if rid == 0 {
-		err = w.tx.QueryRowContext(w.ctx, `INSERT INTO nodes(id, project, digest, doc) VALUES (?, ?, ?, ?) RETURNING rid`,
-			n.ID, n.ProjectID, n.Digest, doc).Scan(&rid)
+		err = w.tx.QueryRowContext(w.ctx, `INSERT INTO nodes(id, tenant, project, digest, doc) VALUES (?, ?, ?, ?, ?) RETURNING rid`,
+			n.ID, n.TenantID, n.ProjectID, n.Digest, doc).Scan(&rid)
 		if err != nil {
 			return 0, fmt.Errorf("sqlite: insert node %s: %w", n.ID, err)
 		}
-	} else if _, err := w.exec(`UPDATE nodes SET id = ?, project = ?, digest = ?, doc = ? WHERE rid = ?`, n.ID, n.ProjectID, n.Digest, doc, rid); err != nil {
+	} else if _, err := w.exec(`UPDATE nodes SET id = ?, tenant = ?, project = ?, digest = ?, doc = ? WHERE rid = ?`,
+		n.ID, n.TenantID, n.ProjectID, n.Digest, doc, rid); err != nil {
 		return 0, err
 	}
 	if vecChanged {
@@ -503,7 +505,7 @@ func (w *wtx) put(rid int64, old *memory.Node, n memory.Node) (int64, error) {
 
 // upsert stores a prepared node or reinforces the node of its digest.
 func (w *wtx) upsert(p memory.Node) (memory.UpsertResult, error) {
-	old, rid, found, err := w.byDigest(p.ProjectID, p.Digest)
+	old, rid, found, err := w.byDigest(memory.ProjectOf(&p), p.Digest)
 	if err != nil {
 		return memory.UpsertResult{}, err
 	}

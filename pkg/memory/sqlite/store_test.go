@@ -67,7 +67,7 @@ func TestReopen(t *testing.T) {
 	if err != nil || len(vs) != 1 || vs[0].ID != obs.Node.ID {
 		t.Fatalf("vector after reopen: %v %v", vs, err)
 	}
-	st, err := s.StandingInstructions(ctx, "p", 6)
+	st, err := s.StandingInstructions(ctx, memory.ProjectRef{Project: "p"}, 6)
 	if err != nil || len(st) != 1 || st[0].ID != pref.Node.ID {
 		t.Fatalf("standing after reopen: %v %v", st, err)
 	}
@@ -75,7 +75,7 @@ func TestReopen(t *testing.T) {
 	if err != nil || len(ps) != 1 {
 		t.Fatalf("paths after reopen: %v %v", ps, err)
 	}
-	if ok, _ := s.HasLiveMemory(ctx, "p"); !ok {
+	if ok, _ := s.HasLiveMemory(ctx, memory.ProjectRef{Project: "p"}); !ok {
 		t.Fatal("live memory lost")
 	}
 	pend, err := s.PendingEmbeddings(ctx, "m", 10)
@@ -192,7 +192,7 @@ func TestConcurrentUse(t *testing.T) {
 					errs <- err
 					return
 				}
-				if _, err := s.MarkStale(ctx, "p", []string{"f1.go"}); err != nil {
+				if _, err := s.MarkStale(ctx, memory.ProjectRef{Project: "p"}, []string{"f1.go"}); err != nil {
 					errs <- err
 					return
 				}
@@ -221,13 +221,13 @@ func TestClosedStore(t *testing.T) {
 	if _, err := s.GetMany(context.Background(), []string{"x"}); err == nil {
 		t.Fatal("GetMany on a closed store succeeded")
 	}
-	if _, err := s.StandingInstructions(context.Background(), "p", 6); err == nil {
+	if _, err := s.StandingInstructions(context.Background(), memory.ProjectRef{Project: "p"}, 6); err == nil {
 		t.Fatal("StandingInstructions on a closed store succeeded")
 	}
 	if _, err := s.EdgesOf(context.Background(), []string{"x"}); err == nil {
 		t.Fatal("EdgesOf on a closed store succeeded")
 	}
-	if _, err := s.HasPendingEmbeddings(context.Background(), "p", "m"); err == nil {
+	if _, err := s.HasPendingEmbeddings(context.Background(), memory.ProjectRef{Project: "p"}, "m"); err == nil {
 		t.Fatal("HasPendingEmbeddings on a closed store succeeded")
 	}
 }
@@ -350,7 +350,7 @@ func TestListsNameTheModel(t *testing.T) {
 	if err != nil || len(many) != 1 || many[0].EmbeddingModel != "m" {
 		t.Fatalf("GetMany: %+v %v", many, err)
 	}
-	st, err := s.StandingInstructions(ctx, "p", 1)
+	st, err := s.StandingInstructions(ctx, memory.ProjectRef{Project: "p"}, 1)
 	if err != nil || len(st) != 1 || st[0].EmbeddingModel != "m" {
 		t.Fatalf("standing: %+v %v", st, err)
 	}
