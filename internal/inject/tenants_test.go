@@ -97,7 +97,7 @@ func TestCrossProjectOff(t *testing.T) {
 		f := newFixture(t, b, func(c *inject.Config) { c.CrossProject = false })
 		a := seedTenant(f, "tenant-a")
 		home := f.add(memory.Node{TenantID: "tenant-a", Subkind: memory.Decision, ProjectID: "a-home",
-			Label: "Greetings in this project are formal", Body: "Answer the greeting formally, in Indonesian."})
+			Label: "Greet the user formally, in Indonesian", Body: "Greetings in this project are formal."})
 		blk := f.blockOf("tenant-a", "a-home", greetQuery)
 		if slices.Contains(blk.IDs, a.anywhere.ID) {
 			t.Fatalf("another project's reach-anywhere memory reached a-home with cross-project off:\n%s", blk.Text)
