@@ -80,6 +80,8 @@ func Classify(err error) error {
 	var failed *FailedError
 	var budget *llm.BudgetError
 	switch {
+	case errors.Is(err, ErrTranscriptBehind):
+		return runner.RetryAfter(err, BehindDelay)
 	case errors.As(err, &failed):
 		if failed.Final {
 			return runner.Permanent(err)

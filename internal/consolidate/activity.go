@@ -16,15 +16,14 @@ import (
 // stream (every replica reads the same stream), so a pass on any replica
 // sees a turn that started on any other: one direct get of the last message
 // on the session's turn_started subject per step. It also tells whether the
-// session's latest turn_ended is still unacknowledged by the extractor's
-// consumer (its stream sequence above the consumer's ack floor), which
-// holds under interest retention (the message is then still there) and
-// limits retention alike; a message acknowledged out of order above the
-// floor reads as pending until the floor passes it (a short wait).
+// session's latest turn_ended is still unacknowledged by the extractor
+// (events.ExtractorLag).
 type StreamActivity struct {
 	js       jetstream.JetStream
 	name     string
 	subjects events.Subjects
+
+	lag      *events.ExtractorLag
 
 	mu     sync.Mutex
 	stream jetstream.Stream
@@ -34,7 +33,9 @@ var _ Activity = (*StreamActivity)(nil)
 
 // NewStreamActivity reads turn_started from the stream named name.
 func NewStreamActivity(js jetstream.JetStream, name string, subjects events.Subjects) *StreamActivity {
-	return &StreamActivity{js: js, name: name, subjects: subjects}
+	t := events.DefaultTopology()
+	t.In.Name, t.Prefix = name, subjects.Prefix
+	return &StreamActivity{js: js, name: name, subjects: subjects, lag: events.NewExtractorLag(js, t)}
 }
 
 func (a *StreamActivity) handle(ctx context.Context) (jetstream.Stream, error) {
@@ -53,33 +54,9 @@ func (a *StreamActivity) handle(ctx context.Context) (jetstream.Stream, error) {
 	return st, nil
 }
 
-// TurnEndedPending implements Activity.
+// TurnEndedPending implements Activity (events.ExtractorLag).
 func (a *StreamActivity) TurnEndedPending(ctx context.Context, project, session string) (bool, error) {
-	st, err := a.handle(ctx)
-	if err != nil {
-		return false, err
-	}
-	m, err := st.GetLastMsgForSubject(ctx, a.subjects.In(events.TypeTurnEnded, project, session))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return false, nil // none, or every consumer has acknowledged it (interest retention)
-	}
-	if err != nil {
-		return false, fmt.Errorf("last turn_ended: %w", err)
-	}
-	cons, err := st.Consumer(ctx, events.ConsumerExtractor)
-	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return false, nil // no extractor in this topology: nothing to wait for
-	}
-	if err != nil {
-		return false, fmt.Errorf("extractor consumer: %w", err)
-	}
-	info := cons.CachedInfo()
-	if info == nil || info.AckFloor.Stream < m.Sequence {
-		if info, err = cons.Info(ctx); err != nil {
-			return false, fmt.Errorf("extractor consumer: %w", err)
-		}
-	}
-	return info.AckFloor.Stream < m.Sequence, nil
+	return a.lag.TurnEndedPending(ctx, project, session)
 }
 
 // LastTurnStarted implements Activity.
