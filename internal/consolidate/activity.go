@@ -23,7 +23,7 @@ type StreamActivity struct {
 	name     string
 	subjects events.Subjects
 
-	lag      *events.ExtractorLag
+	lag *events.ExtractorLag
 
 	mu     sync.Mutex
 	stream jetstream.Stream
