@@ -16,11 +16,14 @@ import (
 // transcript: a session whose transcript is behind is retried, not
 // consolidated or compacted short (its later events may never come).
 //
-// A turn_ended is pending while its stream sequence is above the extractor
-// consumer's ack floor. That holds under interest retention (ENGRAM_IN:
-// the message is then still in the stream) and limits retention alike; a
-// message acknowledged out of order above the floor reads as pending until
-// the floor passes it, a short wait.
+// Under interest retention (ENGRAM_IN's default) a turn_ended is pending
+// while it is still in the stream and above the extractor consumer's ack
+// floor: the stream drops a message once every consumer that should see it
+// (the extractor and the idle detector) has acknowledged it, each message on
+// its own, and a message at or under the floor the extractor has
+// acknowledged (only the idle detector is behind). Under limits retention
+// the message stays, and the floor alone decides: one acknowledged out of
+// order above the floor reads as pending until the floor passes it.
 type ExtractorLag struct {
 	js       jetstream.JetStream
 	stream   string
@@ -66,6 +69,17 @@ func (l *ExtractorLag) TurnEndedPending(ctx context.Context, project, session st
 	if err != nil {
 		return false, fmt.Errorf("events: consumer %s: %w", l.consumer, err)
 	}
-	info := cons.CachedInfo()
+	if info := cons.CachedInfo(); info.AckFloor.Stream >= m.Sequence {
+		return false, nil
+	}
+	if st.CachedInfo().Config.Retention == jetstream.InterestPolicy {
+		return true, nil // still in the stream: someone has not acknowledged it
+	}
+	// Limits retention: the floor read when the consumer was looked up may
+	// be a little old; read it again.
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return false, fmt.Errorf("events: consumer %s: %w", l.consumer, err)
+	}
 	return info.AckFloor.Stream < m.Sequence, nil
 }
