@@ -84,14 +84,11 @@ func (e *FailedError) Unwrap() []error { return []error{ErrFailed, e.Err} }
 // ErrTranscriptBehind: the transcript says the session needs no
 // compaction (under the threshold by the estimate, or nothing to split),
 // but a turn_ended of the session still waits for the extractor, so the
-// transcript lacks it. Classify asks the runner to retry after BehindDelay:
-// answering now would skip the compaction for good when this was the
-// session's last report (e.g. when the extractor is behind after a model
-// outage).
+// transcript lacks it. It is transient (the runner's backoff: 1 s,
+// doubling): answering now would skip the compaction for good when this was
+// the session's last report (e.g. when the extractor is behind after a
+// model outage).
 var ErrTranscriptBehind = errors.New("compact: the session's transcript is behind (a turn_ended waits for the extractor)")
-
-// BehindDelay is the retry delay of a report whose transcript is behind.
-const BehindDelay = 20 * time.Second
 
 // ExtractorLag tells whether a session's latest turn_ended still waits for
 // the extractor (events.ExtractorLag).

@@ -81,7 +81,7 @@ func Classify(err error) error {
 	var budget *llm.BudgetError
 	switch {
 	case errors.Is(err, ErrTranscriptBehind):
-		return runner.RetryAfter(err, BehindDelay)
+		return err // transient: the runner's backoff (1 s, doubling)
 	case errors.As(err, &failed):
 		if failed.Final {
 			return runner.Permanent(err)

@@ -99,14 +99,12 @@ var (
 	// asks the runner to retry after BehindDelay. Without the wait the pass
 	// would consolidate a partial (or empty) transcript and the rest of an
 	// ended session would never be consolidated: no later idle comes.
+	// It is transient: the runner's backoff (1 s, doubling, at most 5 min)
+	// over the consolidator's 10 deliveries lets the extractor be about 8
+	// minutes behind before the idle event is dead-lettered with this
+	// reason (engram dlq replay retries it).
 	ErrTranscriptBehind = errors.New("consolidate: the session's transcript is behind (a turn_ended waits for the extractor)")
 )
-
-// BehindDelay is the retry delay of a pass whose transcript is behind. With
-// the consolidator's 10 deliveries, the extractor may be about 3 minutes
-// behind before the idle event is dead-lettered (with this reason; engram
-// dlq replay retries it).
-const BehindDelay = 20 * time.Second
 
 // Consolidator runs consolidation passes.
 type Consolidator struct {

@@ -108,8 +108,9 @@
 // happens whenever the extractor is behind the idle detector: after a model
 // outage (both workers paused; the detector kept publishing), or a killed
 // extractor whose events wait for their ack wait. The pass returns
-// ErrTranscriptBehind and the runner retries it after BehindDelay (20 s;
-// with 10 deliveries the extractor may be about 3 minutes behind).
+// ErrTranscriptBehind, a transient error: the runner retries it with its
+// backoff (1 s, doubling; over 10 deliveries the extractor may be about 8
+// minutes behind).
 //
 // The pass holds the session's "consolidate" lease (renewed at a third of
 // its TTL, at most half the consumer's ack wait): a second replica's event

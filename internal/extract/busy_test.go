@@ -17,8 +17,8 @@ import (
 // acknowledged the same way (redelivered to another replica during a NATS
 // restart, when its in-progress heartbeats could not reach the server), no
 // event was left to redo the work: the chaos suite found 15 turns stored but
-// never extracted in a 3,000-turn run. A busy turn is now retried (after the
-// lease TTL) until it is extracted; the retry of a turn the holder covered
+// never extracted in a 3,000-turn run. A busy turn is now retried (a
+// transient error) until it is extracted; the retry of a turn the holder covered
 // finds it done and is acknowledged without work.
 func TestBusyTurnWaitsUntilExtracted(t *testing.T) {
 	eachStore(t, func(t *testing.T, open func(t testing.TB) memory.Store) {

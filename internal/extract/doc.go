@@ -12,8 +12,8 @@
 // span from the oldest turn not yet extracted to the newest, holding the
 // session's lease ("extract", renewed while the model works, shorter than
 // the consumer's ack wait). A turn that ends while another replica holds the
-// lease is stored and retried after the lease TTL (Result.Busy, ErrBusy),
-// not acknowledged: the holder looks for new turns after it lets go and
+// lease is stored and retried with the runner's backoff (Result.Busy,
+// ErrBusy, 1 s doubling), not acknowledged: the holder looks for new turns after it lets go and
 // extracts them as its next span, so turns that queue up cost one model
 // call per span, not one per turn, and the retry finds its turn done and is
 // acknowledged without work. If the holder dies, the retry (or the holder's

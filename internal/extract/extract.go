@@ -113,8 +113,8 @@ var (
 	// the work is redone by whoever holds it next (memory.ErrLeaseLost).
 	ErrLeaseLost = memory.ErrLeaseLost
 	// ErrBusy: another replica holds the session's lease and the turn is
-	// not extracted yet. The handler asks the runner to retry after the
-	// lease TTL rather than acknowledge: the holder usually folds the turn
+	// not extracted yet. The handler returns it (transient: the runner's
+	// backoff) rather than acknowledge: the holder usually folds the turn
 	// into its next span (the retry then finds it done), but a holder that
 	// dies may leave no other event to redo it.
 	ErrBusy = errors.New("extract: another replica holds the session; the turn is retried until it is extracted")

@@ -62,7 +62,7 @@ func TurnFromEvent(ev events.Envelope) (Turn, error) {
 //     is stored either way;
 //   - a turn that breaks the transcript rules: Permanent;
 //   - another replica holds the session and the turn is not extracted yet:
-//     RetryAfter the lease TTL (ErrBusy), until it is.
+//     transient (ErrBusy), retried with the runner's backoff until it is.
 func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
 	t, err := TurnFromEvent(ev)
 	if err != nil {
@@ -78,8 +78,11 @@ func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
 			zap.Int("changes", len(res.Changes)))
 	}
 	if res.Busy {
-		// Not acknowledged until the turn is extracted: see ErrBusy.
-		return runner.RetryAfter(ErrBusy, h.x.cfg.LeaseTTL)
+		// Not acknowledged until the turn is extracted: see ErrBusy. A
+		// transient error: the runner's backoff (1 s, doubling) finds the
+		// turn done soon after a live holder lets go, and outlasts a dead
+		// holder's lease.
+		return ErrBusy
 	}
 	return nil
 }
