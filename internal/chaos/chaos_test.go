@@ -97,6 +97,9 @@ func TestChaos(t *testing.T) {
 	t.Logf("deployment up in %v (logs in %s)", time.Since(t0).Round(time.Millisecond), c.path("logs"))
 
 	d := &driver{c: c, injectTimeout: 3 * time.Second, thinking: p.think}
+	if err := d.listen(); err != nil {
+		t.Fatal(err)
+	}
 
 	// 1. Without chaos: the blocks of a conversation recall what its earlier
 	// turns established.

@@ -245,7 +245,9 @@ func check(ctx context.Context, t *testing.T, c *cluster, d *driver, warm []*tur
 
 	// Feedback: the scripted model says "used" for every injected memory,
 	// once per span; a memory is judged at most once per turn that carried
-	// it (the union of what the platform got and what ENGRAM_OUT says).
+	// it (the union of every answer the platform received for the turn,
+	// late ones included, and what ENGRAM_OUT says: the injector answers
+	// before it records the injection, so every record was answered).
 	carried := map[string]int{}
 	for _, tr := range d.turns {
 		ids := map[string]bool{}
@@ -255,6 +257,13 @@ func check(ctx context.Context, t *testing.T, c *cluster, d *driver, warm []*tur
 		for _, id := range answered[tr.startedID] {
 			ids[id] = true
 		}
+		d.mu.Lock()
+		for _, a := range d.answers[tr.startedID] {
+			for _, id := range a {
+				ids[id] = true
+			}
+		}
+		d.mu.Unlock()
 		for id := range ids {
 			carried[id]++
 		}

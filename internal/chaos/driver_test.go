@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/engram-memory/engram/internal/chaos"
 	"github.com/engram-memory/engram/pkg/events"
 )
@@ -31,9 +33,48 @@ type driver struct {
 	injectTimeout time.Duration
 	thinking      time.Duration // between the block and turn_ended: the platform's model
 
-	mu    sync.Mutex
-	turns []*turnRec
-	done  atomic.Int64 // turns finished
+	mu      sync.Mutex
+	turns   []*turnRec
+	done    atomic.Int64                          // turns finished
+	waiting map[string]chan events.InjectionReady // reply subject -> the turn waiting on it
+	inbox   map[string]string                     // turn_started id -> its reply subject
+	answers map[string][][]string                 // turn_started id -> the ids of every answer received, late ones too
+}
+
+// replyPrefix is where the driver's turns get their answers.
+const replyPrefix = "_INBOX.chaos."
+
+var idSeq atomic.Int64
+
+func e0ID() string { return fmt.Sprintf("r%d", idSeq.Add(1)) }
+
+// listen subscribes to every reply subject of the driver for the whole run,
+// so that an answer sent after its turn's deadline (a slow compose; the
+// injector then still records the injection) is counted too.
+func (d *driver) listen() error {
+	d.waiting, d.inbox, d.answers = map[string]chan events.InjectionReady{}, map[string]string{}, map[string][][]string{}
+	_, err := d.c.nc.Subscribe(replyPrefix+">", func(m *nats.Msg) {
+		r, err := events.Decode(m.Data)
+		if err != nil {
+			return
+		}
+		ir, ok := r.Payload.(events.InjectionReady)
+		if !ok {
+			return
+		}
+		d.mu.Lock()
+		d.answers[ir.InReplyTo] = append(d.answers[ir.InReplyTo], ir.NodeIDs)
+		w := d.waiting[m.Subject]
+		mine := d.inbox[ir.InReplyTo] == m.Subject
+		d.mu.Unlock()
+		if w != nil && mine {
+			select {
+			case w <- ir:
+			default:
+			}
+		}
+	})
+	return err
 }
 
 func project(i int) string { return fmt.Sprintf("chaos%d", i%4) }
@@ -79,38 +120,33 @@ func (d *driver) turn(ctx context.Context, proj, sid string, t int) (*turnRec, e
 	d.turns = append(d.turns, rec)
 	d.mu.Unlock()
 
-	inbox := d.c.nc.NewRespInbox()
-	sub, err := d.c.nc.SubscribeSync(inbox)
-	if err != nil {
-		// The connection is down: the platform goes on without memory and
-		// still sends the turn once the bus is back.
-		inbox = ""
-	}
+	// The reply subject is the turn's own under the driver's reply prefix,
+	// where one subscription (listen) collects every answer, late ones too.
+	inbox := replyPrefix + e0ID()
+	wait := make(chan events.InjectionReady, 1)
 	replyBy := time.Now().Add(d.injectTimeout)
 	e := events.NewTurnStarted(ref, events.TurnStarted{Text: chaos.UserText(sid, t), ReplyTo: inbox, ReplyBy: replyBy.UTC()})
 	rec.startedID = e.ID
+	d.mu.Lock()
+	d.waiting[inbox] = wait
+	d.inbox[e.ID] = inbox
+	d.mu.Unlock()
 	n, err := d.publish(ctx, e, replyBy)
 	rec.publishRetries += n
 	if err != nil {
 		return rec, fmt.Errorf("publish turn_started: %w", err)
 	}
-	if sub != nil {
-		for {
-			m, err := sub.NextMsg(time.Until(replyBy))
-			if err != nil {
-				break // timeout or connection lost: no memory for this turn
-			}
-			r, err := events.Decode(m.Data)
-			if err != nil {
-				continue
-			}
-			if ir, ok := r.Payload.(events.InjectionReady); ok && ir.InReplyTo == e.ID {
-				rec.replied, rec.ids, rec.block = true, ir.NodeIDs, ir.Block
-				break
-			}
-		}
-		_ = sub.Unsubscribe()
+	timer := time.NewTimer(time.Until(replyBy))
+	select {
+	case ir := <-wait:
+		rec.replied, rec.ids, rec.block = true, ir.NodeIDs, ir.Block
+	case <-timer.C: // no memory for this turn
+	case <-ctx.Done():
 	}
+	timer.Stop()
+	d.mu.Lock()
+	delete(d.waiting, inbox)
+	d.mu.Unlock()
 	select {
 	case <-ctx.Done():
 		return rec, ctx.Err()
