@@ -82,8 +82,11 @@
 //     live memory per expected fact, in its project; no other live memory
 //     (duplicated = extra copies, unexpected = anything else);
 //   - feedback: no memory is judged (useful + unhelpful) more often than the
-//     number of turns that carried it (the platform's block and
-//     injection_ready together): double feedback; every turn answered with
+//     number of turns that carried it (every answer the platform received,
+//     late ones too, and injection_ready together), plus the turns of its
+//     project with no answer seen at all, whose injection record is unknown
+//     (an answer can be lost across the NATS kill): double feedback
+//     (feedback_over_seen keeps the strict count); every turn answered with
 //     a block has its feedback record unless all its memories were judged
 //     for an earlier turn of the session (the extractor judges an id once
 //     per span);
