@@ -2,7 +2,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: build run test test-ollama bench lint fuzz redis ollama
+.PHONY: build run test test-ollama chaos chaos-full bench lint fuzz redis ollama
 
 build:
 	$(GO) build -o bin/ ./cmd/...
@@ -14,6 +14,14 @@ run:
 # Ollama server) and runs the whole suite.
 test:
 	bash scripts/test.sh
+
+# chaos runs the multi-process chaos suite at the CI size (scripts/chaos.sh);
+# chaos-full runs the 10,000-turn replay with a 10-minute model outage.
+chaos:
+	bash scripts/chaos.sh
+
+chaos-full:
+	CHAOS_FULL=1 bash scripts/chaos.sh
 
 # test-ollama builds the pinned Ollama when missing and runs the real-Ollama suite.
 test-ollama:

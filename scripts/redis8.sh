@@ -13,7 +13,7 @@
 #        ld-linux --library-path <root>/usr/lib/<multiarch> --argv0 redis-server <root>/usr/bin/redis-check-rdb ...
 #      (Debian's redis-server is a link to redis-check-rdb; the name selects server mode).
 #
-# Usage: scripts/redis8.sh install|start|stop|status|env|cli [args...]
+# Usage: scripts/redis8.sh install|start|stop|status|env|cli|server [args...]
 #   install  download and unpack Redis 8 into the cache (idempotent)
 #   start    install if needed, then start a standalone server on 6390 and a
 #            3-node cluster on 7001-7003 (slots assigned); idempotent
@@ -24,6 +24,10 @@
 #              export ENGRAM_TEST_REDIS_CLUSTER=127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003
 #            on stdout (progress goes to stderr): eval "$(bash scripts/redis8.sh env)"
 #   cli      run the bundled redis-cli, e.g. scripts/redis8.sh cli -p 6390 INFO server
+#   server   run (exec) the bundled redis-server in the foreground with the
+#            given arguments, for a private server of one's own (the chaos
+#            suite's, which it kills and restarts), e.g.
+#            scripts/redis8.sh server --port 6500 --dir /tmp/r --appendonly yes
 #
 # Settings (environment):
 #   ENGRAM_CACHE           cache root (default $HOME/.cache/engram); Redis lives in $ENGRAM_CACHE/redis8
@@ -323,6 +327,12 @@ cli)
 	shift
 	installed || do_install
 	cli "$@" >&3
+	;;
+server)
+	shift
+	installed || do_install
+	exec 1>&3 3>&-
+	exec "$(loader)" --library-path "$ROOT/usr/lib/$(multiarch)" --argv0 redis-server "$ROOT/usr/bin/redis-check-rdb" "$@"
 	;;
 *)
 	sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2

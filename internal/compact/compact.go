@@ -81,6 +81,21 @@ func (e *FailedError) Error() string {
 // Unwrap returns both the sentinel and the cause.
 func (e *FailedError) Unwrap() []error { return []error{ErrFailed, e.Err} }
 
+// ErrTranscriptBehind: the transcript says the session needs no
+// compaction (under the threshold by the estimate, or nothing to split),
+// but a turn_ended of the session still waits for the extractor, so the
+// transcript lacks it. It is transient (the runner's backoff: 1 s,
+// doubling): answering now would skip the compaction for good when this was
+// the session's last report (e.g. when the extractor is behind after a
+// model outage).
+var ErrTranscriptBehind = errors.New("compact: the session's transcript is behind (a turn_ended waits for the extractor)")
+
+// ExtractorLag tells whether a session's latest turn_ended still waits for
+// the extractor (events.ExtractorLag).
+type ExtractorLag interface {
+	TurnEndedPending(ctx context.Context, project, session string) (bool, error)
+}
+
 // errEmptyReply: the model answered nothing usable.
 var errEmptyReply = errors.New("compact: the model's summary is empty")
 
@@ -95,7 +110,13 @@ type Compactor struct {
 	// reachable reports whether Ollama answers and has the summarize model
 	// (the runner's model gate); nil: unknown.
 	reachable func(ctx context.Context) error
+	lag       ExtractorLag // nil: the transcript is taken as complete
 }
+
+// WithExtractorLag makes a report that the transcript would answer with
+// "nothing to do" wait while the session's transcript is behind
+// (ErrTranscriptBehind).
+func WithExtractorLag(l ExtractorLag) Option { return func(c *Compactor) { c.lag = l } }
 
 // Option configures a Compactor.
 type Option func(*Compactor)
@@ -256,12 +277,15 @@ func (c *Compactor) compact(ctx context.Context, ref memory.SessionRef, r Report
 	}
 	if !r.Force && res.Effective < res.Threshold {
 		res.Outcome = BelowThreshold
+		if res.Estimated {
+			return res, c.behind(ctx, ref)
+		}
 		return res, nil
 	}
 	b := Split(msgs, c.cfg.KeepRecent)
 	if b == 0 {
 		res.Outcome = NothingToSplit
-		return res, nil
+		return res, c.behind(ctx, ref)
 	}
 	covered, kept := msgs[:b], msgs[b:]
 	res.UpTo, res.Covered, res.Kept = covered[b-1].ID, len(covered), len(kept)
@@ -281,6 +305,22 @@ func (c *Compactor) compact(ctx context.Context, ref memory.SessionRef, r Report
 	}
 	res.Outcome = Compacted
 	return res, nil
+}
+
+// behind is ErrTranscriptBehind while a turn_ended of the session waits for
+// the extractor, else nil.
+func (c *Compactor) behind(ctx context.Context, ref memory.SessionRef) error {
+	if c.lag == nil {
+		return nil
+	}
+	pending, err := c.lag.TurnEndedPending(ctx, ref.Project, ref.Session)
+	if err != nil {
+		return fmt.Errorf("compact: pending turns of %s: %w: %w", ref, memory.ErrUnavailable, err)
+	}
+	if pending {
+		return ErrTranscriptBehind
+	}
+	return nil
 }
 
 // latest is the session's latest summary, the zero Summary when it has none.

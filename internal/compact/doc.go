@@ -30,7 +30,12 @@
 // main conversation, so a sub-conversation's count says nothing about it.
 //
 // A reported count under the threshold is answered without reading the
-// store. One compaction per session at a time: the session lease "compact" is held
+// store. A decision made from the stored transcript (an estimate under the
+// threshold, or nothing to split) waits while a turn_ended of the session
+// is not yet acknowledged by the extractor (events.ExtractorLag,
+// ErrTranscriptBehind, retried with the runner's backoff): the transcript lacks that turn,
+// and after a model outage the session's last report would otherwise be
+// answered before its turns were stored, and the session never compacted. One compaction per session at a time: the session lease "compact" is held
 // (memory.HoldLease, renewed every TTL/3, at most half the consumer's ack
 // wait) while the model works. A report that finds it held is acknowledged
 // at once (Busy): the holder's run covers it. A report made before the

@@ -61,12 +61,18 @@ type Embedder interface {
 }
 
 // Activity tells when a session's latest turn started, so that a pass
-// parks when the user is back. StreamActivity reads it from ENGRAM_IN,
-// which every replica shares.
+// parks when the user is back, and whether a turn of the session still
+// waits for the extractor, so that a pass does not run on a transcript
+// that lacks it. StreamActivity reads both from ENGRAM_IN, which every
+// replica shares.
 type Activity interface {
 	// LastTurnStarted returns when the latest turn_started of the tenant's
 	// session was published (zero: none known).
 	LastTurnStarted(ctx context.Context, tenant, project, session string) (time.Time, error)
+	// TurnEndedPending reports whether the session's latest turn_ended
+	// has not been acknowledged by the extractor yet: its messages are not
+	// in the stored transcript.
+	TurnEndedPending(ctx context.Context, project, session string) (bool, error)
 }
 
 // Publisher sends output events to ENGRAM_OUT.
@@ -87,6 +93,17 @@ var (
 	// ErrLeaseLost: the session's lease expired during a pass; whoever
 	// holds it next resumes the pass from its journal.
 	ErrLeaseLost = memory.ErrLeaseLost
+	// ErrTranscriptBehind: a turn_ended of the session still waits for
+	// the extractor (paused by a model outage, restarted, or just behind),
+	// so the stored transcript lacks it. The pass is not run; Classify
+	// asks the runner to retry after BehindDelay. Without the wait the pass
+	// would consolidate a partial (or empty) transcript and the rest of an
+	// ended session would never be consolidated: no later idle comes.
+	// It is transient: the runner's backoff (1 s, doubling, at most 5 min)
+	// over the consolidator's 10 deliveries lets the extractor be about 8
+	// minutes behind before the idle event is dead-lettered with this
+	// reason (engram dlq replay retries it).
+	ErrTranscriptBehind = errors.New("consolidate: the session's transcript is behind (a turn_ended waits for the extractor)")
 )
 
 // Consolidator runs consolidation passes.

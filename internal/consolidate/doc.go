@@ -100,6 +100,18 @@
 // transcript and the same ledger (its budget counts the whole pass). An
 // idle event older than the new turn does not resume it.
 //
+// Nor does a pass start while the session's latest turn_ended is still
+// unacknowledged by the extractor (StreamActivity: its stream sequence
+// above the extractor consumer's ack floor): the transcript lacks that
+// turn, and consolidating what is stored would leave the rest of an ended
+// session unconsolidated for good, since no later idle event comes. This
+// happens whenever the extractor is behind the idle detector: after a model
+// outage (both workers paused; the detector kept publishing), or a killed
+// extractor whose events wait for their ack wait. The pass returns
+// ErrTranscriptBehind, a transient error: the runner retries it with its
+// backoff (1 s, doubling; over 10 deliveries the extractor may be about 8
+// minutes behind).
+//
 // The pass holds the session's "consolidate" lease (renewed at a third of
 // its TTL, at most half the consumer's ack wait): a second replica's event
 // for the same session returns Busy and is acknowledged, the holder's pass

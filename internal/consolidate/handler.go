@@ -46,6 +46,8 @@ func RequestFromEvent(ev events.Envelope) (Request, error) {
 //     unavailable: Unavailable (the runner pauses pulling; the pass resumes
 //     from its journal on redelivery, nothing is lost);
 //   - the project's token budget spent: RetryAfter until it resets;
+//   - a turn_ended of the session not yet stored by the extractor
+//     (ErrTranscriptBehind): transient, retried with the runner's backoff;
 //   - an event that is not a valid session_idle: Permanent.
 func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
 	req, err := RequestFromEvent(ev)
@@ -71,6 +73,8 @@ func Classify(err error) error {
 	}
 	var budget *llm.BudgetError
 	switch {
+	case errors.Is(err, ErrTranscriptBehind):
+		return err // transient: the runner's backoff (1 s, doubling)
 	case errors.As(err, &budget):
 		return runner.RetryAfter(err, max(time.Until(budget.Until), time.Second))
 	case errors.Is(err, llm.ErrUnavailable), errors.Is(err, llm.ErrModelMissing), errors.Is(err, memory.ErrUnavailable):

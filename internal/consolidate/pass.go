@@ -109,6 +109,12 @@ func (c *Consolidator) run(ctx context.Context, ref memory.SessionRef, req Reque
 		}
 		return res(VerdictParked), nil
 	}
+	if behind, err := c.transcriptBehind(ctx, ref); err != nil || behind {
+		if err == nil {
+			err = ErrTranscriptBehind
+		}
+		return Result{}, err
+	}
 	cursor, err := c.store.Cursor(ctx, ref)
 	if err != nil {
 		return Result{}, fmt.Errorf("consolidate: cursor of %s: %w", ref, err)
@@ -198,6 +204,19 @@ func (c *Consolidator) turnStarted(ctx context.Context, ref memory.SessionRef, r
 		return false, fmt.Errorf("consolidate: activity of %s: %w: %w", ref, memory.ErrUnavailable, err)
 	}
 	return t.After(req.IdleSince), nil
+}
+
+// transcriptBehind reports whether a turn_ended of the session still
+// waits for the extractor (ErrTranscriptBehind).
+func (c *Consolidator) transcriptBehind(ctx context.Context, ref memory.SessionRef) (bool, error) {
+	if c.activity == nil {
+		return false, nil
+	}
+	pending, err := c.activity.TurnEndedPending(ctx, ref.Project, ref.Session)
+	if err != nil {
+		return false, fmt.Errorf("consolidate: pending turns of %s: %w: %w", ref, memory.ErrUnavailable, err)
+	}
+	return pending, nil
 }
 
 // save writes the journal with the ledger.

@@ -12,11 +12,16 @@
 // span from the oldest turn not yet extracted to the newest, holding the
 // session's lease ("extract", renewed while the model works, shorter than
 // the consumer's ack wait). A turn that ends while another replica holds the
-// lease is stored and acknowledged (Result.Busy): the holder looks for new
-// turns after it lets go and extracts them as its next span, so turns that
-// queue up cost one model call per span, not one per turn. If the holder
-// dies, its own event is redelivered after the ack wait (the lease has
-// expired by then) and that delivery extracts everything pending. A
+// lease is stored and retried with the runner's backoff (Result.Busy,
+// ErrBusy, 1 s doubling), not acknowledged: the holder looks for new turns after it lets go and
+// extracts them as its next span, so turns that queue up cost one model
+// call per span, not one per turn, and the retry finds its turn done and is
+// acknowledged without work. If the holder dies, the retry (or the holder's
+// own redelivered event) extracts everything pending. Acknowledging a busy
+// turn at once, as before, lost turns when the holder died after its own
+// event had been acknowledged as busy by another replica (redelivered while
+// the holder still worked, e.g. across a NATS restart that its in-progress
+// heartbeats could not reach): the chaos suite (internal/chaos) found it. A
 // redelivered event whose turn is already covered finds nothing to do.
 //
 // Which turns are done is kept in the store's processed records (consumer

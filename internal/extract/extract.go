@@ -112,6 +112,12 @@ var (
 	// ErrLeaseLost: the session's lease expired while a span was worked on;
 	// the work is redone by whoever holds it next (memory.ErrLeaseLost).
 	ErrLeaseLost = memory.ErrLeaseLost
+	// ErrBusy: another replica holds the session's lease and the turn is
+	// not extracted yet. The handler returns it (transient: the runner's
+	// backoff) rather than acknowledge: the holder usually folds the turn
+	// into its next span (the retry then finds it done), but a holder that
+	// dies may leave no other event to redo it.
+	ErrBusy = errors.New("extract: another replica holds the session; the turn is retried until it is extracted")
 )
 
 // InvalidReplyError reports an unusable reply. Final is set once
@@ -199,7 +205,7 @@ type Result struct {
 	Spans    int             // extraction calls made (one per span)
 	Skipped  int             // spans too short to extract
 	Changes  []events.Change // memories written, reinforced, linked, judged, marked stale
-	Busy     bool            // another replica holds the session: it extracts this turn
+	Busy     bool            // another replica holds the session and this turn is not extracted yet
 }
 
 func (x *Extractor) ref(tenant, project, session string) memory.SessionRef {
@@ -209,8 +215,10 @@ func (x *Extractor) ref(tenant, project, session string) memory.SessionRef {
 // HandleTurn appends the turn's transcript (once per turn id), marks memories
 // attached to changed paths stale, then extracts every span of turns not yet
 // extracted in the session, holding the session's lease. When another replica
-// holds the lease it returns at once with Busy set: the holder looks for new
-// turns after it lets go, so this turn is folded into its next span.
+// holds the lease it returns at once, with Busy set unless the turn is
+// already extracted: the holder looks for new turns after it lets go, so
+// this turn is usually folded into its next span, and the handler retries
+// a busy turn (ErrBusy) in case the holder dies first.
 func (x *Extractor) HandleTurn(ctx context.Context, t Turn) (Result, error) {
 	var res Result
 	ref := x.ref(t.Tenant, t.Project, t.Session)
@@ -239,7 +247,15 @@ func (x *Extractor) HandleTurn(ctx context.Context, t Turn) (Result, error) {
 			}
 		}
 	}
-	return x.drain(ctx, ref, t.EventID, hint, res)
+	res, err = x.drain(ctx, ref, t.EventID, hint, res)
+	if err == nil && res.Busy {
+		done, err := x.store.EventProcessed(ctx, ref.ProjectRef(), recTurn, recordKey(t.Session, t.Turn))
+		if err != nil {
+			return res, fmt.Errorf("extract: read the record of turn %q: %w", t.Turn, err)
+		}
+		res.Busy = !done
+	}
+	return res, err
 }
 
 func (x *Extractor) drain(ctx context.Context, ref memory.SessionRef, cause string, hint int64, res Result) (Result, error) {

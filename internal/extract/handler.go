@@ -60,7 +60,9 @@ func TurnFromEvent(ev events.Envelope) (Turn, error) {
 //     span's backoff, and Permanent (dead-letter, with the model's last
 //     reply in the reason) after Config.MaxInvalid failures; the transcript
 //     is stored either way;
-//   - a turn that breaks the transcript rules: Permanent.
+//   - a turn that breaks the transcript rules: Permanent;
+//   - another replica holds the session and the turn is not extracted yet:
+//     transient (ErrBusy), retried with the runner's backoff until it is.
 func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
 	t, err := TurnFromEvent(ev)
 	if err != nil {
@@ -74,6 +76,13 @@ func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
 		h.log.Debug("turn handled", zap.String("event_id", ev.ID), zap.String("tenant", ev.TenantID), zap.String("project", ev.ProjectID),
 			zap.String("session", ev.SessionID), zap.Int("spans", res.Spans), zap.Bool("busy", res.Busy),
 			zap.Int("changes", len(res.Changes)))
+	}
+	if res.Busy {
+		// Not acknowledged until the turn is extracted: see ErrBusy. A
+		// transient error: the runner's backoff (1 s, doubling) finds the
+		// turn done soon after a live holder lets go, and outlasts a dead
+		// holder's lease.
+		return ErrBusy
 	}
 	return nil
 }

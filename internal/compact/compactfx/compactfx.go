@@ -13,6 +13,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/fx"
 	"go.uber.org/zap"
 
@@ -53,9 +54,9 @@ type Worker struct {
 // client with the configured constants (ENGRAM_COMPACT_*), and starts the
 // context service with the lifecycle when this process runs the compactor
 // (ENGRAM_WORKERS).
-func New(lc fx.Lifecycle, cfg config.Config, topo events.Topology, st memory.Store, c *llm.Client, ec *events.Client, log *zap.Logger) (*Worker, error) {
+func New(lc fx.Lifecycle, cfg config.Config, topo events.Topology, js jetstream.JetStream, st memory.Store, c *llm.Client, ec *events.Client, log *zap.Logger) (*Worker, error) {
 	log = log.Named("compactor")
-	cc, err := compact.New(st, c, ec, Config(cfg.Compact, topo))
+	cc, err := compact.New(st, c, ec, Config(cfg.Compact, topo), compact.WithExtractorLag(events.NewExtractorLag(js, topo)))
 	if err != nil {
 		return nil, err
 	}

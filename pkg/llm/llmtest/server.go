@@ -58,6 +58,7 @@ type Server struct {
 	closed      bool
 
 	permissive bool
+	noRecord   bool // WithoutRecording
 	installed  map[string]bool
 	missing    map[string]bool
 
@@ -86,6 +87,11 @@ type Option func(*Server)
 func WithEmbedDim(dim int) Option {
 	return func(s *Server) { s.embedder = hashembed.New(dim) }
 }
+
+// WithoutRecording keeps no request (Requests, ChatRequests and LastChat
+// return nothing; Calls and Unmatched still count): for a long-running server
+// (the chaos suite's) whose memory would otherwise grow with every call.
+func WithoutRecording() Option { return func(s *Server) { s.noRecord = true } }
 
 // WithModels makes the server strict: only these models (plus ChatModel and
 // EmbedModel) are installed; any other answers 404.
@@ -451,7 +457,9 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		ok = decode(rec.Pull)
 	}
 	s.mu.Lock()
-	s.requests = append(s.requests, rec)
+	if !s.noRecord {
+		s.requests = append(s.requests, rec)
+	}
 	s.calls[r.URL.Path]++
 	unavailable := s.unavailable
 	s.mu.Unlock()

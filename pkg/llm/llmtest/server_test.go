@@ -248,3 +248,21 @@ func TestStartWithoutTest(t *testing.T) {
 		t.Fatalf("%+v %v", resp, err)
 	}
 }
+
+// WithoutRecording keeps no request but still counts them.
+func TestWithoutRecording(t *testing.T) {
+	srv := llmtest.New(t, llmtest.WithoutRecording())
+	srv.OnChatAlways(llmtest.Any(), llmtest.Text("hi"))
+	c := apiClient(t, srv)
+	for range 3 {
+		if out, err := chat(t, c, llmtest.ChatModel, "hello"); err != nil || out.Message.Content != "hi" {
+			t.Fatalf("chat: %+v, %v", out, err)
+		}
+	}
+	if n := len(srv.Requests()); n != 0 {
+		t.Errorf("%d requests kept", n)
+	}
+	if n := srv.Calls("/api/chat"); n != 3 {
+		t.Errorf("%d chat calls counted, want 3", n)
+	}
+}

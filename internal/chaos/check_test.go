@@ -1,0 +1,477 @@
+package chaos_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/engram-memory/engram/internal/chaos"
+	"github.com/engram-memory/engram/pkg/events"
+	"github.com/engram-memory/engram/pkg/memory"
+)
+
+// report is the suite's figures (README, "Reliability").
+type report struct {
+	Turns         int            `json:"turns"`
+	Sessions      int            `json:"sessions"`
+	Kills         int            `json:"kills"`
+	KillsByRole   map[string]int `json:"kills_by_role"`
+	NATSRestarts  int            `json:"nats_restarts"`
+	RedisRestarts int            `json:"redis_restarts"`
+	NATSDown      string         `json:"nats_down"`
+	RedisDown     string         `json:"redis_down"`
+	ModelOutage   string         `json:"model_outage"`
+	// Worker starts that failed because Redis or NATS was down (the worker
+	// exits with the reason; the suite restarts it, like a restart policy).
+	StartFailures    int `json:"start_failures"`
+	KillsDuringDrain int `json:"kills_after_replay"`
+
+	// Injection: every turn_started answered (injection_ready on
+	// ENGRAM_OUT) or skipped with the injector's logged reason.
+	Replied  int `json:"replied_in_time"` // the platform got its block before the reply deadline
+	Answered int `json:"answered"`        // injection_ready on ENGRAM_OUT
+	Skipped  int `json:"skipped_late"`    // "arrived after its reply deadline; skipped" logged, no answer
+	Lost     int `json:"lost"`            // neither
+
+	// Extraction.
+	TranscriptsWrong     int `json:"transcripts_wrong"`     // sessions whose stored transcript is not exactly their turns, once each
+	TranscriptsReordered int `json:"transcripts_reordered"` // sessions with a turn stored after a later one (not a failure)
+	TurnsNotExtracted    int `json:"turns_not_extracted"`   // turns without the extractor's done record
+	MemoriesExpected     int `json:"memories_expected"`
+	MemoriesMissing      int `json:"memories_missing"`
+	Duplicated           int `json:"duplicated"` // extra live nodes of one expected text
+	Unexpected           int `json:"unexpected"` // live nodes of no expected text
+
+	// Feedback.
+	InjectedPairs    int `json:"injected_pairs"`     // (turn, memory) pairs in the blocks
+	FeedbackApplied  int `json:"feedback_applied"`   // useful + unhelpful over all memories
+	DoubleFeedback   int `json:"double_feedback"`    // memories judged more often than the turns that carried them (or may have: TurnsUnseen)
+	FeedbackOverSeen int `json:"feedback_over_seen"` // memories judged more often than the turns seen carrying them
+	TurnsUnseen      int `json:"turns_unseen"`       // turns with no answer seen at all (their injection record is unknown)
+	FeedbackTurnsBad int `json:"feedback_turns_bad"` // turns with a block of memories but no feedback record
+
+	// Consolidation and compaction.
+	Consolidated    int `json:"sessions_consolidated"` // sessions with their review fact and a cursor past their first message
+	ReviewsMissing  int `json:"reviews_missing"`
+	Compacted       int `json:"sessions_compacted"`
+	SummariesWrong  int `json:"summaries_wrong"` // missing, of another session, or nested
+	ConsolidateDone int `json:"consolidation_done_events"`
+	CompactionDone  int `json:"compaction_done_events"`
+
+	DeadLettered uint64 `json:"dead_lettered"`
+
+	Wall   string         `json:"wall"`
+	Replay string         `json:"replay"`
+	Seed   uint64         `json:"seed"`
+	Model  map[string]int `json:"model_calls"`
+}
+
+const skipMsg = "turn_started arrived after its reply deadline; skipped"
+
+// check verifies what the deployment did against the script and returns
+// the figures; every violation is also a test error.
+func check(ctx context.Context, t *testing.T, c *cluster, d *driver, warm []*turnRec) report {
+	t.Helper()
+	var r report
+	st := c.store()
+
+	// What ENGRAM_OUT holds.
+	answered := map[string][]string{} // turn_started id -> injected ids
+	consolidated, compacted := map[string]int{}, map[string]int{}
+	outMsgs := readStream(ctx, t, c, events.StreamOut)
+	for _, m := range outMsgs {
+		e, err := events.Decode(m)
+		if err != nil {
+			t.Errorf("ENGRAM_OUT: undecodable event: %v", err)
+			continue
+		}
+		switch p := e.Payload.(type) {
+		case events.InjectionReady:
+			if _, dup := answered[p.InReplyTo]; dup {
+				t.Errorf("two injection_ready for turn_started %s", p.InReplyTo)
+			}
+			answered[p.InReplyTo] = p.NodeIDs
+		case events.ConsolidationDone:
+			consolidated[e.ProjectID+"/"+e.SessionID]++
+			r.ConsolidateDone++
+		case events.CompactionDone:
+			compacted[e.ProjectID+"/"+e.SessionID]++
+			r.CompactionDone++
+		}
+	}
+	skipped := map[string]bool{}
+	for _, w := range c.workers {
+		if !strings.HasPrefix(w.name, "injector") {
+			continue
+		}
+		if err := w.grep(func(line string) {
+			if !strings.Contains(line, skipMsg) {
+				return
+			}
+			var l struct {
+				EventID string `json:"event_id"`
+			}
+			if json.Unmarshal([]byte(line), &l) == nil && l.EventID != "" {
+				skipped[l.EventID] = true
+			}
+		}); err != nil {
+			t.Error(err)
+		}
+	}
+
+	// Turns.
+	sessions := map[memory.SessionRef][]*turnRec{}
+	var order []memory.SessionRef
+	for _, tr := range d.turns {
+		ref := memory.SessionRef{Project: tr.project, Session: tr.session}
+		if _, ok := sessions[ref]; !ok {
+			order = append(order, ref)
+		}
+		sessions[ref] = append(sessions[ref], tr)
+		if tr.replied {
+			r.Replied++
+		}
+		_, ok := answered[tr.startedID]
+		switch {
+		case ok:
+			r.Answered++
+		case skipped[tr.startedID]:
+			r.Skipped++
+		default:
+			r.Lost++
+			if r.Lost <= 10 {
+				t.Errorf("turn %s/%s/%s (turn_started %s): neither answered nor skipped", tr.project, tr.session, tr.turn, tr.startedID)
+			}
+		}
+	}
+	r.Sessions = len(order)
+
+	// Transcripts and extraction records.
+	for _, ref := range order {
+		turns := sessions[ref]
+		msgs, err := st.Messages(ctx, ref, 0, 0)
+		if err != nil {
+			t.Fatalf("messages of %v: %v", ref, err)
+		}
+		problem, reordered := transcriptProblem(ref.Session, turns, msgs)
+		if reordered {
+			r.TranscriptsReordered++
+		}
+		if problem != "" {
+			r.TranscriptsWrong++
+			if r.TranscriptsWrong <= 10 {
+				t.Errorf("transcript of %v: %s", ref, problem)
+			}
+		}
+		for _, tr := range turns {
+			key := strconv.Itoa(len(tr.session)) + ":" + tr.session + ":" + tr.turn
+			ok, err := st.EventProcessed(ctx, memory.ProjectRef{Project: tr.project}, "extractor.turn", key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ok {
+				r.TurnsNotExtracted++
+				if r.TurnsNotExtracted <= 10 {
+					t.Errorf("turn %v/%s has no extractor.turn record", ref, tr.turn)
+				}
+			}
+		}
+	}
+
+	// Memories: one live node per expected text, nothing else.
+	type expect struct {
+		project string
+		review  bool
+		session string
+	}
+	want := map[string]expect{}
+	for _, ref := range order {
+		for f := range chaos.FactsPerSession {
+			if len(sessions[ref]) > f {
+				want[chaos.FactLabel(ref.Session, f)] = expect{project: ref.Project, session: ref.Session}
+			}
+		}
+		want[chaos.ReviewLabel(ref.Session)] = expect{project: ref.Project, review: true, session: ref.Session}
+	}
+	live := map[string][]memory.Node{}
+	byID := map[string]memory.Node{}
+	err := st.Scan(ctx, func(n memory.Node) error {
+		byID[n.ID] = n
+		if n.ArchivedAt.IsZero() && n.SupersededBy == "" && n.ValidTo.IsZero() {
+			live[n.Label] = append(live[n.Label], n)
+		}
+		return nil
+	}, func(memory.Edge) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for label, e := range want {
+		if !e.review {
+			r.MemoriesExpected++
+		}
+		ns := live[label]
+		switch {
+		case len(ns) == 0 && e.review:
+			r.ReviewsMissing++
+			if r.ReviewsMissing <= 10 {
+				t.Errorf("session %s: no review memory %q", e.session, label)
+			}
+		case len(ns) == 0:
+			r.MemoriesMissing++
+			if r.MemoriesMissing <= 10 {
+				t.Errorf("session %s: memory %q missing", e.session, label)
+			}
+		case len(ns) > 1:
+			r.Duplicated += len(ns) - 1
+			t.Errorf("memory %q stored %d times: %v", label, len(ns), nodeIDs(ns))
+		}
+		for _, n := range ns {
+			if n.ProjectID != e.project {
+				t.Errorf("memory %q in project %q, want %q", label, n.ProjectID, e.project)
+			}
+		}
+	}
+	for label, ns := range live {
+		if _, ok := want[label]; !ok {
+			r.Unexpected += len(ns)
+			t.Errorf("unexpected live memory %q (%d)", label, len(ns))
+		}
+	}
+
+	// Feedback: the scripted model says "used" for every injected memory,
+	// once per span; a memory is judged at most once per turn that carried
+	// it (the union of every answer the platform received for the turn,
+	// late ones included, and what ENGRAM_OUT says: the injector answers
+	// before it records the injection, so every record was answered).
+	carried := map[string]int{}
+	for _, tr := range d.turns {
+		ids := map[string]bool{}
+		for _, id := range tr.ids {
+			ids[id] = true
+		}
+		for _, id := range answered[tr.startedID] {
+			ids[id] = true
+		}
+		d.mu.Lock()
+		for _, a := range d.answers[tr.startedID] {
+			for _, id := range a {
+				ids[id] = true
+			}
+		}
+		d.mu.Unlock()
+		for id := range ids {
+			carried[id]++
+		}
+		r.InjectedPairs += len(ids)
+		if len(answered[tr.startedID]) > 0 {
+			// The turn's injection was recorded (injection_ready is
+			// published after the record) and its turn extracted: its
+			// verdicts were applied, unless every memory it carried was
+			// judged in an earlier turn of the same span.
+			key := strconv.Itoa(len(tr.session)) + ":" + tr.session + ":" + tr.turn
+			ok, err := st.EventProcessed(ctx, memory.ProjectRef{Project: tr.project}, "extractor.feedback", key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ok && !judgedEarlier(d, tr, answered) {
+				r.FeedbackTurnsBad++
+			}
+		}
+	}
+	// Turns with no answer seen at all (no block in time, none late, no
+	// injection_ready) may still have an injection record: an answer sent
+	// while the platform's connection was re-established after the NATS
+	// restart is lost (core NATS), and so is an injection_ready the server
+	// acknowledged but had not written when it was killed. Any of them may
+	// have carried any memory of its project, so they widen the bound.
+	unseen := map[string]int{}
+	for _, tr := range d.turns {
+		d.mu.Lock()
+		n := len(d.answers[tr.startedID])
+		d.mu.Unlock()
+		if _, ok := answered[tr.startedID]; !ok && n == 0 && !tr.replied {
+			unseen[tr.project]++
+			r.TurnsUnseen++
+		}
+	}
+	for id, n := range byID {
+		judged := n.Useful + n.Unhelpful
+		r.FeedbackApplied += judged
+		if judged > carried[id] {
+			r.FeedbackOverSeen++
+		}
+		if judged > carried[id]+unseen[n.ProjectID] {
+			r.DoubleFeedback++
+			t.Errorf("memory %s %q judged %d times, carried by %d turns (+%d unseen turns of its project)", id, n.Label, judged, carried[id], unseen[n.ProjectID])
+		}
+	}
+	if r.InjectedPairs > 0 && r.FeedbackApplied == 0 {
+		t.Errorf("no feedback applied for %d injected memories", r.InjectedPairs)
+	}
+
+	// Consolidation and compaction.
+	for _, ref := range order {
+		key := ref.Project + "/" + ref.Session
+		if len(live[chaos.ReviewLabel(ref.Session)]) > 0 {
+			if cur, err := st.Cursor(ctx, ref); err == nil && cur > 0 && consolidated[key] > 0 {
+				r.Consolidated++
+			} else {
+				t.Errorf("session %v: review stored but cursor %d (%v), %d consolidation_done", ref, cur, err, consolidated[key])
+			}
+		}
+		msgs, _ := st.Messages(ctx, ref, 0, 0)
+		chars := 0
+		for _, m := range msgs {
+			chars += len(m.Content)
+		}
+		sum, err := st.LatestSummary(ctx, ref)
+		switch {
+		case errors.Is(err, memory.ErrNotFound):
+			if chars/4 >= 2*compactThreshold {
+				r.SummariesWrong++
+				t.Errorf("session %v: %d tokens of transcript, no summary", ref, chars/4)
+			}
+		case err != nil:
+			t.Fatal(err)
+		default:
+			if n := strings.Count(sum.Content, "chaos summary of "); n != 1 || !strings.Contains(sum.Content, chaos.SummaryMarker(ref.Session)) || sum.UpTo <= 0 || compacted[key] == 0 {
+				r.SummariesWrong++
+				t.Errorf("session %v: summary up to %d, %d compaction_done, markers %d:\n%s", ref, sum.UpTo, compacted[key], n, sum.Content)
+			} else {
+				r.Compacted++
+			}
+		}
+	}
+
+	// Nothing dead-lettered.
+	if s, err := c.js.Stream(ctx, events.StreamDLQ); err != nil {
+		t.Errorf("DLQ: %v", err)
+	} else if info, err := s.Info(ctx); err != nil {
+		t.Errorf("DLQ: %v", err)
+	} else {
+		r.DeadLettered = info.State.Msgs
+		if info.State.Msgs > 0 {
+			for _, m := range readStream(ctx, t, c, events.StreamDLQ)[:min(5, int(info.State.Msgs))] {
+				t.Errorf("dead letter: %.300s", m)
+			}
+		}
+	}
+	if r.Lost > 0 || r.TranscriptsWrong > 0 || r.TurnsNotExtracted > 0 || r.MemoriesMissing > 0 || r.FeedbackTurnsBad > 0 {
+		t.Errorf("lost work: %d turns unanswered, %d transcripts wrong, %d turns not extracted, %d memories missing, %d turns without feedback",
+			r.Lost, r.TranscriptsWrong, r.TurnsNotExtracted, r.MemoriesMissing, r.FeedbackTurnsBad)
+	}
+	_ = warm
+	return r
+}
+
+// judgedEarlier reports whether every memory of tr's answered block was
+// also in the answered block of an earlier turn of its session (the
+// extractor judges an id once per span, against the first turn carrying it).
+func judgedEarlier(d *driver, tr *turnRec, answered map[string][]string) bool {
+	earlier := map[string]bool{}
+	for _, o := range d.turns {
+		if o.session == tr.session && o.project == tr.project && o.index < tr.index {
+			for _, id := range answered[o.startedID] {
+				earlier[id] = true
+			}
+		}
+	}
+	for _, id := range answered[tr.startedID] {
+		if !earlier[id] {
+			return false
+		}
+	}
+	return true
+}
+
+// transcriptProblem compares a session's stored messages with its turns:
+// exactly the user and assistant message of each turn, next to each other,
+// once, with increasing ids. reordered reports turns stored out of the
+// conversation's order (a turn_ended redelivered after a later one was
+// stored: the store appends in arrival order).
+func transcriptProblem(sid string, turns []*turnRec, msgs []memory.Message) (problem string, reordered bool) {
+	if len(msgs) != 2*len(turns) {
+		return fmt.Sprintf("%d messages, want %d", len(msgs), 2*len(turns)), false
+	}
+	index := map[string]int{}
+	for _, tr := range turns {
+		index[tr.turn] = tr.index
+	}
+	seen := map[string]bool{}
+	last := -1
+	for i := 0; i < len(msgs); i += 2 {
+		u, a := msgs[i], msgs[i+1]
+		t, ok := index[u.TurnID]
+		switch {
+		case !ok || seen[u.TurnID]:
+			return fmt.Sprintf("message %d: turn %q unknown or stored twice", i, u.TurnID), false
+		case a.TurnID != u.TurnID || u.Content != chaos.UserText(sid, t) || a.Content != chaos.AssistantText(sid, t):
+			return fmt.Sprintf("messages %d-%d: turn %q/%q %q is not the turn's user and assistant message", i, i+1, u.TurnID, a.TurnID, u.Content), false
+		case i > 0 && u.ID <= msgs[i-1].ID, a.ID <= u.ID:
+			return fmt.Sprintf("message ids not increasing at %d", i), false
+		}
+		seen[u.TurnID] = true
+		if t < last {
+			reordered = true
+		}
+		last = max(last, t)
+	}
+	return "", reordered
+}
+
+func nodeIDs(ns []memory.Node) []string {
+	var out []string
+	for _, n := range ns {
+		out = append(out, n.ID)
+	}
+	return out
+}
+
+// readStream returns the bodies of every message of a stream.
+func readStream(ctx context.Context, t *testing.T, c *cluster, stream string) [][]byte {
+	t.Helper()
+	s, err := c.js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatalf("%s: %v", stream, err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatalf("%s: %v", stream, err)
+	}
+	if info.State.Msgs == 0 {
+		return nil
+	}
+	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatalf("%s: %v", stream, err)
+	}
+	var out [][]byte
+	for uint64(len(out)) < info.State.Msgs {
+		batch, err := cons.Fetch(500, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			t.Fatalf("%s: %v", stream, err)
+		}
+		n := 0
+		for m := range batch.Messages() {
+			out = append(out, m.Data())
+			n++
+			if md, err := m.Metadata(); err == nil && md.Sequence.Stream >= info.State.LastSeq {
+				return out
+			}
+		}
+		if n == 0 {
+			if err := batch.Error(); err != nil {
+				t.Fatalf("%s: %v", stream, err)
+			}
+			t.Fatalf("%s: read %d of %d messages", stream, len(out), info.State.Msgs)
+		}
+	}
+	return out
+}

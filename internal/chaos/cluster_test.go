@@ -1,0 +1,334 @@
+package chaos_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/engram-memory/engram/pkg/events"
+	"github.com/engram-memory/engram/pkg/llm/llmtest"
+	memredis "github.com/engram-memory/engram/pkg/memory/redis"
+)
+
+// Settings the suite gives every Engram process (see the package doc).
+const (
+	idleQuiet        = 8 * time.Second // ENGRAM_IDLE_QUIET
+	compactThreshold = 1500            // ENGRAM_COMPACT_THRESHOLD, tokens
+	ackWait          = 8 * time.Second // ENGRAM_ACK_WAIT: a killed worker's events come back after this
+)
+
+// cluster is every process of the deployment: nats-server, a private
+// redis-server, the scripted model server, the four workers (injector and
+// extractor twice) and the idle detector.
+type cluster struct {
+	t    *testing.T
+	root string // module root
+	dir  string // work dir
+	bin  string // built binaries
+
+	natsPort, redisPort int
+	natsURL, redisURL   string
+	modelURL, control   string
+
+	nats, redis, model *proc
+	workers            []*proc // what the chaos loop kills: workers and the idle detector
+	byName             map[string]*proc
+
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	client *events.Client
+}
+
+func newCluster(t *testing.T) *cluster {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := os.Getenv("ENGRAM_CHAOS_DIR")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	c := &cluster{t: t, root: root, dir: dir, bin: filepath.Join(dir, "bin"), byName: map[string]*proc{}}
+	for _, d := range []string{c.bin, c.path("logs"), c.path("nats"), c.path("redis")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
+}
+
+func (c *cluster) path(elem ...string) string {
+	return filepath.Join(append([]string{c.dir}, elem...)...)
+}
+
+// build compiles the binaries: the nats-server of go.mod's version, engram,
+// the four workers and the model server.
+func (c *cluster) build() {
+	c.t.Helper()
+	t0 := time.Now()
+	cmd := exec.Command("go", "build", "-o", c.bin+string(os.PathSeparator),
+		"github.com/nats-io/nats-server/v2", "./cmd/engram", "./cmd/injector", "./cmd/extractor",
+		"./cmd/consolidator", "./cmd/compactor", "./internal/chaos/cmd/chaosmodel")
+	cmd.Dir = c.root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		c.t.Fatalf("build: %v\n%s", err, out)
+	}
+	c.t.Logf("built the binaries in %v", time.Since(t0).Round(time.Millisecond))
+}
+
+func (c *cluster) newProc(name string, env []string, argv ...string) *proc {
+	p := &proc{name: name, argv: argv, env: env, dir: c.path("logs")}
+	c.byName[name] = p
+	c.t.Cleanup(func() { p.stop(5 * time.Second) })
+	return p
+}
+
+// startInfra starts NATS, Redis and the model server.
+func (c *cluster) startInfra(ctx context.Context) {
+	c.t.Helper()
+	c.natsPort, c.redisPort = freePort(c.t), freePort(c.t)
+	c.natsURL = fmt.Sprintf("nats://127.0.0.1:%d", c.natsPort)
+	c.redisURL = fmt.Sprintf("redis://127.0.0.1:%d/0", c.redisPort)
+	// JetStream with its file store in the work dir; no auth (see the
+	// package doc for the credentials the deployment will use).
+	c.nats = c.newProc("nats", nil, filepath.Join(c.bin, "nats-server"), "-a", "127.0.0.1",
+		"-p", fmt.Sprint(c.natsPort), "-js", "-sd", c.path("nats"), "-m", "0")
+	// A private Redis 8 with AOF (fsync every second; a process kill loses
+	// nothing the server acknowledged, since the AOF is written before the
+	// reply). Never the shared test servers.
+	c.redis = c.newProc("redis", nil, "bash", filepath.Join(c.root, "scripts/redis8.sh"), "server",
+		"--port", fmt.Sprint(c.redisPort), "--bind", "127.0.0.1", "--dir", c.path("redis"),
+		"--appendonly", "yes", "--appendfsync", "everysec", "--save", "", "--protected-mode", "no")
+	c.startNATS(ctx)
+	c.startRedis(ctx)
+
+	c.model = c.newProc("model", nil, filepath.Join(c.bin, "chaosmodel"))
+	c.model.start(c.t)
+	deadline := time.Now().Add(30 * time.Second)
+	for c.modelURL == "" && time.Now().Before(deadline) {
+		_ = c.model.grep(func(line string) {
+			for _, f := range strings.Fields(line) {
+				if v, ok := strings.CutPrefix(f, "model="); ok {
+					c.modelURL = v
+				}
+				if v, ok := strings.CutPrefix(f, "control="); ok {
+					c.control = v
+				}
+			}
+		})
+		time.Sleep(50 * time.Millisecond)
+	}
+	if c.modelURL == "" {
+		c.t.Fatalf("model server did not start:\n%s", c.model.tail(20))
+	}
+}
+
+func (c *cluster) startNATS(ctx context.Context) {
+	c.t.Helper()
+	c.nats.start(c.t)
+	if err := waitTCP(ctx, fmt.Sprintf("127.0.0.1:%d", c.natsPort), 30*time.Second); err != nil {
+		c.t.Fatalf("nats: %v\n%s", err, c.nats.tail(20))
+	}
+}
+
+func (c *cluster) startRedis(ctx context.Context) {
+	c.t.Helper()
+	c.redis.start(c.t)
+	if err := waitTCP(ctx, fmt.Sprintf("127.0.0.1:%d", c.redisPort), 60*time.Second); err != nil {
+		c.t.Fatalf("redis: %v\n%s", err, c.redis.tail(20))
+	}
+}
+
+// env is the configuration of every Engram process.
+func (c *cluster) env(name string) []string {
+	return []string{
+		"ENGRAM_NATS_URL=" + c.natsURL,
+		"ENGRAM_STORE=redis",
+		"ENGRAM_REDIS_URL=" + c.redisURL,
+		"ENGRAM_OLLAMA_HOST=" + c.modelURL,
+		"ENGRAM_CHAT_MODEL=" + llmtest.ChatModel,
+		"ENGRAM_DATA=" + c.path("data", name),
+		"ENGRAM_HTTP_ADDR=127.0.0.1:0",
+		"ENGRAM_LOG_FORMAT=json",
+		"ENGRAM_LOG_LEVEL=info",
+		"ENGRAM_ACK_WAIT=" + ackWait.String(),
+		"ENGRAM_IDLE_QUIET=" + idleQuiet.String(),
+		"ENGRAM_IDLE_SWEEP=1s",
+		fmt.Sprintf("ENGRAM_COMPACT_THRESHOLD=%d", compactThreshold),
+		"ENGRAM_SHUTDOWN_TIMEOUT=5s",
+	}
+}
+
+// setup runs `engram setup` (streams and consumers) and starts the workers
+// and the idle detector (`engram serve -workers none` on the external bus,
+// which runs no worker, only the detector).
+func (c *cluster) setup(ctx context.Context) {
+	c.t.Helper()
+	cmd := exec.CommandContext(ctx, filepath.Join(c.bin, "engram"), "setup")
+	cmd.Env = append(os.Environ(), c.env("setup")...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		c.t.Fatalf("engram setup: %v\n%s", err, out)
+	}
+	for _, w := range []struct {
+		name, bin string
+		args      []string
+	}{
+		{"injector-0", "injector", nil}, {"injector-1", "injector", nil},
+		{"extractor-0", "extractor", nil}, {"extractor-1", "extractor", nil},
+		{"consolidator-0", "consolidator", nil}, {"compactor-0", "compactor", nil},
+		{"idle-0", "engram", []string{"serve", "-workers", "none", "-idle=true"}},
+	} {
+		p := c.newProc(w.name, c.env(w.name), append([]string{filepath.Join(c.bin, w.bin)}, w.args...)...)
+		p.start(c.t)
+		c.workers = append(c.workers, p)
+	}
+	for _, p := range c.workers {
+		c.waitReady(ctx, p)
+	}
+}
+
+// waitReady waits for the process's "ready" log line (of its latest start).
+func (c *cluster) waitReady(ctx context.Context, p *proc) {
+	c.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if strings.Contains(p.tail(1000), `"engram ready"`) {
+			return
+		}
+		if p.exited() {
+			c.t.Fatalf("%s exited:\n%s", p.name, p.tail(30))
+		}
+		select {
+		case <-ctx.Done():
+			c.t.Fatal(ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	c.t.Fatalf("%s not ready after 60s:\n%s", p.name, p.tail(30))
+}
+
+// connect opens the platform's connection and client.
+func (c *cluster) connect() {
+	c.t.Helper()
+	nc, err := nats.Connect(c.natsURL, nats.Name("chaos-platform"), nats.MaxReconnects(-1),
+		nats.ReconnectWait(250*time.Millisecond), nats.Timeout(5*time.Second))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	client, err := events.NewClient(nc, events.WithJetStream(js))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.nc, c.js, c.client = nc, js, client
+}
+
+// modelControl switches the model server: "down", "unavailable" or "up".
+func (c *cluster) modelControl(what string) {
+	c.t.Helper()
+	resp, err := http.Post(c.control+"/"+what, "text/plain", nil)
+	if err != nil {
+		c.t.Fatalf("model %s: %v", what, err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		c.t.Fatalf("model %s: %s", what, resp.Status)
+	}
+}
+
+func (c *cluster) modelStats() map[string]int {
+	c.t.Helper()
+	resp, err := http.Get(c.control + "/stats")
+	if err != nil {
+		c.t.Fatalf("model stats: %v", err)
+	}
+	defer resp.Body.Close()
+	var m map[string]int
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+		c.t.Fatalf("model stats: %v", err)
+	}
+	return m
+}
+
+// store opens the deployment's Redis store (for the checks).
+func (c *cluster) store() *memredis.Store {
+	c.t.Helper()
+	opts, err := goredis.ParseURL(c.redisURL)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	st, err := memredis.New(goredis.NewClient(opts), memredis.WithCloseClient())
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+// drained reports whether every consumer of ENGRAM_IN has nothing pending
+// nor unacknowledged, with the per-consumer figures.
+func (c *cluster) drained(ctx context.Context) (bool, string, error) {
+	s, err := c.js.Stream(ctx, events.StreamIn)
+	if err != nil {
+		return false, "", err
+	}
+	lister := s.ListConsumers(ctx)
+	ok := true
+	var b strings.Builder
+	for ci := range lister.Info() {
+		fmt.Fprintf(&b, "%s pending=%d ack_pending=%d; ", ci.Name, ci.NumPending, ci.NumAckPending)
+		if ci.NumPending > 0 || ci.NumAckPending > 0 {
+			ok = false
+		}
+	}
+	if err := lister.Err(); err != nil {
+		return false, b.String(), err
+	}
+	return ok, b.String(), nil
+}
+
+// waitDrained waits until drained holds for `stable` in a row.
+func (c *cluster) waitDrained(ctx context.Context, stable, limit time.Duration) (string, error) {
+	deadline := time.Now().Add(limit)
+	var since time.Time
+	var last string
+	for time.Now().Before(deadline) {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		ok, s, err := c.drained(cctx)
+		cancel()
+		last = s
+		if err == nil && ok {
+			if since.IsZero() {
+				since = time.Now()
+			}
+			if time.Since(since) >= stable {
+				return last, nil
+			}
+		} else {
+			since = time.Time{}
+		}
+		select {
+		case <-ctx.Done():
+			return last, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+	return last, fmt.Errorf("not drained after %v: %s", limit, last)
+}

@@ -1,0 +1,103 @@
+// Package chaos is the multi-process end-to-end suite with chaos: it builds
+// and starts the real processes of a distributed deployment, drives a
+// scripted conversation through the Go client (pkg/events), kills and
+// restarts processes under load, and checks that nothing was lost,
+// duplicated or dead-lettered. `make chaos` (scripts/chaos.sh) runs it; a
+// plain `go test ./...` skips it (it needs ENGRAM_CHAOS=1).
+//
+// # What runs
+//
+// Each a process of its own, built by the test (go build):
+//
+//   - nats-server, the github.com/nats-io/nats-server/v2 of go.mod, with
+//     JetStream on a file store in the work dir and no authentication. When
+//     the bus requires credentials (per-role accounts), pass them in the
+//     workers' and the platform's environment (cluster.env, cluster.connect);
+//     nothing else depends on it;
+//   - a private redis-server (Redis 8 from scripts/redis8.sh, `server`
+//     subcommand) on a port of its own, with AOF (appendfsync everysec: the
+//     AOF is written before a reply, so a process kill loses nothing
+//     acknowledged), never the shared test servers;
+//   - cmd/chaosmodel, the scripted Ollama-compatible server (pkg/llm/llmtest)
+//     with this package's replies (Install), switchable down (connection
+//     refused) and unavailable (503) through a control endpoint;
+//   - `engram setup`, then two injectors, two extractors, a consolidator,
+//     a compactor (cmd/injector, ...) and the idle detector (`engram serve
+//     -workers none` on the external bus: the detector without workers).
+//
+// Every Engram process gets ENGRAM_ACK_WAIT=8s (a killed worker's events
+// come back after 8 s rather than the roles' 10 s to 2 min),
+// ENGRAM_IDLE_QUIET=8s, ENGRAM_COMPACT_THRESHOLD=1500 tokens and the
+// built-in hashing embedder; everything else is the default.
+//
+// # The script
+//
+// Sessions of 40 turns (ENGRAM_CHAOS_TURNS_PER_SESSION) in four projects,
+// 8 at a time (ENGRAM_CHAOS_CLIENTS). Turn t of session s talks about fact
+// t mod 3 of s (UserText: four pseudo-words of its own and a marker,
+// chaosref:s:f). The platform publishes turn_started with a reply subject
+// and a 3 s reply deadline and waits for the block, waits 20 ms (its
+// model), then publishes turn_ended (the user and assistant messages) and
+// tokens_reported (0 tokens: the compactor estimates the transcript). A
+// publish the bus refuses (it is down) is repeated with the same event id
+// until it lands. The scripted model is deterministic:
+//
+//   - extraction: "used" for every memory under INJECTED MEMORIES, and one
+//     decision per fact marker in the transcript (FactLabel), so the
+//     expected memories are known: one per (session, fact);
+//   - consolidation: on a pass's first step, unless the stored memories
+//     shown hold it, memory_remember the session's review fact
+//     (ReviewLabel), then memory_done;
+//   - compaction: a summary naming the session (SummaryMarker) and the
+//     facts of the messages it covers.
+//
+// # The phases
+//
+//  1. Warm-up without chaos: two sessions of 7 turns, one turn at a time,
+//     waiting for every consumer between turns; from turn 3 on each block
+//     must recall the turn's fact (stored by turn t-3).
+//  2. The replay (ENGRAM_CHAOS_TURNS, default 10,000) with chaos:
+//     ENGRAM_CHAOS_KILLS (default 60) kill -9 of a random worker process
+//     (injectors, extractors, consolidator, compactor, idle detector) at
+//     random points of the replay (uniform over 2%-95% of the turns; the
+//     victim restarts 0.2-2 s later); kill -9 of nats-server at 30% of the
+//     turns and of redis-server at 50%, each down 3-6 s, then restarted on
+//     the same store; the model down at 65% for ENGRAM_CHAOS_OUTAGE
+//     (default 10m): the first half connection refused, the second half
+//     503 on every request, the workers' own settings unchanged (the
+//     default gate interval 2 s, unavailable delay 10 s, max deliveries
+//     10), so a real outage of that length is what they live through.
+//  3. Drain: every consumer of ENGRAM_IN with nothing pending and nothing
+//     unacknowledged for 24 s in a row (3 x the quiet time, so every
+//     session_idle is published and consolidated).
+//
+// # The checks (report, and each a test failure)
+//
+//   - injection: every turn_started was answered (injection_ready on
+//     ENGRAM_OUT, at most one per turn) or skipped by the injector with its
+//     logged reason ("arrived after its reply deadline"): lost = neither;
+//   - transcripts: every session's stored messages are exactly its turns'
+//     user and assistant messages, in order, once;
+//   - extraction: every turn has the extractor's done record; exactly one
+//     live memory per expected fact, in its project; no other live memory
+//     (duplicated = extra copies, unexpected = anything else);
+//   - feedback: no memory is judged (useful + unhelpful) more often than the
+//     number of turns that carried it (every answer the platform received,
+//     late ones too, and injection_ready together), plus the turns of its
+//     project with no answer seen at all, whose injection record is unknown
+//     (an answer can be lost across the NATS kill): double feedback
+//     (feedback_over_seen keeps the strict count); every turn answered with
+//     a block has its feedback record unless all its memories were judged
+//     for an earlier turn of the session (the extractor judges an id once
+//     per span);
+//   - consolidation: every session has its review fact, a cursor past 0 and
+//     a consolidation_done; compaction: every session with twice the
+//     threshold of transcript has a summary of its own (its marker once,
+//     never nested), a boundary and a compaction_done;
+//   - ENGRAM_DLQ is empty: nothing dead-lettered.
+//
+// ENGRAM_CHAOS_REPORT names a file for the figures (JSON);
+// ENGRAM_CHAOS_DIR keeps the work dir (binaries, stores, every process's
+// log, one file per start) instead of a temporary one; ENGRAM_CHAOS_SEED
+// repeats a run's chaos points.
+package chaos

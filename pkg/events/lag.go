@@ -1,0 +1,85 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ExtractorLag tells whether a session's latest turn_ended still waits for
+// the extractor, i.e. whether its messages are missing from the stored
+// transcript. Workers that read the transcript another worker writes (the
+// consolidator, the compactor) ask it before they judge a session by its
+// transcript: a session whose transcript is behind is retried, not
+// consolidated or compacted short (its later events may never come).
+//
+// Under interest retention (ENGRAM_IN's default) a turn_ended is pending
+// while it is still in the stream and above the extractor consumer's ack
+// floor: the stream drops a message once every consumer that should see it
+// (the extractor and the idle detector) has acknowledged it, each message on
+// its own, and a message at or under the floor the extractor has
+// acknowledged (only the idle detector is behind). Under limits retention
+// the message stays, and the floor alone decides: one acknowledged out of
+// order above the floor reads as pending until the floor passes it.
+type ExtractorLag struct {
+	js       jetstream.JetStream
+	stream   string
+	consumer string
+	subjects Subjects
+
+	mu sync.Mutex
+	st jetstream.Stream
+}
+
+// NewExtractorLag reads t's input stream and extractor consumer.
+func NewExtractorLag(js jetstream.JetStream, t Topology) *ExtractorLag {
+	return &ExtractorLag{js: js, stream: t.In.Name, consumer: ConsumerExtractor, subjects: t.Subjects()}
+}
+
+// TurnEndedPending reports whether the session's latest turn_ended has not
+// been acknowledged by the extractor yet. No turn_ended, or no extractor
+// consumer in the topology: false.
+func (l *ExtractorLag) TurnEndedPending(ctx context.Context, project, session string) (bool, error) {
+	l.mu.Lock()
+	st := l.st
+	l.mu.Unlock()
+	if st == nil {
+		s, err := l.js.Stream(ctx, l.stream)
+		if err != nil {
+			return false, fmt.Errorf("events: stream %s: %w", l.stream, err)
+		}
+		l.mu.Lock()
+		l.st, st = s, s
+		l.mu.Unlock()
+	}
+	m, err := st.GetLastMsgForSubject(ctx, l.subjects.In(TypeTurnEnded, project, session))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return false, nil // none, or every consumer has acknowledged it (interest retention)
+	}
+	if err != nil {
+		return false, fmt.Errorf("events: last turn_ended of %s/%s: %w", project, session, err)
+	}
+	cons, err := st.Consumer(ctx, l.consumer)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("events: consumer %s: %w", l.consumer, err)
+	}
+	if info := cons.CachedInfo(); info.AckFloor.Stream >= m.Sequence {
+		return false, nil
+	}
+	if st.CachedInfo().Config.Retention == jetstream.InterestPolicy {
+		return true, nil // still in the stream: someone has not acknowledged it
+	}
+	// Limits retention: the floor read when the consumer was looked up may
+	// be a little old; read it again.
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return false, fmt.Errorf("events: consumer %s: %w", l.consumer, err)
+	}
+	return info.AckFloor.Stream < m.Sequence, nil
+}
