@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -46,10 +47,14 @@ const (
 // It is a script so that the dictionary and the document frequencies cost
 // one round trip.
 //
+// A query term of fewer than prefixMin runes matches only itself (marked
+// with a leading '=': "in" would otherwise match "income" and "inch"), as
+// in the SQLite store.
+//
 // KEYS: term dictionary, corpus statistics. ARGV: key prefix, max
 // expansions, minimum postings per term, query terms... Reply: document
-// count, total length, then per list its key, document frequency and 1
-// for an expansion (0 for a query term).
+// count, total length, then per list its key, document frequency and its
+// kind: "0:<i>" for query term i itself, "1:<i>" for an expansion of it.
 var lexDictScript = goredis.NewScript(`
 local p = ARGV[1]
 local maxExp = tonumber(ARGV[2])
@@ -59,20 +64,25 @@ local out = {st[1] or '0', st[2] or '0'}
 if (tonumber(out[1]) or 0) <= 0 then return out end
 for qi = 4, #ARGV do
   local q = ARGV[qi]
+  local whole = string.sub(q, 1, 1) == '='
+  if whole then q = string.sub(q, 2) end
   local terms = redis.call('ZRANGEBYLEX', KEYS[1], '[' .. q, '[' .. q .. '\255', 'LIMIT', 0, maxExp)
   local exact = terms[1] == q
   for _, t in ipairs(terms) do
     local key = p .. 't:' .. t
     local df = redis.call('ZCARD', key)
-    if df > 0 and (t == q or not exact or df <= minPer) then
+    if df > 0 and (t == q or (not whole and (not exact or df <= minPer))) then
       out[#out + 1] = key
       out[#out + 1] = tostring(df)
-      out[#out + 1] = t == q and '0' or '1'
+      out[#out + 1] = (t == q and '0' or '1') .. ':' .. tostring(qi)
     end
   end
 end
 return out
 `)
+
+// prefixMin is the shortest query term matched as a prefix (in runes).
+const prefixMin = 3
 
 // Lexical is BM25 over label, body, paths and entity names (k1 1.2, b 0.75,
 // the current document count and average length), per project read.
@@ -165,6 +175,9 @@ func (s *Store) planReads(ctx context.Context, tags []scopeTag, qs []string, min
 		k := s.keys(tags[i].project)
 		args := []any{k.p, maxExpansions, minPer}
 		for _, q := range qs {
+			if utf8.RuneCountInString(q) < prefixMin {
+				q = "=" + q
+			}
 			args = append(args, q)
 		}
 		return []string{k.terms(), k.stats()}, args
@@ -204,11 +217,12 @@ type lexRead struct {
 
 // postingList is one term's postings in one project.
 type postingList struct {
-	key  string
-	df   int64
-	exp  bool    // an expansion of a query term, not the term itself
-	w    float64 // idf * (k1+1)
-	read int64   // postings to read, best first
+	key   string
+	df    int64
+	exp   bool    // an expansion of a query term, not the term itself
+	group string  // the query term it belongs to (its index)
+	w     float64 // idf * (k1+1) of the group (see parseLexDict)
+	read  int64   // postings to read, best first
 
 	postings *goredis.ZSliceCmd
 	// Where reading stopped in a truncated list (equal scores come in
@@ -239,13 +253,23 @@ func parseLexDict(tag scopeTag, k keys, d []string) (*lexRead, error) {
 		avgdl = 1
 	}
 	r := &lexRead{tag: tag, keys: k, c1: bm25K1 * (1 - bm25B), c2: bm25K1 * bm25B / avgdl}
+	// One idf per query term, from the summed document frequency of the
+	// term and its expansions (at most the document count), as the SQLite
+	// store counts a prefix term: scored apart, each rare expansion ("mythology"
+	// of "my") would weigh more than the question's content words.
+	groupDF := map[string]int64{}
 	for i := 2; i+2 < len(d); i += 3 {
 		df, err := strconv.ParseInt(d[i+1], 10, 64)
-		if err != nil || df <= 0 {
-			return nil, fmt.Errorf("redis lexical: document frequency %q of %s", d[i+1], d[i])
+		kind, group, ok := strings.Cut(d[i+2], ":")
+		if err != nil || df <= 0 || !ok || (kind != "0" && kind != "1") {
+			return nil, fmt.Errorf("redis lexical: document frequency %q or kind %q of %s", d[i+1], d[i+2], d[i])
 		}
-		r.lists = append(r.lists, &postingList{key: d[i], df: df, exp: d[i+2] == "1",
-			w: math.Log(1+(n-float64(df)+0.5)/(float64(df)+0.5)) * (bm25K1 + 1)})
+		r.lists = append(r.lists, &postingList{key: d[i], df: df, exp: kind == "1", group: group})
+		groupDF[group] += df
+	}
+	for _, l := range r.lists {
+		df := min(float64(groupDF[l.group]), n)
+		l.w = math.Log(1+(n-df+0.5)/(df+0.5)) * (bm25K1 + 1)
 	}
 	return r, nil
 }
