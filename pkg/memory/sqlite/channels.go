@@ -66,10 +66,7 @@ func (s *Store) Vector(ctx context.Context, model string, vec []float32, f memor
 	gf := x.compile(&f, now)
 	var hits []vecindex.Hit
 	if fl := x.flat[model]; fl != nil {
-		hits = fl.search(vec, limit, func(id string) bool {
-			rid, ok := x.byID[id]
-			return ok && x.pass(rid, &gf)
-		})
+		hits = fl.search(vec, limit, func(rid uint32) bool { return x.pass(rid, &gf) })
 	} else {
 		// The graph carries each vector's rid: the filter reads the
 		// node's gate directly, with no id look-up per node walked.

@@ -25,6 +25,7 @@ type index struct {
 	lex        *lexIndex
 	vecs       map[string]*vecindex.Index // by embedding model
 	flat       map[string]*flatVecs       // models whose graph index is still being built
+	loading    bool                       // the nodes are still being loaded (Open): new models go to flat too
 	vecOpts    []vecindex.Option
 	standing   map[string][]uint32  // per project ("" global): standing rids in memory.CompareStanding order
 	liveBy     map[string]int       // live nodes per project ("" global)
@@ -127,6 +128,10 @@ func (x *index) commit(changes []change, edges []edgeChange) {
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	x.commitLocked(changes, edges)
+}
+
+func (x *index) commitLocked(changes []change, edges []edgeChange) {
 	x.applyEdges(edges)
 	var batch map[string][]int // model -> change indexes, for bulk vector adds
 	for i := range changes {
@@ -164,7 +169,13 @@ func (x *index) commit(changes []change, edges []edgeChange) {
 				}
 			}
 			if len(c.n.Embedding) > 0 {
-				if fl := x.flat[c.n.EmbeddingModel]; fl != nil {
+				fl := x.flat[c.n.EmbeddingModel]
+				if fl == nil && x.loading && x.vecs[c.n.EmbeddingModel] == nil {
+					// The graphs are built once every node is loaded.
+					fl = newFlat(len(c.n.Embedding))
+					x.flat[c.n.EmbeddingModel] = fl
+				}
+				if fl != nil {
 					fl.add(c.n.ID, c.rid, c.n.Embedding, true)
 					continue
 				}
@@ -192,6 +203,32 @@ func (x *index) commit(changes []change, edges []edgeChange) {
 			ids[j], rids[j], vs[j] = changes[i].n.ID, changes[i].rid, changes[i].n.Embedding
 		}
 		_ = ix.AddBatchTagged(ids, rids, vs)
+	}
+}
+
+// loadChunk mirrors nodes read from the database while loading: as
+// committed writes, and their vectors into the exact-search sets that the
+// graphs are built from once every node is loaded. A node written since
+// the load began is read here in its committed state, so applying it again
+// is harmless.
+func (x *index) loadChunk(changes []change) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.commitLocked(changes, nil)
+	for i := range changes {
+		n := &changes[i].n
+		if len(n.Embedding) == 0 {
+			continue
+		}
+		fl := x.flat[n.EmbeddingModel]
+		if fl == nil {
+			fl = newFlat(len(n.Embedding))
+			x.flat[n.EmbeddingModel] = fl
+		}
+		if len(n.Embedding) != fl.dim {
+			continue // cannot happen: writes check dimensions
+		}
+		fl.add(n.ID, changes[i].rid, n.Embedding, false)
 	}
 }
 
