@@ -26,6 +26,7 @@ type index struct {
 	vecs       map[string]*vecindex.Index // by embedding model
 	flat       map[string]*flatVecs       // models whose graph index is still being built
 	loading    bool                       // the nodes are still being loaded (Open): new models go to flat too
+	bulk       bool                       // WithBulkWrites: vectors only in flat, no graph, no replay log
 	vecOpts    []vecindex.Option
 	standing   map[string][]uint32  // per project ("" global): standing rids in memory.CompareStanding order
 	liveBy     map[string]int       // live nodes per project ("" global)
@@ -176,7 +177,7 @@ func (x *index) commitLocked(changes []change, edges []edgeChange) {
 					x.flat[c.n.EmbeddingModel] = fl
 				}
 				if fl != nil {
-					fl.add(c.n.ID, c.rid, c.n.Embedding, true)
+					fl.add(c.n.ID, c.rid, c.n.Embedding, !x.bulk)
 					continue
 				}
 				if batch == nil {

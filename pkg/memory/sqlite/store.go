@@ -31,6 +31,7 @@ type options struct {
 	background  bool
 	loadChunk   int
 	loadHook    func(loaded int)
+	bulk        bool
 }
 
 // WithClock makes the store read the time from now (tests drive a fake clock).
@@ -67,6 +68,14 @@ func WithLoadChunk(n int) Option {
 // memories is loaded, with the number loaded so far, outside every lock
 // (tests hold the load at a known point with it).
 func WithLoadHook(fn func(loaded int)) Option { return func(o *options) { o.loadHook = fn } }
+
+// WithBulkWrites opens the store for writing many memories at once (seeding
+// a large store, benchmark fixtures): vectors are kept for exact search only
+// and no vector graph is built, so that a write costs what the database
+// costs instead of a graph insertion per vector (at 100,000 vectors most of
+// the time). Vector reads scan every vector. The next Open without it builds
+// the graphs as usual.
+func WithBulkWrites() Option { return func(o *options) { o.bulk = true } }
 
 // Store is the SQLite backend of memory.Store.
 type Store struct {
@@ -155,7 +164,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	s := &Store{db: db, now: o.now, idx: newIndex(o.vecOpts), unlock: unlock, path: path,
 		stop: make(chan struct{}), loaded: make(chan struct{}), indexed: make(chan struct{}),
 		opened: time.Now(), chunk: o.loadChunk, hook: o.loadHook}
-	s.idx.loading = true
+	s.idx.loading, s.idx.bulk = true, o.bulk
 	if err := migrate(ctx, db); err != nil {
 		_ = s.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
@@ -164,7 +173,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		s.bg.Add(1)
 		go func() {
 			defer s.bg.Done()
-			if s.loadNodes(context.Background()) {
+			if s.loadNodes(context.Background()) && !o.bulk {
 				s.buildAll()
 			}
 		}()
@@ -174,6 +183,9 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		err := s.LoadStatus().Err
 		_ = s.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	if o.bulk {
+		return s, nil // indexed stays open: no graph is built
 	}
 	s.bg.Add(1)
 	go func() {
@@ -263,7 +275,7 @@ func (s *Store) loadNodes(ctx context.Context) bool {
 		}
 	}
 	s.idx.mu.Lock()
-	s.idx.loading = false
+	s.idx.loading = s.idx.bulk // bulk writes: every vector stays in the exact-search sets
 	s.idx.mu.Unlock()
 	s.ld.mu.Lock()
 	s.ld.nodesIn = time.Since(s.opened)
