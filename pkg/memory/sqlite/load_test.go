@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -42,6 +43,9 @@ func TestBackgroundLoad(t *testing.T) {
 	for range 300 {
 		seeded = append(seeded, c.Node())
 	}
+	// A standing instruction among the rows the held load has not reached.
+	rule := &seeded[280]
+	rule.Subkind, rule.AssertedBy, rule.Source, rule.Confidence, rule.Scope = memory.Preference, memory.AssertedUser, memory.SourceUser, 0.9, memory.ScopeProject
 	if err := s.PutBatch(ctx, seeded, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -61,6 +65,9 @@ func TestBackgroundLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	var once sync.Once
+	unhold := func() { once.Do(func() { close(release) }) }
+	defer unhold() // before Close, which waits for the load
 	<-hold // the first 100 memories are loaded, the load waits
 	st := s.LoadStatus()
 	if st.Nodes || st.Vectors || st.Loaded != 100 || st.Total != 300 || st.Err != nil {
@@ -77,6 +84,12 @@ func TestBackgroundLoad(t *testing.T) {
 	}
 	if hits, err := s.Vector(ctx, memorytest.BenchModel, seeded[1].Embedding, memory.Filter{ProjectID: memorytest.BenchProject, SessionID: seeded[1].SessionID}, 3); err != nil || len(hits) == 0 || hits[0].ID != seeded[1].ID {
 		t.Fatalf("vector while loading = %v (%v), want %s first", hits, err, seeded[1].ID)
+	}
+
+	// The user's rules are loaded first, wherever their rows are.
+	standing, err := s.StandingInstructions(ctx, memorytest.BenchProject, 100)
+	if err != nil || !slices.ContainsFunc(standing, func(n memory.Node) bool { return n.ID == rule.ID }) {
+		t.Fatalf("standing instructions while loading = %v (%v), want the rule of row 281 among them", ids(standing), err)
 	}
 
 	// Writes while the load is held (each waits for no chunk: the load is
@@ -98,7 +111,7 @@ func TestBackgroundLoad(t *testing.T) {
 	if _, err := s.Upsert(ctx, fresh); err != nil {
 		t.Fatal(err)
 	}
-	close(release)
+	unhold()
 	if err := s.WaitLoaded(ctx); err != nil {
 		t.Fatal(err)
 	}

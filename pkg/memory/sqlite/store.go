@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/binary"
@@ -93,14 +94,15 @@ type Store struct {
 
 	briefs memory.BriefMemo // sessions whose briefing flag is known to be taken (BriefOnce)
 
-	stop    chan struct{}  // closed by Close: stops the background load and index build
-	bg      sync.WaitGroup // the background load and index build
-	loaded  chan struct{}  // closed when every node is loaded (or loading failed: loadErr)
-	indexed chan struct{}  // closed when every vector index is built
-	opened  time.Time
-	ld      loadState
-	chunk   int
-	hook    func(loaded int)
+	stop       chan struct{}  // closed by Close: stops the background load and index build
+	bg         sync.WaitGroup // the background load and index build
+	loaded     chan struct{}  // closed when every node is loaded (or loading failed: loadErr)
+	indexed    chan struct{}  // closed when every vector index is built
+	opened     time.Time
+	ld         loadState
+	chunk      int
+	hook       func(loaded int)
+	background bool // WithBackgroundLoad
 }
 
 // loadState is what LoadStatus reports.
@@ -163,7 +165,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	}
 	s := &Store{db: db, now: o.now, idx: newIndex(o.vecOpts), unlock: unlock, path: path,
 		stop: make(chan struct{}), loaded: make(chan struct{}), indexed: make(chan struct{}),
-		opened: time.Now(), chunk: o.loadChunk, hook: o.loadHook}
+		opened: time.Now(), chunk: o.loadChunk, hook: o.loadHook, background: o.background}
 	s.idx.loading, s.idx.bulk = true, o.bulk
 	if err := migrate(ctx, db); err != nil {
 		_ = s.Close()
@@ -248,6 +250,12 @@ func (s *Store) loadNodes(ctx context.Context) bool {
 	s.ld.mu.Lock()
 	s.ld.total = total
 	s.ld.mu.Unlock()
+	if s.background {
+		// Only worth it when something is served before the load ends.
+		if err := s.loadStanding(ctx); err != nil {
+			return fail(fmt.Errorf("load standing instructions: %w", err))
+		}
+	}
 	var after int64
 	loaded := 0
 	for after < last {
@@ -281,6 +289,76 @@ func (s *Store) loadNodes(ctx context.Context) bool {
 	s.ld.nodesIn = time.Since(s.opened)
 	s.ld.mu.Unlock()
 	return true
+}
+
+// Markers of a standing-instruction candidate in a node's document (as
+// encoding/json writes memory.Node): memory.IsStanding needs one of them.
+var (
+	markUser   = []byte(`"asserted_by":"user"`)
+	markPinned = []byte(`"pinned":true`)
+)
+
+// loadStanding loads the candidate standing instructions first, so that
+// every turn carries the user's rules while the rest loads: one read of
+// every document without decoding it (a byte search for the markers, no
+// lock held), then the candidates read and mirrored under the write lock,
+// in chunks. A node that becomes standing after the search is mirrored by
+// its write; its chunk loads every candidate again later, harmlessly.
+func (s *Store) loadStanding(ctx context.Context) error {
+	rows, err := s.db.QueryContext(ctx, `SELECT rid, doc FROM nodes`)
+	if err != nil {
+		return err
+	}
+	var rids []any
+	for rows.Next() {
+		var rid int64
+		var doc sql.RawBytes
+		if err := rows.Scan(&rid, &doc); err != nil {
+			rows.Close()
+			return err
+		}
+		if bytes.Contains(doc, markUser) || bytes.Contains(doc, markPinned) {
+			rids = append(rids, rid)
+		}
+	}
+	err = rows.Err()
+	rows.Close()
+	if err != nil {
+		return err
+	}
+	for len(rids) > 0 {
+		part := rids[:min(chunk, len(rids))]
+		rids = rids[len(part):]
+		if err := s.loadRids(ctx, part); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// loadRids reads and mirrors the nodes of rids, under the write lock.
+func (s *Store) loadRids(ctx context.Context, rids []any) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	rows, err := s.db.QueryContext(ctx, `SELECT n.rid, `+nodeCols+` FROM `+nodeFrom+` WHERE n.rid IN (`+placeholders(len(rids))+`)`, rids...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	changes := make([]change, 0, len(rids))
+	for rows.Next() {
+		var rid int64
+		n, err := scanNode(rows, &rid)
+		if err != nil {
+			return err
+		}
+		changes = append(changes, change{rid: uint32(rid), n: n, text: true})
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	s.idx.loadChunk(changes)
+	return nil
 }
 
 // loadChunk reads and mirrors up to s.chunk nodes with rid in (after, last]
