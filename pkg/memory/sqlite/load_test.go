@@ -68,7 +68,7 @@ func TestBackgroundLoad(t *testing.T) {
 	var once sync.Once
 	unhold := func() { once.Do(func() { close(release) }) }
 	defer unhold() // before Close, which waits for the load
-	<-hold // the first 100 memories are loaded, the load waits
+	<-hold         // the first 100 memories are loaded, the load waits
 	st := s.LoadStatus()
 	if st.Nodes || st.Vectors || st.Loaded != 100 || st.Total != 300 || st.Err != nil {
 		t.Fatalf("status while held = %+v, want 100 of 300 loaded", st)
