@@ -27,6 +27,7 @@ type index struct {
 	flat       map[string]*flatVecs       // models whose graph index is still being built
 	loading    bool                       // the nodes are still being loaded (Open): new models go to flat too
 	bulk       bool                       // WithBulkWrites: vectors only in flat, no graph, no replay log
+	touched    map[uint32]struct{}        // rows mirrored by writes while loading: the load leaves them alone
 	vecOpts    []vecindex.Option
 	standing   map[string][]uint32  // per project ("" global): standing rids in memory.CompareStanding order
 	liveBy     map[string]int       // live nodes per project ("" global)
@@ -43,6 +44,7 @@ func newIndex(vecOpts []vecindex.Option) *index {
 		vecs:       map[string]*vecindex.Index{},
 		flat:       map[string]*flatVecs{},
 		vecOpts:    vecOpts,
+		touched:    map[uint32]struct{}{},
 		standing:   map[string][]uint32{},
 		liveBy:     map[string]int{},
 		embeddedBy: map[projectModel]int{},
@@ -129,10 +131,12 @@ func (x *index) commit(changes []change, edges []edgeChange) {
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.commitLocked(changes, edges)
+	x.commitLocked(changes, edges, false)
 }
 
-func (x *index) commitLocked(changes []change, edges []edgeChange) {
+// commitLocked mirrors changes (x.mu held); load is set for the rows the
+// load read, which do not count as written meanwhile.
+func (x *index) commitLocked(changes []change, edges []edgeChange, load bool) {
 	x.applyEdges(edges)
 	var batch map[string][]int // model -> change indexes, for bulk vector adds
 	for i := range changes {
@@ -141,6 +145,14 @@ func (x *index) commitLocked(changes []change, edges []edgeChange) {
 			x.heads = append(x.heads, nil)
 		}
 		prev := x.heads[c.rid]
+		if x.loading && !load && x.touched != nil {
+			x.touched[c.rid] = struct{}{}
+			if prev == nil {
+				// A node the load has not reached: mirror all of it, the
+				// load will leave its row alone.
+				c.text, c.vec = true, true
+			}
+		}
 		x.count(prev, -1)
 		if prev != nil && memory.IsStanding(prev) {
 			x.standing[prev.ProjectID] = slices.DeleteFunc(x.standing[prev.ProjectID], func(r uint32) bool { return r == c.rid })
@@ -207,15 +219,23 @@ func (x *index) commitLocked(changes []change, edges []edgeChange) {
 	}
 }
 
-// loadChunk mirrors nodes read from the database while loading: as
-// committed writes, and their vectors into the exact-search sets that the
-// graphs are built from once every node is loaded. A node written since
-// the load began is read here in its committed state, so applying it again
-// is harmless.
+// loadChunk mirrors nodes read from the database while loading, but those
+// a write mirrored since the load began (touched: their mirrored state is
+// at least as new as the one read): as committed writes, and their vectors
+// into the exact-search sets that the graphs are built from once every
+// node is loaded. A node the load mirrors twice (a standing instruction,
+// then its chunk) is applied again harmlessly.
 func (x *index) loadChunk(changes []change) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.commitLocked(changes, nil)
+	keep := changes[:0]
+	for _, c := range changes {
+		if _, ok := x.touched[c.rid]; !ok {
+			keep = append(keep, c)
+		}
+	}
+	changes = keep
+	x.commitLocked(changes, nil, true)
 	for i := range changes {
 		n := &changes[i].n
 		if len(n.Embedding) == 0 {

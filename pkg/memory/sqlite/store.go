@@ -48,7 +48,7 @@ func WithVectorIndex(opts ...vecindex.Option) Option {
 
 // WithBackgroundLoad makes Open return as soon as the schema is migrated and
 // load the memories into the in-memory indexes in the background, in chunks
-// in row order (writes are held for the time of each chunk, reads go on).
+// in row order (reads and writes go on meanwhile).
 // Until LoadStatus reports Nodes, reads served from memory see the memories
 // loaded so far: the process answers at once instead of after the whole
 // load (seconds per 100,000 memories). Without it Open returns once every
@@ -56,7 +56,8 @@ func WithVectorIndex(opts ...vecindex.Option) Option {
 // background afterwards.
 func WithBackgroundLoad() Option { return func(o *options) { o.background = true } }
 
-// WithLoadChunk sets how many memories are loaded per step (default 5,000).
+// WithLoadChunk sets how many memories are loaded per step (default 1,000:
+// reads wait for the index lock while a chunk is mirrored, 10-50 ms).
 func WithLoadChunk(n int) Option {
 	return func(o *options) {
 		if n > 0 {
@@ -161,7 +162,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	db.SetMaxOpenConns(4)
 	db.SetMaxIdleConns(4)
 	if o.loadChunk == 0 {
-		o.loadChunk = 5000
+		o.loadChunk = 1000
 	}
 	s := &Store{db: db, now: o.now, idx: newIndex(o.vecOpts), unlock: unlock, path: path,
 		stop: make(chan struct{}), loaded: make(chan struct{}), indexed: make(chan struct{}),
@@ -221,13 +222,16 @@ func (s *Store) Path() string { return s.path }
 // errStopped is the load's error when Close stopped it.
 var errStopped = errors.New("stopped by Close")
 
-// loadNodes fills the in-memory index from the database: the live edges,
-// then the nodes in chunks in row order, each chunk read and mirrored
-// under the write lock so that a write lands either before the chunk's read
-// (which then sees it) or after its mirroring (and is mirrored itself).
-// Rows added after the load began are mirrored by their writes. It reports
-// false when loading failed or was stopped (LoadStatus().Err); loaded is
-// closed either way.
+// loadNodes fills the in-memory index from the database: the live edges
+// (under the write lock), then the nodes in chunks in row order. A chunk is
+// read and decoded without any lock and mirrored under the index lock,
+// leaving out the rows a write mirrored since the load began (index.touched:
+// a write to a node not loaded yet mirrors all of it), so a write lands
+// either before the chunk is mirrored (and the chunk leaves its row alone)
+// or after (and applies over the chunk's row as over any loaded node).
+// Rows added after the load began are mirrored by their writes. Neither
+// writes nor reads wait for a chunk's read. It reports false when loading
+// failed or was stopped (LoadStatus().Err); loaded is closed either way.
 func (s *Store) loadNodes(ctx context.Context) bool {
 	defer close(s.loaded)
 	fail := func(err error) bool {
@@ -264,9 +268,7 @@ func (s *Store) loadNodes(ctx context.Context) bool {
 			return fail(errStopped)
 		default:
 		}
-		s.wmu.Lock()
 		n, next, err := s.loadChunk(ctx, after, last)
-		s.wmu.Unlock()
 		if err != nil {
 			return fail(fmt.Errorf("load nodes: %w", err))
 		}
@@ -284,6 +286,7 @@ func (s *Store) loadNodes(ctx context.Context) bool {
 	}
 	s.idx.mu.Lock()
 	s.idx.loading = s.idx.bulk // bulk writes: every vector stays in the exact-search sets
+	s.idx.touched = nil
 	s.idx.mu.Unlock()
 	s.ld.mu.Lock()
 	s.ld.nodesIn = time.Since(s.opened)
@@ -336,10 +339,8 @@ func (s *Store) loadStanding(ctx context.Context) error {
 	return nil
 }
 
-// loadRids reads and mirrors the nodes of rids, under the write lock.
+// loadRids reads and mirrors the nodes of rids.
 func (s *Store) loadRids(ctx context.Context, rids []any) error {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
 	rows, err := s.db.QueryContext(ctx, `SELECT n.rid, `+nodeCols+` FROM `+nodeFrom+` WHERE n.rid IN (`+placeholders(len(rids))+`)`, rids...)
 	if err != nil {
 		return err
@@ -362,7 +363,7 @@ func (s *Store) loadRids(ctx context.Context, rids []any) error {
 }
 
 // loadChunk reads and mirrors up to s.chunk nodes with rid in (after, last]
-// (s.wmu held). It returns how many and the last rid read.
+// It returns how many and the last rid read.
 func (s *Store) loadChunk(ctx context.Context, after, last int64) (int, int64, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT n.rid, `+nodeCols+` FROM `+nodeFrom+` WHERE n.rid > ? AND n.rid <= ? ORDER BY n.rid LIMIT ?`,
 		after, last, s.chunk)
