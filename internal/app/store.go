@@ -142,9 +142,9 @@ func StoreCheck(s memory.Store) health.Check {
 		case st.Err != nil:
 			return fmt.Errorf("memory index failed to load: %w", st.Err)
 		case !st.Nodes:
-			return health.Degraded(fmt.Errorf("memory index loading: %d of %d memories; the injector answers from those", st.Loaded, st.Total))
+			return health.Degraded(fmt.Errorf("memory index loading: %d of %d memories; the injector answers from those, without the vector channel", st.Loaded, st.Total))
 		case !st.Vectors:
-			return health.Degraded(errors.New("vector index loading: the vector channel answers by exact search"))
+			return health.Degraded(errors.New("vector index loading: the vector channel answers by exact search until it is built"))
 		}
 		return nil
 	}}

@@ -7,9 +7,10 @@ import "time"
 // on the server (Redis) has nothing to load and does not report one.
 //
 // While Nodes is false the store answers from the memories loaded so far
-// (a partial graph: retrieval finds fewer candidates, standing instructions
-// of memories not yet loaded are missing); while Vectors is false the
-// vector channel answers by exact search over the loaded vectors.
+// (a partial graph: retrieval finds fewer candidates; the SQLite store
+// loads the standing instructions first and leaves the vector channel out
+// meanwhile); while Vectors is false the vector channel answers by exact
+// search over the loaded vectors.
 type LoadStatus struct {
 	Loaded int // memories loaded so far
 	Total  int // memories in the store when loading began (0 until counted)

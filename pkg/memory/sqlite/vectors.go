@@ -79,11 +79,7 @@ func (f *flatVecs) similarities(q []float32, ids []string) []vecindex.Hit {
 		if !ok || f.vecs[i] == nil {
 			continue
 		}
-		var s float32
-		for j, x := range f.vecs[i] {
-			s += x * qu[j]
-		}
-		out = append(out, vecindex.Hit{ID: id, Score: s})
+		out = append(out, vecindex.Hit{ID: id, Score: vecindex.Dot(qu, f.vecs[i])})
 	}
 	return out
 }
@@ -113,11 +109,7 @@ func (f *flatVecs) search(q []float32, k int, accept func(rid uint32) bool) []ve
 		if v == nil || !accept(f.rids[i]) {
 			continue
 		}
-		var s float32
-		for j := range v {
-			s += v[j] * qu[j]
-		}
-		h := vecindex.Hit{ID: f.ids[i], Score: s}
+		h := vecindex.Hit{ID: f.ids[i], Score: vecindex.Dot(qu, v)}
 		if len(out) == k && !hitBefore(h, out[k-1]) {
 			continue
 		}
