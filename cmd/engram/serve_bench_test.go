@@ -94,11 +94,15 @@ func benchServeStartup(b *testing.B, n int) {
 		b.StartTimer()
 		r := runServe(b, bin, dir)
 		ready = append(ready, r.ready.Seconds())
-		lat, whileLoading, lateN := r.turnsWhileLoading(b)
-		mem := r.wait(b, "memory index loaded")
-		var vec time.Duration // 0: not waited for (ENGRAM_BENCH_VECTORS=0)
-		if os.Getenv("ENGRAM_BENCH_VECTORS") != "0" {
-			vec = r.wait(b, "vector index ready")
+		var lat []float64
+		var whileLoading, lateN int
+		mem, vec := r.ready, r.ready // an empty store logs no load
+		if n > 0 {
+			lat, whileLoading, lateN = r.turnsWhileLoading(b)
+			mem, vec = r.wait(b, "memory index loaded"), 0 // 0: not waited for (ENGRAM_BENCH_VECTORS=0)
+			if os.Getenv("ENGRAM_BENCH_VECTORS") != "0" {
+				vec = r.wait(b, "vector index ready")
+			}
 		}
 		memories, vectors = append(memories, mem.Seconds()), append(vectors, vec.Seconds())
 		b.StopTimer()

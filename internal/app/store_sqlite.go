@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -57,22 +58,34 @@ func registerLoadGauges(reg prometheus.Registerer, s *sqlite.Store) error {
 	return nil
 }
 
-// watchLoad logs the store's background load: once at start (how many
-// memories), when every memory is loaded and when the vector index is
-// built. The returned function stops the watcher and waits for it.
+// watchLoad logs the store's background load when it holds memories: that
+// it is loading (when that takes over a second), when every memory is
+// loaded and when the vector index is built. An empty store logs nothing
+// (serve logs only its ready line then). The returned function stops the
+// watcher and waits for it.
 func watchLoad(s *sqlite.Store, log *zap.Logger) func() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		log.Info("loading the memory index in the background; until it is loaded the injector answers from the memories loaded so far and the other workers wait")
-		if err := s.WaitLoaded(ctx); err != nil {
+		first, cancelFirst := context.WithTimeout(ctx, time.Second)
+		err := s.WaitLoaded(first)
+		cancelFirst()
+		if err != nil && ctx.Err() == nil && first.Err() != nil {
+			log.Info("loading the memory index in the background; until it is loaded the injector answers from the memories loaded so far and the other workers wait",
+				zap.Int("memories", s.LoadStatus().Total))
+			err = s.WaitLoaded(ctx)
+		}
+		if err != nil {
 			if ctx.Err() == nil {
 				log.Error("memory index failed to load; the store answers from what was loaded", zap.Error(err))
 			}
 			return
 		}
 		st := s.LoadStatus()
+		if st.Total == 0 {
+			return
+		}
 		log.Info("memory index loaded", zap.Int("memories", st.Loaded), zap.Duration("took", st.NodesIn))
 		if !st.Vectors {
 			log.Info("building the vector index; until it is built the vector channel answers by exact search")
