@@ -91,12 +91,19 @@
 // By default Open returns once every node is loaded (what the command-line
 // tools need: an export or a consolidation pass must see the whole graph).
 // With WithBackgroundLoad, Open returns once the schema is migrated and a
-// goroutine loads the live edges, then the nodes in row order in chunks of
-// WithLoadChunk (5,000). Each chunk is read and mirrored under the write
-// lock, so a write lands either before the chunk's read (which sees it) or
-// after its mirroring (and mirrors itself); a write to a node not loaded
-// yet is mirrored at its commit and again, in its committed state, by its
-// chunk; rows inserted after the load began are mirrored by their writes.
+// goroutine loads the live edges (under the write lock), then the
+// candidate standing instructions (a byte search of every document for the
+// user and pinned markers, then those rows), then the nodes in row order in
+// chunks of WithLoadChunk (1,000). A chunk is read and decoded without any
+// lock and mirrored under the index lock, leaving out the rows that writes
+// mirrored since the load began (a write to a row not loaded yet mirrors
+// all of it: text and vector too), so a write lands either before the
+// chunk is mirrored (and the chunk leaves its row alone) or after (and
+// applies over the chunk's row like over any loaded node); rows inserted
+// after the load began are mirrored by their writes. Neither writes nor
+// reads wait for a chunk's read (a first version held the write lock for
+// each chunk of 5,000, and the turns' own writes, the briefing flag and
+// the injection record, waited behind it past their deadline).
 // Meanwhile every read served from memory answers from the nodes loaded so
 // far: GetMany skips those not loaded yet, the channels and the standing
 // instructions see only the loaded ones, the counts are partial, and the
