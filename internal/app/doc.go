@@ -20,14 +20,30 @@
 //			return app.Worker{}, err
 //		}
 //		return app.Worker{Role: events.ConsumerInjector, Handler: inject.NewHandler(inj, ec, l).Handle,
-//			Gates: []runner.Gate{app.StoreGate(st)}}, nil
+//			Gates: []runner.Gate{app.ServingStoreGate(st)}}, nil
 //	})
 //
 // (that is internal/inject/injectfx; a worker whose handler must not run
 // twice for one event also sets Processed: st, as the extractor does).
 //
-// Gates pause a worker's pulling while a dependency is down: StoreGate(s),
-// ModelGate(c) (for workers that need the chat model).
+// Gates pause a worker's pulling while a dependency is down: StoreGate(s)
+// (also while a SQLite store is still loading its memories after start),
+// ServingStoreGate(s) (the injector's: open while the store loads, so that
+// turns are answered from what is loaded), ModelGate(c) (for workers that
+// need the chat model).
+//
+// # Start-up with a big store
+//
+// StoreModule opens a SQLite store with sqlite.WithBackgroundLoad: the
+// process is ready once the database file is open, whatever its size, and
+// the store loads its memories into its in-memory indexes in the
+// background (standing instructions first, then every memory, then the
+// vector graphs). Until then the injector answers from the memories loaded
+// so far and the other workers wait (StoreGate); StoreCheck reports the
+// progress as degraded, the engram_store_index_loading gauges are 1 and
+// the store logger says when each part is loaded. Tests hold the load at a
+// known point by supplying SQLiteOptions (sqlite.WithLoadHook) to the
+// graph. OpenStore, for the command-line tools, returns the store loaded.
 //
 // The workers module starts one runner per registered worker (those the
 // config's ENGRAM_WORKERS selects) after the topology exists, and stops them

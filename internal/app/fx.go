@@ -17,6 +17,7 @@ import (
 	"github.com/engram-memory/engram/pkg/events"
 	"github.com/engram-memory/engram/pkg/llm"
 	"github.com/engram-memory/engram/pkg/memory"
+	"github.com/engram-memory/engram/pkg/memory/sqlite"
 )
 
 // WorkersGroup is the fx value group workers are contributed to.
@@ -101,19 +102,46 @@ func TopologyModule() fx.Option {
 	)
 }
 
+type storeIn struct {
+	fx.In
+	Lifecycle fx.Lifecycle
+	Releases  *Releases
+	Config    config.Config
+	Telemetry *Telemetry
+	Log       *zap.Logger
+	SQLite    SQLiteOptions `optional:"true"`
+}
+
 // StoreModule provides the memory.Store of the configuration. It is opened
-// when something needs it (a worker), and closed at stop.
+// when something needs it (a worker), and closed at stop. A SQLite store
+// loads its memories into memory in the background (sqlite.WithBackgroundLoad):
+// the process is ready at once, the injector answers from what is loaded,
+// the other workers wait for the whole graph (StoreGate), /readyz and the
+// engram_store_index_loading gauge say how far it is, and the log says when
+// the memories and the vector index are loaded.
 func StoreModule() fx.Option {
 	return fx.Module("store",
-		fx.Provide(func(lc fx.Lifecycle, rel *Releases, cfg config.Config, tel *Telemetry) (memory.Store, error) {
-			ctx, cancel := context.WithTimeout(context.Background(), cfg.NATS.ConnectTimeout+10*time.Second)
+		fx.Provide(func(in storeIn) (memory.Store, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), in.Config.NATS.ConnectTimeout+10*time.Second)
 			defer cancel()
-			s, err := OpenStore(ctx, cfg)
+			opts := append([]sqlite.Option{sqlite.WithBackgroundLoad()}, in.SQLite...)
+			s, err := openStore(ctx, in.Config, opts...)
 			if err != nil {
 				return nil, err
 			}
-			tel.Checks.Add(StoreCheck(s))
-			lc.Append(fx.StopHook(rel.Add(func() { _ = s.Close() })))
+			in.Telemetry.Checks.Add(StoreCheck(s))
+			stopWatch := func() {}
+			if ss, ok := s.(*sqlite.Store); ok {
+				if err := registerLoadGauges(in.Telemetry.Registry, ss); err != nil {
+					_ = s.Close()
+					return nil, err
+				}
+				stopWatch = watchLoad(ss, in.Log.Named("store"))
+			}
+			in.Lifecycle.Append(fx.StopHook(in.Releases.Add(func() {
+				stopWatch()
+				_ = s.Close()
+			})))
 			return s, nil
 		}),
 	)

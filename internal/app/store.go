@@ -14,6 +14,7 @@ import (
 	"github.com/engram-memory/engram/internal/health"
 	"github.com/engram-memory/engram/pkg/memory"
 	"github.com/engram-memory/engram/pkg/memory/redis"
+	"github.com/engram-memory/engram/pkg/memory/sqlite"
 )
 
 // pinger is what a store offers to check it can be reached.
@@ -23,8 +24,18 @@ type pinger interface {
 
 // OpenStore opens the memory store cfg selects: SQLite in the data dir, or
 // Redis 8 at ENGRAM_REDIS_URL (a comma-separated list of host:port is a
-// Redis Cluster). The caller closes it.
+// Redis Cluster). The caller closes it. A SQLite store is returned with
+// every memory loaded (the command-line tools need the whole graph); the
+// processes' StoreModule opens it with the load in the background instead.
 func OpenStore(ctx context.Context, cfg config.Config) (memory.Store, error) {
+	return openStore(ctx, cfg)
+}
+
+// SQLiteOptions are extra options for a process's SQLite store (tests
+// supply them to the fx graph, e.g. sqlite.WithLoadHook).
+type SQLiteOptions []sqlite.Option
+
+func openStore(ctx context.Context, cfg config.Config, sqliteOpts ...sqlite.Option) (memory.Store, error) {
 	switch cfg.Store.Kind {
 	case config.StoreRedis:
 		tlsCfg, err := cfg.Store.RedisTLS()
@@ -59,7 +70,7 @@ func OpenStore(ctx context.Context, cfg config.Config) (memory.Store, error) {
 		}
 		return s, nil
 	case config.StoreSQLite:
-		return openSQLite(ctx, cfg.SQLitePath())
+		return openSQLite(ctx, cfg.SQLitePath(), sqliteOpts...)
 	}
 	return nil, fmt.Errorf("%w: %q", errNoStore, cfg.Store.Kind)
 }
@@ -124,14 +135,65 @@ func withTLS(fromURL, configured *tls.Config) *tls.Config {
 	return c
 }
 
-// StoreCheck is the store's readiness check.
+// loadReporter is a store that loads in-memory indexes after it opens
+// (sqlite.Store).
+type loadReporter interface {
+	LoadStatus() memory.LoadStatus
+}
+
+// StoreCheck is the store's readiness check: failed when the store does
+// not answer or its in-memory index failed to load, degraded while the
+// index is loading (the injector answers from the memories loaded so far;
+// the other workers wait, see StoreGate) and while the vector index is
+// built (the vector channel answers by exact search).
 func StoreCheck(s memory.Store) health.Check {
 	return health.Check{Name: "store", Run: func(ctx context.Context) error {
-		if p, ok := s.(pinger); ok {
-			return p.Ping(ctx)
+		if err := reach(ctx, s); err != nil {
+			return err
 		}
-		// A read that reaches the database (not an in-memory index).
-		_, err := s.EventProcessed(ctx, memory.ProjectRef{Project: "engram-health"}, "engram-health", "probe")
-		return err
+		lr, ok := s.(loadReporter)
+		if !ok {
+			return nil
+		}
+		st := lr.LoadStatus()
+		switch {
+		case st.Err != nil:
+			return fmt.Errorf("memory index failed to load: %w", st.Err)
+		case !st.Nodes:
+			return health.Degraded(fmt.Errorf("memory index loading: %d of %d memories; the injector answers from those, without the vector channel", st.Loaded, st.Total))
+		case !st.Vectors:
+			return health.Degraded(errors.New("vector index loading: the vector channel answers by exact search until it is built"))
+		}
+		return nil
 	}}
+}
+
+// reach is a read that reaches the store's database or server.
+func reach(ctx context.Context, s memory.Store) error {
+	if p, ok := s.(pinger); ok {
+		return p.Ping(ctx)
+	}
+	// A read that reaches the database (not an in-memory index).
+	_, err := s.EventProcessed(ctx, memory.ProjectRef{Project: "engram-health"}, "engram-health", "probe")
+	return err
+}
+
+// errLoading is StoreGate's answer while the in-memory index loads.
+var errLoading = errors.New("memory index loading")
+
+// loadGate fails while s is loading its in-memory index (when partial is
+// false) or when loading failed.
+func loadGate(s memory.Store, partial bool) error {
+	lr, ok := s.(loadReporter)
+	if !ok {
+		return nil
+	}
+	st := lr.LoadStatus()
+	switch {
+	case st.Err != nil:
+		return fmt.Errorf("memory index failed to load: %w", st.Err)
+	case !st.Nodes && !partial:
+		return fmt.Errorf("%w: %d of %d memories", errLoading, st.Loaded, st.Total)
+	}
+	return nil
 }

@@ -27,6 +27,23 @@
 // scored nearly alike (rank 27 still passed a 0.7 floor) and the ceiling
 // decided every length.
 //
+// # Reply deadline
+//
+// A turn_started carries reply_by: when the platform stops waiting (the
+// Go client sets it to its publish time plus its inject timeout, default
+// 1.5 s, on its own clock; not occurred_at). The handler skips a turn it
+// processes after that moment (logged "arrived after its reply deadline"):
+// nobody waits for the answer, and an injection record for a block the
+// turn never carried would mislead the extractor's verdicts. Turns
+// published while a process starts wait in ENGRAM_IN, so the injector
+// must be pulling well within that time: a process is ready before its
+// SQLite store has loaded its memories, and the injector's store gate
+// (app.ServingStoreGate) lets it answer from the memories loaded so far
+// (standing instructions first) while the other workers wait for the
+// whole graph. With 116,100 memories the process used to load everything
+// before its workers started (14.9 s) and every turn of that time was
+// skipped; see internal/app and pkg/memory/sqlite (Loading).
+//
 // # Measured on real conversations
 //
 // `engram eval ../shared/eval/longmemeval-dev` (100 questions over 24,859

@@ -35,6 +35,14 @@ type Running struct {
 // runs.
 func Start(ctx context.Context, t *testing.T, name, role string, models llm.Config, modules []fx.Option, opts ...events.ClientOption) Running {
 	t.Helper()
+	return StartConfig(ctx, t, Config(t, models), name, role, modules, opts...)
+}
+
+// Config is the configuration Start runs: a temporary data dir, NATS on a
+// random port, no HTTP endpoint, no idle detector, errors-only JSON logs
+// and the models of models. A test that seeds the data dir first (the
+// SQLite store at cfg.SQLitePath()) passes it to StartConfig.
+func Config(t *testing.T, models llm.Config) config.Config {
 	cfg := config.Default()
 	cfg.DataDir = t.TempDir()
 	cfg.NATS.Listen = "127.0.0.1:-1"
@@ -42,6 +50,12 @@ func Start(ctx context.Context, t *testing.T, name, role string, models llm.Conf
 	cfg.Idle.Enabled = false
 	cfg.Log = config.Log{Format: config.LogJSON, Level: "error"}
 	cfg.LLM = models
+	return cfg
+}
+
+// StartConfig is Start with the configuration cfg (see Config).
+func StartConfig(ctx context.Context, t *testing.T, cfg config.Config, name, role string, modules []fx.Option, opts ...events.ClientOption) Running {
+	t.Helper()
 	p, err := app.Start(ctx, cfg, true, name, modules...)
 	if err != nil {
 		t.Fatal(err)

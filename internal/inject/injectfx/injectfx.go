@@ -44,6 +44,6 @@ func NewWorker(cfg config.Config, st memory.Store, c *llm.Client, ec *events.Cli
 	return app.Worker{
 		Role:    events.ConsumerInjector,
 		Handler: inject.NewHandler(inj, ec, log, inject.WithReplyPrefixes(cfg.Events.ReplyPrefixes...)).Handle,
-		Gates:   []runner.Gate{app.StoreGate(st)},
+		Gates:   []runner.Gate{app.ServingStoreGate(st)},
 	}, nil
 }

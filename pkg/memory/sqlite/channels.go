@@ -53,7 +53,9 @@ func (s *Store) Lexical(ctx context.Context, terms []string, f memory.Filter, li
 
 // Vector implements memory.Channels: cosine similarity from the model's
 // in-memory vector index (pkg/memory/vecindex), filtered while searching.
-// Only positive similarities are candidates.
+// Only positive similarities are candidates. While a background load is
+// still loading the memories it finds nothing; until the graph is built
+// it is an exact scan.
 func (s *Store) Vector(ctx context.Context, model string, vec []float32, f memory.Filter, limit int) ([]memory.Scored, error) {
 	limit = memory.Limit(limit)
 	now := s.now()
@@ -63,13 +65,17 @@ func (s *Store) Vector(ctx context.Context, model string, vec []float32, f memor
 	if ok, err := x.checkQuery(model, vec); !ok {
 		return nil, err
 	}
+	if x.loading && !x.bulk {
+		// While the memories load, the channel is left out: an exact scan
+		// reads every loaded vector (150 MB at 100,000) per query, holding
+		// the index lock the load needs, on the CPU the load is using; the
+		// turn is answered from BM25, paths and standing instructions.
+		return nil, nil
+	}
 	gf := x.compile(&f, now)
 	var hits []vecindex.Hit
 	if fl := x.flat[model]; fl != nil {
-		hits = fl.search(vec, limit, func(id string) bool {
-			rid, ok := x.byID[id]
-			return ok && x.pass(rid, &gf)
-		})
+		hits = fl.search(vec, limit, func(rid uint32) bool { return x.pass(rid, &gf) })
 	} else {
 		// The graph carries each vector's rid: the filter reads the
 		// node's gate directly, with no id look-up per node walked.

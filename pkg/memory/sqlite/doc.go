@@ -19,7 +19,8 @@
 //
 // # In-memory indexes
 //
-// Open loads every node and live edge once and builds, in memory:
+// Open loads every node and live edge once (see Loading) and builds, in
+// memory:
 //   - a head per node (the node without its vector), from which GetMany and
 //     StandingInstructions are served and on which timeline order, standing
 //     selection, the embedding backlog and HasLiveMemory are evaluated;
@@ -53,11 +54,11 @@
 //     0.314 ms, p99 1.62 -> 1.36 ms;
 //   - one vector index per embedding model (pkg/memory/vecindex), filtered
 //     while searching (each vector is tagged with its row id, so the filter
-//     reads the gate without an id look-up). Open returns before these graphs are built: they are
-//     built in the background (Close stops the build; WaitIndexed waits for
-//     it) and until a model's graph is ready its channel answers by exact
-//     search over the loaded vectors, with writes made meanwhile replayed
-//     into the graph before it is swapped in. VectorScores
+//     reads the gate without an id look-up). These graphs are built in the
+//     background once the nodes are loaded (Close stops the build;
+//     WaitIndexed waits for it) and until a model's graph is ready its
+//     channel answers by exact search over the loaded vectors, with writes
+//     made meanwhile replayed into the graph before it is swapped in. VectorScores
 //     (memory.VectorScorer) reads the same vectors: exact cosines for the
 //     lexical candidates the graph walk missed.
 //
@@ -79,9 +80,56 @@
 // and a second Open of it fails.
 //
 // Costs: memory holds the heads, postings and vectors (roughly 2-3 KB per
-// node with a 384-dimension vector); Open reads every node (the BM25 index
-// is built synchronously; the vector graphs, the slow part, in the
-// background).
+// node with a 384-dimension vector); Open reads every node.
+//
+// # Loading
+//
+// Reading every node back costs CPU in proportion to the store: decoding
+// the JSON documents, tokenising them into the BM25 index, the gates and
+// heads; about 10 s of CPU at 100,000 nodes (pprof of Open on 2026-12-01:
+// 42% BM25 postings, 25% JSON decoding, 10% SQLite row reads, the rest
+// maps and garbage collection), 8.6 s of wall clock on the shared 2-core
+// machine when quiet, 16-37 s when busy. Then the vector graphs: more
+// than a minute at 100,000 vectors.
+//
+// By default Open returns once every node is loaded (what the command-line
+// tools need: an export or a consolidation pass must see the whole graph).
+// With WithBackgroundLoad, Open returns once the schema is migrated and a
+// goroutine loads the live edges (under the write lock), then the
+// candidate standing instructions (a byte search of every document for the
+// user and pinned markers, then those rows), then the nodes in row order in
+// chunks of WithLoadChunk (1,000). A chunk is read and decoded without any
+// lock and mirrored under the index lock, leaving out the rows that writes
+// mirrored since the load began (a write to a row not loaded yet mirrors
+// all of it: text and vector too), so a write lands either before the
+// chunk is mirrored (and the chunk leaves its row alone) or after (and
+// applies over the chunk's row like over any loaded node); rows inserted
+// after the load began are mirrored by their writes. Neither writes nor
+// reads wait for a chunk's read (a first version held the write lock for
+// each chunk of 5,000, and the turns' own writes, the briefing flag and
+// the injection record, waited behind it past their deadline).
+// Meanwhile every read served from memory answers from the nodes loaded so
+// far: GetMany skips those not loaded yet, the channels and the standing
+// instructions see only the loaded ones, the counts are partial, and the
+// vector channel finds nothing (an exact scan would read every loaded
+// vector per query, 150 MB at 100,000, 30-140 ms on the busy machine,
+// holding the index lock the load needs; the standing instructions are
+// loaded first). Vectors of every model go to the exact-search sets while
+// loading (also those of writes); once the memories are loaded the channel
+// answers by exact search over them until the graphs, built from them, are
+// swapped in. LoadStatus
+// reports the progress (memory.LoadStatus), WaitLoaded waits for the
+// nodes. `engram serve` and the worker binaries open the store so (see
+// internal/app: the injector answers from what is loaded, the other
+// workers wait for the whole graph).
+//
+// WithBulkWrites keeps every vector in the exact-search sets and builds no
+// graph: seeding a large store (the start-up benchmark's fixtures) costs
+// what the database costs instead of a graph insertion per vector.
+//
+// A failed background load (a document that does not decode) is reported
+// in LoadStatus().Err; the store keeps answering from what it loaded, and
+// internal/app fails its readiness check and holds every worker.
 //
 // # Measured
 //

@@ -25,6 +25,9 @@ type index struct {
 	lex        *lexIndex
 	vecs       map[string]*vecindex.Index // by embedding model
 	flat       map[string]*flatVecs       // models whose graph index is still being built
+	loading    bool                       // the nodes are still being loaded (Open): new models go to flat too
+	bulk       bool                       // WithBulkWrites: vectors only in flat, no graph, no replay log
+	touched    map[uint32]struct{}        // rows mirrored by writes while loading: the load leaves them alone
 	vecOpts    []vecindex.Option
 	standing   map[memory.ProjectRef][]uint32 // per tenant's project (Project "": global): standing rids in memory.CompareStanding order
 	liveBy     map[memory.ProjectRef]int      // live nodes per tenant's project (Project "": global)
@@ -41,6 +44,7 @@ func newIndex(vecOpts []vecindex.Option) *index {
 		vecs:       map[string]*vecindex.Index{},
 		flat:       map[string]*flatVecs{},
 		vecOpts:    vecOpts,
+		touched:    map[uint32]struct{}{},
 		standing:   map[memory.ProjectRef][]uint32{},
 		liveBy:     map[memory.ProjectRef]int{},
 		embeddedBy: map[projectModel]int{},
@@ -130,6 +134,12 @@ func (x *index) commit(changes []change, edges []edgeChange) {
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	x.commitLocked(changes, edges, false)
+}
+
+// commitLocked mirrors changes (x.mu held); load is set for the rows the
+// load read, which do not count as written meanwhile.
+func (x *index) commitLocked(changes []change, edges []edgeChange, load bool) {
 	x.applyEdges(edges)
 	var batch map[string][]int // model -> change indexes, for bulk vector adds
 	for i := range changes {
@@ -138,6 +148,14 @@ func (x *index) commit(changes []change, edges []edgeChange) {
 			x.heads = append(x.heads, nil)
 		}
 		prev := x.heads[c.rid]
+		if x.loading && !load && x.touched != nil {
+			x.touched[c.rid] = struct{}{}
+			if prev == nil {
+				// A node the load has not reached: mirror all of it, the
+				// load will leave its row alone.
+				c.text, c.vec = true, true
+			}
+		}
 		x.count(prev, -1)
 		if prev != nil && memory.IsStanding(prev) {
 			pp := memory.ProjectOf(prev)
@@ -169,8 +187,14 @@ func (x *index) commit(changes []change, edges []edgeChange) {
 				}
 			}
 			if len(c.n.Embedding) > 0 {
-				if fl := x.flat[c.n.EmbeddingModel]; fl != nil {
-					fl.add(c.n.ID, c.rid, c.n.Embedding, true)
+				fl := x.flat[c.n.EmbeddingModel]
+				if fl == nil && x.loading && x.vecs[c.n.EmbeddingModel] == nil {
+					// The graphs are built once every node is loaded.
+					fl = newFlat(len(c.n.Embedding))
+					x.flat[c.n.EmbeddingModel] = fl
+				}
+				if fl != nil {
+					fl.add(c.n.ID, c.rid, c.n.Embedding, !x.bulk)
 					continue
 				}
 				if batch == nil {
@@ -197,6 +221,40 @@ func (x *index) commit(changes []change, edges []edgeChange) {
 			ids[j], rids[j], vs[j] = changes[i].n.ID, changes[i].rid, changes[i].n.Embedding
 		}
 		_ = ix.AddBatchTagged(ids, rids, vs)
+	}
+}
+
+// loadChunk mirrors nodes read from the database while loading, but those
+// a write mirrored since the load began (touched: their mirrored state is
+// at least as new as the one read): as committed writes, and their vectors
+// into the exact-search sets that the graphs are built from once every
+// node is loaded. A node the load mirrors twice (a standing instruction,
+// then its chunk) is applied again harmlessly.
+func (x *index) loadChunk(changes []change) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	keep := changes[:0]
+	for _, c := range changes {
+		if _, ok := x.touched[c.rid]; !ok {
+			keep = append(keep, c)
+		}
+	}
+	changes = keep
+	x.commitLocked(changes, nil, true)
+	for i := range changes {
+		n := &changes[i].n
+		if len(n.Embedding) == 0 {
+			continue
+		}
+		fl := x.flat[n.EmbeddingModel]
+		if fl == nil {
+			fl = newFlat(len(n.Embedding))
+			x.flat[n.EmbeddingModel] = fl
+		}
+		if len(n.Embedding) != fl.dim {
+			continue // cannot happen: writes check dimensions
+		}
+		fl.add(n.ID, changes[i].rid, n.Embedding, false)
 	}
 }
 

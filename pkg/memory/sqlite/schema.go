@@ -182,6 +182,11 @@ CREATE INDEX passes_id ON passes(id);
 `,
 }
 
+// SchemaVersion is the version of the schema this binary writes (PRAGMA
+// user_version): a file made by a binary of another version is migrated
+// (older) or refused (newer). Caches of prepared files key on it.
+func SchemaVersion() int { return len(migrations) }
+
 // migrate brings the schema up to date in one transaction per migration.
 func migrate(ctx context.Context, db *sql.DB) error {
 	var version int

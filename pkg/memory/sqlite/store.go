@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/binary"
@@ -30,6 +31,10 @@ type options struct {
 	now         func() time.Time
 	busyTimeout time.Duration
 	vecOpts     []vecindex.Option
+	background  bool
+	loadChunk   int
+	loadHook    func(loaded int)
+	bulk        bool
 }
 
 // WithClock makes the store read the time from now (tests drive a fake clock).
@@ -42,6 +47,39 @@ func WithBusyTimeout(d time.Duration) Option { return func(o *options) { o.busyT
 func WithVectorIndex(opts ...vecindex.Option) Option {
 	return func(o *options) { o.vecOpts = append(o.vecOpts, opts...) }
 }
+
+// WithBackgroundLoad makes Open return as soon as the schema is migrated and
+// load the memories into the in-memory indexes in the background, in chunks
+// in row order (reads and writes go on meanwhile).
+// Until LoadStatus reports Nodes, reads served from memory see the memories
+// loaded so far: the process answers at once instead of after the whole
+// load (seconds per 100,000 memories). Without it Open returns once every
+// memory is loaded; either way the vector graphs are built in the
+// background afterwards.
+func WithBackgroundLoad() Option { return func(o *options) { o.background = true } }
+
+// WithLoadChunk sets how many memories are loaded per step (default 1,000:
+// reads wait for the index lock while a chunk is mirrored, 10-50 ms).
+func WithLoadChunk(n int) Option {
+	return func(o *options) {
+		if n > 0 {
+			o.loadChunk = n
+		}
+	}
+}
+
+// WithLoadHook calls fn on the loading goroutine after each chunk of
+// memories is loaded, with the number loaded so far, outside every lock
+// (tests hold the load at a known point with it).
+func WithLoadHook(fn func(loaded int)) Option { return func(o *options) { o.loadHook = fn } }
+
+// WithBulkWrites opens the store for writing many memories at once (seeding
+// a large store, benchmark fixtures): vectors are kept for exact search only
+// and no vector graph is built, so that a write costs what the database
+// costs instead of a graph insertion per vector (at 100,000 vectors most of
+// the time). Vector reads scan every vector. The next Open without it builds
+// the graphs as usual.
+func WithBulkWrites() Option { return func(o *options) { o.bulk = true } }
 
 // Store is the SQLite backend of memory.Store.
 type Store struct {
@@ -59,9 +97,25 @@ type Store struct {
 
 	briefs memory.BriefMemo // sessions whose briefing flag is known to be taken (BriefOnce)
 
-	stop    chan struct{}  // closed by Close: stops the background index build
-	bg      sync.WaitGroup // the background index build
-	indexed chan struct{}  // closed when every vector index is built
+	stop       chan struct{}  // closed by Close: stops the background load and index build
+	bg         sync.WaitGroup // the background load and index build
+	loaded     chan struct{}  // closed when every node is loaded (or loading failed: loadErr)
+	indexed    chan struct{}  // closed when every vector index is built
+	opened     time.Time
+	ld         loadState
+	chunk      int
+	hook       func(loaded int)
+	background bool // WithBackgroundLoad
+}
+
+// loadState is what LoadStatus reports.
+type loadState struct {
+	mu        sync.Mutex
+	loaded    int
+	total     int
+	nodesIn   time.Duration
+	vectorsIn time.Duration
+	err       error
 }
 
 var (
@@ -113,16 +167,40 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	}
 	db.SetMaxOpenConns(4)
 	db.SetMaxIdleConns(4)
+	if o.loadChunk == 0 {
+		o.loadChunk = 1000
+	}
 	s := &Store{db: db, now: o.now, idx: newIndex(o.vecOpts), unlock: unlock, path: path,
-		stop: make(chan struct{}), indexed: make(chan struct{})}
+		stop: make(chan struct{}), loaded: make(chan struct{}), indexed: make(chan struct{}),
+		opened: time.Now(), chunk: o.loadChunk, hook: o.loadHook, background: o.background}
+	s.idx.loading, s.idx.bulk = true, o.bulk
 	if err := migrate(ctx, db); err != nil {
 		_ = s.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	if err := s.load(ctx); err != nil {
+	if o.background {
+		s.bg.Add(1)
+		go func() {
+			defer s.bg.Done()
+			if s.loadNodes(context.Background()) && !o.bulk {
+				s.buildAll()
+			}
+		}()
+		return s, nil
+	}
+	if !s.loadNodes(ctx) {
+		err := s.LoadStatus().Err
 		_ = s.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
+	if o.bulk {
+		return s, nil // indexed stays open: no graph is built
+	}
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		s.buildAll()
+	}()
 	return s, nil
 }
 
@@ -147,70 +225,172 @@ func (s *Store) Close() error {
 // Path is the database file.
 func (s *Store) Path() string { return s.path }
 
-// load rebuilds the in-memory index from the database. The vector graphs
-// are built in the background (buildVectors); until a model's graph is
-// ready its channel answers by exact search.
-func (s *Store) load(ctx context.Context) error {
-	rows, err := s.db.QueryContext(ctx, `SELECT n.rid, `+nodeCols+` FROM `+nodeFrom+` ORDER BY n.rid`)
+// errStopped is the load's error when Close stopped it.
+var errStopped = errors.New("stopped by Close")
+
+// loadNodes fills the in-memory index from the database: the live edges
+// (under the write lock), then the nodes in chunks in row order. A chunk is
+// read and decoded without any lock and mirrored under the index lock,
+// leaving out the rows a write mirrored since the load began (index.touched:
+// a write to a node not loaded yet mirrors all of it), so a write lands
+// either before the chunk is mirrored (and the chunk leaves its row alone)
+// or after (and applies over the chunk's row as over any loaded node).
+// Rows added after the load began are mirrored by their writes. Neither
+// writes nor reads wait for a chunk's read. It reports false when loading
+// failed or was stopped (LoadStatus().Err); loaded is closed either way.
+func (s *Store) loadNodes(ctx context.Context) bool {
+	defer close(s.loaded)
+	fail := func(err error) bool {
+		s.ld.mu.Lock()
+		s.ld.err = err
+		s.ld.mu.Unlock()
+		return false
+	}
+	s.wmu.Lock()
+	err := s.loadEdges(ctx)
+	var total int
+	var last int64
+	if err == nil {
+		err = s.db.QueryRowContext(ctx, `SELECT count(*), COALESCE(max(rid), 0) FROM nodes`).Scan(&total, &last)
+	}
+	s.wmu.Unlock()
 	if err != nil {
-		return fmt.Errorf("load nodes: %w", err)
+		return fail(fmt.Errorf("load nodes: %w", err))
+	}
+	s.ld.mu.Lock()
+	s.ld.total = total
+	s.ld.mu.Unlock()
+	if s.background {
+		// Only worth it when something is served before the load ends.
+		if err := s.loadStanding(ctx); err != nil {
+			return fail(fmt.Errorf("load standing instructions: %w", err))
+		}
+	}
+	var after int64
+	loaded := 0
+	for after < last {
+		select {
+		case <-s.stop:
+			return fail(errStopped)
+		default:
+		}
+		n, next, err := s.loadChunk(ctx, after, last)
+		if err != nil {
+			return fail(fmt.Errorf("load nodes: %w", err))
+		}
+		if n == 0 {
+			break
+		}
+		after = next
+		loaded += n
+		s.ld.mu.Lock()
+		s.ld.loaded = loaded
+		s.ld.mu.Unlock()
+		if s.hook != nil {
+			s.hook(loaded)
+		}
+	}
+	s.idx.mu.Lock()
+	s.idx.loading = s.idx.bulk // bulk writes: every vector stays in the exact-search sets
+	s.idx.touched = nil
+	s.idx.mu.Unlock()
+	s.ld.mu.Lock()
+	s.ld.nodesIn = time.Since(s.opened)
+	s.ld.mu.Unlock()
+	return true
+}
+
+// Markers of a standing-instruction candidate in a node's document (as
+// encoding/json writes memory.Node): memory.IsStanding needs one of them.
+var (
+	markUser   = []byte(`"asserted_by":"user"`)
+	markPinned = []byte(`"pinned":true`)
+)
+
+// loadStanding loads the candidate standing instructions first, so that
+// every turn carries the user's rules while the rest loads: one read of
+// every document without decoding it (a byte search for the markers, no
+// lock held), then the candidates read and mirrored under the write lock,
+// in chunks. A node that becomes standing after the search is mirrored by
+// its write; its chunk loads every candidate again later, harmlessly.
+func (s *Store) loadStanding(ctx context.Context) error {
+	rows, err := s.db.QueryContext(ctx, `SELECT rid, doc FROM nodes`)
+	if err != nil {
+		return err
+	}
+	var rids []any
+	for rows.Next() {
+		var rid int64
+		var doc sql.RawBytes
+		if err := rows.Scan(&rid, &doc); err != nil {
+			rows.Close()
+			return err
+		}
+		if bytes.Contains(doc, markUser) || bytes.Contains(doc, markPinned) {
+			rids = append(rids, rid)
+		}
+	}
+	err = rows.Err()
+	rows.Close()
+	if err != nil {
+		return err
+	}
+	for len(rids) > 0 {
+		part := rids[:min(chunk, len(rids))]
+		rids = rids[len(part):]
+		if err := s.loadRids(ctx, part); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// loadRids reads and mirrors the nodes of rids.
+func (s *Store) loadRids(ctx context.Context, rids []any) error {
+	rows, err := s.db.QueryContext(ctx, `SELECT n.rid, `+nodeCols+` FROM `+nodeFrom+` WHERE n.rid IN (`+placeholders(len(rids))+`)`, rids...)
+	if err != nil {
+		return err
 	}
 	defer rows.Close()
-	var changes []change
+	changes := make([]change, 0, len(rids))
 	for rows.Next() {
 		var rid int64
 		n, err := scanNode(rows, &rid)
 		if err != nil {
-			return fmt.Errorf("load nodes: %w", err)
+			return err
 		}
 		changes = append(changes, change{rid: uint32(rid), n: n, text: true})
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("load nodes: %w", err)
-	}
-	s.idx.apply(changes)
-	if err := s.loadEdges(ctx); err != nil {
 		return err
 	}
-	type snapshot struct {
-		ids  []string
-		rids []uint32
-		vecs [][]float32
-	}
-	snaps := map[string]*snapshot{}
-	s.idx.mu.Lock()
-	for _, c := range changes {
-		n := &c.n
-		if len(n.Embedding) == 0 {
-			continue
-		}
-		fl := s.idx.flat[n.EmbeddingModel]
-		if fl == nil {
-			fl = newFlat(len(n.Embedding))
-			s.idx.flat[n.EmbeddingModel] = fl
-			snaps[n.EmbeddingModel] = &snapshot{}
-		}
-		if len(n.Embedding) != fl.dim {
-			continue // cannot happen: writes check dimensions
-		}
-		fl.add(n.ID, c.rid, n.Embedding, false)
-		sn := snaps[n.EmbeddingModel]
-		sn.ids = append(sn.ids, n.ID)
-		sn.rids = append(sn.rids, c.rid)
-		sn.vecs = append(sn.vecs, n.Embedding)
-	}
-	s.idx.mu.Unlock()
-	s.bg.Add(1)
-	go func() {
-		defer s.bg.Done()
-		for model, sn := range snaps {
-			if !s.buildVectors(model, sn.ids, sn.rids, sn.vecs) {
-				return
-			}
-		}
-		close(s.indexed)
-	}()
+	s.idx.loadChunk(changes)
 	return nil
+}
+
+// loadChunk reads and mirrors up to s.chunk nodes with rid in (after, last]
+// It returns how many and the last rid read.
+func (s *Store) loadChunk(ctx context.Context, after, last int64) (int, int64, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT n.rid, `+nodeCols+` FROM `+nodeFrom+` WHERE n.rid > ? AND n.rid <= ? ORDER BY n.rid LIMIT ?`,
+		after, last, s.chunk)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer rows.Close()
+	changes := make([]change, 0, s.chunk)
+	var rid int64
+	for rows.Next() {
+		n, err := scanNode(rows, &rid)
+		if err != nil {
+			return 0, 0, err
+		}
+		changes = append(changes, change{rid: uint32(rid), n: n, text: true})
+	}
+	if err := rows.Err(); err != nil {
+		return 0, 0, err
+	}
+	s.idx.loadChunk(changes)
+	return len(changes), rid, nil
 }
 
 // loadEdges fills the index's mirror of the live edges.
@@ -239,10 +419,36 @@ func (s *Store) loadEdges(ctx context.Context) error {
 	return nil
 }
 
-// buildVectors builds model's graph index in chunks (stopping early when
-// the store closes), replays the writes made meanwhile and swaps it in.
-func (s *Store) buildVectors(model string, ids []string, rids []uint32, vecs [][]float32) bool {
-	ix := vecindex.New(len(vecs[0]), s.idx.vecOpts...)
+// buildAll builds the graph index of every model loaded by exact search,
+// then closes indexed.
+func (s *Store) buildAll() {
+	s.idx.mu.RLock()
+	models := make([]string, 0, len(s.idx.flat))
+	for m := range s.idx.flat {
+		models = append(models, m)
+	}
+	s.idx.mu.RUnlock()
+	slices.Sort(models)
+	for _, model := range models {
+		if !s.buildVectors(model) {
+			return
+		}
+	}
+	s.ld.mu.Lock()
+	s.ld.vectorsIn = time.Since(s.opened)
+	s.ld.mu.Unlock()
+	close(s.indexed)
+}
+
+// buildVectors builds model's graph index from its exact-search set in
+// chunks (stopping early when the store closes), replays the writes made
+// meanwhile and swaps it in.
+func (s *Store) buildVectors(model string) bool {
+	s.idx.mu.Lock()
+	ids, rids, vecs := s.idx.flat[model].snapshot()
+	dim := s.idx.flat[model].dim
+	s.idx.mu.Unlock()
+	ix := vecindex.New(dim, s.idx.vecOpts...)
 	const step = 2000
 	for off := 0; off < len(ids); off += step {
 		select {
@@ -267,6 +473,18 @@ func (s *Store) buildVectors(model string, ids []string, rids []uint32, vecs [][
 	return true
 }
 
+// WaitLoaded waits until every memory is loaded into the in-memory indexes
+// (at once unless the store was opened WithBackgroundLoad); it returns the
+// load's error if it failed.
+func (s *Store) WaitLoaded(ctx context.Context) error {
+	select {
+	case <-s.loaded:
+		return s.LoadStatus().Err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // WaitIndexed waits until the vector indexes loaded at Open are built (the
 // vector channel answers by exact search until then).
 func (s *Store) WaitIndexed(ctx context.Context) error {
@@ -276,6 +494,24 @@ func (s *Store) WaitIndexed(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// LoadStatus reports how far loading the in-memory indexes has got.
+func (s *Store) LoadStatus() memory.LoadStatus {
+	s.ld.mu.Lock()
+	defer s.ld.mu.Unlock()
+	st := memory.LoadStatus{Loaded: s.ld.loaded, Total: s.ld.total, NodesIn: s.ld.nodesIn, VectorsIn: s.ld.vectorsIn, Err: s.ld.err}
+	select {
+	case <-s.loaded:
+		st.Nodes = s.ld.err == nil
+	default:
+	}
+	select {
+	case <-s.indexed:
+		st.Vectors = true
+	default:
+	}
+	return st
 }
 
 type scanner interface{ Scan(dest ...any) error }

@@ -8,12 +8,13 @@ import (
 	"github.com/engram-memory/engram/pkg/memory/vecindex"
 )
 
-// flatVecs serves a model's vector channel by exact search while its graph
-// index is built in the background after Open. Writes made meanwhile are
-// applied here and logged for replay into the new index.
+// flatVecs serves a model's vector channel by exact search while the nodes
+// load and its graph index is built in the background after Open. Writes
+// made meanwhile are applied here and logged for replay into the new index.
 type flatVecs struct {
 	dim  int
 	ids  []string
+	rids []uint32
 	vecs [][]float32 // unit vectors; nil: removed
 	at   map[string]int
 	log  []vecOp
@@ -30,10 +31,11 @@ func newFlat(dim int) *flatVecs { return &flatVecs{dim: dim, at: map[string]int{
 func (f *flatVecs) add(id string, rid uint32, v []float32, logIt bool) {
 	u := unit(v)
 	if i, ok := f.at[id]; ok {
-		f.vecs[i] = u
+		f.vecs[i], f.rids[i] = u, rid
 	} else {
 		f.at[id] = len(f.ids)
 		f.ids = append(f.ids, id)
+		f.rids = append(f.rids, rid)
 		f.vecs = append(f.vecs, u)
 	}
 	if logIt {
@@ -77,31 +79,37 @@ func (f *flatVecs) similarities(q []float32, ids []string) []vecindex.Hit {
 		if !ok || f.vecs[i] == nil {
 			continue
 		}
-		var s float32
-		for j, x := range f.vecs[i] {
-			s += x * qu[j]
-		}
-		out = append(out, vecindex.Hit{ID: id, Score: s})
+		out = append(out, vecindex.Hit{ID: id, Score: vecindex.Dot(qu, f.vecs[i])})
 	}
 	return out
 }
 
-// search is an exact cosine scan with the accept filter, best first.
-func (f *flatVecs) search(q []float32, k int, accept func(string) bool) []vecindex.Hit {
+// snapshot returns the live vectors (unit length: never changed in place,
+// a write replaces the slice) and empties the log: the graph built from
+// the snapshot replays only what is logged after it.
+func (f *flatVecs) snapshot() (ids []string, rids []uint32, vecs [][]float32) {
+	for i, v := range f.vecs {
+		if v != nil {
+			ids, rids, vecs = append(ids, f.ids[i]), append(rids, f.rids[i]), append(vecs, v)
+		}
+	}
+	f.log = nil
+	return ids, rids, vecs
+}
+
+// search is an exact cosine scan with the accept filter (on the row id),
+// best first.
+func (f *flatVecs) search(q []float32, k int, accept func(rid uint32) bool) []vecindex.Hit {
 	if len(q) != f.dim || k <= 0 {
 		return nil
 	}
 	qu := unit(q)
 	var out []vecindex.Hit
 	for i, v := range f.vecs {
-		if v == nil || !accept(f.ids[i]) {
+		if v == nil || !accept(f.rids[i]) {
 			continue
 		}
-		var s float32
-		for j := range v {
-			s += v[j] * qu[j]
-		}
-		h := vecindex.Hit{ID: f.ids[i], Score: s}
+		h := vecindex.Hit{ID: f.ids[i], Score: vecindex.Dot(qu, v)}
 		if len(out) == k && !hitBefore(h, out[k-1]) {
 			continue
 		}

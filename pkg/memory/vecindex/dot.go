@@ -204,3 +204,9 @@ func quantize(dst []int8, v []float32) float32 {
 	}
 	return m / 127
 }
+
+// Dot returns the inner product of a and b, which must have the same length
+// (it panics when b is shorter), with the AVX2 kernel where the CPU has it:
+// for callers that scan vectors themselves, such as the SQLite store's
+// exact search while its graph is built.
+func Dot(a, b []float32) float32 { return dot(a, b) }
