@@ -13,7 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/engram-memory/engram/internal/app"
 	"github.com/engram-memory/engram/internal/health"
+	"github.com/engram-memory/engram/pkg/memory/sqlite"
 )
 
 // metricInfo is one metric a process registers.
@@ -31,6 +33,10 @@ type capture struct {
 
 var descName = regexp.MustCompile(`fqName: "([^"]+)"`)
 var descLabels = regexp.MustCompile(`variableLabels: \{([^}]*)\}`)
+
+// descConstLabels finds a Desc's constant labels (a GaugeFunc per label
+// value, as the store's load gauges are): name="value" pairs.
+var descConstLabels = regexp.MustCompile(`constLabels: \{([^}]*)\}`)
 
 func (c *capture) Register(col prometheus.Collector) error {
 	typ := ""
@@ -51,6 +57,8 @@ func (c *capture) Register(col prometheus.Collector) error {
 		typ = "histogram"
 	case prometheus.Summary:
 		typ = "summary"
+	case prometheus.GaugeFunc: // after the others: any Metric that collects itself matches
+		typ = "gauge"
 	}
 	ch := make(chan *prometheus.Desc)
 	go func() { col.Describe(ch); close(ch) }()
@@ -63,6 +71,13 @@ func (c *capture) Register(col prometheus.Collector) error {
 		var labels []string
 		if l := descLabels.FindStringSubmatch(s); l != nil && l[1] != "" {
 			labels = strings.Split(l[1], ",")
+		}
+		if l := descConstLabels.FindStringSubmatch(s); l != nil && l[1] != "" {
+			for _, kv := range strings.Split(l[1], ",") {
+				if name, _, ok := strings.Cut(kv, "="); ok && !slices.Contains(labels, name) {
+					labels = append(labels, name)
+				}
+			}
 		}
 		sort.Strings(labels)
 		c.got[m[1]] = metricInfo{name: m[1], typ: typ, labels: labels}
@@ -86,6 +101,14 @@ func processMetrics(t *testing.T) map[string]metricInfo {
 		t.Fatal(err)
 	}
 	if _, err := health.NewLag(c, nil); err != nil {
+		t.Fatal(err)
+	}
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "engram.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	if err := app.RegisterLoadGauges(c, st); err != nil {
 		t.Fatal(err)
 	}
 	// Every Engram metric of the source is registered above: a new

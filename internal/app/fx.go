@@ -132,7 +132,7 @@ func StoreModule() fx.Option {
 			in.Telemetry.Checks.Add(StoreCheck(s))
 			stopWatch := func() {}
 			if ss, ok := s.(*sqlite.Store); ok {
-				if err := registerLoadGauges(in.Telemetry.Registry, ss); err != nil {
+				if err := RegisterLoadGauges(in.Telemetry.Registry, ss); err != nil {
 					_ = s.Close()
 					return nil, err
 				}

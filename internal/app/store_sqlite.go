@@ -26,11 +26,12 @@ func openSQLite(ctx context.Context, path string, opts ...sqlite.Option) (memory
 	return s, nil
 }
 
-// registerLoadGauges exports how far s has got loading its in-memory index:
+// RegisterLoadGauges exports how far s has got loading its in-memory index
+// (the process registers them for its SQLite store; deploy tests them):
 // engram_store_index_loading{part="memories"|"vectors"} is 1 while that
 // part loads, engram_store_index_loaded_memories counts the memories
 // loaded.
-func registerLoadGauges(reg prometheus.Registerer, s *sqlite.Store) error {
+func RegisterLoadGauges(reg prometheus.Registerer, s *sqlite.Store) error {
 	loading := func(part string, done func(memory.LoadStatus) bool) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name:        "engram_store_index_loading",
