@@ -128,13 +128,18 @@ func For(role, prefix string) (perms *Permissions, ok bool) {
 		return p, true
 	case RoleConsolidator:
 		p := worker(role)
-		// The last turn_started of a session (is it still quiet?).
+		// The last turn_started of a session (is it still quiet?), and
+		// whether the extractor has stored its last turn (events.ExtractorLag:
+		// the session's last turn_ended and the extractor's ack floor).
 		p.Publish = append(p.Publish, out_(events.TypeConsolidationDone), out_(events.TypeMemoryChanged),
-			jsAPI+"DIRECT.GET."+in, jsAPI+"DIRECT.GET."+in+".>")
+			jsAPI+"DIRECT.GET."+in, jsAPI+"DIRECT.GET."+in+".>", jsAPI+"CONSUMER.INFO."+in+"."+RoleExtractor)
 		return p, true
 	case RoleCompactor:
 		p := worker(role)
-		p.Publish = append(p.Publish, out_(events.TypeCompactionDone))
+		p.Publish = append(p.Publish, out_(events.TypeCompactionDone),
+			// Whether the extractor has stored the session's last turn
+			// (events.ExtractorLag).
+			jsAPI+"DIRECT.GET."+in, jsAPI+"DIRECT.GET."+in+".>", jsAPI+"CONSUMER.INFO."+in+"."+RoleExtractor)
 		// The context API: requests from platforms, answered on their
 		// reply subject only.
 		p.Subscribe = append(p.Subscribe, prefix+".api.context.*.*")
