@@ -196,6 +196,15 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	if o.bulk {
 		return s, nil // indexed stays open: no graph is built
 	}
+	s.idx.mu.RLock()
+	none := len(s.idx.flat) == 0
+	s.idx.mu.RUnlock()
+	if none {
+		// No vectors to index: the store is fully loaded on return (an
+		// empty store's readiness is never "vector index loading").
+		s.buildAll()
+		return s, nil
+	}
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
