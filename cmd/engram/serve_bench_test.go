@@ -19,6 +19,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/engram-memory/engram/internal/natsauth"
 	"github.com/engram-memory/engram/pkg/events"
 	"github.com/engram-memory/engram/pkg/llm/hashembed"
 	"github.com/engram-memory/engram/pkg/memory"
@@ -156,6 +157,7 @@ type serveRun struct {
 	t0      time.Time
 	ready   time.Duration
 	natsURL string
+	dataDir string // serve's data dir: the platform's credentials
 	mu      sync.Mutex
 	seen    map[string]time.Duration // log message -> when it was first logged
 	logs    strings.Builder
@@ -164,7 +166,7 @@ type serveRun struct {
 }
 
 func runServe(b *testing.B, bin, dir string) *serveRun {
-	r := &serveRun{seen: map[string]time.Duration{}, lines: make(chan struct{}, 1), done: make(chan struct{})}
+	r := &serveRun{seen: map[string]time.Duration{}, lines: make(chan struct{}, 1), done: make(chan struct{}), dataDir: dir}
 	r.cmd = exec.Command(bin, "serve", "-nats-listen", "127.0.0.1:-1", "-http", "127.0.0.1:0", "-log-format", "json", "-data", dir)
 	// No model: the workers that need one wait; the injector uses the
 	// hashing embedder of the fixture.
@@ -241,7 +243,12 @@ func (r *serveRun) wait(b *testing.B, msg string) time.Duration {
 // returns the latencies (ms) of those answered, how many were answered
 // before the load ended and how many got no answer in time.
 func (r *serveRun) turnsWhileLoading(b *testing.B) (lat []float64, whileLoading, late int) {
-	nc, err := nats.Connect(r.natsURL)
+	// As a platform does: its own user, with the password serve generated.
+	creds, err := natsauth.LoadCredentials(r.dataDir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	nc, err := nats.Connect(r.natsURL, nats.UserInfo(natsauth.RolePlatform, creds.Users[natsauth.RolePlatform]))
 	if err != nil {
 		b.Fatal(err)
 	}
