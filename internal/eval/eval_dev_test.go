@@ -66,7 +66,7 @@ func runDev(t testing.TB, sample int) eval.Result {
 func TestDevSliceRegression(t *testing.T) {
 	const (
 		rankerR10Floor   = 0.78 // measured 0.825 (BM25 0.738)
-		blockRecallFloor = 0.70 // measured 0.746 (0.683 before the label weighed twice)
+		blockRecallFloor = 0.70 // measured 0.725 (0.683 at the start of session 14)
 	)
 	r := runDev(t, 20)
 	var out strings.Builder
