@@ -2,14 +2,7 @@ package app_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -21,6 +14,7 @@ import (
 
 	"github.com/engram-memory/engram/internal/app"
 	"github.com/engram-memory/engram/internal/config"
+	"github.com/engram-memory/engram/internal/testpki"
 	"github.com/engram-memory/engram/pkg/memory/redis"
 )
 
@@ -51,48 +45,6 @@ func redis8Server(t *testing.T) []string {
 	return []string{loader, "--library-path", lib, "--argv0", "redis-server", bin}
 }
 
-type pki struct{ dir, ca, serverCert, serverKey, clientCert, clientKey string }
-
-// newPKI writes a CA, a server certificate for 127.0.0.1 and a client
-// certificate, all signed by the CA.
-func newPKI(t *testing.T) pki {
-	t.Helper()
-	dir := t.TempDir()
-	write := func(name, typ string, der []byte) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "engram test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, _ := x509.ParseCertificate(caDER)
-	leaf := func(serial int64, usage x509.ExtKeyUsage, name string) (string, string) {
-		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-			IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kb, _ := x509.MarshalECPrivateKey(key)
-		return write(name+".pem", "CERTIFICATE", der), write(name+".key", "EC PRIVATE KEY", kb)
-	}
-	p := pki{dir: dir, ca: write("ca.pem", "CERTIFICATE", caDER)}
-	p.serverCert, p.serverKey = leaf(2, x509.ExtKeyUsageServerAuth, "server")
-	p.clientCert, p.clientKey = leaf(3, x509.ExtKeyUsageClientAuth, "client")
-	return p
-}
-
 func freePort(t *testing.T) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -111,13 +63,13 @@ func freePort(t *testing.T) int {
 // client certificate, or without the CA, the store does not open.
 func TestRedisTLS(t *testing.T) {
 	server := redis8Server(t)
-	p := newPKI(t)
+	p := testpki.New(t, t.TempDir())
 	port := freePort(t)
-	conf := filepath.Join(p.dir, "redis.conf")
+	conf := filepath.Join(p.Dir, "redis.conf")
 	if err := os.WriteFile(conf, []byte(strings.Join([]string{
 		"port 0", fmt.Sprintf("tls-port %d", port), "bind 127.0.0.1",
-		"tls-cert-file " + p.serverCert, "tls-key-file " + p.serverKey, "tls-ca-cert-file " + p.ca,
-		"tls-auth-clients yes", `save ""`, "appendonly no", "dir " + p.dir,
+		"tls-cert-file " + p.ServerCert, "tls-key-file " + p.ServerKey, "tls-ca-cert-file " + p.CA,
+		"tls-auth-clients yes", `save ""`, "appendonly no", "dir " + p.Dir,
 		"user default off",
 		"user engram on >tls-test-pw ~engram:* resetchannels " + redis.ACLCommands,
 	}, "\n")+"\n"), 0o600); err != nil {
@@ -150,7 +102,7 @@ func TestRedisTLS(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.Store.Kind = config.StoreRedis
 	cfg.Store.RedisURL = fmt.Sprintf("rediss://engram:tls-test-pw@127.0.0.1:%d/0", port)
-	cfg.Store.RedisCA, cfg.Store.RedisCert, cfg.Store.RedisKey = p.ca, p.clientCert, p.clientKey
+	cfg.Store.RedisCA, cfg.Store.RedisCert, cfg.Store.RedisKey = p.CA, p.ClientCert, p.ClientKey
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}

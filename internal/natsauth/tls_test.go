@@ -1,14 +1,7 @@
 package natsauth_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -20,53 +13,16 @@ import (
 
 	"github.com/engram-memory/engram/internal/natsauth"
 	"github.com/engram-memory/engram/internal/natsembed"
+	"github.com/engram-memory/engram/internal/testpki"
 )
-
-// pemFiles makes a CA, a server certificate for 127.0.0.1 and a client
-// certificate, and writes them as PEM files into dir.
-func pemFiles(t *testing.T, dir string) (ca, srvCert, srvKey, cliCert, cliKey string) {
-	t.Helper()
-	write := func(name, typ string, der []byte) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "engram test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
-		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, _ := x509.ParseCertificate(caDER)
-	leaf := func(name string, serial int64, usage x509.ExtKeyUsage) (string, string) {
-		k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-			IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &k.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kd, _ := x509.MarshalECPrivateKey(k)
-		return write(name+".pem", "CERTIFICATE", der), write(name+"-key.pem", "EC PRIVATE KEY", kd)
-	}
-	ca = write("ca.pem", "CERTIFICATE", caDER)
-	srvCert, srvKey = leaf("server", 2, x509.ExtKeyUsageServerAuth)
-	cliCert, cliKey = leaf("client", 3, x509.ExtKeyUsageClientAuth)
-	return
-}
 
 // TestClientOptionsConnect: the options of natsauth.Client connect to a
 // server that requires mutual TLS and a user, an nkey or a token; without
 // the client certificate, or with a wrong password, they do not.
 func TestClientOptionsConnect(t *testing.T) {
 	dir := t.TempDir()
-	ca, sc, sk, cc, ck := pemFiles(t, dir)
+	k := testpki.New(t, dir)
+	ca, sc, sk, cc, ck := k.CA, k.ServerCert, k.ServerKey, k.ClientCert, k.ClientKey
 	kp, _ := nkeys.CreateUser()
 	pub, _ := kp.PublicKey()
 	seed, _ := kp.Seed()
