@@ -12,6 +12,7 @@ var channelTests = []subtest{
 	{"Lexical/Ranking", testLexicalRanking},
 	{"Lexical/Fields", testLexicalFields},
 	{"Lexical/LabelWeight", testLexicalLabelWeight},
+	{"Lexical/PrefixTF", testLexicalPrefixTF},
 	{"Vector/Ranking", testVectorRanking},
 	{"Vector/Scores", testVectorScores},
 	{"ByPaths/Ranking", testByPaths},
@@ -122,6 +123,40 @@ func testLexicalLabelWeight(e *env) {
 	}
 	// A word of both fields' share: "routine" is in inBody's label.
 	e.sameList("the other way round", ids(e.lexical([]string{"routine"}, f, 10)), []string{inBody.ID, inLabel.ID})
+}
+
+// testLexicalPrefixTF: a query term and its prefix expansions count as one
+// term of BM25, their frequencies in a document summed before the
+// saturation tf/(tf+k1*(1-b+b*len/avgdl)) and their documents counted once
+// for the idf. Of "kettle", "twoforms" holds two expansions once each (tf
+// 2) and "threetimes" the term itself three times (tf 3, one token
+// longer): with summed tf threetimes ranks first; scoring each expansion
+// apart and adding (2 x sat(1) > sat(3)) would put twoforms first. The
+// scores must match the formula (float32 sums are within 1e-4).
+func testLexicalPrefixTF(e *env) {
+	mk := func(body string) memory.Node {
+		return e.upsert(memory.Node{Subkind: memory.Observation, ProjectID: "p", Label: "note", Body: body})
+	}
+	twoForms := mk("kettles kettleware")     // 4 tokens: the label counts twice
+	threeTimes := mk("kettle kettle kettle") // 5 tokens
+	const fillers = 6
+	for i := range fillers {
+		mk(fmt.Sprintf("plain filler%d", i)) // 4 tokens, distinct (equal ones merge)
+	}
+	const n = 2 + fillers
+	avgdl := float64(4+5+4*fillers) / n
+	df := 2.0 // documents holding kettle, kettles or kettleware
+	idf := math.Log(1 + (n-df+0.5)/(df+0.5))
+	bm25 := func(tf, dl float64) float64 {
+		return idf * tf * 2.2 / (tf + 1.2*(0.25+0.75*dl/avgdl))
+	}
+	got := e.lexical([]string{"kettle"}, memory.Filter{ProjectID: "p"}, 10)
+	e.sameList("summed tf", ids(got), []string{threeTimes.ID, twoForms.ID})
+	for i, want := range []float64{bm25(3, 5), bm25(2, 4)} {
+		if !near(got[i].Score, want, 1e-4*want) {
+			e.t.Fatalf("score %d = %v, want %v (BM25 with the expansions' tf summed): %v", i, got[i].Score, want, got)
+		}
+	}
 }
 
 func testVectorRanking(e *env) {

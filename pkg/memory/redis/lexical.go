@@ -205,7 +205,18 @@ type lexRead struct {
 	tag    scopeTag
 	keys   keys
 	c1, c2 float64 // BM25 length normalisation: k1*(1-b), k1*b/avgdl
+	n      float64 // document count
 	lists  []*postingList
+	gw     []float64 // per query-term group: idf * (k1+1) (see parseLexDict, groupWeights)
+	gdf    []int64   // per group: the documents holding any of its terms, or a bound (see groupWeights)
+
+	// What the read postings say of each candidate document: its length
+	// and, per group, its term frequency summed over the group's lists
+	// (tf[doc*len(gw)+group]); doc is the document's position in docIDs
+	// (index maps back), not in cands, which is sorted.
+	index map[string]int
+	dl    []float64
+	tf    []float64
 
 	cands  []memory.Scored // every document a read posting names, ranked by rank
 	ranked int             // cands[:ranked] are the leading ones, whose filter fields step 3 reads
@@ -217,17 +228,18 @@ type lexRead struct {
 
 // postingList is one term's postings in one project.
 type postingList struct {
-	key   string
-	df    int64
-	exp   bool    // an expansion of a query term, not the term itself
-	group string  // the query term it belongs to (its index)
-	w     float64 // idf * (k1+1) of the group (see parseLexDict)
-	read  int64   // postings to read, best first
+	key  string
+	df   int64
+	exp  bool    // an expansion of a query term, not the term itself
+	g    int     // the query-term group it belongs to (index of lexRead.gw)
+	w    float64 // the group's weight, gw[g]
+	read int64   // postings to read, best first
 
 	postings *goredis.ZSliceCmd
 	// Where reading stopped in a truncated list (equal scores come in
-	// reverse member order) and the contribution of that last posting: no
-	// unread posting contributes more.
+	// reverse member order) and the contribution of that last posting
+	// scored alone: no unread posting adds more to a document's score (see
+	// completeLeaders).
 	truncated  bool
 	stop       float64
 	stopMember string
@@ -252,24 +264,35 @@ func parseLexDict(tag scopeTag, k keys, d []string) (*lexRead, error) {
 	if avgdl <= 0 {
 		avgdl = 1
 	}
-	r := &lexRead{tag: tag, keys: k, c1: bm25K1 * (1 - bm25B), c2: bm25K1 * bm25B / avgdl}
+	r := &lexRead{tag: tag, keys: k, c1: bm25K1 * (1 - bm25B), c2: bm25K1 * bm25B / avgdl, n: n}
 	// One idf per query term, from the summed document frequency of the
 	// term and its expansions (at most the document count), as the SQLite
 	// store counts a prefix term: scored apart, each rare expansion ("mythology"
 	// of "my") would weigh more than the question's content words.
-	groupDF := map[string]int64{}
+	groups := map[string]int{} // the query term's index in ARGV -> group
+	var groupDF []int64
 	for i := 2; i+2 < len(d); i += 3 {
 		df, err := strconv.ParseInt(d[i+1], 10, 64)
-		kind, group, ok := strings.Cut(d[i+2], ":")
+		kind, q, ok := strings.Cut(d[i+2], ":")
 		if err != nil || df <= 0 || !ok || (kind != "0" && kind != "1") {
 			return nil, fmt.Errorf("redis lexical: document frequency %q or kind %q of %s", d[i+1], d[i+2], d[i])
 		}
-		r.lists = append(r.lists, &postingList{key: d[i], df: df, exp: kind == "1", group: group})
-		groupDF[group] += df
+		g, seen := groups[q]
+		if !seen {
+			g = len(groupDF)
+			groups[q] = g
+			groupDF = append(groupDF, 0)
+		}
+		r.lists = append(r.lists, &postingList{key: d[i], df: df, exp: kind == "1", g: g})
+		groupDF[g] += df
+	}
+	r.gw = make([]float64, len(groupDF))
+	for g, gdf := range groupDF {
+		df := min(float64(gdf), n)
+		r.gw[g] = math.Log(1+(n-df+0.5)/(df+0.5)) * (bm25K1 + 1)
 	}
 	for _, l := range r.lists {
-		df := min(float64(groupDF[l.group]), n)
-		l.w = math.Log(1+(n-df+0.5)/(df+0.5)) * (bm25K1 + 1)
+		l.w = r.gw[l.g]
 	}
 	return r, nil
 }
@@ -281,7 +304,8 @@ func parseLexDict(tag scopeTag, k keys, d []string) (*lexRead, error) {
 // lift a document far above one of a common term, whose postings are
 // nearly interchangeable (a very common term's are mostly ties, read in
 // no useful order). A query term reads at least minPer; many short
-// expansion lists cannot exceed the budget. On natural text (see
+// expansion lists cannot exceed the budget by more than one posting each
+// (every list reads at least one). On natural text (see
 // TestLexicalQuality) it keeps exact BM25's top 10 and top 24 as well as
 // an even split of a budget half again as large did, reading 10% fewer
 // postings.
@@ -301,8 +325,12 @@ func (r *lexRead) plan(budget, minPer int) {
 		if !l.exp {
 			m = max(int64(minPer), m)
 		}
-		l.read = max(0, min(m, l.df))
-		l.truncated = l.read > 0 && l.read < l.df
+		// Every list reads at least its best posting: what no read posting
+		// exceeds, the bound by which completeLeaders judges whether the
+		// rest can matter (an expansion left unread would be lost to its
+		// group's summed tf).
+		l.read = max(1, min(m, l.df))
+		l.truncated = l.read < l.df
 		left = max(0, left-l.read)
 	}
 }
@@ -323,15 +351,37 @@ func (s *Store) readPostings(ctx context.Context, reads []*lexRead) error {
 	return nil
 }
 
-// contribution is a posting's BM25 term: w * tf / (tf + k1*(1-b+b*len/avgdl)).
-func (r *lexRead) contribution(w, packed float64) float64 {
+// unpack reads a posting's term frequency and document length from its
+// packed score (see reindexLexScript).
+func unpack(packed float64) (tf, dl float64) {
 	rest := int64(packed) % postingShift
-	tf := float64(rest >> 16)
-	return w * tf / (tf + r.c1 + r.c2*float64(rest&0xffff))
+	return float64(rest >> 16), float64(rest & 0xffff)
 }
 
-// rank scores the read postings and orders the candidates, the best k
-// first (ties: the smaller id).
+// saturated is BM25's term weight of a term frequency summed over a
+// query-term group: w * tf / (tf + k1*(1-b+b*len/avgdl)).
+func (r *lexRead) saturated(w, tf, dl float64) float64 {
+	if tf <= 0 {
+		return 0
+	}
+	return w * tf / (tf + r.c1 + r.c2*dl)
+}
+
+// score is a candidate document's BM25 from what is known of its term
+// frequencies: the sum over the query-term groups of the saturation of the
+// group's summed tf, as the SQLite store scores a prefix term.
+func (r *lexRead) score(doc int) float64 {
+	g := len(r.gw)
+	v := 0.0
+	for i, tf := range r.tf[doc*g : (doc+1)*g] {
+		v += r.saturated(r.gw[i], tf, r.dl[doc])
+	}
+	return v
+}
+
+// rank sums the read postings' term frequencies per document and group,
+// scores the candidates and orders them, the best k first (ties: the
+// smaller id).
 func (r *lexRead) rank(k int) {
 	n := 0
 	for _, l := range r.lists {
@@ -339,8 +389,11 @@ func (r *lexRead) rank(k int) {
 			n += len(l.postings.Val())
 		}
 	}
-	r.cands = make([]memory.Scored, 0, n)
-	index := make(map[string]int, n) // document -> position in cands
+	g := len(r.gw)
+	r.index = make(map[string]int, n)
+	r.dl = make([]float64, 0, n)
+	r.tf = make([]float64, 0, n*g)
+	ids := make([]string, 0, n)
 	for _, l := range r.lists {
 		if l.postings == nil {
 			continue
@@ -348,20 +401,33 @@ func (r *lexRead) rank(k int) {
 		ps := l.postings.Val()
 		for _, p := range ps {
 			id, _ := p.Member.(string)
-			v := r.contribution(l.w, p.Score)
-			if i, ok := index[id]; ok {
-				r.cands[i].Score += v
-			} else {
-				index[id] = len(r.cands)
-				r.cands = append(r.cands, memory.Scored{ID: id, Score: v})
+			tf, dl := unpack(p.Score)
+			doc, ok := r.index[id]
+			if !ok {
+				doc = len(ids)
+				r.index[id] = doc
+				ids = append(ids, id)
+				r.dl = append(r.dl, dl)
+				for range g {
+					r.tf = append(r.tf, 0)
+				}
 			}
+			r.tf[doc*g+l.g] += tf
 		}
-		if l.truncated && len(ps) > 0 {
-			last := ps[len(ps)-1]
+	}
+	r.groupWeights()
+	for _, l := range r.lists {
+		if ps := l.postings; ps != nil && l.truncated && len(ps.Val()) > 0 {
+			last := ps.Val()[len(ps.Val())-1]
 			l.stop = last.Score
 			l.stopMember, _ = last.Member.(string)
-			l.last = r.contribution(l.w, last.Score)
+			tf, dl := unpack(last.Score)
+			l.last = r.saturated(l.w, tf, dl)
 		}
+	}
+	r.cands = make([]memory.Scored, len(ids))
+	for doc, id := range ids {
+		r.cands[doc] = memory.Scored{ID: id, Score: r.score(doc)}
 	}
 	// Only the leaders need their order now; the rest is sorted when
 	// readRestVisibility reaches it.
@@ -369,11 +435,67 @@ func (r *lexRead) rank(k int) {
 	sortBest(r.cands, r.ranked)
 }
 
-// completeLeaders is step 3. The leading limit+10 candidates get the
-// contributions of truncated lists they hold beyond where reading stopped,
-// from the lists whose unread postings can still matter (more than 5% of
-// the limit-th score; on the benchmark corpus 1% ranks the same); the
-// 2*limit+20 best get their filter fields.
+// groupWeights sets each query-term group's weight from the read
+// postings. The SQLite store's idf of a prefix term counts the documents
+// holding any of its expansions; parseLexDict's sum of the lists' document
+// frequencies counts a document holding two expansions twice. When every
+// list of a group is read whole the documents are all known and counted;
+// otherwise the count is those read plus every posting not read (at most
+// the sum): an upper bound again, tighter than the sum, which
+// completeLeaders tightens further.
+func (r *lexRead) groupWeights() {
+	g := len(r.gw)
+	r.gdf = make([]int64, g)
+	sum := make([]int64, g) // the lists' document frequencies
+	for _, l := range r.lists {
+		n := int64(0)
+		if l.postings != nil {
+			n = int64(len(l.postings.Val()))
+		}
+		r.gdf[l.g] += max(0, l.df-n) // postings not read
+		sum[l.g] += l.df
+	}
+	for doc := range r.dl {
+		for i, tf := range r.tf[doc*g : (doc+1)*g] {
+			if tf > 0 {
+				r.gdf[i]++ // a document among the read postings
+			}
+		}
+	}
+	for i := range r.gdf {
+		r.gdf[i] = min(r.gdf[i], sum[i])
+	}
+	r.setWeights()
+}
+
+// setWeights sets the groups' weights, idf * (k1+1), from their document
+// counts (gdf; none: a stale count, the planned weight stays).
+func (r *lexRead) setWeights() {
+	for i, gdf := range r.gdf {
+		if gdf <= 0 {
+			continue
+		}
+		df := min(float64(gdf), r.n)
+		r.gw[i] = math.Log(1+(r.n-df+0.5)/(df+0.5)) * (bm25K1 + 1)
+	}
+	for _, l := range r.lists {
+		l.w = r.gw[l.g]
+	}
+}
+
+// completeLeaders is step 3. The leading limit+10 candidates get the term
+// frequencies of truncated lists they hold beyond where reading stopped,
+// from the lists whose unread postings can still matter, and are scored
+// again; the 2*limit+20 best get their filter fields.
+//
+// A list can still matter when the contribution of its last read posting
+// scored alone (l.last, with a margin of 1.25 for postings ordered by an
+// older average length) is more than 5% of the limit-th score (on the
+// benchmark corpus 1% ranks the same). That stays a bound under the
+// summed-tf scoring: the saturation x/(x+c) is concave and 0 at 0, so
+// adding a posting's tf to the tf a document already has in its group
+// raises the group's term by at most what the posting scores alone, and
+// several lists' postings by at most the sum of their bounds.
 func (s *Store) completeLeaders(ctx context.Context, reads []*lexRead, limit int) error {
 	pipe := s.c.Pipeline()
 	vis := make([]*goredis.SliceCmd, len(reads))
@@ -397,6 +519,8 @@ func (s *Store) completeLeaders(ctx context.Context, reads []*lexRead, limit int
 		if vis[i] == nil {
 			continue
 		}
+		g := len(r.gw)
+		changed, counted := false, false
 		for _, l := range r.lists {
 			if l.missing == nil {
 				continue
@@ -408,11 +532,35 @@ func (s *Store) completeLeaders(ctx context.Context, reads []*lexRead, limit int
 					continue
 				}
 				if c := &r.cands[j]; sc < l.stop || (sc == l.stop && c.ID < l.stopMember) {
-					c.Score += r.contribution(l.w, sc)
+					tf, _ := unpack(sc)
+					at := r.index[c.ID]*g + l.g
+					if r.tf[at] > 0 {
+						// groupWeights counted this unread posting and the
+						// document's other one: it is one document.
+						r.gdf[l.g]--
+						counted = true
+					}
+					r.tf[at] += tf
+					changed = true
 				}
 			}
 		}
+		// Scores change only now; the candidates whose filter fields were
+		// read stay the leaders (the rest is sorted in step 4).
 		r.keepVisibility(vis[i].Val())
+		switch {
+		case counted:
+			r.setWeights()
+			for j := range r.cands {
+				c := &r.cands[j]
+				c.Score = r.score(r.index[c.ID])
+			}
+		case changed:
+			for j := range min(r.ranked, limit+10) {
+				c := &r.cands[j]
+				c.Score = r.score(r.index[c.ID])
+			}
+		}
 		sortScored(r.cands[:r.ranked])
 	}
 	return nil
