@@ -13,6 +13,7 @@ var channelTests = []subtest{
 	{"Lexical/Fields", testLexicalFields},
 	{"Lexical/LabelWeight", testLexicalLabelWeight},
 	{"Lexical/PrefixTF", testLexicalPrefixTF},
+	{"Lexical/CommonTerms", testLexicalCommonTerms},
 	{"Vector/Ranking", testVectorRanking},
 	{"Vector/Scores", testVectorScores},
 	{"ByPaths/Ranking", testByPaths},
@@ -155,6 +156,44 @@ func testLexicalPrefixTF(e *env) {
 	for i, want := range []float64{bm25(3, 5), bm25(2, 4)} {
 		if !near(got[i].Score, want, 1e-4*want) {
 			e.t.Fatalf("score %d = %v, want %v (BM25 with the expansions' tf summed): %v", i, got[i].Score, want, got)
+		}
+	}
+}
+
+// seedCommonTerms writes 12 "beta" documents (decisions) that also say
+// "alpha", 20 more "alpha" documents (observations) and 20 with neither:
+// alpha, in 32 of 52 documents, is a common term (more than a quarter),
+// beta, in 12, is not.
+func (e *env) seedCommonTerms() {
+	for i := range 12 {
+		e.upsert(node("p", memory.Decision, fmt.Sprintf("beta alpha x%d", i)))
+	}
+	for i := range 20 {
+		e.upsert(node("p", memory.Observation, fmt.Sprintf("alpha y%d", i)))
+		e.upsert(node("p", memory.Observation, fmt.Sprintf("gamma z%d", i)))
+	}
+}
+
+// testLexicalCommonTerms: a common query term (held by more than a quarter
+// of the documents) is not scored when the rarer terms already matched at
+// least twice the limit: with limit 5 or 6 beta's 12 documents are enough
+// and they score as for beta alone; with limit 7 they are not, and alpha
+// adds to the score.
+func testLexicalCommonTerms(e *env) {
+	e.seedCommonTerms()
+	f := memory.Filter{ProjectID: "p"}
+	for _, limit := range []int{5, 6, 7} {
+		both := e.lexical([]string{"beta", "alpha"}, f, limit)
+		beta := e.lexical([]string{"beta"}, f, limit)
+		if len(both) != limit || len(beta) != limit {
+			e.t.Fatalf("limit %d: %d and %d results", limit, len(both), len(beta))
+		}
+		skipped := limit < 7
+		for i := range both {
+			if same := near(both[i].Score, beta[i].Score, 1e-6); same != skipped {
+				e.t.Fatalf("limit %d: beta and alpha score %v, beta alone %v: alpha must be scored only when beta's 12 documents are fewer than 2 x limit",
+					limit, both[i].Score, beta[i].Score)
+			}
 		}
 	}
 }

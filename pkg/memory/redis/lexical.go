@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -138,15 +139,45 @@ func (s *Store) Lexical(ctx context.Context, terms []string, f memory.Filter, li
 	if err := s.readPostings(ctx, reads); err != nil {
 		return nil, err
 	}
-	k := 2*limit + 20
-	for _, r := range reads {
-		r.rank(k)
-	}
-	if err := s.completeLeaders(ctx, reads, limit); err != nil {
+	if err := s.judge(ctx, reads, f, limit, limit); err != nil {
 		return nil, err
 	}
-	now := s.now()
+	// A read that left common terms out (skipCommon) and found fewer than
+	// limit visible documents is ranked again with every term: the filter
+	// rejected documents the rarer terms matched, and documents only the
+	// common terms match may pass. (The SQLite store answers with fewer
+	// there.)
+	var again []*lexRead
+	for _, r := range reads {
+		if len(r.out) < limit && slices.Contains(r.skip, true) {
+			r.reset()
+			again = append(again, r)
+		}
+	}
+	if len(again) > 0 {
+		if err := s.judge(ctx, again, f, limit, 0); err != nil {
+			return nil, err
+		}
+	}
 	var all []memory.Scored
+	for _, r := range reads {
+		all = append(all, r.out...)
+	}
+	return topScored(all, limit), nil
+}
+
+// judge is steps 3 and 4 of Lexical for reads whose postings are read:
+// rank the candidates (want: see skipCommon), complete the leaders, and
+// take the visible ones, reading more filter fields when too few pass.
+func (s *Store) judge(ctx context.Context, reads []*lexRead, f memory.Filter, limit, want int) error {
+	k := 2*limit + 20
+	for _, r := range reads {
+		r.rank(k, want)
+	}
+	if err := s.completeLeaders(ctx, reads, limit); err != nil {
+		return err
+	}
+	now := s.now()
 	var more []*lexRead
 	for _, r := range reads {
 		if r.take(f, now, limit) < limit && r.read < len(r.cands) {
@@ -155,16 +186,21 @@ func (s *Store) Lexical(ctx context.Context, terms []string, f memory.Filter, li
 	}
 	if len(more) > 0 {
 		if err := s.readRestVisibility(ctx, more); err != nil {
-			return nil, err
+			return err
 		}
 		for _, r := range more {
 			r.take(f, now, limit)
 		}
 	}
-	for _, r := range reads {
-		all = append(all, r.out...)
+	return nil
+}
+
+// reset forgets what judge made of r's postings (not the postings).
+func (r *lexRead) reset() {
+	r.cands, r.ranked, r.read, r.next, r.vis, r.out = nil, 0, 0, 0, nil, nil
+	for _, l := range r.lists {
+		l.missing = nil
 	}
-	return topScored(all, limit), nil
 }
 
 // planReads is step 1 of Lexical: the dictionary script over the tags,
@@ -209,6 +245,7 @@ type lexRead struct {
 	lists  []*postingList
 	gw     []float64 // per query-term group: idf * (k1+1) (see parseLexDict, groupWeights)
 	gdf    []int64   // per group: the documents holding any of its terms, or a bound (see groupWeights)
+	skip   []bool    // per group: a common term left out (see skipCommon)
 
 	// What the read postings say of each candidate document: its length
 	// and, per group, its term frequency summed over the group's lists
@@ -382,7 +419,7 @@ func (r *lexRead) score(doc int) float64 {
 // rank sums the read postings' term frequencies per document and group,
 // scores the candidates and orders them, the best k first (ties: the
 // smaller id).
-func (r *lexRead) rank(k int) {
+func (r *lexRead) rank(k, want int) {
 	n := 0
 	for _, l := range r.lists {
 		if l.postings != nil {
@@ -415,6 +452,7 @@ func (r *lexRead) rank(k int) {
 			r.tf[doc*g+l.g] += tf
 		}
 	}
+	r.skipCommon(want)
 	r.groupWeights()
 	for _, l := range r.lists {
 		if ps := l.postings; ps != nil && l.truncated && len(ps.Val()) > 0 {
@@ -425,9 +463,11 @@ func (r *lexRead) rank(k int) {
 			l.last = r.saturated(l.w, tf, dl)
 		}
 	}
-	r.cands = make([]memory.Scored, len(ids))
+	r.cands = make([]memory.Scored, 0, len(ids))
 	for doc, id := range ids {
-		r.cands[doc] = memory.Scored{ID: id, Score: r.score(doc)}
+		if v := r.score(doc); v > 0 { // 0: only terms skipCommon left out
+			r.cands = append(r.cands, memory.Scored{ID: id, Score: v})
+		}
 	}
 	// Only the leaders need their order now; the rest is sorted when
 	// readRestVisibility reaches it.
@@ -468,10 +508,59 @@ func (r *lexRead) groupWeights() {
 	r.setWeights()
 }
 
+// commonShare: a query term held by more than this share of the documents
+// (its lists' document frequencies summed) is "common", as in the SQLite
+// store (its commonShare): when the rarer query terms already matched at
+// least 2 x want documents, the common terms are not scored at all (their
+// idf is below ln 4, against about 7-11 for a rare term).
+const commonShare = 0.25
+
+// skipCommon leaves out the common query-term groups the SQLite store
+// leaves out: taking the groups rarest first (by summed document
+// frequency; ties in query order), every common one once the groups
+// before it have matched 2 x want documents. It counts the documents among
+// the read postings, exact when those groups' lists are read whole (a
+// truncated list's unread documents are not counted: fewer groups are
+// left out, never more).
+func (r *lexRead) skipCommon(want int) {
+	g := len(r.gw)
+	r.skip = make([]bool, g)
+	if want <= 0 {
+		return
+	}
+	sum := make([]int64, g)
+	for _, l := range r.lists {
+		sum[l.g] += l.df
+	}
+	order := make([]int, g)
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(sum[a], sum[b]) })
+	seen := make([]bool, len(r.dl))
+	touched := 0
+	for _, q := range order {
+		if float64(sum[q]) > commonShare*r.n && touched >= 2*want {
+			r.skip[q] = true
+			continue
+		}
+		for doc := range r.dl {
+			if r.tf[doc*g+q] > 0 && !seen[doc] {
+				seen[doc] = true
+				touched++
+			}
+		}
+	}
+}
+
 // setWeights sets the groups' weights, idf * (k1+1), from their document
 // counts (gdf; none: a stale count, the planned weight stays).
 func (r *lexRead) setWeights() {
 	for i, gdf := range r.gdf {
+		if r.skip[i] {
+			r.gw[i] = 0
+			continue
+		}
 		if gdf <= 0 {
 			continue
 		}

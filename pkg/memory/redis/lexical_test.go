@@ -42,8 +42,10 @@ func TestBudgetedLexical(t *testing.T) {
 	for i := range 12 {
 		nodes = append(nodes, node(fmt.Sprintf("b%03d", i), strings.Repeat("beta ", 1+i%3)+"alpha", long, memory.Decision))
 	}
-	// Documents without either term, so that alpha is not in every document.
-	for i := range 150 {
+	// Documents without either term, so that alpha is held by fewer than a
+	// quarter of them: not a common term, which is not scored at all once
+	// beta matched enough documents (see commonShare).
+	for i := range 500 {
 		nodes = append(nodes, node(fmt.Sprintf("g%03d", i), "gamma", "", memory.Decision))
 	}
 	if err := s.PutBatch(ctx, nodes, nil); err != nil {
@@ -63,8 +65,11 @@ func TestBudgetedLexical(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// beta (12 postings) is read whole, alpha (162) only its best 28.
+		// beta (12 postings) is read whole, alpha (162) only its best few.
 		redis.SetLexicalBudget(s, 40, 10)
+		if planned, err := redis.PlannedReads(ctx, s, tc.filter, terms, 5); err != nil || planned >= 12+162 {
+			t.Fatalf("%s: the budget plans %d of the 174 postings (%v): nothing is truncated", tc.name, planned, err)
+		}
 		got, err := s.Lexical(ctx, terms, tc.filter, 5)
 		if err != nil {
 			t.Fatal(err)
@@ -144,27 +149,31 @@ func TestBudgetedLexicalSumsPrefixTF(t *testing.T) {
 	}
 
 	terms := []string{"alph", "beta"}
+	// alph is held by half the documents, a common term; with limit 7 beta's
+	// 12 documents are fewer than 2 x limit, so alph is scored (see
+	// commonShare).
+	const limit = 7
 	f := memory.Filter{ProjectID: "p"}
 	redis.SetLexicalBudget(s, 1_000_000, 1_000_000)
-	exact, err := s.Lexical(ctx, terms, f, 5)
+	exact, err := s.Lexical(ctx, terms, f, limit)
 	if err != nil {
 		t.Fatal(err)
 	}
 	redis.SetLexicalBudget(s, 40, 10)
-	planned, err := redis.PlannedReads(ctx, s, f, terms, 5)
+	planned, err := redis.PlannedReads(ctx, s, f, terms, limit)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if all := int64(12 + 162 + 12); planned >= all {
 		t.Fatalf("the budget plans %d of the %d postings: nothing is truncated, the test proves nothing", planned, all)
 	}
-	got, err := s.Lexical(ctx, terms, f, 5)
+	got, err := s.Lexical(ctx, terms, f, limit)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for name, res := range map[string][]memory.Scored{"exact": exact, "budgeted": got} {
-		if len(res) != 5 {
-			t.Fatalf("%s: %d results, want 5: %v", name, len(res), res)
+		if len(res) != limit {
+			t.Fatalf("%s: %d results, want %d: %v", name, len(res), limit, res)
 		}
 		for _, sc := range res {
 			if !strings.HasPrefix(sc.ID, "b") {
@@ -177,5 +186,55 @@ func TestBudgetedLexicalSumsPrefixTF(t *testing.T) {
 	}
 	if !slices.Equal(got, exact) {
 		t.Fatalf("budgeted read\n %v\nexact\n %v", got, exact)
+	}
+}
+
+// TestLexicalCommonTermsWhenFiltered: a common query term left out because
+// the rarer ones matched enough documents is scored after all when the
+// filter rejects those documents (the SQLite store answers with none
+// there): here every beta document is a decision and the filter asks for
+// observations, which only alpha matches.
+func TestLexicalCommonTermsWhenFiltered(t *testing.T) {
+	c := testClient(t)
+	s := openStore(t, c)
+	ctx := t.Context()
+	var nodes []memory.Node
+	add := func(id string, sk memory.Subkind, label string) {
+		nodes = append(nodes, memory.Node{ID: id, Subkind: sk, Scope: memory.ScopeProject, ProjectID: "p",
+			Label: label, Confidence: 0.9})
+	}
+	for i := range 12 {
+		add(fmt.Sprintf("b%02d", i), memory.Decision, fmt.Sprintf("beta alpha x%d", i))
+	}
+	for i := range 20 {
+		add(fmt.Sprintf("a%02d", i), memory.Observation, fmt.Sprintf("alpha y%d", i))
+		add(fmt.Sprintf("g%02d", i), memory.Observation, fmt.Sprintf("gamma z%d", i))
+	}
+	if err := s.PutBatch(ctx, nodes, nil); err != nil {
+		t.Fatal(err)
+	}
+	terms := []string{"beta", "alpha"}
+	all, err := s.Lexical(ctx, terms, memory.Filter{ProjectID: "p"}, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	beta, err := s.Lexical(ctx, []string{"beta"}, memory.Filter{ProjectID: "p"}, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(all, beta) {
+		t.Fatalf("alpha is common and beta matched 12 >= 2 x 5 documents: alpha must not be scored\n %v\nbeta alone\n %v", all, beta)
+	}
+	obs, err := s.Lexical(ctx, terms, memory.Filter{ProjectID: "p", Subkinds: []memory.Subkind{memory.Observation}}, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(obs) != 5 {
+		t.Fatalf("observations: %v, want 5 alpha documents", obs)
+	}
+	for _, sc := range obs {
+		if !strings.HasPrefix(sc.ID, "a") || !(sc.Score > 0) {
+			t.Fatalf("observations: %v, want alpha documents", obs)
+		}
 	}
 }
