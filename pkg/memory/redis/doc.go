@@ -95,8 +95,13 @@
 // Lexical is BM25 scored in Go from postings read on the project's slot,
 // in three pipelined round trips (see Store.Lexical): a small script
 // prefix-expands the query terms over the term dictionary (beside a term
-// that is itself in the dictionary only short expansion lists join;
-// expansions are OR-ed like terms) and returns document frequencies;
+// that is itself in the dictionary only short expansion lists join) and
+// returns document frequencies; a term and its expansions score as one
+// BM25 term, their tf summed per document before the saturation and their
+// documents counted once for the idf, and common terms are left out once
+// the rarer ones matched enough, both as in the SQLite store (on the
+// development set the two stores' rankings then measure alike, see
+// Store.Lexical);
 // posting lists are read best impact first under a budget (whole when
 // short, so small corpora and rare terms are exact; of a common term only
 // the best postings make candidates, and the rarer of the common terms get

@@ -86,7 +86,14 @@ return out
 const prefixMin = 3
 
 // Lexical is BM25 over label, body, paths and entity names (k1 1.2, b 0.75,
-// the current document count and average length), per project read.
+// the current document count and average length), per project read, scored
+// as the SQLite store scores it: a query term and its prefix expansions
+// are one term (a group), whose frequency in a document is the sum over
+// the group's lists, saturated once (tf/(tf+k1*(1-b+b*len/avgdl))), and
+// whose idf counts the documents holding any of them (see groupWeights);
+// a common query term (more than a quarter of the documents) is left out
+// once the rarer ones matched 2 x limit documents (see skipCommon), unless
+// the filter then leaves fewer than limit.
 //
 // The server does only what needs the data: the dictionary (lexDictScript),
 // the posting reads and, for the leading candidates, the filter fields and
@@ -100,13 +107,20 @@ const prefixMin = 3
 //  2. the posting lists, read best impact first (postings sort by impact,
 //     see reindexLexScript), shortest list first, each up to its share of
 //     what is left of the budget (at least lexicalMinPerTerm for a query
-//     term; an expansion only its share). A list that fits is read whole
-//     and exact; of a longer one (a very common term, whose idf is low)
-//     only the best postings make candidates;
-//  3. for the leading candidates, the missing contributions of the
-//     truncated lists that can still matter (ZMSCORE), and the filter
-//     fields of the 2*limit+20 best candidates (one HMGET of the vis hash);
+//     term; an expansion only its share, but at least its best posting).
+//     A list that fits is read whole and exact; of a longer one (a very
+//     common term, whose idf is low) only the best postings make
+//     candidates, scored from the tf they have read;
+//  3. for the leading candidates, the term frequencies they hold in the
+//     truncated lists that can still matter (ZMSCORE), added to their
+//     groups' sums and scored again, and the filter fields of the
+//     2*limit+20 best candidates (one HMGET of the vis hash);
 //  4. only when too few of those pass: the filter fields of the rest.
+//
+// Where lists are truncated the score is approximate as before: a
+// candidate past the leaders lacks the unread part of its tf, and a
+// group's document count is an upper bound (documents read plus postings
+// not read, less the double counts the leaders' lookups reveal).
 //
 // The steps are separate reads, not a snapshot: a node deleted in between
 // has no filter fields and is left out, which is what a later read returns.
