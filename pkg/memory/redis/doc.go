@@ -94,14 +94,16 @@
 //
 // Lexical is BM25 scored in Go from postings read on the project's slot,
 // in three pipelined round trips (see Store.Lexical): a small script
-// prefix-expands the query terms over the term dictionary (beside a term
-// that is itself in the dictionary only short expansion lists join) and
-// returns document frequencies; a term and its expansions score as one
-// BM25 term, their tf summed per document before the saturation and their
-// documents counted once for the idf, and common terms are left out once
-// the rarer ones matched enough, both as in the SQLite store (on the
-// development set the two stores' rankings then measure alike, see
-// Store.Lexical);
+// prefix-expands the query terms over the term dictionary (the term and
+// up to 32 longer ones) and returns document frequencies; a term and its
+// expansions score as one BM25 term, their tf summed per document before
+// the saturation and their documents counted once for the idf, and common
+// terms are left out once the rarer ones matched enough, all as in the
+// SQLite store. One difference remains: the corpus statistics (document
+// count, average length, document frequencies) are the project's here
+// and the whole store's in the SQLite store, so the two rank alike on a
+// store of one project (on the development set's projects, 30 of 30
+// rankings identical) but not on a store of many;
 // posting lists are read best impact first under a budget (whole when
 // short, so small corpora and rare terms are exact; of a common term only
 // the best postings make candidates, and the rarer of the common terms get
