@@ -377,6 +377,19 @@ func (r *lexRead) plan(budget, minPer int) {
 		weights[i] = weights[i+1] + w*w*w
 	}
 	left := int64(budget)
+	var all int64
+	for _, l := range r.lists {
+		all += l.df
+	}
+	if all <= left {
+		// Everything fits: every list is read whole and scored exactly (the
+		// shares below would give an expansion of a low-weight term a
+		// posting or two however large the budget).
+		for _, l := range r.lists {
+			l.read, l.truncated = l.df, false
+		}
+		return
+	}
 	for i, l := range r.lists {
 		m := left
 		if i < len(r.lists)-1 {
