@@ -141,9 +141,13 @@ func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
 	// (the write failed) and comes after the reply deadline is skipped
 	// like any late event: the turn then has no record, and the extractor
 	// judges no injection for it.
-	if err := h.inj.Record(ctx, req, block); errors.Is(err, memory.ErrUnavailable) {
-		return runner.Unavailable(err)
-	} else if err != nil {
+	if err := h.inj.Record(ctx, req, block); err != nil {
+		// What the platform got is not known to the store: a redelivery
+		// composes anew, and the extractor judges that block, if any.
+		h.log.Warn(notRecordedMessage, zap.String("event_id", ev.ID), zap.String("project", ev.ProjectID), zap.Error(err))
+		if errors.Is(err, memory.ErrUnavailable) {
+			return runner.Unavailable(err)
+		}
 		return err
 	}
 	if err := h.pub.Publish(ctx, out); err != nil {
@@ -155,6 +159,10 @@ func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
 // skipMessage is logged for a turn_started that arrived after its reply
 // deadline with nothing recorded (the chaos suite reads it).
 const skipMessage = "turn_started arrived after its reply deadline; skipped"
+
+// notRecordedMessage is logged when the answered block could not be
+// recorded (the chaos suite reads it).
+const notRecordedMessage = "answered block not recorded"
 
 // readyEvent is the injection_ready answering ev with in.
 func readyEvent(ev events.Envelope, in memory.Injection) events.Envelope {
