@@ -61,7 +61,12 @@ type report struct {
 	// Answered turns whose record write failed (the injector logged it, in
 	// the Redis kill): no record and a late redelivery (not judged), or a
 	// redelivery in time that composed the recorded block anew.
-	RepliedUnrecorded      int `json:"replied_unrecorded"`
+	RepliedUnrecorded int `json:"replied_unrecorded"`
+	// Redeliveries of an answered and recorded turn_started answered with
+	// the recorded block (the injector's log), and those of them after the
+	// reply deadline (skipped, leaving the record unmatched, before the fix).
+	AnsweredFromRecord     int `json:"answered_from_record"`
+	AnsweredFromRecordLate int `json:"answered_from_record_late"`
 	RecomposedAfterFailure int `json:"recomposed_after_record_failure"`
 	FeedbackTurnsBad       int `json:"feedback_turns_bad"` // turns with a block of memories but no feedback record
 
@@ -90,6 +95,7 @@ type report struct {
 const (
 	skipMsg        = "turn_started arrived after its reply deadline; skipped"
 	notRecordedMsg = "answered block not recorded" // the record write failed (the Redis kill): a redelivery composes anew
+	againMsg       = "turn_started already answered; its recorded block sent again"
 )
 
 // check verifies what the deployment did against the script and returns
@@ -132,6 +138,12 @@ func check(ctx context.Context, t *testing.T, c *cluster, d *driver, warm []*tur
 			continue
 		}
 		if err := w.grep(func(line string) {
+			if strings.Contains(line, againMsg) {
+				r.AnsweredFromRecord++
+				if strings.Contains(line, `"late":true`) {
+					r.AnsweredFromRecordLate++
+				}
+			}
 			skip, norec := strings.Contains(line, skipMsg), strings.Contains(line, notRecordedMsg)
 			if !skip && !norec {
 				return
