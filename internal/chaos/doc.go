@@ -101,12 +101,15 @@
 //     recorded", the Redis kill): then either nothing is recorded (the
 //     redelivery came after the deadline; the turn is not judged:
 //     replied_unrecorded) or a redelivery in time composed the recorded
-//     block anew (recomposed_after_record_failure). No memory is judged
-//     (useful + unhelpful) more often than the number of turns whose record
-//     carried it (double_feedback), with no allowance; every turn whose
-//     record carries memories has its feedback record unless all of them
-//     were judged for an earlier turn of the session (the extractor judges
-//     an id once per span);
+//     block anew (recomposed_after_record_failure). The redeliveries the
+//     injector answered with their recorded block are counted
+//     (answered_from_record; _late: after the reply deadline, which used
+//     to be skipped with the record left for the extractor to judge). No
+//     memory is judged (useful + unhelpful) more often than the number of
+//     turns whose record carried it (double_feedback), with no allowance;
+//     every turn whose record carries memories has its feedback record
+//     unless all of them were judged for an earlier turn of the session
+//     (the extractor judges an id once per span);
 //   - consolidation: every session has its review fact, a cursor past 0 and
 //     a consolidation_done; compaction: every session with twice the
 //     threshold of transcript has a summary of its own (its marker once,
