@@ -119,6 +119,20 @@
 //     authorization violation (permission_violations) across the kills and
 //     the NATS restart.
 //
+// # Figures
+//
+// The last runs (README, "Reliability"), both with NATS authentication
+// on (role users, 0 permission violations): `make chaos`, 3,014 turns,
+// 50 kills: 0 lost, 0 double feedback (exact: 1,943 verdicts
+// against 2,028 recorded (turn, memory) pairs, 0 records unlike
+// their answers), 2 late redeliveries answered from their record;
+// `make chaos-full`, 10,014 turns, 60 kills: 0 lost, 0 double feedback
+// (6,155 verdicts against 6,253 recorded pairs, 0 records
+// unlike their answers), 8 redeliveries answered from their record
+// (8 late); that run failed one check, one session of 252 without
+// its consolidation_done (fixed since in internal/consolidate, not yet
+// run again at that size).
+//
 // ENGRAM_CHAOS_REPORT names a file for the figures (JSON);
 // ENGRAM_CHAOS_DIR keeps the work dir (binaries, stores, every process's
 // log, one file per start) instead of a temporary one; ENGRAM_CHAOS_SEED
