@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -50,12 +51,24 @@ type report struct {
 	Unexpected           int `json:"unexpected"` // live nodes of no expected text
 
 	// Feedback.
-	InjectedPairs    int `json:"injected_pairs"`     // (turn, memory) pairs in the blocks
-	FeedbackApplied  int `json:"feedback_applied"`   // useful + unhelpful over all memories
-	DoubleFeedback   int `json:"double_feedback"`    // memories judged more often than the turns that carried them (or may have: TurnsUnseen)
-	FeedbackOverSeen int `json:"feedback_over_seen"` // memories judged more often than the turns seen carrying them
-	TurnsUnseen      int `json:"turns_unseen"`       // turns with no answer seen at all (their injection record is unknown)
-	FeedbackTurnsBad int `json:"feedback_turns_bad"` // turns with a block of memories but no feedback record
+	InjectedPairs   int `json:"injected_pairs"`      // (turn, memory) pairs in the recorded blocks
+	FeedbackApplied int `json:"feedback_applied"`    // useful + unhelpful over all memories
+	DoubleFeedback  int `json:"double_feedback"`     // memories judged more often than the turns whose recorded block carried them
+	Recorded        int `json:"turns_recorded"`      // turns with an injection record (the store, after the drain)
+	RecordsMismatch int `json:"records_mismatch"`    // records unlike the turn's injection_ready or a block the platform got
+	AnswerNoRecord  int `json:"answered_unrecorded"` // injection_ready on ENGRAM_OUT for a turn without a record
+	TurnsUnseen     int `json:"turns_unseen"`        // turns with no answer seen by the platform nor on ENGRAM_OUT (none has a record)
+	// Answered turns whose record write failed (the injector logged it, in
+	// the Redis kill): no record and a late redelivery (not judged), or a
+	// redelivery in time that composed the recorded block anew.
+	RepliedUnrecorded int `json:"replied_unrecorded"`
+	// Redeliveries of an answered and recorded turn_started answered with
+	// the recorded block (the injector's log), and those of them after the
+	// reply deadline (skipped, leaving the record unmatched, before the fix).
+	AnsweredFromRecord     int `json:"answered_from_record"`
+	AnsweredFromRecordLate int `json:"answered_from_record_late"`
+	RecomposedAfterFailure int `json:"recomposed_after_record_failure"`
+	FeedbackTurnsBad       int `json:"feedback_turns_bad"` // turns with a block of memories but no feedback record
 
 	// Consolidation and compaction.
 	Consolidated    int `json:"sessions_consolidated"` // sessions with their review fact and a cursor past their first message
@@ -67,13 +80,23 @@ type report struct {
 
 	DeadLettered uint64 `json:"dead_lettered"`
 
+	// NATS authentication: the server ran with the role users of
+	// `engram nats-config`, every process connected as its role; the
+	// server's log holds no permission or authorization violation.
+	NATSAuth             bool `json:"nats_auth"`
+	PermissionViolations int  `json:"permission_violations"`
+
 	Wall   string         `json:"wall"`
 	Replay string         `json:"replay"`
 	Seed   uint64         `json:"seed"`
 	Model  map[string]int `json:"model_calls"`
 }
 
-const skipMsg = "turn_started arrived after its reply deadline; skipped"
+const (
+	skipMsg        = "turn_started arrived after its reply deadline; skipped"
+	notRecordedMsg = "answered block not recorded" // the record write failed (the Redis kill): a redelivery composes anew
+	againMsg       = "turn_started already answered; its recorded block sent again"
+)
 
 // check verifies what the deployment did against the script and returns
 // the figures; every violation is also a test error.
@@ -84,6 +107,7 @@ func check(ctx context.Context, t *testing.T, c *cluster, d *driver, warm []*tur
 
 	// What ENGRAM_OUT holds.
 	answered := map[string][]string{} // turn_started id -> injected ids
+	blocks := map[string]string{}     // turn_started id -> the block of its injection_ready
 	consolidated, compacted := map[string]int{}, map[string]int{}
 	outMsgs := readStream(ctx, t, c, events.StreamOut)
 	for _, m := range outMsgs {
@@ -98,6 +122,7 @@ func check(ctx context.Context, t *testing.T, c *cluster, d *driver, warm []*tur
 				t.Errorf("two injection_ready for turn_started %s", p.InReplyTo)
 			}
 			answered[p.InReplyTo] = p.NodeIDs
+			blocks[p.InReplyTo] = p.Block
 		case events.ConsolidationDone:
 			consolidated[e.ProjectID+"/"+e.SessionID]++
 			r.ConsolidateDone++
@@ -107,19 +132,31 @@ func check(ctx context.Context, t *testing.T, c *cluster, d *driver, warm []*tur
 		}
 	}
 	skipped := map[string]bool{}
+	unrecorded := map[string]bool{} // turn_started ids whose answered block the injector could not record
 	for _, w := range c.workers {
 		if !strings.HasPrefix(w.name, "injector") {
 			continue
 		}
 		if err := w.grep(func(line string) {
-			if !strings.Contains(line, skipMsg) {
+			if strings.Contains(line, againMsg) {
+				r.AnsweredFromRecord++
+				if strings.Contains(line, `"late":true`) {
+					r.AnsweredFromRecordLate++
+				}
+			}
+			skip, norec := strings.Contains(line, skipMsg), strings.Contains(line, notRecordedMsg)
+			if !skip && !norec {
 				return
 			}
 			var l struct {
 				EventID string `json:"event_id"`
 			}
 			if json.Unmarshal([]byte(line), &l) == nil && l.EventID != "" {
-				skipped[l.EventID] = true
+				if skip {
+					skipped[l.EventID] = true
+				} else {
+					unrecorded[l.EventID] = true
+				}
 			}
 		}); err != nil {
 			t.Error(err)
@@ -245,71 +282,95 @@ func check(ctx context.Context, t *testing.T, c *cluster, d *driver, warm []*tur
 		}
 	}
 
-	// Feedback: the scripted model says "used" for every injected memory,
-	// once per span; a memory is judged at most once per turn that carried
-	// it (the union of every answer the platform received for the turn,
-	// late ones included, and what ENGRAM_OUT says: the injector answers
-	// before it records the injection, so every record was answered).
+	// Feedback, exactly: a memory is judged at most once per turn whose
+	// injection record carries it (the extractor judges a turn's record,
+	// an id once per span; the scripted model says "used" for every
+	// injected memory). The records are read back from the store: the
+	// extractor keeps them an hour after finishing a turn
+	// (extract.KeepInjection). Each record must be the turn's one block:
+	// what its injection_ready on ENGRAM_OUT says (the injector publishes
+	// it after the record, and answers a redelivery with the record) and
+	// every answer the platform received for it (in time or late).
 	carried := map[string]int{}
+	recorded := map[string][]string{} // turn_started id -> recorded ids
 	for _, tr := range d.turns {
-		ids := map[string]bool{}
-		for _, id := range tr.ids {
-			ids[id] = true
-		}
-		for _, id := range answered[tr.startedID] {
-			ids[id] = true
-		}
+		rec, err := st.GetInjection(ctx, memory.SessionRef{Project: tr.project, Session: tr.session}, tr.turn)
 		d.mu.Lock()
-		for _, a := range d.answers[tr.startedID] {
-			for _, id := range a {
-				ids[id] = true
+		seen := d.answers[tr.startedID]
+		d.mu.Unlock()
+		ids, out := answered[tr.startedID]
+		switch {
+		case memory.IsNotFound(err):
+			if out {
+				r.AnswerNoRecord++
+				t.Errorf("turn %s/%s/%s: injection_ready %v on ENGRAM_OUT, no injection record", tr.project, tr.session, tr.turn, ids)
+			}
+			if len(seen) > 0 || tr.replied {
+				// Answered, but the record write failed and the
+				// redelivery came after the deadline: not judged.
+				r.RepliedUnrecorded++
+				if !unrecorded[tr.startedID] {
+					r.AnswerNoRecord++
+					t.Errorf("turn %s/%s/%s: the platform got %v, no injection record, no record failure logged", tr.project, tr.session, tr.turn, seen)
+				}
+			}
+			if !out && len(seen) == 0 && !tr.replied {
+				r.TurnsUnseen++
+			}
+			continue
+		case err != nil:
+			t.Fatalf("injection record of %s/%s/%s: %v", tr.project, tr.session, tr.turn, err)
+		}
+		r.Recorded++
+		recorded[tr.startedID] = rec.IDs
+		mismatch := func(what string, got []string, block string) {
+			r.RecordsMismatch++
+			if r.RecordsMismatch <= 10 {
+				t.Errorf("turn %s/%s/%s: %s %v %q, its record %v %q", tr.project, tr.session, tr.turn, what, got, block, rec.IDs, rec.Text)
 			}
 		}
-		d.mu.Unlock()
-		for id := range ids {
+		if !out {
+			mismatch("no injection_ready on ENGRAM_OUT", nil, "")
+		} else if !slices.Equal(ids, rec.IDs) || blocks[tr.startedID] != rec.Text {
+			mismatch("injection_ready", ids, blocks[tr.startedID])
+		}
+		// An answer of a delivery whose record write failed (logged) may
+		// differ: the redelivery composed the recorded block anew.
+		platformDiffers := false
+		for _, a := range seen {
+			platformDiffers = platformDiffers || !slices.Equal(a, rec.IDs)
+		}
+		platformDiffers = platformDiffers || tr.replied && (!slices.Equal(tr.ids, rec.IDs) || tr.block != rec.Text)
+		switch {
+		case platformDiffers && unrecorded[tr.startedID]:
+			r.RecomposedAfterFailure++
+		case platformDiffers:
+			mismatch("the platform got", tr.ids, tr.block)
+		}
+		for _, id := range rec.IDs {
 			carried[id]++
 		}
-		r.InjectedPairs += len(ids)
-		if len(answered[tr.startedID]) > 0 {
-			// The turn's injection was recorded (injection_ready is
-			// published after the record) and its turn extracted: its
-			// verdicts were applied, unless every memory it carried was
-			// judged in an earlier turn of the same span.
+		r.InjectedPairs += len(rec.IDs)
+		if len(rec.IDs) > 0 {
+			// The turn was extracted: its verdicts were applied, unless
+			// every memory it carried was judged in an earlier turn of the
+			// same span.
 			key := strconv.Itoa(len(tr.session)) + ":" + tr.session + ":" + tr.turn
 			ok, err := st.EventProcessed(ctx, memory.ProjectRef{Project: tr.project}, "extractor.feedback", key)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !ok && !judgedEarlier(d, tr, answered) {
+			if !ok && !judgedEarlier(d, tr, recorded) {
 				r.FeedbackTurnsBad++
 			}
-		}
-	}
-	// Turns with no answer seen at all (no block in time, none late, no
-	// injection_ready) may still have an injection record: an answer sent
-	// while the platform's connection was re-established after the NATS
-	// restart is lost (core NATS), and so is an injection_ready the server
-	// acknowledged but had not written when it was killed. Any of them may
-	// have carried any memory of its project, so they widen the bound.
-	unseen := map[string]int{}
-	for _, tr := range d.turns {
-		d.mu.Lock()
-		n := len(d.answers[tr.startedID])
-		d.mu.Unlock()
-		if _, ok := answered[tr.startedID]; !ok && n == 0 && !tr.replied {
-			unseen[tr.project]++
-			r.TurnsUnseen++
 		}
 	}
 	for id, n := range byID {
 		judged := n.Useful + n.Unhelpful
 		r.FeedbackApplied += judged
 		if judged > carried[id] {
-			r.FeedbackOverSeen++
-		}
-		if judged > carried[id]+unseen[n.ProjectID] {
 			r.DoubleFeedback++
-			t.Errorf("memory %s %q judged %d times, carried by %d turns (+%d unseen turns of its project)", id, n.Label, judged, carried[id], unseen[n.ProjectID])
+			t.Errorf("memory %s %q judged %d times, carried by the records of %d turns", id, n.Label, judged, carried[id])
 		}
 	}
 	if r.InjectedPairs > 0 && r.FeedbackApplied == 0 {
@@ -363,6 +424,23 @@ func check(ctx context.Context, t *testing.T, c *cluster, d *driver, warm []*tur
 			}
 		}
 	}
+	// Least privilege held: nothing any process did was refused.
+	r.NATSAuth = true
+	if err := c.nats.grep(func(line string) {
+		// "Publish Violation", "Subscription Violation", "Authorization
+		// Violation" (nats-server's log of a refused client operation).
+		if strings.Contains(line, " Violation") {
+			r.PermissionViolations++
+			if r.PermissionViolations <= 10 {
+				t.Errorf("nats-server: %.400s", line)
+			}
+		}
+	}); err != nil {
+		t.Error(err)
+	}
+	if r.RecordsMismatch > 0 || r.AnswerNoRecord > 0 {
+		t.Errorf("%d injection records unlike the turn's answers, %d answers without a record", r.RecordsMismatch, r.AnswerNoRecord)
+	}
 	if r.Lost > 0 || r.TranscriptsWrong > 0 || r.TurnsNotExtracted > 0 || r.MemoriesMissing > 0 || r.FeedbackTurnsBad > 0 {
 		t.Errorf("lost work: %d turns unanswered, %d transcripts wrong, %d turns not extracted, %d memories missing, %d turns without feedback",
 			r.Lost, r.TranscriptsWrong, r.TurnsNotExtracted, r.MemoriesMissing, r.FeedbackTurnsBad)
@@ -371,9 +449,10 @@ func check(ctx context.Context, t *testing.T, c *cluster, d *driver, warm []*tur
 	return r
 }
 
-// judgedEarlier reports whether every memory of tr's answered block was
-// also in the answered block of an earlier turn of its session (the
-// extractor judges an id once per span, against the first turn carrying it).
+// judgedEarlier reports whether every memory of tr's recorded block was
+// also in the recorded block of an earlier turn of its session (the
+// extractor judges an id once per span, against the first turn carrying
+// it). recorded holds the records of the turns before tr.
 func judgedEarlier(d *driver, tr *turnRec, answered map[string][]string) bool {
 	earlier := map[string]bool{}
 	for _, o := range d.turns {

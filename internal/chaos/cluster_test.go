@@ -2,6 +2,8 @@ package chaos_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/engram-memory/engram/internal/natsauth"
 	"github.com/engram-memory/engram/pkg/events"
 	"github.com/engram-memory/engram/pkg/llm/llmtest"
 	memredis "github.com/engram-memory/engram/pkg/memory/redis"
@@ -46,9 +49,15 @@ type cluster struct {
 	workers            []*proc // what the chaos loop kills: workers and the idle detector
 	byName             map[string]*proc
 
-	nc     *nats.Conn
-	js     jetstream.JetStream
-	client *events.Client
+	// passwords are the NATS password of every role (natsauth.Roles): the
+	// server runs with the accounts `engram nats-config` generates, and
+	// every client connects as its role's user.
+	passwords map[string]string
+
+	nc     *nats.Conn          // the platform's connection (user platform): the driver
+	client *events.Client      // the platform's client on nc
+	admin  *nats.Conn          // the checks' connection (user admin): streams, consumers, the DLQ
+	js     jetstream.JetStream // on admin
 }
 
 func newCluster(t *testing.T) *cluster {
@@ -60,7 +69,12 @@ func newCluster(t *testing.T) *cluster {
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	c := &cluster{t: t, root: root, dir: dir, bin: filepath.Join(dir, "bin"), byName: map[string]*proc{}}
+	c := &cluster{t: t, root: root, dir: dir, bin: filepath.Join(dir, "bin"), byName: map[string]*proc{}, passwords: map[string]string{}}
+	for _, role := range natsauth.Roles() {
+		b := make([]byte, 24)
+		_, _ = rand.Read(b)
+		c.passwords[role] = hex.EncodeToString(b)
+	}
 	for _, d := range []string{c.bin, c.path("logs"), c.path("nats"), c.path("redis")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
@@ -101,10 +115,14 @@ func (c *cluster) startInfra(ctx context.Context) {
 	c.natsPort, c.redisPort = freePort(c.t), freePort(c.t)
 	c.natsURL = fmt.Sprintf("nats://127.0.0.1:%d", c.natsPort)
 	c.redisURL = fmt.Sprintf("redis://127.0.0.1:%d/0", c.redisPort)
-	// JetStream with its file store in the work dir; no auth (see the
-	// package doc for the credentials the deployment will use).
-	c.nats = c.newProc("nats", nil, filepath.Join(c.bin, "nats-server"), "-a", "127.0.0.1",
-		"-p", fmt.Sprint(c.natsPort), "-js", "-sd", c.path("nats"), "-m", "0")
+	// JetStream with its file store in the work dir, and the role users
+	// of a real deployment (natsConf).
+	conf := c.natsConf()
+	var serverEnv []string
+	for _, role := range natsauth.Roles() {
+		serverEnv = append(serverEnv, natsauth.PasswordEnv(role)+"="+c.passwords[role])
+	}
+	c.nats = c.newProc("nats", serverEnv, filepath.Join(c.bin, "nats-server"), "-c", conf)
 	// A private Redis 8 with AOF (fsync every second; a process kill loses
 	// nothing the server acknowledged, since the AOF is written before the
 	// reply). Never the shared test servers.
@@ -135,6 +153,39 @@ func (c *cluster) startInfra(ctx context.Context) {
 	}
 }
 
+// natsConf writes the server's configuration like deploy/nats/nats.conf:
+// JetStream on a file store in the work dir, and `include ./accounts.conf`,
+// the accounts.conf that `engram nats-config` prints (one user per role,
+// least privilege, passwords from the server's environment,
+// ENGRAM_<ROLE>_PASSWORD). It returns the configuration's path.
+func (c *cluster) natsConf() string {
+	c.t.Helper()
+	cmd := exec.Command(filepath.Join(c.bin, "engram"), "nats-config")
+	cmd.Env = append(os.Environ(), "ENGRAM_DATA="+c.path("data", "nats-config"))
+	accounts, err := cmd.Output()
+	if err != nil {
+		c.t.Fatalf("engram nats-config: %v", err)
+	}
+	if err := os.WriteFile(c.path("accounts.conf"), accounts, 0o600); err != nil {
+		c.t.Fatal(err)
+	}
+	conf := fmt.Sprintf("host: 127.0.0.1\nport: %d\njetstream {\n  store_dir: %q\n}\ninclude ./accounts.conf\n", c.natsPort, c.path("nats"))
+	if err := os.WriteFile(c.path("nats.conf"), []byte(conf), 0o600); err != nil {
+		c.t.Fatal(err)
+	}
+	return c.path("nats.conf")
+}
+
+// role is the NATS role of an Engram process of the suite, from its name
+// (injector-0: injector; idle-0: idle; setup: setup).
+func role(name string) string {
+	r, _, _ := strings.Cut(name, "-")
+	if !natsauth.ValidRole(r) {
+		panic("chaos: no NATS role for process " + name)
+	}
+	return r
+}
+
 func (c *cluster) startNATS(ctx context.Context) {
 	c.t.Helper()
 	c.nats.start(c.t)
@@ -155,6 +206,8 @@ func (c *cluster) startRedis(ctx context.Context) {
 func (c *cluster) env(name string) []string {
 	return []string{
 		"ENGRAM_NATS_URL=" + c.natsURL,
+		"ENGRAM_NATS_USER=" + role(name),
+		"ENGRAM_NATS_PASSWORD=" + c.passwords[role(name)],
 		"ENGRAM_STORE=redis",
 		"ENGRAM_REDIS_URL=" + c.redisURL,
 		"ENGRAM_OLLAMA_HOST=" + c.modelURL,
@@ -219,24 +272,30 @@ func (c *cluster) waitReady(ctx context.Context, p *proc) {
 	c.t.Fatalf("%s not ready after 60s:\n%s", p.name, p.tail(30))
 }
 
-// connect opens the platform's connection and client.
+// connect opens the platform's connection and client (user platform: it
+// may publish input events and receive its replies on _INBOX.>, nothing
+// else) and the checks' connection (user admin).
 func (c *cluster) connect() {
 	c.t.Helper()
-	nc, err := nats.Connect(c.natsURL, nats.Name("chaos-platform"), nats.MaxReconnects(-1),
-		nats.ReconnectWait(250*time.Millisecond), nats.Timeout(5*time.Second))
+	dial := func(role string) *nats.Conn {
+		nc, err := nats.Connect(c.natsURL, nats.Name("chaos-"+role), nats.UserInfo(role, c.passwords[role]),
+			nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond), nats.Timeout(5*time.Second))
+		if err != nil {
+			c.t.Fatalf("connect as %s: %v", role, err)
+		}
+		c.t.Cleanup(nc.Close)
+		return nc
+	}
+	c.nc, c.admin = dial(natsauth.RolePlatform), dial(natsauth.RoleAdmin)
+	client, err := events.NewClient(c.nc)
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	c.t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
+	js, err := jetstream.New(c.admin)
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	client, err := events.NewClient(nc, events.WithJetStream(js))
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	c.nc, c.js, c.client = nc, js, client
+	c.client, c.js = client, js
 }
 
 // modelControl switches the model server: "down", "unavailable" or "up".

@@ -2,6 +2,7 @@ package consolidate_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -26,8 +27,9 @@ func ref() memory.SessionRef { return memory.SessionRef{Project: project, Sessio
 
 // recorder is a Publisher that keeps what it was given.
 type recorder struct {
-	mu  sync.Mutex
-	evs []events.Envelope
+	mu   sync.Mutex
+	evs  []events.Envelope
+	fail int // publishes still to fail (a NATS outage)
 }
 
 func (r *recorder) Publish(_ context.Context, e events.Envelope) error {
@@ -36,6 +38,10 @@ func (r *recorder) Publish(_ context.Context, e events.Envelope) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.fail > 0 {
+		r.fail--
+		return errors.New("nats: connection closed (the test's outage)")
+	}
 	r.evs = append(r.evs, e)
 	return nil
 }

@@ -242,18 +242,28 @@ func (c *Consolidator) park(ctx context.Context, rec *memory.Pass, l *Ledger) er
 }
 
 // finish ends the pass: the cursor moves to the newest message it read
-// (never back), the journal is closed and consolidation_done published.
-// Each step is idempotent, so a crash in between finishes again on the
-// next delivery.
+// (never back), consolidation_done is published, and the journal is
+// closed. Each step is idempotent and the journal is closed last, so a
+// crash or a failed publish in between finds the pass still open on the
+// next delivery and finishes it again (the event's id is the pass's: a
+// second publish is dropped by the duplicate window). Closing the journal
+// first lost consolidation_done: the redelivery found no open pass and
+// nothing new after the cursor.
 func (c *Consolidator) finish(ctx context.Context, rec *memory.Pass, l *Ledger, v Verdict, cause string) error {
 	ref := memory.SessionRef{Tenant: rec.Tenant, Project: rec.Project, Session: rec.Session}
 	if _, err := c.store.AdvanceCursor(ctx, ref, rec.UpTo); err != nil {
 		return fmt.Errorf("consolidate: advance cursor of %s: %w", ref, err)
 	}
-	rec.Status, rec.Verdict = memory.PassFinished, string(v)
-	if err := c.save(ctx, rec, l); err != nil {
+	if err := c.publishDone(ctx, rec, l, v); err != nil {
 		return err
 	}
+	rec.Status, rec.Verdict = memory.PassFinished, string(v)
+	return c.save(ctx, rec, l)
+}
+
+// publishDone publishes the pass's consolidation_done (nothing without a
+// publisher).
+func (c *Consolidator) publishDone(ctx context.Context, rec *memory.Pass, l *Ledger, v Verdict) error {
 	if c.pub == nil {
 		return nil
 	}

@@ -68,6 +68,40 @@ func TestPassStoresAndFinishes(t *testing.T) {
 	})
 }
 
+// TestDoneRepublishedAfterFailedPublish: a pass that finished (cursor
+// advanced, journal closed) but could not publish consolidation_done (NATS
+// down, or killed in between) publishes it on the redelivery, with the
+// pass's id; it used to find nothing new and end without it (the chaos
+// suite's 10,000-turn run: a session consolidated, no consolidation_done).
+func TestDoneRepublishedAfterFailedPublish(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		f := newFixture(t, b.Open(t))
+		f.say("I swim every Tuesday morning.", "Noted!")
+		f.srv.Enqueue(remember("The user swims every Tuesday morning.", "pattern"), done())
+		f.pub.fail = 1
+		if _, err := f.c.Run(f.ctx, consolidate.Request{Project: project, Session: session, Cause: "idle-1"}); err == nil {
+			t.Fatal("a failed consolidation_done publish was not an error (the event would be acknowledged)")
+		}
+		if len(f.pub.done(t)) != 0 {
+			t.Fatal("published despite the outage")
+		}
+		n := len(f.srv.ChatRequests())
+		if _, err := f.c.Run(f.ctx, consolidate.Request{Project: project, Session: session, Cause: "idle-1"}); err != nil {
+			t.Fatal(err)
+		}
+		ds := f.pub.done(t)
+		if len(ds) != 1 || ds[0].Stored != 1 || ds[0].Reason != "done" {
+			t.Fatalf("consolidation_done after the redelivery: %+v", ds)
+		}
+		if len(f.srv.ChatRequests()) != n {
+			t.Errorf("the finished pass called the model again")
+		}
+		if texts := f.liveTexts(); len(texts) != 1 {
+			t.Errorf("live memories %v", texts)
+		}
+	})
+}
+
 func TestNudgeThenAbort(t *testing.T) {
 	f := newFixture(t, sqliteStore(t))
 	f.say("Can you recommend a book?", "Try Dune.")

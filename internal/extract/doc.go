@@ -36,9 +36,13 @@
 // A span's writes are guarded by a record of the span (its first and last
 // message ids); a turn's feedback by a record written just before the
 // verdicts are applied (at most once: never twice); the injection records
-// are read without being consumed (taken and put back) and taken for good
-// only when the span is done, so a crash anywhere before that finds them
-// again. memory_changed carries an id derived from the span, so a redone
+// are read without being consumed (GetInjection), so a crash anywhere
+// before the span is done finds them again, and when it is done they are
+// kept an hour more (KeepInjection), not deleted: a turn_started
+// redelivered after that (its injection_ready publish failed in a NATS
+// outage) is still answered with the block its verdicts were applied to
+// (internal/inject, "One block per turn"), and what was judged can be read
+// back (the chaos suite does). memory_changed carries an id derived from the span, so a redone
 // span's publication is dropped by the stream's duplicate window. Memories
 // are digest-keyed, so even a write repeated after a crash between the
 // write and its record reinforces rather than duplicates.

@@ -23,9 +23,18 @@ type Transcripts interface {
 
 // Injections are the records of what the injector put into each turn.
 type Injections interface {
-	PutInjection(ctx context.Context, s memory.SessionRef, turnID string, ids []string) error
-	TakeInjection(ctx context.Context, s memory.SessionRef, turnID string) ([]string, error)
+	PutInjection(ctx context.Context, s memory.SessionRef, turnID string, in memory.Injection, ttl time.Duration) error
+	GetInjection(ctx context.Context, s memory.SessionRef, turnID string) (memory.Injection, error)
 }
+
+// KeepInjection is how long a turn's injection record is kept once the
+// turn is finished (judged, or given up on): not deleted, so that a
+// turn_started redelivered after that (its injection_ready publish failed
+// in a NATS outage; the injector is paused) is still answered with the
+// block its verdicts were applied to, and what was judged can be read
+// back. A turn_started is redelivered within minutes; an hour bounds the
+// store's cost to an hour of turns.
+const KeepInjection = time.Hour
 
 // Leases keep two replicas off one session's span.
 type Leases interface {
@@ -416,7 +425,7 @@ func (x *Extractor) extractSpan(ctx context.Context, ref memory.SessionRef, caus
 
 	transcript := Render(msgs, x.cfg)
 	if len([]rune(strings.TrimSpace(transcript))) < x.cfg.MinSpanChars {
-		return nil, false, x.finish(ctx, ref, span)
+		return nil, false, x.finish(ctx, ref, span, injected)
 	}
 
 	p, shown, err := x.prompt(ctx, ref, transcript, injected)
@@ -429,7 +438,7 @@ func (x *Extractor) extractSpan(ctx context.Context, ref memory.SessionRef, caus
 	reply, resp, err := llm.Structured[Reply](ctx, x.chat, req)
 	if err != nil {
 		if errors.Is(err, llm.ErrMisbehaved) {
-			return nil, true, x.invalid(ctx, ref, span, invalidKey, resp, err)
+			return nil, true, x.invalid(ctx, ref, span, injected, invalidKey, resp, err)
 		}
 		return nil, true, fmt.Errorf("extract: model call for %s: %w", ref, err)
 	}
@@ -458,48 +467,45 @@ func (x *Extractor) extractSpan(ctx context.Context, ref memory.SessionRef, caus
 			return changes, true, err
 		}
 	}
-	return changes, true, x.finish(ctx, ref, span)
+	return changes, true, x.finish(ctx, ref, span, injected)
 }
 
 // injectedTurn is what the injector recorded for one turn of the span.
 type injectedTurn struct {
 	turn string
 	ids  []string
+	rec  memory.Injection
 }
 
-// readInjected reads the injection records of the span's turns without
-// consuming them: each is taken and put back, and taken for good when the
-// span is finished, so a crash before then finds them again.
+// readInjected reads the injection records of the span's turns (without
+// consuming them: a crash before the span is finished finds them again),
+// those without ids too (finish keeps them for KeepInjection).
 func (x *Extractor) readInjected(ctx context.Context, ref memory.SessionRef, span []spanTurn) ([]injectedTurn, error) {
 	var out []injectedTurn
 	for _, t := range span {
-		ids, err := x.store.TakeInjection(ctx, ref, t.ID)
+		rec, err := x.store.GetInjection(ctx, ref, t.ID)
 		if memory.IsNotFound(err) {
 			continue
 		}
 		if err != nil {
 			return nil, fmt.Errorf("extract: read injection of turn %q: %w", t.ID, err)
 		}
-		if err := x.store.PutInjection(ctx, ref, t.ID, ids); err != nil {
-			return nil, fmt.Errorf("extract: keep injection of turn %q: %w", t.ID, err)
-		}
-		if len(ids) > 0 {
-			out = append(out, injectedTurn{turn: t.ID, ids: ids})
-		}
+		out = append(out, injectedTurn{turn: t.ID, ids: rec.IDs, rec: rec})
 	}
 	return out, nil
 }
 
-// finish marks the span's turns done and drops their injection records.
-func (x *Extractor) finish(ctx context.Context, ref memory.SessionRef, span []spanTurn) error {
+// finish marks the span's turns done and shortens their injection records'
+// life to KeepInjection.
+func (x *Extractor) finish(ctx context.Context, ref memory.SessionRef, span []spanTurn, injected []injectedTurn) error {
 	for _, t := range span {
 		if err := x.store.MarkEventProcessed(ctx, ref.ProjectRef(), recTurn, recordKey(ref.Session, t.ID), x.cfg.RecordTTL); err != nil {
 			return fmt.Errorf("extract: record turn %q: %w", t.ID, err)
 		}
 	}
-	for _, t := range span {
-		if _, err := x.store.TakeInjection(ctx, ref, t.ID); err != nil && !memory.IsNotFound(err) {
-			return fmt.Errorf("extract: drop injection of turn %q: %w", t.ID, err)
+	for _, it := range injected {
+		if err := x.store.PutInjection(ctx, ref, it.turn, it.rec, KeepInjection); err != nil {
+			return fmt.Errorf("extract: keep injection of turn %q: %w", it.turn, err)
 		}
 	}
 	return nil
@@ -507,7 +513,7 @@ func (x *Extractor) finish(ctx context.Context, ref memory.SessionRef, span []sp
 
 // invalid counts an invalid reply for the span (in the store, so replicas
 // and restarts agree) and decides between a retry and giving up.
-func (x *Extractor) invalid(ctx context.Context, ref memory.SessionRef, span []spanTurn, key string, resp llm.Response, cause error) error {
+func (x *Extractor) invalid(ctx context.Context, ref memory.SessionRef, span []spanTurn, injected []injectedTurn, key string, resp llm.Response, cause error) error {
 	failures := x.cfg.MaxInvalid
 	for k := 1; k <= x.cfg.MaxInvalid; k++ {
 		rk := key + "#" + strconv.Itoa(k)
@@ -527,7 +533,7 @@ func (x *Extractor) invalid(ctx context.Context, ref memory.SessionRef, span []s
 	e := &InvalidReplyError{Failures: failures, Reply: capChars(memory.Redact(resp.Message.Content), 2000), Err: cause}
 	if failures >= x.cfg.MaxInvalid {
 		e.Final = true
-		if err := x.finish(ctx, ref, span); err != nil {
+		if err := x.finish(ctx, ref, span, injected); err != nil {
 			return errors.Join(e, err)
 		}
 		return e

@@ -121,7 +121,7 @@ func TestRedeliveryAfterCrash(t *testing.T) {
 					t.Fatal(err)
 				}
 				inj := f.seed(memory.Node{Subkind: memory.Decision, Label: "Releases are tagged by CI", Confidence: 0.6})
-				if err := f.st.PutInjection(f.ctx, ref(), "t1", []string{inj.ID}); err != nil {
+				if err := f.st.PutInjection(f.ctx, ref(), "t1", memory.Injection{IDs: []string{inj.ID}}, time.Hour); err != nil {
 					t.Fatal(err)
 				}
 				r := reply([]extract.ReplyVerdict{{ID: inj.ID, Verdict: "used"}},

@@ -130,7 +130,7 @@ func TestThroughJetStream(t *testing.T) {
 			info, err := cons.Info(ctx)
 			return err == nil && info.NumPending == 0 && info.NumAckPending == 0
 		})
-		if _, err := f.st.TakeInjection(ctx, memory.SessionRef{Project: "p1", Session: "s1"}, "late"); !errors.Is(err, memory.ErrNotFound) {
+		if _, err := f.st.GetInjection(ctx, memory.SessionRef{Project: "p1", Session: "s1"}, "late"); !errors.Is(err, memory.ErrNotFound) {
 			t.Errorf("a turn the platform gave up on was recorded as injected (%v)", err)
 		}
 		outStream, err := js.Stream(ctx, topo.Out.Name)

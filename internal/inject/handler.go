@@ -75,17 +75,45 @@ func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
 			return fmt.Errorf("inject: %w", err) // wraps events.ErrInvalidEvent: permanent
 		}
 	}
-	if !ts.ReplyBy.IsZero() && h.now().After(ts.ReplyBy) {
-		// The platform went on without memory: neither answer nor record
-		// an injection that the turn never carried.
-		h.log.Info("turn_started arrived after its reply deadline; skipped",
-			zap.String("event_id", ev.ID), zap.String("project", ev.ProjectID), zap.String("session", ev.SessionID),
-			zap.Time("reply_by", ts.ReplyBy))
-		return nil
-	}
+	late := !ts.ReplyBy.IsZero() && h.now().After(ts.ReplyBy)
 	req := Request{
 		Tenant: ev.TenantID, Project: ev.ProjectID, Session: ev.SessionID, Turn: ev.TurnID,
 		Text: ts.Text, Paths: ts.Paths, ProjectNames: ts.ProjectNames,
+	}
+	// One block per turn: a turn already recorded was composed and
+	// answered by an earlier delivery of this event, which then failed
+	// (publishing injection_ready in a NATS outage, a store error) or was
+	// not acknowledged. It is answered again with the recorded block, never
+	// composed anew (that could pick other memories, and the extractor
+	// judges what the record holds), and injection_ready is published even
+	// after the reply deadline: the record exists, so the answer is part of
+	// the turn. One read, on every turn.
+	prior, found, err := h.inj.Recorded(ctx, req)
+	if errors.Is(err, memory.ErrUnavailable) {
+		return runner.Unavailable(err)
+	}
+	if err != nil {
+		return err
+	}
+	if found {
+		h.log.Info("turn_started already answered; its recorded block sent again",
+			zap.String("event_id", ev.ID), zap.String("project", ev.ProjectID), zap.String("session", ev.SessionID), zap.Bool("late", late))
+		out := readyEvent(ev, prior)
+		if ts.ReplyTo != "" && !late {
+			h.respond(ts.ReplyTo, ev, out)
+		}
+		if err := h.pub.Publish(ctx, out); err != nil {
+			return fmt.Errorf("inject: publish injection_ready: %w", err)
+		}
+		return nil
+	}
+	if late {
+		// The platform went on without memory: neither answer nor record
+		// an injection that the turn never carried.
+		h.log.Info(skipMessage,
+			zap.String("event_id", ev.ID), zap.String("project", ev.ProjectID), zap.String("session", ev.SessionID),
+			zap.Time("reply_by", ts.ReplyBy))
+		return nil
 	}
 	block, err := h.inj.Compose(ctx, req)
 	if errors.Is(err, memory.ErrUnavailable) {
@@ -98,35 +126,62 @@ func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
 	for _, p := range block.Problems {
 		h.log.Warn("injection degraded", zap.String("event_id", ev.ID), zap.String("project", ev.ProjectID), zap.Error(p))
 	}
-	out := events.New(ev.Ref(), events.InjectionReady{InReplyTo: ev.ID, Block: block.Text, NodeIDs: block.IDs, Scores: block.Scores()})
-	// One answer per turn_started: a redelivery after a publish that did
-	// land is dropped by the stream's duplicate window.
-	out.ID = readyID(ev.ID)
+	out := readyEvent(ev, block.Injection())
 	if ts.ReplyTo != "" {
-		if err := h.pub.Respond(ts.ReplyTo, out); err != nil {
-			// The platform may have gone; injection_ready still records the answer.
-			h.log.Warn("reply to platform failed", zap.String("event_id", ev.ID), zap.Error(err))
-		}
+		h.respond(ts.ReplyTo, ev, out)
 		// The reply waits in the connection's buffer for its flusher
 		// goroutine, which would otherwise wait for a free CPU while this
 		// one writes the record below: let it go first.
 		runtime.Gosched()
 	}
 	// The platform is answered before the record is written: the record
-	// is for the extractor at turn end, and the event is acknowledged only
-	// after it, so a failure here redoes the turn (the late second reply
-	// finds nobody waiting). A redelivery that comes after the reply
-	// deadline is skipped like any late event, and that turn's record is
-	// lost: the extractor then judges no injection for it.
-	if err := h.inj.Record(ctx, req, block); errors.Is(err, memory.ErrUnavailable) {
-		return runner.Unavailable(err)
-	} else if err != nil {
+	// is for the extractor at turn end and for a redelivery (above), and
+	// the event is acknowledged only after it and injection_ready, so a
+	// failure here redoes the turn. A redelivery that finds no record
+	// (the write failed) and comes after the reply deadline is skipped
+	// like any late event: the turn then has no record, and the extractor
+	// judges no injection for it.
+	if err := h.inj.Record(ctx, req, block); err != nil {
+		// What the platform got is not known to the store: a redelivery
+		// composes anew, and the extractor judges that block, if any.
+		h.log.Warn(notRecordedMessage, zap.String("event_id", ev.ID), zap.String("project", ev.ProjectID), zap.Error(err))
+		if errors.Is(err, memory.ErrUnavailable) {
+			return runner.Unavailable(err)
+		}
 		return err
 	}
 	if err := h.pub.Publish(ctx, out); err != nil {
 		return fmt.Errorf("inject: publish injection_ready: %w", err)
 	}
 	return nil
+}
+
+// skipMessage is logged for a turn_started that arrived after its reply
+// deadline with nothing recorded (the chaos suite reads it).
+const skipMessage = "turn_started arrived after its reply deadline; skipped"
+
+// notRecordedMessage is logged when the answered block could not be
+// recorded (the chaos suite reads it).
+const notRecordedMessage = "answered block not recorded"
+
+// readyEvent is the injection_ready answering ev with in.
+func readyEvent(ev events.Envelope, in memory.Injection) events.Envelope {
+	if len(in.IDs) == 0 {
+		in.IDs, in.Scores = nil, nil
+	}
+	out := events.New(ev.Ref(), events.InjectionReady{InReplyTo: ev.ID, Block: in.Text, NodeIDs: in.IDs, Scores: in.Scores})
+	// One answer per turn_started: a redelivery after a publish that did
+	// land is dropped by the stream's duplicate window.
+	out.ID = readyID(ev.ID)
+	return out
+}
+
+// respond replies to the waiting platform (core NATS).
+func (h *Handler) respond(replyTo string, ev, out events.Envelope) {
+	if err := h.pub.Respond(replyTo, out); err != nil {
+		// The platform may have gone; injection_ready still records the answer.
+		h.log.Warn("reply to platform failed", zap.String("event_id", ev.ID), zap.Error(err))
+	}
 }
 
 // readyID is the id of the injection_ready answering the event id.

@@ -21,8 +21,15 @@ type Store interface {
 	HasLiveMemory(ctx context.Context, p memory.ProjectRef) (bool, error)
 	HasPendingEmbeddings(ctx context.Context, p memory.ProjectRef, model string) (bool, error)
 	BriefOnce(ctx context.Context, s memory.SessionRef, ttl time.Duration) (bool, error)
-	PutInjection(ctx context.Context, s memory.SessionRef, turnID string, ids []string) error
+	PutInjection(ctx context.Context, s memory.SessionRef, turnID string, in memory.Injection, ttl time.Duration) error
+	GetInjection(ctx context.Context, s memory.SessionRef, turnID string) (memory.Injection, error)
 }
+
+// RecordTTL is how long a turn's injection record lives unless the
+// extractor shortens it once it has judged the turn: as long as the
+// extractor's processed records (extract.Config.RecordTTL), so a turn
+// extracted late (a long model outage) still finds its record.
+const RecordTTL = 30 * 24 * time.Hour
 
 // Embedder embeds the query for the vector channel.
 type Embedder interface {
@@ -200,6 +207,11 @@ func (b Block) Scores() []float64 {
 	return out
 }
 
+// Injection is the block as the turn's record and answer hold it.
+func (b Block) Injection() memory.Injection {
+	return memory.Injection{IDs: b.IDs, Scores: b.Scores(), Text: b.Text, Briefing: b.Briefing}
+}
+
 // Tokens estimates the block's size in tokens (characters / 4).
 func (b Block) Tokens() int { return (utf8.RuneCountInString(b.Text) + 3) / 4 }
 
@@ -358,17 +370,38 @@ func (i *Injector) Compose(ctx context.Context, req Request) (Block, error) {
 	return b, nil
 }
 
-// Record stores the ids b injected for the turn (nothing for a block
-// without ids, a request without a turn id, or a dry run), for the
-// extractor to ask about at turn end.
+// Record stores what the turn was answered with (memory.Injection, for
+// RecordTTL): the ids for the extractor to ask about at turn end, and the
+// block itself, so that a redelivered turn_started is answered with the
+// same block (Recorded). A block without ids is recorded too (a redelivery
+// must not answer with memories the first answer did not carry). Nothing
+// is recorded for a request without a turn id, a dry run, or a project
+// whose memory or auto-recall is off (configuration: a redelivery answers
+// the same).
 func (i *Injector) Record(ctx context.Context, req Request, b Block) error {
-	if len(b.IDs) == 0 || req.Turn == "" || req.DryRun {
+	if req.Turn == "" || req.DryRun || b.Skipped == SkipMemoryOff || b.Skipped == SkipAutoRecall {
 		return nil
 	}
-	if err := i.store.PutInjection(ctx, req.sessionRef(), req.Turn, b.IDs); err != nil {
+	if err := i.store.PutInjection(ctx, req.sessionRef(), req.Turn, b.Injection(), RecordTTL); err != nil {
 		return fmt.Errorf("inject: record injection: %w", err)
 	}
 	return nil
+}
+
+// Recorded returns what an earlier delivery of the turn was answered with
+// (found false: nothing recorded, or a request without a turn id).
+func (i *Injector) Recorded(ctx context.Context, req Request) (in memory.Injection, found bool, err error) {
+	if req.Turn == "" || req.DryRun {
+		return in, false, nil
+	}
+	in, err = i.store.GetInjection(ctx, req.sessionRef(), req.Turn)
+	if memory.IsNotFound(err) {
+		return in, false, nil
+	}
+	if err != nil {
+		return in, false, fmt.Errorf("inject: read injection record: %w", err)
+	}
+	return in, true, nil
 }
 
 // gateResult is what the reads beside recall found.

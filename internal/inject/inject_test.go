@@ -138,11 +138,12 @@ func TestStandingRecalledBriefingAndRecord(t *testing.T) {
 		if blk.IDs[0] != rule.ID {
 			t.Errorf("ids must list standing first: %v", blk.IDs)
 		}
-		// The record is taken exactly once, by the extractor.
+		// The record holds the block as answered: ids, scores, text and
+		// the briefing flag.
 		ref := memory.SessionRef{Project: "p1", Session: "s1"}
-		got, err := f.st.TakeInjection(f.ctx, ref, "t1")
-		if err != nil || !slices.Equal(got, blk.IDs) {
-			t.Errorf("injection record = %v, %v; want %v", got, err, blk.IDs)
+		got, err := f.st.GetInjection(f.ctx, ref, "t1")
+		if err != nil || !slices.Equal(got.IDs, blk.IDs) || !slices.Equal(got.Scores, blk.Scores()) || got.Text != blk.Text || !got.Briefing {
+			t.Errorf("injection record = %+v, %v; want the block %+v", got, err, blk)
 		}
 
 		// Later turns get the one-line reminder; the standing rule is sent
@@ -366,7 +367,7 @@ func TestDryRunLeavesTheSessionAlone(t *testing.T) {
 			t.Fatalf("preview: %+v", preview)
 		}
 		ref := memory.SessionRef{Project: "p1", Session: "s1"}
-		if _, err := f.st.TakeInjection(f.ctx, ref, "t0"); !errors.Is(err, memory.ErrNotFound) {
+		if _, err := f.st.GetInjection(f.ctx, ref, "t0"); !errors.Is(err, memory.ErrNotFound) {
 			t.Errorf("a preview recorded an injection (%v)", err)
 		}
 		if real := f.build("s1", "t1", "how do we deploy to production?"); !real.Briefing {

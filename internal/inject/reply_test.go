@@ -168,7 +168,7 @@ func TestReplyToOnlyInboxes(t *testing.T) {
 		return err == nil && info.State.Msgs == 2
 	})
 	for _, turn := range []string{"attacka", "attackb", "attackc"} {
-		if _, err := f.st.TakeInjection(ctx, memory.SessionRef{Project: "p1", Session: "s1"}, turn); !errors.Is(err, memory.ErrNotFound) {
+		if _, err := f.st.GetInjection(ctx, memory.SessionRef{Project: "p1", Session: "s1"}, turn); !errors.Is(err, memory.ErrNotFound) {
 			t.Errorf("turn %s with a forbidden reply_to was recorded as injected (%v)", turn, err)
 		}
 	}

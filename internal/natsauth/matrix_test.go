@@ -101,6 +101,11 @@ var matrix = []probe{
 	{"pub", "$JS.API.DIRECT.GET.ENGRAM_IN.engram.in.turn_started.p.s", []string{"consolidator", "compactor"}},
 	{"pub", "$JS.API.CONSUMER.INFO.ENGRAM_IN.extractor", []string{"setup", "extractor", "consolidator", "compactor"}},
 	{"pub", "$JS.API.STREAM.CREATE.KV_ENGRAM_ACTIVITY", []string{"setup", "idle"}},
+	// The legacy ephemeral create: nats.go re-creates a KV watcher's
+	// ordered consumer there after a reconnect (the chaos suite's NATS
+	// restart found it denied).
+	{"pub", "$JS.API.CONSUMER.CREATE.KV_ENGRAM_ACTIVITY", []string{"idle"}},
+	{"pub", "$JS.API.CONSUMER.CREATE.ENGRAM_IN", nil},
 	{"pub", "$JS.API.STREAM.MSG.GET.ENGRAM_OUT", nil},
 	{"pub", "$JS.API.DIRECT.GET.ENGRAM_OUT.engram.out.injection_ready.victim.s", nil},
 	{"pub", "$JS.API.CONSUMER.CREATE.ENGRAM_OUT.spy", nil},

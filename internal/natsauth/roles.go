@@ -153,6 +153,10 @@ func For(role, prefix string) (perms *Permissions, ok bool) {
 			jsAPI+"STREAM.INFO."+kv, jsAPI+"STREAM.CREATE."+kv, jsAPI+"STREAM.UPDATE."+kv,
 			jsAPI+"DIRECT.GET."+kv+".>", jsAPI+"STREAM.MSG.GET."+kv,
 			jsAPI+"CONSUMER.CREATE."+kv+".>", jsAPI+"CONSUMER.DELETE."+kv+".>", jsAPI+"CONSUMER.INFO."+kv+".>",
+			// The legacy ephemeral create (no name in the subject): nats.go
+			// re-creates a watcher's ordered consumer there after a
+			// reconnect, while not connected (no server version known).
+			jsAPI+"CONSUMER.CREATE."+kv,
 			"$JS.FC."+kv+".>", "$JS.ACK."+kv+".>",
 			"$KV."+idle.DefaultBucket+".>")
 		return p, true

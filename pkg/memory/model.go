@@ -1,8 +1,10 @@
 package memory
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -331,6 +333,44 @@ type Summary struct {
 	// compaction_done); 0: unknown.
 	TokensBefore int64 `json:"tokens_before,omitempty"`
 	TokensAfter  int64 `json:"tokens_after,omitempty"`
+}
+
+// Injection is what the injector answered one turn with: the block as the
+// platform got it (Text, with the first-turn directive when Briefing) and
+// the memories it carried (IDs, standing first, with their Scores index for
+// index). The extractor judges IDs at turn end; a redelivered turn_started
+// is answered with the same block, so the platform, ENGRAM_OUT and the
+// extractor agree on one block per turn. A turn answered without a block
+// has an empty record.
+type Injection struct {
+	IDs      []string  `json:"ids"`
+	Scores   []float64 `json:"scores,omitempty"`
+	Text     string    `json:"text,omitempty"`
+	Briefing bool      `json:"briefing,omitempty"`
+}
+
+// EncodeInjection is the stored form of an injection record (JSON; the
+// backends store it as it is).
+func EncodeInjection(in Injection) ([]byte, error) {
+	if in.IDs == nil {
+		in.IDs = []string{}
+	}
+	if len(in.Scores) != 0 && len(in.Scores) != len(in.IDs) {
+		return nil, fmt.Errorf("%w: an injection record has %d scores for %d ids", ErrInvalid, len(in.Scores), len(in.IDs))
+	}
+	return json.Marshal(in)
+}
+
+// DecodeInjection reads a stored injection record. A record written before
+// records held the block (a JSON array of ids) decodes to its IDs alone.
+func DecodeInjection(doc []byte) (Injection, error) {
+	var in Injection
+	if d := bytes.TrimSpace(doc); len(d) > 0 && d[0] == '[' {
+		err := json.Unmarshal(d, &in.IDs)
+		return in, err
+	}
+	err := json.Unmarshal(doc, &in)
+	return in, err
 }
 
 // ProjectRef names a project of a tenant: where a node, a processed-event

@@ -225,10 +225,14 @@ type Sessions interface {
 	Cursor(ctx context.Context, s SessionRef) (int64, error)
 	// AdvanceCursor moves the cursor to `to` if that is forward; it returns the cursor after the call.
 	AdvanceCursor(ctx context.Context, s SessionRef, to int64) (int64, error)
-	// PutInjection records (replaces) the ids injected into a turn.
-	PutInjection(ctx context.Context, s SessionRef, turnID string, ids []string) error
+	// PutInjection records (replaces) what a turn was answered with
+	// (memory.Injection; scores, when given, one per id) for ttl (<= 0:
+	// never expires).
+	PutInjection(ctx context.Context, s SessionRef, turnID string, in Injection, ttl time.Duration) error
+	// GetInjection returns a turn's record (ErrNotFound: none, or expired).
+	GetInjection(ctx context.Context, s SessionRef, turnID string) (Injection, error)
 	// TakeInjection returns and deletes the record: a second take gets ErrNotFound.
-	TakeInjection(ctx context.Context, s SessionRef, turnID string) ([]string, error)
+	TakeInjection(ctx context.Context, s SessionRef, turnID string) (Injection, error)
 	// BriefOnce sets the session's briefing flag for ttl and reports whether
 	// this call set it (true: the session was not briefed).
 	BriefOnce(ctx context.Context, s SessionRef, ttl time.Duration) (bool, error)

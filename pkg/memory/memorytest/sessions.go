@@ -132,21 +132,69 @@ func testCursor(e *env) {
 }
 
 func testInjection(e *env) {
-	e.ok(e.s.PutInjection(e.ctx, s1, "t1", []string{"a", "b"}), "PutInjection")
-	e.ok(e.s.PutInjection(e.ctx, s1, "t2", []string{"c"}), "PutInjection")
+	ids := func(v ...string) memory.Injection { return memory.Injection{IDs: v} }
+	e.ok(e.s.PutInjection(e.ctx, s1, "t1", ids("a", "b"), 0), "PutInjection")
+	e.ok(e.s.PutInjection(e.ctx, s1, "t2", ids("c"), time.Hour), "PutInjection")
 	got, err := e.s.TakeInjection(e.ctx, s1, "t1")
 	e.ok(err, "TakeInjection")
-	e.sameList("taken", got, []string{"a", "b"})
+	e.sameList("taken", got.IDs, []string{"a", "b"})
 	_, err = e.s.TakeInjection(e.ctx, s1, "t1")
 	e.is(err, memory.ErrNotFound, "second take")
+	_, err = e.s.GetInjection(e.ctx, s1, "t1")
+	e.is(err, memory.ErrNotFound, "get after take")
 	_, err = e.s.TakeInjection(e.ctx, memory.SessionRef{Project: "p", Session: "s2"}, "t2")
 	e.is(err, memory.ErrNotFound, "other session")
-	e.ok(e.s.PutInjection(e.ctx, s1, "t2", []string{"d", "e"}), "PutInjection replace")
+	_, err = e.s.GetInjection(e.ctx, memory.SessionRef{Project: "p", Session: "s2"}, "t2")
+	e.is(err, memory.ErrNotFound, "get of another session")
+	e.ok(e.s.PutInjection(e.ctx, s1, "t2", ids("d", "e"), time.Hour), "PutInjection replace")
 	got, err = e.s.TakeInjection(e.ctx, s1, "t2")
 	e.ok(err, "TakeInjection")
-	e.sameList("replaced", got, []string{"d", "e"})
+	e.sameList("replaced", got.IDs, []string{"d", "e"})
+
+	// The whole block: text, ids, scores and the briefing flag; a get does
+	// not consume it.
+	block := memory.Injection{IDs: []string{"s1", "r1"}, Scores: []float64{0, 0.75}, Text: "<memory>\n- [s1] x\n- [r1] y\n</memory>\n", Briefing: true}
+	e.ok(e.s.PutInjection(e.ctx, s1, "tb", block, time.Hour), "PutInjection block")
+	for range 2 {
+		got, err = e.s.GetInjection(e.ctx, s1, "tb")
+		e.ok(err, "GetInjection")
+		if got.Text != block.Text || !got.Briefing || fmt.Sprint(got.IDs) != fmt.Sprint(block.IDs) || fmt.Sprint(got.Scores) != fmt.Sprint(block.Scores) {
+			e.t.Fatalf("GetInjection = %+v, want %+v", got, block)
+		}
+	}
+	// A turn answered without a block has an empty record, found.
+	e.ok(e.s.PutInjection(e.ctx, s1, "te", memory.Injection{}, time.Hour), "PutInjection empty")
+	got, err = e.s.GetInjection(e.ctx, s1, "te")
+	e.ok(err, "GetInjection empty")
+	if len(got.IDs) != 0 || got.Text != "" {
+		e.t.Fatalf("empty record read back as %+v", got)
+	}
+	// Scores must match the ids; a record needs a turn id.
+	e.is(e.s.PutInjection(e.ctx, s1, "tx", memory.Injection{IDs: []string{"a"}, Scores: []float64{1, 2}}, time.Hour), memory.ErrInvalid, "scores of other ids")
+	e.is(e.s.PutInjection(e.ctx, s1, "", ids("a"), time.Hour), memory.ErrInvalid, "no turn id")
+
+	// Records expire on the store's clock; a put renews (or shortens) the
+	// life; ttl <= 0 never expires.
+	e.ok(e.s.PutInjection(e.ctx, s1, "tshort", ids("k"), time.Hour), "PutInjection")
+	e.ok(e.s.PutInjection(e.ctx, s1, "tb", block, 10*time.Minute), "PutInjection shorter")
+	e.ok(e.s.PutInjection(e.ctx, s1, "tforever", ids("f"), 0), "PutInjection forever")
+	e.c.Advance(30 * time.Minute)
+	_, err = e.s.GetInjection(e.ctx, s1, "tb")
+	e.is(err, memory.ErrNotFound, "expired record")
+	_, err = e.s.TakeInjection(e.ctx, s1, "tb")
+	e.is(err, memory.ErrNotFound, "take of an expired record")
+	if got, err := e.s.GetInjection(e.ctx, s1, "tshort"); err != nil || fmt.Sprint(got.IDs) != "[k]" {
+		e.t.Fatalf("unexpired record: %+v %v", got, err)
+	}
+	e.c.Advance(31 * time.Minute)
+	_, err = e.s.GetInjection(e.ctx, s1, "tshort")
+	e.is(err, memory.ErrNotFound, "expired after its hour")
+	if _, err := e.s.GetInjection(e.ctx, s1, "tforever"); err != nil {
+		e.t.Fatalf("a record without ttl expired: %v", err)
+	}
+
 	// concurrent takers: exactly one gets the record
-	e.ok(e.s.PutInjection(e.ctx, s1, "t3", []string{"x"}), "PutInjection")
+	e.ok(e.s.PutInjection(e.ctx, s1, "t3", ids("x"), time.Hour), "PutInjection")
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	wins := 0

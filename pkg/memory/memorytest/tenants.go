@@ -317,10 +317,12 @@ func testTenantSessions(e *env) {
 	if c, err := e.s.Cursor(e.ctx, rb); err != nil || c != 0 {
 		e.t.Fatalf("Cursor of tenant b: %d %v", c, err)
 	}
-	e.ok(e.s.PutInjection(e.ctx, ra, "t1", []string{"x"}), "PutInjection")
+	e.ok(e.s.PutInjection(e.ctx, ra, "t1", memory.Injection{IDs: []string{"x"}}, time.Hour), "PutInjection")
+	_, err = e.s.GetInjection(e.ctx, rb, "t1")
+	e.is(err, memory.ErrNotFound, "GetInjection of tenant b")
 	_, err = e.s.TakeInjection(e.ctx, rb, "t1")
 	e.is(err, memory.ErrNotFound, "TakeInjection of tenant b")
-	if got, err := e.s.TakeInjection(e.ctx, ra, "t1"); err != nil || !slices.Equal(got, []string{"x"}) {
+	if got, err := e.s.TakeInjection(e.ctx, ra, "t1"); err != nil || !slices.Equal(got.IDs, []string{"x"}) {
 		e.t.Fatalf("TakeInjection of tenant a: %v %v", got, err)
 	}
 	first, err := e.s.BriefOnce(e.ctx, ra, time.Hour)

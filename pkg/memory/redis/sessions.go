@@ -228,8 +228,19 @@ func (s *Store) AdvanceCursor(ctx context.Context, ref memory.SessionRef, to int
 	return c, nil
 }
 
-// PutInjection records (replaces) the ids injected into a turn.
-func (s *Store) PutInjection(ctx context.Context, ref memory.SessionRef, turnID string, ids []string) error {
+// injectionDoc is the stored form of an injection record: the record and
+// its expiry on the store's clock (unix nanoseconds; 0: never), which
+// decides; the field's own expiry (HPEXPIRE, gcMargin later) only collects
+// it. A record written before records held the block is a JSON array of ids.
+type injectionDoc struct {
+	memory.Injection
+	Expires int64 `json:"exp,omitempty"`
+}
+
+// PutInjection records (replaces) what a turn was answered with, for ttl
+// (<= 0: never expires): a field of the session's injection hash, with its
+// field expiry, in one transaction.
+func (s *Store) PutInjection(ctx context.Context, ref memory.SessionRef, turnID string, in memory.Injection, ttl time.Duration) error {
 	k, err := s.sessionKeys(ref)
 	if err != nil {
 		return err
@@ -237,11 +248,46 @@ func (s *Store) PutInjection(ctx context.Context, ref memory.SessionRef, turnID 
 	if turnID == "" {
 		return fmt.Errorf("%w: an injection record needs a turn id", memory.ErrInvalid)
 	}
-	if ids == nil {
-		ids = []string{}
+	if _, err := memory.EncodeInjection(in); err != nil {
+		return err // what is invalid
 	}
-	b, _ := json.Marshal(ids)
-	return s.wrap("put injection", s.c.HSet(ctx, k.injections(), turnID, string(b)).Err())
+	d := injectionDoc{Injection: in}
+	if d.IDs == nil {
+		d.IDs = []string{}
+	}
+	if ttl > 0 {
+		d.Expires = s.now().UnixNano() + int64(ttl)
+	}
+	doc, err := json.Marshal(d)
+	if err != nil {
+		return fmt.Errorf("redis: encode injection: %w", err)
+	}
+	_, err = s.c.TxPipelined(ctx, func(pipe goredis.Pipeliner) error {
+		pipe.HSet(ctx, k.injections(), turnID, string(doc))
+		if ttl > 0 {
+			pipe.HPExpire(ctx, k.injections(), ttl+gcMargin, turnID)
+		} else {
+			pipe.HPersist(ctx, k.injections(), turnID)
+		}
+		return nil
+	})
+	return s.wrap("put injection", err)
+}
+
+// GetInjection returns a turn's record (ErrNotFound: none, or expired).
+func (s *Store) GetInjection(ctx context.Context, ref memory.SessionRef, turnID string) (memory.Injection, error) {
+	k, err := s.sessionKeys(ref)
+	if err != nil {
+		return memory.Injection{}, err
+	}
+	v, err := s.c.HGet(ctx, k.injections(), turnID).Result()
+	if errors.Is(err, goredis.Nil) {
+		return memory.Injection{}, fmt.Errorf("%w: no injection record for %s turn %s", memory.ErrNotFound, ref, turnID)
+	}
+	if err != nil {
+		return memory.Injection{}, s.wrap("get injection", err)
+	}
+	return s.decodeInjection(v, ref, turnID)
 }
 
 var takeScript = goredis.NewScript(`
@@ -251,23 +297,38 @@ return v
 `)
 
 // TakeInjection returns and deletes a turn's record (ErrNotFound after).
-func (s *Store) TakeInjection(ctx context.Context, ref memory.SessionRef, turnID string) ([]string, error) {
+func (s *Store) TakeInjection(ctx context.Context, ref memory.SessionRef, turnID string) (memory.Injection, error) {
 	k, err := s.sessionKeys(ref)
 	if err != nil {
-		return nil, err
+		return memory.Injection{}, err
 	}
 	v, err := takeScript.Run(ctx, s.c, []string{k.injections()}, turnID).Text()
 	if errors.Is(err, goredis.Nil) {
-		return nil, fmt.Errorf("%w: no injection record for %s turn %s", memory.ErrNotFound, ref, turnID)
+		return memory.Injection{}, fmt.Errorf("%w: no injection record for %s turn %s", memory.ErrNotFound, ref, turnID)
 	}
 	if err != nil {
-		return nil, s.wrap("take injection", err)
+		return memory.Injection{}, s.wrap("take injection", err)
 	}
-	var ids []string
-	if err := json.Unmarshal([]byte(v), &ids); err != nil {
-		return nil, fmt.Errorf("redis: bad injection record: %w", err)
+	return s.decodeInjection(v, ref, turnID)
+}
+
+// decodeInjection reads a stored record; an expired one is not found.
+func (s *Store) decodeInjection(v string, ref memory.SessionRef, turnID string) (memory.Injection, error) {
+	if d := strings.TrimSpace(v); strings.HasPrefix(d, "[") {
+		in, err := memory.DecodeInjection([]byte(d))
+		if err != nil {
+			return memory.Injection{}, fmt.Errorf("redis: bad injection record: %w", err)
+		}
+		return in, nil
 	}
-	return ids, nil
+	var d injectionDoc
+	if err := json.Unmarshal([]byte(v), &d); err != nil {
+		return memory.Injection{}, fmt.Errorf("redis: bad injection record: %w", err)
+	}
+	if d.Expires > 0 && d.Expires <= s.now().UnixNano() {
+		return memory.Injection{}, fmt.Errorf("%w: no injection record for %s turn %s (expired)", memory.ErrNotFound, ref, turnID)
+	}
+	return d.Injection, nil
 }
 
 // briefScript: ARGV now, expiry, gc ms. It returns {1, expiry} when it

@@ -126,8 +126,13 @@ func TestMigrationToTenants(t *testing.T) {
 	if p, err := s.GetPass(ctx, def, "pass1"); err != nil || p.Tenant != "" {
 		t.Fatalf("GetPass: %+v %v", p, err)
 	}
-	if ids, err := s.TakeInjection(ctx, ref, "t1"); err != nil || !slices.Equal(ids, []string{"old1"}) {
-		t.Fatalf("TakeInjection: %v %v", ids, err)
+	// A record of before records held the block (a JSON array of ids,
+	// no expiry) reads back as its ids.
+	if in, err := s.GetInjection(ctx, ref, "t1"); err != nil || !slices.Equal(in.IDs, []string{"old1"}) || in.Text != "" {
+		t.Fatalf("GetInjection: %+v %v", in, err)
+	}
+	if in, err := s.TakeInjection(ctx, ref, "t1"); err != nil || !slices.Equal(in.IDs, []string{"old1"}) {
+		t.Fatalf("TakeInjection: %+v %v", in, err)
 	}
 
 	// Another tenant: the same project, session and text are its own.

@@ -180,6 +180,12 @@ ALTER TABLE passes_t RENAME TO passes;
 CREATE INDEX passes_session ON passes(tenant, project, session, started);
 CREATE INDEX passes_id ON passes(id);
 `,
+	// 4: injection records hold the answered block (the ids column holds
+	// the memory.Injection document) and expire.
+	`
+ALTER TABLE injections ADD COLUMN expires INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX injections_expires ON injections(expires) WHERE expires > 0;
+`,
 }
 
 // SchemaVersion is the version of the schema this binary writes (PRAGMA

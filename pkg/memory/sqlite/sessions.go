@@ -171,46 +171,91 @@ func (s *Store) AdvanceCursor(ctx context.Context, ref memory.SessionRef, to int
 	return v, nil
 }
 
-// PutInjection implements memory.Sessions.
-func (s *Store) PutInjection(ctx context.Context, ref memory.SessionRef, turnID string, ids []string) error {
+// PutInjection implements memory.Sessions. Expired records are deleted
+// on the way (an index holds the expiring ones).
+func (s *Store) PutInjection(ctx context.Context, ref memory.SessionRef, turnID string, in memory.Injection, ttl time.Duration) error {
 	if err := memory.CheckSession(ref); err != nil {
 		return err
 	}
-	if ids == nil {
-		ids = []string{}
+	if turnID == "" {
+		return fmt.Errorf("%w: an injection record needs a turn id", memory.ErrInvalid)
 	}
-	doc, err := json.Marshal(ids)
+	doc, err := memory.EncodeInjection(in)
 	if err != nil {
-		return fmt.Errorf("sqlite: encode injection: %w", err)
+		return err
 	}
 	return s.write(ctx, func(w *wtx) error {
-		_, err := w.exec(`INSERT OR REPLACE INTO injections(tenant, project, session, turn_id, ids) VALUES (?, ?, ?, ?, ?)`, ref.Tenant, ref.Project, ref.Session, turnID, doc)
+		var expires int64
+		if ttl > 0 {
+			expires = nanos(w.now.Add(ttl))
+		}
+		if _, err := w.exec(`DELETE FROM injections WHERE expires > 0 AND expires <= ?`, nanos(w.now)); err != nil {
+			return err
+		}
+		_, err := w.exec(`INSERT OR REPLACE INTO injections(tenant, project, session, turn_id, ids, expires) VALUES (?, ?, ?, ?, ?, ?)`,
+			ref.Tenant, ref.Project, ref.Session, turnID, doc, expires)
 		return err
 	})
 }
 
-// TakeInjection implements memory.Sessions.
-func (s *Store) TakeInjection(ctx context.Context, ref memory.SessionRef, turnID string) ([]string, error) {
+// GetInjection implements memory.Sessions.
+func (s *Store) GetInjection(ctx context.Context, ref memory.SessionRef, turnID string) (memory.Injection, error) {
 	if err := memory.CheckSession(ref); err != nil {
-		return nil, err
+		return memory.Injection{}, err
 	}
-	var ids []string
+	st, err := s.stmt(ctx, `SELECT ids, expires FROM injections WHERE tenant = ? AND project = ? AND session = ? AND turn_id = ?`)
+	if err != nil {
+		return memory.Injection{}, fmt.Errorf("sqlite: get injection: %w", err)
+	}
+	var (
+		doc     []byte
+		expires int64
+	)
+	err = st.QueryRowContext(ctx, ref.Tenant, ref.Project, ref.Session, turnID).Scan(&doc, &expires)
+	if err == nil && expires > 0 && expires <= nanos(s.now()) {
+		err = sql.ErrNoRows
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return memory.Injection{}, fmt.Errorf("injection record %s turn %s: %w", ref, turnID, memory.ErrNotFound)
+	}
+	if err != nil {
+		return memory.Injection{}, fmt.Errorf("sqlite: get injection: %w", err)
+	}
+	in, err := memory.DecodeInjection(doc)
+	if err != nil {
+		return memory.Injection{}, fmt.Errorf("sqlite: decode injection: %w", err)
+	}
+	return in, nil
+}
+
+// TakeInjection implements memory.Sessions.
+func (s *Store) TakeInjection(ctx context.Context, ref memory.SessionRef, turnID string) (memory.Injection, error) {
+	if err := memory.CheckSession(ref); err != nil {
+		return memory.Injection{}, err
+	}
+	var in memory.Injection
 	err := s.write(ctx, func(w *wtx) error {
-		var doc []byte
-		err := w.tx.QueryRowContext(ctx, `DELETE FROM injections WHERE tenant = ? AND project = ? AND session = ? AND turn_id = ? RETURNING ids`,
-			ref.Tenant, ref.Project, ref.Session, turnID).Scan(&doc)
+		var (
+			doc     []byte
+			expires int64
+		)
+		err := w.tx.QueryRowContext(ctx, `DELETE FROM injections WHERE tenant = ? AND project = ? AND session = ? AND turn_id = ? RETURNING ids, expires`,
+			ref.Tenant, ref.Project, ref.Session, turnID).Scan(&doc, &expires)
+		if err == nil && expires > 0 && expires <= nanos(w.now) {
+			err = sql.ErrNoRows
+		}
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("injection record %s turn %s: %w", ref, turnID, memory.ErrNotFound)
 		}
 		if err != nil {
 			return fmt.Errorf("sqlite: take injection: %w", err)
 		}
-		if err := json.Unmarshal(doc, &ids); err != nil {
+		if in, err = memory.DecodeInjection(doc); err != nil {
 			return fmt.Errorf("sqlite: decode injection: %w", err)
 		}
 		return nil
 	})
-	return ids, err
+	return in, err
 }
 
 // BriefOnce implements memory.Sessions.

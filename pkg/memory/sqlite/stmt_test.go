@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/engram-memory/engram/pkg/memory"
 )
@@ -25,23 +26,24 @@ func TestWritesPrepareTheirStatements(t *testing.T) {
 	}
 	ref := memory.SessionRef{Project: "p", Session: "s"}
 	before := cached()
-	if err := s.PutInjection(ctx, ref, "t1", []string{"a"}); err != nil {
+	if err := s.PutInjection(ctx, ref, "t1", memory.Injection{IDs: []string{"a"}}, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	after := cached()
-	if after != before+1 {
-		t.Fatalf("statements cached: %d before the write, %d after; want one more", before, after)
+	// Two statements: the sweep of expired records and the insert.
+	if after != before+2 {
+		t.Fatalf("statements cached: %d before the write, %d after; want two more", before, after)
 	}
-	if err := s.PutInjection(ctx, ref, "t2", []string{"b"}); err != nil {
+	if err := s.PutInjection(ctx, ref, "t2", memory.Injection{IDs: []string{"b"}}, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	if cached() != after {
 		t.Fatalf("the second write prepared again: %d statements", cached())
 	}
 	for turn, want := range map[string]string{"t1": "a", "t2": "b"} {
-		ids, err := s.TakeInjection(ctx, ref, turn)
-		if err != nil || len(ids) != 1 || ids[0] != want {
-			t.Fatalf("turn %s: %v %v", turn, ids, err)
+		in, err := s.TakeInjection(ctx, ref, turn)
+		if ids := in.IDs; err != nil || len(ids) != 1 || ids[0] != want {
+			t.Fatalf("turn %s: %v %v", turn, in, err)
 		}
 	}
 }

@@ -1,0 +1,183 @@
+package inject_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/engram-memory/engram/internal/inject"
+	"github.com/engram-memory/engram/internal/runner"
+	"github.com/engram-memory/engram/internal/storetest"
+	"github.com/engram-memory/engram/pkg/events"
+	"github.com/engram-memory/engram/pkg/events/eventstest"
+	"github.com/engram-memory/engram/pkg/memory"
+)
+
+// outage is the injector's real client whose first injection_ready
+// publishes fail, as in a NATS outage after the reply and the record.
+type outage struct {
+	*events.Client
+	fail atomic.Int32 // publishes still to fail
+}
+
+func (o *outage) Publish(ctx context.Context, e events.Envelope) error {
+	if o.fail.Add(-1) >= 0 {
+		return errors.New("nats: connection closed (the test's outage)")
+	}
+	return o.Client.Publish(ctx, e)
+}
+
+// TestRedeliveredTurnAnsweredWithItsRecordedBlock: a turn_started whose
+// delivery answered the platform and recorded the block, then failed to
+// publish injection_ready, is redelivered after a new memory that the turn
+// would now recall was stored. The redelivery is answered with the
+// recorded block, not a new one: the platform's replies, ENGRAM_OUT and
+// the record (what the extractor judges) hold one block. A redelivery
+// after the reply deadline is not skipped when the turn has a record: its
+// injection_ready is still published. Both stores, a real embedded NATS.
+func TestRedeliveredTurnAnsweredWithItsRecordedBlock(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		f := newFixture(t, b, nil)
+		first := f.add(memory.Node{Subkind: memory.Decision, Label: "Deploys to production run through make release"})
+
+		srv, nc := eventstest.RunServer(t)
+		topo := eventstest.Topology()
+		js := eventstest.Setup(t, nc, topo)
+		client, err := events.NewClient(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pub := &outage{Client: client}
+		cfg := runner.ConfigFor(topo, events.ConsumerInjector)
+		cfg.BackoffBase, cfg.BackoffMax = 1500*time.Millisecond, 1500*time.Millisecond
+		var mu sync.Mutex
+		handled := map[string]int{} // turn -> deliveries handled
+		h := inject.NewHandler(f.inj, pub, nil)
+		r, err := runner.New(js, cfg, func(ctx context.Context, ev events.Envelope) error {
+			mu.Lock()
+			handled[ev.TurnID]++
+			mu.Unlock()
+			return h.Handle(ctx, ev)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		if err := r.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			sctx, c := context.WithTimeout(context.Background(), 10*time.Second)
+			defer c()
+			_ = r.Stop(sctx)
+		})
+
+		platform := eventstest.Connect(t, srv)
+		pc, err := events.NewClient(platform)
+		if err != nil {
+			t.Fatal(err)
+		}
+		replies, err := platform.SubscribeSync("_INBOX.redeliver.>")
+		if err != nil {
+			t.Fatal(err)
+		}
+		reply := func(wait time.Duration) (events.InjectionReady, bool) {
+			t.Helper()
+			m, err := replies.NextMsg(wait)
+			if errors.Is(err, nats.ErrTimeout) {
+				return events.InjectionReady{}, false
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			e, err := events.Decode(m.Data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return e.Payload.(events.InjectionReady), true
+		}
+		ref := memory.SessionRef{Project: "p1", Session: "s1"}
+		const text = "how do we deploy to production and the staging cluster?"
+
+		for _, tc := range []struct {
+			turn    string
+			replyBy time.Duration // the redelivery comes 1.5 s after the first delivery
+			again   bool          // the redelivery answers the platform again (before the deadline)
+		}{
+			{"intime", 10 * time.Second, true},
+			{"late", 800 * time.Millisecond, false},
+		} {
+			pub.fail.Store(1)
+			e := events.NewTurnStarted(events.Ref{ProjectID: "p1", SessionID: "s1", TurnID: tc.turn},
+				events.TurnStarted{Text: text, ReplyTo: "_INBOX.redeliver." + tc.turn, ReplyBy: time.Now().Add(tc.replyBy).UTC()})
+			if err := pc.Publish(ctx, e); err != nil {
+				t.Fatal(err)
+			}
+			got, ok := reply(10 * time.Second)
+			if !ok || !strings.Contains(got.Block, "make release") {
+				t.Fatalf("%s: first answer %v %+v", tc.turn, ok, got)
+			}
+			// The record is written after the reply.
+			var rec memory.Injection
+			waitFor(t, func() bool { rec, err = f.st.GetInjection(ctx, ref, tc.turn); return err == nil })
+			if !slices.Equal(rec.IDs, got.NodeIDs) || rec.Text != got.Block {
+				t.Fatalf("%s: record %+v, want the answered block", tc.turn, rec)
+			}
+			// Meanwhile a memory the turn would now recall first is stored.
+			later := f.add(memory.Node{Subkind: memory.Decision, Label: "The staging cluster deploys production through argo " + tc.turn})
+			if fresh, err := f.inj.Compose(ctx, inject.Request{Project: "p1", Session: "s1", Turn: "probe", Text: text, DryRun: true}); err != nil ||
+				!slices.Contains(fresh.IDs, later.ID) {
+				t.Fatalf("%s: a new block would not carry the new memory (%v %v): the test proves nothing", tc.turn, fresh.IDs, err)
+			}
+
+			// The redelivery: answered again (in time) with the same block,
+			// injection_ready published once with it, the record unchanged.
+			waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return handled[tc.turn] >= 2 })
+			if again, ok := reply(5 * time.Second); ok != tc.again {
+				t.Fatalf("%s: second reply %v, want %v", tc.turn, ok, tc.again)
+			} else if ok && (again.Block != got.Block || !slices.Equal(again.NodeIDs, got.NodeIDs) || !slices.Equal(again.Scores, got.Scores)) {
+				t.Errorf("%s: redelivery answered %q %v, want the first block %q %v", tc.turn, again.Block, again.NodeIDs, got.Block, got.NodeIDs)
+			}
+			out, err := js.Stream(ctx, topo.Out.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var m *jetstream.RawStreamMsg
+			waitFor(t, func() bool {
+				m, err = out.GetLastMsgForSubject(ctx, topo.Subjects().Out(events.TypeInjectionReady, "p1", "s1"))
+				if err != nil {
+					return false
+				}
+				ev, err := events.Decode(m.Data)
+				return err == nil && ev.Payload.(events.InjectionReady).InReplyTo == e.ID
+			})
+			ev, _ := events.Decode(m.Data)
+			ready := ev.Payload.(events.InjectionReady)
+			if ready.Block != got.Block || !slices.Equal(ready.NodeIDs, got.NodeIDs) || slices.Contains(ready.NodeIDs, later.ID) {
+				t.Errorf("%s: injection_ready %v, want the answered block's %v", tc.turn, ready.NodeIDs, got.NodeIDs)
+			}
+			if rec, err := f.st.GetInjection(ctx, ref, tc.turn); err != nil || !slices.Equal(rec.IDs, got.NodeIDs) || rec.Text != got.Block {
+				t.Errorf("%s: record after the redelivery %v %v, want %v", tc.turn, rec.IDs, err, got.NodeIDs)
+			}
+			if !slices.Contains(got.NodeIDs, first.ID) {
+				t.Errorf("%s: the first block lacks %s: %v", tc.turn, first.ID, got.NodeIDs)
+			}
+		}
+		info, err := js.Stream(ctx, topo.Out.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if si, err := info.Info(ctx); err != nil || si.State.Msgs != 2 {
+			t.Errorf("ENGRAM_OUT holds %v messages (%v), want one injection_ready per turn", si.State.Msgs, err)
+		}
+	})
+}
