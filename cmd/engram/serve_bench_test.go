@@ -269,6 +269,9 @@ func (r *serveRun) turnsWhileLoading(b *testing.B) (lat []float64, whileLoading,
 		d := time.Since(t)
 		if err != nil {
 			late++
+			if late <= 5 {
+				b.Logf("turn %d (%.1f s after ready) got no block: %v", i, time.Since(r.t0).Seconds()-r.ready.Seconds(), err)
+			}
 		} else {
 			lat = append(lat, float64(d.Microseconds())/1000)
 			if _, loaded := r.logged("memory index loaded"); !loaded {
@@ -364,6 +367,12 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	if _, err := io.Copy(out, in); err != nil {
+		_ = out.Close()
+		return err
+	}
+	// Written out before serve starts: the start-up would otherwise share
+	// the disk with the write-back of gigabytes of copy.
+	if err := out.Sync(); err != nil {
 		_ = out.Close()
 		return err
 	}

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"sync"
 
@@ -58,6 +59,9 @@ type change struct {
 	n    memory.Node
 	vec  bool // the embedding changed
 	text bool // the indexed text changed
+	// counts are the token counts of the indexed text when they were
+	// taken before the index lock (the load does); nil: taken under it.
+	counts map[string]int
 }
 
 // head is what the index keeps of a node: all of it but the vector, so
@@ -176,7 +180,11 @@ func (x *index) commitLocked(changes []change, edges []edgeChange, load bool) {
 			x.standing[hp] = slices.Insert(list, at, c.rid)
 		}
 		if c.text {
-			x.lex.set(c.rid, docText(&c.n))
+			counts := c.counts
+			if counts == nil {
+				counts = docCounts(&c.n)
+			}
+			x.lex.setCounts(c.rid, counts)
 		}
 		if c.vec {
 			if prev != nil && prev.EmbeddingModel != "" {
@@ -231,6 +239,26 @@ func (x *index) commitLocked(changes []change, edges []edgeChange, load bool) {
 // node is loaded. A node the load mirrors twice (a standing instruction,
 // then its chunk) is applied again harmlessly.
 func (x *index) loadChunk(changes []change) {
+	// Tokenising is most of a node's cost: done before the lock, so that
+	// reads (the turns served while the memories load) wait only for the
+	// postings to be appended, and a batch at a time, so that no read waits
+	// for a whole chunk.
+	for i := range changes {
+		changes[i].counts = docCounts(&changes[i].n)
+	}
+	for len(changes) > 0 {
+		n := min(loadBatch, len(changes))
+		x.loadBatch(changes[:n])
+		changes = changes[n:]
+		if len(changes) > 0 {
+			runtime.Gosched() // a read waiting for the lock gets it first
+		}
+	}
+}
+
+// loadBatch is the mirroring of loadChunk, for up to loadBatch nodes under
+// one hold of the write lock.
+func (x *index) loadBatch(changes []change) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	keep := changes[:0]
@@ -257,6 +285,10 @@ func (x *index) loadChunk(changes []change) {
 		fl.add(n.ID, changes[i].rid, n.Embedding, false)
 	}
 }
+
+// loadBatch is how many loaded nodes are mirrored under one hold of the
+// index lock (a chunk read from the database is 1,000 by default).
+const loadBatch = 100
 
 // checkVector reports ErrInvalid for a vector the index of model cannot take.
 func (x *index) checkVector(model string, vec []float32) error {

@@ -239,7 +239,8 @@ var errStopped = errors.New("stopped by Close")
 
 // loadNodes fills the in-memory index from the database: the live edges
 // (under the write lock), then the nodes in chunks in row order. A chunk is
-// read and decoded without any lock and mirrored under the index lock,
+// read, decoded and tokenised without any lock and mirrored under the index
+// lock, 100 nodes per hold (a turn served meanwhile waits for no more),
 // leaving out the rows a write mirrored since the load began (index.touched:
 // a write to a node not loaded yet mirrors all of it), so a write lands
 // either before the chunk is mirrored (and the chunk leaves its row alone)
