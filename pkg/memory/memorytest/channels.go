@@ -12,8 +12,6 @@ var channelTests = []subtest{
 	{"Lexical/Ranking", testLexicalRanking},
 	{"Lexical/Fields", testLexicalFields},
 	{"Lexical/LabelWeight", testLexicalLabelWeight},
-	{"Lexical/PrefixTF", testLexicalPrefixTF},
-	{"Lexical/CommonTerms", testLexicalCommonTerms},
 	{"Vector/Ranking", testVectorRanking},
 	{"Vector/Scores", testVectorScores},
 	{"ByPaths/Ranking", testByPaths},
@@ -124,78 +122,6 @@ func testLexicalLabelWeight(e *env) {
 	}
 	// A word of both fields' share: "routine" is in inBody's label.
 	e.sameList("the other way round", ids(e.lexical([]string{"routine"}, f, 10)), []string{inBody.ID, inLabel.ID})
-}
-
-// testLexicalPrefixTF: a query term and its prefix expansions count as one
-// term of BM25, their frequencies in a document summed before the
-// saturation tf/(tf+k1*(1-b+b*len/avgdl)) and their documents counted once
-// for the idf. Of "kettle", "twoforms" holds two expansions once each (tf
-// 2) and "threetimes" the term itself three times (tf 3, one token
-// longer): with summed tf threetimes ranks first; scoring each expansion
-// apart and adding (2 x sat(1) > sat(3)) would put twoforms first. The
-// scores must match the formula (float32 sums are within 1e-4).
-func testLexicalPrefixTF(e *env) {
-	mk := func(body string) memory.Node {
-		return e.upsert(memory.Node{Subkind: memory.Observation, ProjectID: "p", Label: "note", Body: body})
-	}
-	twoForms := mk("kettles kettleware")     // 4 tokens: the label counts twice
-	threeTimes := mk("kettle kettle kettle") // 5 tokens
-	const fillers = 6
-	for i := range fillers {
-		mk(fmt.Sprintf("plain filler%d", i)) // 4 tokens, distinct (equal ones merge)
-	}
-	const n = 2 + fillers
-	avgdl := float64(4+5+4*fillers) / n
-	df := 2.0 // documents holding kettle, kettles or kettleware
-	idf := math.Log(1 + (n-df+0.5)/(df+0.5))
-	bm25 := func(tf, dl float64) float64 {
-		return idf * tf * 2.2 / (tf + 1.2*(0.25+0.75*dl/avgdl))
-	}
-	got := e.lexical([]string{"kettle"}, memory.Filter{ProjectID: "p"}, 10)
-	e.sameList("summed tf", ids(got), []string{threeTimes.ID, twoForms.ID})
-	for i, want := range []float64{bm25(3, 5), bm25(2, 4)} {
-		if !near(got[i].Score, want, 1e-4*want) {
-			e.t.Fatalf("score %d = %v, want %v (BM25 with the expansions' tf summed): %v", i, got[i].Score, want, got)
-		}
-	}
-}
-
-// seedCommonTerms writes 12 "beta" documents (decisions) that also say
-// "alpha", 20 more "alpha" documents (observations) and 20 with neither:
-// alpha, in 32 of 52 documents, is a common term (more than a quarter),
-// beta, in 12, is not.
-func (e *env) seedCommonTerms() {
-	for i := range 12 {
-		e.upsert(node("p", memory.Decision, fmt.Sprintf("beta alpha x%d", i)))
-	}
-	for i := range 20 {
-		e.upsert(node("p", memory.Observation, fmt.Sprintf("alpha y%d", i)))
-		e.upsert(node("p", memory.Observation, fmt.Sprintf("gamma z%d", i)))
-	}
-}
-
-// testLexicalCommonTerms: a common query term (held by more than a quarter
-// of the documents) is not scored when the rarer terms already matched at
-// least twice the limit: with limit 5 or 6 beta's 12 documents are enough
-// and they score as for beta alone; with limit 7 they are not, and alpha
-// adds to the score.
-func testLexicalCommonTerms(e *env) {
-	e.seedCommonTerms()
-	f := memory.Filter{ProjectID: "p"}
-	for _, limit := range []int{5, 6, 7} {
-		both := e.lexical([]string{"beta", "alpha"}, f, limit)
-		beta := e.lexical([]string{"beta"}, f, limit)
-		if len(both) != limit || len(beta) != limit {
-			e.t.Fatalf("limit %d: %d and %d results", limit, len(both), len(beta))
-		}
-		skipped := limit < 7
-		for i := range both {
-			if same := near(both[i].Score, beta[i].Score, 1e-6); same != skipped {
-				e.t.Fatalf("limit %d: beta and alpha score %v, beta alone %v: alpha must be scored only when beta's 12 documents are fewer than 2 x limit",
-					limit, both[i].Score, beta[i].Score)
-			}
-		}
-	}
 }
 
 func testVectorRanking(e *env) {

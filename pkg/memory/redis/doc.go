@@ -94,17 +94,9 @@
 //
 // Lexical is BM25 scored in Go from postings read on the project's slot,
 // in three pipelined round trips (see Store.Lexical): a small script
-// prefix-expands the query terms over the term dictionary (the term and
-// up to 32 longer ones) and returns document frequencies; a term and its
-// expansions score as one BM25 term, their tf summed per document before
-// the saturation and their documents counted once for the idf, and common
-// terms are left out once the rarer ones matched enough, all as in the
-// SQLite store. One difference remains: the corpus statistics (document
-// count, average length, document frequencies) are the project's here
-// and the whole store's in the SQLite store, so the two rank alike on a
-// store of one project (TestLexicalParityDev: on each of the development
-// set's 100 projects the same top 20 with the same scores) but not on a
-// store of many;
+// prefix-expands the query terms over the term dictionary (beside a term
+// that is itself in the dictionary only short expansion lists join;
+// expansions are OR-ed like terms) and returns document frequencies;
 // posting lists are read best impact first under a budget (whole when
 // short, so small corpora and rare terms are exact; of a common term only
 // the best postings make candidates, and the rarer of the common terms get

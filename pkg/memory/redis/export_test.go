@@ -26,9 +26,6 @@ func SetLexicalBudget(s *Store, budget, minPerTerm int) {
 	s.lexBudget, s.lexMinPer = budget, minPerTerm
 }
 
-// LexicalBudget is what SetLexicalBudget sets.
-func LexicalBudget(s *Store) (budget, minPerTerm int) { return s.lexBudget, s.lexMinPer }
-
 // BriefKnown reports whether s remembers ref's briefing flag as taken now.
 func BriefKnown(s *Store, ref memory.SessionRef) bool { return s.briefs.Taken(ref, s.now().UnixNano()) }
 
