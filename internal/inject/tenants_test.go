@@ -43,9 +43,13 @@ const greetQuery = "how do I greet the user and in which language, Indonesian?"
 // a's global memories and its reach-anywhere memory are in no block of 14
 // project ids of tenant b (two of them tenant a's own project ids) nor of
 // the default tenant, and are in tenant a's blocks (cross-project reach on).
+// The blocks have no relative floor: every match is in them, so that a
+// leak cannot hide under the floor and a recall does not hang on how the
+// floor cuts a ranking of three memories (the fact, which shares "user"
+// with the question, scores three times the reach-anywhere memory).
 func TestTenantMemoryStaysInItsTenant(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
-		f := newFixture(t, b, nil)
+		f := newFixture(t, b, func(c *inject.Config) { c.RelativeFloor = 0 })
 		a := seedTenant(f, "tenant-a")
 		// Tenant b has memory of its own, so that its blocks are not empty
 		// for want of any.

@@ -300,13 +300,13 @@ type cand struct {
 	path, direct      bool
 }
 
-// Retrieve runs hybrid retrieval: lexical BM25 (on LexicalTerms: stemmed
-// at query time), vector cosine and pseudo-relevance feedback fused as
-// Query.Ranking says (by default each channel's scores over its best,
-// weighted: FuseScores), anchor paths, optional one-hop graph expansion, a
-// prior from feedback, recency, staleness and confidence (moved by
-// Ranking.Prior), and contradictions settled at read time. Hits are best
-// first.
+// Retrieve runs hybrid retrieval: lexical BM25 (on the query's words,
+// stemmed at query time: LexTerms), vector cosine and pseudo-relevance
+// feedback fused as Query.Ranking says (by default each channel's scores
+// over its best, weighted: FuseScores), anchor paths, optional one-hop
+// graph expansion, a prior from feedback, recency, staleness and
+// confidence (moved by Ranking.Prior), and contradictions settled at read
+// time. Hits are best first.
 func Retrieve(ctx context.Context, st RetrievalStore, q Query) ([]Hit, error) {
 	if q.Limit <= 0 {
 		q.Limit = 24
@@ -550,7 +550,7 @@ func runChannels(ctx context.Context, st RetrievalStore, q Query, withFeedback, 
 	}
 	text := strings.TrimSpace(q.Text)
 	if text != "" && len([]rune(text)) >= q.TextMin {
-		if terms := LexicalTerms(text); len(terms) > 0 {
+		if terms := Terms(text); len(terms) > 0 {
 			tasks = append(tasks, func() {
 				depth := ChannelDepth
 				if deepLexical {

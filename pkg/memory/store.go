@@ -194,8 +194,12 @@ type Channels interface {
 	// positive scores where higher is better.
 	//
 	// Lexical is BM25 over label, body, paths and entity names (tokenised
-	// like memory.Terms); terms are OR-ed, prefix-matched where the backend
-	// can. No terms: no candidates.
+	// like memory.Terms, the label counted twice) of the query words terms
+	// (memory.Terms of a text), OR-ed and stemmed at query time as
+	// memory.LexTerms groups them: each group's prefix matches the tokens
+	// it prefixes (one term, one idf from the group's summed document
+	// frequency), and each word its own token for memory.ExactWeight more.
+	// No terms: no candidates.
 	Lexical(ctx context.Context, terms []string, f Filter, limit int) ([]Scored, error)
 	// Vector is cosine similarity against embeddings made by model (nodes
 	// embedded by another model are not candidates; only cosine > 0 counts).

@@ -73,26 +73,40 @@ func FuzzTerms(f *testing.F) {
 	})
 }
 
-func TestLexicalTerms(t *testing.T) {
-	cases := []struct {
-		in   string
-		want []string
-	}{
+func TestStemPrefix(t *testing.T) {
+	cases := map[string]string{
 		// Cut to the stem's shared part, so that the prefix match reaches the other forms.
-		{"Korean restaurants", []string{"restaur", "korean"}},
-		{"happy", []string{"happ"}},
-		{"How many babies", []string{"babi", "many", "how"}},
-		// Short stems are not sent: "tried" -> "tri" would match "trip".
-		{"tried", []string{"tried"}},
-		// A word that is its own stem stays; two forms of one word become one term.
-		{"deploy deploys deployed", []string{"deploy"}},
+		"restaurants": "restaur",
+		"happy":       "happ",
+		"babies":      "babi",
+		// Short stems are not used: "tried" -> "tri" would match "trip".
+		"tried": "tried",
+		// A word that is its own stem stays.
+		"deploy": "deploy",
+		"bus":    "bus",
 		// Not English letters: left as they are.
-		{"Größe über 42", []string{"größe", "über", "42"}},
+		"größe": "größe",
+		"42":    "42",
 	}
-	for _, c := range cases {
-		if got := LexicalTerms(c.in); !slices.Equal(got, c.want) {
-			t.Errorf("LexicalTerms(%q) = %q, want %q", c.in, got, c.want)
+	for in, want := range cases {
+		if got := StemPrefix(in); got != want {
+			t.Errorf("StemPrefix(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+func TestLexTerms(t *testing.T) {
+	got := LexTerms(Terms("Korean restaurants: deploy, deploys, deployed, restaurant"))
+	want := []LexTerm{
+		{Prefix: "restaur", Words: []string{"restaurants", "restaurant"}},
+		{Prefix: "deploy", Words: []string{"deployed", "deploys", "deploy"}},
+		{Prefix: "korean", Words: []string{"korean"}},
+	}
+	if !slices.EqualFunc(got, want, func(a, b LexTerm) bool { return a.Prefix == b.Prefix && slices.Equal(a.Words, b.Words) }) {
+		t.Errorf("LexTerms = %q, want %q", got, want)
+	}
+	if got := LexTerms([]string{"", "go", "go"}); len(got) != 1 || got[0].Prefix != "go" || !slices.Equal(got[0].Words, []string{"go"}) {
+		t.Errorf("LexTerms of a repeated short word = %q", got)
 	}
 }
 

@@ -12,6 +12,7 @@ var channelTests = []subtest{
 	{"Lexical/Ranking", testLexicalRanking},
 	{"Lexical/Fields", testLexicalFields},
 	{"Lexical/LabelWeight", testLexicalLabelWeight},
+	{"Lexical/StemFamily", testLexicalStemFamily},
 	{"Vector/Ranking", testVectorRanking},
 	{"Vector/Scores", testVectorScores},
 	{"ByPaths/Ranking", testByPaths},
@@ -122,6 +123,45 @@ func testLexicalLabelWeight(e *env) {
 	}
 	// A word of both fields' share: "routine" is in inBody's label.
 	e.sameList("the other way round", ids(e.lexical([]string{"routine"}, f, 10)), []string{inBody.ID, inLabel.ID})
+}
+
+// testLexicalStemFamily: a query word matches the other forms of its stem
+// family ("restaurants" -> "restaurant", "bus" -> "buses"), and its own
+// token counts memory.ExactWeight more: the memory with the word as it was
+// asked ranks first, above its plural and above the shorter memories that
+// hold only a longer token of its prefix ("business").
+func testLexicalStemFamily(e *env) {
+	mk := func(label string) string { return e.upsert(node("p", memory.Observation, label)).ID }
+	bus := mk("bus ride home today")
+	buses := mk("buses ride home today")
+	mk("busy ride home today")
+	for i := range 6 {
+		mk(fmt.Sprintf("business plan number %d", i))
+	}
+	rest := mk("restaurants near the office")
+	restOne := mk("restaurant near the station")
+	for i := range 8 {
+		mk(fmt.Sprintf("filler note %c", 'a'+i))
+	}
+	f := memory.Filter{ProjectID: "p"}
+	got := e.lexical([]string{"bus"}, f, 20)
+	if len(got) < 3 || got[0].ID != bus {
+		e.t.Fatalf("the word itself must rank first: %v", got)
+	}
+	found := map[string]float64{}
+	for _, s := range got {
+		found[s.ID] = s.Score
+	}
+	if _, ok := found[buses]; !ok {
+		e.t.Fatalf("the plural is not matched: %v", got)
+	}
+	if !(got[0].Score > found[buses]) {
+		e.t.Fatalf("the word and its plural score alike (%v): the word must weigh more", got)
+	}
+	got = e.lexical(memory.Terms("Restaurants?"), f, 10)
+	e.sameList("stem family", ids(got), []string{rest, restOne})
+	got = e.lexical([]string{"restaurant"}, f, 10)
+	e.sameList("the other form", ids(got), []string{restOne, rest})
 }
 
 func testVectorRanking(e *env) {

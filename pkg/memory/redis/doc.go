@@ -94,9 +94,11 @@
 //
 // Lexical is BM25 scored in Go from postings read on the project's slot,
 // in three pipelined round trips (see Store.Lexical): a small script
-// prefix-expands the query terms over the term dictionary (beside a term
-// that is itself in the dictionary only short expansion lists join;
-// expansions are OR-ed like terms) and returns document frequencies;
+// prefix-expands the query's stem prefixes (memory.LexTerms) over the term
+// dictionary (beside a prefix that is itself in the dictionary only short
+// expansion lists join; the query words' own lists always do, and weigh
+// memory.ExactWeight x their own idf more) and returns document
+// frequencies;
 // posting lists are read best impact first under a budget (whole when
 // short, so small corpora and rare terms are exact; of a common term only
 // the best postings make candidates, and the rarer of the common terms get

@@ -49,7 +49,7 @@ func PlannedReads(ctx context.Context, s *Store, f memory.Filter, terms []string
 	if err != nil {
 		return 0, err
 	}
-	reads, err := s.planReads(ctx, tags, terms, max(s.lexMinPer, limit))
+	reads, err := s.planReads(ctx, tags, memory.LexTerms(terms), max(s.lexMinPer, limit))
 	var n int64
 	for _, r := range reads {
 		for _, l := range r.lists {

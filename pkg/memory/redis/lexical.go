@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -41,20 +42,24 @@ const (
 )
 
 // lexDictScript finds the posting lists of one project's lexical query.
-// Each query term is expanded as a prefix over the term dictionary
-// (ZRANGEBYLEX); beside a term that is itself in the dictionary only
+// Each query term (memory.LexTerm: a stem prefix and the query's words
+// that have it) is expanded as a prefix over the term dictionary
+// (ZRANGEBYLEX); beside a prefix that is itself in the dictionary only
 // expansions held by few documents (at most the minimum per term) join.
-// It is a script so that the dictionary and the document frequencies cost
-// one round trip.
+// The words' own tokens always join, also past the first expansions. It is
+// a script so that the dictionary and the document frequencies cost one
+// round trip.
 //
-// A query term of fewer than prefixMin runes matches only itself (marked
-// with a leading '=': "in" would otherwise match "income" and "inch"), as
-// in the SQLite store.
+// A prefix of fewer than memory.PrefixMin runes matches only itself
+// (marked with a leading '=': "in" would otherwise match "income" and
+// "inch"), as in the SQLite store.
 //
 // KEYS: term dictionary, corpus statistics. ARGV: key prefix, max
-// expansions, minimum postings per term, query terms... Reply: document
+// expansions, minimum postings per term, then per query term its prefix
+// and its words separated by spaces (tokens hold none). Reply: document
 // count, total length, then per list its key, document frequency and its
-// kind: "0:<i>" for query term i itself, "1:<i>" for an expansion of it.
+// kind: "0:<i>" for a word of query term i, "1:<i>" for another expansion
+// of its prefix.
 var lexDictScript = goredis.NewScript(`
 local p = ARGV[1]
 local maxExp = tonumber(ARGV[2])
@@ -63,26 +68,42 @@ local st = redis.call('HMGET', KEYS[2], 'n', 'l')
 local out = {st[1] or '0', st[2] or '0'}
 if (tonumber(out[1]) or 0) <= 0 then return out end
 for qi = 4, #ARGV do
-  local q = ARGV[qi]
+  local parts = {}
+  for w in string.gmatch(ARGV[qi], '%S+') do parts[#parts + 1] = w end
+  local q = parts[1]
   local whole = string.sub(q, 1, 1) == '='
   if whole then q = string.sub(q, 2) end
+  local words = {}
+  for i = 2, #parts do words[parts[i]] = true end
   local terms = redis.call('ZRANGEBYLEX', KEYS[1], '[' .. q, '[' .. q .. '\255', 'LIMIT', 0, maxExp)
   local exact = terms[1] == q
+  local seen = {}
   for _, t in ipairs(terms) do
     local key = p .. 't:' .. t
     local df = redis.call('ZCARD', key)
-    if df > 0 and (t == q or (not whole and (not exact or df <= minPer))) then
+    if df > 0 and (t == q or words[t] or (not whole and (not exact or df <= minPer))) then
+      seen[t] = true
       out[#out + 1] = key
       out[#out + 1] = tostring(df)
-      out[#out + 1] = (t == q and '0' or '1') .. ':' .. tostring(qi)
+      out[#out + 1] = (words[t] and '0' or '1') .. ':' .. tostring(qi)
+    end
+  end
+  for i = 2, #parts do
+    local w = parts[i]
+    if not seen[w] then
+      seen[w] = true
+      local key = p .. 't:' .. w
+      local df = redis.call('ZCARD', key)
+      if df > 0 then
+        out[#out + 1] = key
+        out[#out + 1] = tostring(df)
+        out[#out + 1] = '0:' .. tostring(qi)
+      end
     end
   end
 end
 return out
 `)
-
-// prefixMin is the shortest query term matched as a prefix (in runes).
-const prefixMin = 3
 
 // Lexical is BM25 over label, body, paths and entity names (k1 1.2, b 0.75,
 // the current document count and average length), per project read.
@@ -111,13 +132,14 @@ const prefixMin = 3
 // has no filter fields and is left out, which is what a later read returns.
 func (s *Store) Lexical(ctx context.Context, terms []string, f memory.Filter, limit int) ([]memory.Scored, error) {
 	limit = memory.Limit(limit)
-	var qs []string
+	var words []string
 	for _, t := range terms {
 		t = cutTerm(strings.ToLower(strings.TrimSpace(t)))
-		if t != "" && !slices.Contains(qs, t) {
-			qs = append(qs, t)
+		if t != "" && !strings.ContainsFunc(t, unicode.IsSpace) && !slices.Contains(words, t) {
+			words = append(words, t)
 		}
 	}
+	qs := memory.LexTerms(words)
 	if len(qs) == 0 {
 		return nil, nil
 	}
@@ -170,17 +192,18 @@ func (s *Store) Lexical(ctx context.Context, terms []string, f memory.Filter, li
 // planReads is step 1 of Lexical: the dictionary script over the tags,
 // and each tag's posting reads planned (tags with nothing to read left
 // out).
-func (s *Store) planReads(ctx context.Context, tags []scopeTag, qs []string, minPer int) ([]*lexRead, error) {
+func (s *Store) planReads(ctx context.Context, tags []scopeTag, qs []memory.LexTerm, minPer int) ([]*lexRead, error) {
+	args := make([]any, 0, 3+len(qs))
+	for _, q := range qs {
+		arg := q.Prefix
+		if utf8.RuneCountInString(arg) < memory.PrefixMin {
+			arg = "=" + arg
+		}
+		args = append(args, arg+" "+strings.Join(q.Words, " "))
+	}
 	dicts, err := s.evalTags(ctx, lexDictScript, len(tags), func(i int) ([]string, []any) {
 		k := s.keys(tags[i].project)
-		args := []any{k.p, maxExpansions, minPer}
-		for _, q := range qs {
-			if utf8.RuneCountInString(q) < prefixMin {
-				q = "=" + q
-			}
-			args = append(args, q)
-		}
-		return []string{k.terms(), k.stats()}, args
+		return []string{k.terms(), k.stats()}, append([]any{k.p, maxExpansions, minPer}, args...)
 	})
 	if err != nil {
 		return nil, s.wrap("lexical", err)
@@ -192,20 +215,71 @@ func (s *Store) planReads(ctx context.Context, tags []scopeTag, qs []string, min
 			return nil, err
 		}
 		if r != nil {
-			r.plan(s.lexBudget, minPer)
 			reads = append(reads, r)
 		}
 	}
+	weigh(reads)
+	for _, r := range reads {
+		r.plan(s.lexBudget, minPer)
+	}
 	return reads, nil
+}
+
+// weigh sets the BM25 statistics of the reads from their scopes together:
+// the document count, the average length and every document frequency are
+// summed over the scopes one query reads (the project, the tenant's global
+// memories, other projects' reach-anywhere ones), so that a score means
+// the same in each. Per scope, a memory alone in its scope would get the
+// idf of a term that every document holds, and a block's relative floor
+// would drop it beside the project's own matches.
+//
+// One idf per query term, from the summed document frequency of the term
+// and its expansions (at most the document count), as the SQLite store
+// counts a prefix term: scored apart, each rare expansion ("mythology" of
+// "my") would weigh more than the question's content words. A word's own
+// token counts once more, memory.ExactWeight x its own idf.
+func weigh(reads []*lexRead) {
+	var n, total float64
+	groupDF := map[string]int64{}
+	wordDF := map[string]int64{}
+	for _, r := range reads {
+		n += r.n
+		total += r.total
+		for _, l := range r.lists {
+			groupDF[l.group] += l.df
+			if !l.exp {
+				wordDF[l.term()] += l.df
+			}
+		}
+	}
+	avgdl := total / n
+	if !(avgdl > 0) {
+		avgdl = 1
+	}
+	idf := func(df int64) float64 {
+		d := min(float64(df), n)
+		return math.Log(1 + (n-d+0.5)/(d+0.5))
+	}
+	for _, r := range reads {
+		r.c1, r.c2 = bm25K1*(1-bm25B), bm25K1*bm25B/avgdl
+		for _, l := range r.lists {
+			w := idf(groupDF[l.group])
+			if !l.exp {
+				w += memory.ExactWeight * idf(wordDF[l.term()])
+			}
+			l.w = w * (bm25K1 + 1)
+		}
+	}
 }
 
 // lexRead is the lexical query of one scope tag on its way through the
 // steps of Lexical.
 type lexRead struct {
-	tag    scopeTag
-	keys   keys
-	c1, c2 float64 // BM25 length normalisation: k1*(1-b), k1*b/avgdl
-	lists  []*postingList
+	tag      scopeTag
+	keys     keys
+	n, total float64 // the scope's document count and summed length
+	c1, c2   float64 // BM25 length normalisation: k1*(1-b), k1*b/avgdl (see weigh)
+	lists    []*postingList
 
 	cands  []memory.Scored // every document a read posting names, ranked by rank
 	ranked int             // cands[:ranked] are the leading ones, whose filter fields step 3 reads
@@ -221,7 +295,7 @@ type postingList struct {
 	df    int64
 	exp   bool    // an expansion of a query term, not the term itself
 	group string  // the query term it belongs to (its index)
-	w     float64 // idf * (k1+1) of the group (see parseLexDict)
+	w     float64 // (idf of the group, + ExactWeight x its own for a word) * (k1+1) (see weigh)
 	read  int64   // postings to read, best first
 
 	postings *goredis.ZSliceCmd
@@ -248,16 +322,7 @@ func parseLexDict(tag scopeTag, k keys, d []string) (*lexRead, error) {
 	if n <= 0 || len(d) == 2 {
 		return nil, nil
 	}
-	avgdl := total / n
-	if avgdl <= 0 {
-		avgdl = 1
-	}
-	r := &lexRead{tag: tag, keys: k, c1: bm25K1 * (1 - bm25B), c2: bm25K1 * bm25B / avgdl}
-	// One idf per query term, from the summed document frequency of the
-	// term and its expansions (at most the document count), as the SQLite
-	// store counts a prefix term: scored apart, each rare expansion ("mythology"
-	// of "my") would weigh more than the question's content words.
-	groupDF := map[string]int64{}
+	r := &lexRead{tag: tag, keys: k, n: n, total: total}
 	for i := 2; i+2 < len(d); i += 3 {
 		df, err := strconv.ParseInt(d[i+1], 10, 64)
 		kind, group, ok := strings.Cut(d[i+2], ":")
@@ -265,14 +330,13 @@ func parseLexDict(tag scopeTag, k keys, d []string) (*lexRead, error) {
 			return nil, fmt.Errorf("redis lexical: document frequency %q or kind %q of %s", d[i+1], d[i+2], d[i])
 		}
 		r.lists = append(r.lists, &postingList{key: d[i], df: df, exp: kind == "1", group: group})
-		groupDF[group] += df
-	}
-	for _, l := range r.lists {
-		df := min(float64(groupDF[l.group]), n)
-		l.w = math.Log(1+(n-df+0.5)/(df+0.5)) * (bm25K1 + 1)
 	}
 	return r, nil
 }
+
+// term is the dictionary term of the list (its key ends with "t:<term>";
+// a term holds no colon).
+func (l *postingList) term() string { return l.key[strings.LastIndexByte(l.key, ':')+1:] }
 
 // plan shares the budget out. Lists are taken shortest first, and each
 // may read its share of what is left, weighted by the cube of its term

@@ -264,21 +264,25 @@ type scratch struct {
 	best    []ranked
 }
 
-// commonShare: a query term held by more than this share of the documents
-// (summed over its prefix expansions) is "common". Its BM25 weight is tiny
-// (idf < ln 4 against about 7-11 for a rare term), so when the rarer terms
-// already matched at least 2 x want documents the common terms are not
-// scored at all; otherwise every term is scored (exact BM25).
+// commonShare: a query term (a stem group, or a word's own token) held by
+// more than this share of the documents (a group: summed over its prefix
+// expansions) is "common". Its BM25 weight is tiny (idf < ln 4 against
+// about 7-11 for a rare term), so when the rarer terms already matched at
+// least 2 x want documents a common term brings no candidates: a common
+// group is not scored at all, a common word's own token only for the
+// candidates found (see search); otherwise every term is scored (exact
+// BM25).
 const commonShare = 0.25
 
-// search scores the documents matching any query term (BM25, a prefix term
-// counting as one term whose frequency sums its expansions) and calls visit
+// search scores the documents matching any query word (memory.LexTerms:
+// a stem prefix counting as one term whose frequency sums its expansions,
+// plus memory.ExactWeight x BM25 of each word's own token) and calls visit
 // for each with its score. want (> 0) is how many candidates the caller
 // needs: it allows skipping common terms (see commonShare) and visiting the
 // best documents first, best first while visit returns true, the others
 // only while more reports that the caller still needs some (see
 // visitBest; a nil more visits all, in no particular order).
-func (x *lexIndex) search(terms []string, sc *scratch, want int, more func() bool, visit func(rid uint32, score float64) bool) {
+func (x *lexIndex) search(words []string, sc *scratch, want int, more func() bool, visit func(rid uint32, score float64) bool) {
 	if x.nDocs == 0 {
 		return
 	}
@@ -292,53 +296,100 @@ func (x *lexIndex) search(terms []string, sc *scratch, want int, more func() boo
 		avg = 1
 	}
 	N := float64(x.nDocs)
-	type qterm struct {
-		exp []*term
-		df  int // upper bound: the sum over expansions
+	idf := func(df float64) float64 { return math.Log(1 + (N-df+0.5)/(df+0.5)) }
+	// A query term is scored as up to two kinds of unit: its group (the
+	// prefix's tokens, the words' own among them, one idf from the summed
+	// document frequency) and each word's own token (ExactWeight x its own
+	// idf). Units are scored rarest first and each is judged common on its
+	// own: "use" stays scored as a word when its family ("used", "user",
+	// "useful", ...) is common enough to be left out.
+	type unit struct {
+		lists []*term
+		w     float64 // the weight of the unit's idf: 1 for a group, ExactWeight for a word
+		we    float64 // a one-list group that is also its word's token: ExactWeight (else 0)
+		df    int     // upper bound: the sum over lists
 	}
-	qs := make([]qterm, 0, len(terms))
-	for _, q := range terms {
-		exp := x.expand(q)
+	lts := memory.LexTerms(words)
+	us := make([]unit, 0, 2*len(lts))
+	for _, lt := range lts {
+		exp := x.expand(lt.Prefix)
+		var exact []*term
+		for _, w := range lt.Words {
+			if tm := x.terms[w]; tm != nil && tm.df > 0 {
+				exact = append(exact, tm)
+				if !slices.Contains(exp, tm) {
+					exp = append(exp, tm) // past the prefix's first prefixMax expansions
+				}
+			}
+		}
 		if len(exp) == 0 {
 			continue
 		}
-		df := 0
+		g := unit{lists: exp, w: 1}
 		for _, tm := range exp {
-			df += tm.df
+			g.df += tm.df
 		}
-		qs = append(qs, qterm{exp, df})
+		if len(exp) == 1 && len(exact) == 1 {
+			g.we = memory.ExactWeight
+			exact = nil
+		}
+		us = append(us, g)
+		for _, tm := range exact {
+			us = append(us, unit{lists: []*term{tm}, w: memory.ExactWeight, df: tm.df})
+		}
 	}
-	slices.SortStableFunc(qs, func(a, b qterm) int { return a.df - b.df })
+	slices.SortStableFunc(us, func(a, b unit) int { return a.df - b.df })
 	sc.touched = sc.touched[:0]
 	var top float32 // the best score so far (scores only grow)
-	for _, q := range qs {
-		if want > 0 && float64(q.df) > commonShare*N && len(sc.touched) >= 2*want {
-			break // the rest are common terms and the rare ones matched enough
+	// common: the units left are common (see commonShare) and the rarer
+	// ones found enough candidates. A common group is left out (the
+	// prefix expansions of "the" or "what" are noise); a common word's
+	// own token still counts, at its small idf, for the candidates found,
+	// but brings in none (on the development set leaving those out too
+	// cost R@1 0.475 -> 0.468 and R@10 0.904 -> 0.894).
+	common := false
+	add := func(rid uint32, w, f float64) {
+		if common && sc.score[rid] == 0 {
+			return
 		}
-		if len(q.exp) == 1 && q.exp[0].stale == 0 {
+		norm := bm25K1 * (1 - bm25B + bm25B*float64(x.docLen[rid])/avg)
+		if sc.score[rid] == 0 {
+			sc.touched = append(sc.touched, rid)
+		}
+		sc.score[rid] += float32(w * f * (bm25K1 + 1) / (f + norm))
+		top = max(top, sc.score[rid])
+	}
+	for _, u := range us {
+		if !common && want > 0 && float64(u.df) > commonShare*N && len(sc.touched) >= 2*want {
+			common = true // units are sorted by df: so are the rest
+		}
+		if common && u.w == 1 { // a group: only its word's own token counts
+			if u.we == 0 {
+				continue
+			}
+			u.w, u.we = u.we, 0
+		}
+		if len(u.lists) == 1 && u.lists[0].stale == 0 {
 			// One list, every posting live and of its own document: df is
 			// the list's length, and each posting's contribution is final.
 			// One pass, the same sums in the same order as the general
 			// case below.
-			tm := q.exp[0]
-			df := float64(tm.df)
-			if df == 0 {
+			tm := u.lists[0]
+			if tm.df == 0 {
 				continue
 			}
-			idf := math.Log(1 + (N-df+0.5)/(df+0.5))
+			w := u.w * idf(float64(tm.df))
+			we := u.we * idf(float64(tm.df))
 			for _, p := range tm.postings {
-				f := float64(p.tf)
-				norm := bm25K1 * (1 - bm25B + bm25B*float64(x.docLen[p.rid])/avg)
-				if sc.score[p.rid] == 0 {
-					sc.touched = append(sc.touched, p.rid)
+				add(p.rid, w, float64(p.tf))
+				if we > 0 {
+					add(p.rid, we, float64(p.tf))
 				}
-				sc.score[p.rid] += float32(idf * f * (bm25K1 + 1) / (f + norm))
-				top = max(top, sc.score[p.rid])
 			}
 			continue
 		}
 		sc.touchT = sc.touchT[:0]
-		for _, tm := range q.exp {
+		for _, tm := range u.lists {
 			for _, p := range tm.postings {
 				if x.gen[p.rid] != p.gen {
 					continue
@@ -353,16 +404,15 @@ func (x *lexIndex) search(terms []string, sc *scratch, want int, more func() boo
 		if df == 0 {
 			continue
 		}
-		idf := math.Log(1 + (N-df+0.5)/(df+0.5))
+		w := u.w * idf(df)
+		we := u.we * idf(df)
 		for _, rid := range sc.touchT {
 			f := float64(sc.tf[rid])
 			sc.tf[rid] = 0
-			norm := bm25K1 * (1 - bm25B + bm25B*float64(x.docLen[rid])/avg)
-			if sc.score[rid] == 0 {
-				sc.touched = append(sc.touched, rid)
+			add(rid, w, f)
+			if we > 0 {
+				add(rid, we, f)
 			}
-			sc.score[rid] += float32(idf * f * (bm25K1 + 1) / (f + norm))
-			top = max(top, sc.score[rid])
 		}
 	}
 	x.visitBest(sc, top, want, more, visit)

@@ -25,10 +25,11 @@ func TestLexIndexBM25(t *testing.T) {
 	if len(got) != 3 {
 		t.Fatalf("matches: %v", got)
 	}
-	// hand-computed BM25 for doc 2 ("redis", length 1): one term, df 2, N 8
+	// hand-computed BM25 for doc 2 ("redis", length 1): one term, df 2, N 8,
+	// matched as its stem family and as the word itself (ExactWeight more)
 	avg := 10.0 / 8 // 10 tokens in 8 documents
 	idf := math.Log(1 + (8-2+0.5)/(2+0.5))
-	want := idf * 1 * (bm25K1 + 1) / (1 + bm25K1*(1-bm25B+bm25B*1/avg))
+	want := (1 + memory.ExactWeight) * idf * 1 * (bm25K1 + 1) / (1 + bm25K1*(1-bm25B+bm25B*1/avg))
 	if math.Abs(got[2]-want) > 1e-5 {
 		t.Fatalf("bm25 = %v, want %v", got[2], want)
 	}
