@@ -106,7 +106,8 @@ return out
 `)
 
 // Lexical is BM25 over label, body, paths and entity names (k1 1.2, b 0.75,
-// the current document count and average length), per project read.
+// the current document count and average length of the scopes read
+// together: see weigh).
 //
 // The server does only what needs the data: the dictionary (lexDictScript),
 // the posting reads and, for the leading candidates, the filter fields and
