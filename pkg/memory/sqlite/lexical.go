@@ -257,6 +257,7 @@ func prefixRange(sorted []string, q string, into []string) []string {
 
 // scratch holds per-query accumulators, reused between queries.
 type scratch struct {
+	mark    []uint64 // bit set of the touched documents, for the common terms
 	tf      []float32
 	score   []float32
 	touchT  []uint32
@@ -341,6 +342,10 @@ func (x *lexIndex) search(words []string, sc *scratch, want int, more func() boo
 	slices.SortStableFunc(us, func(a, b unit) int { return a.df - b.df })
 	sc.touched = sc.touched[:0]
 	var top float32 // the best score so far (scores only grow)
+	// A posting's contribution is k * tf / (tf + c1 + c2 * length), k the
+	// unit's weighted idf times k1 + 1 (a group that is also its word's
+	// only token adds both weights at once).
+	c1, c2 := bm25K1*(1-bm25B), bm25K1*bm25B/avg
 	// common: the units left are common (see commonShare) and the rarer
 	// ones found enough candidates. A common group is left out (the
 	// prefix expansions of "the" or "what" are noise); a common word's
@@ -348,26 +353,37 @@ func (x *lexIndex) search(words []string, sc *scratch, want int, more func() boo
 	// but brings in none (on the development set leaving those out too
 	// cost R@1 0.475 -> 0.468 and R@10 0.904 -> 0.894).
 	common := false
-	add := func(rid uint32, w, f float64) {
-		if common && sc.score[rid] == 0 {
-			return
-		}
-		norm := bm25K1 * (1 - bm25B + bm25B*float64(x.docLen[rid])/avg)
-		if sc.score[rid] == 0 {
-			sc.touched = append(sc.touched, rid)
-		}
-		sc.score[rid] += float32(w * f * (bm25K1 + 1) / (f + norm))
-		top = max(top, sc.score[rid])
-	}
 	for _, u := range us {
 		if !common && want > 0 && float64(u.df) > commonShare*N && len(sc.touched) >= 2*want {
 			common = true // units are sorted by df: so are the rest
+			sc.markTouched(n)
 		}
-		if common && u.w == 1 { // a group: only its word's own token counts
-			if u.we == 0 {
+		if common {
+			if u.w == 1 { // a group: only its word's own token counts
+				if u.we == 0 {
+					continue
+				}
+				u.w, u.we = u.we, 0
+			}
+			// One list (a word's own token) of thousands of postings, most
+			// of them of documents no rarer term found: the bit set of
+			// those found (a few kilobytes, in the cache) rejects them
+			// cheaply; the list's df counts its live postings.
+			tm := u.lists[0]
+			if tm.df == 0 {
 				continue
 			}
-			u.w, u.we = u.we, 0
+			k := u.w * idf(float64(tm.df)) * (bm25K1 + 1)
+			for _, p := range tm.postings {
+				if sc.mark[p.rid>>6]&(1<<(p.rid&63)) == 0 || (tm.stale > 0 && x.gen[p.rid] != p.gen) {
+					continue
+				}
+				f := float64(p.tf)
+				v := sc.score[p.rid] + float32(k*f/(f+c1+c2*float64(x.docLen[p.rid])))
+				sc.score[p.rid] = v
+				top = max(top, v)
+			}
+			continue
 		}
 		if len(u.lists) == 1 && u.lists[0].stale == 0 {
 			// One list, every posting live and of its own document: df is
@@ -378,13 +394,16 @@ func (x *lexIndex) search(words []string, sc *scratch, want int, more func() boo
 			if tm.df == 0 {
 				continue
 			}
-			w := u.w * idf(float64(tm.df))
-			we := u.we * idf(float64(tm.df))
+			k := (u.w + u.we) * idf(float64(tm.df)) * (bm25K1 + 1)
 			for _, p := range tm.postings {
-				add(p.rid, w, float64(p.tf))
-				if we > 0 {
-					add(p.rid, we, float64(p.tf))
+				old := sc.score[p.rid]
+				if old == 0 {
+					sc.touched = append(sc.touched, p.rid)
 				}
+				f := float64(p.tf)
+				v := old + float32(k*f/(f+c1+c2*float64(x.docLen[p.rid])))
+				sc.score[p.rid] = v
+				top = max(top, v)
 			}
 			continue
 		}
@@ -404,18 +423,41 @@ func (x *lexIndex) search(words []string, sc *scratch, want int, more func() boo
 		if df == 0 {
 			continue
 		}
-		w := u.w * idf(df)
-		we := u.we * idf(df)
+		k := (u.w + u.we) * idf(df) * (bm25K1 + 1)
 		for _, rid := range sc.touchT {
 			f := float64(sc.tf[rid])
 			sc.tf[rid] = 0
-			add(rid, w, f)
-			if we > 0 {
-				add(rid, we, f)
+			old := sc.score[rid]
+			if old == 0 {
+				sc.touched = append(sc.touched, rid)
 			}
+			v := old + float32(k*f/(f+c1+c2*float64(x.docLen[rid])))
+			sc.score[rid] = v
+			top = max(top, v)
 		}
 	}
+	if common {
+		sc.unmarkTouched()
+	}
 	x.visitBest(sc, top, want, more, visit)
+}
+
+// markTouched sets the bits of the touched documents in mark (n: the
+// documents' rid space).
+func (sc *scratch) markTouched(n int) {
+	if words := n/64 + 1; len(sc.mark) < words {
+		sc.mark = make([]uint64, words+words/4)
+	}
+	for _, rid := range sc.touched {
+		sc.mark[rid>>6] |= 1 << (rid & 63)
+	}
+}
+
+// unmarkTouched clears what markTouched set.
+func (sc *scratch) unmarkTouched() {
+	for _, rid := range sc.touched {
+		sc.mark[rid>>6] = 0
+	}
 }
 
 // cutBuckets is the resolution of the score histogram visitBest cuts with.

@@ -57,6 +57,52 @@ func TestLexIndexBM25(t *testing.T) {
 	}
 }
 
+// TestLexSearchCommonWords: once the rarer words found 2 x want documents,
+// a common word brings in no document; a common word's stem family is not
+// scored, and its own token adds ExactWeight x its idf to the documents
+// found (the same sum on the one-pass and the general path).
+func TestLexSearchCommonWords(t *testing.T) {
+	x := newLexIndex()
+	docs := []string{"zebra the", "zebra", "zebra theme", "zebra", "the", "the", "the"}
+	for i := range 40 {
+		docs = append(docs, fmt.Sprintf("filler%d the", i))
+	}
+	for i, d := range docs {
+		x.set(uint32(i+1), d)
+	}
+	search := func() map[uint32]float64 {
+		var sc scratch
+		got := map[uint32]float64{}
+		x.search([]string{"zebra", "the"}, &sc, 1, func() bool { return true }, func(rid uint32, s float64) bool { got[rid] = s; return true })
+		return got
+	}
+	got := search()
+	if len(got) != 4 {
+		t.Fatalf("documents visited: %v; want the four with zebra", got)
+	}
+	N, avg := float64(len(docs)), float64(x.totalLen)/float64(len(docs))
+	idf := func(df float64) float64 { return math.Log(1 + (N-df+0.5)/(df+0.5)) }
+	bm := func(w, tf, dl float64) float64 { return w * tf * (bm25K1 + 1) / (tf + bm25K1*(1-bm25B+bm25B*dl/avg)) }
+	zebra := func(dl float64) float64 { return bm((1+memory.ExactWeight)*idf(4), 1, dl) }
+	want := map[uint32]float64{
+		1: zebra(2) + bm(memory.ExactWeight*idf(44), 1, 2), // "the" itself, at its own idf
+		2: zebra(1),
+		3: zebra(2), // "theme" is of the family of "the": not scored
+		4: zebra(1),
+	}
+	for rid, w := range want {
+		if math.Abs(got[rid]-w) > 1e-5 {
+			t.Errorf("doc %d (%q): score %v, want %v", rid, docs[rid-1], got[rid], w)
+		}
+	}
+	for _, tm := range x.terms {
+		tm.stale++ // the general path
+	}
+	if again := search(); !maps.Equal(again, got) {
+		t.Fatalf("general path %v, one pass %v", again, got)
+	}
+}
+
 // TestVisitBestKeepsTheTop: visiting the best-scored documents first (and
 // the rest only while the caller lacks candidates) gives the same top k
 // as visiting every touched document, whatever share of them the caller's
