@@ -88,6 +88,7 @@ type posting struct {
 }
 
 type term struct {
+	name     string
 	postings []posting
 	df       int // live documents holding the term
 	stale    int // postings of an older generation (until compact)
@@ -96,20 +97,36 @@ type term struct {
 // lexIndex is an in-memory BM25 index over node rids. Postings are appended;
 // a re-indexed or removed document bumps its generation so that its old
 // entries are skipped, and lists are compacted when dead entries pile up.
+//
+// Terms live in one slice, by id, and a document's terms are ids: at a
+// million memories the index holds tens of millions of them, which as
+// strings (pointers) the garbage collector would scan at every cycle; as
+// ids the per-document lists hold no pointers at all.
 type lexIndex struct {
-	terms    map[string]*term
-	dict     []string   // sorted terms, for prefix expansion
-	recent   []string   // sorted terms added since dict was last merged (kept small)
-	docTerms [][]string // per rid: the distinct terms of the live document
-	docLen   []uint32   // per rid: tokens
-	gen      []uint32   // per rid
+	ids      map[string]uint32 // term -> its id (index in tms)
+	tms      []term            // by id; a free slot (see free) has no name
+	free     []uint32          // ids of terms compact deleted, for new terms
+	dict     []string          // sorted terms, for prefix expansion
+	recent   []string          // sorted terms added since dict was last merged (kept small)
+	docTerms [][]uint32        // per rid: the distinct terms (ids) of the live document
+	docLen   []uint32          // per rid: tokens
+	gen      []uint32          // per rid
 	nDocs    int
 	totalLen int64
 	dead     int // stale postings
 	live     int // live postings
 }
 
-func newLexIndex() *lexIndex { return &lexIndex{terms: map[string]*term{}} }
+func newLexIndex() *lexIndex { return &lexIndex{ids: map[string]uint32{}} }
+
+// term returns the term t (nil: not in the index). The pointer is valid
+// until the next term is added.
+func (x *lexIndex) term(t string) *term {
+	if id, ok := x.ids[t]; ok {
+		return &x.tms[id]
+	}
+	return nil
+}
 
 func (x *lexIndex) grow(rid uint32) {
 	for int(rid) >= len(x.docLen) {
@@ -124,8 +141,8 @@ func (x *lexIndex) remove(rid uint32) {
 	if int(rid) >= len(x.docLen) || x.docTerms[rid] == nil {
 		return
 	}
-	for _, t := range x.docTerms[rid] {
-		tm := x.terms[t]
+	for _, id := range x.docTerms[rid] {
+		tm := &x.tms[id]
 		tm.df--
 		tm.stale++
 	}
@@ -150,36 +167,50 @@ func (x *lexIndex) setCounts(rid uint32, counts map[string]int) {
 	x.grow(rid)
 	x.remove(rid)
 	if len(counts) == 0 {
-		x.docTerms[rid] = []string{}
+		x.docTerms[rid] = []uint32{}
 		x.nDocs++
 		return
 	}
-	names := make([]string, 0, len(counts))
+	ids := make([]uint32, 0, len(counts))
 	var length uint32
 	for t, c := range counts {
-		tm := x.terms[t]
-		if tm == nil {
-			tm = &term{}
-			x.terms[t] = tm
-			i, _ := slices.BinarySearch(x.recent, t)
-			x.recent = slices.Insert(x.recent, i, t)
+		id, ok := x.ids[t]
+		if !ok {
+			id = x.newTerm(t)
 		}
+		tm := &x.tms[id]
 		tm.postings = append(tm.postings, posting{rid: rid, gen: x.gen[rid], tf: uint16(min(c, math.MaxUint16))})
 		tm.df++
-		names = append(names, t)
+		ids = append(ids, id)
 		length += uint32(c)
 	}
-	x.docTerms[rid] = names
+	x.docTerms[rid] = ids
 	x.docLen[rid] = length
 	x.nDocs++
 	x.totalLen += int64(length)
-	x.live += len(names)
+	x.live += len(ids)
 	if len(x.recent) > recentMax {
 		x.mergeDict()
 	}
 	if x.dead > 1024 && x.dead > x.live/2 {
 		x.compact()
 	}
+}
+
+// newTerm adds the term t (not in the index) and returns its id.
+func (x *lexIndex) newTerm(t string) uint32 {
+	var id uint32
+	if n := len(x.free); n > 0 {
+		id, x.free = x.free[n-1], x.free[:n-1]
+		x.tms[id] = term{name: t}
+	} else {
+		id = uint32(len(x.tms))
+		x.tms = append(x.tms, term{name: t})
+	}
+	x.ids[t] = id
+	i, _ := slices.BinarySearch(x.recent, t)
+	x.recent = slices.Insert(x.recent, i, t)
+	return id
 }
 
 // recentMax bounds the small sorted dictionary of new terms: inserting into
@@ -202,7 +233,11 @@ func (x *lexIndex) mergeDict() {
 }
 
 func (x *lexIndex) compact() {
-	for t, tm := range x.terms {
+	for id := range x.tms {
+		tm := &x.tms[id]
+		if tm.name == "" {
+			continue // a free slot
+		}
 		kept := tm.postings[:0]
 		for _, p := range tm.postings {
 			if x.gen[p.rid] == p.gen && x.docTerms[p.rid] != nil {
@@ -210,14 +245,17 @@ func (x *lexIndex) compact() {
 			}
 		}
 		if len(kept) == 0 {
-			delete(x.terms, t)
+			delete(x.ids, tm.name)
+			*tm = term{}
+			x.free = append(x.free, uint32(id))
 			continue
 		}
 		tm.postings, tm.stale = slices.Clip(kept), 0
 	}
 	x.dead = 0
-	x.dict = slices.DeleteFunc(x.dict, func(t string) bool { return x.terms[t] == nil })
-	x.recent = slices.DeleteFunc(x.recent, func(t string) bool { return x.terms[t] == nil })
+	gone := func(t string) bool { _, ok := x.ids[t]; return !ok }
+	x.dict = slices.DeleteFunc(x.dict, gone)
+	x.recent = slices.DeleteFunc(x.recent, gone)
 }
 
 // expand returns the dictionary terms a query term matches: itself and, for
@@ -225,7 +263,7 @@ func (x *lexIndex) compact() {
 // prefixes (the first in dictionary order).
 func (x *lexIndex) expand(q string) []*term {
 	var out []*term
-	if tm := x.terms[q]; tm != nil {
+	if tm := x.term(q); tm != nil {
 		out = append(out, tm)
 	}
 	if utf8.RuneCountInString(q) < prefixMin {
@@ -237,7 +275,7 @@ func (x *lexIndex) expand(q string) []*term {
 		slices.Sort(longer)
 	}
 	for _, t := range longer[:min(prefixMax, len(longer))] {
-		out = append(out, x.terms[t])
+		out = append(out, x.term(t))
 	}
 	return out
 }
@@ -316,7 +354,7 @@ func (x *lexIndex) search(words []string, sc *scratch, want int, more func() boo
 		exp := x.expand(lt.Prefix)
 		var exact []*term
 		for _, w := range lt.Words {
-			if tm := x.terms[w]; tm != nil && tm.df > 0 {
+			if tm := x.term(w); tm != nil && tm.df > 0 {
 				exact = append(exact, tm)
 				if !slices.Contains(exp, tm) {
 					exp = append(exp, tm) // past the prefix's first prefixMax expansions

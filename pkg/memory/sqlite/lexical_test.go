@@ -52,8 +52,8 @@ func TestLexIndexBM25(t *testing.T) {
 	if len(got) != 1 {
 		t.Fatalf("after churn: %v", got)
 	}
-	if p := len(x.terms["text"].postings); p >= 3000 || x.terms["text"].df != 50 {
-		t.Fatalf("no compaction: %d postings of \"text\", df %d", p, x.terms["text"].df)
+	if p := len(x.term("text").postings); p >= 3000 || x.term("text").df != 50 {
+		t.Fatalf("no compaction: %d postings of \"text\", df %d", p, x.term("text").df)
 	}
 }
 
@@ -95,8 +95,8 @@ func TestLexSearchCommonWords(t *testing.T) {
 			t.Errorf("doc %d (%q): score %v, want %v", rid, docs[rid-1], got[rid], w)
 		}
 	}
-	for _, tm := range x.terms {
-		tm.stale++ // the general path
+	for i := range x.tms {
+		x.tms[i].stale++ // the general path
 	}
 	if again := search(); !maps.Equal(again, got) {
 		t.Fatalf("general path %v, one pass %v", again, got)
@@ -168,7 +168,7 @@ func BenchmarkLexIndex(b *testing.B) {
 		n := c.Node()
 		x.set(uint32(i+1), docText(&n))
 	}
-	b.Logf("indexed 100k docs in %v; %d terms, %d postings", time.Since(start), len(x.terms), x.live)
+	b.Logf("indexed 100k docs in %v; %d terms, %d postings", time.Since(start), len(x.ids), x.live)
 	queries := make([][]string, 256)
 	for i := range queries {
 		queries[i] = c.Query()
@@ -218,7 +218,9 @@ func TestLexSearchOnePassMatchesGeneral(t *testing.T) {
 	}
 	x.remove(7)
 	stale := 0
-	for name, tm := range x.terms {
+	for i := range x.tms {
+		tm := &x.tms[i]
+		name := tm.name
 		n := 0
 		for _, p := range tm.postings {
 			if x.gen[p.rid] != p.gen {
@@ -242,12 +244,12 @@ func TestLexSearchOnePassMatchesGeneral(t *testing.T) {
 	for range 200 {
 		q := c.Query()
 		onePass := search(q)
-		for _, tm := range x.terms {
-			tm.stale++
+		for i := range x.tms {
+			x.tms[i].stale++
 		}
 		general := search(q)
-		for _, tm := range x.terms {
-			tm.stale--
+		for i := range x.tms {
+			x.tms[i].stale--
 		}
 		if len(onePass) == 0 || !maps.Equal(onePass, general) {
 			t.Fatalf("query %v: one pass %d docs, general %d docs, or different scores", q, len(onePass), len(general))
