@@ -48,6 +48,7 @@ import (
 //
 //	go test -run '^$' -bench 'ServeStartup/(empty|100k)' -benchtime 3x ./cmd/engram
 //	go test -run '^$' -bench 'ServeStartup/1M' -benchtime 1x -timeout 2h ./cmd/engram
+//	ENGRAM_BENCH_BIN=/tmp/engram-before go test ...   # another build of engram
 //
 // The fixture (memorytest.BenchCorpus nodes in one project, 384-dimension
 // hashing-embedder vectors: the embedder the process uses when no
@@ -125,8 +126,13 @@ func benchServeStartup(b *testing.B, n int) {
 	b.ReportMetric(0, "ns/op")
 }
 
-// benchBinary builds the engram binary once per test binary run.
+// benchBinary builds the engram binary once per test binary run, or
+// returns ENGRAM_BENCH_BIN (a binary built before, to measure two versions
+// side by side on one fixture: the fixture's schema must be the binary's).
 func benchBinary(b *testing.B) string {
+	if bin := os.Getenv("ENGRAM_BENCH_BIN"); bin != "" {
+		return bin
+	}
 	benchBuild.Do(func() {
 		dir, err := os.MkdirTemp("", "engram-bench")
 		if err != nil {
