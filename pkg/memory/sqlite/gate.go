@@ -3,6 +3,7 @@ package sqlite
 import (
 	"cmp"
 	"encoding/binary"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -20,7 +21,7 @@ type gate struct {
 	tenant           uint32 // interned too; 0 is the default tenant
 	flags            uint8
 	confidence       float64
-	validTo          time.Time // zero: open
+	validTo          int64     // Unix nanoseconds; 0: open (not a time.Time: the gates hold no pointer the collector would scan)
 	key              [2]uint64 // the id's order key (idKey)
 }
 
@@ -85,7 +86,7 @@ func (x *index) setGate(rid uint32, h *memory.Node) {
 		x.gates = append(x.gates, gate{})
 	}
 	g := gate{project: x.internID(h.ProjectID), session: x.internID(h.SessionID), tenant: x.internID(h.TenantID),
-		confidence: h.Confidence, validTo: h.ValidTo,
+		confidence: h.Confidence, validTo: unixNanoOr0(h.ValidTo),
 		key: idKey(h.ID)}
 	if h.Scope == memory.ScopeSession {
 		g.flags |= gateSession
@@ -101,6 +102,30 @@ func (x *index) setGate(rid uint32, h *memory.Node) {
 	}
 	x.gates[rid] = g
 }
+
+// unixNanoOr0 is t in Unix nanoseconds, 0 for the zero time. A time
+// outside what an int64 of nanoseconds holds (before 1678, after 2262:
+// "valid until 9999-12-31") is clamped to its ends, which order against
+// any "now" as the time itself does; the epoch itself becomes -1.
+func unixNanoOr0(t time.Time) int64 {
+	switch {
+	case t.IsZero():
+		return 0
+	case t.Before(minNano):
+		return math.MinInt64
+	case t.After(maxNano):
+		return math.MaxInt64
+	}
+	if v := t.UnixNano(); v != 0 {
+		return v
+	}
+	return -1
+}
+
+var (
+	minNano = time.Unix(0, math.MinInt64)
+	maxNano = time.Unix(0, math.MaxInt64)
+)
 
 // gateFilter is a memory.Filter compiled against the index's interned ids.
 type gateFilter struct {
@@ -133,7 +158,7 @@ func (x *index) pass(rid uint32, gf *gateFilter) bool {
 	if !f.IncludeArchived && g.flags&gateArchived != 0 {
 		return false
 	}
-	if !f.IncludeSuperseded && (g.flags&gateSuperseded != 0 || (!g.validTo.IsZero() && !g.validTo.After(gf.now))) {
+	if !f.IncludeSuperseded && (g.flags&gateSuperseded != 0 || (g.validTo != 0 && g.validTo <= gf.now.UnixNano())) {
 		return false
 	}
 	if g.confidence < f.MinConfidence {

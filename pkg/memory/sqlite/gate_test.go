@@ -18,13 +18,19 @@ func TestGateMatchesVisible(t *testing.T) {
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	pick := func(vals ...string) string { return vals[r.IntN(len(vals))] }
 	when := func() time.Time {
-		switch r.IntN(4) {
+		switch r.IntN(7) {
 		case 0:
 			return time.Time{}
 		case 1:
 			return now.Add(-time.Hour)
 		case 2:
 			return now // closed at this very instant: no longer valid
+		case 3:
+			return time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC) // "forever": past an int64 of nanoseconds
+		case 4:
+			return time.Date(1500, 1, 1, 0, 0, 0, 0, time.UTC) // before it
+		case 5:
+			return time.Unix(0, 0)
 		}
 		return now.Add(time.Hour)
 	}
