@@ -24,11 +24,8 @@ func (s *Store) Lexical(ctx context.Context, terms []string, f memory.Filter, li
 	x := s.idx
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	sc, _ := x.scratch.Get().(*scratch)
-	if sc == nil {
-		sc = &scratch{}
-	}
-	defer x.scratch.Put(sc)
+	sc := x.scratch.get()
+	defer x.scratch.put(sc)
 	gf := x.compile(&f, now)
 	more := func() bool { return len(t.items) < t.k }
 	x.lex.search(terms, sc, t.k, more, func(rid uint32, score float64) bool {

@@ -33,7 +33,7 @@ type index struct {
 	standing   map[memory.ProjectRef][]uint32 // per tenant's project (Project "": global): standing rids in memory.CompareStanding order
 	liveBy     map[memory.ProjectRef]int      // live nodes per tenant's project (Project "": global)
 	embeddedBy map[projectModel]int           // live nodes per tenant's project (Project "": global) and embedding model
-	scratch    sync.Pool                      // *scratch
+	scratch    scratchPool
 }
 
 func newIndex(vecOpts []vecindex.Option) *index {
@@ -52,6 +52,39 @@ func newIndex(vecOpts []vecindex.Option) *index {
 	}
 }
 
+// scratchPool keeps the lexical channel's scratch (two float arrays as
+// long as the index: 10 MB at a million memories) across garbage
+// collections, unlike a sync.Pool, which drops its items at every
+// collection: a query after one allocated them again, during the
+// collector's mark when the index grows (its background load), and paid
+// for them in mark assists on the turn's path. It holds at most
+// scratchKept of them (concurrent queries beyond that allocate theirs).
+type scratchPool struct {
+	mu   sync.Mutex
+	free []*scratch
+}
+
+const scratchKept = 8
+
+func (p *scratchPool) get() *scratch {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n := len(p.free); n > 0 {
+		sc := p.free[n-1]
+		p.free = p.free[:n-1]
+		return sc
+	}
+	return &scratch{}
+}
+
+func (p *scratchPool) put(sc *scratch) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.free) < scratchKept {
+		p.free = append(p.free, sc)
+	}
+}
+
 // change is one committed node write to mirror in the index.
 type change struct {
 	rid  uint32
@@ -62,6 +95,34 @@ type change struct {
 	// counts are the token counts of the indexed text when they were
 	// taken before the index lock (the load does); nil: taken under it.
 	counts map[string]int
+	// head and unit are the node's head and unit vector when they were
+	// made before the index lock (the load does: what a batch allocates
+	// under the lock, it pays for in mark assists while turns wait for
+	// the lock); nil: made under it.
+	head *memory.Node
+	unit []float32
+}
+
+// reserve makes room for rids up to last in the per-rid slices, so that a
+// load growing them to a million entries does not copy them again and
+// again under the lock.
+func (x *index) reserve(last int) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	n := last + 1 // a write since last was read may have grown them past it
+	x.heads = growTo(x.heads, n)
+	x.gates = growTo(x.gates, n)
+	x.lex.docLen = growTo(x.lex.docLen, n)
+	x.lex.gen = growTo(x.lex.gen, n)
+	x.lex.docTerms = growTo(x.lex.docTerms, n)
+}
+
+// growTo makes the capacity of s at least n.
+func growTo[S ~[]E, E any](s S, n int) S {
+	if n > len(s) {
+		return slices.Grow(s, n-len(s))
+	}
+	return s
 }
 
 // head is what the index keeps of a node: all of it but the vector, so
@@ -168,7 +229,10 @@ func (x *index) commitLocked(changes []change, edges []edgeChange, load bool) {
 		if prev != nil && prev.ID != c.n.ID {
 			delete(x.byID, prev.ID)
 		}
-		h := head(&c.n)
+		h := c.head
+		if h == nil {
+			h = head(&c.n)
+		}
 		x.heads[c.rid] = h
 		x.setGate(c.rid, h)
 		x.byID[c.n.ID] = c.rid
@@ -244,7 +308,12 @@ func (x *index) loadChunk(changes []change) {
 	// postings to be appended, and a batch at a time, so that no read waits
 	// for a whole chunk.
 	for i := range changes {
-		changes[i].counts = docCounts(&changes[i].n)
+		c := &changes[i]
+		c.counts = docCounts(&c.n)
+		c.head = head(&c.n)
+		if len(c.n.Embedding) > 0 {
+			c.unit = unit(c.n.Embedding)
+		}
 	}
 	for len(changes) > 0 {
 		n := min(loadBatch, len(changes))
@@ -282,7 +351,7 @@ func (x *index) loadBatch(changes []change) {
 		if len(n.Embedding) != fl.dim {
 			continue // cannot happen: writes check dimensions
 		}
-		fl.add(n.ID, changes[i].rid, n.Embedding, false)
+		fl.addUnit(n.ID, changes[i].rid, changes[i].unit, nil)
 	}
 }
 

@@ -270,6 +270,7 @@ func (s *Store) loadNodes(ctx context.Context) bool {
 	s.ld.mu.Lock()
 	s.ld.total = total
 	s.ld.mu.Unlock()
+	s.idx.reserve(int(last))
 	if s.background {
 		// Only worth it when something is served before the load ends.
 		if err := s.loadStanding(ctx); err != nil {

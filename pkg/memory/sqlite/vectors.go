@@ -29,7 +29,16 @@ type vecOp struct {
 func newFlat(dim int) *flatVecs { return &flatVecs{dim: dim, at: map[string]int{}} }
 
 func (f *flatVecs) add(id string, rid uint32, v []float32, logIt bool) {
-	u := unit(v)
+	var logged []float32
+	if logIt {
+		logged = v
+	}
+	f.addUnit(id, rid, unit(v), logged)
+}
+
+// addUnit is add of a vector already made a unit vector (u); logged, when
+// not nil, is the vector to log for the replay.
+func (f *flatVecs) addUnit(id string, rid uint32, u, logged []float32) {
 	if i, ok := f.at[id]; ok {
 		f.vecs[i], f.rids[i] = u, rid
 	} else {
@@ -38,8 +47,8 @@ func (f *flatVecs) add(id string, rid uint32, v []float32, logIt bool) {
 		f.rids = append(f.rids, rid)
 		f.vecs = append(f.vecs, u)
 	}
-	if logIt {
-		f.log = append(f.log, vecOp{id: id, rid: rid, vec: v})
+	if logged != nil {
+		f.log = append(f.log, vecOp{id: id, rid: rid, vec: logged})
 	}
 }
 
