@@ -220,6 +220,7 @@ func (s *Store) planReads(ctx context.Context, tags []scopeTag, qs []memory.LexT
 		}
 	}
 	weigh(reads)
+	reads = slices.DeleteFunc(reads, func(r *lexRead) bool { return len(r.lists) == 0 })
 	for _, r := range reads {
 		r.plan(s.lexBudget, minPer)
 	}
@@ -310,7 +311,7 @@ type postingList struct {
 	missing    *goredis.FloatSliceCmd // the leading candidates' scores in this list
 }
 
-// parseLexDict reads the reply of lexDictScript (nil: nothing to read).
+// parseLexDict reads the reply of lexDictScript (nil: an empty scope).
 func parseLexDict(tag scopeTag, k keys, d []string) (*lexRead, error) {
 	if len(d) < 2 || (len(d)-2)%3 != 0 {
 		return nil, fmt.Errorf("redis lexical: dictionary reply of %d values", len(d))
@@ -320,9 +321,10 @@ func parseLexDict(tag scopeTag, k keys, d []string) (*lexRead, error) {
 	if err1 != nil || err2 != nil {
 		return nil, fmt.Errorf("redis lexical: corpus statistics %q, %q", d[0], d[1])
 	}
-	if n <= 0 || len(d) == 2 {
+	if n <= 0 {
 		return nil, nil
 	}
+	// A scope without a match still counts in the statistics (weigh).
 	r := &lexRead{tag: tag, keys: k, n: n, total: total}
 	for i := 2; i+2 < len(d); i += 3 {
 		df, err := strconv.ParseInt(d[i+1], 10, 64)
