@@ -42,9 +42,13 @@ import (
 //	               an hour at 1M on 2 cores: ENGRAM_BENCH_VECTORS=0 does not
 //	               wait for it and reports 0)
 //	turn-p50-ms    block latency of the turns sent while loading (median of the run)
+//	turn-p99-ms    their 99th percentile
 //	turn-max-ms    the slowest of them
 //	turns-loading  turns answered before the memories were loaded
 //	turns-late     turns that got no block in time (want 0)
+//	gc-mark-max-s  with GODEBUG=gctrace=1 in the environment: the longest
+//	               concurrent mark of serve's collector until the memories
+//	               were loaded (the late turns of a large load fall in them)
 //
 //	go test -run '^$' -bench 'ServeStartup/(empty|100k)' -benchtime 3x ./cmd/engram
 //	go test -run '^$' -bench 'ServeStartup/1M' -benchtime 1x -timeout 2h ./cmd/engram
@@ -81,7 +85,7 @@ func benchServeStartup(b *testing.B, n int) {
 	if n > 0 {
 		fixture = serveFixture(b, n)
 	}
-	var ready, memories, vectors, turnP50, turnMax, loadingTurns, late []float64
+	var ready, memories, vectors, turnP50, turnP99, turnMax, loadingTurns, late, markMax []float64
 	for b.Loop() {
 		b.StopTimer()
 		dir := filepath.Join(b.TempDir(), "data")
@@ -110,17 +114,20 @@ func benchServeStartup(b *testing.B, n int) {
 		b.StopTimer()
 		r.stop(b)
 		slices.Sort(lat)
-		turnP50, turnMax = append(turnP50, pct(lat, 0.5)), append(turnMax, pct(lat, 1))
+		turnP50, turnP99, turnMax = append(turnP50, pct(lat, 0.5)), append(turnP99, pct(lat, 0.99)), append(turnMax, pct(lat, 1))
+		cycles, longest := r.gcMarks(mem)
+		markMax = append(markMax, longest.Seconds())
 		loadingTurns, late = append(loadingTurns, float64(whileLoading)), append(late, float64(lateN))
-		b.Logf("%d memories: ready %.3f s, memories loaded %.2f s, vectors %.2f s; %d turns while loading (%d late), block p50 %.1f ms, max %.1f ms",
-			n, r.ready.Seconds(), mem.Seconds(), vec.Seconds(), whileLoading, lateN, pct(lat, 0.5), pct(lat, 1))
+		b.Logf("%d memories: ready %.3f s, memories loaded %.2f s, vectors %.2f s; %d turns while loading (%d late), block p50 %.1f ms, p99 %.1f ms, max %.1f ms; %d collections while loading, longest mark %.2f s",
+			n, r.ready.Seconds(), mem.Seconds(), vec.Seconds(), whileLoading, lateN, pct(lat, 0.5), pct(lat, 0.99), pct(lat, 1), cycles, longest.Seconds())
 		b.StartTimer()
 	}
 	for _, m := range []struct {
 		unit string
 		v    []float64
 	}{{"ready-s", ready}, {"memories-s", memories}, {"vectors-s", vectors}, {"turn-p50-ms", turnP50},
-		{"turn-max-ms", turnMax}, {"turns-loading", loadingTurns}, {"turns-late", late}} {
+		{"turn-p99-ms", turnP99}, {"turn-max-ms", turnMax}, {"turns-loading", loadingTurns}, {"turns-late", late},
+		{"gc-mark-max-s", markMax}} {
 		b.ReportMetric(median(m.v), m.unit)
 	}
 	b.ReportMetric(0, "ns/op")
@@ -214,6 +221,28 @@ func runServe(b *testing.B, bin, dir string) *serveRun {
 	return r
 }
 
+// gcMarks reads serve's gctrace lines (GODEBUG=gctrace=1: "gc 12 @3.2s
+// 4%: 0.1+2345+0.2 ms clock, ...") and returns how many collections
+// started before until (from the process's start) and the longest
+// concurrent mark among them.
+func (r *serveRun) gcMarks(until time.Duration) (cycles int, longest time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for line := range strings.Lines(r.logs.String()) {
+		var n int
+		var at, stw1, mark float64
+		if _, err := fmt.Sscanf(line, "gc %d @%fs %s %f+%f+", &n, &at, new(string), &stw1, &mark); err != nil {
+			continue
+		}
+		if time.Duration(at*float64(time.Second)) > until {
+			break
+		}
+		cycles++
+		longest = max(longest, time.Duration(mark*float64(time.Millisecond)))
+	}
+	return cycles, longest
+}
+
 // logged reports when msg was first logged.
 func (r *serveRun) logged(msg string) (time.Duration, bool) {
 	r.mu.Lock()
@@ -280,6 +309,9 @@ func (r *serveRun) turnsWhileLoading(b *testing.B) (lat []float64, whileLoading,
 			}
 		} else {
 			lat = append(lat, float64(d.Microseconds())/1000)
+			if d > 500*time.Millisecond {
+				b.Logf("turn %d took %.0f ms, answered %.1f s after serve started", i, float64(d.Microseconds())/1000, time.Since(r.t0).Seconds())
+			}
 			if _, loaded := r.logged("memory index loaded"); !loaded {
 				whileLoading++
 			}
@@ -291,9 +323,17 @@ func (r *serveRun) turnsWhileLoading(b *testing.B) (lat []float64, whileLoading,
 func (r *serveRun) stop(b *testing.B) {
 	_ = r.cmd.Process.Signal(syscall.SIGTERM)
 	<-r.done
-	if err := r.cmd.Wait(); err != nil {
-		r.mu.Lock()
-		defer r.mu.Unlock()
+	err := r.cmd.Wait()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if path := os.Getenv("ENGRAM_BENCH_LOG"); path != "" {
+		// serve's log (with GODEBUG=gctrace=1 its collections too), to
+		// read beside the slow turns logged by the benchmark.
+		if werr := os.WriteFile(path, []byte(r.logs.String()), 0o600); werr != nil {
+			b.Errorf("ENGRAM_BENCH_LOG: %v", werr)
+		}
+	}
+	if err != nil {
 		b.Fatalf("serve: exit %v:\n%s", err, r.logs.String())
 	}
 }
