@@ -60,7 +60,8 @@ func TestLexIndexBM25(t *testing.T) {
 // TestLexSearchCommonWords: once the rarer words found 2 x want documents,
 // a common word brings in no document; a common word's stem family is not
 // scored, and its own token adds ExactWeight x its idf to the documents
-// found (the same sum on the one-pass and the general path).
+// found that can still be among the want best accepted ones (commonCut),
+// the same sum on the one-pass and the general path.
 func TestLexSearchCommonWords(t *testing.T) {
 	x := newLexIndex()
 	docs := []string{"zebra the", "zebra", "zebra theme", "zebra", "the", "the", "the"}
@@ -70,36 +71,55 @@ func TestLexSearchCommonWords(t *testing.T) {
 	for i, d := range docs {
 		x.set(uint32(i+1), d)
 	}
-	search := func() map[uint32]float64 {
+	search := func(want int, accept func(uint32) bool) map[uint32]float64 {
 		var sc scratch
 		got := map[uint32]float64{}
-		x.search([]string{"zebra", "the"}, &sc, 1, func() bool { return true }, func(rid uint32, s float64) bool { got[rid] = s; return true })
+		x.searchAccepting([]string{"zebra", "the"}, &sc, want, accept, func() bool { return true }, func(rid uint32, s float64) bool { got[rid] = s; return true })
 		return got
-	}
-	got := search()
-	if len(got) != 4 {
-		t.Fatalf("documents visited: %v; want the four with zebra", got)
 	}
 	N, avg := float64(len(docs)), float64(x.totalLen)/float64(len(docs))
 	idf := func(df float64) float64 { return math.Log(1 + (N-df+0.5)/(df+0.5)) }
 	bm := func(w, tf, dl float64) float64 { return w * tf * (bm25K1 + 1) / (tf + bm25K1*(1-bm25B+bm25B*dl/avg)) }
 	zebra := func(dl float64) float64 { return bm((1+memory.ExactWeight)*idf(4), 1, dl) }
-	want := map[uint32]float64{
+	exact := map[uint32]float64{
 		1: zebra(2) + bm(memory.ExactWeight*idf(44), 1, 2), // "the" itself, at its own idf
 		2: zebra(1),
 		3: zebra(2), // "theme" is of the family of "the": not scored
 		4: zebra(1),
 	}
-	for rid, w := range want {
-		if math.Abs(got[rid]-w) > 1e-5 {
-			t.Errorf("doc %d (%q): score %v, want %v", rid, docs[rid-1], got[rid], w)
+	check := func(what string, got map[uint32]float64, exactOnes ...uint32) {
+		t.Helper()
+		if len(got) != 4 {
+			t.Fatalf("%s: documents visited: %v; want the four with zebra", what, got)
+		}
+		for _, rid := range exactOnes {
+			if math.Abs(got[rid]-exact[rid]) > 1e-5 {
+				t.Errorf("%s: doc %d (%q): score %v, want %v", what, rid, docs[rid-1], got[rid], exact[rid])
+			}
+		}
+		for rid, s := range got {
+			if s > exact[rid]+1e-5 {
+				t.Errorf("%s: doc %d scores %v, over its exact %v", what, rid, s, exact[rid])
+			}
 		}
 	}
+	// The best document is one of the short ones: doc 1, far under it,
+	// need not have its common word scored.
+	one := search(1, nil)
+	check("want 1", one, 2, 4)
+	// A caller that takes neither short document: its two best are docs 1
+	// and 3, scored exactly, "the" and all.
+	notShort := func(rid uint32) bool { return rid != 2 && rid != 4 }
+	two := search(2, notShort)
+	check("want 2 of 1 and 3", two, 1, 2, 3, 4)
 	for i := range x.tms {
 		x.tms[i].stale++ // the general path
 	}
-	if again := search(); !maps.Equal(again, got) {
-		t.Fatalf("general path %v, one pass %v", again, got)
+	if again := search(1, nil); !maps.Equal(again, one) {
+		t.Fatalf("general path %v, one pass %v", again, one)
+	}
+	if again := search(2, notShort); !maps.Equal(again, two) {
+		t.Fatalf("general path %v, one pass %v", again, two)
 	}
 }
 
