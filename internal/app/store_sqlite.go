@@ -87,7 +87,8 @@ func watchLoad(s *sqlite.Store, log *zap.Logger) func() {
 		if st.Total == 0 {
 			return
 		}
-		log.Info("memory index loaded", zap.Int("memories", st.Loaded), zap.Duration("took", st.NodesIn))
+		log.Info("memory index loaded", zap.Int("memories", st.Loaded), zap.Duration("took", st.NodesIn),
+			zap.Int("collections", st.Collections), zap.Duration("collecting", st.CollectedIn))
 		if !st.Vectors {
 			log.Info("building the vector index; until it is built the vector channel answers by exact search")
 		}

@@ -20,6 +20,11 @@ type LoadStatus struct {
 	Vectors bool
 	// NodesIn and VectorsIn are how long each took from open (0 until done).
 	NodesIn, VectorsIn time.Duration
+	// Collections are the garbage collections the load ran itself so that
+	// the collector's marks do not meet its allocations (the SQLite
+	// backend's background load), and CollectedIn their time.
+	Collections int
+	CollectedIn time.Duration
 	// Err is why loading stopped (the store then answers from what it has).
 	Err error
 }

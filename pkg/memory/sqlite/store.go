@@ -110,12 +110,14 @@ type Store struct {
 
 // loadState is what LoadStatus reports.
 type loadState struct {
-	mu        sync.Mutex
-	loaded    int
-	total     int
-	nodesIn   time.Duration
-	vectorsIn time.Duration
-	err       error
+	mu          sync.Mutex
+	loaded      int
+	total       int
+	nodesIn     time.Duration
+	vectorsIn   time.Duration
+	collections int           // run by the background load (collectNearGoal)
+	collectedIn time.Duration // their time
+	err         error
 }
 
 var (
@@ -284,6 +286,14 @@ func (s *Store) loadNodes(ctx context.Context) bool {
 		case <-s.stop:
 			return fail(errStopped)
 		default:
+		}
+		if s.background {
+			if d, ok := collectNearGoal(); ok {
+				s.ld.mu.Lock()
+				s.ld.collections++
+				s.ld.collectedIn += d
+				s.ld.mu.Unlock()
+			}
 		}
 		n, next, err := s.loadChunk(ctx, after, last)
 		if err != nil {
@@ -511,7 +521,8 @@ func (s *Store) WaitIndexed(ctx context.Context) error {
 func (s *Store) LoadStatus() memory.LoadStatus {
 	s.ld.mu.Lock()
 	defer s.ld.mu.Unlock()
-	st := memory.LoadStatus{Loaded: s.ld.loaded, Total: s.ld.total, NodesIn: s.ld.nodesIn, VectorsIn: s.ld.vectorsIn, Err: s.ld.err}
+	st := memory.LoadStatus{Loaded: s.ld.loaded, Total: s.ld.total, NodesIn: s.ld.nodesIn, VectorsIn: s.ld.vectorsIn,
+		Collections: s.ld.collections, CollectedIn: s.ld.collectedIn, Err: s.ld.err}
 	select {
 	case <-s.loaded:
 		st.Nodes = s.ld.err == nil
