@@ -526,33 +526,15 @@ func (x *lexIndex) commonCut(sc *scratch, top float32, want int, spare float64, 
 	if !(top > 0) {
 		return 0
 	}
-	scale := float32(cutBuckets-1) / top
-	bucket := func(v float32) int { return min(int(v*scale), cutBuckets-1) }
-	var counts [cutBuckets]int
-	for _, rid := range sc.touched {
-		counts[bucket(sc.score[rid])]++
-	}
+	var h histogram
+	h.fill(sc, top)
 	for need := want; need <= 512*want; need *= 8 {
-		cut, seen := -1, 0
-		for b := cutBuckets - 1; b >= 0; b-- {
-			if seen += counts[b]; seen >= need {
-				cut = b
-				break
-			}
-		}
+		cut := h.cutFor(need)
 		if cut < 0 {
 			return 0
 		}
-		best := sc.best[:0]
-		for _, rid := range sc.touched {
-			if v := sc.score[rid]; bucket(v) >= cut {
-				best = append(best, ranked{v, rid})
-			}
-		}
-		slices.SortFunc(best, func(a, b ranked) int { return cmp.Compare(b.score, a.score) })
-		sc.best = best
 		accepted := 0
-		for _, r := range best {
+		for _, r := range sc.bestFrom(&h, cut) {
 			if accept == nil || accept(r.rid) {
 				if accepted++; accepted == want {
 					margin := 1e-6 * (float64(r.score) + spare)
@@ -562,6 +544,49 @@ func (x *lexIndex) commonCut(sc *scratch, top float32, want int, spare float64, 
 		}
 	}
 	return 0
+}
+
+// histogram counts the touched documents by score, in cutBuckets buckets
+// from 0 to the best score: the documents at or above the k-th best score
+// are found without sorting them all.
+type histogram struct {
+	scale  float32
+	counts [cutBuckets]int
+}
+
+func (h *histogram) fill(sc *scratch, top float32) {
+	h.scale = float32(cutBuckets-1) / top
+	for _, rid := range sc.touched {
+		h.counts[h.bucket(sc.score[rid])]++
+	}
+}
+
+func (h *histogram) bucket(v float32) int { return min(int(v*h.scale), cutBuckets-1) }
+
+// cutFor is the highest bucket at which the documents counted from the
+// best reach need (-1: there are fewer).
+func (h *histogram) cutFor(need int) int {
+	seen := 0
+	for b := cutBuckets - 1; b >= 0; b-- {
+		if seen += h.counts[b]; seen >= need {
+			return b
+		}
+	}
+	return -1
+}
+
+// bestFrom returns the touched documents in the buckets from cut up, best
+// first (in sc.best, reused).
+func (sc *scratch) bestFrom(h *histogram, cut int) []ranked {
+	best := sc.best[:0]
+	for _, rid := range sc.touched {
+		if v := sc.score[rid]; h.bucket(v) >= cut {
+			best = append(best, ranked{v, rid})
+		}
+	}
+	slices.SortFunc(best, func(a, b ranked) int { return cmp.Compare(b.score, a.score) })
+	sc.best = best
+	return best
 }
 
 // unmarkTouched clears what markTouched set.
@@ -606,28 +631,10 @@ func (x *lexIndex) visitBest(sc *scratch, top float32, want int, more func() boo
 		}
 		return
 	}
-	scale := float32(cutBuckets-1) / top
-	bucket := func(v float32) int { return min(int(v*scale), cutBuckets-1) }
-	var counts [cutBuckets]int
-	for _, rid := range sc.touched {
-		counts[bucket(sc.score[rid])]++
-	}
-	cut, seen := 0, 0
-	for b := cutBuckets - 1; b >= 0; b-- {
-		if seen += counts[b]; seen >= want {
-			cut = b
-			break
-		}
-	}
-	best := sc.best[:0]
-	for _, rid := range sc.touched {
-		if v := sc.score[rid]; bucket(v) >= cut {
-			best = append(best, ranked{v, rid})
-		}
-	}
-	slices.SortFunc(best, func(a, b ranked) int { return cmp.Compare(b.score, a.score) })
-	sc.best = best
-	for _, r := range best {
+	var h histogram
+	h.fill(sc, top)
+	cut := max(0, h.cutFor(want))
+	for _, r := range sc.bestFrom(&h, cut) {
 		if !visit(r.rid, float64(r.score)) {
 			break
 		}
@@ -636,7 +643,7 @@ func (x *lexIndex) visitBest(sc *scratch, top float32, want int, more func() boo
 		return
 	}
 	for _, rid := range sc.touched {
-		if v := sc.score[rid]; bucket(v) < cut {
+		if v := sc.score[rid]; h.bucket(v) < cut {
 			visit(rid, float64(v))
 		}
 	}
