@@ -78,10 +78,12 @@ func (l *chaosLog) totalKills() int {
 }
 
 // TestChaos is the multi-process end-to-end suite with chaos (package doc).
-func TestChaos(t *testing.T) {
+func TestChaos(tt *testing.T) {
 	if os.Getenv("ENGRAM_CHAOS") == "" {
-		t.Skip("the multi-process chaos suite runs with ENGRAM_CHAOS=1: make chaos (scripts/chaos.sh)")
+		tt.Skip("the multi-process chaos suite runs with ENGRAM_CHAOS=1: make chaos (scripts/chaos.sh)")
 	}
+	t := &recT{T: tt}
+	defer t.summary()
 	p := loadParams()
 	t.Logf("chaos: %d turns (%d per session, %d clients, %v between a block and turn_ended), %d kills, model outage %v, seed %d",
 		p.turns, p.perSession, p.clients, p.think, p.kills, p.outage, p.seed)
@@ -89,7 +91,7 @@ func TestChaos(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Hour)
 	defer cancel()
 
-	c := newCluster(t)
+	c := newCluster(tt)
 	c.build()
 	c.startInfra(ctx)
 	c.setup(ctx)
@@ -163,7 +165,7 @@ func TestChaos(t *testing.T) {
 
 // warmUp plays two sessions of 7 turns one turn at a time, waiting for the
 // workers after each, and returns their records.
-func warmUp(ctx context.Context, t *testing.T, c *cluster, d *driver) []*turnRec {
+func warmUp(ctx context.Context, t *recT, c *cluster, d *driver) []*turnRec {
 	t.Helper()
 	var recs []*turnRec
 	for i := range 2 {
@@ -198,7 +200,7 @@ func warmUp(ctx context.Context, t *testing.T, c *cluster, d *driver) []*turnRec
 // (p.kills in all, the last ones possibly during the drain), restarts NATS
 // at 30% of the turns and Redis at 50%, and takes the model down at 65%
 // for p.outage (first half connection refused, second half 503).
-func runChaos(ctx context.Context, t *testing.T, c *cluster, d *driver, p params, rng *rand.Rand, log *chaosLog, warm []*turnRec, replayDone <-chan struct{}) {
+func runChaos(ctx context.Context, t *recT, c *cluster, d *driver, p params, rng *rand.Rand, log *chaosLog, warm []*turnRec, replayDone <-chan struct{}) {
 	base := int64(len(warm))
 	total := int64(p.turns)
 	points := make([]int64, p.kills)
@@ -277,7 +279,7 @@ func runChaos(ctx context.Context, t *testing.T, c *cluster, d *driver, p params
 				}
 				// Restarted after 0.2-2 s.
 				time.Sleep(time.Duration(200+rng.IntN(1800)) * time.Millisecond)
-				victim.start(t)
+				victim.start(t.T)
 			}
 		}
 		supervise(t, c, log)
@@ -320,7 +322,7 @@ func msDone(ms []*milestone) bool {
 // restart policy. A worker that could not start (its store or bus was down:
 // it exits with the reason, by design) is restarted and counted; one that
 // exited after it was ready crashed: a test failure.
-func supervise(t *testing.T, c *cluster, log *chaosLog) {
+func supervise(t *recT, c *cluster, log *chaosLog) {
 	for _, w := range c.workers {
 		if !w.exited() {
 			continue
@@ -336,11 +338,11 @@ func supervise(t *testing.T, c *cluster, log *chaosLog) {
 			log.add("%s could not start (restarted in 1 s): %.200s", w.name, last)
 			time.Sleep(time.Second)
 		}
-		w.start(t)
+		w.start(t.T)
 	}
 }
 
-func dumpTails(t *testing.T, c *cluster) {
+func dumpTails(t *recT, c *cluster) {
 	for _, w := range c.workers {
 		t.Logf("--- %s (%d starts):\n%s", w.name, w.starts, w.tail(15))
 	}

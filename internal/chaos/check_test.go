@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -100,7 +99,7 @@ const (
 
 // check verifies what the deployment did against the script and returns
 // the figures; every violation is also a test error.
-func check(ctx context.Context, t *testing.T, c *cluster, d *driver, warm []*turnRec) report {
+func check(ctx context.Context, t *recT, c *cluster, d *driver, warm []*turnRec) report {
 	t.Helper()
 	var r report
 	st := c.store()
@@ -514,7 +513,7 @@ func nodeIDs(ns []memory.Node) []string {
 }
 
 // readStream returns the bodies of every message of a stream.
-func readStream(ctx context.Context, t *testing.T, c *cluster, stream string) [][]byte {
+func readStream(ctx context.Context, t *recT, c *cluster, stream string) [][]byte {
 	t.Helper()
 	s, err := c.js.Stream(ctx, stream)
 	if err != nil {
