@@ -90,6 +90,14 @@ func (e *FailedError) Unwrap() []error { return []error{ErrFailed, e.Err} }
 // model outage).
 var ErrTranscriptBehind = errors.New("compact: the session's transcript is behind (a turn_ended waits for the extractor)")
 
+// ErrBusy: another run holds the session's lease (Outcome Busy). The
+// handler returns it, transient (the runner's backoff: 1 s, doubling),
+// rather than acknowledge the report: a holder that dies (kill -9, its
+// lease left to expire) does not cover it, and acknowledged it could be
+// the session's last report. The retry after a live holder let go finds
+// the report Covered by the summary it saved, without a model call.
+var ErrBusy = errors.New("compact: another run holds the session; the report is retried until it finds the session free")
+
 // ExtractorLag tells whether a session's latest turn_ended still waits for
 // the extractor (events.ExtractorLag).
 type ExtractorLag interface {
@@ -184,7 +192,7 @@ const (
 	NothingToSplit Outcome = "nothing_to_split" // too few messages, or no user message to split at
 	Ephemeral      Outcome = "ephemeral"
 	SubStack       Outcome = "sub_conversation" // a stack id: Engram stores the session's main conversation only
-	Busy           Outcome = "busy"             // another replica compacts the session: its run covers this report
+	Busy           Outcome = "busy"             // another run compacts the session: the handler retries the report (ErrBusy)
 	Covered        Outcome = "covered"          // the report predates the latest summary
 )
 
@@ -205,8 +213,8 @@ type Result struct {
 // if so, summarises its older messages into the session's summary and
 // publishes compaction_done. It holds the session's lease ("compact") while
 // it works: a report that finds the lease held returns Busy at once (the
-// holder's run covers it), and so does a report older than the latest
-// summary (Covered) unless it is forced.
+// handler retries it, ErrBusy), and a report older than the latest summary
+// returns Covered unless it is forced.
 //
 // Ephemerality is remembered per session: a report that says so records it
 // (a processed record, kept Config.RecordTTL), and a forced report without

@@ -9,6 +9,7 @@ import (
 
 	"github.com/engram-memory/engram/internal/compact"
 	"github.com/engram-memory/engram/internal/runner"
+	"github.com/engram-memory/engram/pkg/events"
 	"github.com/engram-memory/engram/pkg/llm"
 	"github.com/engram-memory/engram/pkg/llm/llmtest"
 	"github.com/engram-memory/engram/pkg/memory"
@@ -531,6 +532,42 @@ func TestConcurrentReports(t *testing.T) {
 		}
 		if n := f.srv.Calls("/api/chat"); n != 1 {
 			t.Fatalf("%d model calls", n)
+		}
+	})
+}
+
+// TestBusyReportIsNotAcknowledged: a report that finds the session's lease
+// held is retried (ErrBusy, transient), not acknowledged: the holder may
+// be a worker killed mid-run whose lease only expires, and the report the
+// session's last. Once the lease is free the retry compacts.
+func TestBusyReportIsNotAcknowledged(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func(t testing.TB) memory.Store) {
+		f := newFixture(t, open)
+		h := compact.NewHandler(f.c, nil)
+		f.srv.OnChatAlways(nil, llmtest.Text(summaryText("Deploy")))
+		for range 3 {
+			f.turn("How do we deploy?")
+		}
+		const ttl = 1500 * time.Millisecond
+		ok, err := f.st.AcquireLease(f.ctx, sref(), compact.LeaseName, "killed-worker", ttl)
+		if err != nil || !ok {
+			t.Fatal(ok, err)
+		}
+		expires := time.Now().Add(ttl)
+		ev := events.New(events.Ref{ProjectID: project, SessionID: session}, events.TokensReported{InputTokens: 100000, ContextWindow: 128000})
+		err = h.Handle(f.ctx, ev)
+		if !errors.Is(err, compact.ErrBusy) || runner.IsPermanent(err) || runner.IsUnavailable(err) {
+			t.Fatalf("handled while another run holds the session: %v, want ErrBusy (transient)", err)
+		}
+		if n := f.srv.Calls("/api/chat"); n != 0 {
+			t.Fatalf("%d model calls while busy", n)
+		}
+		time.Sleep(time.Until(expires) + 100*time.Millisecond)
+		if err := h.Handle(f.ctx, ev); err != nil {
+			t.Fatalf("the retry after the lease expired: %v", err)
+		}
+		if s := f.summary(); s.UpTo <= 0 || len(f.pub.evs) != 1 {
+			t.Fatalf("after the retry: summary up to %d, %d events published", s.UpTo, len(f.pub.evs))
 		}
 	})
 }

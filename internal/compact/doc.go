@@ -37,8 +37,10 @@
 // and after a model outage the session's last report would otherwise be
 // answered before its turns were stored, and the session never compacted. One compaction per session at a time: the session lease "compact" is held
 // (memory.HoldLease, renewed every TTL/3, at most half the consumer's ack
-// wait) while the model works. A report that finds it held is acknowledged
-// at once (Busy): the holder's run covers it. A report made before the
+// wait) while the model works. A report that finds it held is not
+// acknowledged (Busy, ErrBusy: retried with the runner's backoff): a
+// holder killed mid-run leaves its lease to expire and covers nothing, and
+// the report may be the session's last. After a live holder it is Covered. A report made before the
 // latest summary was saved describes the context before it (it waited in
 // the stream, e.g. during an outage) and is Covered, unless forced; this
 // compares the platform's occurred-at with the store's clock, so a platform

@@ -49,6 +49,8 @@ func ReportFromEvent(ev events.Envelope) (Report, error) {
 //     outage, a summary call timed out or answered 5xx while Ollama is
 //     reachable): RetryAfter with Config.Backoff (1, 5, 15 minutes), and
 //     Permanent after Config.MaxFailures;
+//   - another run holds the session: ErrBusy, transient (the runner's
+//     backoff), see ErrBusy;
 //   - an invalid request, a forced compaction of an ephemeral session:
 //     Permanent (dead-lettered with the reason).
 func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
@@ -59,6 +61,9 @@ func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
 	res, err := h.c.Compact(ctx, r)
 	if err != nil {
 		return Classify(err)
+	}
+	if res.Outcome == Busy {
+		return ErrBusy
 	}
 	if res.Outcome == Compacted {
 		h.log.Info("conversation compacted", zap.String("event_id", ev.ID), zap.String("tenant", ev.TenantID), zap.String("project", ev.ProjectID),
@@ -80,7 +85,7 @@ func Classify(err error) error {
 	var failed *FailedError
 	var budget *llm.BudgetError
 	switch {
-	case errors.Is(err, ErrTranscriptBehind):
+	case errors.Is(err, ErrTranscriptBehind), errors.Is(err, ErrBusy):
 		return err // transient: the runner's backoff (1 s, doubling)
 	case errors.As(err, &failed):
 		if failed.Final {

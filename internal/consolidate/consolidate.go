@@ -104,6 +104,16 @@ var (
 	// minutes behind before the idle event is dead-lettered with this
 	// reason (engram dlq replay retries it).
 	ErrTranscriptBehind = errors.New("consolidate: the session's transcript is behind (a turn_ended waits for the extractor)")
+	// ErrBusy: another pass holds the session's lease (Result.Busy). The
+	// handler returns it, transient (the runner's backoff), rather than
+	// acknowledge the event: a holder that dies, or one that parks because
+	// a turn started after its own idle event, does not cover this event's
+	// newer activity, and once it is acknowledged no other idle event may
+	// come to finish the session (found by the chaos suite: a killed pass's
+	// redelivery met its own stale lease, was acknowledged, and the session
+	// stayed half consolidated). A retry after the holder let go is cheap:
+	// it resumes the parked pass, or finds nothing after the cursor.
+	ErrBusy = errors.New("consolidate: another pass holds the session; the idle event is retried until it finds the session free")
 )
 
 // Consolidator runs consolidation passes.

@@ -113,9 +113,14 @@
 // minutes behind).
 //
 // The pass holds the session's "consolidate" lease (renewed at a third of
-// its TTL, at most half the consumer's ack wait): a second replica's event
-// for the same session returns Busy and is acknowledged, the holder's pass
-// covers the session. A pass cut off by a model outage, a store outage, a
+// its TTL, at most half the consumer's ack wait): a second event for the
+// same session returns Busy and is not acknowledged (ErrBusy, retried with
+// the runner's backoff) until it finds the session free. Acknowledging it
+// lost work: a holder that parks (a turn started after its own idle event)
+// or dies leaves the newer idle event's activity unconsolidated, and the
+// chaos suite found a killed pass's own redelivery meeting its stale lease.
+// The retry after the holder let go resumes a parked pass or finds nothing
+// after the cursor (Empty). A pass cut off by a model outage, a store outage, a
 // lost lease or a crash is resumed from its journal by the next delivery
 // (status running); the handler classifies the outage as Unavailable so
 // the runner pauses instead of spending deliveries, and the project's

@@ -41,7 +41,9 @@ func RequestFromEvent(ev events.Envelope) (Request, error) {
 // Handle runs the pass of one session_idle event and tells the runner what
 // to do:
 //
-//   - another replica holds the session: nil (its pass covers the session);
+//   - another pass holds the session: ErrBusy, transient (the runner's
+//     backoff, 1 s doubling): the event is acknowledged only once a pass
+//     of its own ran (or found nothing to do), see ErrBusy;
 //   - the model unavailable or missing, the store or the stream
 //     unavailable: Unavailable (the runner pauses pulling; the pass resumes
 //     from its journal on redelivery, nothing is lost);
@@ -58,9 +60,12 @@ func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
 	if err != nil {
 		return Classify(err)
 	}
+	if res.Busy {
+		return ErrBusy
+	}
 	if !res.Empty {
 		h.log.Debug("session consolidated", zap.String("event_id", ev.ID), zap.String("project", ev.ProjectID),
-			zap.String("session", ev.SessionID), zap.Bool("busy", res.Busy), zap.String("verdict", string(res.Verdict)),
+			zap.String("session", ev.SessionID), zap.String("verdict", string(res.Verdict)),
 			zap.String("pass", res.Pass.ID), zap.Int("steps", res.Pass.Steps))
 	}
 	return nil
@@ -73,7 +78,7 @@ func Classify(err error) error {
 	}
 	var budget *llm.BudgetError
 	switch {
-	case errors.Is(err, ErrTranscriptBehind):
+	case errors.Is(err, ErrTranscriptBehind), errors.Is(err, ErrBusy):
 		return err // transient: the runner's backoff (1 s, doubling)
 	case errors.As(err, &budget):
 		return runner.RetryAfter(err, max(time.Until(budget.Until), time.Second))
