@@ -121,17 +121,22 @@
 //
 // # Figures
 //
-// The last runs (README, "Reliability"), both with NATS authentication
-// on (role users, 0 permission violations): `make chaos`, 3,014 turns,
-// 50 kills: 0 lost, 0 double feedback (exact: 1,943 verdicts
-// against 2,028 recorded (turn, memory) pairs, 0 records unlike
-// their answers), 2 late redeliveries answered from their record;
-// `make chaos-full` on the final code, 10,014 turns, 60 kills: 0 lost,
-// 0 double feedback (4,355 verdicts against 4,472 recorded pairs, 0
-// records unlike their answers), 1 late redelivery answered from its
-// record, 252 of 252 sessions consolidated with consolidation_done,
-// 0 dead-lettered. An earlier full run failed one check (one session
-// without its consolidation_done; fixed in internal/consolidate).
+// The last runs (README, "Reliability"), 2026-12-05, both with NATS
+// authentication on (role users, 0 permission violations): `make chaos`,
+// 3,014 turns, 50 kills, beside a second suite: 0 lost, 0 double feedback
+// (exact: 1,874 verdicts against 1,912 recorded (turn, memory) pairs, 0
+// records unlike their answers), 5 late redeliveries answered from their
+// record; `make chaos-full`, 10,014 turns, 60 kills, a 10-minute outage:
+// 0 lost, 0 double feedback (6,201 verdicts against 6,222 pairs), 252 of
+// 252 sessions consolidated with consolidation_done, 250 of 250
+// compacted, 0 dead-lettered. Earlier runs failed one check each, each a
+// product bug fixed since (README): a session without its
+// consolidation_done (the journal closed before publishing), and a
+// session half consolidated (a busy session_idle acknowledged while the
+// lease holder was dead; consolidate.ErrBusy).
+//
+// A failed run repeats the first line of each failed check as its last
+// output lines (recT): CI shows only the tail of the output.
 //
 // ENGRAM_CHAOS_REPORT names a file for the figures (JSON);
 // ENGRAM_CHAOS_DIR keeps the work dir (binaries, stores, every process's
