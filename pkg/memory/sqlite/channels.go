@@ -29,7 +29,7 @@ func (s *Store) Lexical(ctx context.Context, terms []string, f memory.Filter, li
 	gf := x.compile(&f, now)
 	more := func() bool { return len(t.items) < t.k }
 	accept := func(rid uint32) bool { return x.pass(rid, &gf) }
-	x.lex.searchAccepting(terms, sc, t.k, accept, more, func(rid uint32, score float64) bool {
+	x.lex.search(terms, sc, t.k, accept, more, func(rid uint32, score float64) bool {
 		if len(t.items) == t.k {
 			// Cannot enter: skip the filter check. Ties with the last
 			// are common (same term, same length) and lose on the id.

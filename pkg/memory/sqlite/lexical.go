@@ -321,15 +321,11 @@ const commonShare = 0.25
 // best documents first, best first while visit returns true, the others
 // only while more reports that the caller still needs some (see
 // visitBest; a nil more visits all, in no particular order).
-func (x *lexIndex) search(words []string, sc *scratch, want int, more func() bool, visit func(rid uint32, score float64) bool) {
-	x.searchAccepting(words, sc, want, nil, more, visit)
-}
-
-// searchAccepting is search for a caller that takes only the documents
-// accept accepts (nil: all): the common words then score only the
-// documents that can still be among the want best accepted ones (see
-// commonCut).
-func (x *lexIndex) searchAccepting(words []string, sc *scratch, want int, accept func(rid uint32) bool, more func() bool, visit func(rid uint32, score float64) bool) {
+//
+// accept is the caller's filter (nil: it takes every document): the
+// common words score only the documents that can still be among the want
+// best accepted ones (see commonCut).
+func (x *lexIndex) search(words []string, sc *scratch, want int, accept func(rid uint32) bool, more func() bool, visit func(rid uint32, score float64) bool) {
 	if x.nDocs == 0 {
 		return
 	}
@@ -388,10 +384,9 @@ func (x *lexIndex) searchAccepting(words []string, sc *scratch, want int, accept
 	slices.SortStableFunc(us, func(a, b unit) int { return a.df - b.df })
 	sc.touched = sc.touched[:0]
 	var top float32 // the best score so far (scores only grow)
-	// A posting's contribution is k * tf / (tf + c1 + c2 * length), k the
-	// unit's weighted idf times k1 + 1 (a group that is also its word's
-	// only token adds both weights at once).
-	c1, c2 := bm25K1*(1-bm25B), bm25K1*bm25B/avg
+	// k: the unit's weighted idf times k1 + 1 (a group that is also its
+	// word's only token adds both weights at once).
+	bm := bm25{c1: bm25K1 * (1 - bm25B), c2: bm25K1 * bm25B / avg}
 	// common: the units left are common (see commonShare) and the rarer
 	// ones found enough candidates. A common group is left out (the
 	// prefix expansions of "the" or "what" are noise); a common word's
@@ -437,7 +432,7 @@ func (x *lexIndex) searchAccepting(words []string, sc *scratch, want int, accept
 					continue
 				}
 				f := float64(p.tf)
-				v := sc.score[p.rid] + float32(k*f/(f+c1+c2*float64(x.docLen[p.rid])))
+				v := sc.score[p.rid] + bm.score(k, f, x.docLen[p.rid])
 				sc.score[p.rid] = v
 				top = max(top, v)
 			}
@@ -459,7 +454,7 @@ func (x *lexIndex) searchAccepting(words []string, sc *scratch, want int, accept
 					sc.touched = append(sc.touched, p.rid)
 				}
 				f := float64(p.tf)
-				v := old + float32(k*f/(f+c1+c2*float64(x.docLen[p.rid])))
+				v := old + bm.score(k, f, x.docLen[p.rid])
 				sc.score[p.rid] = v
 				top = max(top, v)
 			}
@@ -489,7 +484,7 @@ func (x *lexIndex) searchAccepting(words []string, sc *scratch, want int, accept
 			if old == 0 {
 				sc.touched = append(sc.touched, rid)
 			}
-			v := old + float32(k*f/(f+c1+c2*float64(x.docLen[rid])))
+			v := old + bm.score(k, f, x.docLen[rid])
 			sc.score[rid] = v
 			top = max(top, v)
 		}
@@ -498,6 +493,14 @@ func (x *lexIndex) searchAccepting(words []string, sc *scratch, want int, accept
 		sc.unmarkTouched()
 	}
 	x.visitBest(sc, top, want, more, visit)
+}
+
+// bm25 holds the query's length normalisation: a posting's contribution
+// is k * tf / (tf + c1 + c2 * length).
+type bm25 struct{ c1, c2 float64 }
+
+func (b bm25) score(k, tf float64, length uint32) float32 {
+	return float32(k * tf / (tf + b.c1 + b.c2*float64(length)))
 }
 
 // markFrom sets the bits of the touched documents scoring at least cut in
@@ -589,7 +592,7 @@ func (sc *scratch) bestFrom(h *histogram, cut int) []ranked {
 	return best
 }
 
-// unmarkTouched clears what markTouched set.
+// unmarkTouched clears what markFrom set.
 func (sc *scratch) unmarkTouched() {
 	for _, rid := range sc.touched {
 		sc.mark[rid>>6] = 0

@@ -21,7 +21,7 @@ func TestLexIndexBM25(t *testing.T) {
 	}
 	var sc scratch
 	got := map[uint32]float64{}
-	x.search([]string{"redis", "wal"}, &sc, 0, nil, func(rid uint32, s float64) bool { got[rid] = s; return true })
+	x.search([]string{"redis", "wal"}, &sc, 0, nil, nil, func(rid uint32, s float64) bool { got[rid] = s; return true })
 	if len(got) != 3 {
 		t.Fatalf("matches: %v", got)
 	}
@@ -40,7 +40,7 @@ func TestLexIndexBM25(t *testing.T) {
 	x.set(2, "postgres")
 	x.remove(1)
 	got = map[uint32]float64{}
-	x.search([]string{"redis"}, &sc, 0, nil, func(rid uint32, s float64) bool { got[rid] = s; return true })
+	x.search([]string{"redis"}, &sc, 0, nil, nil, func(rid uint32, s float64) bool { got[rid] = s; return true })
 	if len(got) != 0 {
 		t.Fatalf("stale postings matched: %v", got)
 	}
@@ -48,7 +48,7 @@ func TestLexIndexBM25(t *testing.T) {
 		x.set(uint32(100+i%50), fmt.Sprintf("churn%d text", i))
 	}
 	got = map[uint32]float64{}
-	x.search([]string{"churn2999"}, &sc, 0, nil, func(rid uint32, s float64) bool { got[rid] = s; return true })
+	x.search([]string{"churn2999"}, &sc, 0, nil, nil, func(rid uint32, s float64) bool { got[rid] = s; return true })
 	if len(got) != 1 {
 		t.Fatalf("after churn: %v", got)
 	}
@@ -74,7 +74,7 @@ func TestLexSearchCommonWords(t *testing.T) {
 	search := func(want int, accept func(uint32) bool) map[uint32]float64 {
 		var sc scratch
 		got := map[uint32]float64{}
-		x.searchAccepting([]string{"zebra", "the"}, &sc, want, accept, func() bool { return true }, func(rid uint32, s float64) bool { got[rid] = s; return true })
+		x.search([]string{"zebra", "the"}, &sc, want, accept, func() bool { return true }, func(rid uint32, s float64) bool { got[rid] = s; return true })
 		return got
 	}
 	N, avg := float64(len(docs)), float64(x.totalLen)/float64(len(docs))
@@ -155,7 +155,7 @@ func TestVisitBestKeepsTheTop(t *testing.T) {
 				if more {
 					m = func() bool { return len(top.items) < top.k }
 				}
-				x.search(q, &sc, k, m, func(rid uint32, s float64) bool {
+				x.search(q, &sc, k, nil, m, func(rid uint32, s float64) bool {
 					if more && len(top.items) == top.k && s < top.items[len(top.items)-1].score {
 						return false // the stop signal Store.Lexical gives
 					}
@@ -204,7 +204,7 @@ func BenchmarkLexIndex(b *testing.B) {
 		c0, _ := memorytest.ThreadCPU()
 		t := time.Now()
 		top := scoredTop{k: memory.DefaultChannelLimit}
-		x.search(q, &sc, memory.DefaultChannelLimit, func() bool { return len(top.items) < top.k }, func(rid uint32, s float64) bool {
+		x.search(q, &sc, memory.DefaultChannelLimit, nil, func() bool { return len(top.items) < top.k }, func(rid uint32, s float64) bool {
 			if len(top.items) == top.k && s < top.items[len(top.items)-1].score {
 				return false
 			}
@@ -258,7 +258,7 @@ func TestLexSearchOnePassMatchesGeneral(t *testing.T) {
 	var sc scratch
 	search := func(q []string) map[uint32]float64 {
 		got := map[uint32]float64{}
-		x.search(q, &sc, 0, nil, func(rid uint32, s float64) bool { got[rid] = s; return true })
+		x.search(q, &sc, 0, nil, nil, func(rid uint32, s float64) bool { got[rid] = s; return true })
 		return got
 	}
 	for range 200 {
