@@ -85,7 +85,7 @@ func Classify(err error) error {
 	var failed *FailedError
 	var budget *llm.BudgetError
 	switch {
-	case errors.Is(err, ErrTranscriptBehind), errors.Is(err, ErrBusy):
+	case errors.Is(err, ErrTranscriptBehind):
 		return err // transient: the runner's backoff (1 s, doubling)
 	case errors.As(err, &failed):
 		if failed.Final {

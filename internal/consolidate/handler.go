@@ -78,7 +78,7 @@ func Classify(err error) error {
 	}
 	var budget *llm.BudgetError
 	switch {
-	case errors.Is(err, ErrTranscriptBehind), errors.Is(err, ErrBusy):
+	case errors.Is(err, ErrTranscriptBehind):
 		return err // transient: the runner's backoff (1 s, doubling)
 	case errors.As(err, &budget):
 		return runner.RetryAfter(err, max(time.Until(budget.Until), time.Second))
