@@ -7,7 +7,7 @@
 #   sh deploy/credentials.sh > deploy/k8s/overlays/dev/credentials.env  # kustomize dev overlay
 #
 # Both files are git-ignored: never commit them. Production takes the same
-# keys from a Secret made by your secret manager (README "Deploying").
+# keys from a Secret made by your secret manager (docs/deploying.md).
 set -eu
 umask 077
 for role in INJECTOR EXTRACTOR CONSOLIDATOR COMPACTOR IDLE SETUP PLATFORM ADMIN REDIS; do

@@ -30,8 +30,8 @@ const (
 )
 
 // Setting is one configuration knob: a flag, an environment variable, a
-// default and a meaning. Settings lists them all; the README table is made
-// from it.
+// default and a meaning. Settings lists them all; the table of
+// docs/configuration.md is made from it.
 type Setting struct {
 	Flag    string
 	Env     string
