@@ -96,7 +96,7 @@ func Classify(err error) error {
 		return runner.RetryAfter(err, max(time.Until(budget.Until), time.Second))
 	case errors.Is(err, llm.ErrUnavailable), errors.Is(err, llm.ErrModelMissing), errors.Is(err, memory.ErrUnavailable):
 		return runner.Unavailable(err)
-	case errors.Is(err, llm.ErrInvalidRequest), errors.Is(err, memory.ErrInvalid), errors.Is(err, ErrEphemeral):
+	case errors.Is(err, llm.ErrInvalidRequest), errors.Is(err, memory.ErrInvalid), errors.Is(err, ErrEphemeral), errors.Is(err, ErrWindowTooSmall):
 		return runner.Permanent(err)
 	}
 	return err
