@@ -75,6 +75,7 @@ type Server struct {
 
 	permissive bool
 	noRecord   bool // WithoutRecording
+	outLimit   bool // WithOutputLimit
 	installed  map[string]bool
 	missing    map[string]bool
 	contexts   map[string]int // SetContextLength
@@ -109,6 +110,11 @@ func WithEmbedDim(dim int) Option {
 // return nothing; Calls and Unmatched still count): for a long-running server
 // (the chaos suite's) whose memory would otherwise grow with every call.
 func WithoutRecording() Option { return func(s *Server) { s.noRecord = true } }
+
+// WithOutputLimit makes the server hold replies to the request's
+// num_predict as Ollama does: a reply longer than num_predict tokens
+// (Tokens) is cut there and answered with done_reason "length".
+func WithOutputLimit() Option { return func(s *Server) { s.outLimit = true } }
 
 // WithModels makes the server strict: only these models (plus ChatModel and
 // EmbedModel) are installed; any other answers 404.
@@ -337,6 +343,28 @@ func PromptTokens(req api.ChatRequest) int {
 		n += Tokens(string(b))
 	}
 	return n
+}
+
+// numPredict reads a request's num_predict option (0: none).
+func numPredict(opts map[string]any) int {
+	switch v := opts["num_predict"].(type) {
+	case float64:
+		return int(v)
+	case int:
+		return v
+	}
+	return 0
+}
+
+// cutBytes cuts s to at most n bytes on a rune boundary.
+func cutBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n]
 }
 
 // numCtx reads a request's num_ctx option (0: none).
@@ -782,6 +810,9 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request, req *api.Cha
 	done := rep.doneReason
 	if done == "" {
 		done = "stop"
+	}
+	if n := numPredict(req.Options); s.outLimit && n > 0 && Tokens(content) > n {
+		content, done = cutBytes(content, n*4), "length"
 	}
 	resp := api.ChatResponse{
 		Model:      req.Model,
