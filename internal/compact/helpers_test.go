@@ -75,7 +75,8 @@ type fixture struct {
 
 func newFixture(t testing.TB, open func(t testing.TB) memory.Store, mod ...func(*compact.Config)) *fixture {
 	t.Helper()
-	f := &fixture{t: t, ctx: context.Background(), st: open(t), srv: llmtest.New(t), pub: &recorder{}}
+	// Replies are held to num_predict, as Ollama holds them.
+	f := &fixture{t: t, ctx: context.Background(), st: open(t), srv: llmtest.New(t, llmtest.WithOutputLimit()), pub: &recorder{}}
 	f.client = f.srv.Client()
 	f.cfg = compact.Defaults()
 	for _, m := range mod {
