@@ -261,7 +261,7 @@ func TestLargeCompactionInSteps(t *testing.T) {
 	if sum.Content != lastSummary {
 		t.Fatalf("saved %q, the last step answered %q", sum.Content, lastSummary)
 	}
-	t.Logf("%d steps; largest prompt %d tokens of %d", len(reqs), maxPrompt(reqs), window)
+	t.Logf("%d characters in %d steps; largest prompt %d tokens of %d", total, len(reqs), maxPrompt(reqs), window)
 }
 
 func maxPrompt(reqs []llmtest.Request) int {
