@@ -189,16 +189,23 @@
 // failing) with a 2,000-token system prompt, a 128k context window (so the
 // threshold is 64,000) and a scripted model that answers at once with a
 // 1,500-token summary (go test -run '^$' -bench Conversation -benchtime 1x,
-// 2 shared cores):
+// 2 shared cores). 2026-12-06, medians of 3 runs side by side, before (main
+// 7f88428: one call per compaction, num_ctx sized to the prompt) and after
+// (the summarize model's window, 32,768 from the scripted /api/show, so a
+// 64,000-token compaction takes 4 calls, each saved):
 //
-//	                                   SQLite     Redis 8
-//	tokens sent per turn, without      148,796    148,796   (last turn 299,114)
-//	tokens sent per turn, with          34,130     34,130   (at most 64,375)
-//	compactions                              4          4
-//	overhead per compaction (no model)  163 ms      84 ms   read, render, save, publish
-//	a report under the threshold         16 µs      13 µs   no store access
-//	building a context (the API's reads) 13 ms      12 ms   per turn, without NATS
+//	                                   SQLite           Redis 8
+//	                                   before  after    before  after
+//	tokens sent per turn, without      148,796 148,796  148,796 148,796  (last turn 299,114)
+//	tokens sent per turn, with          34,130  34,130   34,130  34,130  (at most 64,375)
+//	compactions                              4       4        4       4
+//	summary calls per compaction             1       4        1       4
+//	overhead per compaction (no model)   42 ms   80 ms    68 ms   98 ms  read, plan, render, save, publish
+//	a report under the threshold          5 µs    4 µs     7 µs    5 µs  no store access
+//	building a context (the API's reads)  7 ms    5 ms     7 ms    5 ms  per turn, without NATS
 //
-// Building a context is dominated by decoding the stored messages after the
-// boundary (up to the threshold's worth of transcript).
+// The overhead grows with the steps (a save and a request each); the
+// model's time, seconds to minutes a call on a CPU, dwarfs it. Building a
+// context is dominated by decoding the stored messages after the boundary
+// (up to the threshold's worth of transcript).
 package compact
