@@ -25,22 +25,22 @@ import (
 func BenchmarkPass(b *testing.B) {
 	for _, sc := range []struct {
 		name   string
-		script func(f *fixture, seeded []memory.Node) []llmtest.Reply
+		script func(b *testing.B, seeded []memory.Node) []llmtest.Reply
 	}{
-		{"working", func(f *fixture, seeded []memory.Node) []llmtest.Reply {
+		{"working", func(b *testing.B, seeded []memory.Node) []llmtest.Reply {
 			var rs []llmtest.Reply
 			for i := range 6 {
 				rs = append(rs, remember(fmt.Sprintf("The user's hobby number %d is %s.", i, []string{"rowing", "pottery", "chess", "baking", "cycling", "origami"}[i]), "preference"))
 			}
 			rs = append(rs,
 				call(consolidate.ToolRecall, map[string]any{"query": "hobby rowing"}),
-				call(consolidate.ToolRevise, map[string]any{"id": seeded[0].ID, "text": "The user now lives in Ghent."}),
-				call(consolidate.ToolForget, map[string]any{"id": seeded[1].ID}),
-				call(consolidate.ToolLink, map[string]any{"id": seeded[2].ID, "topic": "travel", "relation": "interested_in"}),
+				callOn(b, consolidate.ToolRevise, seeded[39].Label, map[string]any{"text": "The user now lives in Ghent."}),
+				callOn(b, consolidate.ToolForget, seeded[38].Label, nil),
+				callOn(b, consolidate.ToolLink, seeded[37].Label, map[string]any{"topic": "travel", "relation": "interested_in"}),
 				done())
 			return rs
 		}},
-		{"stuck", func(f *fixture, _ []memory.Node) []llmtest.Reply {
+		{"stuck", func(_ *testing.B, _ []memory.Node) []llmtest.Reply {
 			var rs []llmtest.Reply
 			for range 20 {
 				rs = append(rs, call(consolidate.ToolRecall, map[string]any{"query": "what does the user like"}))
@@ -76,7 +76,7 @@ func BenchmarkPass(b *testing.B) {
 				}
 				f.srv.Reset()
 				f.srv.SetDefault(done())
-				f.srv.Enqueue(sc.script(f, seeded)...)
+				f.srv.Enqueue(sc.script(b, seeded)...)
 				b.StartTimer()
 				res, err := f.c.Run(f.ctx, consolidate.Request{Project: project, Session: sess})
 				if err != nil {
