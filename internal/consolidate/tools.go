@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -649,6 +650,9 @@ func (p *pass) embed(ctx context.Context, id string, vec []float32) {
 	}
 }
 
+// shortIDShape is what a short id looks like.
+var shortIDShape = regexp.MustCompile(`^[fF][0-9]{1,6}$`)
+
 // name is how the model knows a memory: its short id in square brackets.
 func (p *pass) name(id string) string { return "[" + p.l.ShortID(id) + "]" }
 
@@ -658,8 +662,12 @@ func (p *pass) name(id string) string { return "[" + p.l.ShortID(id) + "]" }
 func (p *pass) own(ctx context.Context, short string) (memory.Node, *result, error) {
 	id, ok := p.l.Resolve(short)
 	if !ok {
-		r := failed("there is no memory [%s] in this pass: name a memory by the short id shown in square brackets, like [f1]",
-			capChars(strings.Trim(strings.TrimSpace(short), "[]"), MaxIDChars))
+		given := strings.Trim(strings.TrimSpace(short), "[]")
+		r := failed("there is no memory [%s] in this pass: name a memory by the short id shown in square brackets, like [f1]", capChars(given, 8))
+		if !shortIDShape.MatchString(given) {
+			// Not echoed whole: the model is never shown a stored id.
+			r = failed("%q is not a memory's name: name a memory by the short id shown in square brackets, like [f1]", capChars(given, 8))
+		}
 		return memory.Node{}, &r, nil
 	}
 	n, err := p.c.store.Get(ctx, id)
