@@ -196,7 +196,8 @@ const (
 // (beganNothing when there is none to read: tool messages only are passed
 // over). Its attempt counts the passes before it over the same window that
 // asked for a retry (the last pass of this run, or at a run's start the
-// session's newest pass), and its window is halved for each.
+// session's newest pass); a retry's window holds half the messages the
+// attempt before it showed.
 func (c *Consolidator) begin(ctx context.Context, ref memory.SessionRef, req Request, prev *last) (*memory.Pass, *Ledger, beginState, error) {
 	if parked, err := c.turnStarted(ctx, ref, req); err != nil || parked {
 		return nil, nil, beganParked, err
