@@ -1,6 +1,7 @@
 package consolidate_test
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -215,5 +216,44 @@ func TestAttemptsSurviveARestart(t *testing.T) {
 	}
 	if res.Passes[1].Verdict != "skipped" {
 		t.Fatalf("the third attempt ended %q, want skipped", res.Passes[1].Verdict)
+	}
+}
+
+// TestFromRereads: Request.From (engram consolidate -from N) finishes the
+// session's open pass first, then sets the cursor back and reads from
+// message N on; a message id past the transcript is refused.
+func TestFromRereads(t *testing.T) {
+	f := newFixture(t, sqliteStore(t))
+	sixMessages(f)
+	// A pass cut off by the model: open, holding one stored fact.
+	f.srv.Enqueue(remember("The user said something.", "observation"), llmtest.ServerError("model runner crashed"))
+	if _, err := f.c.Run(f.ctx, consolidate.Request{Project: project, Session: session}); err == nil {
+		t.Fatal("a run whose model failed succeeded")
+	}
+	f.srv.Reset()
+	f.srv.OnChatAlways(llmtest.Any(), done())
+	res, err := f.c.Run(f.ctx, consolidate.Request{Project: project, Session: session, From: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var windows [][]int64
+	for _, p := range firstSteps(f.srv.ChatRequests()) {
+		windows = append(windows, windowIDs(t, p))
+	}
+	// The open pass resumes at its second step (no first step to see),
+	// then the re-read from 3.
+	reqs := f.srv.ChatRequests()
+	if len(res.Passes) != 2 || res.Passes[0].Steps != 2 || fmt.Sprint(windowIDs(t, reqs[0])) != "[1 2 3 4 5 6]" ||
+		fmt.Sprint(windows) != "[[3 4 5 6]]" || f.cursor() != 6 {
+		t.Fatalf("%d passes, first %d steps, windows %v (first request %v), cursor %d", len(res.Passes), res.Passes[0].Steps, windows, windowIDs(t, reqs[0]), f.cursor())
+	}
+	if res.Passes[1].From != 3 || res.Passes[1].UpTo != 6 {
+		t.Fatalf("the re-read pass read %d-%d", res.Passes[1].From, res.Passes[1].UpTo)
+	}
+	if _, err := f.c.Run(f.ctx, consolidate.Request{Project: project, Session: session, From: 7}); !errors.Is(err, memory.ErrInvalid) {
+		t.Fatalf("from past the end: %v", err)
+	}
+	if f.cursor() != 6 {
+		t.Fatalf("a refused -from moved the cursor to %d", f.cursor())
 	}
 }
