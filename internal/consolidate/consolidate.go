@@ -76,10 +76,11 @@ type Activity interface {
 	TurnEndedPending(ctx context.Context, project, session string) (bool, error)
 }
 
-// Observer is told how each pass ended and how many messages its window
-// spanned (the process's metrics: passes and messages by verdict).
+// Observer is told how each pass ended (its Verdict) and how many
+// messages its window spanned (health.Metrics: passes and messages by
+// verdict).
 type Observer interface {
-	PassEnded(v Verdict, messages int64)
+	ConsolidationPass(verdict string, messages int64)
 }
 
 // Publisher sends output events to ENGRAM_OUT.

@@ -438,7 +438,7 @@ func (c *Consolidator) finish(ctx context.Context, rec *memory.Pass, l *Ledger, 
 		return err
 	}
 	if rec.Status != memory.PassFinished && c.obs != nil {
-		c.obs.PassEnded(v, rec.UpTo-rec.From+1)
+		c.obs.ConsolidationPass(string(v), rec.UpTo-rec.From+1)
 	}
 	rec.Status, rec.Verdict = memory.PassFinished, string(v)
 	return c.save(ctx, rec, l)

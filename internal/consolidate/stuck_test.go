@@ -20,7 +20,7 @@ type passObserver struct {
 	ended []string // "verdict:messages"
 }
 
-func (o *passObserver) PassEnded(v consolidate.Verdict, messages int64) {
+func (o *passObserver) ConsolidationPass(v string, messages int64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.ended = append(o.ended, fmt.Sprintf("%s:%d", v, messages))

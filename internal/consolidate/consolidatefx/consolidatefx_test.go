@@ -2,11 +2,9 @@ package consolidatefx_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/fx"
 
 	"github.com/engram-memory/engram/internal/app/apptest"
@@ -159,36 +157,5 @@ func TestConfigFitsTheConsumer(t *testing.T) {
 	}
 	if c := consolidatefx.Config(consolidate.Defaults(), topo); c.LeaseTTL != 10*time.Second || c.Validate() != nil {
 		t.Errorf("lease %v, want 10s", c.LeaseTTL)
-	}
-}
-
-// TestMetricsCountPasses: the passes and the messages of their windows,
-// by verdict; skipped messages are the ones moved past unconsolidated.
-func TestMetricsCountPasses(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	m, err := consolidatefx.NewMetrics(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.PassEnded(consolidate.VerdictDone, 20)
-	m.PassEnded(consolidate.VerdictDone, 12)
-	m.PassEnded(consolidate.VerdictSkipped, 5)
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]float64{}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			got[mf.GetName()+"/"+m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
-		}
-	}
-	want := map[string]float64{"engram_consolidation_passes_total/done": 2, "engram_consolidation_passes_total/skipped": 1,
-		"engram_consolidation_messages_total/done": 32, "engram_consolidation_messages_total/skipped": 5}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("metrics %v, want %v", got, want)
-	}
-	if _, err := consolidatefx.NewMetrics(reg); err == nil {
-		t.Fatal("the metrics registered twice on one registry")
 	}
 }
