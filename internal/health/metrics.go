@@ -26,7 +26,7 @@ type Metrics struct {
 
 	idle prometheus.Counter
 
-	compactionRefused *prometheus.CounterVec
+	compactionRefused     *prometheus.CounterVec
 	consolidationPasses   *prometheus.CounterVec
 	consolidationMessages *prometheus.CounterVec
 
@@ -209,6 +209,7 @@ func (m *Metrics) IdlePublished(_, _ string, _ time.Time) { m.idle.Inc() }
 // CompactionRefused counts a summary the compactor refused
 // (compact.Metrics).
 func (m *Metrics) CompactionRefused(reason string) { m.compactionRefused.WithLabelValues(reason).Inc() }
+
 // ConsolidationPass counts a consolidation pass that ended with verdict
 // and the messages its window spanned (consolidate.Observer).
 func (m *Metrics) ConsolidationPass(verdict string, messages int64) {
