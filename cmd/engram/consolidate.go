@@ -51,7 +51,11 @@ func consolidateCmd(ctx context.Context, stdout io.Writer, args []string) error 
 	if err != nil {
 		return err
 	}
-	cons, err := consolidate.New(st, c, cfg.Consolidate, consolidate.WithEmbedder(app.NewEmbedder(cfg, c)))
+	cc := cfg.Consolidate
+	if n := cfg.LLM.Consolidate.ContextLength; n > 0 {
+		cc.ContextTokens = n // a window too small for a step is refused here
+	}
+	cons, err := consolidate.New(st, c, cc, consolidate.WithEmbedder(app.NewEmbedder(cfg, c)))
 	if err != nil {
 		return err
 	}

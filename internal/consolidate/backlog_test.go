@@ -139,7 +139,7 @@ func TestBacklogEveryMessageReadOnce(t *testing.T) {
 			t.Fatalf("consolidation_done %d: %+v; the pass read %d-%d", i, d, ids[0], ids[len(ids)-1])
 		}
 	}
-	assertWithinContext(t, f.srv.ChatRequests())
+	assertWithinContext(t, f.srv)
 	if s := len(f.liveTexts()); s != len(passes)/25 {
 		t.Errorf("%d facts stored, want %d", s, len(passes)/25)
 	}

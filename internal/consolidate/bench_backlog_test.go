@@ -19,7 +19,7 @@ var benchMark = regexp.MustCompile(`\bM(\d{4})\b`)
 // tool message, every 97th 6,000 characters), a scripted model that stores
 // one fact per pass and then calls memory_done. It reports model calls and
 // prompt tokens (characters/4 + 4 a message, as the scripted server
-// counts; tool definitions apart, ~1,374 a call by EstimateTokens) per
+// counts; tool definitions apart) per
 // message the passes were shown, and per message the cursor passed. It
 // uses only what the package had before passes read backlogs window by
 // window, so that it runs on the older code too (docs/consolidation.md has

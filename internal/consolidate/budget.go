@@ -1,32 +1,18 @@
 package consolidate
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/engram-memory/engram/pkg/llm"
 )
 
-// EstimateTokens is the consolidator's token estimate of a text, by which
-// every step's prompt is bounded: four characters to a token (as
-// llm.EstimateTokens counts), but a character of a script written without
-// spaces (Han, Hiragana, Katakana: one or more tokens each in the models'
-// vocabularies) counts as a token of its own, rounded up.
-func EstimateTokens(s string) int {
-	wide, other := 0, 0
-	for _, r := range s {
-		if r >= 0x2E80 && cjk(r) {
-			wide++
-		} else {
-			other++
-		}
-	}
-	return wide + (other+3)/4
-}
-
-// MessageTokens is the estimate of one chat message's framing (its role
-// and separators in the model's template), as pkg/llm counts it.
-const MessageTokens = 4
+// EstimateTokens is the token estimate by which every step's prompt is
+// bounded: llm.TokensUpperBound, the high estimate pkg/llm fits every
+// prompt with (ASCII characters / 3, any other character a token), so that
+// what the consolidator plans fits what the client and Ollama see.
+func EstimateTokens(s string) int { return llm.TokensUpperBound(s) }
 
 // NoteTokens bounds the step's own notes in the trailing message beyond the
 // stored memories (MemoryTokens): the time, the ledger's digest, the last
@@ -44,49 +30,61 @@ const (
 	windowHeaderMore = windowHeader + " — a part: the messages after these come in the next pass"
 )
 
-// toolTokens estimates the offered tools' definitions as the model gets
-// them: their JSON, a tenth more for the shape Ollama renders (bounds
-// written into the descriptions) and 8 tokens of framing each.
-func toolTokens() int {
-	n := 0
-	for _, s := range AllTools() {
-		b, _ := json.Marshal(s)
-		n += EstimateTokens(string(b))*11/10 + 1 + 8
-	}
-	return n
-}
-
 // systemText is the first message of every step.
 var systemText = SystemText + "\n\n" + Instructions
 
-// Budget is how a step's context (ContextTokens) is shared, in estimated
-// tokens (EstimateTokens).
+// Budget is how a step's context window is shared, in estimated tokens
+// (llm.RequestTokens, EstimateTokens).
 type Budget struct {
-	Context    int // num_ctx sent with every call
+	Context    int // the window: num_ctx of every call
 	Reply      int // num_predict: the reply's room
-	Margin     int // a tenth of the context, for the estimate's error
-	System     int // the system text and the instructions (never cut)
-	Tools      int // the tool definitions
-	Framing    int // the three messages' framing and the window's header
+	Fixed      int // the system text and instructions, the tool definitions, the messages' framing and the window's header (never cut)
 	Memories   int // the stored memories listing (MemoryTokens; never cut)
 	Notes      int // the step's notes (NoteTokens; the directive is never cut)
 	Transcript int // what is left: the transcript window
 }
 
-// Budget shares the context of a step: the transcript window gets what
-// the fixed parts leave, so that every request fits by construction.
-func (c Config) Budget() Budget {
-	b := Budget{Context: c.ContextTokens, Reply: c.ReplyTokens, Margin: c.ContextTokens / 10,
-		System: EstimateTokens(systemText), Tools: toolTokens(),
-		Framing:  3*MessageTokens + EstimateTokens(windowHeaderMore) + 1,
-		Memories: c.MemoryTokens, Notes: NoteTokens}
-	b.Transcript = b.Context - b.Reply - b.Margin - b.System - b.Tools - b.Framing - b.Memories - b.Notes
+// fixedTokens is what every step sends whatever the transcript and notes:
+// the system message, the tools, the framing of the three messages and the
+// window's longest header.
+var fixedTokens = llm.RequestTokens(llm.Request{
+	Messages: []llm.Message{llm.System(systemText), llm.User(windowHeaderMore + "\n"), llm.User("")},
+	Tools:    AllTools(),
+})
+
+// BudgetFor shares a context window of window tokens: the transcript window
+// gets what the fixed parts leave, so that every request fits by
+// construction.
+func (c Config) BudgetFor(window int) Budget {
+	b := Budget{Context: window, Reply: c.ReplyTokens, Fixed: fixedTokens, Memories: c.MemoryTokens, Notes: NoteTokens}
+	b.Transcript = b.Context - b.Reply - b.Fixed - b.Memories - b.Notes
 	return b
 }
 
+// Budget is BudgetFor the window the consolidator assumes when the chat
+// client cannot tell the model's (ContextTokens, else
+// llm.DefaultContextLength).
+func (c Config) Budget() Budget { return c.BudgetFor(c.window()) }
+
+func (c Config) window() int {
+	if c.ContextTokens > 0 {
+		return c.ContextTokens
+	}
+	return llm.DefaultContextLength
+}
+
+// check reports a window too small for the consolidator's prompts.
+func (b Budget) check() error {
+	if b.Transcript < MinTranscriptTokens {
+		return fmt.Errorf("a context window of %d tokens leaves %d for the transcript, fewer than %d (%s): raise the consolidation model's context (ENGRAM_CONSOLIDATE_CONTEXT_LENGTH) or lower ENGRAM_CONSOLIDATE_MEMORY_TOKENS",
+			b.Context, b.Transcript, MinTranscriptTokens, b)
+	}
+	return nil
+}
+
 func (b Budget) String() string {
-	return fmt.Sprintf("context %d = reply %d + margin %d + instructions %d + tools %d + framing %d + memories %d + notes %d + transcript %d",
-		b.Context, b.Reply, b.Margin, b.System, b.Tools, b.Framing, b.Memories, b.Notes, b.Transcript)
+	return fmt.Sprintf("context %d = reply %d + instructions, tools and framing %d + memories %d + notes %d + transcript %d",
+		b.Context, b.Reply, b.Fixed, b.Memories, b.Notes, b.Transcript)
 }
 
 // capTokens cuts s so that its estimate is at most n tokens, marking the
@@ -98,16 +96,16 @@ func capTokens(s string, n int) string {
 	if n <= 0 {
 		return ""
 	}
-	// Walk the runes, counting as EstimateTokens does, keeping one token
-	// for the mark.
-	wide, other, end := 0, 0, 0
+	// Walk the runes, counting as llm.TokensUpperBound does, keeping one
+	// token for the mark.
+	ascii, other, end := 0, 0, 0
 	for i, r := range s {
-		if r >= 0x2E80 && cjk(r) {
-			wide++
+		if r < 0x80 {
+			ascii++
 		} else {
 			other++
 		}
-		if wide+(other+3)/4 > n-1 {
+		if (ascii+2)/3+other > n-1 {
 			break
 		}
 		end = i + utf8.RuneLen(r)

@@ -13,16 +13,17 @@ type Config struct {
 
 	// The transcript window: the oldest messages after the cursor, at
 	// most WindowMessages of them, each cut to MessageChars, WindowChars
-	// in all, and as many as fit the context (Budget().Transcript).
+	// in all, and as many as fit the context (BudgetFor(window).Transcript).
 	WindowMessages int // (20)
 	MessageChars   int // (4,000)
 	WindowChars    int // (40,000)
 
-	// ContextTokens is the model's context for a step (sent as num_ctx
-	// with every call); every step's prompt is bounded by it (Budget).
-	// The default is a conservative 8,192: set it to the context the
-	// consolidation model is served with.
-	ContextTokens int // (8,192)
+	// ContextTokens is the context window assumed when the chat client
+	// cannot tell the model's (a Chatter without ContextLength); 0:
+	// llm.DefaultContextLength. The llm.Client tells it
+	// (ENGRAM_CONSOLIDATE_CONTEXT_LENGTH, else the model's own from
+	// Ollama), and every step's prompt is bounded by it (BudgetFor).
+	ContextTokens int // (0)
 	// ReplyTokens bounds a step's reply (num_predict): a tool call with
 	// its longest arguments is ~250 tokens.
 	ReplyTokens int // (512)
@@ -53,7 +54,7 @@ func Defaults() Config {
 	return Config{
 		Limits:         DefaultLimits(),
 		WindowMessages: 20, MessageChars: 4000, WindowChars: 40000,
-		ContextTokens: 8192, ReplyTokens: 512, Attempts: 3,
+		ReplyTokens: 512, Attempts: 3,
 		MemoryTokens:  512,
 		SimilarCosine: 0.85, SimilarOverlap: 0.5, RecentFacts: 32,
 		RecallHits: 8,
@@ -80,9 +81,10 @@ func (c Config) Validate() error {
 	pos("recall hits", c.RecallHits)
 	pos("reply tokens", c.ReplyTokens)
 	pos("attempts", c.Attempts)
-	if b := c.Budget(); c.ContextTokens < 1 || b.Transcript < MinTranscriptTokens {
-		bad("context tokens %d leave %d for the transcript, fewer than %d (%s): raise the context or lower the memory or reply tokens",
-			c.ContextTokens, b.Transcript, MinTranscriptTokens, b)
+	if c.ContextTokens < 0 {
+		bad("context tokens %d is negative", c.ContextTokens)
+	} else if err := c.Budget().check(); err != nil {
+		bad("%v", err)
 	}
 	if c.Limits.MaxNudges < 0 {
 		bad("max nudges %d is negative", c.Limits.MaxNudges)

@@ -54,6 +54,14 @@ type Chatter interface {
 	Chat(ctx context.Context, req llm.Request) (llm.Response, error)
 }
 
+// windowTeller tells a role's context window (llm.Client: the setting,
+// else the model's own from Ollama's /api/show, cached).
+type windowTeller interface {
+	ContextLength(ctx context.Context, role llm.Role) (int, error)
+}
+
+var _ windowTeller = (*llm.Client)(nil)
+
 // Embedder turns texts into vectors (optional: without it remember's
 // near-duplicate rule uses words only and recall the lexical channel).
 type Embedder interface {

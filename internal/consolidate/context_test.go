@@ -1,11 +1,14 @@
 package consolidate_test
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/engram-memory/engram/internal/consolidate"
+	"github.com/engram-memory/engram/internal/runner"
+	"github.com/engram-memory/engram/pkg/llm"
 	"github.com/engram-memory/engram/pkg/llm/llmtest"
 	"github.com/engram-memory/engram/pkg/memory"
 )
@@ -23,11 +26,7 @@ func TestEveryRequestFitsItsContext(t *testing.T) {
 	for _, ctxTokens := range []int{8192, 6144} {
 		t.Run(fmt.Sprint(ctxTokens), func(t *testing.T) {
 			cfg := consolidate.Defaults()
-			cfg.ContextTokens = ctxTokens
-			if err := cfg.Validate(); err != nil {
-				t.Fatal(err)
-			}
-			f := newFixtureConfig(t, sqliteStore(t), cfg)
+			f := newFixtureWindow(t, ctxTokens)
 			long := strings.Repeat("用户每天早上在公园里跑步然后喝一杯热茶", 14) // 280 characters
 			var facts []memory.Node
 			for i := range 40 {
@@ -51,8 +50,8 @@ func TestEveryRequestFitsItsContext(t *testing.T) {
 			f.srv.OnChatAlways(llmtest.Any(), done())
 			f.run()
 			reqs := f.srv.ChatRequests()
-			assertWithinContext(t, reqs)
-			budget := cfg.Budget()
+			assertWithinContext(t, f.srv)
+			budget := cfg.BudgetFor(ctxTokens)
 			for i, r := range reqs {
 				if c, _ := num(r.Options["num_ctx"]); c != ctxTokens {
 					t.Fatalf("request %d: num_ctx %d", i, c)
@@ -95,17 +94,25 @@ func TestEveryRequestFitsItsContext(t *testing.T) {
 	}
 }
 
-// TestContextTooSmallIsRefused: a context that leaves no room for the
-// transcript is a configuration error that says how the context is shared.
+// TestContextTooSmallIsRefused: a context window that leaves no room for
+// the transcript is refused with how the window is shared: at start when
+// it is configured (Config.ContextTokens), and as a permanent error of the
+// pass (dead-lettered with the reason, no model call) when the client
+// tells it (ENGRAM_CONSOLIDATE_CONTEXT_LENGTH or the model's own).
 func TestContextTooSmallIsRefused(t *testing.T) {
 	cfg := consolidate.Defaults()
 	cfg.ContextTokens = 4096
 	err := cfg.Validate()
-	if err == nil || !strings.Contains(err.Error(), "context tokens 4096 leave") || !strings.Contains(err.Error(), "memories 512") {
+	if err == nil || !strings.Contains(err.Error(), "a context window of 4096 tokens leaves") || !strings.Contains(err.Error(), "memories 512") {
 		t.Fatalf("validate: %v", err)
 	}
-	cfg.MemoryTokens, cfg.ReplyTokens = 128, 256
-	if err := cfg.Validate(); err == nil {
-		t.Fatalf("4096 tokens with 1,536 of notes: %v", cfg.Budget())
+	f := newFixtureWindow(t, 4096)
+	f.say("I keep bees.", "")
+	_, err = f.c.Run(f.ctx, consolidate.Request{Project: project, Session: session})
+	if !errors.Is(err, llm.ErrInvalidRequest) || !runner.IsPermanent(consolidate.Classify(err)) || !strings.Contains(err.Error(), "ENGRAM_CONSOLIDATE_CONTEXT_LENGTH") {
+		t.Fatalf("a pass with a 4096-token window: %v", err)
+	}
+	if n := len(f.srv.ChatRequests()); n != 0 || f.cursor() != 0 {
+		t.Fatalf("%d model calls, cursor %d", n, f.cursor())
 	}
 }

@@ -69,23 +69,28 @@
 //
 // # Every prompt fits the model's context
 //
-// Ollama cuts a prompt longer than the model's context from its start,
-// without an error: the instructions go first. So every call sends num_ctx
-// (Config.ContextTokens, 8,192 unless set: the context the consolidation
-// model is served with) and num_predict (ReplyTokens, 512), and every
-// step's prompt is bounded by construction (Config.Budget, in
-// EstimateTokens: four characters a token, a CJK character a token): the
-// reply's room, a tenth of the context as the estimate's margin, the
-// system text and instructions and the tool definitions (fixed), the
-// stored memories listing (MemoryTokens) and the step's notes
-// (NoteTokens: the digest, the last call's result, the directive and the
-// cascade) take their share, and the transcript window gets the rest: it
-// holds as many of the oldest messages as fit (a first message longer than
-// that is cut, and the cut marked "…"). Within the notes the directive and
-// the digest's first line are never cut; the last call's result, the
-// cascade listing and the digest's steps fit to what is left and say what
-// they left out ("(3 more cut to fit the context)"). A context too small
-// to leave MinTranscriptTokens for the transcript is a configuration error.
+// Ollama cut a prompt longer than the model's context from its start,
+// without an error: the instructions went first. Every call now sends the
+// consolidation model's window as num_ctx (llm.Client.ContextLength:
+// ENGRAM_CONSOLIDATE_CONTEXT_LENGTH, else the model's own from Ollama's
+// /api/show up to 32,768, else 8,192) and num_predict (ReplyTokens, 512),
+// and the client asks Ollama to refuse rather than cut. So every step's
+// prompt is bounded by construction, in the client's own high estimate
+// (llm.TokensUpperBound, llm.RequestTokens: ASCII characters / 3, any
+// other character a token): the reply's room, the system text and
+// instructions, the tool definitions and the framing (fixed), the stored
+// memories listing (MemoryTokens) and the step's notes (NoteTokens: the
+// digest, the last call's result, the directive and the cascade) take
+// their share (BudgetFor), and the transcript window gets the rest: it
+// holds as many of the oldest messages as fit (a first message longer
+// than that is cut, and the cut marked "…"). Within the notes the
+// directive and the digest's first line are never cut; the last call's
+// result, the cascade listing and the digest's steps fit to what is left
+// and say what they left out ("(3 more cut to fit the context)"). A window
+// too small to leave MinTranscriptTokens for the transcript is refused: at
+// start when it is set, else as an invalid request of the pass (the event
+// is dead-lettered with the reason, and replayed once the setting is
+// fixed).
 //
 // # One step
 //
@@ -257,15 +262,15 @@
 // token counts, the first pass of the run:
 //
 //	model                      steps/pass  prompt tokens/pass  completion tokens/pass
-//	working (11 calls, done)   11          44,366              266
-//	stuck (recalls only)       13          52,476              169
+//	working (11 calls, done)   11          43,056              266
+//	stuck (recalls only)       13          51,285              169
 //
-// About 4,000 prompt tokens a step, plus ~1,131 tokens of tool definitions
+// About 3,900 prompt tokens a step, plus ~1,131 tokens of tool definitions
 // (estimated; a real Ollama added ~1,116): the transcript window is most of
 // it, which is why the window, not the step count, is the lever on a
 // pass's cost. BenchmarkBacklog5000 (a 5,000-message session, one fact and
 // memory_done a pass): 450 model calls for the 4,500 messages shown, 0.10
-// calls and ~165 prompt tokens a message read; before, one run made 2
+// calls and ~156 prompt tokens a message read; before, one run made 2
 // calls, showed 20 messages and moved the cursor past all 5,000
 // (docs/consolidation.md has the table).
 //
@@ -274,8 +279,7 @@
 // Ollama then dropped the start of the prompt (the instructions) without
 // an error; against the pinned Ollama the tiny model's steps were each cut
 // to its 4,096-token context. Now every call sends num_ctx and the window
-// is what the context leaves (about 2,880 estimated tokens, ~11,500
-// characters, at the default 8,192; set ENGRAM_CONSOLIDATE_CONTEXT_TOKENS
-// to the context the model is served with, OLLAMA_CONTEXT_LENGTH or the
-// model's own).
+// is what the context leaves: about 3,150 tokens of the high estimate
+// (~9,500 characters of English) in an 8,192-token window, ~27,700 in
+// 32,768.
 package consolidate

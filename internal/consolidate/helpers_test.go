@@ -84,13 +84,36 @@ func newFixture(t testing.TB, st memory.Store, opts ...consolidate.Option) *fixt
 	return newFixtureConfig(t, st, consolidate.Defaults(), opts...)
 }
 
+// newFixtureWindow is newFixture with the consolidation model's context
+// window set to window tokens (the client's setting, as
+// ENGRAM_CONSOLIDATE_CONTEXT_LENGTH gives it).
+func newFixtureWindow(t testing.TB, window int, opts ...consolidate.Option) *fixture {
+	t.Helper()
+	return newFixtureFull(t, sqliteStore(t), consolidate.Defaults(), func(c *llm.Config) { c.Consolidate.ContextLength = window }, opts...)
+}
+
 // newFixtureConfig is newFixture with the consolidator's constants.
 func newFixtureConfig(t testing.TB, st memory.Store, cfg consolidate.Config, opts ...consolidate.Option) *fixture {
+	t.Helper()
+	return newFixtureFull(t, st, cfg, nil, opts...)
+}
+
+// newFixtureFull is newFixtureConfig with the model client's configuration
+// changed by models (nil: the scripted server's).
+func newFixtureFull(t testing.TB, st memory.Store, cfg consolidate.Config, models func(*llm.Config), opts ...consolidate.Option) *fixture {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	f := &fixture{t: t, ctx: ctx, st: st, srv: llmtest.New(t), pub: &recorder{}}
-	f.client = f.srv.Client()
+	lc := f.srv.Config()
+	if models != nil {
+		models(&lc)
+	}
+	client, err := llm.New(lc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.client = client
 	f.emb = f.client.Embedder()
 	f.cfg = cfg
 	f.srv.SetDefault(llmtest.ToolCall(consolidate.ToolDone, map[string]any{"summary": "fallback"}))

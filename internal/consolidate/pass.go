@@ -234,7 +234,11 @@ func (c *Consolidator) begin(ctx context.Context, ref memory.SessionRef, req Req
 			now = prev.rec.StartedAt.Add(time.Millisecond)
 		}
 	}
-	w, err := c.readWindow(ctx, ref, cursor, l.Window)
+	b, err := c.budget(ctx)
+	if err != nil {
+		return nil, nil, began, err
+	}
+	w, err := c.readWindow(ctx, ref, cursor, l.Window, b)
 	if err != nil {
 		return nil, nil, began, err
 	}
@@ -293,7 +297,11 @@ func (c *Consolidator) pass(ctx context.Context, ref memory.SessionRef, req Requ
 	if rec.From > 0 {
 		start = rec.From - 1
 	}
-	w, err := c.readWindow(ctx, ref, start, max(l.Window, 1))
+	budget, err := c.budget(ctx)
+	if err != nil {
+		return VerdictContinue, err
+	}
+	w, err := c.readWindow(ctx, ref, start, max(l.Window, 1), budget)
 	if err != nil {
 		return VerdictContinue, err
 	}
@@ -302,7 +310,6 @@ func (c *Consolidator) pass(ctx context.Context, ref memory.SessionRef, req Requ
 	}
 	rec.Status = memory.PassRunning
 	p := &pass{c: c, ref: ref, rec: rec, l: l}
-	budget := c.cfg.Budget()
 	for {
 		if v := l.Verdict(lim); v != VerdictContinue {
 			return end(v, c.finish(ctx, rec, l, v))
@@ -355,6 +362,27 @@ func (c *Consolidator) pass(ctx context.Context, ref memory.SessionRef, req Requ
 			return end(VerdictContinue, err)
 		}
 	}
+}
+
+// budget shares the consolidation model's context window (the chat
+// client's ContextLength, else Config.ContextTokens, else
+// llm.DefaultContextLength); a window too small for a step's prompt is an
+// invalid request (llm.ErrInvalidRequest: the event is dead-lettered with
+// the reason, and replayed once the setting is fixed).
+func (c *Consolidator) budget(ctx context.Context) (Budget, error) {
+	window := c.cfg.window()
+	if wt, ok := c.chat.(windowTeller); ok {
+		n, err := wt.ContextLength(ctx, llm.RoleConsolidate)
+		if err != nil {
+			return Budget{}, fmt.Errorf("consolidate: context window: %w", err)
+		}
+		window = n
+	}
+	b := c.cfg.BudgetFor(window)
+	if err := b.check(); err != nil {
+		return b, fmt.Errorf("consolidate: %w: %w", llm.ErrInvalidRequest, err)
+	}
+	return b, nil
 }
 
 // turnStarted reports whether a turn started since the idle event.

@@ -53,13 +53,13 @@ func windowPage(maxMessages int) int { return max(4*maxMessages, 64) }
 
 // readWindow reads the window of a pass starting after message after: the
 // oldest user and assistant messages, at most maxMessages of them, each
-// cut to MessageChars, WindowChars and Budget().Transcript tokens in all
+// cut to MessageChars, WindowChars and b.Transcript tokens in all
 // (a first message longer than that is cut to fit), neutralised and
 // redacted. It reads the transcript in pages, never more of it than the
 // window needs.
-func (c *Consolidator) readWindow(ctx context.Context, ref memory.SessionRef, after int64, maxMessages int) (window, error) {
+func (c *Consolidator) readWindow(ctx context.Context, ref memory.SessionRef, after int64, maxMessages int, b Budget) (window, error) {
 	var w window
-	budget := c.cfg.Budget().Transcript
+	budget := b.Transcript
 	chars, tokens := 0, 0
 	var lines []string
 	page := windowPage(maxMessages)

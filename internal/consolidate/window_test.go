@@ -11,6 +11,8 @@ import (
 	"github.com/ollama/ollama/api"
 
 	"github.com/engram-memory/engram/internal/consolidate"
+	"github.com/engram-memory/engram/pkg/llm"
+	"github.com/engram-memory/engram/pkg/llm/llmtest"
 )
 
 const windowHeader = "THE CONVERSATION (since the last pass)"
@@ -47,8 +49,8 @@ func firstSteps(reqs []api.ChatRequest) []api.ChatRequest {
 // the context; the rest waits for the next pass, which reads on from there.
 func TestWindowLimits(t *testing.T) {
 	cfg := consolidate.Defaults()
-	if cfg.WindowMessages != 20 || cfg.MessageChars != 4000 || cfg.WindowChars != 40000 || cfg.ContextTokens != 8192 {
-		t.Fatalf("defaults %d messages, %d chars each, %d in all, context %d", cfg.WindowMessages, cfg.MessageChars, cfg.WindowChars, cfg.ContextTokens)
+	if cfg.WindowMessages != 20 || cfg.MessageChars != 4000 || cfg.WindowChars != 40000 {
+		t.Fatalf("defaults %d messages, %d chars each, %d in all", cfg.WindowMessages, cfg.MessageChars, cfg.WindowChars)
 	}
 
 	t.Run("20 messages, oldest first, then the rest", func(t *testing.T) {
@@ -85,9 +87,7 @@ func TestWindowLimits(t *testing.T) {
 		}
 	}
 	t.Run("4,000 characters each, 40,000 in all", func(t *testing.T) {
-		cfg := consolidate.Defaults()
-		cfg.ContextTokens = 32768 // room for 40,000 characters: the character bound decides
-		f := newFixtureConfig(t, sqliteStore(t), cfg)
+		f := newFixtureWindow(t, 32768) // room for 40,000 characters: the character bound decides
 		long(f)
 		f.run()
 		passes := firstSteps(f.srv.ChatRequests())
@@ -113,10 +113,10 @@ func TestWindowLimits(t *testing.T) {
 	})
 
 	t.Run("the context bounds the window", func(t *testing.T) {
-		f := newFixture(t, sqliteStore(t)) // 8,192 tokens
+		f := newFixtureWindow(t, 8192)
 		long(f)
 		f.run()
-		budget := consolidate.Defaults().Budget()
+		budget := consolidate.Defaults().BudgetFor(8192)
 		passes := firstSteps(f.srv.ChatRequests())
 		seen := 0
 		for i, p := range passes {
@@ -129,7 +129,7 @@ func TestWindowLimits(t *testing.T) {
 				t.Errorf("pass %d: a window of %d tokens, more than the %d the context leaves", i, tokens, budget.Transcript)
 			}
 			// Another message would not have fitted.
-			if i < len(passes)-1 && tokens+1010 <= budget.Transcript {
+			if i < len(passes)-1 && tokens+consolidate.EstimateTokens(lines[0])+1 <= budget.Transcript {
 				t.Errorf("pass %d: a window of %d tokens, room for another message left (%d)", i, tokens, budget.Transcript)
 			}
 			seen += len(lines)
@@ -137,32 +137,40 @@ func TestWindowLimits(t *testing.T) {
 		if seen != 12 {
 			t.Fatalf("%d messages read in %d passes, want 12", seen, len(passes))
 		}
-		assertWithinContext(t, f.srv.ChatRequests())
+		assertWithinContext(t, f.srv)
 	})
 }
 
-// requestTokens estimates a recorded request as the consolidator does:
-// each message's content and framing, and the tools as sent.
+// requestTokens estimates a recorded request as the consolidator plans it
+// (llm.RequestTokens): each message's content and framing, and the tools
+// it offered.
 func requestTokens(t testing.TB, req api.ChatRequest) int {
 	t.Helper()
-	n := 0
+	var r llm.Request
 	for _, m := range req.Messages {
-		n += consolidate.EstimateTokens(m.Content) + consolidate.MessageTokens
+		r.Messages = append(r.Messages, llm.Message{Author: m.Role, Content: m.Content})
 	}
-	if len(req.Tools) > 0 {
-		b, err := json.Marshal(req.Tools)
-		if err != nil {
-			t.Fatal(err)
+	for _, tool := range req.Tools {
+		found := false
+		for _, s := range consolidate.AllTools() {
+			if s.Name == tool.Function.Name {
+				r.Tools, found = append(r.Tools, s), true
+			}
 		}
-		n += consolidate.EstimateTokens(string(b))
+		if !found {
+			t.Fatalf("a tool %q the consolidator does not have", tool.Function.Name)
+		}
 	}
-	return n
+	return llm.RequestTokens(r)
 }
 
-// assertWithinContext: every request sends num_ctx and num_predict, and
-// its prompt plus the reply's room fits num_ctx.
-func assertWithinContext(t testing.TB, reqs []api.ChatRequest) {
+// assertWithinContext: every request sends num_ctx and num_predict, its
+// prompt plus the reply's room fits num_ctx as the consolidator estimates
+// (llm.RequestTokens), and the scripted server, counting as Ollama would,
+// found none over its window.
+func assertWithinContext(t testing.TB, srv *llmtest.Server) {
 	t.Helper()
+	reqs := srv.ChatRequests()
 	if len(reqs) == 0 {
 		t.Fatal("no request")
 	}
@@ -174,6 +182,11 @@ func assertWithinContext(t testing.TB, reqs []api.ChatRequest) {
 		}
 		if n := requestTokens(t, r); n+predict > ctx {
 			t.Fatalf("request %d: %d prompt tokens + %d to reply > num_ctx %d", i, n, predict, ctx)
+		}
+	}
+	for _, r := range srv.Requests() {
+		if r.Chat != nil && r.Cut {
+			t.Fatalf("the server counted %d prompt tokens over num_ctx %d", r.PromptTokens, r.NumCtx)
 		}
 	}
 }

@@ -46,7 +46,18 @@ func New(cfg config.Config, topo events.Topology, st memory.Store, c *llm.Client
 	if obs != nil {
 		opts = append(opts, consolidate.WithObserver(obs))
 	}
-	return consolidate.New(st, c, Config(cfg.Consolidate, topo), opts...)
+	return consolidate.New(st, c, ConfigFor(cfg, topo), opts...)
+}
+
+// ConfigFor is Config with the consolidation model's window when it is
+// set (ENGRAM_CONSOLIDATE_CONTEXT_LENGTH), so that one too small for a
+// step's prompt is refused at start.
+func ConfigFor(cfg config.Config, topo events.Topology) consolidate.Config {
+	cc := Config(cfg.Consolidate, topo)
+	if n := cfg.LLM.Consolidate.ContextLength; n > 0 {
+		cc.ContextTokens = n
+	}
+	return cc
 }
 
 // NewWorker returns the worker registration: the session_idle handler on
