@@ -129,6 +129,10 @@ func checkSizes(evs []events.Envelope, max int) error {
 }
 
 func completeEvent(raw json.RawMessage) (events.Envelope, error) {
+	// Before the map below would keep only the last of a duplicate key.
+	if err := events.CheckKeys(raw); err != nil {
+		return events.Envelope{}, err
+	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return events.Envelope{}, fmt.Errorf("not a JSON object: %w", err)

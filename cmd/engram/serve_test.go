@@ -312,7 +312,7 @@ func TestServeEndToEnd(t *testing.T) {
 
 	// DLQ round trip 1: an undecodable event published raw is dead-lettered
 	// with its reason.
-	badSubj := events.Subjects{}.In(events.TypeTokensReported, "acme/web", "chat 1")
+	badSubj := events.Subjects{}.In(events.TypeTokensReported, "", "acme/web", "chat 1")
 	if _, err := js.Publish(ctx, badSubj, []byte(`{"type":"tokens_reported","payload":`)); err != nil {
 		t.Fatal(err)
 	}
