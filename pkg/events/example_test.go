@@ -104,7 +104,7 @@ func standInInjector(ctx context.Context, js jetstream.JetStream, nc *nats.Conn)
 // Building and reading subjects by hand (for a platform in another language,
 // the same rules apply).
 func ExampleSubjects() {
-	s := events.Subjects{} // prefix "engram"
+	s := events.Subjects{}                                        // prefix "engram"
 	subj := s.In(events.TypeTurnEnded, "", "acme/web", "chat 42") // the default tenant
 	fmt.Println(subj)
 	fmt.Println(s.In(events.TypeTurnEnded, "acme", "web", "chat 42"))

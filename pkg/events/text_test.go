@@ -85,7 +85,7 @@ func TestSubjectsCheckBindsTheTenant(t *testing.T) {
 		t.Fatalf("own subject: %v", err)
 	}
 	for _, subj := range []string{
-		s.In(acme.Type, "", "p", "s"),      // the default tenant's subject, acme's body
+		s.In(acme.Type, "", "p", "s"),       // the default tenant's subject, acme's body
 		s.In(acme.Type, "victim", "p", "s"), // another tenant's subject
 		"engram.in.turn_ended.p.s",          // the older form vouches for the default tenant only
 	} {
