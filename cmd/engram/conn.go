@@ -15,6 +15,7 @@ import (
 	"github.com/engram-memory/engram/internal/config"
 	"github.com/engram-memory/engram/internal/credurl"
 	"github.com/engram-memory/engram/internal/natsauth"
+	"github.com/engram-memory/engram/pkg/events"
 )
 
 // loadConfig parses a subcommand's flags (the settings of groups plus what
@@ -49,7 +50,11 @@ func connect(cfg config.Config) (*nats.Conn, jetstream.JetStream, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("NATS credentials: %w", err)
 	}
-	nc, err := nats.Connect(url, append([]nats.Option{nats.Name("engram-cli"), nats.Timeout(cfg.NATS.ConnectTimeout)}, auth...)...)
+	opts := []nats.Option{nats.Name("engram-cli"), nats.Timeout(cfg.NATS.ConnectTimeout)}
+	if inbox := cliInbox(cfg, from); inbox != "" {
+		opts = append(opts, nats.CustomInboxPrefix(inbox))
+	}
+	nc, err := nats.Connect(url, append(opts, auth...)...)
 	if err != nil {
 		hint := "is `engram serve` running, or ENGRAM_NATS_URL set?"
 		if errors.Is(err, nats.ErrAuthorization) {
@@ -63,6 +68,26 @@ func connect(cfg config.Config) (*nats.Conn, jetstream.JetStream, error) {
 		return nil, nil, err
 	}
 	return nc, js, nil
+}
+
+// cliInbox is the reply-inbox prefix of the CLI's connection: a tenant's
+// own (events.TenantInbox) when it connects with a tenant's credentials
+// (ENGRAM_NATS_USER=tenant-...), the setup role's as setup, Engram's own
+// as admin from the data dir (so that what it reads, dead letters of every
+// tenant, never crosses the default tenant's _INBOX.), else nats.go's
+// default ("").
+func cliInbox(cfg config.Config, from string) string {
+	user := cfg.NATS.User
+	if t, ok := natsauth.TenantOfUser(user); ok {
+		return events.TenantInbox(t)
+	}
+	switch {
+	case user == natsauth.RoleSetup:
+		return natsauth.InboxPrefix(natsauth.RoleSetup)
+	case user == natsauth.RoleAdmin, strings.HasPrefix(from, "user "+natsauth.RoleAdmin+" "):
+		return natsauth.InboxPrefix("cli")
+	}
+	return ""
 }
 
 // out writes formatted text, ignoring write errors of a closed stdout.
