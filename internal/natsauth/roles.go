@@ -134,7 +134,9 @@ func For(role, prefix string) (perms *Permissions, ok bool) {
 	}
 	// The last event of a type on a session's subject (a direct get by
 	// subject: the server refuses a sequence on this form).
-	lastOf := func(t events.Type) string { return jsAPI + "DIRECT.GET." + in + "." + prefix + ".in." + string(t) + ".>" }
+	lastOf := func(t events.Type) string {
+		return jsAPI + "DIRECT.GET." + in + "." + prefix + ".in." + string(t) + ".>"
+	}
 	out_ := func(t events.Type) string { return prefix + ".out." + string(t) + ".>" }
 	switch role {
 	case RoleAdmin:
