@@ -188,7 +188,7 @@ func TestNATSServerAsDeployed(t *testing.T) {
 				t.Errorf("%s ScaledObject %s: consumer %s is not in engram setup's topology", overlay, name, md["consumer"])
 				continue
 			}
-			if _, err := pub.Publish(ctx, topo.Subjects().In(cc.Types[0], "deploytest", overlay+"-"+name), []byte(`{}`)); err != nil {
+			if _, err := pub.Publish(ctx, topo.Subjects().In(cc.Types[0], "", "deploytest", overlay+"-"+name), []byte(`{}`)); err != nil {
 				t.Fatal(err)
 			}
 			// The monitoring endpoint reports the consumer's state as of

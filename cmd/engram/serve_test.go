@@ -346,7 +346,7 @@ func TestServeEndToEnd(t *testing.T) {
 	}
 	seqOf := func(line string) string { return strings.Fields(line)[0] }
 	show := s.engram(t, bin, "dlq", "show", seqOf(lines[2]))
-	for _, want := range []string{"consumer:    compactor", "subject:     engram.in.tokens_reported.bad-project.s",
+	for _, want := range []string{"consumer:    compactor", "subject:     engram.in.tokens_reported.%.bad-project.s",
 		"event id:    " + rejected.ID, `"input_tokens": 7`} {
 		if !strings.Contains(show, want) {
 			t.Errorf("engram dlq show lacks %q:\n%s", want, show)
