@@ -162,12 +162,17 @@ func OpenBus(ctx context.Context, cfg config.Config, embed bool, name string, lo
 		if err := natsauth.EnsurePrivateDir(cfg.DataDir); err != nil {
 			return nil, err
 		}
-		key, created, err := storeKey(cfg)
+		k, err := storeKey(cfg)
 		if err != nil {
 			return nil, err
 		}
-		if created {
-			log.Debug("generated the NATS store encryption key", zap.String("file", cfg.NATSStoreKeyFile()))
+		key := k.Key
+		switch {
+		case k.Created:
+			log.Info("generated the NATS store encryption key, outside the data dir: back it up apart from the data", zap.String("file", k.Path))
+		case k.Moved:
+			log.Warn("moved the NATS store encryption key out of the data dir (it sat beside the store it encrypts): back it up apart from the data",
+				zap.String("from", k.MovedFrom), zap.String("to", k.Path))
 		}
 		if err := natsauth.CheckStoreKey(cfg.NATSStoreDir(), key); err != nil {
 			return nil, err
@@ -253,14 +258,15 @@ func OpenBus(ctx context.Context, cfg config.Config, embed bool, name string, lo
 	return b, nil
 }
 
-// storeKey is the embedded store's key: the configured file, or the data
-// dir's (generated on first start).
-func storeKey(cfg config.Config) (string, bool, error) {
+// storeKey is the embedded store's key: the configured file, or the one
+// in the key dir outside the data dir (generated on first start, moved
+// there from the data dir of an older version).
+func storeKey(cfg config.Config) (natsauth.StoreKey, error) {
 	if cfg.NATS.StoreKeyFile != "" {
 		k, err := natsauth.ReadKeyFile(cfg.NATS.StoreKeyFile)
-		return k, false, err
+		return natsauth.StoreKey{Key: k, Path: cfg.NATS.StoreKeyFile}, err
 	}
-	return natsauth.EnsureStoreKey(cfg.DataDir)
+	return natsauth.EnsureStoreKey(cfg.DataDir, cfg.NATSStoreDir(), cfg.NATS.StoreKeyDir)
 }
 
 // MaySetup reports whether the connection may create and update the
