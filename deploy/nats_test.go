@@ -100,11 +100,11 @@ func TestNATSServerAsDeployed(t *testing.T) {
 	}
 	connectAs := func(who, user, password string) *nats.Conn {
 		opts := []nats.Option{nats.UserInfo(user, password)}
-		if user != "setup" && user != "platform" && user != "admin" {
-			// A worker or idle detector process replies on an inbox of its
-			// own role (natsauth.InboxPrefix), the only one its user may
-			// subscribe to.
-			opts = append(opts, nats.CustomInboxPrefix(natsauth.InboxPrefix(user)))
+		if inbox := natsauth.ClientInbox(user); inbox != "" {
+			// A worker, idle detector or setup process replies on an inbox
+			// of its own role (natsauth.InboxPrefix), the only one its user
+			// may subscribe to.
+			opts = append(opts, nats.CustomInboxPrefix(inbox))
 		}
 		nc, err := nats.Connect(srv.ClientURL(), opts...)
 		if err != nil {

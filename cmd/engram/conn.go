@@ -15,7 +15,6 @@ import (
 	"github.com/engram-memory/engram/internal/config"
 	"github.com/engram-memory/engram/internal/credurl"
 	"github.com/engram-memory/engram/internal/natsauth"
-	"github.com/engram-memory/engram/pkg/events"
 )
 
 // loadConfig parses a subcommand's flags (the settings of groups plus what
@@ -78,16 +77,10 @@ func connect(cfg config.Config) (*nats.Conn, jetstream.JetStream, error) {
 // default ("").
 func cliInbox(cfg config.Config, from string) string {
 	user := cfg.NATS.User
-	if t, ok := natsauth.TenantOfUser(user); ok {
-		return events.TenantInbox(t)
-	}
-	switch {
-	case user == natsauth.RoleSetup:
-		return natsauth.InboxPrefix(natsauth.RoleSetup)
-	case user == natsauth.RoleAdmin, strings.HasPrefix(from, "user "+natsauth.RoleAdmin+" "):
+	if user == natsauth.RoleAdmin || strings.HasPrefix(from, "user "+natsauth.RoleAdmin+" ") {
 		return natsauth.InboxPrefix("cli")
 	}
-	return ""
+	return natsauth.ClientInbox(user)
 }
 
 // out writes formatted text, ignoring write errors of a closed stdout.

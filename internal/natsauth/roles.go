@@ -53,6 +53,21 @@ type Permissions struct {
 // processes, which carries every event and dead letter they read.
 func InboxPrefix(role string) string { return events.EngramInboxRoot + "." + role }
 
+// ClientInbox is the reply-inbox prefix (nats.CustomInboxPrefix) a client
+// connecting as the NATS user user must use, the only one its permissions
+// let it subscribe to: a worker role's or the setup role's own
+// (InboxPrefix), a tenant's (events.TenantInbox of TenantOfUser); ""
+// (nats.go's _INBOX) for the platform role, admin and unknown users.
+func ClientInbox(user string) string {
+	if t, ok := TenantOfUser(user); ok {
+		return events.TenantInbox(t)
+	}
+	if user == RoleSetup || slices.Contains(WorkerRoles(), user) {
+		return InboxPrefix(user)
+	}
+	return ""
+}
+
 // PlatformInbox is what the default tenant's platform receives replies on.
 const PlatformInbox = "_INBOX.>"
 
