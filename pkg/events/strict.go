@@ -123,56 +123,37 @@ func CheckKeys(data []byte) error { return checkKeys(data) }
 // unescaping. Keys of map objects (payload.project_names) are data and only
 // their exact duplicates are refused. The error names the key's path.
 func checkKeys(data []byte) error {
-	type frame struct {
-		path   string
-		isObj  bool
-		isMap  bool
-		idx    int
-		keys   map[string]bool
-		key    string // the current key
-		expect bool   // an object expecting a key
-	}
-	var stack []frame
-	child := func() string {
-		if len(stack) == 0 {
-			return ""
-		}
-		f := &stack[len(stack)-1]
-		switch {
-		case f.isObj && f.path == "":
-			return f.key
-		case f.isObj:
-			return f.path + "." + f.key
-		}
-		return f.path + "[" + strconv.Itoa(f.idx) + "]"
-	}
-	valueDone := func() {
-		if len(stack) == 0 {
-			return
-		}
-		f := &stack[len(stack)-1]
-		if f.isObj {
-			f.expect = true
-		} else {
-			f.idx++
-		}
-	}
+	// The keys of the open objects, folded, in one arena: a frame's keys
+	// are the spans from its first on (a stack: a closed object's keys
+	// are dropped), so that a decode allocates a few slices, not a map and
+	// a string per key.
+	var (
+		buf   [8]keyFrame
+		stack = buf[:0]
+		abuf  [256]byte
+		arena = abuf[:0]
+		sbuf  [32][2]int
+		spans = sbuf[:0]
+	)
 	for i := 0; i < len(data); i++ {
 		c := data[i]
 		switch c {
 		case '{', '[':
-			path := child()
 			isMap := false
-			if len(stack) > 0 && stack[len(stack)-1].isObj {
-				isMap = mapFields[stack[len(stack)-1].key]
+			if n := len(stack); n > 0 && stack[n-1].isObj {
+				isMap = mapFields[string(stack[n-1].key)]
 			}
-			stack = append(stack, frame{path: path, isObj: c == '{', isMap: isMap, expect: c == '{'})
+			stack = append(stack, keyFrame{isObj: c == '{', isMap: isMap, expect: c == '{', first: len(spans)})
 		case '}', ']':
 			if len(stack) == 0 {
 				return nil // not valid JSON: the decoder reports it
 			}
+			if f := stack[len(stack)-1]; f.first < len(spans) {
+				arena = arena[:spans[f.first][0]]
+				spans = spans[:f.first]
+			}
 			stack = stack[:len(stack)-1]
-			valueDone()
+			valueDone(stack)
 		case '"':
 			j := i + 1
 			esc := false
@@ -196,43 +177,130 @@ func checkKeys(data []byte) error {
 			}
 			f := &stack[len(stack)-1]
 			if !f.isObj || !f.expect {
-				valueDone()
+				valueDone(stack)
 				continue
 			}
-			key := string(raw)
+			f.expect = false
+			key := raw
 			if esc {
-				if err := json.Unmarshal(quoted, &key); err != nil {
+				var k string
+				if err := json.Unmarshal(quoted, &k); err != nil {
 					return nil // the decoder reports a bad escape
 				}
+				key = []byte(k)
 			}
-			f.expect = false
-			f.key = key
-			where := key
-			if f.path != "" {
-				where = f.path + "." + key
+			// The key as this object compares it: folded as encoding/json
+			// folds field names, except in a map (data, compared exactly).
+			start := len(arena)
+			if f.isMap {
+				arena = append(arena, key...)
+			} else {
+				arena = appendFolded(arena, key)
 			}
-			id := key
+			id := arena[start:]
 			if !f.isMap {
-				id = foldName(key)
-				if name, ok := knownFields[id]; ok && name != key {
-					return &FieldError{Field: where, Reason: fmt.Sprintf("spelled otherwise than the field %q (names are case-sensitive here)", name)}
+				if name, ok := knownFields[string(id)]; ok && name != string(key) {
+					return &FieldError{Field: keyPath(stack, key), Reason: fmt.Sprintf("spelled otherwise than the field %q (names are case-sensitive here)", name)}
 				}
 			}
-			if f.keys == nil {
-				f.keys = map[string]bool{}
+			dup := false
+			if f.many != nil {
+				dup = f.many[string(id)]
+				f.many[string(id)] = true
+			} else {
+				for _, sp := range spans[f.first:] {
+					if string(arena[sp[0]:sp[1]]) == string(id) {
+						dup = true
+						break
+					}
+				}
+				if len(spans)-f.first >= 32 {
+					// A large object (a map): a set from here on.
+					f.many = make(map[string]bool, 64)
+					for _, sp := range spans[f.first:] {
+						f.many[string(arena[sp[0]:sp[1]])] = true
+					}
+					f.many[string(id)] = true
+				}
 			}
-			if f.keys[id] {
-				return &FieldError{Field: where, Reason: "duplicate key (an object names each key once)"}
+			if dup {
+				return &FieldError{Field: keyPath(stack, key), Reason: "duplicate key (an object names each key once)"}
 			}
-			f.keys[id] = true
+			f.key = key
+			spans = append(spans, [2]int{start, len(arena)})
 		case ',', ':', ' ', '\t', '\r', '\n':
 		default:
 			// A number, true, false or null: skip to its end.
 			for i+1 < len(data) && !strings.ContainsRune(",}] \t\r\n", rune(data[i+1])) {
 				i++
 			}
-			valueDone()
+			valueDone(stack)
 		}
 	}
 	return nil
+}
+
+// keyFrame is an open object or array of checkKeys.
+type keyFrame struct {
+	isObj  bool
+	isMap  bool
+	expect bool   // an object expecting a key
+	idx    int    // an array's current index
+	key    []byte // an object's current key
+	first  int    // its keys: spans[first:]
+	many   map[string]bool
+}
+
+// valueDone records that the innermost container's current value ended.
+func valueDone(stack []keyFrame) {
+	if len(stack) == 0 {
+		return
+	}
+	f := &stack[len(stack)-1]
+	if f.isObj {
+		f.expect = true
+	} else {
+		f.idx++
+	}
+}
+
+// keyPath is the JSON path of key in the innermost object of stack, e.g.
+// "payload.messages[1].content".
+func keyPath(stack []keyFrame, key []byte) string {
+	var b strings.Builder
+	for _, f := range stack[:len(stack)-1] {
+		switch {
+		case !f.isObj:
+			b.WriteString("[" + strconv.Itoa(f.idx) + "]")
+		case b.Len() > 0:
+			b.WriteString("." + string(f.key))
+		default:
+			b.Write(f.key)
+		}
+	}
+	if b.Len() > 0 {
+		b.WriteByte('.')
+	}
+	b.Write(key)
+	return b.String()
+}
+
+// appendFolded appends name folded as encoding/json folds field names
+// (foldName) to b.
+func appendFolded(b, name []byte) []byte {
+	for i := 0; i < len(name); {
+		c := name[i]
+		if c < utf8.RuneSelf {
+			if 'a' <= c && c <= 'z' {
+				c -= 'a' - 'A'
+			}
+			b = append(b, c)
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRune(name[i:])
+		b = utf8.AppendRune(b, unicode.ToUpper(unicode.ToLower(r)))
+		i += n
+	}
+	return b
 }

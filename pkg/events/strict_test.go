@@ -3,6 +3,7 @@ package events_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -51,6 +52,23 @@ func TestDecodeRefusesDuplicateKeys(t *testing.T) {
 		if !errors.Is(err, events.ErrInvalidEvent) {
 			t.Errorf("%s: Decode = %v, want refused", name, err)
 		}
+	}
+	// The error names the key's path.
+	_, err := events.Decode([]byte(`{"id":"x","type":"turn_ended","version":1,"occurred_at":"2026-11-29T19:30:00Z",` +
+		`"project_id":"p","session_id":"s","turn_id":"t","payload":{"messages":[{"role":"user","content":"a"},{"role":"user","content":"a","CONTENT":"b"}]}}`))
+	var fe *events.FieldError
+	if !errors.As(err, &fe) || fe.Field != "payload.messages[1].CONTENT" {
+		t.Errorf("the path of a case-variant key: %v", err)
+	}
+	many := `{"text":"hi","project_names":{`
+	for i := range 100 {
+		many += fmt.Sprintf(`"p%d":"x",`, i)
+	}
+	if _, err := events.Decode(body("", many+`"p7":"y"}}`)); !errors.Is(err, events.ErrInvalidEvent) {
+		t.Errorf("a duplicate among 100 project names: %v", err)
+	}
+	if _, err := events.Decode(body("", many+`"p100":"y"}}`)); err != nil {
+		t.Errorf("100 distinct project names: %v", err)
 	}
 	// Keys of a map are data: case variants are two projects.
 	if _, err := events.Decode(body("", `{"text":"hi","project_names":{"Acme":"x","acme":"y","ID":"z"}}`)); err != nil {
