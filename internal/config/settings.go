@@ -30,8 +30,8 @@ const (
 )
 
 // Setting is one configuration knob: a flag, an environment variable, a
-// default and a meaning. Settings lists them all; the README table is made
-// from it.
+// default and a meaning. Settings lists them all; the table of
+// docs/configuration.md is made from it.
 type Setting struct {
 	Flag    string
 	Env     string
@@ -86,7 +86,7 @@ func (c *Config) Settings() []Setting {
 		{Flag: "redis-vector-quant", Env: "ENGRAM_REDIS_VECTOR_QUANT", Group: Runtime, value: (*strV)(&c.Store.RedisVectorQuant),
 			Usage: "how new Redis vector sets store vectors: q8 (int8), noquant (float32, exact cosine) or bin; a set keeps the one it was created with"},
 		{Flag: "subject-prefix", Env: "ENGRAM_SUBJECT_PREFIX", Group: Conn, value: (*strV)(&c.Events.SubjectPrefix),
-			Usage: "first token(s) of every subject: <prefix>.in.<type>.<project>.<session>"},
+			Usage: "first token(s) of every subject: <prefix>.in.<type>.<tenant>.<project>.<session>"},
 		{Flag: "in-max-age", Env: "ENGRAM_IN_MAX_AGE", Group: Topology, value: (*durV)(&c.Events.InMaxAge),
 			Usage: "retention by age of ENGRAM_IN (accepts d for days)"},
 		{Flag: "in-max-bytes", Env: "ENGRAM_IN_MAX_BYTES", Group: Topology, value: (*bytesV)(&c.Events.InMaxBytes),
