@@ -185,8 +185,9 @@
 //	client.PublishTokensReported(ctx, ref, events.TokensReported{InputTokens: n})
 //
 // Inject publishes turn_started with reply_to set to a subject of its own
-// (under one inbox per Client, subscribed once with a wildcard on the first
-// Inject and routed to the waiting call by its last token) and reply_by to
+// (under one inbox per Client and tenant, the tenant's own, subscribed once
+// with a wildcard on the tenant's first Inject and routed to the waiting
+// call by its last token) and reply_by to
 // its deadline (1.5 s by default), then waits for an injection_ready whose
 // in_reply_to is the event id. The injector replies to reply_to
 // (Client.Respond) and also publishes injection_ready on ENGRAM_OUT. A turn

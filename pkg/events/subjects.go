@@ -331,3 +331,27 @@ func validSubject(s string) bool {
 	}
 	return true
 }
+
+// CurrentSubject returns the subject an input event of the form before
+// tenants (<prefix>.in.<type>.<project>.<session>, Address.Legacy) is
+// published on now, the default tenant's token inserted
+// (<prefix>.in.<type>.%.<project>.<session>); any other subject is returned
+// as it is. It needs no prefix: a tool that republishes stored events (a
+// dead letter's replay) uses it so that an event dead-lettered before the
+// tenant token existed can still be replayed (ENGRAM_IN no longer stores
+// the older form). The worker then checks the body as the default
+// tenant's.
+func CurrentSubject(subject string) string {
+	toks := strings.Split(subject, ".")
+	n := len(toks)
+	if n < 5 || toks[n-4] != "in" || !Type(toks[n-3]).IsInput() {
+		return subject
+	}
+	// (A current subject has its type, never "in", 4th from the end.)
+	for _, tok := range toks[n-2:] {
+		if _, err := DecodeToken(tok); err != nil {
+			return subject
+		}
+	}
+	return strings.Join(toks[:n-2], ".") + ".%." + strings.Join(toks[n-2:], ".")
+}

@@ -131,3 +131,25 @@ func FuzzToken(f *testing.F) {
 		}
 	})
 }
+
+func TestCurrentSubject(t *testing.T) {
+	for in, want := range map[string]string{
+		"engram.in.turn_ended.p.s":                "engram.in.turn_ended.%.p.s",
+		"acme.mem.in.session_idle.a%2Fb.chat%201": "acme.mem.in.session_idle.%.a%2Fb.chat%201",
+		"engram.in.turn_ended.%.p.s":              "engram.in.turn_ended.%.p.s",
+		"engram.in.turn_ended.acme.p.s":           "engram.in.turn_ended.acme.p.s",
+		"engram.in.turn_ended.in.turn_ended.s":    "engram.in.turn_ended.in.turn_ended.s",
+		"engram.in.bogus.p.s":                     "engram.in.bogus.p.s",
+		"engram.out.memory_changed.p.s":           "engram.out.memory_changed.p.s",
+		"engram.in.turn_ended.a%2fb.s":            "engram.in.turn_ended.a%2fb.s", // not a canonical token
+	} {
+		if got := events.CurrentSubject(in); got != want {
+			t.Errorf("CurrentSubject(%q) = %q, want %q", in, got, want)
+		}
+		if got := events.CurrentSubject(in); got != in {
+			if a, err := (events.Subjects{Prefix: strings.TrimSuffix(in[:strings.Index(in, ".in.")], ".")}).Parse(got); err != nil || a.Legacy {
+				t.Errorf("CurrentSubject(%q) = %q: parses as %+v, %v", in, got, a, err)
+			}
+		}
+	}
+}
