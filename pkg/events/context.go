@@ -309,6 +309,15 @@ func (c *Client) answerContext(ctx context.Context, fn ContextFunc, m *nats.Msg,
 	if req.AfterID < 0 {
 		return fail(errors.New("events: context request: negative after_id"))
 	}
+	var p problems
+	p.id("tenant", ref.TenantID, false)
+	p.id("project", ref.ProjectID, true)
+	p.id("session", ref.SessionID, true)
+	if err := p.err(); err != nil {
+		// The ids an event may not have (a NUL, a newline, over 256
+		// bytes) are no session's.
+		return fail(fmt.Errorf("events: context request: %w", err))
+	}
 	if req.TenantID != "" && req.TenantID != ref.TenantID {
 		return fail(fmt.Errorf("events: context request: tenant_id %q is not the subject's tenant %q", req.TenantID, ref.TenantID))
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -305,5 +306,30 @@ func TestEnsureTopologyLeavesFrozenStreams(t *testing.T) {
 	st, _ = js.Stream(ctx, events.StreamDLQ)
 	if got := st.CachedInfo().Config.MaxBytes; got != 8<<20 {
 		t.Fatalf("DLQ max bytes %d after an unfrozen ensure", got)
+	}
+}
+
+// TestContextRefusesControlCharacters: a context request for ids no event
+// may have (a NUL, a newline) is answered with an error, not looked up.
+func TestContextRefusesControlCharacters(t *testing.T) {
+	_, nc := eventstest.RunServer(t)
+	eventstest.Setup(t, nc, eventstest.Topology())
+	c, _ := events.NewClient(nc, events.WithContextTimeout(5*time.Second))
+	var called atomic.Int32
+	svc, err := c.ServeContext(func(context.Context, events.Ref, events.ContextRequest) (events.ContextReply, error) {
+		called.Add(1)
+		return events.ContextReply{Summary: "s"}, nil
+	}, 1, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = svc.Stop() }()
+	for _, ref := range []events.Ref{{ProjectID: "p\x00x", SessionID: "s"}, {ProjectID: "p", SessionID: "s\nforged"}, {TenantID: "t\x7f", ProjectID: "p", SessionID: "s"}} {
+		if _, err := c.Context(context.Background(), ref); !errors.Is(err, events.ErrContextUnavailable) || !strings.Contains(err.Error(), "control") {
+			t.Errorf("context of %+v: %v", ref, err)
+		}
+	}
+	if _, err := c.Context(context.Background(), events.Ref{ProjectID: "p", SessionID: "s"}); err != nil || called.Load() != 1 {
+		t.Fatalf("a plain request: %v (fn called %d times)", err, called.Load())
 	}
 }
