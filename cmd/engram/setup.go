@@ -46,7 +46,7 @@ func setup(ctx context.Context, stdout io.Writer, args []string) error {
 	out(stdout, "streams ready on %s:\n", credurl.Redact(nc.ConnectedUrl()))
 	for _, s := range topo.StreamConfigs() {
 		out(stdout, "  %-12s %s (%s retention, max age %s, max bytes %d, max per subject %d, max message %d, replicas %d)\n",
-			s.Name, s.Subjects[0], strings.ToLower(s.Retention.String()), s.MaxAge, s.MaxBytes, s.MaxMsgsPerSubject, s.MaxMsgSize, s.Replicas)
+			s.Name, strings.Join(s.Subjects, " "), strings.ToLower(s.Retention.String()), s.MaxAge, s.MaxBytes, s.MaxMsgsPerSubject, s.MaxMsgSize, s.Replicas)
 	}
 	out(stdout, "consumers on %s:\n", topo.In.Name)
 	for _, c := range topo.Consumers {
