@@ -95,10 +95,20 @@ type replySub struct {
 // have a custom prefix), unless that is one of Engram's reserved ones.
 func (c *Client) inboxFor(tenant string) string {
 	in := c.nc.NewInbox()
-	if tenant == "" && !underPrefix(in, TenantInboxRoot) && !underPrefix(in, EngramInboxRoot) {
+	if c.ownInbox(tenant, in) {
 		return in
 	}
 	return TenantInbox(tenant) + "." + in[strings.LastIndexByte(in, '.')+1:]
+}
+
+// ownInbox reports whether in, an inbox of the connection, is one where an
+// answer to tenant may go (CheckReplyFor): then the connection's own
+// request/reply (one shared subscription) serves the tenant's requests.
+func (c *Client) ownInbox(tenant, in string) bool {
+	if tenant != "" {
+		return underPrefix(in, TenantInbox(tenant))
+	}
+	return !underPrefix(in, TenantInboxRoot) && !underPrefix(in, EngramInboxRoot)
 }
 
 // await registers a waiter for a turn of tenant and returns its reply

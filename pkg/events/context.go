@@ -180,6 +180,11 @@ func (c *Client) Context(ctx context.Context, ref Ref) (Context, error) {
 // tenant's inbox (inboxFor) and waits for the answer: the service answers
 // a tenant only there.
 func (c *Client) request(ctx context.Context, tenant, subj string, body []byte) (*nats.Msg, error) {
+	if c.ownInbox(tenant, c.nc.NewInbox()) {
+		// The connection's inbox is the tenant's: its shared
+		// request/reply subscription serves.
+		return c.nc.RequestWithContext(ctx, subj, body)
+	}
 	inbox := c.inboxFor(tenant)
 	sub, err := c.nc.SubscribeSync(inbox)
 	if err != nil {
