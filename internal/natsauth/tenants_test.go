@@ -31,8 +31,8 @@ import (
 // reply subject against the tenant (events.CheckReplyFor, in
 // Client.Respond and ServeContext).
 type bus struct {
-	srv     *natsembed.Server
-	pw      map[string]string
+	srv      *natsembed.Server
+	pw       map[string]string
 	outcomes chan outcome // what the stand-in injector did with each event
 }
 
