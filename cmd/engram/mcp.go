@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/engram-memory/engram/internal/app"
+	"github.com/engram-memory/engram/internal/buildinfo"
 	"github.com/engram-memory/engram/internal/config"
 	"github.com/engram-memory/engram/internal/mcptool"
 	"github.com/engram-memory/engram/internal/mcptool/mcptoolfx"
@@ -57,12 +58,12 @@ func mcpCmd(ctx context.Context, _ io.Writer, args []string) error {
 		if err != nil {
 			return fmt.Errorf("%w: %v", errUsage, err)
 		}
-		cs, err := mcptool.Dial(ctx, url, token, "engram")
+		cs, err := mcptool.Dial(ctx, url, token, buildinfo.Version())
 		if err != nil {
 			return err
 		}
 		defer cs.Close()
-		if srv, err = mcptool.NewProxy(ctx, cs, "engram"); err != nil {
+		if srv, err = mcptool.NewProxy(ctx, cs, buildinfo.Version()); err != nil {
 			return err
 		}
 	} else {
@@ -82,7 +83,7 @@ func mcpCmd(ctx context.Context, _ io.Writer, args []string) error {
 		if err != nil {
 			return err
 		}
-		if srv, err = mcptool.NewServer(tool, mcptool.ServerOptions{Caller: &caller, Version: "engram"}); err != nil {
+		if srv, err = mcptool.NewServer(tool, mcptool.ServerOptions{Caller: &caller}); err != nil {
 			return err
 		}
 	}

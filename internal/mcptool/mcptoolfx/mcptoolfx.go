@@ -72,7 +72,8 @@ func Module() fx.Option {
 			if err != nil {
 				return nil, err
 			}
-			h, err := mcptool.HTTPHandler(tool, tokens, mcptool.HTTPOptions{})
+			h, err := mcptool.HTTPHandler(tool, tokens, mcptool.HTTPOptions{
+				SessionTimeout: cfg.MCP.SessionIdle, MaxSessionsPerToken: cfg.MCP.SessionsPerToken})
 			if err != nil {
 				return nil, err
 			}
