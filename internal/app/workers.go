@@ -72,6 +72,11 @@ func StartWorkers(ctx context.Context, js jetstream.JetStream, topo events.Topol
 	}
 	sort.Slice(selected, func(i, j int) bool { return selected[i].Role < selected[j].Role })
 	for _, wk := range selected {
+		// The alert rules' counters exist at 0 from the start (see
+		// health.Metrics.InitWorker).
+		if in, ok := obs.(interface{ InitWorker(worker string) }); ok {
+			in.InitWorker(wk.Role)
+		}
 		rc := runner.ConfigFor(topo, wk.Role)
 		rc.Concurrency = cfg.ConcurrencyOf(wk.Role)
 		opts := []runner.Option{runner.WithLogger(log), runner.WithGates(wk.Gates...)}
