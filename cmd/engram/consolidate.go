@@ -34,7 +34,7 @@ func consolidateCmd(ctx context.Context, stdout io.Writer, args []string) error 
 	if project == "" || session == "" {
 		return fmt.Errorf("%w: engram consolidate -project P -session S", errUsage)
 	}
-	st, err := app.OpenStore(ctx, cfg)
+	st, err := openStore(ctx, cfg, "")
 	if err != nil {
 		return err
 	}
@@ -81,7 +81,7 @@ func memoryHistory(ctx context.Context, stdout io.Writer, args []string) error {
 	if session != "" && project == "" {
 		return fmt.Errorf("%w: -session needs -project", errUsage)
 	}
-	st, err := app.OpenStore(ctx, cfg)
+	st, err := openStore(ctx, cfg, "")
 	if err != nil {
 		return err
 	}
@@ -112,7 +112,7 @@ func memoryUndo(ctx context.Context, stdout io.Writer, args []string) error {
 	if fs.NArg() != 1 {
 		return fmt.Errorf("%w: engram memory undo PASS", errUsage)
 	}
-	st, err := app.OpenStore(ctx, cfg)
+	st, err := openStore(ctx, cfg, "")
 	if err != nil {
 		return err
 	}

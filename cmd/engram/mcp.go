@@ -67,11 +67,8 @@ func mcpCmd(ctx context.Context, _ io.Writer, args []string) error {
 			return err
 		}
 	} else {
-		st, err := app.OpenStore(ctx, cfg)
+		st, err := openStore(ctx, cfg, "run serve with ENGRAM_MCP_ADDR and use engram mcp -remote (docs/mcp.md)")
 		if err != nil {
-			if cfg.Store.Kind == config.StoreSQLite && strings.Contains(err.Error(), "in use by another process") {
-				return fmt.Errorf("%w (a running `engram serve` holds it: run serve with ENGRAM_MCP_ADDR and use engram mcp -remote)", err)
-			}
 			return err
 		}
 		defer st.Close()
@@ -79,7 +76,19 @@ func mcpCmd(ctx context.Context, _ io.Writer, args []string) error {
 		if err != nil {
 			return err
 		}
-		tool, err := mcptoolfx.NewTool(cfg, st, app.NewEmbedder(cfg, c), log.Named("mcp"))
+		// Edits are announced (memory_changed) when a bus answers: with
+		// Redis the workers may run beside this process.
+		var topts []mcptool.Option
+		if cfg.Store.Kind != config.StoreSQLite || cfg.NATS.URL != "" {
+			ec, done, err := busPublisher(cfg)
+			if err != nil {
+				log.Warn("memory_changed will not be published: no bus", zap.Error(err))
+			} else {
+				defer done()
+				topts = append(topts, mcptool.WithPublisher(ec))
+			}
+		}
+		tool, err := mcptoolfx.NewTool(cfg, st, app.NewEmbedder(cfg, c), log.Named("mcp"), topts...)
 		if err != nil {
 			return err
 		}

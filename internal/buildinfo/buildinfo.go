@@ -3,10 +3,19 @@
 // (runtime/debug.ReadBuildInfo), so that `engram version`, the MCP
 // server's serverInfo and a bug report name the same build.
 //
-// `go build` and `go install` stamp the main module's version (a tag, or a
-// pseudo-version from the commit, "+dirty" when the checkout had changes)
-// and the VCS settings; `go run` and test binaries stamp neither, so their
-// version is "devel".
+// `go build` and `go install` in a git clone stamp the main module's
+// version (a tag, or a pseudo-version from the commit, "+dirty" when the
+// checkout had changes) and the VCS settings; `go run`, test binaries and
+// builds without .git (a container build context, a git worktree, whose
+// .git is a file the go command does not follow, or -buildvcs=false) stamp
+// neither, so their version is "devel". Such a build can name its version
+// and commit with the linker:
+//
+//	go build -ldflags "-X github.com/engram-memory/engram/internal/buildinfo.stampedVersion=v1.2.0 \
+//	  -X github.com/engram-memory/engram/internal/buildinfo.stampedCommit=$(git rev-parse HEAD)" ./cmd/...
+//
+// (deploy/Dockerfile does, from its ENGRAM_VERSION and ENGRAM_COMMIT build
+// arguments); the stamped values win over the module's.
 package buildinfo
 
 import (
@@ -30,11 +39,26 @@ type Info struct {
 	Go string `json:"go"`
 }
 
+// Set by the linker (-X) for builds without VCS information.
+var stampedVersion, stampedCommit string
+
 // Read returns the binary's build information.
 func Read() Info {
-	i := Info{Version: "devel", Go: runtime.Version()}
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
+	bi, _ := debug.ReadBuildInfo()
+	return read(bi, stampedVersion, stampedCommit)
+}
+
+func read(bi *debug.BuildInfo, version, commit string) (i Info) {
+	i = Info{Version: "devel", Go: runtime.Version()}
+	defer func() {
+		if version != "" {
+			i.Version = version
+		}
+		if commit != "" {
+			i.Commit, i.CommitTime, i.Modified = commit, "", false
+		}
+	}()
+	if bi == nil {
 		return i
 	}
 	if v := bi.Main.Version; v != "" && v != "(devel)" {

@@ -2,6 +2,7 @@ package buildinfo
 
 import (
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -17,6 +18,24 @@ func TestRead(t *testing.T) {
 	}
 	if !strings.HasPrefix(i.String(), "engram devel") || !strings.HasSuffix(i.String(), " "+runtime.Version()) {
 		t.Errorf("String = %q", i.String())
+	}
+}
+
+// TestRead: the module version and VCS settings of a build, and the values
+// the linker stamps, which win.
+func TestReadBuildInfo(t *testing.T) {
+	bi := &debug.BuildInfo{Main: debug.Module{Version: "v0.0.0-20261206035910-f79dc22158f6"}, Settings: []debug.BuildSetting{
+		{Key: "vcs.revision", Value: "f79dc22158f67a6a4ba83d990bb171e2277fa58d"}, {Key: "vcs.time", Value: "2026-12-06T03:59:10Z"},
+		{Key: "vcs.modified", Value: "true"}}}
+	i := read(bi, "", "")
+	if i.Version != "v0.0.0-20261206035910-f79dc22158f6" || i.Commit != "f79dc22158f67a6a4ba83d990bb171e2277fa58d" || !i.Modified || i.CommitTime == "" {
+		t.Errorf("from the module: %+v", i)
+	}
+	if i := read(&debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}, "", ""); i.Version != "devel" || i.Commit != "" {
+		t.Errorf("unstamped: %+v", i)
+	}
+	if i := read(bi, "v1.2.0", "abc"); i.Version != "v1.2.0" || i.Commit != "abc" || i.Modified || i.CommitTime != "" {
+		t.Errorf("stamped by the linker: %+v", i)
 	}
 }
 
