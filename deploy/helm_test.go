@@ -53,7 +53,6 @@ func helmTemplate(t *testing.T, vals map[string]any) ([]string, error) {
 	return docs, nil
 }
 
-
 // renderHelm renders the chart and decodes every object strictly into its
 // Kubernetes type, as render does for kustomize.
 func renderHelm(t *testing.T, vals map[string]any) *rendered {
