@@ -5,10 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/engram-memory/engram/internal/config"
 	"github.com/engram-memory/engram/pkg/events"
@@ -35,7 +37,7 @@ func compactCmd(ctx context.Context, stdout io.Writer, args []string) error {
 	if err := needSession(project, session); err != nil {
 		return err
 	}
-	nc, _, err := connect(cfg)
+	nc, js, err := connect(cfg)
 	if err != nil {
 		return err
 	}
@@ -64,6 +66,14 @@ func compactCmd(ctx context.Context, stdout io.Writer, args []string) error {
 		}
 		defer func() { _ = sub.Unsubscribe() }()
 	}
+	if wait > 0 {
+		// Turns published a moment ago may not be stored yet (the extractor
+		// stores turn_ended): a compaction now would judge a short
+		// transcript. Within the wait, let the extractor catch up first.
+		if err := waitExtractor(ctx, js, cfg, project, session, wait); err != nil {
+			return err
+		}
+	}
 	ev, err := cl.PublishTokensReported(ctx, ref, events.TokensReported{Force: true})
 	if err != nil {
 		return err
@@ -80,6 +90,32 @@ func compactCmd(ctx context.Context, stdout io.Writer, args []string) error {
 		return fmt.Errorf("no compaction_done within %v: the conversation may have too few messages to split, be ephemeral (the request is then dead-lettered with the reason), or the compactor waits for its model (engram status)", wait)
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// waitExtractor waits, at most wait, until the extractor has acknowledged
+// the session's latest turn_ended (its messages are in the transcript).
+func waitExtractor(ctx context.Context, js jetstream.JetStream, cfg config.Config, project, session string, wait time.Duration) error {
+	lag := events.NewExtractorLag(js, cfg.Topology())
+	deadline := time.Now().Add(wait)
+	said := false
+	for {
+		pending, err := lag.TurnEndedPending(ctx, project, session)
+		if err != nil || !pending {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the extractor has not stored the session's latest turn within %v (engram status: is an extractor running?)", wait)
+		}
+		if !said {
+			fmt.Fprintln(os.Stderr, "waiting for the extractor to store the session's latest turns...")
+			said = true
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 }
 
