@@ -105,15 +105,15 @@ func Render(msgs []memory.Message, cfg Config) string {
 		switch m.Role {
 		case memory.RoleUser:
 			b.WriteString("[USER]\n")
-			b.WriteString(headTail(m.Content, cfg.MessageHead, cfg.MessageTail))
+			b.WriteString(memory.NeutraliseText(headTail(m.Content, cfg.MessageHead, cfg.MessageTail)))
 		case memory.RoleAssistant:
 			b.WriteString("[ASSISTANT]\n")
-			b.WriteString(headTail(m.Content, cfg.MessageHead, cfg.MessageTail))
+			b.WriteString(memory.NeutraliseText(headTail(m.Content, cfg.MessageHead, cfg.MessageTail)))
 			for i, c := range m.ToolCalls {
 				if m.Content != "" || i > 0 {
 					b.WriteString("\n")
 				}
-				fmt.Fprintf(&b, "-> tool call %s (id %s): %s", c.Name, orNone(c.ID), capChars(c.Arguments, cfg.ArgChars))
+				fmt.Fprintf(&b, "-> tool call %s (id %s): %s", memory.Neutralise(c.Name), orNone(c.ID), memory.NeutraliseText(capChars(c.Arguments, cfg.ArgChars)))
 				if c.ID != "" && !results[c.ID] {
 					b.WriteString(" (interrupted: no result)")
 				}
@@ -127,7 +127,7 @@ func Render(msgs []memory.Message, cfg Config) string {
 				status = "no result recorded (interrupted)"
 			}
 			fmt.Fprintf(&b, "[TOOL RESULT %s, call id %s, %s]\n", orNone(m.ToolName), orNone(m.ToolCallID), status)
-			b.WriteString(headTail(m.Content, cfg.ToolResultHead, cfg.ToolResultTail))
+			b.WriteString(memory.NeutraliseText(headTail(m.Content, cfg.ToolResultHead, cfg.ToolResultTail)))
 		}
 		b.WriteString("\n\n")
 	}
@@ -182,7 +182,7 @@ func Prompt(prev string, covered []memory.Message, cfg Config) []llm.Message {
 	} else {
 		user.WriteString(updateInstruction)
 		user.WriteString("\n\nPREVIOUS SUMMARY:\n<previous-summary>\n")
-		user.WriteString(defuse(prev))
+		user.WriteString(defuse(memory.NeutraliseText(prev)))
 		user.WriteString("\n</previous-summary>")
 	}
 	user.WriteString("\n\nTEMPLATE:\n")
@@ -238,7 +238,7 @@ func Clean(reply string) string {
 	}
 	s = strings.ReplaceAll(s, Preamble, "")
 	s = markerRE.ReplaceAllString(s, "")
-	return strings.TrimSpace(memory.Redact(s))
+	return strings.TrimSpace(memory.NeutraliseText(memory.Redact(s)))
 }
 
 // Block is what the platform sends instead of the compacted messages.
@@ -246,7 +246,7 @@ func Block(summary string) string {
 	if summary == "" {
 		return ""
 	}
-	return Preamble + "\n\n" + SummaryOpen + "\n" + defuse(summary) + "\n" + SummaryClose + "\n" + EndMarker
+	return Preamble + "\n\n" + SummaryOpen + "\n" + defuse(memory.NeutraliseText(summary)) + "\n" + SummaryClose + "\n" + EndMarker
 }
 
 // MessageTokens estimates a stored message (content, tool calls and their

@@ -115,9 +115,10 @@ func (c *Consolidator) memoriesBlock(ctx context.Context, ref memory.SessionRef,
 func (c *Consolidator) messages(w window, memories string, l *Ledger, now time.Time) []llm.Message {
 	lim := c.cfg.Limits
 	var b strings.Builder
-	fmt.Fprintf(&b, "[Now: %s]\n\nSTORED MEMORIES\n%s\n\nTHIS PASS\n%s\n", now.UTC().Format("2006-01-02 15:04 MST (Monday)"), memories, l.Digest(lim))
+	// the ledger echoes what the model wrote (which may quote the transcript)
+	fmt.Fprintf(&b, "[Now: %s]\n\nSTORED MEMORIES\n%s\n\nTHIS PASS\n%s\n", now.UTC().Format("2006-01-02 15:04 MST (Monday)"), memories, memory.NeutraliseText(l.Digest(lim)))
 	if l.Detail != "" {
-		fmt.Fprintf(&b, "\nRESULT OF YOUR LAST CALL\n%s\n", l.Detail)
+		fmt.Fprintf(&b, "\nRESULT OF YOUR LAST CALL\n%s\n", memory.NeutraliseText(l.Detail))
 	}
 	fmt.Fprintf(&b, "\nNEXT\n%s", l.Directive(lim).Text)
 	return []llm.Message{
