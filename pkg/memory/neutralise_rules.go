@@ -532,11 +532,11 @@ func compileNRules() {
 		})
 	setPre(anyOf(anchorWords(otherHeaders, false)...))
 	// Exfiltrating links.
-	add("md-image", onFolded, `!\s*\[(?P<alt>[^\]\n]{0,300})\]\s*\(\s*<?(?P<u>(?:[a-z][a-z0-9+.\-]*:)?//[^)\s>]*)[^)\n]{0,300}\)`, imageRepl)
+	add("md-image", onFolded, `!\s*\[(?P<alt>[^\]\n]{0,300})\]\s*\(\s*<?(?P<u>(?:[a-z][a-z0-9+.\-]*:)?//[^)\s>]*)[^)\n]{0,300}\)?`, imageRepl)
 	setPre(allOf(anyOf("!"), anyOf("[")))
 	add("md-image-ref", onFolded, `!\s*\[(?P<alt>[^\]\n]{0,300})\]\s*\[[^\]\n]{0,100}\]`, imageRepl)
 	setPre(allOf(anyOf("!"), anyOf("[")))
-	add("md-link-query", onFolded, `\[(?P<alt>[^\]\n]{0,300})\]\s*\(\s*<?(?P<u>(?:[a-z][a-z0-9+.\-]*:)?//[^)\s>]*[?#][^)\s>]*)[^)\n]{0,300}\)`, linkRepl)
+	add("md-link-query", onFolded, `\[(?P<alt>[^\]\n]{0,300})\]\s*\(\s*<?(?P<u>(?:[a-z][a-z0-9+.\-]*:)?//[^)\s>]*[?#][^)\s>]*)[^)\n]{0,300}\)?`, linkRepl)
 	setPre(allOf(anyOf("]"), anyOf("//")))
 	add("md-ref-def-query", onFolded, `(?m)^\s*\[(?P<alt>[^\]\n]{1,100})\]:\s*<?(?P<u>(?:[a-z][a-z0-9+.\-]*:)?//\S*[?#]\S*)`, linkRepl)
 	setPre(allOf(anyOf("]"), anyOf("//")))
@@ -566,27 +566,8 @@ func roleRepl(vs *views, v *view, re *regexp.Regexp, m []int, a, b int) (string,
 	if !ok {
 		return ellipsis, true
 	}
-	// "the user:", "our system:" name a thing; no speaker is introduced so
-	before := strings.TrimRightFunc(v.text[:i], unicode.IsSpace)
-	if k := strings.LastIndexFunc(before, func(r rune) bool { return !unicode.IsLetter(r) }); k+1 < len(before) && len(before)-k-1 > 0 {
-		if gap := v.text[len(before):i]; determiners[before[k+1:]] && gap != "" && !strings.Contains(gap, "\n") {
-			return "", false
-		}
-	}
 	wa, wb := v.span(i, j)
 	return vs.src[wa:wb], true
-}
-
-// determiners before a role word make it a noun, not a speaker's label.
-var determiners = map[string]bool{}
-
-func init() {
-	for _, w := range strings.Fields(`the a an our my your their his her its this that each every per any no
-		le la les un une du des notre votre mon ma son sa el los las nuestro nuestra mi tu su der die das den dem ein eine
-		unser unsere mein meine dein deine o os as um uma nosso nossa meu minha il lo gli i una nostro nostra mio mia
-		het de een ons onze mijn jouw ini itu sebuah setiap этот эта наш наша мой моя`) {
-		determiners[fold(w)] = true
-	}
 }
 
 func imageRepl(vs *views, v *view, re *regexp.Regexp, m []int, a, b int) (string, bool) {

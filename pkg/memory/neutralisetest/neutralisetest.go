@@ -121,6 +121,7 @@ type reading struct {
 	n       string // normalised, whitespace collapsed (newlines kept)
 	compact string // n without whitespace and - _ . separators
 	letters string // letters and digits only
+	bars    string // NFKC, no whitespace, no skeleton: where | is still a bar
 }
 
 func read(s string) reading {
@@ -147,6 +148,7 @@ func read(s string) reading {
 		}
 		return r
 	}, s)
+	bars := norm.NFKC.String(s)
 	lines := strings.Split(s, "\n")
 	for i, l := range lines {
 		lines[i] = strings.TrimSpace(spaceRE.ReplaceAllString(sk(l), " "))
@@ -162,6 +164,15 @@ func read(s string) reading {
 		}
 	}
 	r.compact, r.letters = c.String(), l.String()
+	r.bars = strings.Map(func(x rune) rune {
+		if unicode.IsSpace(x) {
+			return -1
+		}
+		if x == '│' || x == '∣' || x == '¦' {
+			return '|'
+		}
+		return x
+	}, bars)
 	return r
 }
 
@@ -228,6 +239,12 @@ func survives(out string) []string {
 	}
 	for _, t := range c.tokens {
 		if strings.Contains(r.compact, t) {
+			found = append(found, "template token "+t)
+		}
+	}
+	// bars before the skeleton (which reads | as l)
+	for _, t := range []string{"<|", "|>"} {
+		if strings.Contains(r.bars, t) {
 			found = append(found, "template token "+t)
 		}
 	}
@@ -308,7 +325,7 @@ func compiled() *checks {
 		for _, close := range []string{">", "]", "}", "›", "»", "〉", "⟩", "❯", "˃", "＞"} {
 			c.tags = append(c.tags, sk("engrammemory"+close), sk("engramsummary"+close))
 		}
-		for _, t := range []string{"<|", "|>", "imstart", "imend", "imsep", "endoftext", "eotid", "headerid", "beginoftext", "startofturn",
+		for _, t := range []string{"imstart", "imend", "imsep", "endoftext", "eotid", "headerid", "beginoftext", "startofturn",
 			"endofturn", "beginofsentence", "[inst]", "[/inst]", "<<sys>>", "<</sys>>", "[system]", "[/system]", "[toolcalls]", "[availabletools]"} {
 			c.tokens = append(c.tokens, sk(t))
 		}
