@@ -104,7 +104,8 @@ var ownRules = []ruleSpec{
 	// .netrc: machine host login user password secret (on one line or
 	// several), default login user password secret.
 	{id: "netrc", keywords: []string{"machine", "default"}, group: 1, check: proseSecret, multiline: true,
-		re: `(?i)(?:^|\s)(?:machine\s+\S+|default)(?:\s+(?:login|account|port|protocol)\s+\S+)*\s+password\s+(\S+)`},
+		// (also inside a JSON string, where the line breaks are \n)
+		re: `(?i)\b(?:machine(?:\s|\\[nrt])+[^\s\\"]+|default)(?:(?:\s|\\[nrt])+(?:login|account|port|protocol)(?:\s|\\[nrt])+[^\s\\"]+)*(?:\s|\\[nrt])+password(?:\s|\\[nrt])+([^\s"'\\]+)`},
 	// kubeconfig: a client key, tokens of users and auth providers.
 	{id: "kubeconfig", keywords: []string{"key-data", "token"}, group: 1,
 		re: `(?i)(?:^|[\s"'{,])(?:client-key-data|id-token|refresh-token|access-token|auth-token|token)["']?\s*:\s*["']?([A-Za-z0-9+/=._~\-]{16,})`},
