@@ -1,7 +1,6 @@
 package memory
 
 import (
-	"regexp"
 	"slices"
 	"strings"
 	"unicode"
@@ -245,6 +244,14 @@ func neutraliseOnce(s string, depth int) string {
 	var edits []edit
 	for i := range nrules() {
 		r := &nrules()[i]
+		if k := letterView(r); k >= 0 {
+			if vs.letterHits[k] == nil {
+				vs.letterHits[k] = anchorHits(vs.letterTexts()[k])
+			}
+			if !r.pre.holds(vs.letterHits[k]) {
+				continue
+			}
+		}
 		v := r.on(vs)
 		if v == nil || v.text == "" {
 			continue
@@ -252,7 +259,7 @@ func neutraliseOnce(s string, depth int) string {
 		if v.hits == nil {
 			v.hits = anchorHits(v.text)
 		}
-		if !r.pre.holds(v.hits) || !r.re.MatchString(v.text) {
+		if !r.pre.holds(v.hits) || r.srcPre != nil && !r.srcPre(vs.src) || !r.re.MatchString(v.text) {
 			continue
 		}
 		for _, m := range r.re.FindAllStringSubmatchIndex(v.text, -1) {
@@ -345,7 +352,7 @@ func isCJK(r rune) bool {
 // change: each becomes "[...]".
 func encodedRuns(s string) []edit {
 	var edits []edit
-	for _, loc := range encodedRE.FindAllStringIndex(s, -1) {
+	for _, loc := range encodedRunSpans(s) {
 		run := s[loc[0]:loc[1]]
 		dec, ok := decodeRun(run)
 		if !ok {
@@ -358,4 +365,29 @@ func encodedRuns(s string) []edit {
 	return edits
 }
 
-var encodedRE = regexp.MustCompile(`[A-Za-z0-9+/_\-]{16,}={0,2}`)
+// encodedRunSpans are the runs of at least 16 base64 (or hex) characters
+// and their padding.
+func encodedRunSpans(s string) [][2]int {
+	var out [][2]int
+	start := -1
+	for i := 0; i <= len(s); i++ {
+		if i < len(s) {
+			c := s[i]
+			if 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '+' || c == '/' || c == '_' || c == '-' {
+				if start < 0 {
+					start = i
+				}
+				continue
+			}
+		}
+		if start >= 0 && i-start >= 16 {
+			end := i
+			for end < len(s) && end-i < 2 && s[end] == '=' {
+				end++
+			}
+			out = append(out, [2]int{start, end})
+		}
+		start = -1
+	}
+	return out
+}

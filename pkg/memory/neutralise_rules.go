@@ -19,14 +19,30 @@ type nrule struct {
 	name string
 	on   func(*views) *view
 	pre  pred // cheap test before the expression (no groups: always run)
-	re   *regexp.Regexp
-	repl func(vs *views, v *view, re *regexp.Regexp, m []int, a, b int) (string, bool)
+	// srcPre, when set, must accept the original text as well
+	srcPre func(src string) bool
+	re     *regexp.Regexp
+	repl   func(vs *views, v *view, re *regexp.Regexp, m []int, a, b int) (string, bool)
 }
 
 func onFolded(vs *views) *view   { return vs.folded }
 func onLetters(vs *views) *view  { vs.buildLetters(); return vs.letters }
 func onReversed(vs *views) *view { vs.buildLetters(); return vs.reversed }
 func onROT13(vs *views) *view    { vs.buildLetters(); return vs.rot13 }
+
+// letterView says which of the letter views a rule reads (-1: none); their
+// prefilter runs on the view's text before the view is built.
+func letterView(r *nrule) int {
+	switch r.name {
+	case "override-letters":
+		return 0
+	case "override-reversed":
+		return 1
+	case "override-rot13":
+		return 2
+	}
+	return -1
+}
 
 // sep is what may stand between two words of a phrase in the folded view:
 // spaces, hyphens, dots, underscores, asterisks (at most three).
@@ -466,11 +482,11 @@ func compileNRules() {
 	// Role markers: the colon goes, the word stays.
 	roleEnd := `(?P<c>[\s*_"'\]\)}]*:)`
 	add("role-strong", onFolded, `(?:^|[^\p{L}\p{N}_./\\@$#%&=+\x60-])(?P<x>(?P<w>`+joinSep(strongRoles, `[\s_\-]*`)+`)`+roleEnd+`)`, roleRepl)
-	setPre(anyOf(":"))
+	setPre(allOf(anyOf(":"), anyOf(anchorWords(strongRoles, false)...)))
 	add("role-strong-cjk", onFolded, `(?:^|[^\p{L}\p{N}])(?P<x>(?P<w>`+litCJK(strongRolesCJK...)+`)`+roleEnd+`)`, roleRepl)
 	setPre(allOf(anyOf(":"), anyOf(strongRolesCJK...)))
 	add("role-weak", onFolded, `(?:^|\n|[.!?;|>]\s)[\s>*#\-]*(?P<x>(?P<w>`+joinSep(weakRoles, `[\s_\-]*`)+`)`+roleEnd+`)`, roleRepl)
-	setPre(anyOf(":"))
+	setPre(allOf(anyOf(":"), anyOf(anchorWords(weakRoles, false)...)))
 	add("role-heading", onFolded, `(?P<x>#{2,}\s*(?P<w>instruction|instructions|response|system|user|assistant|human|input|context|new instructions|system prompt|prompt))(?:[^\p{L}]|$)`, func(vs *views, v *view, re *regexp.Regexp, m []int, a, b int) (string, bool) {
 		i, j, _ := groupSpan(re, m, "w")
 		wa, wb := v.span(i, j)
@@ -481,7 +497,7 @@ func compileNRules() {
 	// core also on the letters, reversed and ROT13 views.
 	for lang, l := range overrideLangs {
 		add("override-"+lang, onFolded, overridePattern(l, false), nil)
-		setPre(anyOf(anchorWords(l.verbs, l.cjk)...))
+		setPre(allOf(anyOf(anchorWords(l.verbs, l.cjk)...), anyOf(anchorWords(l.nouns, l.cjk)...)))
 	}
 	for i, f := range englishForms {
 		add("override-en-"+string(rune('a'+i)), onFolded, f.re, nil)
@@ -512,7 +528,7 @@ func compileNRules() {
 	setPre(anyOf("standing", "recalled", "compacted", "end of", "engram", "memory block", "reference only", "system prompt", "of instructions"))
 	hdrEnd := `\s*(?:\([^)\n]{0,120}\)\s*)?[:\]|!]`
 	add("header-other", onFolded, `(?:^|[^\p{L}\p{N}])(?P<x>[\[#*=\-]*`+joinSep(otherHeaders, `[^\p{L}\p{N}\n]{1,3}`)+hdrEnd+`)`, nil)
-	setPre(anyOf(anchorWords(otherHeaders, false)...))
+	setPre(allOf(anyOf(":", "]", "|", "!"), anyOf(anchorWords(otherHeaders, false)...)))
 	add("header-cjk", onFolded, `(?P<x>[\[#*]*`+litCJK(cjkHeaders...)+`\s*[:\]])`, nil)
 	setPre(anyOf(cjkHeaders...))
 	add("header-caps", onFolded, `(?:^|[^\p{L}\p{N}])(?P<x>`+joinSep(otherHeaders, `[^\p{L}\p{N}\n]{1,3}`)+`)(?:[^\p{L}\p{N}]|$)`,
@@ -531,6 +547,7 @@ func compileNRules() {
 			return ellipsis, letters > 0 && up*10 >= letters*8
 		})
 	setPre(anyOf(anchorWords(otherHeaders, false)...))
+	nruleList[len(nruleList)-1].srcPre = hasCapitalRun
 	// Exfiltrating links.
 	add("md-image", onFolded, `!\s*\[(?P<alt>[^\]\n]{0,300})\]\s*\(\s*<?(?P<u>(?:[a-z][a-z0-9+.\-]*:)?//[^)\s>]*)[^)\n]{0,300}\)?`, imageRepl)
 	setPre(allOf(anyOf("!"), anyOf("[")))
@@ -540,6 +557,22 @@ func compileNRules() {
 	setPre(allOf(anyOf("]"), anyOf("//")))
 	add("md-ref-def-query", onFolded, `(?m)^\s*\[(?P<alt>[^\]\n]{1,100})\]:\s*<?(?P<u>(?:[a-z][a-z0-9+.\-]*:)?//\S*[?#]\S*)`, linkRepl)
 	setPre(allOf(anyOf("]"), anyOf("//")))
+}
+
+// hasCapitalRun reports whether src has four capital letters in a row (a
+// header in capitals may be there).
+func hasCapitalRun(src string) bool {
+	n := 0
+	for _, r := range src {
+		if unicode.IsUpper(r) {
+			if n++; n >= 4 {
+				return true
+			}
+		} else if !unicode.IsSpace(r) {
+			n = 0
+		}
+	}
+	return false
 }
 
 // groupSpan returns the view span of the named group of r's match m.

@@ -370,6 +370,9 @@ type views struct {
 	// leetspeak words joined); reversed: letters backwards (right-to-left
 	// override tricks); rot13: letters under ROT13. Built on first use.
 	letters, reversed, rot13 *view
+	letterItems              [3][]vitem
+	letterText               [3]string
+	letterHits               [3][]bool
 }
 
 func buildViews(s string) *views {
@@ -384,6 +387,30 @@ func (vs *views) buildLetters() {
 	if vs.letters != nil {
 		return
 	}
+	vs.buildLetterItems()
+	vs.letters, vs.reversed, vs.rot13 = makeView(vs.letterItems[0]), makeView(vs.letterItems[1]), makeView(vs.letterItems[2])
+}
+
+// letterTexts are the texts of the letters, reversed and ROT13 views,
+// without their offsets (enough for the prefilters).
+func (vs *views) letterTexts() [3]string {
+	if vs.letterText[0] == "" && len(vs.letterItems[0]) == 0 {
+		vs.buildLetterItems()
+		for k, items := range vs.letterItems {
+			var b strings.Builder
+			for _, it := range items {
+				b.WriteRune(it.r)
+			}
+			vs.letterText[k] = b.String()
+		}
+	}
+	return vs.letterText
+}
+
+func (vs *views) buildLetterItems() {
+	if vs.letterItems[0] != nil {
+		return
+	}
 	var letters []vitem
 	for _, it := range vs.items {
 		if d, ok := deleet[it.r]; ok {
@@ -392,12 +419,13 @@ func (vs *views) buildLetters() {
 			letters = append(letters, it)
 		}
 	}
-	vs.letters = makeView(letters)
+	if letters == nil {
+		letters = []vitem{}
+	}
 	rev := make([]vitem, len(letters))
 	for i, it := range letters {
 		rev[len(letters)-1-i] = it
 	}
-	vs.reversed = makeView(rev)
 	rot := make([]vitem, len(letters))
 	for i, it := range letters {
 		if r := it.r; 'a' <= r && r <= 'z' {
@@ -405,5 +433,5 @@ func (vs *views) buildLetters() {
 		}
 		rot[i] = it
 	}
-	vs.rot13 = makeView(rot)
+	vs.letterItems = [3][]vitem{letters, rev, rot}
 }
