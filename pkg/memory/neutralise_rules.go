@@ -230,7 +230,7 @@ var englishForms = []struct {
 	// "forget everything above", "ignore all of the above", "disregard what came before"
 	{[]string{"ignore", "disregard", "forget", "override", "skip", "discard", "drop", "dismiss", "erase", "wipe"},
 		`(?:^|[^\p{L}\p{N}])(?P<x>` + lit(true, "ignore", "disregard", "forget", "override", "skip", "discard", "drop", "dismiss", "erase", "wipe") + sep +
-			`(?:` + anyWord + `){0,4}?` + lit(false, "above", "before this", "so far", "up to now", "until now", "prior to this", "earlier", "previously", "you were told", "you have been told", "you've been told", "you were given", "that came before", "what came before", "everything", "all that") + `)(?:[^\p{L}\p{N}]|$)`},
+			`(?:` + anyWord + `){0,4}?` + lit(false, "above", "before this", "so far", "up to now", "until now", "prior to this", "earlier", "previously", "you were told", "you have been told", "you've been told", "you were given", "that came before", "what came before", "everything", "all that", "the foregoing", "the preceding", "all of that", "what you know", "your training") + `)(?:[^\p{L}\p{N}]|$)`},
 	// "ignore your instructions", "bypass your safety filters"
 	{[]string{"ignore", "disregard", "forget", "override", "overrule", "bypass", "circumvent", "disable", "turn off", "switch off", "deactivate", "disobey", "break", "escape"},
 		`(?:^|[^\p{L}\p{N}])(?P<x>` + lit(true, "ignore", "disregard", "forget", "override", "overrule", "bypass", "circumvent", "disable", "turn off", "switch off", "deactivate", "disobey", "break", "escape") + sep +
@@ -475,12 +475,17 @@ func compileNRules() {
 	setPre(anyOf("engram"))
 	add("tag-engram-open", onFolded, `(?:`+lt+`|\[|\{)\s*(?P<n>[/\\]?\s*engram[\s_\-.]*(?:memory|summary|block|context))`, tagRepl)
 	setPre(anyOf("engram"))
+	add("a-tag-query", onFolded, lt+`\s*a\s[^<>]{0,200}?href\s*=\s*["']?(?:[a-z][a-z0-9+.\-]*:)?//[^"'\s<>]*[?#][^<>]{0,300}`+gt+`?`, func(*views, *view, *regexp.Regexp, []int, int, int) (string, bool) {
+		return "[link removed]", true
+	})
+	setPre(allOf(anyOf("<"), anyOf("href")))
 	add("img-tag", onFolded, lt+`\s*(?:img|image|iframe|script|object|embed|link|meta|svg|video|audio|source)\b[^<>]{0,400}`+gt+`?`, func(*views, *view, *regexp.Regexp, []int, int, int) (string, bool) {
 		return "[embedded content removed]", true
 	})
 	setPre(anyOf("<"))
 	// Role markers: the colon goes, the word stays.
-	roleEnd := `(?P<c>[\s*_"'\]\)}]*:)`
+	// the colon may follow a parenthesis ("Assistant (to itself):")
+	roleEnd := `(?P<c>(?:\s*\([^()\n]{0,40}\))?[\s*_"'\]\)}]*:)`
 	add("role-strong", onFolded, `(?:^|[^\p{L}\p{N}_./\\@$#%&=+\x60-])(?P<x>(?P<w>`+joinSep(strongRoles, `[\s_\-]*`)+`)`+roleEnd+`)`, roleRepl)
 	setPre(allOf(anyOf(":"), anyOf(anchorWords(strongRoles, false)...)))
 	add("role-strong-cjk", onFolded, `(?:^|[^\p{L}\p{N}])(?P<x>(?P<w>`+litCJK(strongRolesCJK...)+`)`+roleEnd+`)`, roleRepl)

@@ -333,7 +333,7 @@ func compiled() *checks {
 		// role markers
 		add("role marker", `(?:^|[^\p{L}\p{N}/@.])`+alt("system", "assistant", "user", "human", "developer", "sistema", "systeme", "système",
 			"sistem", "systeem", "usuario", "utilisateur", "utente", "benutzer", "nutzer", "gebruiker", "pengguna", "asistente", "assistente",
-			"система", "пользователь", "ассистент")+`\s*[*_"'»\])]*\s*:`)
+			"система", "пользователь", "ассистент")+`(?:\s*\([^()\n]{0,40}\))?\s*[*_"'»\])]*\s*:`)
 		add("role marker", `(?:^|[^\p{L}\p{N}])`+alt("系统", "系統", "用户", "助手", "システム", "ユーザー", "アシスタント", "시스템", "사용자")+`\s*:`)
 		add("role marker at line start", `(?m)^[\s#>*\-]*`+alt("ai", "model", "tool", "instruction", "response", "bot")+`\s*[*_]*\s*:`)
 		add("role heading", `#{2,}\s*`+alt("instruction*", "response", "system"))
@@ -347,6 +347,7 @@ func compiled() *checks {
 		// exfiltration
 		add("external image", `!\s*\[[^\]\n]*\]\s*[(\[]`)
 		add("embedded content", `<\s*`+alt("img", "iframe", "script")+`\b`)
+		add("link with query", `<\s*a\s[^>]*href\s*=\s*["']*[^"'\s>]*//[^"'\s>]*[?#]`)
 		add("link with query", `\]\s*\(\s*[^)\s]*//[^)\s]*[?#]`)
 		add("order to send secrets", alt("send", "post", "upload", "forward", "email", "transmit", "exfiltrat*", "curl", "leak")+`\b[^\n]{0,100}?`+
 			alt("key*", "secret*", "token*", "credential*", "password*", ".env", "id_rsa", ".aws", "transcript*", "conversation*")+`[^\n]{0,100}?(?:`+alt("http", "webhook")+`|//)`)
@@ -367,7 +368,7 @@ func compiled() *checks {
 		}
 		langs := []lang{
 			{"en", []string{"ignor*", "disregard*", "forget", "forgot*", "overrid*", "bypass*", "do not follow", "stop following", "pay no attention"},
-				[]string{"instruction*", "prompt*", "guideline*", "directive*", "rule*", "above", "previous*", "prior", "earlier", "polic*", "restriction*", "safety", "filter*", "before this"}, false, true, true},
+				[]string{"instruction*", "prompt*", "guideline*", "directive*", "rule*", "above", "previous*", "prior", "earlier", "polic*", "restriction*", "safety", "filter*", "before this", "told", "everything", "foregoing", "preceding"}, false, true, true},
 			{"es", []string{"ignor*", "olvid*", "caso omiso", "no sigas", "omit*", "descart*"}, []string{"instruc*", "indicac*", "regla*", "anterior*", "previ*", "orden*"}, false, false, true},
 			{"fr", []string{"ignor*", "oubli*", "ne tiens pas compte", "ne tenez pas compte", "abstraction"}, []string{"instruction*", "consigne*", "règle*", "regle*", "précédent*", "precedent*", "antérieur*", "ci-dessus"}, false, false, true},
 			{"de", []string{"ignorier*", "vergiss", "vergessen", "missacht*", "nicht beachten"}, []string{"anweisung*", "regel*", "instruktion*", "vorherig*", "bisherig*", "obig*"}, true, false, true},
