@@ -53,11 +53,19 @@ func TestAttackCorpusThroughSummaries(t *testing.T) {
 			inert++
 		}
 	}
-	for start := 0; start < len(attacks); start += per {
-		batch := attacks[start:min(start+per, len(attacks))]
+	for start, end := 0, 0; start < len(attacks); start = end {
+		end = min(start+per, len(attacks))
+		if len(attacks)-end < 3 {
+			end = len(attacks) // a short last batch joins this one (it would have too little to split)
+		}
+		batch := attacks[start:end]
 		ref := memory.SessionRef{Project: "proj", Session: fmt.Sprintf("s%03d", start)}
 		var summary strings.Builder
 		summary.WriteString("## Active task\n\"Ship the deploy script\"\n\n## Critical context\n")
+		// an ordinary first turn: a batch of one payload still has a turn to split at
+		if _, _, err := st.AppendTranscript(ctx, ref, "t-first", []memory.Message{{Role: memory.RoleUser, Content: padding}, {Role: memory.RoleAssistant, Content: "ok"}}); err != nil {
+			t.Fatal(err)
+		}
 		for i, a := range batch {
 			msgs := []memory.Message{
 				{Role: memory.RoleUser, Content: a.Text + "\n" + padding},

@@ -38,6 +38,9 @@ func TestAttackCorpusThroughConsolidation(t *testing.T) {
 	const per = 6
 	for start := 0; start < len(attacks); start += per {
 		sess, proj := fmt.Sprintf("s%03d", start), fmt.Sprintf("p%03d", start)
+		// the model first answers in prose, quoting a payload: the next
+		// step's directive quotes that prose back
+		srv.Enqueue(llmtest.Text(fmt.Sprintf("Case%03d. I read: %s", start, attacks[start].Text)))
 		ref := memory.SessionRef{Project: proj, Session: sess}
 		for i := start; i < min(start+per, len(attacks)); i++ {
 			text := fmt.Sprintf("Case%03d. %s", i, attacks[i].Text)

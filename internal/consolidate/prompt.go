@@ -120,7 +120,7 @@ func (c *Consolidator) messages(w window, memories string, l *Ledger, now time.T
 	if l.Detail != "" {
 		fmt.Fprintf(&b, "\nRESULT OF YOUR LAST CALL\n%s\n", memory.NeutraliseText(l.Detail))
 	}
-	fmt.Fprintf(&b, "\nNEXT\n%s", l.Directive(lim).Text)
+	fmt.Fprintf(&b, "\nNEXT\n%s", memory.NeutraliseText(l.Directive(lim).Text)) // it quotes the model's prose
 	return []llm.Message{
 		llm.System(SystemText + "\n\n" + Instructions),
 		llm.User("THE CONVERSATION (since the last pass)\n" + w.Text),
