@@ -121,8 +121,11 @@ func leetClass(q string) string {
 // instructions), in either order, with a few words between.
 type overrideLang struct {
 	verbs, adjs, nouns []string
-	cjk                bool // no spaces between words
-	objectFirst        bool // the object may come before the verb (de, ja, ko, zh)
+	// all and before: "forget everything (that was said) before", the
+	// verb, a word for everything, and within a few words one for before
+	all, before []string
+	cjk         bool // no spaces between words
+	objectFirst bool // the object may come before the verb (de, ja, ko, zh)
 }
 
 var overrideLangs = map[string]overrideLang{
@@ -133,63 +136,71 @@ var overrideLangs = map[string]overrideLang{
 	},
 	"es": {
 		objectFirst: true,
-		verbs:       []string{"ignora*", "ignore*", "ignorar", "olvida*", "olvide*", "olvidar", "haz caso omiso", "haga caso omiso", "hagan caso omiso", "no sigas", "no siga", "no hagas caso", "no haga caso", "descarta*", "omite*", "omita*", "pasa por alto", "anula*", "desobedece*", "salta*", "desestima*"},
-		adjs:        []string{"anterior*", "previa*", "previo*", "precedente*", "arriba", "de arriba", "mencionad*", "original*", "inicial*", "del sistema", "que te dieron", "hasta ahora", "todas", "todos", "tus", "sus"},
-		nouns:       []string{"instruccion*", "indicacion*", "regla*", "orden", "ordenes", "directiva*", "consigna*", "prompt*", "directriz", "directrices", "norma*", "mensaje*", "comando*", "restriccion*"},
+		all:         []string{"todo", "todas", "todos"}, before: []string{"anterior", "antes", "arriba", "previo", "hasta ahora", "hasta aquí", "hasta aqui"},
+		verbs: []string{"ignora*", "ignore*", "ignorar", "olvida*", "olvide*", "olvidar", "haz caso omiso", "haga caso omiso", "hagan caso omiso", "no sigas", "no siga", "no hagas caso", "no haga caso", "descarta*", "omite*", "omita*", "pasa por alto", "anula*", "desobedece*", "salta*", "desestima*"},
+		adjs:  []string{"anterior*", "previa*", "previo*", "precedente*", "arriba", "de arriba", "mencionad*", "original*", "inicial*", "del sistema", "que te dieron", "hasta ahora", "todas", "todos", "tus", "sus"},
+		nouns: []string{"instruccion*", "indicacion*", "regla*", "orden", "ordenes", "directiva*", "consigna*", "prompt*", "directriz", "directrices", "norma*", "mensaje*", "comando*", "restriccion*"},
 	},
 	"fr": {
 		objectFirst: true,
-		verbs:       []string{"ignore*", "ignorer", "oublie*", "oublier", "ne tiens pas compte", "ne tenez pas compte", "ne tiens plus compte", "ne tenez plus compte", "fais abstraction", "faites abstraction", "ne suis pas", "ne suivez pas", "ne suis plus", "ne suivez plus", "passe outre", "passez outre", "outrepasse*", "contourne*", "annule*", "ecarte*", "neglige*", "n'obeis plus", "n'obeissez plus", "desobeis*"},
-		adjs:        []string{"precedent*", "anterieur*", "ci-dessus", "ci dessus", "plus haut", "initial*", "origin*", "du systeme", "toutes", "tous", "tes", "vos", "qu'on t'a donne*", "d'avant"},
-		nouns:       []string{"instruction*", "consigne*", "regle*", "directive*", "ordre*", "prompt*", "indication*", "message*", "commande*", "restriction*"},
+		all:         []string{"tout", "toutes", "tous"}, before: []string{"précède", "precede", "avant", "auparavant", "ci-dessus", "plus haut", "jusqu'ici"},
+		verbs: []string{"ignore*", "ignorer", "oublie*", "oublier", "ne tiens pas compte", "ne tenez pas compte", "ne tiens plus compte", "ne tenez plus compte", "fais abstraction", "faites abstraction", "ne suis pas", "ne suivez pas", "ne suis plus", "ne suivez plus", "passe outre", "passez outre", "outrepasse*", "contourne*", "annule*", "ecarte*", "neglige*", "n'obeis plus", "n'obeissez plus", "desobeis*"},
+		adjs:  []string{"precedent*", "anterieur*", "ci-dessus", "ci dessus", "plus haut", "initial*", "origin*", "du systeme", "toutes", "tous", "tes", "vos", "qu'on t'a donne*", "d'avant"},
+		nouns: []string{"instruction*", "consigne*", "regle*", "directive*", "ordre*", "prompt*", "indication*", "message*", "commande*", "restriction*"},
 	},
 	"de": {
 		objectFirst: true,
-		verbs:       []string{"ignorier*", "vergiss", "vergesst", "vergessen sie", "vergessen", "missacht*", "beachte nicht", "beachten sie nicht", "nicht beachten", "nicht mehr beachten", "nicht mehr befolgen", "nicht befolgen", "befolge nicht", "befolgen sie nicht", "verwirf", "verwerfen", "uberschreib*", "umgeh*", "hinwegsetzen", "setze dich uber", "setzen sie sich uber", "beachte nicht mehr", "beachte", "verstoße gegen"},
-		adjs:        []string{"vorherig*", "bisherig*", "vorig*", "obig*", "fruher*", "vorangegangen*", "vorangehend*", "vorstehend*", "ursprunglich*", "alten", "alle", "oben", "von oben", "des systems", "davor", "deine", "ihre", "gegebenen"},
-		nouns:       []string{"anweisung*", "instruktion*", "regel*", "befehl*", "vorgabe*", "richtlinie*", "prompt*", "anordnung*", "nachricht*", "systemprompt*", "einschrankung*", "instructions"},
+		all:         []string{"alles", "allem", "alle"}, before: []string{"vorher", "zuvor", "davor", "bisher", "bislang", "oben", "vorhin"},
+		verbs: []string{"ignorier*", "vergiss", "vergesst", "vergessen sie", "vergessen", "missacht*", "beachte nicht", "beachten sie nicht", "nicht beachten", "nicht mehr beachten", "nicht mehr befolgen", "nicht befolgen", "befolge nicht", "befolgen sie nicht", "verwirf", "verwerfen", "uberschreib*", "umgeh*", "hinwegsetzen", "setze dich uber", "setzen sie sich uber", "beachte nicht mehr", "beachte", "verstoße gegen"},
+		adjs:  []string{"vorherig*", "bisherig*", "vorig*", "obig*", "fruher*", "vorangegangen*", "vorangehend*", "vorstehend*", "ursprunglich*", "alten", "alle", "oben", "von oben", "des systems", "davor", "deine", "ihre", "gegebenen"},
+		nouns: []string{"anweisung*", "instruktion*", "regel*", "befehl*", "vorgabe*", "richtlinie*", "prompt*", "anordnung*", "nachricht*", "systemprompt*", "einschrankung*", "instructions"},
 	},
 	"pt": {
 		objectFirst: true,
-		verbs:       []string{"ignore*", "ignora*", "ignorar", "esqueca*", "esquece*", "esquecer", "desconsidere*", "desconsidera*", "nao siga", "nao sigas", "nao obedeca", "nao obedecas", "descarte*", "despreze*", "anule*", "pule*", "deixe de lado", "deixa de lado", "passe por cima"},
-		adjs:        []string{"anterior*", "previa*", "previo*", "acima", "precedente*", "inicia*", "original*", "do sistema", "todas", "todos", "suas", "tuas", "dadas"},
-		nouns:       []string{"instruc*", "regra*", "ordem", "ordens", "diretriz", "diretrizes", "diretiva*", "comando*", "orientac*", "prompt*", "mensage*", "restric*"},
+		all:         []string{"tudo", "todas", "todos"}, before: []string{"antes", "anterior", "acima", "até agora", "ate agora"},
+		verbs: []string{"ignore*", "ignora*", "ignorar", "esqueca*", "esquece*", "esquecer", "desconsidere*", "desconsidera*", "nao siga", "nao sigas", "nao obedeca", "nao obedecas", "descarte*", "despreze*", "anule*", "pule*", "deixe de lado", "deixa de lado", "passe por cima"},
+		adjs:  []string{"anterior*", "previa*", "previo*", "acima", "precedente*", "inicia*", "original*", "do sistema", "todas", "todos", "suas", "tuas", "dadas"},
+		nouns: []string{"instruc*", "regra*", "ordem", "ordens", "diretriz", "diretrizes", "diretiva*", "comando*", "orientac*", "prompt*", "mensage*", "restric*"},
 	},
 	"it": {
 		objectFirst: true,
-		verbs:       []string{"ignora*", "ignori", "ignorare", "dimentica*", "dimentichi", "dimenticare", "non seguire", "non segua", "non seguite", "non rispettare", "non rispetti", "non tenere conto", "non tener conto", "trascura*", "scarta*", "annulla*", "lascia perdere", "salta*", "disobbedisci"},
-		adjs:        []string{"precedent*", "sopra", "di sopra", "sopraindicat*", "previ*", "anterior*", "iniziali", "original*", "del sistema", "tutte", "tutti", "tue", "vostre", "date"},
-		nouns:       []string{"istruzion*", "regol*", "indicazion*", "ordin*", "diretti*", "comand*", "prompt*", "messagg*", "restrizion*", "consegn*"},
+		all:         []string{"tutto", "tutte", "tutti"}, before: []string{"prima", "sopra", "precedente", "finora"},
+		verbs: []string{"ignora*", "ignori", "ignorare", "dimentica*", "dimentichi", "dimenticare", "non seguire", "non segua", "non seguite", "non rispettare", "non rispetti", "non tenere conto", "non tener conto", "trascura*", "scarta*", "annulla*", "lascia perdere", "salta*", "disobbedisci"},
+		adjs:  []string{"precedent*", "sopra", "di sopra", "sopraindicat*", "previ*", "anterior*", "iniziali", "original*", "del sistema", "tutte", "tutti", "tue", "vostre", "date"},
+		nouns: []string{"istruzion*", "regol*", "indicazion*", "ordin*", "diretti*", "comand*", "prompt*", "messagg*", "restrizion*", "consegn*"},
 	},
 	"nl": {
 		objectFirst: true,
-		verbs:       []string{"negeer", "negeren", "negeert", "vergeet", "vergeten", "houd geen rekening", "hou geen rekening", "volg niet", "volg niet meer", "niet opvolgen", "niet meer opvolgen", "sla over", "gooi weg", "verwerp", "schend", "overschrijf", "omzeil"},
-		adjs:        []string{"vorige*", "eerdere*", "bovenstaande*", "voorgaande*", "vorig", "oorspronkelijke*", "hierboven", "van hierboven", "alle", "je", "jouw", "uw", "oude", "gegeven"},
-		nouns:       []string{"instructie*", "regel*", "opdracht*", "aanwijzing*", "richtlijn*", "bevel*", "prompt*", "bericht*", "beperking*"},
+		all:         []string{"alles"}, before: []string{"eerder", "hiervoor", "hierboven", "tot nu toe", "voorheen", "daarvoor"},
+		verbs: []string{"negeer", "negeren", "negeert", "vergeet", "vergeten", "houd geen rekening", "hou geen rekening", "volg niet", "volg niet meer", "niet opvolgen", "niet meer opvolgen", "sla over", "gooi weg", "verwerp", "schend", "overschrijf", "omzeil"},
+		adjs:  []string{"vorige*", "eerdere*", "bovenstaande*", "voorgaande*", "vorig", "oorspronkelijke*", "hierboven", "van hierboven", "alle", "je", "jouw", "uw", "oude", "gegeven"},
+		nouns: []string{"instructie*", "regel*", "opdracht*", "aanwijzing*", "richtlijn*", "bevel*", "prompt*", "bericht*", "beperking*"},
 	},
 	"id": {
 		objectFirst: true,
-		verbs:       []string{"abaikan*", "lupakan*", "jangan ikuti", "jangan patuhi", "jangan turuti", "jangan hiraukan", "tidak usah ikuti", "hiraukan", "tinggalkan", "lewati", "buang", "langgar", "acuhkan", "jangan pedulikan"},
-		adjs:        []string{"sebelumnya", "di atas", "terdahulu", "awal", "lama", "yang diberikan", "semua", "seluruh", "sistem", "tadi", "asli"},
-		nouns:       []string{"instruksi*", "perintah*", "aturan*", "petunjuk*", "arahan*", "prompt*", "pedoman*", "pesan*", "larangan*", "batasan*"},
+		all:         []string{"semua", "segala", "segalanya"}, before: []string{"sebelumnya", "tadi", "di atas", "sebelum ini"},
+		verbs: []string{"abaikan*", "lupakan*", "jangan ikuti", "jangan patuhi", "jangan turuti", "jangan hiraukan", "tidak usah ikuti", "hiraukan", "tinggalkan", "lewati", "buang", "langgar", "acuhkan", "jangan pedulikan"},
+		adjs:  []string{"sebelumnya", "di atas", "terdahulu", "awal", "lama", "yang diberikan", "semua", "seluruh", "sistem", "tadi", "asli"},
+		nouns: []string{"instruksi*", "perintah*", "aturan*", "petunjuk*", "arahan*", "prompt*", "pedoman*", "pesan*", "larangan*", "batasan*"},
 	},
 	"ru": {
 		objectFirst: true,
-		verbs:       []string{"игнорир*", "проигнорир*", "забуд*", "забыть", "забей*", "не обращай* внимания", "не следуй*", "не выполняй*", "не слушай*", "не соблюдай*", "отбрось*", "отмени*", "пренебре*", "не учитывай*", "не подчиняйся", "наплюй*", "сбрось*", "отбрасывай*"},
-		adjs:        []string{"предыдущ*", "прежн*", "прошл*", "вышеуказанн*", "вышеизложенн*", "выше", "ранее*", "ранн*", "исходн*", "первоначальн*", "старые", "систем*", "все", "всё", "твои", "ваши", "данн*"},
-		nouns:       []string{"инструкц*", "указани*", "правил*", "команд*", "промпт*", "распоряжени*", "директив*", "установк*", "ограничени*", "сообщени*", "приказ*"},
+		all:         []string{"всё", "все", "всем"}, before: []string{"ранее", "раньше", "выше", "до этого", "прежде", "до сих пор"},
+		verbs: []string{"игнорир*", "проигнорир*", "забуд*", "забыть", "забей*", "не обращай* внимания", "не следуй*", "не выполняй*", "не слушай*", "не соблюдай*", "отбрось*", "отмени*", "пренебре*", "не учитывай*", "не подчиняйся", "наплюй*", "сбрось*", "отбрасывай*"},
+		adjs:  []string{"предыдущ*", "прежн*", "прошл*", "вышеуказанн*", "вышеизложенн*", "выше", "ранее*", "ранн*", "исходн*", "первоначальн*", "старые", "систем*", "все", "всё", "твои", "ваши", "данн*"},
+		nouns: []string{"инструкц*", "указани*", "правил*", "команд*", "промпт*", "распоряжени*", "директив*", "установк*", "ограничени*", "сообщени*", "приказ*"},
 	},
 	"zh": {
 		cjk: true, objectFirst: true,
 		verbs: []string{"忽略", "忽视", "忽視", "无视", "無視", "不要理会", "不要理會", "不理会", "别管", "別管", "不要遵守", "不要遵循", "不要听从", "不要聽從", "不再遵守", "忘记", "忘記", "忘掉", "放弃", "放棄", "抛弃", "跳过", "跳過", "违反", "違反", "推翻"},
 		adjs:  []string{"之前", "以前", "上面", "上述", "以上", "前面", "先前", "此前", "原来", "原先", "原有", "所有", "全部", "系统", "系統", "一切", "你的", "原始"},
-		nouns: []string{"指令", "指示", "说明", "說明", "规则", "規則", "提示", "命令", "要求", "设定", "設定", "限制", "约束", "約束", "规定", "規定"},
+		nouns: []string{"指令", "指示", "说明", "說明", "规则", "規則", "提示", "命令", "要求", "设定", "設定", "限制", "约束", "約束", "规定", "規定", "内容", "一切"},
 	},
 	"ja": {
 		cjk: true, objectFirst: true,
 		verbs: []string{"無視", "むし", "忘れ", "わすれ", "従わ", "従うな", "破棄", "取り消", "気にし", "守らな", "無効に", "捨て"},
 		adjs:  []string{"以前", "これまで", "今まで", "上記", "前の", "先の", "先ほど", "最初", "元の", "全て", "すべて", "全部", "システム", "あなたの", "与えられた", "既存"},
-		nouns: []string{"指示", "命令", "指令", "ルール", "規則", "プロンプト", "設定", "制約", "指図", "指定", "ガイドライン", "制限"},
+		nouns: []string{"指示", "命令", "指令", "ルール", "規則", "プロンプト", "設定", "制約", "指図", "指定", "ガイドライン", "制限", "内容"},
 	},
 	"ko": {
 		cjk: true, objectFirst: true,
@@ -217,6 +228,9 @@ func overridePattern(l overrideLang, leet bool) string {
 	p := `(?:^|[^\p{L}\p{N}])(?P<x>` + v + sep + gap + `(?:` + a + sep + gap2 + n + `(?:` + sep + a + `)?|` + n + sep + gap2 + a + `))` + end
 	if l.objectFirst {
 		p += `|(?:^|[^\p{L}\p{N}])(?P<x2>` + a + sep + gap2 + n + sep + gap + v + `)` + end
+	}
+	if len(l.all) > 0 {
+		p += `|(?:^|[^\p{L}\p{N}])(?P<x3>` + v + sep + `(?:` + anyWord + `){0,2}?` + lit(leet, l.all...) + sep + `(?:` + anyWord + `){0,6}?` + lit(leet, l.before...) + `)` + end
 	}
 	return p
 }
@@ -258,8 +272,8 @@ var englishForms = []struct {
 	{[]string{"secretly", "silently", "covertly", "quietly", "discreetly", "stealthily"},
 		`(?:^|[^\p{L}\p{N}])(?P<x>(?:secretly|silently|covertly|quietly|discreetly|stealthily) (?:send|exfiltrate|upload|post|email|e-mail|forward|add|insert|run|execute|delete|copy|include|append|embed|transmit|leak|install|disable))(?:[^\p{L}\p{N}]|$)`},
 	// orders to send secrets somewhere
-	{[]string{"//", "webhook", "server", "endpoint", "url", "address", "email"},
-		`(?:^|[^\p{L}\p{N}])(?P<x>(?:send|post|upload|forward|email|e-mail|mail|transmit|exfiltrate|leak|copy|paste|share|submit|report|pipe|beacon|push|sync|deliver|write|dump|export)\b(?:[^.\n]|\.\S){0,80}?(?:\b(?:keys?|secrets?|tokens?|credentials?|passwords?|passwd|passphrases?|env vars?|environment variables?|ssh|id_rsa|id_ed25519|api[ _-]?keys?|cookies?|private|conversations?|transcripts?|chat history|system prompt|kubeconfig|wallet|seed phrase)\b|\.(?:env|aws|netrc|ssh)\b)(?:[^.\n]|\.\S){0,80}?(?:(?:https?|ftp|wss?)://\S*|//[a-z0-9]\S*|webhook\S*|(?:to|at|via) (?:my|this|our|the following) (?:server|endpoint|url|webhook|address|email)))`},
+	{[]string{"//", "webhook", "server", "endpoint", "url", "address", "email", "@"},
+		`(?:^|[^\p{L}\p{N}])(?P<x>(?:send|post|upload|forward|email|e-mail|mail|transmit|exfiltrate|leak|copy|paste|share|submit|report|pipe|beacon|push|sync|deliver|write|dump|export)\b(?:[^.\n]|\.\S){0,80}?(?:\b(?:keys?|secrets?|tokens?|credentials?|passwords?|passwd|passphrases?|env vars?|environment variables?|ssh|id_rsa|id_ed25519|api[ _-]?keys?|cookies?|private|conversations?|transcripts?|chat history|system prompt|kubeconfig|wallet|seed phrase)\b|\.(?:env|aws|netrc|ssh)\b)(?:[^.\n]|\.\S){0,80}?(?:(?:https?|ftp|wss?)://\S*|//[a-z0-9]\S*|webhook\S*|[a-z0-9._%+\-]+@[a-z0-9\-]+(?:\.[a-z0-9\-]+)+|(?:to|at|via) (?:my|this|our|the following) (?:server|endpoint|url|webhook|address|email)))`},
 	// curl or wget shipping a secret file
 	{[]string{"curl", "wget", "nc ", "scp", "rsync", "http"},
 		`(?:^|[^\p{L}\p{N}])(?P<x>(?:curl|wget|nc|scp|rsync|http)\b[^\n]{0,120}?(?:@|<|--data[-a-z]*\s+@|-d\s*@|-F\s*\S*=@|--upload-file\s+|--post-file[= ])\s*~?/?[^\s]*(?:\.ssh|id_rsa|id_ed25519|\.env|\.aws|credentials|\.netrc|kubeconfig|\.npmrc|\.pypirc|\.git-credentials|secrets?|tokens?|passwd|shadow)[^\s]*)`},
@@ -502,7 +516,7 @@ func compileNRules() {
 	// core also on the letters, reversed and ROT13 views.
 	for lang, l := range overrideLangs {
 		add("override-"+lang, onFolded, overridePattern(l, false), nil)
-		setPre(allOf(anyOf(anchorWords(l.verbs, l.cjk)...), anyOf(anchorWords(l.nouns, l.cjk)...)))
+		setPre(allOf(anyOf(anchorWords(l.verbs, l.cjk)...), anyOf(append(anchorWords(l.nouns, l.cjk), anchorWords(l.before, l.cjk)...)...)))
 	}
 	for i, f := range englishForms {
 		add("override-en-"+string(rune('a'+i)), onFolded, f.re, nil)

@@ -350,7 +350,7 @@ func compiled() *checks {
 		add("link with query", `<\s*a\s[^>]*href\s*=\s*["']*[^"'\s>]*//[^"'\s>]*[?#]`)
 		add("link with query", `\]\s*\(\s*[^)\s]*//[^)\s]*[?#]`)
 		add("order to send secrets", alt("send", "post", "upload", "forward", "email", "transmit", "exfiltrat*", "curl", "leak")+`\b[^\n]{0,100}?`+
-			alt("key*", "secret*", "token*", "credential*", "password*", ".env", "id_rsa", ".aws", "transcript*", "conversation*")+`[^\n]{0,100}?(?:`+alt("http", "webhook")+`|//)`)
+			alt("key*", "secret*", "token*", "credential*", "password*", ".env", "id_rsa", ".aws", "transcript*", "conversation*", "environment variable*")+`[^\n]{0,100}?(?:`+alt("http", "webhook")+`|//|\S@\S+\.\S)`)
 		add("secret file shipped", alt("curl", "wget", "scp", "nc")+`[^\n]{0,120}?@\s*~?\S*`+alt(".ssh", "id_rsa", ".env", ".aws", "credentials", ".netrc"))
 		// stealth and role play
 		add("stealth order", alt("do not", "don't", "never", "without")+`\s+`+alt("tell*", "mention*", "inform*", "notify*")+`\s+(?:\S+\s+){0,3}?`+alt("user*"))
@@ -370,14 +370,14 @@ func compiled() *checks {
 			{"en", []string{"ignor*", "disregard*", "forget", "forgot*", "overrid*", "bypass*", "do not follow", "stop following", "pay no attention"},
 				[]string{"instruction*", "prompt*", "guideline*", "directive*", "rule*", "above", "previous*", "prior", "earlier", "polic*", "restriction*", "safety", "filter*", "before this", "told", "everything", "foregoing", "preceding"}, false, true, true},
 			{"es", []string{"ignor*", "olvid*", "caso omiso", "no sigas", "omit*", "descart*"}, []string{"instruc*", "indicac*", "regla*", "anterior*", "previ*", "orden*"}, false, false, true},
-			{"fr", []string{"ignor*", "oubli*", "ne tiens pas compte", "ne tenez pas compte", "abstraction"}, []string{"instruction*", "consigne*", "règle*", "regle*", "précédent*", "precedent*", "antérieur*", "ci-dessus"}, false, false, true},
-			{"de", []string{"ignorier*", "vergiss", "vergessen", "missacht*", "nicht beachten"}, []string{"anweisung*", "regel*", "instruktion*", "vorherig*", "bisherig*", "obig*"}, true, false, true},
-			{"pt", []string{"ignor*", "esqueç*", "esquec*", "desconsider*"}, []string{"instruç*", "instruc*", "regra*", "anterior*", "acima"}, false, false, true},
+			{"fr", []string{"ignor*", "oubli*", "ne tiens pas compte", "ne tenez pas compte", "abstraction"}, []string{"instruction*", "consigne*", "règle*", "regle*", "précédent*", "precedent*", "antérieur*", "ci-dessus", "précède", "precede", "avant"}, false, false, true},
+			{"de", []string{"ignorier*", "vergiss", "vergessen", "missacht*", "nicht beachten"}, []string{"anweisung*", "regel*", "instruktion*", "vorherig*", "bisherig*", "obig*", "vorher", "zuvor", "bisher"}, true, false, true},
+			{"pt", []string{"ignor*", "esqueç*", "esquec*", "desconsider*"}, []string{"instruç*", "instruc*", "regra*", "anterior*", "acima", "antes"}, false, false, true},
 			{"it", []string{"ignor*", "dimentic*", "non seguire"}, []string{"istruzion*", "regol*", "precedent*"}, false, false, true},
 			{"nl", []string{"negeer*", "vergeet"}, []string{"instructie*", "regel*", "vorige", "eerdere", "bovenstaande"}, false, false, true},
-			{"id", []string{"abaikan*", "lupakan*"}, []string{"instruksi*", "aturan*", "perintah*", "sebelumnya"}, false, false, true},
-			{"ru", []string{"игнор*", "проигнор*", "забуд*", "не обращай*"}, []string{"инструкц*", "указани*", "правил*", "предыдущ*", "прежн*"}, false, false, true},
-			{"zh", []string{"忽略", "无视", "忽视", "忘记", "不要遵守"}, []string{"指令", "指示", "规则", "之前", "以上"}, true, false, false},
+			{"id", []string{"abaikan*", "lupakan*"}, []string{"instruksi*", "aturan*", "perintah*", "sebelumnya", "di atas"}, false, false, true},
+			{"ru", []string{"игнор*", "проигнор*", "забуд*", "не обращай*"}, []string{"инструкц*", "указани*", "правил*", "предыдущ*", "прежн*", "ранее", "раньше"}, false, false, true},
+			{"zh", []string{"忽略", "无视", "忽视", "忘记", "不要遵守"}, []string{"指令", "指示", "规则", "之前", "以上", "内容"}, true, false, false},
 			{"ja", []string{"無視", "忘れ", "従わ"}, []string{"指示", "命令", "ルール", "以前", "これまで", "上記"}, true, false, false},
 			{"ko", []string{"무시", "잊"}, []string{"지시", "규칙", "명령", "이전"}, true, false, false},
 		}
