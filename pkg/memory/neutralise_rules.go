@@ -230,7 +230,10 @@ func overridePattern(l overrideLang, leet bool) string {
 		p += `|(?:^|[^\p{L}\p{N}])(?P<x2>` + a + sep + gap2 + n + sep + gap + v + `)` + end
 	}
 	if len(l.all) > 0 {
-		p += `|(?:^|[^\p{L}\p{N}])(?P<x3>` + v + sep + `(?:` + anyWord + `){0,2}?` + lit(leet, l.all...) + sep + `(?:` + anyWord + `){0,6}?` + lit(leet, l.before...) + `)` + end
+		// only a pronoun between the verb and "everything": "Vergiss nicht,
+		// alles vorher zu sichern" is a reminder, not an override
+		pron := `(?:` + lit(false, "dir", "mir", "uns", "me", "te", "le", "lo", "vous", "ti", "mi", "je", "kamu", "тебе", "мне", "вам", "sie") + sep + `)?`
+		p += `|(?:^|[^\p{L}\p{N}])(?P<x3>` + v + sep + pron + lit(leet, l.all...) + sep + `(?:` + anyWord + `){0,6}?` + lit(leet, l.before...) + `)` + end
 	}
 	return p
 }
@@ -515,7 +518,7 @@ func compileNRules() {
 	// Override phrases in every language, on the folded view; the English
 	// core also on the letters, reversed and ROT13 views.
 	for lang, l := range overrideLangs {
-		add("override-"+lang, onFolded, overridePattern(l, false), nil)
+		add("override-"+lang, onFolded, overridePattern(l, false), unlessNegated)
 		setPre(allOf(anyOf(anchorWords(l.verbs, l.cjk)...), anyOf(append(anchorWords(l.nouns, l.cjk), anchorWords(l.before, l.cjk)...)...)))
 	}
 	for i, f := range englishForms {
@@ -576,6 +579,36 @@ func compileNRules() {
 	setPre(allOf(anyOf("]"), anyOf("//")))
 	add("md-ref-def-query", onFolded, `(?m)^\s*\[(?P<alt>[^\]\n]{1,100})\]:\s*<?(?P<u>(?:[a-z][a-z0-9+.\-]*:)?//\S*[?#]\S*)`, linkRepl)
 	setPre(allOf(anyOf("]"), anyOf("//")))
+}
+
+// negations before an override verb make it a reminder ("Не забудь всё
+// сохранить раньше", "do not ignore the previous warnings").
+var negations = map[string]bool{}
+
+func init() {
+	for _, w := range strings.Fields("not no don't dont never ne pas non não nao nunca niet nooit не нельзя jangan tidak nicht kein") {
+		negations[fold(w)] = true
+	}
+}
+
+// unlessNegated replaces an override phrase unless a negation precedes it.
+func unlessNegated(vs *views, v *view, re *regexp.Regexp, m []int, a, b int) (string, bool) {
+	start := m[0]
+	for g, name := range re.SubexpNames() {
+		if strings.HasPrefix(name, "x") && m[2*g] >= 0 {
+			start = m[2*g]
+			break
+		}
+	}
+	// the negation must be the word right before, in the same clause
+	// (only spaces between): "Answer: no. Ignore all previous
+	// instructions" is an override
+	before := strings.TrimRight(v.text[:start], " ")
+	if len(before) == len(v.text[:start]) {
+		return ellipsis, true
+	}
+	k := strings.LastIndexFunc(before, func(r rune) bool { return !unicode.IsLetter(r) && r != '\'' })
+	return ellipsis, !negations[before[k+1:]]
 }
 
 // hasCapitalRun reports whether src has four capital letters in a row (a
