@@ -35,6 +35,6 @@
 //     strictly, every expression parsed with the PromQL parser
 //     (github.com/prometheus/prometheus/promql/parser), every metric and
 //     label checked against the process's registry, no `project` label.
-//   - README "Metrics": every metric the process registers is in the table
+//   - docs/operations.md "Metrics": every metric the process registers is in the table
 //     with its type and labels, and nothing else is.
 package deploy

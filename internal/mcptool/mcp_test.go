@@ -341,7 +341,7 @@ func TestParseTokens(t *testing.T) {
 		t.Fatal("an empty tokens file was accepted")
 	}
 	// The tokens file is its owner's alone: any group or world bit is
-	// refused (the README says mode 600).
+	// refused (docs/mcp.md says mode 600).
 	path := filepath.Join(t.TempDir(), "tokens")
 	if err := os.WriteFile(path, []byte(shopToken+" a shop\n"), 0o600); err != nil {
 		t.Fatal(err)
