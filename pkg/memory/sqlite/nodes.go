@@ -388,12 +388,19 @@ func (s *Store) PutBatch(ctx context.Context, nodes []memory.Node, edges []memor
 		tenantOf[prepared[i].ID] = prepared[i].TenantID
 	}
 	return s.write(ctx, func(w *wtx) error {
-		for _, p := range prepared {
+		// The stored rows of the batch's ids, read once (rid 0: new).
+		olds := make([]memory.Node, len(prepared))
+		rids := make([]int64, len(prepared))
+		for i, p := range prepared {
 			// An id stays in its tenant: a batch may not move another
 			// tenant's node into its own.
-			if old, _, err := w.get(p.ID); err == nil && old.TenantID != p.TenantID {
+			old, rid, err := w.get(p.ID)
+			switch {
+			case err == nil && old.TenantID != p.TenantID:
 				return fmt.Errorf("%w: batch: node %s belongs to another tenant", memory.ErrInvalid, p.ID)
-			} else if err != nil && !errors.Is(err, memory.ErrNotFound) {
+			case err == nil:
+				olds[i], rids[i] = old, rid
+			case !errors.Is(err, memory.ErrNotFound):
 				return err
 			}
 		}
@@ -417,7 +424,7 @@ func (s *Store) PutBatch(ctx context.Context, nodes []memory.Node, edges []memor
 				return fmt.Errorf("%w: batch: edge %s -> %s links two tenants", memory.ErrInvalid, e.Src, e.Dst)
 			}
 		}
-		for _, p := range prepared {
+		for i, p := range prepared {
 			other, _, found, err := w.byDigest(memory.ProjectOf(&p), p.Digest)
 			if err != nil {
 				return err
@@ -431,12 +438,12 @@ func (s *Store) PutBatch(ctx context.Context, nodes []memory.Node, edges []memor
 					return err
 				}
 			}
-			old, rid, err := w.get(p.ID)
-			switch {
-			case errors.Is(err, memory.ErrNotFound):
+			// The digest update above leaves a row's id and document
+			// alone: the row read before is still the stored one.
+			if rids[i] == 0 {
 				_, err = w.put(0, nil, p)
-			case err == nil:
-				_, err = w.put(rid, &old, p)
+			} else {
+				_, err = w.put(rids[i], &olds[i], p)
 			}
 			if err != nil {
 				return err
