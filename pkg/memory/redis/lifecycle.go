@@ -460,10 +460,12 @@ func (s *Store) PutBatch(ctx context.Context, nodes []memory.Node, edges []memor
 		if err := s.register(ctx, p); err != nil {
 			return err
 		}
-		for _, n := range byProject[p] {
-			if err := s.claimID(ctx, n.ID, p); err != nil {
-				return err
-			}
+		ids := make([]string, len(byProject[p]))
+		for i, n := range byProject[p] {
+			ids[i] = n.ID
+		}
+		if err := s.claimIDs(ctx, ids, p); err != nil {
+			return err
 		}
 		if err := s.putTag(ctx, p, byProject[p], edgesIn[p]); err != nil {
 			return err
