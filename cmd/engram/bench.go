@@ -49,10 +49,16 @@ func benchInject(ctx context.Context, stdout io.Writer, args []string) error {
 		asJSON    bool
 		lines     bool
 		conc      int
+		projects  int
+		dbPath    string
+		namespace string
 	)
 	_, _, err := loadConfig("bench inject", args, config.Conn, func(fs *flag.FlagSet) {
 		fs.StringVar(&storeKind, "store", "sqlite", "store to measure: sqlite (temporary file) or redis (ENGRAM_REDIS_URL, a throw-away namespace)")
-		fs.IntVar(&memories, "memories", 10000, "memories in the project")
+		fs.IntVar(&memories, "memories", 10000, "memories in the store (all in one project unless -projects)")
+		fs.IntVar(&projects, "projects", 1, "spread the memories (and the turns) over this many projects")
+		fs.StringVar(&dbPath, "db", "", "sqlite: use and keep this database file, seeded only if it holds no memory yet (a fixture reused between runs; opened as engram serve opens it)")
+		fs.StringVar(&namespace, "namespace", "", "redis: use and keep this namespace, seeded only if it holds no memory yet")
 		fs.StringVar(&clients, "clients", "1,8", "concurrent clients, comma-separated: one measurement each")
 		fs.IntVar(&turns, "turns", 1000, "measured turns per measurement")
 		fs.IntVar(&conc, "concurrency", 8, "injector handlers in flight")
@@ -61,6 +67,9 @@ func benchInject(ctx context.Context, stdout io.Writer, args []string) error {
 	})
 	if err != nil {
 		return err
+	}
+	if projects < 1 {
+		return fmt.Errorf("%w: -projects %d: want 1 or more", errUsage, projects)
 	}
 	var cs []int
 	for _, f := range strings.Split(clients, ",") {
@@ -82,18 +91,31 @@ func benchInject(ctx context.Context, stdout io.Writer, args []string) error {
 	)
 	switch storeKind {
 	case "sqlite":
-		s, err := sqlite.Open(ctx, filepath.Join(dir, "engram.db"))
+		path := filepath.Join(dir, "engram.db")
+		var opts []sqlite.Option
+		if dbPath != "" {
+			// A kept fixture: no vector graph is built (the injector's
+			// ranking with the hashing embedder reads no vector), so that
+			// a reopened million does not spend the measurement building
+			// one.
+			path, opts = dbPath, append(opts, sqlite.WithBulkWrites())
+		}
+		start := time.Now()
+		s, err := sqlite.Open(ctx, path, opts...)
 		if err != nil {
 			return err
 		}
 		defer s.Close()
+		if dbPath != "" {
+			fmt.Fprintf(os.Stderr, "opened %s in %.1fs\n", path, time.Since(start).Seconds())
+		}
 		st = s
 	case "redis":
 		url := os.Getenv("ENGRAM_REDIS_URL")
 		if url == "" {
 			return fmt.Errorf("%w: -store redis needs ENGRAM_REDIS_URL", errUsage)
 		}
-		s, client, cleanup, err := benchRedis(url)
+		s, client, cleanup, err := benchRedis(url, namespace)
 		if err != nil {
 			return err
 		}
@@ -103,9 +125,15 @@ func benchInject(ctx context.Context, stdout io.Writer, args []string) error {
 	default:
 		return fmt.Errorf("%w: -store %q: sqlite or redis", errUsage, storeKind)
 	}
+	seeded := false
+	if dbPath != "" || namespace != "" {
+		if seeded, err = st.HasLiveMemory(ctx, memory.ProjectRef{Project: injectbench.Project}); err != nil {
+			return err
+		}
+	}
 	progress := io.Writer(os.Stderr)
 	results, lineCounts, err := injectbench.Run(ctx, st, injectbench.Options{
-		StoreName: storeKind, Memories: memories, Clients: cs, Turns: turns, Warmup: min(100, turns),
+		StoreName: storeKind, Memories: memories, Projects: projects, Seeded: seeded, Clients: cs, Turns: turns, Warmup: min(100, turns),
 		Dir: dir, Concurrency: conc, Progress: progress, ServerCPU: serverCPU,
 	})
 	if err != nil {
@@ -119,9 +147,9 @@ func benchInject(ctx context.Context, stdout io.Writer, args []string) error {
 			}
 		}
 	} else {
-		out(stdout, "%-7s %9s %7s %6s %8s %8s %10s %12s %9s %9s\n", "store", "memories", "clients", "turns", "p50_ms", "p99_ms", "turns/s", "tokens(med)", "cpu/turn", "srv/turn")
+		out(stdout, "%-7s %9s %8s %7s %6s %8s %8s %10s %12s %9s %9s %8s %8s\n", "store", "memories", "projects", "clients", "turns", "p50_ms", "p99_ms", "turns/s", "tokens(med)", "cpu/turn", "srv/turn", "rss_mb", "heap_mb")
 		for _, r := range results {
-			out(stdout, "%-7s %9d %7d %6d %8.2f %8.2f %10.0f %12d %9.2f %9.2f\n", r.Store, r.Memories, r.Clients, r.Turns, r.P50ms, r.P99ms, r.TurnsPerSec, r.BlockTokensMedian, r.CPUmsPerTurn, r.ServerCPUmsPerTurn)
+			out(stdout, "%-7s %9d %8d %7d %6d %8.2f %8.2f %10.0f %12d %9.2f %9.2f %8.0f %8.0f\n", r.Store, r.Memories, r.Projects, r.Clients, r.Turns, r.P50ms, r.P99ms, r.TurnsPerSec, r.BlockTokensMedian, r.CPUmsPerTurn, r.ServerCPUmsPerTurn, r.RSSMB, r.HeapMB)
 		}
 	}
 	if lines {
@@ -130,22 +158,27 @@ func benchInject(ctx context.Context, stdout io.Writer, args []string) error {
 	return nil
 }
 
-// benchRedis opens a Redis store in a fresh namespace and returns its
-// client and a cleanup that deletes the namespace.
-func benchRedis(url string) (*redisstore.Store, *goredis.Client, func(), error) {
+// benchRedis opens a Redis store in a fresh namespace (or in ns, kept) and
+// returns its client and a cleanup that deletes a fresh namespace.
+func benchRedis(url, ns string) (*redisstore.Store, *goredis.Client, func(), error) {
 	opts, err := goredis.ParseURL(url)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("ENGRAM_REDIS_URL: %w", err)
 	}
 	client := goredis.NewClient(opts)
-	ns := "bench-" + memory.NewID()
+	keep := ns != ""
+	if !keep {
+		ns = "bench-" + memory.NewID()
+	}
 	s, err := redisstore.New(client, redisstore.WithNamespace(ns))
 	if err != nil {
 		_ = client.Close()
 		return nil, nil, nil, err
 	}
 	cleanup := func() {
-		_ = redisstore.DeleteNamespace(context.Background(), client, ns)
+		if !keep {
+			_ = redisstore.DeleteNamespace(context.Background(), client, ns)
+		}
 		_ = s.Close()
 		_ = client.Close()
 	}

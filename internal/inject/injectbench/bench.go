@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -34,8 +37,14 @@ type Store interface {
 
 // Options configure a benchmark run.
 type Options struct {
-	StoreName   string // reported as "store"
-	Memories    int    // memories in the project (seeds + filler)
+	StoreName string // reported as "store"
+	Memories  int    // memories in the store (seeds + filler)
+	// Projects spreads the filler over this many projects (ProjectName),
+	// the turns likewise, round robin; 0 or 1: one project.
+	Projects int
+	// Seeded says the store already holds the corpus (a kept fixture):
+	// the seeding is skipped.
+	Seeded      bool
 	Clients     []int  // concurrent clients per measurement, e.g. 1 and 8
 	Turns       int    // measured turns per measurement (all clients together)
 	Warmup      int    // unmeasured turns first
@@ -68,6 +77,14 @@ type Result struct {
 	// contended). Zero when not measured.
 	CPUmsPerTurn       float64 `json:"cpu_ms_per_turn"`
 	ServerCPUmsPerTurn float64 `json:"server_cpu_ms_per_turn,omitempty"`
+	Projects           int     `json:"projects"`
+	// Memory of this process after the measurement (after a collection):
+	// resident set (VmRSS), its peak so far (VmHWM) and the Go heap in
+	// use, in MB; zero where /proc is not there. For SQLite they hold the
+	// store's in-memory indexes, for Redis only the clients'.
+	RSSMB     float64 `json:"rss_mb"`
+	PeakRSSMB float64 `json:"peak_rss_mb"`
+	HeapMB    float64 `json:"heap_mb"`
 }
 
 // LineCount is how many lines one corpus turn received.
@@ -81,10 +98,22 @@ type LineCount struct {
 // Seed fills st with the corpus: the hand-written seeds plus filler up to
 // memories, embedded with emb. It returns how long it took.
 func Seed(ctx context.Context, st Store, emb *hashembed.Embedder, memories int) (time.Duration, error) {
+	return SeedProjects(ctx, st, emb, memories, 1)
+}
+
+// SeedProjects is Seed with the filler spread over projects projects
+// (ProjectName(i % projects)); the hand-written seeds stay in Project.
+func SeedProjects(ctx context.Context, st Store, emb *hashembed.Embedder, memories, projects int) (time.Duration, error) {
 	start := time.Now()
 	nodes := SeedNodes()
 	if memories > len(nodes) {
-		nodes = append(nodes, Filler(memories-len(nodes), 1)...)
+		fill := Filler(memories-len(nodes), 1)
+		if projects > 1 {
+			for i := range fill {
+				fill[i].ProjectID = ProjectName(i % projects)
+			}
+		}
+		nodes = append(nodes, fill...)
 	}
 	now := time.Now().UTC()
 	const batch = 250 // a Redis PutBatch is one transaction: keep each short
@@ -156,12 +185,16 @@ func Run(ctx context.Context, st Store, opts Options) ([]Result, []LineCount, er
 		progress = io.Discard
 	}
 	emb := hashembed.New(384)
-	fmt.Fprintf(progress, "seeding %d memories (%s)...\n", opts.Memories, opts.StoreName)
-	seedTime, err := Seed(ctx, st, emb, opts.Memories)
-	if err != nil {
-		return nil, nil, err
+	projects := max(opts.Projects, 1)
+	var seedTime time.Duration
+	if !opts.Seeded {
+		fmt.Fprintf(progress, "seeding %d memories in %d projects (%s)...\n", opts.Memories, projects, opts.StoreName)
+		var err error
+		if seedTime, err = SeedProjects(ctx, st, emb, opts.Memories, projects); err != nil {
+			return nil, nil, err
+		}
+		fmt.Fprintf(progress, "seeded in %.1fs (%.0f memories/s)\n", seedTime.Seconds(), float64(opts.Memories)/seedTime.Seconds())
 	}
-	fmt.Fprintf(progress, "seeded in %.1fs\n", seedTime.Seconds())
 
 	inj, err := inject.New(st, emb, inject.Defaults())
 	if err != nil {
@@ -222,6 +255,10 @@ func Run(ctx context.Context, st Store, opts Options) ([]Result, []LineCount, er
 	}
 
 	corpus := Corpus()
+	// Sessions are new on every run: a kept fixture holds the injection
+	// records of the runs before, and a turn id seen before is answered
+	// with its recorded block.
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
 	var results []Result
 	for _, clients := range opts.Clients {
 		// As testing.B does before a benchmark: collect the setup's garbage
@@ -234,7 +271,7 @@ func Run(ctx context.Context, st Store, opts Options) ([]Result, []LineCount, er
 		// 4.2x and 1.8x, and the turn's p99 2.5x and 1.8x, what they were
 		// after a collection.
 		runtime.GC()
-		if _, _, err := drive(ctx, client, corpus, clients, opts.Warmup, "warm"); err != nil {
+		if _, _, err := drive(ctx, client, corpus, clients, projects, opts.Warmup, run+"-warm"); err != nil {
 			return nil, nil, err
 		}
 		cpu0, cpuOK := processCPU()
@@ -245,7 +282,7 @@ func Run(ctx context.Context, st Store, opts Options) ([]Result, []LineCount, er
 		if opts.ServerCPU != nil {
 			srv0, srvErr = opts.ServerCPU(ctx)
 		}
-		lat, res, err := drive(ctx, client, corpus, clients, opts.Turns, fmt.Sprintf("c%d", clients))
+		lat, res, err := drive(ctx, client, corpus, clients, projects, opts.Turns, fmt.Sprintf("%s-c%d", run, clients))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -261,17 +298,20 @@ func Run(ctx context.Context, st Store, opts Options) ([]Result, []LineCount, er
 			}
 		}
 		res.Store, res.Memories, res.Clients, res.SeedSeconds = opts.StoreName, opts.Memories, clients, seedTime.Seconds()
+		res.Projects = projects
 		res.P50ms, res.P99ms = percentile(lat, 0.50), percentile(lat, 0.99)
+		res.RSSMB, res.PeakRSSMB, res.HeapMB = residentMB()
 		results = append(results, res)
-		fmt.Fprintf(progress, "%s %d memories, %d clients: p50 %.2f ms, p99 %.2f ms, %.0f turns/s, CPU %.2f ms a turn (server %.2f)\n",
-			opts.StoreName, opts.Memories, clients, res.P50ms, res.P99ms, res.TurnsPerSec, res.CPUmsPerTurn, res.ServerCPUmsPerTurn)
+		fmt.Fprintf(progress, "%s %d memories in %d projects, %d clients: p50 %.2f ms, p99 %.2f ms, %.0f turns/s, CPU %.2f ms a turn (server %.2f), RSS %.0f MB (peak %.0f, heap %.0f)\n",
+			opts.StoreName, opts.Memories, projects, clients, res.P50ms, res.P99ms, res.TurnsPerSec, res.CPUmsPerTurn, res.ServerCPUmsPerTurn,
+			res.RSSMB, res.PeakRSSMB, res.HeapMB)
 	}
 	return results, lines, nil
 }
 
 // drive runs turns spread over clients concurrent platforms and returns the
 // latencies (ms) with throughput and block sizes.
-func drive(ctx context.Context, client *events.Client, corpus []string, clients, turns int, tag string) ([]float64, Result, error) {
+func drive(ctx context.Context, client *events.Client, corpus []string, clients, projects, turns int, tag string) ([]float64, Result, error) {
 	var (
 		mu       sync.Mutex
 		lat      []float64
@@ -287,7 +327,7 @@ func drive(ctx context.Context, client *events.Client, corpus []string, clients,
 		go func(c int) {
 			defer wg.Done()
 			for i := range next {
-				ref := events.Ref{ProjectID: Project, SessionID: fmt.Sprintf("%s-s%d", tag, c), TurnID: fmt.Sprintf("%s-t%d", tag, i)}
+				ref := events.Ref{ProjectID: ProjectName(i % projects), SessionID: fmt.Sprintf("%s-s%d", tag, c), TurnID: fmt.Sprintf("%s-t%d", tag, i)}
 				t0 := time.Now()
 				got, err := client.Inject(ctx, ref, events.TurnStarted{Text: corpus[i%len(corpus)],
 					ProjectNames: map[string]string{OtherProject: "Billing API"}})
@@ -332,6 +372,41 @@ feed:
 		res.BlockTokensP95 = tokens[min(len(tokens)-1, int(float64(len(tokens))*0.95))]
 	}
 	return lat, res, nil
+}
+
+// residentMB returns this process's resident set, its peak and the Go
+// heap in use (MB), after a collection that returns freed memory to the
+// system: what the process holds, not the garbage it has not collected.
+func residentMB() (rss, peak, heap float64) {
+	runtime.GC()
+	debug.FreeOSMemory()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	heap = float64(ms.HeapInuse) / (1 << 20)
+	raw, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, 0, heap
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok || (k != "VmRSS" && k != "VmHWM") {
+			continue
+		}
+		f := strings.Fields(v)
+		if len(f) < 1 {
+			continue
+		}
+		kb, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			continue
+		}
+		if k == "VmRSS" {
+			rss = kb / 1024
+		} else {
+			peak = kb / 1024
+		}
+	}
+	return rss, peak, heap
 }
 
 func msPerTurn(d time.Duration, turns int) float64 {

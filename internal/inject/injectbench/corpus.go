@@ -256,6 +256,15 @@ func pseudoWord(r *rand.Rand, i int) string {
 	return fmt.Sprintf("%s%d", sb.String(), i)
 }
 
+// ProjectName is the name of the i-th project of a multi-project run
+// (bench inject -projects): the corpus' own project first.
+func ProjectName(i int) string {
+	if i == 0 {
+		return Project
+	}
+	return fmt.Sprintf("%s-%03d", Project, i)
+}
+
 // Filler returns n synthetic memories spread over many topics, so that the
 // seeds compete with a realistic crowd. Every filler memory is distinct (it
 // names its own component). Deterministic by seed.
