@@ -19,6 +19,7 @@ func (s *Store) Lexical(ctx context.Context, terms []string, f memory.Filter, li
 	if len(terms) == 0 {
 		return nil, nil
 	}
+	s.awaitProject(ctx, memory.ProjectRef{Tenant: f.TenantID, Project: f.ProjectID})
 	now := s.now()
 	t := scoredTop{k: memory.Limit(limit)}
 	x := s.idx
@@ -56,6 +57,7 @@ func (s *Store) Lexical(ctx context.Context, terms []string, f memory.Filter, li
 // it is an exact scan.
 func (s *Store) Vector(ctx context.Context, model string, vec []float32, f memory.Filter, limit int) ([]memory.Scored, error) {
 	limit = memory.Limit(limit)
+	s.awaitProject(ctx, memory.ProjectRef{Tenant: f.TenantID, Project: f.ProjectID})
 	now := s.now()
 	x := s.idx
 	x.mu.RLock()
@@ -116,6 +118,7 @@ func (s *Store) ByPaths(ctx context.Context, paths []string, f memory.Filter, li
 	if len(paths) == 0 {
 		return nil, nil
 	}
+	s.awaitProject(ctx, memory.ProjectRef{Tenant: f.TenantID, Project: f.ProjectID})
 	limit = memory.Limit(limit)
 	rows, err := s.db.QueryContext(ctx, `SELECT rid, count(*) FROM node_paths WHERE path IN (`+placeholders(len(paths))+`) GROUP BY rid`, anySlice(paths)...)
 	if err != nil {

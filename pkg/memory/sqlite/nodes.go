@@ -165,6 +165,7 @@ func (s *Store) HasLiveMemory(ctx context.Context, p memory.ProjectRef) (bool, e
 
 // Timeline implements memory.Nodes.
 func (s *Store) Timeline(ctx context.Context, q memory.TimelineQuery) ([]memory.Node, error) {
+	s.awaitProject(ctx, memory.ProjectRef{Tenant: q.TenantID, Project: q.ProjectID})
 	now := s.now()
 	top := newTop(memory.Limit(q.Limit), func(a, b *memory.Node) int { return memory.CompareTimeline(a, b) })
 	s.idx.mu.RLock()
@@ -194,6 +195,7 @@ func (s *Store) StandingInstructions(ctx context.Context, p memory.ProjectRef, l
 	if err := s.memRead(ctx); err != nil {
 		return nil, fmt.Errorf("sqlite: standing instructions: %w", err)
 	}
+	s.awaitProject(ctx, p)
 	// merge the two sorted lists (the project's and its tenant's global one)
 	s.idx.mu.RLock()
 	own, global := s.idx.standing[p], s.idx.standing[memory.ProjectRef{Tenant: p.Tenant}]

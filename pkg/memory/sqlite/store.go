@@ -35,6 +35,7 @@ type options struct {
 	loadChunk   int
 	loadHook    func(loaded int)
 	bulk        bool
+	projectWait time.Duration
 }
 
 // WithClock makes the store read the time from now (tests drive a fake clock).
@@ -68,6 +69,11 @@ func WithLoadChunk(n int) Option {
 	}
 }
 
+// WithProjectWait sets how long a read waits at most, during a background
+// load, for the memories of its project, which the load then loads first
+// (default DefaultProjectWait).
+func WithProjectWait(d time.Duration) Option { return func(o *options) { o.projectWait = d } }
+
 // WithLoadHook calls fn on the loading goroutine after each chunk of
 // memories is loaded, with the number loaded so far, outside every lock
 // (tests hold the load at a known point with it).
@@ -95,7 +101,9 @@ type Store struct {
 	closed atomic.Bool // set by Close: the reads served from memory fail too
 	path   string
 
-	briefs memory.BriefMemo // sessions whose briefing flag is known to be taken (BriefOnce)
+	briefs      memory.BriefMemo // sessions whose briefing flag is known to be taken (BriefOnce)
+	order       *loadOrder       // the background load's plan by project (nil: not loading in the background)
+	projectWait time.Duration    // WithProjectWait
 
 	stop       chan struct{}  // closed by Close: stops the background load and index build
 	bg         sync.WaitGroup // the background load and index build
@@ -176,6 +184,12 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		stop: make(chan struct{}), loaded: make(chan struct{}), indexed: make(chan struct{}),
 		opened: time.Now(), chunk: o.loadChunk, hook: o.loadHook, background: o.background}
 	s.idx.loading, s.idx.bulk = true, o.bulk
+	if o.background {
+		s.order, s.projectWait = newLoadOrder(), o.projectWait
+		if s.projectWait <= 0 {
+			s.projectWait = DefaultProjectWait
+		}
+	}
 	if err := migrate(ctx, db); err != nil {
 		_ = s.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
@@ -274,10 +288,22 @@ func (s *Store) loadNodes(ctx context.Context) bool {
 	s.ld.mu.Unlock()
 	s.idx.reserve(int(last))
 	if s.background {
-		// Only worth it when something is served before the load ends.
+		// Only worth it when something is served before the load ends:
+		// the rows by project, so that a read can ask for its project
+		// first, then the standing instructions, then the projects.
+		defer s.order.end()
+		rows, err := s.projectRows(ctx, last)
+		if err != nil {
+			return fail(fmt.Errorf("load nodes: %w", err))
+		}
+		s.order.plan(rows)
 		if err := s.loadStanding(ctx); err != nil {
 			return fail(fmt.Errorf("load standing instructions: %w", err))
 		}
+		if !s.loadByProject(ctx, fail) {
+			return false
+		}
+		last = 0 // loaded: the loop below has nothing to do
 	}
 	var after int64
 	loaded := 0
@@ -321,6 +347,40 @@ func (s *Store) loadNodes(ctx context.Context) bool {
 	return true
 }
 
+// loadByProject loads the planned rows project by project, the projects
+// reads ask for first (loadOrder), in chunks of s.chunk.
+func (s *Store) loadByProject(ctx context.Context, fail func(error) bool) bool {
+	loaded := 0
+	for {
+		select {
+		case <-s.stop:
+			return fail(errStopped)
+		default:
+		}
+		if d, ok := collectNearGoal(); ok {
+			s.ld.mu.Lock()
+			s.ld.collections++
+			s.ld.collectedIn += d
+			s.ld.mu.Unlock()
+		}
+		p, part := s.order.take(s.chunk, false)
+		if part == nil {
+			return true
+		}
+		if err := s.loadRids(ctx, int64s(part)); err != nil {
+			return fail(fmt.Errorf("load nodes: %w", err))
+		}
+		s.order.finished(p)
+		loaded += len(part)
+		s.ld.mu.Lock()
+		s.ld.loaded = loaded
+		s.ld.mu.Unlock()
+		if s.hook != nil {
+			s.hook(loaded)
+		}
+	}
+}
+
 // Markers of a standing-instruction candidate in a node's document (as
 // encoding/json writes memory.Node): memory.IsStanding needs one of them.
 var (
@@ -340,12 +400,21 @@ func (s *Store) loadStanding(ctx context.Context) error {
 		return err
 	}
 	var rids []any
+	seen := 0
 	for rows.Next() {
 		var rid int64
 		var doc sql.RawBytes
 		if err := rows.Scan(&rid, &doc); err != nil {
 			rows.Close()
 			return err
+		}
+		if seen++; seen%4096 == 0 && s.order != nil {
+			// A read waiting for its project does not wait for the
+			// search of every document.
+			if _, err := s.loadAsked(ctx); err != nil {
+				rows.Close()
+				return err
+			}
 		}
 		if bytes.Contains(doc, markUser) || bytes.Contains(doc, markPinned) {
 			rids = append(rids, rid)
