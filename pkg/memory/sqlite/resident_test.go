@@ -1,0 +1,127 @@
+package sqlite
+
+import (
+	"bufio"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/engram-memory/engram/pkg/llm/hashembed"
+	"github.com/engram-memory/engram/pkg/memory"
+)
+
+// BenchmarkResidentBytes says where the resident bytes of a loaded store go
+// for LongMemEval-size memories (about 15 KB of text each: twenty
+// consecutive memories of the development set's graph joined, from
+// ENGRAM_EVAL_DIR, default ../../../../shared/eval/longmemeval-dev), with
+// a 384-dimension vector each: the Go heap the loaded store holds, and by
+// part (text of the heads, the rest of the heads, BM25 postings, the
+// per-document term lists, gates, vectors), per memory.
+func BenchmarkResidentBytes(b *testing.B) {
+	dir := os.Getenv("ENGRAM_EVAL_DIR")
+	if dir == "" {
+		dir = "../../../../shared/eval/longmemeval-dev"
+	}
+	f, err := os.Open(filepath.Join(dir, "graph.jsonl.gz"))
+	if err != nil {
+		b.Skipf("no evaluation graph: %v", err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var texts []string
+	sc := bufio.NewScanner(zr)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		var n struct{ Type, Label, Body string }
+		if json.Unmarshal(sc.Bytes(), &n) == nil && n.Type == "node" {
+			texts = append(texts, n.Label+"\n"+n.Body)
+		}
+	}
+	const per, count = 20, 1000
+	emb := hashembed.New(384)
+	var nodes []memory.Node
+	for i := 0; len(nodes) < count && (i+1)*per <= len(texts); i++ {
+		body := strings.Join(texts[i*per:(i+1)*per], "\n")
+		n := memory.Node{ID: fmt.Sprintf("m%05d", i), Subkind: memory.Observation, Scope: memory.ScopeProject, ProjectID: "p",
+			Label: fmt.Sprintf("session %d", i), Body: body}
+		v, err := emb.Embed(context.Background(), []string{memory.EmbedText(&n)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		n.Embedding, n.EmbeddingModel = v[0], emb.Model()
+		nodes = append(nodes, n)
+	}
+	path := filepath.Join(b.TempDir(), "engram.db")
+	s, err := Open(context.Background(), path, WithBulkWrites())
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < len(nodes); i += 100 {
+		if err := s.PutBatch(context.Background(), nodes[i:min(i+100, len(nodes))], nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		b.Fatal(err)
+	}
+	textBytes := 0
+	for i := range nodes {
+		textBytes += len(nodes[i].Label) + len(nodes[i].Body)
+	}
+	nodes = nil
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	before := heap()
+	s, err = Open(context.Background(), path, WithBulkWrites())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	after := heap()
+	x := s.idx
+	n := float64(len(x.byID))
+	var text, heads, postings, docTerms, vecs int
+	for _, h := range x.heads {
+		if h == nil {
+			continue
+		}
+		text += len(h.Label) + len(h.Body)
+		heads += int(unsafe.Sizeof(*h)) + len(h.ID) + len(h.Digest) + len(h.ProjectID)
+	}
+	for i := range x.lex.tms {
+		postings += cap(x.lex.tms[i].postings)*int(unsafe.Sizeof(posting{})) + len(x.lex.tms[i].name)
+	}
+	for _, d := range x.lex.docTerms {
+		docTerms += 4 * cap(d)
+	}
+	for _, fv := range x.flat {
+		for _, v := range fv.vecs {
+			vecs += 4 * cap(v)
+		}
+	}
+	gates := cap(x.gates) * int(unsafe.Sizeof(gate{}))
+	for b.Loop() {
+	}
+	b.ReportMetric(float64(textBytes)/n, "text-bytes/memory")
+	b.ReportMetric(float64(after-before)/n, "heap-bytes/memory")
+	b.ReportMetric(float64(text)/n, "head-text-bytes/memory")
+	b.ReportMetric(float64(heads)/n, "head-rest-bytes/memory")
+	b.ReportMetric(float64(postings)/n, "postings-bytes/memory")
+	b.ReportMetric(float64(docTerms)/n, "docterms-bytes/memory")
+	b.ReportMetric(float64(gates)/n, "gate-bytes/memory")
+	b.ReportMetric(float64(vecs)/n, "vector-bytes/memory")
+}
