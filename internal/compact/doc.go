@@ -32,7 +32,7 @@
 // A reported count under the threshold is answered without reading the
 // store. A decision made from the stored transcript (an estimate under the
 // threshold, or nothing to split) waits while a turn_ended of the session
-// is not yet acknowledged by the extractor (events.ExtractorLag,
+// is not yet stored by the extractor role's transcript consumer (events.NewTranscriptLag,
 // ErrTranscriptBehind, retried with the runner's backoff): the transcript lacks that turn,
 // and after a model outage the session's last report would otherwise be
 // answered before its turns were stored, and the session never compacted. One compaction per session at a time: the session lease "compact" is held

@@ -23,11 +23,15 @@
 //     of its consumer (the dead-letter watcher), its dead-letter subject,
 //     and its own reply inbox InboxPrefix(role).>;
 //   - injector: engram.out.injection_ready.> and _INBOX.> (the reply to the
-//     platform that waits); extractor: engram.out.memory_changed.>;
+//     platform that waits); extractor: engram.out.memory_changed.>, and
+//     the same consumer permissions for the transcript consumer it also
+//     runs (events.ConsumerTranscript: the model-free part of turn_ended);
 //     consolidator: consolidation_done and memory_changed, and direct gets
-//     of ENGRAM_IN (the session's last turn_started); compactor:
-//     compaction_done and the context API (subscribe engram.api.context.*.*,
-//     answers allowed only to the requests' reply subjects); idle:
+//     of ENGRAM_IN (the session's last turn_started) and the extractor
+//     consumer's info (events.ExtractorLag); compactor: compaction_done,
+//     the context API (subscribe engram.api.context.*.*, answers allowed
+//     only to the requests' reply subjects), direct gets of ENGRAM_IN and
+//     the transcript consumer's info (events.NewTranscriptLag); idle:
 //     engram.in.session_idle.> and its ENGRAM_ACTIVITY key-value bucket.
 //
 // Worker processes use their own inbox prefix (InboxPrefix), not _INBOX.:

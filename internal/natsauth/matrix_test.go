@@ -73,6 +73,7 @@ var matrix = []probe{
 	{"pub", "engram.out.compaction_done.p.s", []string{"compactor"}},
 	{"pub", "engram.dlq.injector", []string{"injector"}},
 	{"pub", "engram.dlq.extractor", []string{"extractor"}},
+	{"pub", "engram.dlq.transcript", []string{"extractor"}},
 	{"pub", "_INBOX.someone", []string{"injector"}},
 	{"pub", "$KV.ENGRAM_ACTIVITY.p.s", []string{"idle"}},
 	{"sub", "_INBOX.>", []string{"platform", "setup"}},
@@ -84,6 +85,7 @@ var matrix = []probe{
 	{"sub", "engram.dlq.>", nil},
 	{"sub", "engram.api.context.*.*", []string{"compactor"}},
 	{"sub", "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.ENGRAM_IN.extractor", []string{"extractor"}},
+	{"sub", "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.ENGRAM_IN.transcript", []string{"extractor"}},
 	{"sub", "$KV.ENGRAM_ACTIVITY.>", nil},
 	{"pub", "$SYS.REQ.USER.INFO", append([]string{"setup"}, workers...)},
 	{"pub", "$JS.API.INFO", append([]string{"setup"}, workers...)},
@@ -94,12 +96,18 @@ var matrix = []probe{
 	{"pub", "$JS.API.CONSUMER.INFO.ENGRAM_IN.injector", []string{"setup", "injector"}},
 	{"pub", "$JS.API.CONSUMER.MSG.NEXT.ENGRAM_IN.injector", []string{"injector"}},
 	{"pub", "$JS.API.CONSUMER.MSG.NEXT.ENGRAM_IN.extractor", []string{"extractor"}},
+	// The transcript consumer: the extractor role runs it too.
+	{"pub", "$JS.API.CONSUMER.MSG.NEXT.ENGRAM_IN.transcript", []string{"extractor"}},
+	{"pub", "$JS.ACK.ENGRAM_IN.transcript.1.5.5.1700000000000000000.0", []string{"extractor"}},
 	{"pub", "$JS.API.CONSUMER.MSG.NEXT.ENGRAM_IN.idle", []string{"idle"}},
 	{"pub", "$JS.ACK.ENGRAM_IN.consolidator.1.5.5.1700000000000000000.0", []string{"consolidator"}},
 	{"pub", "$JS.ACK.ENGRAM_IN.compactor.1.5.5.1700000000000000000.0", []string{"compactor"}},
 	{"pub", "$JS.API.STREAM.MSG.GET.ENGRAM_IN", workers},
 	{"pub", "$JS.API.DIRECT.GET.ENGRAM_IN.engram.in.turn_started.p.s", []string{"consolidator", "compactor"}},
-	{"pub", "$JS.API.CONSUMER.INFO.ENGRAM_IN.extractor", []string{"setup", "extractor", "consolidator", "compactor"}},
+	// Who waits for what (events.ExtractorLag): the consolidator for the
+	// extraction, the compactor for the stored transcript.
+	{"pub", "$JS.API.CONSUMER.INFO.ENGRAM_IN.extractor", []string{"setup", "extractor", "consolidator"}},
+	{"pub", "$JS.API.CONSUMER.INFO.ENGRAM_IN.transcript", []string{"setup", "extractor", "compactor"}},
 	{"pub", "$JS.API.STREAM.CREATE.KV_ENGRAM_ACTIVITY", []string{"setup", "idle"}},
 	// The legacy ephemeral create: nats.go re-creates a KV watcher's
 	// ordered consumer there after a reconnect (the chaos suite's NATS

@@ -61,7 +61,7 @@ type Worker struct {
 // compactor (ENGRAM_WORKERS).
 func New(lc fx.Lifecycle, cfg config.Config, topo events.Topology, js jetstream.JetStream, st memory.Store, c *llm.Client, ec *events.Client, tel *app.Telemetry, log *zap.Logger) (*Worker, error) {
 	log = log.Named("compactor")
-	opts := []compact.Option{compact.WithExtractorLag(events.NewExtractorLag(js, topo))}
+	opts := []compact.Option{compact.WithExtractorLag(events.NewTranscriptLag(js, topo))}
 	if tel != nil && tel.Metrics != nil {
 		opts = append(opts, compact.WithMetrics(tel.Metrics))
 	}
