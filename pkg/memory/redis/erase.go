@@ -922,3 +922,140 @@ func waitPersistence(ctx context.Context, c *goredis.Client, flags ...string) er
 func isNoPerm(err error) bool { return err != nil && strings.HasPrefix(err.Error(), "NOPERM") }
 
 func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
+
+// ScanRaw calls fn with every key of the store's namespace on every node
+// (a cluster's masters) and what it holds (a hash's fields and values, a
+// list's or set's members, a sorted set's members, a vector set's
+// elements), in pages; where is the key. A verification of an erasure
+// looks there for what it erased.
+func (s *Store) ScanRaw(ctx context.Context, fn func(where string, data []byte) error) error {
+	var mu sync.Mutex // a cluster's masters are scanned in parallel
+	scan := func(ctx context.Context, c goredis.Cmdable) error {
+		return scanAll(ctx, c, globEscape(s.ns)+":*", func(keys []string) error {
+			for _, key := range keys {
+				if err := rawKey(ctx, c, key, func(data []byte) error {
+					mu.Lock()
+					defer mu.Unlock()
+					return fn(key, data)
+				}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	var err error
+	if cc, ok := s.c.(*goredis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *goredis.Client) error { return scan(ctx, c) })
+	} else {
+		err = scan(ctx, s.c)
+	}
+	return s.wrap("scan raw", err)
+}
+
+// rawKey calls fn with the key's name and its contents, a page at a time.
+func rawKey(ctx context.Context, c goredis.Cmdable, key string, fn func([]byte) error) error {
+	typ, err := c.Type(ctx, key).Result()
+	if err != nil {
+		return err
+	}
+	page := []byte(key + "\n")
+	flush := func(parts ...string) error {
+		for _, p := range parts {
+			page = append(append(page, p...), '\n')
+		}
+		if len(page) < 1<<20 {
+			return nil
+		}
+		err := fn(page)
+		page = page[:0]
+		return err
+	}
+	var cursor uint64
+	switch typ {
+	case "none":
+		return nil // deleted since the SCAN
+	case "string":
+		v, err := c.Get(ctx, key).Result()
+		if err != nil && !errors.Is(err, goredis.Nil) {
+			return err
+		}
+		if err := flush(v); err != nil {
+			return err
+		}
+	case "hash":
+		for {
+			kv, next, err := c.HScan(ctx, key, cursor, "*", 500).Result()
+			if err != nil {
+				return err
+			}
+			if err := flush(kv...); err != nil {
+				return err
+			}
+			if cursor = next; cursor == 0 {
+				break
+			}
+		}
+	case "set":
+		for {
+			ms, next, err := c.SScan(ctx, key, cursor, "*", 500).Result()
+			if err != nil {
+				return err
+			}
+			if err := flush(ms...); err != nil {
+				return err
+			}
+			if cursor = next; cursor == 0 {
+				break
+			}
+		}
+	case "zset":
+		for {
+			ms, next, err := c.ZScan(ctx, key, cursor, "*", 500).Result()
+			if err != nil {
+				return err
+			}
+			if err := flush(ms...); err != nil {
+				return err
+			}
+			if cursor = next; cursor == 0 {
+				break
+			}
+		}
+	case "list":
+		for start := int64(0); ; start += 500 {
+			ms, err := c.LRange(ctx, key, start, start+499).Result()
+			if err != nil {
+				return err
+			}
+			if err := flush(ms...); err != nil {
+				return err
+			}
+			if len(ms) < 500 {
+				break
+			}
+		}
+	case "vectorset":
+		n, err := c.VCard(ctx, key).Result()
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			ms, err := c.VRandMemberCount(ctx, key, int(n)).Result()
+			if err != nil {
+				return err
+			}
+			if err := flush(ms...); err != nil {
+				return err
+			}
+		}
+	default:
+		if err := flush("(a " + typ + ", not read)"); err != nil {
+			return err
+		}
+	}
+	if len(page) > 0 {
+		return fn(page)
+	}
+	return nil
+}

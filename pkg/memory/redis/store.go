@@ -190,6 +190,9 @@ func (s *Store) Close() error {
 // Namespace returns the key prefix of the store.
 func (s *Store) Namespace() string { return s.ns }
 
+// Client returns the client the store uses (tests read the server with it).
+func (s *Store) Client() goredis.UniversalClient { return s.c }
+
 // DeleteNamespace removes every key under prefix ns (on every master of a
 // cluster). Tests use it to drop the namespace of a fresh store.
 func DeleteNamespace(ctx context.Context, client goredis.UniversalClient, ns string) error {

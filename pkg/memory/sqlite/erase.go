@@ -4,7 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -553,4 +558,78 @@ func (s *Store) Summaries(ctx context.Context, ref memory.SessionRef) ([]memory.
 		return nil, fmt.Errorf("sqlite: summaries: %w", err)
 	}
 	return out, nil
+}
+
+// rawPiece and rawOverlap: ScanRaw reads a file in pieces of rawPiece
+// bytes that overlap by rawOverlap, so that a text shorter than the
+// overlap that spans two pieces is whole in one of them.
+const (
+	rawPiece   = 4 << 20
+	rawOverlap = 4 << 10
+)
+
+// ScanRaw calls fn with the bytes of the database file and of its
+// write-ahead log as they are on disk, free pages and the free space of
+// pages included (a verification of an erasure looks there for what it
+// erased), in overlapping pieces; where names the file and the piece's
+// offset.
+func (s *Store) ScanRaw(ctx context.Context, fn func(where string, data []byte) error) error {
+	for _, path := range []string{s.path, s.path + "-wal", s.path + "-journal"} {
+		if err := scanFile(ctx, path, fn); err != nil {
+			return fmt.Errorf("sqlite: scan %s: %w", path, err)
+		}
+	}
+	return nil
+}
+
+func scanFile(ctx context.Context, path string, fn func(where string, data []byte) error) error {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	buf := make([]byte, rawPiece)
+	var off int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n, err := f.ReadAt(buf, off)
+		if n > 0 {
+			if ferr := fn(fmt.Sprintf("%s at byte %d", filepath.Base(path), off), buf[:n]); ferr != nil {
+				return ferr
+			}
+		}
+		if errors.Is(err, io.EOF) || n < len(buf) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		off += int64(n - rawOverlap)
+	}
+}
+
+// HoldsText reports where a live row still holds text (a table name), or
+// "" when none does: a verification tells a text that another scope's
+// records hold too (the same words in another tenant's memory) from one
+// left behind.
+func (s *Store) HoldsText(ctx context.Context, text string) (string, error) {
+	for _, q := range []struct{ table, col string }{
+		{"nodes", "doc"}, {"nodes", "id"}, {"edges", "src"}, {"edges", "dst"}, {"node_paths", "path"},
+		{"messages", "doc"}, {"summaries", "doc"}, {"injections", "ids"}, {"passes", "doc"},
+	} {
+		var one int
+		err := s.db.QueryRowContext(ctx, `SELECT 1 FROM `+q.table+` WHERE instr(CAST(`+q.col+` AS TEXT), ?) > 0 LIMIT 1`, text).Scan(&one)
+		if err == nil {
+			return q.table, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return "", fmt.Errorf("sqlite: holds text: %w", err)
+		}
+	}
+	return "", nil
 }
