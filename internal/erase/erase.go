@@ -64,7 +64,9 @@ func WithBus(b *Bus) Option { return func(e *Eraser) { e.bus = b } }
 // WithFiles adds files or directories (walked) that a verification reads
 // raw, e.g. an unencrypted JetStream store directory. An encrypted one is
 // pointless to read: the text is not there in the clear.
-func WithFiles(paths ...string) Option { return func(e *Eraser) { e.files = append(e.files, paths...) } }
+func WithFiles(paths ...string) Option {
+	return func(e *Eraser) { e.files = append(e.files, paths...) }
+}
 
 // WithClock sets the clock of the receipt's times (default time.Now).
 func WithClock(now func() time.Time) Option { return func(e *Eraser) { e.now = now } }
