@@ -16,7 +16,7 @@ import (
 )
 
 func init() {
-	register("memory", "seed, inspect and move a memory graph: engram memory import [-tenant T] FILE.jsonl | export [-tenant T] [-o FILE] | history [-tenant T] [-project P] [-session S] | undo [-tenant T] PASS", memoryCmd)
+	register("memory", "seed, inspect and move a memory graph: engram memory import [-tenant T] FILE.jsonl | export [-tenant T] [-o FILE] | history [-tenant T] [-project P] [-session S] | undo [-tenant T] PASS | erase -tenant T [-project P [-session S]] [-verify]", memoryCmd)
 }
 
 func memoryCmd(ctx context.Context, stdout io.Writer, args []string) error {
@@ -32,8 +32,10 @@ func memoryCmd(ctx context.Context, stdout io.Writer, args []string) error {
 		return memoryHistory(ctx, stdout, args[1:])
 	case "undo":
 		return memoryUndo(ctx, stdout, args[1:])
+	case "erase":
+		return memoryErase(ctx, stdout, args[1:])
 	}
-	return fmt.Errorf("%w: unknown memory command %q (import, export, history, undo)", errUsage, args[0])
+	return fmt.Errorf("%w: unknown memory command %q (import, export, history, undo, erase)", errUsage, args[0])
 }
 
 // memoryImport writes a JSON-lines file into the configured store (the data

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -53,8 +54,9 @@ type Responder struct {
 }
 
 // Serve answers the erasure requests of subject with e, one at a time,
-// until Stop. onErr gets the errors of the erasures (and of replies that
-// could not be sent); it must not block.
+// until Stop. onErr gets the errors of the erasures, without the scope's
+// ids (Anonymous), and of replies that could not be sent; it must not
+// block.
 func Serve(nc *nats.Conn, subject string, e *Eraser, onErr func(error)) (*Responder, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &Responder{ctx: ctx, cancel: cancel}
@@ -77,7 +79,7 @@ func Serve(nc *nats.Conn, subject string, e *Eraser, onErr func(error)) (*Respon
 			}
 			if err != nil {
 				rep.Error, rep.Invalid = err.Error(), errors.Is(err, ErrInvalid)
-				onErr(err)
+				onErr(Anonymous(err, req.Scope))
 			}
 		}
 		b, err := json.Marshal(rep)
@@ -94,6 +96,18 @@ func Serve(nc *nats.Conn, subject string, e *Eraser, onErr func(error)) (*Respon
 	}
 	r.sub = sub
 	return r, nil
+}
+
+// Anonymous is err with the scope's ids taken out, for a log: an erased
+// person's ids should not stay in the log of their erasure.
+func Anonymous(err error, sc Scope) error {
+	msg := strings.ReplaceAll(err.Error(), sc.String(), "the "+sc.Kind())
+	for _, id := range [][2]string{{sc.Session, "<session id>"}, {sc.Project, "<project id>"}, {sc.Tenant, "<tenant id>"}} {
+		if len(id[0]) >= 4 {
+			msg = strings.ReplaceAll(msg, id[0], id[1])
+		}
+	}
+	return errors.New(msg)
 }
 
 // Stop stops answering, cancels an erasure in progress and waits for it.
