@@ -92,9 +92,15 @@ func (er *redisEraser) run(ctx context.Context) error {
 			return err
 		}
 	}
-	for _, sp := range er.whole {
-		if err := er.space(ctx, sp); err != nil {
+	if len(er.whole) > 0 {
+		byPrefix, err := s.keysUnder(ctx, er.whole)
+		if err != nil {
 			return err
+		}
+		for _, sp := range er.whole {
+			if err := er.space(ctx, sp, byPrefix[s.keys(sp).p]); err != nil {
+				return err
+			}
 		}
 	}
 	// The id index and the registries.
@@ -366,17 +372,9 @@ func (s *Store) dropNode(ctx context.Context, pipe goredis.Pipeliner, n *memory.
 
 // space erases a space whole: every key of its hash tag, counted by kind
 // first.
-func (er *redisEraser) space(ctx context.Context, sp string) error {
+func (er *redisEraser) space(ctx context.Context, sp string, keys []string) error {
 	s := er.s
 	k := s.keys(sp)
-	var keys []string
-	err := s.scanSlot(ctx, k.p, globEscape(k.p)+"*", func(found []string) error {
-		keys = append(keys, found...)
-		return nil
-	})
-	if err != nil {
-		return err
-	}
 	slices.Sort(keys)
 	keys = slices.Compact(keys)
 	// Count (and read the texts of) the records the node and edge counts
@@ -667,6 +665,45 @@ func (s *Store) scanEvery(ctx context.Context, pattern string, fn func([]string)
 	return scanAll(ctx, s.c, pattern, fn)
 }
 
+// keysUnder lists the keys of spaces, by key prefix: a few spaces with a
+// SCAN MATCH each on the slot's node (the server walks its keyspace and
+// sends the matching names), many with one walk of the namespace (each
+// walk costs the server its whole keyspace; one walk sends every name).
+func (s *Store) keysUnder(ctx context.Context, spaces []string) (map[string][]string, error) {
+	out := map[string][]string{}
+	if len(spaces) <= 4 {
+		for _, sp := range spaces {
+			p := s.keys(sp).p
+			err := s.scanSlot(ctx, p, globEscape(p)+"*", func(keys []string) error {
+				out[p] = append(out[p], keys...)
+				return nil
+			})
+			if err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+	want := map[string]bool{}
+	for _, sp := range spaces {
+		want[s.keys(sp).p] = true
+	}
+	err := s.scanEvery(ctx, globEscape(s.ns)+":*", func(keys []string) error {
+		for _, key := range keys {
+			if i := strings.Index(key, "}:"); i > 0 && want[key[:i+2]] {
+				out[key[:i+2]] = append(out[key[:i+2]], key)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// scanCount is the COUNT of an erasure's SCAN: the server walks that many
+// buckets per call (a millisecond or two), so a keyspace of millions is
+// walked in hundreds of round trips, not thousands.
+const scanCount = 5000
+
 // scanSlot calls fn with the keys matching pattern, on the node that
 // serves slotKey's slot (every key of one hash tag is there).
 func (s *Store) scanSlot(ctx context.Context, slotKey, pattern string, fn func([]string) error) error {
@@ -684,7 +721,7 @@ func (s *Store) scanSlot(ctx context.Context, slotKey, pattern string, fn func([
 func scanAll(ctx context.Context, c goredis.Cmdable, pattern string, fn func([]string) error) error {
 	var cursor uint64
 	for {
-		keys, next, err := c.Scan(ctx, cursor, pattern, 1000).Result()
+		keys, next, err := c.Scan(ctx, cursor, pattern, scanCount).Result()
 		if err != nil {
 			return err
 		}
