@@ -17,7 +17,7 @@ var storeMethods = map[string]string{
 	"Revise": "nodes, edges", "SetEmbedding": "vectors: Vectors", "ApplyFeedback": "nodes (counters)", "MarkStale": "nodes",
 	"Touch": "nodes", "PutBatch": "nodes, edges", "Link": "edges: Edges", "Unlink": "edges (closed ones too)",
 	"AppendTranscript": "messages, turns: Messages, Turns", "SaveSummary": "summaries: Summaries",
-	"AdvanceCursor": "cursors: Cursors", "PutInjection": "injection records: Injections", "TakeInjection": "deletes",
+	"AdvanceCursor": "cursors: Cursors", "SetCursor": "cursors", "PutInjection": "injection records: Injections", "TakeInjection": "deletes",
 	"BriefOnce": "briefing flags: Briefings", "AcquireLease": "leases: Leases", "RenewLease": "leases", "ReleaseLease": "deletes",
 	"MarkEventProcessed": "processed-event records: Processed", "PutPass": "pass journals: Passes (and JournalEntries)",
 	"Erase": "deletes", "Purge": "rewrites the files", "Close": "read",

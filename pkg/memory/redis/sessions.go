@@ -246,6 +246,9 @@ func (s *Store) SetCursor(ctx context.Context, ref memory.SessionRef, to int64) 
 	if to < 0 {
 		return fmt.Errorf("%w: cursor %d is negative", memory.ErrInvalid, to)
 	}
+	if err := s.hold(ctx, ref.ProjectRef()); err != nil {
+		return err
+	}
 	return s.wrap("set cursor", s.c.Set(ctx, k.cursor(), strconv.FormatInt(to, 10), 0).Err())
 }
 
