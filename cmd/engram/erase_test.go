@@ -170,6 +170,7 @@ func TestMemoryEraseThroughServeAndAlone(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("erase alone: exit %d\n%s\n%s", code, out, errOut)
 	}
+	t.Logf("the receipt:\n%s", out)
 	for _, want := range []string{`erased tenant "acme" project "user-2" (project)`, "store: 3 memories", "2 transcript messages in 1 turns",
 		"ENGRAM_IN 1", "verify: found nothing of the scope", "complete"} {
 		if !strings.Contains(out, want) {

@@ -163,7 +163,7 @@ func (e *Eraser) Erase(ctx context.Context, sc Scope, o Options) (Receipt, error
 	}
 	if e.bus != nil {
 		r.Persistence.Done = append(r.Persistence.Done, "streams: every message deleted was overwritten (JetStream secure delete)")
-		if e.bus.Bucket != "" {
+		if _, ok := r.Streams[e.bus.kvStream()]; ok && e.bus.Bucket != "" {
 			r.Persistence.Done = append(r.Persistence.Done, "activity bucket: the sessions' records purged; a key-value bucket denies secure deletes, so their bytes (ids and times, no text) stay in the store's free space until JetStream compacts the block")
 		}
 	}

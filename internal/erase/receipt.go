@@ -25,7 +25,7 @@ func (r Receipt) WriteText(w io.Writer) {
 		for _, name := range slices.Sorted(maps.Keys(r.Streams)) {
 			parts = append(parts, fmt.Sprintf("%s %d", name, r.Streams[name]))
 		}
-		p("  stream messages (deleted and overwritten): %s\n", strings.Join(parts, ", "))
+		p("  stream messages of the scope (deleted): %s\n", strings.Join(parts, ", "))
 	}
 	for _, d := range r.Persistence.Done {
 		p("  persistence: %s\n", d)

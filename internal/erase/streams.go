@@ -64,6 +64,7 @@ func (b *Bus) erase(ctx context.Context, sc Scope, from map[string]uint64, seen 
 		if err != nil {
 			return counts, next, fmt.Errorf("%s: %w", name, err)
 		}
+		counts[name] += 0 // searched: listed even when nothing was the scope's
 		var seqs []uint64
 		subjects := map[string]int{}
 		last, err := scanStream(ctx, st, max(from[name], 1), func(m jetstream.Msg, seq uint64) {
@@ -111,6 +112,7 @@ func (b *Bus) scanAll(ctx context.Context, sc Scope, fn func(where, keptBy strin
 	for _, name := range b.all() {
 		st, err := b.JS.Stream(ctx, name)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			out = append(out, fmt.Sprintf("stream %s: does not exist", name))
 			continue
 		}
 		if err != nil {

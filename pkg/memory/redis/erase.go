@@ -963,18 +963,21 @@ func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) 
 // ScanRaw calls fn with every key of the store's namespace on every node
 // (a cluster's masters) and what it holds (a hash's fields and values, a
 // list's or set's members, a sorted set's members, a vector set's
-// elements), in pages; where is the key. A verification of an erasure
-// looks there for what it erased.
+// elements); where is the key. A verification of an erasure looks there
+// for what it erased. Keys are read a SCAN page at a time, in two
+// pipelines (their types, then their contents).
 func (s *Store) ScanRaw(ctx context.Context, fn func(where string, data []byte) error) error {
 	var mu sync.Mutex // a cluster's masters are scanned in parallel
 	scan := func(ctx context.Context, c goredis.Cmdable) error {
 		return scanAll(ctx, c, globEscape(s.ns)+":*", func(keys []string) error {
-			for _, key := range keys {
-				if err := rawKey(ctx, c, key, func(data []byte) error {
-					mu.Lock()
-					defer mu.Unlock()
-					return fn(key, data)
-				}); err != nil {
+			datas, err := rawKeys(ctx, c, keys)
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for i, key := range keys {
+				if err := fn(key, datas[i]); err != nil {
 					return err
 				}
 			}
@@ -990,109 +993,60 @@ func (s *Store) ScanRaw(ctx context.Context, fn func(where string, data []byte) 
 	return s.wrap("scan raw", err)
 }
 
-// rawKey calls fn with the key's name and its contents, a page at a time.
-func rawKey(ctx context.Context, c goredis.Cmdable, key string, fn func([]byte) error) error {
-	typ, err := c.Type(ctx, key).Result()
-	if err != nil {
-		return err
+// rawKeys reads keys' names and contents, one line each.
+func rawKeys(ctx context.Context, c goredis.Cmdable, keys []string) ([][]byte, error) {
+	pipe := c.Pipeline()
+	types := make([]*goredis.StatusCmd, len(keys))
+	for i, key := range keys {
+		types[i] = pipe.Type(ctx, key)
 	}
-	page := []byte(key + "\n")
-	flush := func(parts ...string) error {
-		for _, p := range parts {
-			page = append(append(page, p...), '\n')
-		}
-		if len(page) < 1<<20 {
-			return nil
-		}
-		err := fn(page)
-		page = page[:0]
-		return err
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, err
 	}
-	var cursor uint64
-	switch typ {
-	case "none":
-		return nil // deleted since the SCAN
-	case "string":
-		v, err := c.Get(ctx, key).Result()
-		if err != nil && !errors.Is(err, goredis.Nil) {
-			return err
-		}
-		if err := flush(v); err != nil {
-			return err
-		}
-	case "hash":
-		for {
-			kv, next, err := c.HScan(ctx, key, cursor, "*", 500).Result()
-			if err != nil {
-				return err
-			}
-			if err := flush(kv...); err != nil {
-				return err
-			}
-			if cursor = next; cursor == 0 {
-				break
-			}
-		}
-	case "set":
-		for {
-			ms, next, err := c.SScan(ctx, key, cursor, "*", 500).Result()
-			if err != nil {
-				return err
-			}
-			if err := flush(ms...); err != nil {
-				return err
-			}
-			if cursor = next; cursor == 0 {
-				break
-			}
-		}
-	case "zset":
-		for {
-			ms, next, err := c.ZScan(ctx, key, cursor, "*", 500).Result()
-			if err != nil {
-				return err
-			}
-			if err := flush(ms...); err != nil {
-				return err
-			}
-			if cursor = next; cursor == 0 {
-				break
-			}
-		}
-	case "list":
-		for start := int64(0); ; start += 500 {
-			ms, err := c.LRange(ctx, key, start, start+499).Result()
-			if err != nil {
-				return err
-			}
-			if err := flush(ms...); err != nil {
-				return err
-			}
-			if len(ms) < 500 {
-				break
-			}
-		}
-	case "vectorset":
-		n, err := c.VCard(ctx, key).Result()
-		if err != nil {
-			return err
-		}
-		if n > 0 {
-			ms, err := c.VRandMemberCount(ctx, key, int(n)).Result()
-			if err != nil {
-				return err
-			}
-			if err := flush(ms...); err != nil {
-				return err
-			}
-		}
-	default:
-		if err := flush("(a " + typ + ", not read)"); err != nil {
-			return err
+	pipe = c.Pipeline()
+	reads := make([]goredis.Cmder, len(keys))
+	for i, key := range keys {
+		switch types[i].Val() {
+		case "string":
+			reads[i] = pipe.Get(ctx, key)
+		case "hash":
+			reads[i] = pipe.HGetAll(ctx, key)
+		case "set":
+			reads[i] = pipe.SMembers(ctx, key)
+		case "zset":
+			reads[i] = pipe.ZRange(ctx, key, 0, -1)
+		case "list":
+			reads[i] = pipe.LRange(ctx, key, 0, -1)
+		case "vectorset":
+			reads[i] = pipe.VRandMemberCount(ctx, key, 1<<30)
 		}
 	}
-	if len(page) > 0 {
-		return fn(page)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
+		return nil, err
 	}
-	return nil
+	out := make([][]byte, len(keys))
+	for i, key := range keys {
+		b := []byte(key + "\n")
+		add := func(vs ...string) {
+			for _, v := range vs {
+				b = append(append(b, v...), '\n')
+			}
+		}
+		switch r := reads[i].(type) {
+		case *goredis.StringCmd:
+			add(r.Val())
+		case *goredis.MapStringStringCmd:
+			for k, v := range r.Val() {
+				add(k, v)
+			}
+		case *goredis.StringSliceCmd:
+			add(r.Val()...)
+		case nil:
+			if t := types[i].Val(); t != "none" {
+				add("(a " + t + ", not read)")
+			}
+		}
+		out[i] = b
+	}
+	return out, nil
 }
