@@ -35,8 +35,8 @@ func BenchmarkErase(b *testing.B) {
 						v[(p+i)%64], v[(p*7+i*3)%64] = 1, 0.5
 						nodes[i] = memory.Node{ID: fmt.Sprintf("%s-n%03d", proj, i), TenantID: "acme", ProjectID: proj,
 							SessionID: fmt.Sprintf("s%d", i%sessions), Subkind: memory.Observation,
-							Label: fmt.Sprintf("%s remembers fact number %d about the garden", proj, i),
-							Body:  "a longer body of text so that the memory has some weight to it " + proj,
+							Label:     fmt.Sprintf("%s remembers fact number %d about the garden", proj, i),
+							Body:      "a longer body of text so that the memory has some weight to it " + proj,
 							Embedding: v, EmbeddingModel: "m"}
 					}
 					if err := st.PutBatch(ctx, nodes, nil); err != nil {
