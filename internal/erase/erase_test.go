@@ -600,7 +600,7 @@ func redisRaw(ctx context.Context, rt *rapid.T, st memory.Store) [][]byte {
 	rs := st.(*redisstore.Store)
 	var out [][]byte
 	read := func(ctx context.Context, c *goredis.Client) error {
-		iter := c.Scan(ctx, 0, rs.Namespace()+":*", 1000).Iterator()
+		iter := c.Scan(ctx, 0, rs.Namespace()+":*", 5000).Iterator()
 		for iter.Next(ctx) {
 			key := iter.Val()
 			var b bytes.Buffer

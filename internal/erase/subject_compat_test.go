@@ -5,17 +5,15 @@ import (
 	"github.com/engram-memory/engram/pkg/memory"
 )
 
-// The subjects of this version name no tenant: the test's model lets
-// only bodies attribute an event (subjectRefOf holds nothing).
+// Subjects name the tenant: a message is attributed by its subject (or a
+// dead letter by its original subject) as well as by its body.
 
 func inSubject(s events.Subjects, t events.Type, ref memory.SessionRef) string {
-	return s.In(t, ref.Project, ref.Session)
+	return s.In(t, ref.Tenant, ref.Project, ref.Session)
 }
 
 func outSubject(s events.Subjects, t events.Type, ref memory.SessionRef) string {
-	return s.Out(t, ref.Project, ref.Session)
+	return s.Out(t, ref.Tenant, ref.Project, ref.Session)
 }
 
-func subjectRefOf(memory.SessionRef) memory.SessionRef {
-	return memory.SessionRef{Tenant: "\x00 a subject names no tenant"}
-}
+func subjectRefOf(ref memory.SessionRef) memory.SessionRef { return ref }
