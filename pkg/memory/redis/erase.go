@@ -177,9 +177,21 @@ func (er *redisEraser) collect(ctx context.Context, sp string) error {
 		if err != nil {
 			return err
 		}
-		nodes, err := er.s.loadTagNodes(ctx, sp, ids, true)
+		// Without the vectors (1.5 KB each at 384 dimensions): whether a
+		// node has one is asked of its hash.
+		nodes, err := er.s.loadTagNodes(ctx, sp, ids, false)
 		if err != nil {
 			return err
+		}
+		pipe := er.s.c.Pipeline()
+		hasVec := make([]*goredis.BoolCmd, len(nodes))
+		for i := range nodes {
+			hasVec[i] = pipe.HExists(ctx, k.node(nodes[i].ID), fVector)
+		}
+		if len(nodes) > 0 {
+			if _, err := pipe.Exec(ctx); err != nil {
+				return err
+			}
 		}
 		for i := range nodes {
 			n := &nodes[i]
@@ -189,7 +201,7 @@ func (er *redisEraser) collect(ctx context.Context, sp string) error {
 			er.gone[n.ID] = sp
 			er.nodes = append(er.nodes, *n)
 			er.out.Memories++
-			if len(n.Embedding) > 0 {
+			if hasVec[i].Val() {
 				er.out.Vectors++
 			}
 			memory.NodeTexts(n, er.seen)
