@@ -79,7 +79,9 @@ func Serve(nc *nats.Conn, subject string, e *Eraser, onErr func(error)) (*Respon
 			}
 			if err != nil {
 				rep.Error, rep.Invalid = err.Error(), errors.Is(err, ErrInvalid)
-				onErr(Anonymous(err, req.Scope))
+				if !rep.Invalid { // the requester's mistake is the requester's to read
+					onErr(Anonymous(err, req.Scope))
+				}
 			}
 		}
 		b, err := json.Marshal(rep)
