@@ -49,6 +49,7 @@ const MaxRounds = 3
 type Eraser struct {
 	store Store
 	bus   *Bus
+	shelf Shelf
 	files []string
 	now   func() time.Time
 	mu    sync.Mutex
@@ -99,6 +100,9 @@ type Receipt struct {
 	// each stream; the activity bucket's records count under its stream
 	// (KV_ENGRAM_ACTIVITY).
 	Streams map[string]int `json:"stream_messages"`
+	// ParkedLetters is how many dead letters parked in the store (while
+	// the dead-letter stream refused them) were dropped (WithShelf).
+	ParkedLetters int `json:"parked_letters,omitempty"`
 	// Rounds the erasure took (see MaxRounds).
 	Rounds int `json:"rounds"`
 	// Persistence is what was done so that the store's files keep nothing
@@ -112,7 +116,7 @@ type Receipt struct {
 
 // Total is the number of records and messages erased.
 func (r Receipt) Total() int {
-	n := r.Store.Total()
+	n := r.Store.Total() + r.ParkedLetters
 	for _, c := range r.Streams {
 		n += c
 	}
@@ -203,6 +207,14 @@ func (e *Eraser) rounds(ctx context.Context, sc Scope, r *Receipt, texts *texts)
 		found += got.Total()
 		if err != nil {
 			return fmt.Errorf("erase %s: store: %w", sc, err)
+		}
+		if e.shelf != nil {
+			n, err := e.eraseLetters(ctx, sc, texts.add)
+			r.ParkedLetters += n
+			found += n
+			if err != nil {
+				return fmt.Errorf("erase %s: %w", sc, err)
+			}
 		}
 		if round > 1 && found == 0 {
 			break

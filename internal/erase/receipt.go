@@ -27,6 +27,9 @@ func (r Receipt) WriteText(w io.Writer) {
 		}
 		p("  stream messages of the scope (deleted): %s\n", strings.Join(parts, ", "))
 	}
+	if r.ParkedLetters > 0 {
+		p("  parked dead letters (dropped from the store): %d\n", r.ParkedLetters)
+	}
 	for _, d := range r.Persistence.Done {
 		p("  persistence: %s\n", d)
 	}

@@ -259,6 +259,16 @@ func (e *Eraser) verify(ctx context.Context, sc Scope, t *texts) (*Verification,
 			return v, err
 		}
 	}
+	if e.shelf != nil {
+		letters, err := e.shelf.ParkedLetters(ctx)
+		if err != nil {
+			return v, err
+		}
+		for _, l := range letters {
+			m.find(l.Data, found("parked letter "+l.Key, ""))
+		}
+		v.Searched = append(v.Searched, fmt.Sprintf("parked letters: %d", len(letters)))
+	}
 	for _, root := range e.files {
 		n, size := 0, int64(0)
 		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
