@@ -17,8 +17,10 @@
 // copies on the bus (events in ENGRAM_IN, output events in ENGRAM_OUT,
 // dead letters in ENGRAM_DLQ: selected by subject where it names the
 // scope, by the dead letter's original-subject header, and by the body's
-// tenant_id, project_id and session_id otherwise), and the idle
-// detector's activity records (ENGRAM_ACTIVITY). Scopes follow
+// tenant_id, project_id and session_id otherwise), the idle detector's
+// activity records (ENGRAM_ACTIVITY), and, with WithShelf, the dead
+// letters a process parked in the store while ENGRAM_DLQ refused them
+// (by their original subject or body). Scopes follow
 // memory.EraseScope: a tenant holds everything of it, its global
 // memories included; a project its memories and records; a session its
 // records and the memories written in it. A global memory is its
