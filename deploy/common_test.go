@@ -42,8 +42,8 @@ func workerRoles() []string {
 }
 
 // credentialRoles are the NATS users of deploy/nats/accounts.conf: every
-// process role, plus the platform and the operator.
-var credentialRoles = append(append(workerRoles(), idle.ConsumerName, "setup"), "platform", "admin")
+// process role, plus the platform, the outputs reader and the operator.
+var credentialRoles = append(append(workerRoles(), idle.ConsumerName, "setup"), "platform", "outputs", "admin")
 
 // natsCredentialEnv are the NATS credential variables every Engram process
 // reads (the nats-auth contract; they join internal/config's settings).
