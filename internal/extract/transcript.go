@@ -27,6 +27,11 @@ const cutMark = " [...]"
 // start, after an "earlier messages omitted" line; the result never exceeds
 // cfg.TranscriptChars characters.
 func Render(msgs []memory.Message, cfg Config) string {
+	return keepTail(strings.TrimRight(render(msgs, cfg), "\n"), cfg.TranscriptChars)
+}
+
+// render is Render's lines, each ending in a newline, before the cut.
+func render(msgs []memory.Message, cfg Config) string {
 	var b strings.Builder
 	for _, m := range msgs {
 		switch m.Role {
@@ -57,7 +62,7 @@ func Render(msgs []memory.Message, cfg Config) string {
 			}
 		}
 	}
-	return keepTail(strings.TrimRight(b.String(), "\n"), cfg.TranscriptChars)
+	return b.String()
 }
 
 func writeLine(b *strings.Builder, prefix, text string) {

@@ -36,11 +36,14 @@
 //   - injector: <prefix>.out.injection_ready.> and the inboxes _INBOX.> and
 //     _INBOX_TENANT.> (the reply to the platform that waits; the handler
 //     answers a tenant only in its own, events.CheckReplyFor); extractor:
-//     <prefix>.out.memory_changed.>; consolidator: consolidation_done and
+//     <prefix>.out.memory_changed.>, and the same consumer permissions for
+//     the transcript consumer it also runs (events.ConsumerTranscript: the
+//     model-free part of turn_ended); consolidator: consolidation_done and
 //     memory_changed, and the last turn_started and turn_ended of a
 //     session's subject ($JS.API.DIRECT.GET.ENGRAM_IN.<prefix>.in.<type>.>:
 //     the server refuses a sequence on this form); compactor:
-//     compaction_done, the last turn_ended of a subject, and the context API
+//     compaction_done, the last turn_ended of a subject, the transcript
+//     consumer's info (events.NewTranscriptLag), and the context API
 //     (subscribe <prefix>.api.context.*.*.*, allow_responses: one answer
 //     to each request's reply subject, which ServeContext checks is the
 //     request's tenant's inbox); idle: <prefix>.in.session_idle.> and its

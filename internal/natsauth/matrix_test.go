@@ -77,6 +77,7 @@ var matrix = []probe{
 	{"pub", "engram.out.compaction_done.%.p.s", []string{"compactor"}},
 	{"pub", "engram.dlq.injector", []string{"injector"}},
 	{"pub", "engram.dlq.extractor", []string{"extractor"}},
+	{"pub", "engram.dlq.transcript", []string{"extractor"}},
 	{"pub", "_INBOX.someone", []string{"injector"}},
 	{"pub", "_INBOX_TENANT.acme.someone", []string{"injector"}},
 	{"pub", "_INBOX_ENGRAM.extractor.x", nil},
@@ -96,6 +97,7 @@ var matrix = []probe{
 	{"sub", "engram.dlq.>", nil},
 	{"sub", "engram.api.context.*.*.*", []string{"compactor"}},
 	{"sub", "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.ENGRAM_IN.extractor", nil},
+	{"sub", "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.ENGRAM_IN.transcript", nil},
 	{"sub", "$KV.ENGRAM_ACTIVITY.>", nil},
 	{"pub", "$SYS.REQ.USER.INFO", append([]string{"setup", "outputs"}, workers...)},
 	{"pub", "$JS.API.INFO", append([]string{"setup"}, workers...)},
@@ -111,6 +113,9 @@ var matrix = []probe{
 	{"pub", "$JS.API.CONSUMER.INFO.ENGRAM_IN.injector", []string{"setup", "injector"}},
 	{"pub", "$JS.API.CONSUMER.MSG.NEXT.ENGRAM_IN.injector", []string{"injector"}},
 	{"pub", "$JS.API.CONSUMER.MSG.NEXT.ENGRAM_IN.extractor", []string{"extractor"}},
+	// The transcript consumer: the extractor role runs it too.
+	{"pub", "$JS.API.CONSUMER.MSG.NEXT.ENGRAM_IN.transcript", []string{"extractor"}},
+	{"pub", "$JS.ACK.ENGRAM_IN.transcript.1.5.5.1700000000000000000.0", []string{"extractor"}},
 	{"pub", "$JS.API.CONSUMER.MSG.NEXT.ENGRAM_IN.idle", []string{"idle"}},
 	{"pub", "$JS.ACK.ENGRAM_IN.consolidator.1.5.5.1700000000000000000.0", []string{"consolidator"}},
 	{"pub", "$JS.ACK.ENGRAM_IN.compactor.1.5.5.1700000000000000000.0", []string{"compactor"}},
@@ -121,7 +126,10 @@ var matrix = []probe{
 	{"pub", "$JS.API.DIRECT.GET.ENGRAM_IN.engram.in.turn_started.%.p.s", []string{"consolidator"}},
 	{"pub", "$JS.API.DIRECT.GET.ENGRAM_IN.engram.in.turn_ended.%.p.s", []string{"consolidator", "compactor"}},
 	{"pub", "$JS.API.DIRECT.GET.ENGRAM_IN.engram.in.tokens_reported.%.p.s", nil},
-	{"pub", "$JS.API.CONSUMER.INFO.ENGRAM_IN.extractor", []string{"setup", "extractor", "consolidator", "compactor"}},
+	// Who waits for what (events.ExtractorLag): the consolidator for the
+	// extraction, the compactor for the stored transcript.
+	{"pub", "$JS.API.CONSUMER.INFO.ENGRAM_IN.extractor", []string{"setup", "extractor", "consolidator"}},
+	{"pub", "$JS.API.CONSUMER.INFO.ENGRAM_IN.transcript", []string{"setup", "extractor", "compactor"}},
 	{"pub", "$JS.API.STREAM.CREATE.KV_ENGRAM_ACTIVITY", []string{"setup", "idle"}},
 	// The legacy ephemeral create: nats.go re-creates a KV watcher's
 	// ordered consumer there after a reconnect (the chaos suite's NATS

@@ -174,7 +174,7 @@ func For(role, prefix string) (perms *Permissions, ok bool) {
 		for _, s := range streams {
 			p.Publish = append(p.Publish, jsAPI+"CONSUMER.LIST."+s)
 		}
-		for _, c := range WorkerRoles() {
+		for _, c := range append(WorkerRoles(), events.ConsumerTranscript) {
 			p.Publish = append(p.Publish,
 				jsAPI+"CONSUMER.CREATE."+in+"."+c,
 				jsAPI+"CONSUMER.CREATE."+in+"."+c+".>",
@@ -209,21 +209,27 @@ func For(role, prefix string) (perms *Permissions, ok bool) {
 	case RoleExtractor:
 		p := worker(role)
 		p.Publish = append(p.Publish, out_(events.TypeMemoryChanged))
+		// The transcript consumer, which the extractor role runs too
+		// (events.ConsumerTranscript): the same as for its own.
+		tc := events.ConsumerTranscript
+		p.Publish = append(p.Publish, jsAPI+"CONSUMER.INFO."+in+"."+tc, jsAPI+"CONSUMER.MSG.NEXT."+in+"."+tc,
+			"$JS.ACK."+in+"."+tc+".>", prefix+".dlq."+tc)
 		return p, true
 	case RoleConsolidator:
 		p := worker(role)
 		// The last turn_started of a session (is it still quiet?), and
-		// whether the extractor has stored its last turn (events.ExtractorLag:
-		// the session's last turn_ended and the extractor's ack floor).
+		// whether the extractor has extracted its last turn
+		// (events.ExtractorLag: the session's last turn_ended and the
+		// extractor's ack floor).
 		p.Publish = append(p.Publish, out_(events.TypeConsolidationDone), out_(events.TypeMemoryChanged),
 			lastOf(events.TypeTurnStarted), lastOf(events.TypeTurnEnded), jsAPI+"CONSUMER.INFO."+in+"."+RoleExtractor)
 		return p, true
 	case RoleCompactor:
 		p := worker(role)
 		p.Publish = append(p.Publish, out_(events.TypeCompactionDone),
-			// Whether the extractor has stored the session's last turn
-			// (events.ExtractorLag).
-			lastOf(events.TypeTurnEnded), jsAPI+"CONSUMER.INFO."+in+"."+RoleExtractor)
+			// Whether the session's last turn is stored (the transcript
+			// consumer's ack floor, events.NewTranscriptLag).
+			lastOf(events.TypeTurnEnded), jsAPI+"CONSUMER.INFO."+in+"."+events.ConsumerTranscript)
 		// The context API: requests from platforms, answered on their
 		// reply subject only (allow_responses: one answer per request,
 		// while it is fresh), and only when that is an inbox of the

@@ -278,6 +278,13 @@ func (c *Client) ServeContext(fn ContextFunc, concurrency int, timeout time.Dura
 		cancel()
 		return nil, fmt.Errorf("events: serve context: subscribe: %w", err)
 	}
+	// Registered on the server when ServeContext returns: a request sent
+	// right after (from another connection) finds the service.
+	if err := c.nc.Flush(); err != nil {
+		_ = sub.Unsubscribe()
+		cancel()
+		return nil, fmt.Errorf("events: serve context: subscribe: %w", err)
+	}
 	s.sub = sub
 	return s, nil
 }

@@ -10,11 +10,16 @@ import (
 )
 
 // ExtractorLag tells whether a session's latest turn_ended still waits for
-// the extractor, i.e. whether its messages are missing from the stored
-// transcript. Workers that read the transcript another worker writes (the
-// consolidator, the compactor) ask it before they judge a session by its
-// transcript: a session whose transcript is behind is retried, not
-// consolidated or compacted short (its later events may never come).
+// a consumer of turn_ended: the extractor (NewExtractorLag: the turn is not
+// extracted yet) or the transcript consumer (NewTranscriptLag: its messages
+// are missing from the stored transcript). Workers that read what another
+// worker writes ask it before they judge a session: the compactor waits for
+// the transcript only (a summary needs the messages, not their
+// extraction), the consolidator for the extraction (its pass reviews the
+// memories extraction wrote from those turns, and has the last word over
+// them, as when the model is up; see internal/extract's doc). A session
+// that is behind is retried, not consolidated or compacted short (its later
+// events may never come).
 //
 // Under interest retention (ENGRAM_IN's default) a turn_ended is pending
 // while it is still in the stream and above the extractor consumer's ack
@@ -34,15 +39,23 @@ type ExtractorLag struct {
 	st jetstream.Stream
 }
 
-// NewExtractorLag reads t's input stream and extractor consumer.
+// NewExtractorLag reads t's input stream and extractor consumer: a turn is
+// pending until it is extracted.
 func NewExtractorLag(js jetstream.JetStream, t Topology) *ExtractorLag {
 	return &ExtractorLag{js: js, stream: t.In.Name, consumer: ConsumerExtractor, subjects: t.Subjects()}
 }
 
+// NewTranscriptLag reads t's input stream and transcript consumer
+// (ConsumerTranscript): a turn is pending until its transcript is stored,
+// which needs no model.
+func NewTranscriptLag(js jetstream.JetStream, t Topology) *ExtractorLag {
+	return &ExtractorLag{js: js, stream: t.In.Name, consumer: ConsumerTranscript, subjects: t.Subjects()}
+}
+
 // TurnEndedPending reports whether the session's latest turn_ended has not
-// been acknowledged by the extractor yet. No turn_ended, or no extractor
-// consumer in the topology: false. For the default tenant the subject of
-// the form before tenants is read too (an event an older version stored).
+// been acknowledged by the lag's consumer yet. No turn_ended, or no such
+// consumer on the stream: false. For the default tenant the subject of the
+// form before tenants is read too (an event an older version stored).
 func (l *ExtractorLag) TurnEndedPending(ctx context.Context, tenant, project, session string) (bool, error) {
 	l.mu.Lock()
 	st := l.st

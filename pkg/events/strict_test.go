@@ -214,8 +214,26 @@ func TestMigrateSubjectsLosesNothing(t *testing.T) {
 		}
 		ids = append(ids, e.ID)
 	}
-	// The extractor consumed the first two; the idle detector's consumer
-	// is not in this topology, so the extractor alone holds them.
+	// The extractor and the transcript consumer consumed the first two;
+	// the idle detector's consumer is not in this topology, so those two
+	// alone hold them.
+	drain := func(name string, n int) {
+		t.Helper()
+		c, err := js.Consumer(ctx, events.StreamIn, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := c.Fetch(n, jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for m := range b.Messages() {
+			if err := m.DoubleAck(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	drain(events.ConsumerTranscript, 2)
 	cons, _ := js.Consumer(ctx, events.StreamIn, events.ConsumerExtractor)
 	b, err := cons.Fetch(2, jetstream.FetchMaxWait(2*time.Second))
 	if err != nil {
@@ -272,6 +290,7 @@ func TestMigrateSubjectsLosesNothing(t *testing.T) {
 	if accepted != 3 || refused != 2 {
 		t.Fatalf("accepted %d (want 2 old of the default tenant + 1 new), refused %d (want the 2 old-form bodies of acme)", accepted, refused)
 	}
+	drain(events.ConsumerTranscript, 10)
 	inMsgs(t, js, 0)
 	// Idempotent.
 	if err := events.EnsureTopology(ctx, js, topo); err != nil {

@@ -24,6 +24,11 @@ const (
 	ConsumerExtractor    = "extractor"
 	ConsumerConsolidator = "consolidator"
 	ConsumerCompactor    = "compactor"
+	// ConsumerTranscript stores each turn_ended's transcript, which needs
+	// no model, so that a model outage (which pauses the extractor
+	// consumer) does not hold it back. The extractor role runs it
+	// (ConsumerConfig.Role); it is no role of its own.
+	ConsumerTranscript = "transcript"
 )
 
 // StreamConfig is what an operator may tune of one stream.
@@ -52,7 +57,10 @@ type StreamConfig struct {
 
 // ConsumerConfig is one durable pull consumer on ENGRAM_IN.
 type ConsumerConfig struct {
-	Name    string // durable name, also the DLQ subject token and the processed-record key
+	Name string // durable name, also the DLQ subject token and the processed-record key
+	// Role is the worker role whose processes run the consumer (their
+	// ENGRAM_WORKERS name and NATS user); "": Name (WorkerRole).
+	Role    string
 	Types   []Type // input types it receives (subject filter)
 	AckWait time.Duration
 	// MaxDeliver is the delivery on which the runner dead-letters a
@@ -100,7 +108,8 @@ type Topology struct {
 // consumer that should see it has acked it (interest retention), at most a
 // week, 1 GiB and DefaultMaxMsgsPerSubject per subject, refusing publishes
 // when full; ENGRAM_OUT keeps a day (256 MiB), ENGRAM_DLQ 30 days (256 MiB);
-// one consumer per worker role; events up to DefaultMaxEventBytes.
+// one consumer per worker role, and the extractor's transcript consumer;
+// events up to DefaultMaxEventBytes.
 func DefaultTopology() Topology {
 	stream := func(name string, age time.Duration, bytes int64, discard jetstream.DiscardPolicy) StreamConfig {
 		return StreamConfig{Name: name, MaxAge: age, MaxBytes: bytes, Duplicates: 2 * time.Minute,
@@ -121,6 +130,8 @@ func DefaultTopology() Topology {
 			{Name: ConsumerExtractor, Types: []Type{TypeTurnEnded}, AckWait: time.Minute, MaxDeliver: 10, MaxAckPending: 64},
 			{Name: ConsumerConsolidator, Types: []Type{TypeSessionIdle}, AckWait: 2 * time.Minute, MaxDeliver: 10, MaxAckPending: 16},
 			{Name: ConsumerCompactor, Types: []Type{TypeTokensReported}, AckWait: time.Minute, MaxDeliver: 10, MaxAckPending: 64},
+			// The extractor's model-free part: a store write per event.
+			{Name: ConsumerTranscript, Role: ConsumerExtractor, Types: []Type{TypeTurnEnded}, AckWait: 30 * time.Second, MaxDeliver: 10, MaxAckPending: 64},
 		},
 	}
 }
@@ -136,6 +147,27 @@ func (t Topology) Consumer(name string) (ConsumerConfig, bool) {
 		}
 	}
 	return ConsumerConfig{}, false
+}
+
+// WorkerRole is the worker role that runs c: Role, or Name when Role is
+// empty.
+func (c ConsumerConfig) WorkerRole() string {
+	if c.Role != "" {
+		return c.Role
+	}
+	return c.Name
+}
+
+// Roles lists the worker roles that run t's consumers (WorkerRole), each
+// once, in the consumers' order.
+func (t Topology) Roles() []string {
+	var roles []string
+	for _, c := range t.Consumers {
+		if r := c.WorkerRole(); !slices.Contains(roles, r) {
+			roles = append(roles, r)
+		}
+	}
+	return roles
 }
 
 // Validate reports every problem of the topology at once (joined errors).
@@ -226,6 +258,9 @@ func (t Topology) Validate() error {
 			bad("%s: name used twice", id)
 		}
 		seen[c.Name] = true
+		if c.Role != "" && !validName(c.Role) {
+			bad("%s: role must not hold spaces, '.', '*', '>', '/' or '\\'", id)
+		}
 		if len(c.Types) == 0 {
 			bad("%s: no input types", id)
 		}

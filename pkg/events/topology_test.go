@@ -28,6 +28,8 @@ func TestTopologyValidateListsEveryProblem(t *testing.T) {
 	topo.DLQ.MaxBytes = 0
 	topo.Consumers[0].AckWait = 0
 	topo.Consumers[1].Types = []events.Type{events.TypeMemoryChanged}
+	topo.Consumers[4].Types = []events.Type{events.TypeTokensReported} // the transcript consumer
+	topo.Consumers[4].Role = "bad role"
 	topo.Consumers[2].Name = topo.Consumers[3].Name
 	topo.Consumers[3].MaxAckPending = 0
 	topo.Out.MaxMsgsPerSubject = 0
@@ -40,8 +42,9 @@ func TestTopologyValidateListsEveryProblem(t *testing.T) {
 	for _, want := range []string{"prefix", "stream in: name", "stream out: duplicate window", "stream dlq: replicas",
 		"stream dlq: max bytes", "injector): ack wait", "not an input type", "name used twice", "max ack pending",
 		"stream out: max messages per subject", "max event bytes",
-		// The extractor's type changed: turn_ended has no consumer left.
-		"no consumer receives turn_ended"} {
+		// The extractor's and the transcript consumer's type changed:
+		// turn_ended has no consumer left.
+		"no consumer receives turn_ended", "transcript): role must not hold"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("validation error lacks %q:\n%s", want, msg)
 		}
