@@ -63,8 +63,8 @@ func exampleEvents() (map[events.Type]events.Envelope, error) {
 			Cause:   "01HWTQ60AB4W6V2K9T0M5R7XBD",
 		}),
 		events.TypeConsolidationDone: mk("01HWTQ64JK4W6V2K9T0M5R7XBH", sess, events.ConsolidationDone{
-			UpTo: 41, Steps: 9, Changed: []string{"n-new-3"}, Reason: "done", Pass: "p-01HWTQ64",
-			Stored: 1, Revised: 1, Forgotten: 1, Linked: 2, Duplicates: 1, Held: 1, PromptTokens: 18000, CompletionTokens: 900,
+			UpTo: 41, From: 30, Steps: 9, Changed: []string{"n-new-3"}, Reason: "done", Pass: "p-01HWTQ64",
+			Stored: 1, Revised: 1, Forgotten: 1, Linked: 2, Duplicates: 1, Held: 1, Restored: 1, PromptTokens: 18000, CompletionTokens: 900,
 		}),
 		events.TypeCompactionDone: mk("01HWTQ65MN4W6V2K9T0M5R7XBJ", sess, events.CompactionDone{
 			StackID: "main", UpTo: 41, TokensBefore: 91000, TokensAfter: 12000,

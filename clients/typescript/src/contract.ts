@@ -170,13 +170,15 @@ export interface Change {
 
 /** Payload of consolidation_done. */
 export interface ConsolidationDone {
-  /** The transcript message id the pass covered. */
+  /** The session's consolidation cursor after the pass: the newest message consolidated. */
   up_to?: number;
+  /** The oldest message the pass read (0: none); up_to is the newest unless the pass is read again (reason stuck or budget with attempts left: the cursor stayed). */
+  from?: number;
   /** Tool-call steps used. */
   steps?: number;
   /** Node ids written. */
   changed?: string[];
-  /** Why the pass stopped: done, budget, stuck, ... */
+  /** Why the pass stopped: done, budget, stuck, or skipped (stuck or over budget on its last attempt: the cursor moved past the messages it read although they were not consolidated). */
   reason?: string;
   /** The id of the pass's journal (engram memory history / undo). */
   pass?: string;
@@ -192,6 +194,8 @@ export interface ConsolidationDone {
   duplicates?: number;
   /** Near-duplicates held for review. */
   held?: number;
+  /** Forgotten or closed memories made live again. */
+  restored?: number;
   /** Model prompt tokens the pass spent. */
   prompt_tokens?: number;
   /** Model completion tokens the pass spent. */
@@ -316,7 +320,7 @@ export const SHAPES: Record<string, Record<string, Shape>> = {
   InjectionReady: { in_reply_to: "string", block: "string", node_ids: { array: "string" }, scores: { array: "number" } },
   MemoryChanged: { changes: { array: { ref: "Change" } }, cause: "string" },
   Change: { id: "string", kind: "string" },
-  ConsolidationDone: { up_to: "integer", steps: "integer", changed: { array: "string" }, reason: "string", pass: "string", stored: "integer", revised: "integer", forgotten: "integer", linked: "integer", duplicates: "integer", held: "integer", prompt_tokens: "integer", completion_tokens: "integer" },
+  ConsolidationDone: { up_to: "integer", from: "integer", steps: "integer", changed: { array: "string" }, reason: "string", pass: "string", stored: "integer", revised: "integer", forgotten: "integer", linked: "integer", duplicates: "integer", held: "integer", restored: "integer", prompt_tokens: "integer", completion_tokens: "integer" },
   CompactionDone: { stack_id: "string", up_to: "integer", tokens_before: "integer", tokens_after: "integer" },
   ContextRequest: { tenant_id: "string", after_id: "integer" },
   ContextReply: { version: "integer", block: "string", summary: "string", up_to: "integer", messages: { array: { ref: "ContextMessage" } }, tokens: "integer", last_id: "integer", more: "boolean", error: "string" },
@@ -336,7 +340,7 @@ export const PAYLOAD_OBJECT: Record<EventType, string> = {
 };
 
 /** The JSON names of every field of the envelope and its payloads: a key that differs from one of them only in case is refused. */
-export const KNOWN_FIELDS: readonly string[] = ["arguments", "block", "cause", "changed", "changed_paths", "changes", "completion_tokens", "content", "context_window", "duplicates", "ephemeral", "force", "forgotten", "held", "id", "in_reply_to", "input_tokens", "kind", "last_activity", "linked", "messages", "name", "node_ids", "occurred_at", "pass", "paths", "payload", "project_id", "project_names", "prompt_tokens", "reason", "reply_by", "reply_to", "revised", "role", "scores", "session_id", "stack_id", "steps", "stored", "tenant_id", "text", "tokens_after", "tokens_before", "tokens_in", "tokens_out", "tool_call_id", "tool_calls", "tool_name", "tool_status", "turn_id", "type", "up_to", "version"];
+export const KNOWN_FIELDS: readonly string[] = ["arguments", "block", "cause", "changed", "changed_paths", "changes", "completion_tokens", "content", "context_window", "duplicates", "ephemeral", "force", "forgotten", "from", "held", "id", "in_reply_to", "input_tokens", "kind", "last_activity", "linked", "messages", "name", "node_ids", "occurred_at", "pass", "paths", "payload", "project_id", "project_names", "prompt_tokens", "reason", "reply_by", "reply_to", "restored", "revised", "role", "scores", "session_id", "stack_id", "steps", "stored", "tenant_id", "text", "tokens_after", "tokens_before", "tokens_in", "tokens_out", "tool_call_id", "tool_calls", "tool_name", "tool_status", "turn_id", "type", "up_to", "version"];
 
 /** Objects whose keys are data (a map), not field names. */
 export const MAP_FIELDS: readonly string[] = ["project_names"];

@@ -431,8 +431,9 @@ function validatePayload(type: EventType, pl: Obj, p: Problems): void {
     }
     case "consolidation_done":
       if (num(pl["up_to"]) < 0) p.add("up_to", "negative");
+      if (num(pl["from"]) < 0) p.add("from", "negative");
       if (num(pl["steps"]) < 0) p.add("steps", "negative");
-      for (const f of ["stored", "revised", "forgotten", "linked", "duplicates", "held", "prompt_tokens", "completion_tokens"]) {
+      for (const f of ["stored", "revised", "forgotten", "linked", "duplicates", "held", "restored", "prompt_tokens", "completion_tokens"]) {
         if (num(pl[f]) < 0) p.add(f, "negative");
       }
       return;
