@@ -35,8 +35,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// summary is the scripted model's summary (test/serve.test.mjs expects it).
-const summary = "SUMMARY: the user asked how to deploy the web app; the answer was the release workflow."
+// summary is the scripted model's summary (test/serve.test.mjs expects it):
+// the compactor's template, its "Active task" section first.
+const summary = "## Active task\n\"How do we deploy the web app?\"\n\n## Goal\nDeploy the web app through the release workflow.\n"
 
 // TestTypeScriptClient runs `node --test` on the package's tests with a
 // real engram binary, a scripted model and the credential fixtures.

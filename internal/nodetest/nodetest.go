@@ -58,7 +58,8 @@ var (
 )
 
 // Package returns a directory holding a built copy of the TypeScript client
-// (package.json, src, test, README.md, dist and node_modules), made once
+// (package.json, src, test, README.md, dist, node_modules, and
+// examples/typescript as examples), made once
 // per test binary. It installs the dependencies on first use.
 func Package(t testing.TB) string {
 	t.Helper()
@@ -84,6 +85,11 @@ func build() (string, error) {
 		if err := copyTree(filepath.Join(src, name), filepath.Join(work, name)); err != nil {
 			return "", fmt.Errorf("nodetest: copy %s: %w", name, err)
 		}
+	}
+	// The examples import the package by its name, which a file inside
+	// the package resolves to itself (its package.json's exports).
+	if err := copyTree(filepath.Join(Root(), "examples", "typescript"), filepath.Join(work, "examples")); err != nil {
+		return "", fmt.Errorf("nodetest: copy the examples: %w", err)
 	}
 	if err := os.Symlink(mods, filepath.Join(work, "node_modules")); err != nil {
 		return "", err

@@ -5,7 +5,10 @@
 // because serve is gone.
 import { describe, test, before, after } from "node:test";
 import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
 import { writeFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
 import path from "node:path";
 import { jetstream } from "@nats-io/jetstream";
 import { connect as natsConnect } from "@nats-io/transport-node";
@@ -13,8 +16,10 @@ import { connect, EventTooLargeError, InvalidEventError, Subjects } from "../dis
 import { bodyOf, repo, vectors } from "./helpers.mjs";
 import { dirs, engram, needsServe, startServe, waitFor } from "./engram.mjs";
 
+const run = promisify(execFile);
 const TENANT = "acme corp";
-const SUMMARY = "SUMMARY: the user asked how to deploy the web app; the answer was the release workflow.";
+// The scripted model's summary (client_test.go).
+const SUMMARY = '## Active task\n"How do we deploy the web app?"\n\n## Goal\nDeploy the web app through the release workflow.';
 
 describe("against engram serve", { skip: needsServe() }, () => {
   let d, serve, tenantPassword;
@@ -83,16 +88,31 @@ describe("against engram serve", { skip: needsServe() }, () => {
     for (const id of asked) {
       await waitFor(`injection_ready of ${id}`, () => seen.find((e) => e.type === "injection_ready" && e.payload.in_reply_to === id));
     }
-    const ctx = await platform.context(ref);
-    assert.ok(ctx, "no context");
+    // The transcript is stored by its own consumer: the last turn may come
+    // after the compaction.
+    const last = "Answer 3: tag vX.Y.Z; the release workflow deploys. Use pnpm.";
+    const ctx = await waitFor("the last turn in the context", async () => {
+      const c = await platform.context(ref);
+      return c?.messages.at(-1)?.content === last ? c : undefined;
+    });
     assert.ok(ctx.block.includes(SUMMARY), `the context block lacks the summary:\n${ctx.block}`);
     assert.equal(ctx.summary.trim(), SUMMARY);
     assert.equal(ctx.upTo, done.payload.up_to);
     assert.ok(ctx.messages.length >= 1 && ctx.messages.every((m) => m.id > ctx.upTo));
-    assert.equal(ctx.messages.at(-1).content, "Answer 3: tag vX.Y.Z; the release workflow deploys. Use pnpm.");
     assert.ok(ctx.tokens > 0);
     await stream.stop();
     await reading;
+  });
+
+  test("the example in examples/typescript runs its turns", async () => {
+    const example = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "examples", "turn-loop.mjs");
+    const { stdout } = await run(process.execPath, [example, "How do we deploy the web app?", "Which package manager do we use?"], {
+      env: { ...process.env, ENGRAM_NATS_URL: serve.url, ENGRAM_NATS_USER: "platform", ENGRAM_NATS_PASSWORD: serve.creds.platform },
+      timeout: 60_000,
+    });
+    assert.match(stdout, /^turn t1: memory block of [1-9]\d* memories, \d+ messages sent$/m, stdout);
+    assert.match(stdout, /release workflow|pnpm/, stdout);
+    assert.match(stdout, /^turn t2: memory block of [1-9]\d* memories/m, stdout);
   });
 
   test("the outputs role reads the outputs and nothing else", async () => {
