@@ -80,6 +80,11 @@ export function encodeEvent(e: Envelope): Uint8Array {
  * InvalidEventError with the reasons Go gives. Unknown fields are dropped.
  */
 export function decodeEvent(data: Uint8Array | string): AnyEnvelope {
+  if (typeof data === "string" && !wellFormed(data)) {
+    // TextEncoder would make a lone surrogate U+FFFD, as Go's decoder
+    // would an invalid byte: refused, not merged.
+    throw new InvalidEventError([{ field: "", reason: "not valid UTF-8 (a lone surrogate in the string)" }]);
+  }
   const bytes = typeof data === "string" ? encoder.encode(data) : data;
   const textProblem = checkText(bytes);
   if (textProblem) throw new InvalidEventError([{ field: "", reason: textProblem }]);
