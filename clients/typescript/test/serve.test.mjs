@@ -115,6 +115,30 @@ describe("against engram serve", { skip: needsServe() }, () => {
     assert.match(stdout, /^turn t2: memory block of [1-9]\d* memories/m, stdout);
   });
 
+  test("a published event: its subject, id, time and headers", async () => {
+    const admin = await natsConnect({ servers: serve.url, user: "admin", pass: serve.creds.admin, inboxPrefix: "_INBOX_ENGRAM.cli" });
+    try {
+      const platform = await open({ user: "platform", password: serve.creds.platform });
+      const ref = { project: "acme/web", session: "chat 42/b" };
+      const sub = admin.subscribe(new Subjects().in("tokens_reported", "", ref.project, ref.session), { max: 1 });
+      await admin.flush();
+      const before = Date.now();
+      const e = await platform.publishTokensReported(ref, { input_tokens: 42 });
+      let got;
+      for await (const m of sub) got = m;
+      assert.equal(got.subject, "engram.in.tokens_reported.%.acme%2Fweb.chat%2042%2Fb");
+      assert.match(e.id, new RegExp(vectors.id_pattern));
+      assert.equal(got.headers.get("Nats-Msg-Id"), e.id);
+      assert.equal(got.headers.get("Engram-Type"), "tokens_reported");
+      assert.equal(got.headers.get("Engram-Version"), "1");
+      const body = JSON.parse(new TextDecoder().decode(got.data));
+      assert.deepEqual(body, { id: e.id, type: "tokens_reported", version: 1, occurred_at: e.occurred_at, project_id: "acme/web", session_id: "chat 42/b", payload: { input_tokens: 42 } });
+      assert.ok(Math.abs(Date.parse(e.occurred_at) - before) < 60_000, e.occurred_at);
+    } finally {
+      await admin.close();
+    }
+  });
+
   test("the outputs role reads the outputs and nothing else", async () => {
     const reader = await open({ user: "outputs", password: serve.creds.outputs });
     await assert.rejects(reader.publishTurnEnded({ project: "p", session: "s", turn: "t" }, { messages: [{ role: "user", content: "x" }] }));
