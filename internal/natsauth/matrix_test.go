@@ -89,14 +89,17 @@ var matrix = []probe{
 	{"sub", "_INBOX_ENGRAM.injector.>", []string{"injector"}},
 	{"sub", "_INBOX_ENGRAM.extractor.>", []string{"extractor"}},
 	{"sub", "engram.in.>", nil},
-	{"sub", "engram.out.>", nil},
-	{"sub", "engram.out.injection_ready.victim.*", nil},
+	// The outputs reader: every output as it is published, nothing else.
+	{"sub", "engram.out.>", []string{"outputs"}},
+	{"sub", "engram.out.injection_ready.victim.*", []string{"outputs"}},
+	{"sub", "_INBOX_ENGRAM.outputs.>", []string{"outputs"}},
+	{"sub", "_INBOX_ENGRAM.outputs", nil},
 	{"sub", "engram.dlq.>", nil},
 	{"sub", "engram.api.context.*.*.*", []string{"compactor"}},
 	{"sub", "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.ENGRAM_IN.extractor", nil},
 	{"sub", "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.ENGRAM_IN.transcript", nil},
 	{"sub", "$KV.ENGRAM_ACTIVITY.>", nil},
-	{"pub", "$SYS.REQ.USER.INFO", append([]string{"setup"}, workers...)},
+	{"pub", "$SYS.REQ.USER.INFO", append([]string{"setup", "outputs"}, workers...)},
 	{"pub", "$JS.API.INFO", append([]string{"setup"}, workers...)},
 	{"pub", "$JS.API.STREAM.INFO.ENGRAM_IN", append([]string{"setup"}, workers...)},
 	{"pub", "$JS.API.STREAM.CREATE.ENGRAM_IN", []string{"setup"}},
@@ -136,10 +139,23 @@ var matrix = []probe{
 	{"pub", "$JS.API.STREAM.MSG.GET.ENGRAM_OUT", nil},
 	{"pub", "$JS.API.DIRECT.GET.ENGRAM_OUT.engram.out.injection_ready.victim.s", nil},
 	{"pub", "$JS.API.CONSUMER.CREATE.ENGRAM_OUT.spy", nil},
+	// No JetStream request for the outputs reader either: a consumer it
+	// made could deliver anywhere (nats-server#8274).
+	{"pub", "$JS.API.STREAM.INFO.ENGRAM_OUT", append([]string{"setup"}, workers...)},
+	{"pub", "$JS.API.CONSUMER.CREATE.ENGRAM_OUT.r_1.engram.out.>", nil},
+	{"pub", "$JS.API.CONSUMER.MSG.NEXT.ENGRAM_OUT.r_1", nil},
+	{"pub", "$JS.API.DIRECT.GET.ENGRAM_OUT", nil},
 	{"pub", "$JS.API.STREAM.MSG.GET.ENGRAM_DLQ", nil},
 	{"pub", "$JS.API.STREAM.PURGE.ENGRAM_IN", nil},
 	{"pub", "$JS.API.CONSUMER.DELETE.ENGRAM_IN.extractor", nil},
 	{"pub", "$JS.API.STREAM.DELETE.ENGRAM_DLQ", nil},
+	// Erasure (internal/erase): the request subject and the secure
+	// delete of a message are the admin's only.
+	{"pub", "engram.admin.erase", nil},
+	{"sub", "engram.admin.erase", nil},
+	{"sub", "engram.admin.>", nil},
+	{"pub", "$JS.API.STREAM.MSG.DELETE.ENGRAM_IN", nil},
+	{"pub", "$JS.API.STREAM.MSG.DELETE.ENGRAM_DLQ", nil},
 }
 
 // TestPermissionMatrix connects as each role of deploy/nats/accounts.conf
