@@ -97,10 +97,19 @@
 // By default Open returns once every node is loaded (what the command-line
 // tools need: an export or a consolidation pass must see the whole graph).
 // With WithBackgroundLoad, Open returns once the schema is migrated and a
-// goroutine loads the live edges (under the write lock), then the
+// goroutine loads the live edges (under the write lock), reads every row's
+// tenant and project (from the digest index, no document read), then the
 // candidate standing instructions (a byte search of every document for the
-// user and pinned markers, then those rows), then the nodes in row order in
-// chunks of WithLoadChunk (1,000). A chunk is read and decoded without any
+// user and pinned markers, then those rows), then the nodes project by
+// project (the global ones first, then by first row) in chunks of
+// WithLoadChunk (1,000). A read for a project (the channels, the standing
+// instructions, the timeline) asks for it while it is not loaded: the load
+// takes that project (and its tenant's global memories) next, also between
+// steps of the standing search, and the read waits for it at most
+// WithProjectWait (1 s, under the platform's 1.5 s reply deadline), then
+// answers from what is loaded (TestBackgroundLoadServesTheAskedProjectFirst;
+// before, a turn for a project late in the file got an empty block). Its
+// BM25 statistics are those of the documents loaded so far. A chunk is read and decoded without any
 // lock and mirrored under the index lock, leaving out the rows that writes
 // mirrored since the load began (a write to a row not loaded yet mirrors
 // all of it: text and vector too), so a write lands either before the
