@@ -263,5 +263,6 @@ type Store interface {
 	Sessions
 	Counter // counts.go
 	Journal
+	Letters // letters.go
 	Close() error
 }
