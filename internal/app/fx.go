@@ -223,6 +223,12 @@ func WorkersModule() fx.Option {
 					}
 					*w = *started
 					in.Telemetry.Checks.Add(w.Checks()...)
+					if p := w.Parking(); p != nil {
+						if err := in.Telemetry.Metrics.WatchParking(in.Telemetry.Registry, p); err != nil {
+							_ = w.Stop(ctx)
+							return err
+						}
+					}
 					return nil
 				},
 				OnStop: func(ctx context.Context) error {

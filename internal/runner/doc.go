@@ -28,11 +28,19 @@
 //     Engram-Dlq-* headers: reason, consumer, original subject, stream,
 //     stream sequence, deliveries, original Nats-Msg-Id) and terminated
 //     (TermWithReason), in that order: Term only after the DLQ acknowledged
-//     the letter. If the letter cannot be stored (DLQ full, unreachable) the
-//     message is nak'ed with backoff instead (Outcome.DeadLetterFailed,
-//     metric engram_dlq_write_failures_total) and dead-lettered on a later
-//     delivery: nothing is lost. A letter over the server's maximum payload
-//     keeps the first bytes of the body (dlq.Letter.Truncated).
+//     the letter. If the DLQ refuses the letter (full, unreachable) and the
+//     runner has a parking (WithParking: the process's memory store, one
+//     dlq.Parking per process), the letter is parked in the store and the
+//     message terminated (Outcome.Parked, metric engram_dlq_parked_total):
+//     a poison event never holds the consumer's ack-pending slots, so valid
+//     events keep flowing while the DLQ refuses letters, and the parking
+//     moves the letters to the DLQ once it has room. Only when the letter
+//     can be stored nowhere (no parking, or the store refuses too) is the
+//     message nak'ed with backoff (Outcome.DeadLetterFailed, metric
+//     engram_dlq_write_failures_total) and dead-lettered on a later
+//     delivery: nothing is lost either way. A letter over the server's
+//     maximum payload keeps the first bytes of the body
+//     (dlq.Letter.Truncated).
 //   - Any other error (transient): NakWithDelay with Config.Backoff(delivery)
 //     = BackoffBase * 2^(delivery-1), at most BackoffMax.
 //     RetryAfter(err, d) asks for delay d instead (a token budget reset).

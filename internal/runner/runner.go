@@ -68,9 +68,14 @@ type Outcome struct {
 	Delay    time.Duration // the nak delay, for ResultRetried
 	Err      error         // the handler's (or the runner's) error, nil when acked
 	// DeadLetterFailed: the event was to be dead-lettered but its letter
-	// could not be stored (DLQ full or unreachable); it was nak'ed with
-	// backoff instead (Result is ResultRetried) and stays in the stream.
+	// could not be stored (DLQ full or unreachable, and no parking or the
+	// store refused it too); it was nak'ed with backoff instead (Result is
+	// ResultRetried) and stays in the stream.
 	DeadLetterFailed bool
+	// Parked: the DLQ refused the letter and it was parked in the store
+	// (WithParking; Result is ResultDeadLettered): the event is terminated,
+	// the letter moves to the DLQ once it has room.
+	Parked bool
 }
 
 // Observer receives what the runner does. The serve engineer adapts it to
@@ -229,6 +234,14 @@ func WithProcessed(p Processed) Option { return func(r *Runner) { r.processed = 
 // WithObserver reports outcomes, pauses and captures.
 func WithObserver(o Observer) Option { return func(r *Runner) { r.obs = o } }
 
+// WithParking stores dead letters through p (one per process): a letter
+// the DLQ refuses is parked in the store and the event terminated, so a
+// poison event never holds the consumer's ack-pending slots while the DLQ
+// is full or unreachable. Without it such an event is nak'ed with backoff
+// and stays in the stream (holding its slot) until the DLQ takes its
+// letter.
+func WithParking(p *dlq.Parking) Option { return func(r *Runner) { r.parking = p } }
+
 // Runner pulls one durable consumer and runs a handler on each message.
 type Runner struct {
 	js        jetstream.JetStream
@@ -239,6 +252,7 @@ type Runner struct {
 	processed Processed
 	obs       Observer
 	dlq       *dlq.Writer
+	parking   *dlq.Parking
 
 	cons       jetstream.Consumer
 	ackWait    time.Duration
@@ -288,7 +302,11 @@ func New(js jetstream.JetStream, cfg Config, h Handler, opts ...Option) (*Runner
 		o(r)
 	}
 	r.log = r.log.With(zap.String("worker", cfg.Consumer))
-	r.dlq = dlq.NewWriter(js, cfg.Subjects)
+	if r.parking != nil {
+		r.dlq = r.parking.Writer()
+	} else {
+		r.dlq = dlq.NewWriter(js, cfg.Subjects)
+	}
 	return r, nil
 }
 
@@ -754,7 +772,13 @@ func (r *Runner) deadLetter(msg jetstream.Msg, meta *jetstream.MsgMetadata, reas
 		Header:     msg.Headers(),
 		Data:       msg.Data(),
 	}
-	if err := r.dlq.Put(ctx, l); err != nil {
+	var err error
+	if r.parking != nil {
+		o.Parked, err = r.parking.Put(ctx, l)
+	} else {
+		err = r.dlq.Put(ctx, l)
+	}
+	if err != nil {
 		delay := r.cfg.Backoff(meta.NumDelivered)
 		o.Result, o.Delay, o.DeadLetterFailed = ResultRetried, delay, true
 		o.Err = errors.Join(o.Err, err)
@@ -766,7 +790,11 @@ func (r *Runner) deadLetter(msg jetstream.Msg, meta *jetstream.MsgMetadata, reas
 		return
 	}
 	o.Result = ResultDeadLettered
-	r.log.Warn("event dead-lettered", zap.String("reason", reason), zap.Uint64("stream_seq", meta.Sequence.Stream),
+	what := "event dead-lettered"
+	if o.Parked {
+		what = "event dead-lettered; ENGRAM_DLQ refuses letters, so its letter is parked in the store until it has room"
+	}
+	r.log.Warn(what, zap.String("reason", reason), zap.Uint64("stream_seq", meta.Sequence.Stream),
 		zap.Uint64("delivery", meta.NumDelivered), zap.String("event_id", o.EventID))
 	if err := msg.TermWithReason(clipReason(reason)); err != nil {
 		r.log.Warn("term failed", zap.Error(err))

@@ -45,5 +45,8 @@ func NewWorker(cfg config.Config, st memory.Store, c *llm.Client, ec *events.Cli
 		Role:    events.ConsumerInjector,
 		Handler: inject.NewHandler(inj, ec, log, inject.WithReplyPrefixes(cfg.Events.ReplyPrefixes...)).Handle,
 		Gates:   []runner.Gate{app.ServingStoreGate(st)},
+		// A poison turn_started whose letter ENGRAM_DLQ refuses waits in
+		// the store, not in the injector's ack-pending slots.
+		Letters: st,
 	}, nil
 }
