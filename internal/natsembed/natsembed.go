@@ -53,7 +53,8 @@ type Options struct {
 
 // Server is a running embedded NATS server.
 type Server struct {
-	ns *server.Server
+	ns       *server.Server
+	storeDir string
 }
 
 // Start starts the server and waits until it accepts connections.
@@ -134,7 +135,7 @@ func Start(o Options) (*Server, error) {
 		ns.WaitForShutdown()
 		return nil, fmt.Errorf("%w: JetStream did not start (store %s)", ErrNotReady, o.StoreDir)
 	}
-	return &Server{ns: ns}, nil
+	return &Server{ns: ns, storeDir: o.StoreDir}, nil
 }
 
 // ClientURL is the nats:// URL clients connect to (the real port when the
