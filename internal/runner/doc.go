@@ -19,9 +19,15 @@
 //     valid UTF-8), or the subject's type, project or session is not the
 //     body's (events.Subjects.Check): dead-lettered at once, the reason
 //     naming the field.
-//   - WithProcessed and the (consumer, event id) record exists: acked, the
-//     handler is not called (ResultDuplicate). After a successful handler
-//     the record is written (ttl Config.ProcessedTTL), then the message acked.
+//   - WithProcessed and the event id was handled by this consumer with the
+//     same content: acked, the handler is not called (ResultDuplicate). The
+//     records carry the SHA-256 of the decoded event (processed.go): an id
+//     handled before with other content (a publisher reusing an id for
+//     another turn, without the Nats-Msg-Id header that lets the stream drop
+//     a copy) is dead-lettered with the reason "event id reused with other
+//     content", never acknowledged and dropped. After a successful handler
+//     the records are written (ttl Config.ProcessedTTL), then the message
+//     acked.
 //   - nil: Ack.
 //   - Permanent(err), or an error wrapping events.ErrInvalidEvent: the
 //     message is copied to ENGRAM_DLQ (subject <prefix>.dlq.<consumer>, the

@@ -625,15 +625,31 @@ func (r *Runner) handle(msg jetstream.Msg) {
 	o.Type, o.EventID = ev.Type, ev.ID
 
 	ctx := r.handlerCtx
+	var digest string
 	if r.processed != nil {
-		done, err := r.processed.EventProcessed(ctx, projectOf(ev), r.cfg.Consumer, ev.ID)
+		if digest, err = digestOf(ev); err != nil {
+			o.Err = err
+			r.deadLetter(msg, meta, "invalid event: "+err.Error(), &o)
+			r.obs.Delivered(o)
+			return
+		}
+		state, err := r.lookup(ctx, ev.ID, digest, projectOf(ev))
 		if err != nil {
 			o.Err = fmt.Errorf("runner: processed-event lookup: %w", err)
 			r.retry(msg, meta, o.Err, &o)
 			r.obs.Delivered(o)
 			return
 		}
-		if done {
+		if state == seenOther {
+			// Acknowledging it would drop a turn nobody handled.
+			o.Err = fmt.Errorf("runner: event id %q reused: this consumer handled an event with that id and other content", ev.ID)
+			r.deadLetter(msg, meta, fmt.Sprintf("event id reused with other content: %s handled an event with id %q before, "+
+				"and this one differs (a publisher must give every event its own id; republish this one with a new id)",
+				r.cfg.Consumer, ev.ID), &o)
+			r.obs.Delivered(o)
+			return
+		}
+		if state == seenSame {
 			o.Result = ResultDuplicate
 			if err := msg.Ack(); err != nil {
 				o.Err = fmt.Errorf("runner: ack: %w", err)
@@ -665,7 +681,7 @@ func (r *Runner) handle(msg jetstream.Msg) {
 		o.Result = ResultAcked
 		if r.processed != nil {
 			mctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			if err := r.processed.MarkEventProcessed(mctx, projectOf(ev), r.cfg.Consumer, ev.ID, r.cfg.ProcessedTTL); err != nil {
+			if err := r.mark(mctx, ev.ID, digest, projectOf(ev)); err != nil {
 				// The effects are done; a redelivery would rely on the
 				// handler's own idempotency. Ack anyway.
 				o.Err = fmt.Errorf("runner: mark processed: %w", err)

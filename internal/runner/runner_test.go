@@ -236,11 +236,11 @@ func TestProcessedRecordSkipsAndMarks(t *testing.T) {
 	if h.obs.count(runner.ResultDuplicate) != 1 || h.obs.count(runner.ResultAcked) != 1 || calls.Load() != 1 {
 		t.Fatalf("outcomes %+v calls %d", h.obs.all(), calls.Load())
 	}
-	if done, _ := store.EventProcessed(context.Background(), memory.ProjectRef{Project: "proj"}, events.ConsumerExtractor, evOther.ID); !done {
+	if done, _ := store.EventProcessed(context.Background(), memory.ProjectRef{Project: "proj"}, events.ConsumerExtractor+"/seen", evOther.ID); !done {
 		t.Fatal("success not recorded")
 	}
 	store.mu.Lock()
-	ttl := store.done[store.key(memory.ProjectRef{Project: "proj"}, events.ConsumerExtractor, evOther.ID)]
+	ttl := store.done[store.key(memory.ProjectRef{Project: "proj"}, events.ConsumerExtractor+"/seen", evOther.ID)]
 	store.mu.Unlock()
 	if ttl != time.Hour {
 		t.Fatalf("ttl %v", ttl)
