@@ -651,10 +651,7 @@ func (r *Runner) handle(msg jetstream.Msg) {
 		}
 		if state == seenSame {
 			o.Result = ResultDuplicate
-			if err := msg.Ack(); err != nil {
-				o.Err = fmt.Errorf("runner: ack: %w", err)
-				r.log.Warn("ack failed", zap.Error(err), zap.String("event_id", ev.ID))
-			}
+			r.ackDuplicate(msg, meta, ev, &o)
 			r.obs.Delivered(o)
 			return
 		}
@@ -744,6 +741,35 @@ func (r *Runner) call(ctx context.Context, msg jetstream.Msg, ev events.Envelope
 	return r.h(ctx, ev)
 }
 
+// ackDuplicate acks an event this consumer already handled. A first
+// delivery is acked like any other. A redelivery of a handled event means
+// an earlier ack did not take (lost with a connection, or refused by a
+// server whose state went back after a restart): its ack waits for the
+// server's confirmation, and one that is not confirmed is logged as an
+// error, so that a processed event the server keeps redelivering is never
+// silent; past the delivery limit each one is logged too.
+func (r *Runner) ackDuplicate(msg jetstream.Msg, meta *jetstream.MsgMetadata, ev events.Envelope, o *Outcome) {
+	fields := []zap.Field{zap.String("event_id", ev.ID), zap.Uint64("stream_seq", meta.Sequence.Stream),
+		zap.Uint64("delivery", meta.NumDelivered)}
+	if meta.NumDelivered <= 1 {
+		if err := msg.Ack(); err != nil {
+			o.Err = fmt.Errorf("runner: ack: %w", err)
+			r.log.Warn("ack failed", append(fields, zap.Error(err))...)
+		}
+		return
+	}
+	if r.maxDeliver > 0 && meta.NumDelivered > uint64(r.maxDeliver) {
+		r.log.Warn("an event already handled is delivered again past the delivery limit: its earlier acks did not take; acking it again",
+			append(fields, zap.Int("limit", r.maxDeliver))...)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := msg.DoubleAck(ctx); err != nil {
+		o.Err = fmt.Errorf("runner: ack not confirmed: %w", err)
+		r.log.Error("the server did not confirm the ack of an event already handled: it will deliver it again", append(fields, zap.Error(err))...)
+	}
+}
+
 // retry naks a transient failure with its delay, or dead-letters it on the
 // last allowed delivery.
 func (r *Runner) retry(msg jetstream.Msg, meta *jetstream.MsgMetadata, herr error, o *Outcome) {
@@ -761,6 +787,18 @@ func (r *Runner) retry(msg jetstream.Msg, meta *jetstream.MsgMetadata, herr erro
 		r.pauseFor(herr)
 	}
 	o.Result, o.Delay = ResultRetried, delay
+	// A retry is silent while it is young and short: an event that keeps
+	// failing, or waits long, is logged, so that events held in the
+	// consumer's ack-pending set (a nak'ed event stays there until its
+	// redelivery) always have a line that says why.
+	lvl := zap.DebugLevel
+	if meta.NumDelivered >= 3 || delay >= 30*time.Second {
+		lvl = zap.WarnLevel
+	}
+	if ce := r.log.Check(lvl, "event retried"); ce != nil {
+		ce.Write(zap.String("event_id", o.EventID), zap.Uint64("stream_seq", meta.Sequence.Stream),
+			zap.Uint64("delivery", meta.NumDelivered), zap.Int("limit", r.maxDeliver), zap.Duration("delay", delay), zap.Error(herr))
+	}
 	if err := msg.NakWithDelay(delay); err != nil {
 		r.log.Warn("nak failed", zap.Error(err), zap.String("event_id", o.EventID))
 	}
