@@ -91,12 +91,37 @@
 //
 // Config.Concurrency handlers run at once, on as many long-lived worker
 // goroutines (a worker keeps the stack a handler grew; a goroutine per
-// message would grow one each time); the runner pulls only as many
-// messages as it has free slots, so nothing sits in a client buffer while
-// its ack wait runs. Stop stops pulling and waits for the handlers in flight
-// until ctx is done, then cancels them and waits for them to return. Every
-// goroutine (pull loop, workers, heartbeats, advisory watcher) has ended
-// when Stop returns.
+// message would grow one each time). By default the runner pulls only as
+// many messages as it has free handlers, so nothing waits in the process
+// while its ack wait runs. Stop stops pulling, naks what no handler took
+// yet (for another replica), and waits for the handlers in flight until ctx
+// is done, then cancels them and waits for them to return. Every goroutine
+// (pull loop, workers, keeper, heartbeats, advisory watcher) has ended when
+// Stop returns.
+//
+// # Fairness and deadlines
+//
+// A JetStream consumer delivers in stream order, so a flood from one
+// sender (the 50 sessions x 1,000 turn_started) stands in front of
+// everyone else's events: 71% of other sessions' turns timed out, and the
+// stream's per-subject limit stops only one session. WithFairness makes
+// the runner hold a window of messages (the consumer's max ack pending)
+// instead of one per handler and hand them out round-robin over tenants,
+// then their projects, then their sessions (queue.go): another tenant's turn
+// is served within one round of the flood's, and one session's backlog
+// never comes before another session's next event. WithDeadline gives the
+// runner each event's deadline: a first delivery already past it is
+// acknowledged as soon as it is pulled (a decode and an ack, no store
+// work, no handler: ResultExpired), and a queued one is dropped by the
+// keeper the moment it expires, so late turns free their window slots at
+// once. The keeper also sends InProgress for a message that waits in the
+// window more than a third of the ack wait. What the window cannot protect:
+// a flood whose turns still within their deadline outnumber the window
+// waits in the stream in front of the others' (the injector's window is
+// events.DefaultInjectorWindow, 16384 turns).
+//
+// Decoding moves to the pull loop for such a runner (the sender and the
+// deadline are in the body); the other runners decode in their handlers.
 //
 // # Observability
 //

@@ -18,7 +18,7 @@ import (
 )
 
 // The issue's finding: with ENGRAM_DLQ at its limit, 256 poison events held
-// the injector's max-ack-pending (256) and 0 of 96 valid turns were
+// the injector's max-ack-pending (then 256) and 0 of 96 valid turns were
 // answered. With parking, a refused letter is parked in the store (a real
 // SQLite store) and its event terminated: every valid turn is handled, no
 // letter is lost, and once the DLQ has room every letter moves there.
@@ -26,6 +26,11 @@ func TestFullDLQValidEventsKeepFlowing(t *testing.T) {
 	const poison, valid = 256, 96
 	h := newHarnessTopology(t, func(topo *events.Topology) {
 		topo.DLQ.MaxBytes = 4 << 10
+		for i := range topo.Consumers {
+			if topo.Consumers[i].Name == events.ConsumerInjector {
+				topo.Consumers[i].MaxAckPending = poison // what the issue ran with
+			}
+		}
 	})
 	if c, _ := h.topo.Consumer(events.ConsumerInjector); c.MaxAckPending != poison {
 		t.Fatalf("the injector's max ack pending is %d: the test wants the poison to fill it", c.MaxAckPending)

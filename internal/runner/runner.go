@@ -55,6 +55,7 @@ const (
 	ResultRetried      Result = "retried"       // transient failure: nak with delay
 	ResultDeadLettered Result = "dead_lettered" // copied to the DLQ and terminated
 	ResultInterrupted  Result = "interrupted"   // shutdown cut the handler short: nak, redelivered at once
+	ResultExpired      Result = "expired"       // past its deadline on its first delivery (WithDeadline): acked, handler not called
 )
 
 // Outcome describes one delivery, for metrics.
@@ -234,6 +235,28 @@ func WithProcessed(p Processed) Option { return func(r *Runner) { r.processed = 
 // WithObserver reports outcomes, pauses and captures.
 func WithObserver(o Observer) Option { return func(r *Runner) { r.obs = o } }
 
+// WithFairness makes the runner hold up to window messages (0: the
+// consumer's MaxAckPending) instead of one per handler, and hand them to
+// its handlers fairly across senders: round-robin over tenants, then their
+// projects, then their sessions, oldest first within a session (see
+// queue). A flood from one sender then waits behind everyone else's next
+// event instead of the other way round. Messages held longer than a third
+// of the ack wait are kept alive (InProgress).
+func WithFairness(window int) Option {
+	return func(r *Runner) { r.fair, r.window = true, window }
+}
+
+// WithDeadline gives the runner each event's deadline (zero: none): an
+// event past it on its first delivery is acknowledged without calling the
+// handler (ResultExpired), as soon as it is pulled or while it waits in
+// the queue, before any store work; expired reports each (may be nil). A
+// redelivery goes to the handler even when late: an earlier delivery may
+// have done part of the work. The injector's deadline is the turn's reply
+// deadline: a platform that went on without memory needs no block.
+func WithDeadline(deadline func(events.Envelope) time.Time, expired func(events.Envelope)) Option {
+	return func(r *Runner) { r.deadline, r.onExpired = deadline, expired }
+}
+
 // WithParking stores dead letters through p (one per process): a letter
 // the DLQ refuses is parked in the store and the event terminated, so a
 // poison event never holds the consumer's ack-pending slots while the DLQ
@@ -244,15 +267,21 @@ func WithParking(p *dlq.Parking) Option { return func(r *Runner) { r.parking = p
 
 // Runner pulls one durable consumer and runs a handler on each message.
 type Runner struct {
-	js        jetstream.JetStream
-	cfg       Config
-	h         Handler
-	log       *zap.Logger
-	gates     []Gate
-	processed Processed
-	obs       Observer
-	dlq       *dlq.Writer
-	parking   *dlq.Parking
+	js         jetstream.JetStream
+	cfg        Config
+	h          Handler
+	log        *zap.Logger
+	gates      []Gate
+	processed  Processed
+	obs        Observer
+	dlq        *dlq.Writer
+	parking    *dlq.Parking
+	fair       bool
+	window     int // messages held at once (queued + handled); 0 until Start
+	deadline   func(events.Envelope) time.Time
+	onExpired  func(events.Envelope)
+	queue      *queue
+	keeperDone chan struct{}
 
 	cons       jetstream.Consumer
 	ackWait    time.Duration
@@ -269,10 +298,9 @@ type Runner struct {
 	// goroutine per message: a handler's call chain (store client, JSON)
 	// outgrows a new goroutine's stack, and a worker keeps the stack it
 	// grew (on a Redis turn of the injector benchmark, stack growth fell
-	// from 5.2% to 3.8% of the process' CPU). Stop closes work once the
-	// loop has ended and waits for the workers: every message handed over
-	// has then been handled.
-	work    chan jetstream.Msg
+	// from 5.2% to 3.8% of the process' CPU). The loop puts what it pulls
+	// in queue; workers take from it. Stop closes the queue once the loop
+	// has ended, naks what no worker took, and waits for the workers.
 	workers sync.WaitGroup
 
 	mu          sync.Mutex
@@ -360,22 +388,85 @@ func (r *Runner) start(ctx context.Context) error {
 		}
 		r.watcher = w
 	}
-	r.sem = make(chan struct{}, r.cfg.Concurrency)
+	switch {
+	case !r.fair:
+		r.window = r.cfg.Concurrency // pull only for a free handler
+	case r.window <= 0:
+		r.window = info.Config.MaxAckPending
+	}
+	r.window = max(r.window, r.cfg.Concurrency)
+	r.sem = make(chan struct{}, r.window)
+	r.queue = newQueue(r.fair)
 	r.pullCtx, r.stopPull = context.WithCancel(context.Background())
 	r.handlerCtx, r.cancelWork = context.WithCancel(context.Background())
 	r.loopDone = make(chan struct{})
-	// Buffered to the slots: the loop never waits for a worker to come
-	// back from releasing its slot.
-	r.work = make(chan jetstream.Msg, r.cfg.Concurrency)
 	for range r.cfg.Concurrency {
 		r.workers.Go(func() {
-			for msg := range r.work {
-				r.handle(msg)
+			for {
+				d, ok := r.queue.pop()
+				if !ok {
+					return
+				}
+				if d.expired(time.Now()) {
+					r.expire(d)
+					continue
+				}
+				r.handle(d)
 			}
 		})
 	}
+	if r.window > r.cfg.Concurrency || r.deadline != nil {
+		r.keeperDone = make(chan struct{})
+		go r.keeper()
+	}
 	go r.loop()
 	return nil
+}
+
+// keeper drops queued events that pass their deadline and keeps alive the
+// ones that wait long, until the loop ends.
+func (r *Runner) keeper() {
+	defer close(r.keeperDone)
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	keepAlive := max(r.ackWait/3, 10*time.Millisecond)
+	lastAlive := time.Now()
+	for {
+		select {
+		case <-r.pullCtx.Done():
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		if r.deadline != nil {
+			for _, d := range r.queue.purge(now) {
+				r.expire(d)
+			}
+		}
+		if now.Sub(lastAlive) >= keepAlive/2 {
+			lastAlive = now
+			for _, d := range r.queue.stale(now.Add(-keepAlive), now) {
+				if err := d.msg.InProgress(); err != nil {
+					r.log.Debug("in-progress of a queued message failed", zap.Error(err))
+				}
+			}
+		}
+	}
+}
+
+// expire acknowledges an event past its deadline on its first delivery
+// without calling the handler, and frees its slot.
+func (r *Runner) expire(d *delivery) {
+	defer func() { <-r.sem }()
+	o := Outcome{Worker: r.cfg.Consumer, Type: d.ev.Type, EventID: d.ev.ID, Result: ResultExpired, Delivery: d.meta.NumDelivered}
+	if err := d.msg.Ack(); err != nil {
+		o.Err = fmt.Errorf("runner: ack: %w", err)
+		r.log.Warn("ack failed", zap.Error(err), zap.String("event_id", d.ev.ID))
+	}
+	if r.onExpired != nil {
+		r.onExpired(d.ev)
+	}
+	r.obs.Delivered(o)
 }
 
 // Stop stops pulling and waits for the handlers in flight until ctx is
@@ -393,7 +484,18 @@ func (r *Runner) Stop(ctx context.Context) error {
 		}
 		r.stopPull()
 		<-r.loopDone
-		close(r.work) // the loop sends no more; workers end after their messages
+		if r.keeperDone != nil {
+			<-r.keeperDone
+		}
+		// Nothing more is queued. What no worker took yet goes back to
+		// the stream at once, for another replica (or the next start).
+		for _, d := range r.queue.drain() {
+			if err := d.msg.Nak(); err != nil {
+				r.log.Debug("nak of a queued message failed", zap.Error(err))
+			}
+			<-r.sem
+		}
+		r.queue.close()
 		done := make(chan struct{})
 		go func() { r.workers.Wait(); close(done) }()
 		select {
@@ -416,14 +518,19 @@ type Status struct {
 	Running  bool
 	Paused   bool
 	Cause    error // why paused
-	InFlight int
+	InFlight int   // handlers running
+	Queued   int   // pulled, waiting for a handler (WithFairness)
 }
 
 // Status returns the runner's state (for readiness and `engram status`).
 func (r *Runner) Status() Status {
+	queued := 0
+	if r.queue != nil {
+		queued = r.queue.len()
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return Status{Running: r.started && !r.stopped, Paused: r.paused, Cause: r.pauseCause, InFlight: r.runningWork}
+	return Status{Running: r.started && !r.stopped, Paused: r.paused, Cause: r.pauseCause, InFlight: r.runningWork, Queued: queued}
 }
 
 // loop pulls while the gates are ready and a handler slot is free.
@@ -443,7 +550,7 @@ func (r *Runner) loop() {
 		}
 		n := 1
 	fill:
-		for n < r.cfg.Concurrency {
+		for n < r.window {
 			select {
 			case r.sem <- struct{}{}:
 				n++
@@ -485,7 +592,7 @@ func (r *Runner) fetch(n int) (int, error) {
 	got := 0
 	for msg := range batch.Messages() {
 		got++
-		r.work <- msg
+		r.intake(msg)
 	}
 	if err := batch.Error(); err != nil && fctx.Err() == nil &&
 		!errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) &&
@@ -587,8 +694,40 @@ func (r *Runner) sleep(d time.Duration) bool {
 	}
 }
 
+// intake queues a pulled message. When the runner schedules fairly or
+// knows deadlines it decodes the message first (the sender and the
+// deadline are in the body), and an event already past its deadline is
+// acknowledged at once: a flood of late turns costs a decode and an ack
+// each, no store work and no place in the queue.
+func (r *Runner) intake(msg jetstream.Msg) {
+	d := &delivery{msg: msg, queued: time.Now()}
+	d.meta, d.metaErr = msg.Metadata()
+	if d.metaErr == nil && (r.fair || r.deadline != nil) {
+		r.decode(d)
+		if d.evErr == nil && r.deadline != nil {
+			d.deadline = r.deadline(d.ev)
+			if d.expired(d.queued) {
+				r.expire(d)
+				return
+			}
+		}
+	}
+	r.queue.push(d)
+}
+
+// decode reads the event and checks it against its subject.
+func (r *Runner) decode(d *delivery) {
+	d.decoded = true
+	d.ev, d.evErr = events.Decode(d.msg.Data())
+	if d.evErr == nil {
+		// The subject is what the bus's permissions vouch for; the body
+		// must say the same (type, project, session).
+		d.evErr = r.cfg.Subjects.Check(d.msg.Subject(), d.ev)
+	}
+}
+
 // handle runs one message to its outcome and frees its slot.
-func (r *Runner) handle(msg jetstream.Msg) {
+func (r *Runner) handle(d *delivery) {
 	defer func() { <-r.sem }()
 	r.mu.Lock()
 	r.runningWork++
@@ -599,8 +738,9 @@ func (r *Runner) handle(msg jetstream.Msg) {
 		r.mu.Unlock()
 	}()
 
+	msg := d.msg
 	o := Outcome{Worker: r.cfg.Consumer}
-	meta, err := msg.Metadata()
+	meta, err := d.meta, d.metaErr
 	if err != nil {
 		// Not a JetStream message: nothing to ack.
 		o.Result, o.Err = ResultRetried, fmt.Errorf("runner: message metadata: %w", err)
@@ -610,12 +750,10 @@ func (r *Runner) handle(msg jetstream.Msg) {
 	}
 	o.Delivery = meta.NumDelivered
 
-	ev, err := events.Decode(msg.Data())
-	if err == nil {
-		// The subject is what the bus's permissions vouch for; the body
-		// must say the same (type, project, session).
-		err = r.cfg.Subjects.Check(msg.Subject(), ev)
+	if !d.decoded {
+		r.decode(d)
 	}
+	ev, err := d.ev, d.evErr
 	if err != nil {
 		o.Err = err
 		r.deadLetter(msg, meta, "invalid event: "+err.Error(), &o)

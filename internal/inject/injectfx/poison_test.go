@@ -23,7 +23,7 @@ import (
 )
 
 // The issue's reproduction on a whole process: ENGRAM_DLQ at its limit,
-// 256 poison turn_started (as many as the injector's max ack pending),
+// 256 poison turn_started (as many as the injector's max ack pending then),
 // then 96 valid turns from platforms waiting for their blocks. Before
 // parking, 0 of the 96 were answered over 80 s and /readyz said ready;
 // now every one is answered and the readiness check "dead-letters" says
@@ -35,6 +35,7 @@ func TestValidTurnsAnsweredWithAFullDLQ(t *testing.T) {
 	srv := llmtest.New(t)
 	cfg := apptest.Config(t, srv.Config())
 	cfg.Events.DLQMaxBytes = 4 << 10
+	cfg.Events.MaxAckPending = poison // the injector's limit when the issue ran it
 	run := apptest.StartConfig(ctx, t, cfg, "injectfx-poison", events.ConsumerInjector, []fx.Option{injectfx.Module()},
 		events.WithInjectTimeout(20*time.Second))
 	js, err := jetstream.New(run.Conn)
