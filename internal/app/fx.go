@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/dig"
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxevent"
 	"go.uber.org/zap"
@@ -54,6 +55,10 @@ func FxLogger() fx.Option {
 	return fx.WithLogger(func(l *zap.Logger) fxevent.Logger {
 		z := &fxevent.ZapLogger{Logger: l.Named("fx")}
 		z.UseLogLevel(zapcore.DebugLevel)
+		// A start-up failure is reported once, as its cause (Start): fx's
+		// own account of it (the dependency graph, a stack) is for
+		// debugging.
+		z.UseErrorLevel(zapcore.DebugLevel)
 		return z
 	})
 }
@@ -93,7 +98,11 @@ func TopologyModule() fx.Option {
 				// A least-privilege worker: `engram setup` made them.
 				return CheckTopology(ctx, bus.JS, cfg)
 			}
-			return EnsureTopology(ctx, bus.JS, cfg)
+			topo, err := EnsureTopology(ctx, bus.JS, cfg)
+			if storageRefused(err) {
+				return topo, sizingError(ctx, err, topo, bus)
+			}
+			return topo, err
 		}),
 		fx.Provide(func(cfg config.Config, bus *Bus, topo events.Topology) (*events.Client, error) {
 			return events.NewClient(bus.Conn, events.WithPrefix(topo.Prefix), events.WithJetStream(bus.JS),
@@ -300,5 +309,7 @@ func Core(cfg config.Config, embed bool, name string, rel *Releases) fx.Option {
 	)
 }
 
-// errStartup wraps a start-up failure.
-func errStartup(err error) error { return fmt.Errorf("app: start: %w", err) }
+// errStartup wraps a start-up failure: its cause, not fx's account of the
+// dependency graph that led to it (which the fx logger gives at debug
+// level).
+func errStartup(err error) error { return fmt.Errorf("app: start: %w", dig.RootCause(err)) }

@@ -2,6 +2,6 @@
 
 package natsembed
 
-// freeBytes cannot read the free space here: -1 (the guard then restarts
+// FreeBytes cannot read the free space here: -1 (the guard then restarts
 // JetStream without waiting for space).
-func freeBytes(string) int64 { return -1 }
+func FreeBytes(string) int64 { return -1 }

@@ -4,9 +4,9 @@ package natsembed
 
 import "golang.org/x/sys/unix"
 
-// freeBytes is the space an unprivileged writer may still use on dir's
+// FreeBytes is the space an unprivileged writer may still use on dir's
 // volume, -1 when it cannot be read.
-func freeBytes(dir string) int64 {
+func FreeBytes(dir string) int64 {
 	var st unix.Statfs_t
 	if err := unix.Statfs(dir, &st); err != nil {
 		return -1

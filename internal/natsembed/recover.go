@@ -106,9 +106,9 @@ func (g GuardStatus) Problem() string {
 	}
 	free := "unknown"
 	if g.Free >= 0 {
-		free = humanBytes(g.Free)
+		free = HumanBytes(g.Free)
 	}
-	next := "restarting JetStream once " + humanBytes(g.MinFree) + " are free"
+	next := "restarting JetStream once " + HumanBytes(g.MinFree) + " are free"
 	if g.Free >= g.MinFree {
 		next = "restarting JetStream"
 	}
@@ -183,7 +183,7 @@ func (g *Guard) check() {
 		return // shutting down
 	}
 	err := g.s.StoreFailure()
-	free := freeBytes(g.s.storeDir)
+	free := FreeBytes(g.s.storeDir)
 	g.mu.Lock()
 	was := g.st.Failing
 	g.st.Free = free
@@ -235,8 +235,11 @@ func (g *Guard) check() {
 	}
 }
 
-// humanBytes renders n in KiB, MiB or GiB.
-func humanBytes(n int64) string {
+// HumanBytes renders n in KiB, MiB or GiB ("unknown" when negative).
+func HumanBytes(n int64) string {
+	if n < 0 {
+		return "unknown"
+	}
 	switch {
 	case n >= 1<<30:
 		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
