@@ -15,6 +15,7 @@ import (
 
 	"github.com/engram-memory/engram/internal/app"
 	"github.com/engram-memory/engram/internal/health"
+	"github.com/engram-memory/engram/internal/runner/dlq"
 	"github.com/engram-memory/engram/pkg/memory/sqlite"
 )
 
@@ -97,7 +98,11 @@ func processMetrics(t *testing.T) map[string]metricInfo {
 	if err := c.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := health.NewMetrics(c); err != nil {
+	m, err := health.NewMetrics(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.WatchParking(c, dlq.NewParking(nil, nil, dlq.ParkingOptions{})); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := health.NewLag(c, nil); err != nil {
@@ -144,19 +149,42 @@ type docRow struct {
 }
 
 // readmeMetrics parses the table of the README's "### Metrics" section:
-// | `name` | type | labels | meaning |.
+// | `name` | type | labels | meaning |, and the tables of the "### Metrics"
+// sections of docs/*.md (the reference moving out of the README: a metric
+// documented in either place counts).
 func readmeMetrics(t *testing.T) map[string]docRow {
 	t.Helper()
+	rows := map[string]docRow{}
 	readme := string(read(t, "README.md"))
-	i := strings.Index(readme, "\n### Metrics\n")
-	if i < 0 {
+	if !metricsSection(t, "README.md", readme, rows) {
 		t.Fatal("README.md has no \"### Metrics\" section")
 	}
-	sec := readme[i+len("\n### Metrics\n"):]
+	docs, err := filepath.Glob(path("docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range docs {
+		b, err := os.ReadFile(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		metricsSection(t, d, string(b), rows)
+	}
+	return rows
+}
+
+// metricsSection adds the rows of text's "### Metrics" table to rows; false
+// when text has no such section.
+func metricsSection(t *testing.T, name, text string, rows map[string]docRow) bool {
+	t.Helper()
+	i := strings.Index(text, "\n### Metrics\n")
+	if i < 0 {
+		return false
+	}
+	sec := text[i+len("\n### Metrics\n"):]
 	if j := strings.Index(sec, "\n#"); j >= 0 {
 		sec = sec[:j]
 	}
-	rows := map[string]docRow{}
 	row := regexp.MustCompile("^\\| `([a-z0-9_*]+)` \\| ([a-z()]+) \\| ([^|]*) \\| [^|]+ \\|$")
 	header := false
 	for _, line := range strings.Split(sec, "\n") {
@@ -169,7 +197,7 @@ func readmeMetrics(t *testing.T) map[string]docRow {
 		}
 		m := row.FindStringSubmatch(line)
 		if m == nil {
-			t.Errorf("README metrics row %q: want | `name` | type | labels | meaning |", line)
+			t.Errorf("%s metrics row %q: want | `name` | type | labels | meaning |", name, line)
 			continue
 		}
 		var labels []string
@@ -182,9 +210,9 @@ func readmeMetrics(t *testing.T) map[string]docRow {
 		rows[m[1]] = docRow{typ: m[2], labels: labels}
 	}
 	if !header {
-		t.Fatal("README metrics table lacks the header | metric | type | labels | meaning |")
+		t.Errorf("%s metrics table lacks the header | metric | type | labels | meaning |", name)
 	}
-	return rows
+	return true
 }
 
 // TestREADMEDocumentsEveryMetric: every metric the process registers is
