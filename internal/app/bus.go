@@ -193,7 +193,7 @@ func OpenBus(ctx context.Context, cfg config.Config, embed bool, name string, lo
 			return nil, err
 		}
 		b.Embedded = srv
-		b.Guard = srv.Guard(guardOptions(log.Named("nats-store")))
+		b.Guard = srv.Guard(guardOptions(log.Named("nats-store"), b))
 		url = srv.ClientURL()
 		opts = append(opts, nats.InProcessServer(srv.NATS()))
 	} else {
@@ -259,8 +259,11 @@ func (b *Bus) MaySetup() bool {
 	return true
 }
 
-// guardOptions log what the embedded store's guard sees.
-func guardOptions(log *zap.Logger) natsembed.GuardOptions {
+// guardOptions log what the embedded store's guard sees. After a JetStream
+// restart the connection reconnects: the consumers were loaded from their
+// files, whose delivery counts may be behind, and a reconnect tells the
+// runners not to trust a first delivery of what was stored before it.
+func guardOptions(log *zap.Logger, b *Bus) natsembed.GuardOptions {
 	return natsembed.GuardOptions{
 		OnFailure: func(err error) {
 			log.Error("the NATS store refuses writes (disk full?): events are refused until JetStream restarts; it restarts by itself once there is room",
@@ -268,6 +271,11 @@ func guardOptions(log *zap.Logger) natsembed.GuardOptions {
 		},
 		OnRecovered: func(after time.Duration) {
 			log.Info("the NATS store takes writes again (JetStream restarted)", zap.Duration("after", after))
+			if b.Conn != nil {
+				if err := b.Conn.ForceReconnect(); err != nil {
+					log.Warn("reconnect after the JetStream restart failed", zap.Error(err))
+				}
+			}
 		},
 		OnRestartFailed: func(err error) {
 			log.Warn("JetStream restarted but the store still fails; retrying", zap.Error(err))

@@ -114,8 +114,15 @@
 // acknowledged as soon as it is pulled (a decode and an ack, no store
 // work, no handler: ResultExpired), and a queued one is dropped by the
 // keeper the moment it expires, so late turns free their window slots at
-// once. The keeper also sends InProgress for a message that waits in the
-// window more than a third of the ack wait. What the window cannot protect:
+// once. "First delivery" means a delivery count of 1 and a message stored
+// after the connection's latest (re)connect: a server that restarts may
+// have lost its consumer's delivery records and deliver a message handled
+// before as a first delivery (the chaos suite caught a turn whose block was
+// recorded before a NATS kill dropped that way, its injection_ready never
+// published); every server restart makes the connection reconnect, and
+// what was stored before goes to the handler. The keeper also sends
+// InProgress for a message that waits in the window more than a third of
+// the ack wait. What the window cannot protect:
 // a flood whose turns still within their deadline outnumber the window
 // waits in the stream in front of the others' (the injector's window is
 // events.DefaultInjectorWindow, 16384 turns).

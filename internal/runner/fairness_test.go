@@ -61,9 +61,12 @@ func TestFairnessServesAnotherTenantBeforeTheFlood(t *testing.T) {
 				opts = append(opts, runner.WithFairness(0))
 			}
 			h.turn("flood", "s0", "t0", time.Time{}) // taken at once; its handler waits
-			r := h.start(h.injectorConfig(), func(_ context.Context, ev events.Envelope) error {
+			r := h.start(h.injectorConfig(), func(ctx context.Context, ev events.Envelope) error {
 				if first.CompareAndSwap(false, true) {
-					<-release
+					select {
+					case <-release:
+					case <-ctx.Done():
+					}
 				}
 				mu.Lock()
 				order = append(order, ev)
@@ -119,7 +122,9 @@ func TestFairnessServesAnotherTenantBeforeTheFlood(t *testing.T) {
 // intake without a handler call (ResultExpired, reported to the hook), and
 // a turn that expires while it waits its turn is dropped by the keeper
 // even while every handler is busy. A redelivery goes to the handler even
-// when late (an earlier delivery may have answered it).
+// when late (an earlier delivery may have answered it), and so does a turn
+// stored before the runner started: a server that restarted may have lost
+// the record of its earlier deliveries.
 func TestExpiredTurnsAreDroppedBeforeAnyWork(t *testing.T) {
 	h := newHarnessTopology(t, func(topo *events.Topology) {
 		for i := range topo.Consumers {
@@ -128,9 +133,9 @@ func TestExpiredTurnsAreDroppedBeforeAnyWork(t *testing.T) {
 			}
 		}
 	})
-	past := time.Now().Add(-time.Second)
+	past := func() time.Time { return time.Now().Add(-time.Second) }
 	// One delivered once and not acked (a worker that died): late now.
-	h.turn("a", "redelivered", "t1", past)
+	h.turn("a", "redelivered", "t1", past())
 	cons, err := h.js.Consumer(context.Background(), events.StreamIn, events.ConsumerInjector)
 	if err != nil {
 		t.Fatal(err)
@@ -144,26 +149,32 @@ func TestExpiredTurnsAreDroppedBeforeAnyWork(t *testing.T) {
 			got++
 		}
 	}
-	for i := range 100 {
-		h.turn("a", fmt.Sprintf("late%d", i), "t1", past)
-	}
-	h.turn("b", "busy", "t1", time.Time{}) // no deadline: its handler waits
+	h.turn("a", "before-start", "t1", past()) // stored before the runner started
 	release := make(chan struct{})
 	var mu sync.Mutex
 	var handled []string
 	var expired atomic.Int32
 	cfg := h.injectorConfig()
 	cfg.BackoffBase = 10 * time.Millisecond
-	r := h.start(cfg, func(_ context.Context, ev events.Envelope) error {
+	cfg.ServerClockSkew = time.Millisecond // one clock: the test server's
+	r := h.start(cfg, func(ctx context.Context, ev events.Envelope) error {
 		mu.Lock()
 		handled = append(handled, ev.SessionID)
 		mu.Unlock()
 		if ev.SessionID == "busy" {
-			<-release
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
 		}
 		return nil
 	}, runner.WithFairness(0), runner.WithDeadline(replyBy, func(events.Envelope) { expired.Add(1) }))
+	time.Sleep(5 * time.Millisecond)
+	h.turn("b", "busy", "t1", time.Time{}) // no deadline: its handler waits
 	eventually(t, "the busy turn in its handler", func() bool { return r.Status().InFlight == 1 })
+	for i := range 100 {
+		h.turn("a", fmt.Sprintf("late%d", i), "t1", past())
+	}
 	// Waits behind the busy handler and passes its deadline meanwhile.
 	h.turn("c", "soon", "t1", time.Now().Add(300*time.Millisecond))
 	eventually(t, "101 expired", func() bool { return expired.Load() == 101 })
@@ -171,11 +182,61 @@ func TestExpiredTurnsAreDroppedBeforeAnyWork(t *testing.T) {
 		t.Fatalf("%d expired outcomes", n)
 	}
 	close(release)
-	eventually(t, "all settled", func() bool { return h.consumerOf(events.ConsumerInjector).AckFloor.Stream == 103 })
+	eventually(t, "all settled", func() bool { return h.consumerOf(events.ConsumerInjector).AckFloor.Stream == 104 })
 	mu.Lock()
 	defer mu.Unlock()
-	if len(handled) != 2 || !contains(handled, "busy") || !contains(handled, "redelivered") {
-		t.Fatalf("handled %v: only the busy turn and the late redelivery should reach the handler", handled)
+	if len(handled) != 3 || !contains(handled, "busy") || !contains(handled, "redelivered") || !contains(handled, "before-start") {
+		t.Fatalf("handled %v: only the busy turn, the late redelivery and the turn stored before the start should reach the handler", handled)
+	}
+}
+
+// A turn stored before the connection reconnected (a restarted server may
+// have lost its record of earlier deliveries) goes to the handler even when
+// its delivery count says first and it is late; one stored after is
+// dropped at intake.
+func TestLateTurnFromBeforeAReconnectReachesTheHandler(t *testing.T) {
+	h := newHarness(t, nil)
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var handled []string
+	cfg := h.injectorConfig() // one handler, one message held: nothing else is pulled while it runs
+	cfg.ServerClockSkew = time.Millisecond
+	h.start(cfg, func(ctx context.Context, ev events.Envelope) error {
+		mu.Lock()
+		handled = append(handled, ev.SessionID)
+		mu.Unlock()
+		if ev.SessionID == "busy" {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return nil
+	}, runner.WithDeadline(replyBy, nil))
+	time.Sleep(5 * time.Millisecond)
+	h.turn("b", "busy", "t1", time.Time{})
+	eventually(t, "the busy turn in its handler", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(handled) == 1
+	})
+	h.turn("a", "stored-before", "t1", time.Now().Add(-time.Second))
+	before := h.nc.Stats().Reconnects
+	if err := h.nc.ForceReconnect(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "reconnected", func() bool { return h.nc.Stats().Reconnects > before && h.nc.IsConnected() })
+	time.Sleep(300 * time.Millisecond) // the runner's keeper notices within 50 ms
+	h.turn("a", "stored-after", "t1", time.Now().Add(-time.Second))
+	close(release)
+	eventually(t, "all settled", func() bool { return h.consumerOf(events.ConsumerInjector).AckFloor.Stream == 3 })
+	mu.Lock()
+	defer mu.Unlock()
+	if len(handled) != 2 || handled[1] != "stored-before" {
+		t.Fatalf("handled %v, want busy then stored-before (stored-after dropped as late)", handled)
+	}
+	if h.obs.count(runner.ResultExpired) != 1 {
+		t.Fatalf("outcomes %+v", h.obs.all())
 	}
 }
 

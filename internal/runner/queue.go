@@ -23,17 +23,15 @@ type delivery struct {
 	evErr    error
 	deadline time.Time // zero: none
 	queued   time.Time // when the intake queued it, or its last InProgress
+	// first: nothing can have been done for it yet (see Runner.firstDelivery).
+	first bool
 }
-
-// first reports whether this is the message's first delivery: nothing can
-// have been done for it yet.
-func (d *delivery) first() bool { return d.meta != nil && d.meta.NumDelivered == 1 }
 
 // expired: past its deadline on its first delivery, so it can be dropped
 // without any work (a redelivery may have been answered before: it goes to
 // the handler, which knows what to do with a late event).
 func (d *delivery) expired(now time.Time) bool {
-	return !d.deadline.IsZero() && now.After(d.deadline) && d.first()
+	return !d.deadline.IsZero() && now.After(d.deadline) && d.first
 }
 
 // senderLevels is how deep the fair queue goes: tenant, project, session.

@@ -10,7 +10,7 @@ import (
 )
 
 func qd(tenant, project, session string, deadline time.Time, delivered uint64) *delivery {
-	return &delivery{decoded: true, meta: &jetstream.MsgMetadata{NumDelivered: delivered}, deadline: deadline,
+	return &delivery{decoded: true, meta: &jetstream.MsgMetadata{NumDelivered: delivered}, deadline: deadline, first: delivered == 1,
 		ev: events.Envelope{TenantID: tenant, ProjectID: project, SessionID: session}}
 }
 

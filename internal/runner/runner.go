@@ -138,6 +138,9 @@ type Config struct {
 	// handler's ctx is cancelled and the heartbeat stops (a stuck handler
 	// cannot hold its message forever); the failure is transient.
 	HandlerTimeout time.Duration
+	// ServerClockSkew is how far the NATS server's clock may run ahead of
+	// this process's (firstDelivery); default 2s.
+	ServerClockSkew time.Duration
 	// CaptureMaxDeliveries watches the server's max-deliveries advisory;
 	// default on (set DisableCapture to turn it off).
 	DisableCapture bool
@@ -172,6 +175,7 @@ func (c *Config) setDefaults() {
 	def(&c.ProcessedTTL, 8*24*time.Hour)
 	def(&c.FetchWait, 5*time.Second)
 	def(&c.HandlerTimeout, 15*time.Minute)
+	def(&c.ServerClockSkew, 2*time.Second)
 }
 
 // Validate lists every problem of the configuration (after defaults).
@@ -193,7 +197,7 @@ func (c Config) Validate() error {
 	}
 	for name, d := range map[string]time.Duration{"backoff base": c.BackoffBase, "backoff max": c.BackoffMax,
 		"unavailable delay": c.UnavailableDelay, "gate interval": c.GateInterval,
-		"processed ttl": c.ProcessedTTL, "fetch wait": c.FetchWait, "handler timeout": c.HandlerTimeout} {
+		"processed ttl": c.ProcessedTTL, "fetch wait": c.FetchWait, "handler timeout": c.HandlerTimeout, "server clock skew": c.ServerClockSkew} {
 		if d < 0 {
 			bad("%s %v is negative", name, d)
 		}
@@ -282,6 +286,11 @@ type Runner struct {
 	onExpired  func(events.Envelope)
 	queue      *queue
 	keeperDone chan struct{}
+	// The connection's reconnects as last seen, and when they were seen
+	// to change (firstDelivery).
+	epochMu    sync.Mutex
+	reconnects uint64
+	epoch      time.Time
 
 	cons       jetstream.Consumer
 	ackWait    time.Duration
@@ -397,6 +406,7 @@ func (r *Runner) start(ctx context.Context) error {
 	r.window = max(r.window, r.cfg.Concurrency)
 	r.sem = make(chan struct{}, r.window)
 	r.queue = newQueue(r.fair)
+	r.reconnects, r.epoch = r.js.Conn().Stats().Reconnects, time.Now()
 	r.pullCtx, r.stopPull = context.WithCancel(context.Background())
 	r.handlerCtx, r.cancelWork = context.WithCancel(context.Background())
 	r.loopDone = make(chan struct{})
@@ -438,6 +448,7 @@ func (r *Runner) keeper() {
 		case <-t.C:
 		}
 		now := time.Now()
+		r.noteReconnects(now)
 		if r.deadline != nil {
 			for _, d := range r.queue.purge(now) {
 				r.expire(d)
@@ -703,6 +714,7 @@ func (r *Runner) intake(msg jetstream.Msg) {
 	d := &delivery{msg: msg, queued: time.Now()}
 	d.meta, d.metaErr = msg.Metadata()
 	if d.metaErr == nil && (r.fair || r.deadline != nil) {
+		d.first = r.firstDelivery(d.meta, d.queued)
 		r.decode(d)
 		if d.evErr == nil && r.deadline != nil {
 			d.deadline = r.deadline(d.ev)
@@ -713,6 +725,40 @@ func (r *Runner) intake(msg jetstream.Msg) {
 		}
 	}
 	r.queue.push(d)
+}
+
+// firstDelivery reports whether nothing can have been done for a message
+// yet: its first delivery, stored after this connection's latest
+// (re)connect. The delivery count alone is not enough: a server that
+// restarts (kill -9, or the embedded store's recovery, which forces a
+// reconnect) may have lost its consumer state and deliver a message handled
+// before as a first delivery; the chaos suite saw a turn whose block was
+// recorded before a NATS kill come back with delivery count 1 and, dropped
+// as late, never get its injection_ready. Every server restart makes this
+// connection reconnect, so a message stored after the latest (re)connect
+// (Config.ServerClockSkew later, for the server's clock) was delivered only
+// by the server that counts its deliveries now; what was stored before the
+// runner started goes to the handler too. Called from the loop goroutine
+// only.
+func (r *Runner) firstDelivery(meta *jetstream.MsgMetadata, now time.Time) bool {
+	if meta.NumDelivered != 1 {
+		return false
+	}
+	epoch := r.noteReconnects(now)
+	return meta.Timestamp.After(epoch.Add(r.cfg.ServerClockSkew))
+}
+
+// noteReconnects moves the epoch to now when the connection reconnected
+// since the last look, and returns it. The keeper looks every 50 ms, so the
+// epoch follows a reconnect closely even while nothing is pulled.
+func (r *Runner) noteReconnects(now time.Time) time.Time {
+	n := r.js.Conn().Stats().Reconnects
+	r.epochMu.Lock()
+	defer r.epochMu.Unlock()
+	if n != r.reconnects {
+		r.reconnects, r.epoch = n, now
+	}
+	return r.epoch
 }
 
 // decode reads the event and checks it against its subject.
