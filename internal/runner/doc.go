@@ -52,6 +52,18 @@
 //     RetryAfter(err, d) asks for delay d instead (a token budget reset).
 //     Unavailable(err) (or an error with `Unavailable() bool` true) naks with
 //     UnavailableDelay and pauses pulling (below).
+//   - Wait(err) (or an error with `Wait() bool` true): not a failure, the
+//     event waits for another worker or another run (the transcript the
+//     extractor has not stored yet, a session another run holds). The
+//     runner keeps the message, frees its handler slot, sends InProgress
+//     while it waits, and calls the handler again after BackoffBase
+//     doubling up to Config.WaitMax (15s): no delivery is spent
+//     (ResultWaiting). A delivery that has waited Config.MaxWait (1h) in
+//     all is treated as a transient failure. Before, such waits were nak'ed
+//     with the failure backoff (up to 256 s apart, silently) and spent a
+//     delivery each: after an outage upstream the chaos suite's compactor
+//     held 13 events ack-pending for minutes with no log line, one wait
+//     away from dead-lettering valid events.
 //   - A panic is recovered, logged with its stack and is transient.
 //   - A transient failure on the last allowed delivery (delivery count ==
 //     Config.MaxDeliver, the topology consumer's MaxDeliver) is

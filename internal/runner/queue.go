@@ -25,6 +25,11 @@ type delivery struct {
 	queued   time.Time // when the intake queued it, or its last InProgress
 	// first: nothing can have been done for it yet (see Runner.firstDelivery).
 	first bool
+	// Its handler said Wait: how often, since when, and when it is due.
+	waits     int
+	waitSince time.Time
+	due       time.Time
+	slotless  bool // back from a wait: holds no window slot
 }
 
 // expired: past its deadline on its first delivery, so it can be dropped

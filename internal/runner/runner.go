@@ -56,6 +56,7 @@ const (
 	ResultDeadLettered Result = "dead_lettered" // copied to the DLQ and terminated
 	ResultInterrupted  Result = "interrupted"   // shutdown cut the handler short: nak, redelivered at once
 	ResultExpired      Result = "expired"       // past its deadline on its first delivery (WithDeadline): acked, handler not called
+	ResultWaiting      Result = "waiting"       // the handler said Wait: kept, handled again later, no delivery spent
 )
 
 // Outcome describes one delivery, for metrics.
@@ -138,6 +139,12 @@ type Config struct {
 	// handler's ctx is cancelled and the heartbeat stops (a stuck handler
 	// cannot hold its message forever); the failure is transient.
 	HandlerTimeout time.Duration
+	// WaitMax caps the delay between two calls of a handler that said
+	// Wait (the delay doubles from BackoffBase); default 15s. MaxWait bounds
+	// a delivery's waits in all; past it a Wait is a transient failure;
+	// default 1h.
+	WaitMax time.Duration
+	MaxWait time.Duration
 	// ServerClockSkew is how far the NATS server's clock may run ahead of
 	// this process's (firstDelivery); default 2s.
 	ServerClockSkew time.Duration
@@ -176,6 +183,8 @@ func (c *Config) setDefaults() {
 	def(&c.FetchWait, 5*time.Second)
 	def(&c.HandlerTimeout, 15*time.Minute)
 	def(&c.ServerClockSkew, 2*time.Second)
+	def(&c.WaitMax, 15*time.Second)
+	def(&c.MaxWait, time.Hour)
 }
 
 // Validate lists every problem of the configuration (after defaults).
@@ -197,7 +206,8 @@ func (c Config) Validate() error {
 	}
 	for name, d := range map[string]time.Duration{"backoff base": c.BackoffBase, "backoff max": c.BackoffMax,
 		"unavailable delay": c.UnavailableDelay, "gate interval": c.GateInterval,
-		"processed ttl": c.ProcessedTTL, "fetch wait": c.FetchWait, "handler timeout": c.HandlerTimeout, "server clock skew": c.ServerClockSkew} {
+		"processed ttl": c.ProcessedTTL, "fetch wait": c.FetchWait, "handler timeout": c.HandlerTimeout, "server clock skew": c.ServerClockSkew,
+		"wait max": c.WaitMax, "max wait": c.MaxWait} {
 		if d < 0 {
 			bad("%s %v is negative", name, d)
 		}
@@ -286,6 +296,10 @@ type Runner struct {
 	onExpired  func(events.Envelope)
 	queue      *queue
 	keeperDone chan struct{}
+	// Deliveries whose handler said Wait, until they are due again (the
+	// keeper queues them; they hold no window slot meanwhile).
+	waitMu  sync.Mutex
+	waiting []*delivery
 	// The connection's reconnects as last seen, and when they were seen
 	// to change (firstDelivery).
 	epochMu    sync.Mutex
@@ -425,10 +439,8 @@ func (r *Runner) start(ctx context.Context) error {
 			}
 		})
 	}
-	if r.window > r.cfg.Concurrency || r.deadline != nil {
-		r.keeperDone = make(chan struct{})
-		go r.keeper()
-	}
+	r.keeperDone = make(chan struct{})
+	go r.keeper()
 	go r.loop()
 	return nil
 }
@@ -454,21 +466,87 @@ func (r *Runner) keeper() {
 				r.expire(d)
 			}
 		}
+		r.requeueDue(now)
 		if now.Sub(lastAlive) >= keepAlive/2 {
 			lastAlive = now
-			for _, d := range r.queue.stale(now.Add(-keepAlive), now) {
+			stale := append(r.queue.stale(now.Add(-keepAlive), now), r.staleWaiting(now.Add(-keepAlive), now)...)
+			for _, d := range stale {
 				if err := d.msg.InProgress(); err != nil {
-					r.log.Debug("in-progress of a queued message failed", zap.Error(err))
+					r.log.Debug("in-progress of a held message failed", zap.Error(err))
 				}
 			}
 		}
 	}
 }
 
+// wait keeps a delivery whose handler said Wait; its slot is freed (by
+// handle) and it comes back slotless when the keeper queues it again.
+func (r *Runner) wait(d *delivery, herr error, o *Outcome) {
+	now := time.Now()
+	if d.waitSince.IsZero() {
+		d.waitSince = now
+	}
+	d.waits++
+	delay := r.cfg.BackoffBase
+	for i := 1; i < d.waits && delay < r.cfg.WaitMax; i++ {
+		delay *= 2
+	}
+	delay = min(delay, r.cfg.WaitMax)
+	d.due, d.queued, d.slotless = now.Add(delay), now, true
+	o.Result, o.Delay = ResultWaiting, delay
+	lvl := zap.DebugLevel
+	if waited := now.Sub(d.waitSince); waited >= time.Minute && waited-delay < time.Minute {
+		lvl = zap.WarnLevel // once, when the wait passes a minute
+	}
+	if ce := r.log.Check(lvl, "event waits"); ce != nil {
+		ce.Write(zap.String("event_id", o.EventID), zap.Uint64("stream_seq", d.meta.Sequence.Stream),
+			zap.Duration("waited", now.Sub(d.waitSince)), zap.Duration("next", delay), zap.Error(herr))
+	}
+	r.waitMu.Lock()
+	r.waiting = append(r.waiting, d)
+	r.waitMu.Unlock()
+}
+
+// requeueDue queues the waiting deliveries that are due. They hold no
+// window slot (slotless): the window bounds what is pulled, and a waiting
+// message was pulled already (the consumer's max ack pending still bounds
+// everything held).
+func (r *Runner) requeueDue(now time.Time) {
+	r.waitMu.Lock()
+	defer r.waitMu.Unlock()
+	keep := r.waiting[:0]
+	for _, d := range r.waiting {
+		if now.Before(d.due) {
+			keep = append(keep, d)
+			continue
+		}
+		r.queue.push(d)
+	}
+	clear(r.waiting[len(keep):])
+	r.waiting = keep
+}
+
+// staleWaiting returns the waiting deliveries last kept alive before
+// cutoff, marked kept alive at now.
+func (r *Runner) staleWaiting(cutoff, now time.Time) []*delivery {
+	r.waitMu.Lock()
+	defer r.waitMu.Unlock()
+	var out []*delivery
+	for _, d := range r.waiting {
+		if d.queued.Before(cutoff) {
+			d.queued = now
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
 // expire acknowledges an event past its deadline on its first delivery
 // without calling the handler, and frees its slot.
 func (r *Runner) expire(d *delivery) {
-	defer func() { <-r.sem }()
+	if !d.slotless {
+		defer func() { <-r.sem }()
+	}
 	o := Outcome{Worker: r.cfg.Consumer, Type: d.ev.Type, EventID: d.ev.ID, Result: ResultExpired, Delivery: d.meta.NumDelivered}
 	if err := d.msg.Ack(); err != nil {
 		o.Err = fmt.Errorf("runner: ack: %w", err)
@@ -504,8 +582,18 @@ func (r *Runner) Stop(ctx context.Context) error {
 			if err := d.msg.Nak(); err != nil {
 				r.log.Debug("nak of a queued message failed", zap.Error(err))
 			}
-			<-r.sem
+			if !d.slotless {
+				<-r.sem
+			}
 		}
+		r.waitMu.Lock()
+		for _, d := range r.waiting { // they hold no slot
+			if err := d.msg.Nak(); err != nil {
+				r.log.Debug("nak of a waiting message failed", zap.Error(err))
+			}
+		}
+		r.waiting = nil
+		r.waitMu.Unlock()
 		r.queue.close()
 		done := make(chan struct{})
 		go func() { r.workers.Wait(); close(done) }()
@@ -531,6 +619,7 @@ type Status struct {
 	Cause    error // why paused
 	InFlight int   // handlers running
 	Queued   int   // pulled, waiting for a handler (WithFairness)
+	Waiting  int   // held after their handler said Wait
 }
 
 // Status returns the runner's state (for readiness and `engram status`).
@@ -539,9 +628,13 @@ func (r *Runner) Status() Status {
 	if r.queue != nil {
 		queued = r.queue.len()
 	}
+	r.waitMu.Lock()
+	waiting := len(r.waiting)
+	r.waitMu.Unlock()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return Status{Running: r.started && !r.stopped, Paused: r.paused, Cause: r.pauseCause, InFlight: r.runningWork, Queued: queued}
+	return Status{Running: r.started && !r.stopped, Paused: r.paused, Cause: r.pauseCause, InFlight: r.runningWork,
+		Queued: queued, Waiting: waiting}
 }
 
 // loop pulls while the gates are ready and a handler slot is free.
@@ -774,7 +867,9 @@ func (r *Runner) decode(d *delivery) {
 
 // handle runs one message to its outcome and frees its slot.
 func (r *Runner) handle(d *delivery) {
-	defer func() { <-r.sem }()
+	if !d.slotless {
+		defer func() { <-r.sem }()
+	}
 	r.mu.Lock()
 	r.runningWork++
 	r.mu.Unlock()
@@ -881,6 +976,8 @@ func (r *Runner) handle(d *delivery) {
 		if err := msg.Nak(); err != nil {
 			r.log.Warn("nak failed", zap.Error(err), zap.String("event_id", ev.ID))
 		}
+	case IsWait(herr) && (d.waitSince.IsZero() || time.Since(d.waitSince) < r.cfg.MaxWait) && r.pullCtx.Err() == nil:
+		r.wait(d, herr, &o)
 	default:
 		r.retry(msg, meta, herr, &o)
 	}
