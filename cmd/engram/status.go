@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/engram-memory/engram/internal/config"
+	"github.com/engram-memory/engram/internal/credurl"
 	"github.com/engram-memory/engram/internal/health"
 	"github.com/engram-memory/engram/pkg/events"
 )
@@ -90,9 +91,9 @@ func status(ctx context.Context, stdout io.Writer, args []string) error {
 		for _, c := range rep.Checks {
 			switch c.Status {
 			case health.StatusFailed:
-				failed = append(failed, c.Name+": "+c.Error)
+				failed = append(failed, c.Name+": "+credurl.Redact(c.Error))
 			case health.StatusDegraded:
-				degraded = append(degraded, c.Name+": "+c.Error)
+				degraded = append(degraded, c.Name+": "+credurl.Redact(c.Error))
 			}
 		}
 	}
@@ -109,13 +110,13 @@ func status(ctx context.Context, stdout io.Writer, args []string) error {
 
 	out(stdout, "\n")
 	if rerr != nil {
-		out(stdout, "readiness: %s unreachable: %v\n", cfg.HTTPURL(), rerr)
+		out(stdout, "readiness: %s unreachable: %v\n", credurl.Redact(cfg.HTTPURL()), credurl.Error(rerr))
 	} else {
-		out(stdout, "readiness (%s/readyz): %s\n", cfg.HTTPURL(), rep.Status)
+		out(stdout, "readiness (%s/readyz): %s\n", credurl.Redact(cfg.HTTPURL()), rep.Status)
 		tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 		out(tw, "CHECK\tSTATUS\tDETAIL\n")
 		for _, c := range rep.Checks {
-			out(tw, "%s\t%s\t%s\n", c.Name, c.Status, c.Error)
+			out(tw, "%s\t%s\t%s\n", c.Name, c.Status, credurl.Redact(c.Error)) // a server of an older version may not mask it
 		}
 		_ = tw.Flush()
 	}

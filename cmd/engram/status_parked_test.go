@@ -17,6 +17,7 @@ import (
 	"github.com/engram-memory/engram/internal/config"
 	"github.com/engram-memory/engram/internal/inject/injectfx"
 	"github.com/engram-memory/engram/internal/natsauth"
+	"github.com/engram-memory/engram/pkg/events"
 )
 
 // engram status says when dead letters are refused: against a running
@@ -58,7 +59,7 @@ func TestStatusReportsParkedLetters(t *testing.T) {
 		}
 	}
 	for i := range 10 {
-		if _, err := js.Publish(ctx, fmt.Sprintf("engram.in.turn_started.p.s%d", i), []byte("not an event")); err != nil {
+		if _, err := js.Publish(ctx, cfg.Topology().Subjects().In(events.TypeTurnStarted, "", "p", fmt.Sprintf("s%d", i)), []byte("not an event")); err != nil {
 			t.Fatal(err)
 		}
 	}

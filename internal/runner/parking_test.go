@@ -46,7 +46,7 @@ func TestFullDLQValidEventsKeepFlowing(t *testing.T) {
 	parking := dlq.NewParking(dlq.NewWriter(h.js, h.topo.Subjects()), st, dlq.ParkingOptions{Interval: 100 * time.Millisecond})
 
 	for i := range poison {
-		m := nats.NewMsg(fmt.Sprintf("engram.in.turn_started.p.poison%d", i))
+		m := nats.NewMsg(h.topo.Subjects().In(events.TypeTurnStarted, "", "p", fmt.Sprintf("poison%d", i)))
 		m.Data = []byte(fmt.Sprintf(`{"not":"an event %d"}`, i))
 		if _, err := h.js.PublishMsg(ctx, m); err != nil {
 			t.Fatal(err)

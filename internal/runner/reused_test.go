@@ -51,7 +51,7 @@ func TestReusedEventIDIsDeadLettered(t *testing.T) {
 	}
 	publish := func(b []byte) {
 		// No Nats-Msg-Id: the stream cannot drop a copy.
-		if _, err := h.js.PublishMsg(ctx, &nats.Msg{Subject: "engram.in.turn_ended.proj.sess", Data: b}); err != nil {
+		if _, err := h.js.PublishMsg(ctx, &nats.Msg{Subject: h.topo.Subjects().In(events.TypeTurnEnded, "", "proj", "sess"), Data: b}); err != nil {
 			t.Fatal(err)
 		}
 	}

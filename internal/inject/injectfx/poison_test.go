@@ -53,7 +53,7 @@ func TestValidTurnsAnsweredWithAFullDLQ(t *testing.T) {
 		}
 	}
 	for i := range poison {
-		m := nats.NewMsg(fmt.Sprintf("%s.in.turn_started.p1.poison%d", cfg.Events.SubjectPrefix, i))
+		m := nats.NewMsg(cfg.Topology().Subjects().In(events.TypeTurnStarted, "", "p1", fmt.Sprintf("poison%d", i)))
 		m.Data = []byte(`{"id":"x","type":"turn_started"`) // cut short
 		if _, err := js.PublishMsg(ctx, m); err != nil {
 			t.Fatal(err)

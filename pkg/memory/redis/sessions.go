@@ -62,7 +62,7 @@ func (s *Store) AppendTranscript(ctx context.Context, ref memory.SessionRef, tur
 	if err != nil {
 		return nil, false, err
 	}
-	prepared, err := memory.PrepareMessages(turnID, msgs, s.now())
+	prepared, err := memory.PrepareTranscript(ref.Tenant, turnID, msgs, s.now())
 	if err != nil {
 		return nil, false, err
 	}
@@ -177,7 +177,7 @@ func (s *Store) SaveSummary(ctx context.Context, ref memory.SessionRef, in memor
 	if err != nil {
 		return err
 	}
-	sum, err := memory.PrepareSummary(in, s.now())
+	sum, err := memory.PrepareSummaryOf(ref.Tenant, in, s.now())
 	if err != nil {
 		return err
 	}
@@ -226,6 +226,18 @@ func (s *Store) AdvanceCursor(ctx context.Context, ref memory.SessionRef, to int
 		return 0, fmt.Errorf("redis advance cursor: bad cursor %q: %w", v, err)
 	}
 	return c, nil
+}
+
+// SetCursor moves the cursor to `to`, back or forward.
+func (s *Store) SetCursor(ctx context.Context, ref memory.SessionRef, to int64) error {
+	k, err := s.sessionKeys(ref)
+	if err != nil {
+		return err
+	}
+	if to < 0 {
+		return fmt.Errorf("%w: cursor %d is negative", memory.ErrInvalid, to)
+	}
+	return s.wrap("set cursor", s.c.Set(ctx, k.cursor(), strconv.FormatInt(to, 10), 0).Err())
 }
 
 // injectionDoc is the stored form of an injection record: the record and
