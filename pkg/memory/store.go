@@ -268,5 +268,6 @@ type Store interface {
 	Counter // counts.go
 	Journal
 	Letters // letters.go
+	Erasure // erase.go
 	Close() error
 }
