@@ -111,6 +111,13 @@
 // (pull loop, workers, keeper, heartbeats, advisory watcher) has ended when
 // Stop returns.
 //
+// A session's events are handed to handlers one at a time, in stream order
+// (the queue keys each delivery by the tenant, project and session of its
+// subject): with two handlers the transcript worker used to store a
+// session's turns out of order now and then (t3 before t2), and events of
+// one session mostly wait for each other anyway (session leases). Other
+// sessions' events run beside them.
+//
 // # Fairness and deadlines
 //
 // A JetStream consumer delivers in stream order, so a flood from one

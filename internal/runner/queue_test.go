@@ -11,7 +11,7 @@ import (
 
 func qd(tenant, project, session string, deadline time.Time, delivered uint64) *delivery {
 	return &delivery{decoded: true, meta: &jetstream.MsgMetadata{NumDelivered: delivered}, deadline: deadline, first: delivered == 1,
-		ev: events.Envelope{TenantID: tenant, ProjectID: project, SessionID: session}}
+		ev: events.Envelope{TenantID: tenant, ProjectID: project, SessionID: session}, from: sender{tenant, project, session}}
 }
 
 func name(d *delivery) string { return d.ev.TenantID + "/" + d.ev.ProjectID + "/" + d.ev.SessionID }
@@ -31,6 +31,7 @@ func TestQueueOrder(t *testing.T) {
 	for q.len() > 0 {
 		d, _ := q.pop()
 		got = append(got, name(d))
+		q.release(d)
 	}
 	want := []string{"A/p1/s1", "B/p1/s1", "A/p2/s1", "B/p1/s1", "A/p1/s2", "A/p1/s1", "A/p1/s1"}
 	for i := range want {
@@ -53,6 +54,7 @@ func TestQueueFIFOWhenNotFair(t *testing.T) {
 	for q.len() > 0 {
 		d, _ := q.pop()
 		got += d.ev.TenantID
+		q.release(d)
 	}
 	if got != "ABAC" {
 		t.Fatalf("order %s", got)
@@ -88,5 +90,33 @@ func TestQueuePurgeAndStale(t *testing.T) {
 	}
 	if got := q2.stale(now.Add(-time.Second), now); len(got) != 0 {
 		t.Fatal("kept alive twice")
+	}
+}
+
+// One delivery per session in a handler: the session's next waits for the
+// release; other sessions go on meanwhile.
+func TestQueueOneAtATimePerSession(t *testing.T) {
+	for _, fair := range []bool{true, false} {
+		q := newQueue(fair)
+		a1, a2, b1 := qd("A", "p", "s", time.Time{}, 1), qd("A", "p", "s", time.Time{}, 1), qd("B", "p", "s", time.Time{}, 1)
+		q.push(a1)
+		q.push(a2)
+		q.push(b1)
+		if d, _ := q.pop(); d != a1 {
+			t.Fatalf("fair=%v: first %s", fair, name(d))
+		}
+		if d, _ := q.pop(); d != b1 {
+			t.Fatalf("fair=%v: a2 handed out while a1 is in a handler", fair)
+		}
+		q.mu.Lock()
+		none := q.take()
+		q.mu.Unlock()
+		if none != nil {
+			t.Fatalf("fair=%v: %s handed out while its session is busy", fair, name(none))
+		}
+		q.release(a1)
+		if d, _ := q.pop(); d != a2 {
+			t.Fatalf("fair=%v: after the release %s", fair, name(d))
+		}
 	}
 }

@@ -433,9 +433,10 @@ func (r *Runner) start(ctx context.Context) error {
 				}
 				if d.expired(time.Now()) {
 					r.expire(d)
-					continue
+				} else {
+					r.handle(d)
 				}
-				r.handle(d)
+				r.queue.release(d)
 			}
 		})
 	}
@@ -804,7 +805,7 @@ func (r *Runner) sleep(d time.Duration) bool {
 // acknowledged at once: a flood of late turns costs a decode and an ack
 // each, no store work and no place in the queue.
 func (r *Runner) intake(msg jetstream.Msg) {
-	d := &delivery{msg: msg, queued: time.Now()}
+	d := &delivery{msg: msg, queued: time.Now(), from: r.senderOf(msg.Subject())}
 	d.meta, d.metaErr = msg.Metadata()
 	if d.metaErr == nil && (r.fair || r.deadline != nil) {
 		d.first = r.firstDelivery(d.meta, d.queued)
@@ -852,6 +853,16 @@ func (r *Runner) noteReconnects(now time.Time) time.Time {
 		r.reconnects, r.epoch = n, now
 	}
 	return r.epoch
+}
+
+// senderOf is the tenant, project and session a subject names; a subject
+// that does not parse is a sender of its own.
+func (r *Runner) senderOf(subject string) sender {
+	a, err := r.cfg.Subjects.Parse(subject)
+	if err != nil {
+		return sender{"\x00unparsable"}
+	}
+	return sender{a.TenantID, a.ProjectID, a.SessionID}
 }
 
 // decode reads the event and checks it against its subject.
