@@ -44,6 +44,22 @@
 // before its workers started (14.9 s) and every turn of that time was
 // skipped; see internal/app and pkg/memory/sqlite (Loading).
 //
+// # Floods
+//
+// A turn that is already late costs almost nothing, and one sender's
+// backlog never comes before everyone else's turns (injectfx wires both
+// into the runner): runner.WithDeadline(ReplyBy, Handler.Expired) lets
+// the runner acknowledge a first delivery past its reply deadline as soon as
+// it is pulled or while it waits, before any store read (Expired logs it
+// like a late turn, with before_handler true; the handler still judges a
+// late redelivery, which may have a recorded block to publish), and
+// runner.WithFairness(0) holds the consumer's max ack pending
+// (events.DefaultInjectorWindow, 16384 turns) and serves tenants, then
+// projects, then sessions in turn. The issue measured 71% of other
+// sessions' turns timing out under 50 sessions x 1,000 turn_started;
+// BenchmarkFlood (injectfx) replays it on a whole process: see
+// docs/reliability.md for the figures.
+//
 // # One block per turn
 //
 // The handler answers the waiting platform, then records the block

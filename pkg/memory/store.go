@@ -267,6 +267,7 @@ type Store interface {
 	Sessions
 	Counter // counts.go
 	Journal
+	Letters // letters.go
 	Erasure // erase.go
 	Close() error
 }
