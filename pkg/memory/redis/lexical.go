@@ -16,6 +16,10 @@ import (
 	"github.com/engram-memory/engram/pkg/memory"
 )
 
+// lexDictFirstTerm is the ARGV index (Lua's, 1-based) of lexDictScript's
+// first query term, by which its reply names a list's query term.
+const lexDictFirstTerm = 4
+
 // maxExpansions is how many dictionary terms one query term may expand to
 // as a prefix (the exact term first: it sorts first).
 const maxExpansions = 12
@@ -59,7 +63,8 @@ const (
 // and its words separated by spaces (tokens hold none). Reply: document
 // count, total length, then per list its key, document frequency and its
 // kind: "0:<i>" for a word of query term i, "1:<i>" for another expansion
-// of its prefix.
+// of its prefix (i: the term's index in ARGV, 1-based as Lua counts, so
+// the first query term is lexDictFirstTerm).
 var lexDictScript = goredis.NewScript(`
 local p = ARGV[1]
 local maxExp = tonumber(ARGV[2])
@@ -211,7 +216,7 @@ func (s *Store) planReads(ctx context.Context, tags []scopeTag, qs []memory.LexT
 	}
 	reads := make([]*lexRead, 0, len(tags))
 	for i, d := range dicts {
-		r, err := parseLexDict(tags[i], s.keys(tags[i].project), d)
+		r, err := parseLexDict(tags[i], s.keys(tags[i].project), d, qs)
 		if err != nil {
 			return nil, err
 		}
@@ -239,7 +244,9 @@ func (s *Store) planReads(ctx context.Context, tags []scopeTag, qs []memory.LexT
 // and its expansions (at most the document count), as the SQLite store
 // counts a prefix term: scored apart, each rare expansion ("mythology" of
 // "my") would weigh more than the question's content words. A word's own
-// token counts once more, memory.ExactWeight x its own idf.
+// token counts once more, memory.ExactWeight x its own idf. Both are
+// multiplied by the query term's weight (memory.LexTerm: a stop word
+// counts memory.StopWordWeight).
 func weigh(reads []*lexRead) {
 	var n, total float64
 	groupDF := map[string]int64{}
@@ -269,7 +276,7 @@ func weigh(reads []*lexRead) {
 			if !l.exp {
 				w += memory.ExactWeight * idf(wordDF[l.term()])
 			}
-			l.w = w * (bm25K1 + 1)
+			l.w = w * l.tw * (bm25K1 + 1)
 		}
 	}
 }
@@ -297,7 +304,8 @@ type postingList struct {
 	df    int64
 	exp   bool    // an expansion of a query term, not the term itself
 	group string  // the query term it belongs to (its index)
-	w     float64 // (idf of the group, + ExactWeight x its own for a word) * (k1+1) (see weigh)
+	tw    float64 // the query term's weight (memory.LexTerm.Weight)
+	w     float64 // (idf of the group, + ExactWeight x its own for a word) * tw * (k1+1) (see weigh)
 	read  int64   // postings to read, best first
 
 	postings *goredis.ZSliceCmd
@@ -311,8 +319,9 @@ type postingList struct {
 	missing    *goredis.FloatSliceCmd // the leading candidates' scores in this list
 }
 
-// parseLexDict reads the reply of lexDictScript (nil: an empty scope).
-func parseLexDict(tag scopeTag, k keys, d []string) (*lexRead, error) {
+// parseLexDict reads the reply of lexDictScript to the query terms qs
+// (nil: an empty scope).
+func parseLexDict(tag scopeTag, k keys, d []string, qs []memory.LexTerm) (*lexRead, error) {
 	if len(d) < 2 || (len(d)-2)%3 != 0 {
 		return nil, fmt.Errorf("redis lexical: dictionary reply of %d values", len(d))
 	}
@@ -332,7 +341,12 @@ func parseLexDict(tag scopeTag, k keys, d []string) (*lexRead, error) {
 		if err != nil || df <= 0 || !ok || (kind != "0" && kind != "1") {
 			return nil, fmt.Errorf("redis lexical: document frequency %q or kind %q of %s", d[i+1], d[i+2], d[i])
 		}
-		r.lists = append(r.lists, &postingList{key: d[i], df: df, exp: kind == "1", group: group})
+		qi, err := strconv.Atoi(group)
+		if err != nil || qi < lexDictFirstTerm || qi-lexDictFirstTerm >= len(qs) {
+			return nil, fmt.Errorf("redis lexical: query term %q of %s", group, d[i])
+		}
+		r.lists = append(r.lists, &postingList{key: d[i], df: df, exp: kind == "1", group: group,
+			tw: qs[qi-lexDictFirstTerm].Weight})
 	}
 	return r, nil
 }
