@@ -982,6 +982,17 @@ func feedback(ctx context.Context, st RetrievalStore, q Query, lex []Scored) ([]
 	return out, nil
 }
 
+// Written is when a memory was first written: its creation time, or its
+// last update when that is earlier (an import keeps the update time it is
+// given and stamps the creation with the time of the import).
+func Written(n *Node) time.Time {
+	t := n.CreatedAt
+	if t.IsZero() || (!n.UpdatedAt.IsZero() && t.After(n.UpdatedAt)) {
+		t = n.UpdatedAt
+	}
+	return t
+}
+
 func notWord(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }
 
 // timeChannel is the time channel: of the lexical candidates (deep), those
@@ -1003,11 +1014,7 @@ func timeChannel(ctx context.Context, st RetrievalStore, deep []Scored, w Window
 	}
 	in := make(map[string]bool, len(nodes))
 	for i := range nodes {
-		t := nodes[i].CreatedAt
-		if t.IsZero() || t.After(nodes[i].UpdatedAt) {
-			t = nodes[i].UpdatedAt
-		}
-		if w.Contains(t) {
+		if w.Contains(Written(&nodes[i])) {
 			in[nodes[i].ID] = true
 		}
 	}
