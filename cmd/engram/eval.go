@@ -44,7 +44,9 @@ QUESTIONS is JSON lines (plain or gzip), one question per line:
   {"project": "p", "question": "...", "evidence": ["node id", ...],
    "category": "optional", "question_date": "2023-05-30T10:00:00Z (optional)"}
 evidence: the ids of the nodes that hold the answer; question_date: when the
-question is asked (the turn's time: recency and time words are judged from it).
+question is asked (the turn's time: recency and time words are judged from it;
+without it, when the project's latest memory was written: the question is asked
+right after the conversation).
 
 Reported, overall and per category:
   ranker  the fused ranking itself (relative floor 0, ceiling 20): recall@1/5/10/20
