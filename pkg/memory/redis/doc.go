@@ -66,6 +66,13 @@
 //	K t:<term>        zset: BM25 postings of a term (impact, tf, length packed in the score)
 //	K terms           zset: the term dictionary (all scores 0, for ZRANGEBYLEX prefixes)
 //	K bm              hash: n documents, l total length (BM25 statistics)
+//	K cv:<session>    zset: the session's memories (conversation.go) scored by
+//	                  memory.ConversationAt, each member the id encoded so that equal
+//	                  scores order as memory.NaturalCompare does (naturalKey):
+//	                  Adjacent (memory.Conversations) is a ZRANK and a ZRANGE per memory,
+//	                  one script, one pipeline; EnsureConversationIndex fills the sets of
+//	                  scopes written before them (the bm hash's "cv" field marks a scope
+//	                  complete)
 //	K vis             hash: id -> the node's filter fields packed in one value, so the
 //	                  channels judge a page of candidates with one HMGET
 //	K pa:<path>       set: nodes attached to a path (ByPaths, MarkStale)
