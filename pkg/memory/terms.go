@@ -90,6 +90,16 @@ func StemPrefix(word string) string {
 	return word
 }
 
+// CommonShare: a lexical query term (a stem group, or a word's own
+// token) held by more than this share of the documents (a group: summed
+// over its prefix expansions) is common. Its BM25 weight is tiny (idf <
+// ln 4 against about 7-11 for a rare term), so once the rarer terms
+// matched at least twice as many documents as the caller wants, a common
+// group is not scored at all and a common word's own token only for the
+// documents found: the prefix expansions of "the" or "what" are noise.
+// Both stores apply the rule (TestLexicalParityDev compares them).
+const CommonShare = 0.25
+
 // StopWordWeight is how much a stop word of a query ("what", "did",
 // "my", the NLTK list) counts in the lexical channel against a content
 // word: its BM25 weight (idf and all) is multiplied by it. Stop words

@@ -15,6 +15,7 @@ var channelTests = []subtest{
 	{"Lexical/LabelWeight", testLexicalLabelWeight},
 	{"Lexical/StemFamily", testLexicalStemFamily},
 	{"Lexical/StopWords", testLexicalStopWords},
+	{"Lexical/CommonWords", testLexicalCommonWords},
 	{"Conversations/Adjacent", testAdjacent},
 	{"Vector/Ranking", testVectorRanking},
 	{"Vector/Scores", testVectorScores},
@@ -459,4 +460,37 @@ func testAdjacent(e *env) {
 	if got, err := cs.Adjacent(e.ctx, stored("t-5"), 0); err != nil || len(got["t-5"].Before)+len(got["t-5"].After) != 0 {
 		e.t.Fatalf("k 0: %v, %v", got, err)
 	}
+}
+
+// testLexicalCommonWords: a common word (memory.CommonShare of the
+// memories) brings in no memory once the rarer words found enough, but
+// when the filter rejects what they found, the memories only the common
+// word matches are searched too.
+func testLexicalCommonWords(e *env) {
+	var batch []memory.Node
+	mk := func(id, label string, k memory.Subkind) {
+		batch = append(batch, memory.Node{ID: id, Subkind: k, Scope: memory.ScopeProject, ProjectID: "p", Label: label + " u" + id, Confidence: 0.9})
+	}
+	for i := range 12 { // the rare word's memories: decisions
+		mk(fmt.Sprintf("b%02d", i), "beta alpha", memory.Decision)
+	}
+	for i := range 30 { // the common word alone: five of them observations
+		k := memory.Decision
+		if i < 5 {
+			k = memory.Observation
+		}
+		mk(fmt.Sprintf("a%02d", i), "alpha", k)
+	}
+	for i := range 40 {
+		mk(fmt.Sprintf("g%02d", i), "gamma", memory.Decision)
+	}
+	e.ok(e.s.PutBatch(e.ctx, batch, nil), "PutBatch")
+	got := e.lexical([]string{"alpha", "beta"}, memory.Filter{ProjectID: "p"}, 5)
+	for _, s := range got {
+		if s.ID[0] != 'b' {
+			e.t.Fatalf("the rare word's memories must lead: %v", got)
+		}
+	}
+	got = e.lexical([]string{"alpha", "beta"}, memory.Filter{ProjectID: "p", Subkinds: []memory.Subkind{memory.Observation}}, 5)
+	e.sameSet("observations only", ids(got), []string{"a00", "a01", "a02", "a03", "a04"})
 }

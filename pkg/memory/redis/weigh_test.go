@@ -13,12 +13,12 @@ import (
 // that lack it, has the idf of a word in 1 document of 1,000 (not of a
 // word every document holds), and its own list weighs ExactWeight more.
 func TestWeighSumsScopes(t *testing.T) {
-	word := &postingList{key: "engram:{p2}:t:zebra", df: 1, group: "4", tw: 1}
-	family := &postingList{key: "engram:{p2}:t:zebras", df: 1, exp: true, group: "4", tw: 1}
-	stop := &postingList{key: "engram:{p2}:t:what", df: 1, group: "5", tw: memory.StopWordWeight}
+	word := &postingList{key: "engram:{p2}:t:zebra", df: 1, group: "3", gi: 0}
+	family := &postingList{key: "engram:{p2}:t:zebras", df: 1, exp: true, group: "3", gi: 0}
+	stop := &postingList{key: "engram:{p2}:t:what", df: 1, group: "4", gi: 1}
 	project := &lexRead{n: 999, total: 999 * 10}
 	anywhere := &lexRead{n: 1, total: 10, lists: []*postingList{word, family, stop}}
-	weigh([]*lexRead{project, anywhere})
+	weigh([]*lexRead{project, anywhere}, memory.LexTerms([]string{"zebra", "what"}))
 	idf := func(df float64) float64 { return math.Log(1 + (1000-df+0.5)/(df+0.5)) }
 	if want := (idf(2) + memory.ExactWeight*idf(1)) * (bm25K1 + 1); math.Abs(word.w-want) > 1e-9 {
 		t.Errorf("the word's weight = %v, want %v (group idf of df 2 of 1,000, plus its own)", word.w, want)

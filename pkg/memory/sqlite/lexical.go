@@ -303,15 +303,12 @@ type scratch struct {
 	best    []ranked
 }
 
-// commonShare: a query term (a stem group, or a word's own token) held by
-// more than this share of the documents (a group: summed over its prefix
-// expansions) is "common". Its BM25 weight is tiny (idf < ln 4 against
-// about 7-11 for a rare term), so when the rarer terms already matched at
-// least 2 x want documents a common term brings no candidates: a common
+// commonShare is memory.CommonShare: when the rarer terms already matched
+// at least 2 x want documents a common term brings no candidates: a common
 // group is not scored at all, a common word's own token only for the
 // candidates found (see search); otherwise every term is scored (exact
 // BM25).
-const commonShare = 0.25
+const commonShare = memory.CommonShare
 
 // search scores the documents matching any query word (memory.LexTerms:
 // a stem prefix counting as one term whose frequency sums its expansions,
@@ -325,10 +322,12 @@ const commonShare = 0.25
 //
 // accept is the caller's filter (nil: it takes every document): the
 // common words score only the documents that can still be among the want
-// best accepted ones (see commonCut).
-func (x *lexIndex) search(words []string, sc *scratch, want int, accept func(rid uint32) bool, more func() bool, visit func(rid uint32, score float64) bool) {
+// best accepted ones (see commonCut). It reports whether common terms
+// were left out (a caller whose filter then leaves it short of want may
+// search again with want 0: every term scored).
+func (x *lexIndex) search(words []string, sc *scratch, want int, accept func(rid uint32) bool, more func() bool, visit func(rid uint32, score float64) bool) (left bool) {
 	if x.nDocs == 0 {
-		return
+		return false
 	}
 	n := len(x.docLen)
 	if len(sc.tf) < n {
@@ -495,6 +494,7 @@ func (x *lexIndex) search(words []string, sc *scratch, want int, accept func(rid
 		sc.unmarkTouched()
 	}
 	x.visitBest(sc, top, want, more, visit)
+	return common
 }
 
 // bm25 holds the query's length normalisation: a posting's contribution
