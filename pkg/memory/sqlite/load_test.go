@@ -162,7 +162,19 @@ func TestBackgroundLoad(t *testing.T) {
 		t.Errorf("lexical of the old label = %v (%v): the loader put back the text written before it", hits, err)
 	}
 	// The conversation index, filled by the load and sorted at its end,
-	// names the neighbours that sorting every memory names.
+	// then written to (a batch placed all over its conversations), names
+	// the neighbours that sorting every memory names.
+	var later []memory.Node
+	for i := range 40 {
+		n := c.Node()
+		n.SessionID = fmt.Sprintf("s%d", i%4)
+		n.CreatedAt = base.Add(time.Duration((i*3)%7)*20*time.Minute + time.Duration(i)*time.Second)
+		later = append(later, n)
+		all = append(all, n.ID)
+	}
+	if err := s.PutBatch(ctx, later, nil); err != nil {
+		t.Fatal(err)
+	}
 	everything, err := s.GetMany(ctx, all)
 	if err != nil {
 		t.Fatal(err)
