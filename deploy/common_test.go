@@ -32,18 +32,13 @@ func read(t *testing.T, p ...string) []byte {
 }
 
 // workerRoles are the worker roles of the topology (one durable consumer
-// and one binary cmd/<role> each).
-func workerRoles() []string {
-	var roles []string
-	for _, c := range events.DefaultTopology().Consumers {
-		roles = append(roles, c.Name)
-	}
-	return roles
-}
+// of the role's name and one binary cmd/<role> each; the extractor's runs
+// the transcript consumer too).
+func workerRoles() []string { return events.DefaultTopology().Roles() }
 
 // credentialRoles are the NATS users of deploy/nats/accounts.conf: every
-// process role, plus the platform and the operator.
-var credentialRoles = append(append(workerRoles(), idle.ConsumerName, "setup"), "platform", "admin")
+// process role, plus the platform, the outputs reader and the operator.
+var credentialRoles = append(append(workerRoles(), idle.ConsumerName, "setup"), "platform", "outputs", "admin")
 
 // natsCredentialEnv are the NATS credential variables every Engram process
 // reads (the nats-auth contract; they join internal/config's settings).

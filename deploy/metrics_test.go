@@ -112,7 +112,7 @@ func processMetrics(t *testing.T) map[string]metricInfo {
 		t.Fatal(err)
 	}
 	// Every Engram metric of the source is registered above: a new
-	// collector elsewhere must be added here (and to the README).
+	// collector elsewhere must be added here (and to docs/operations.md).
 	metricName := regexp.MustCompile(`"(engram_[a-z0-9_]+)"`)
 	for _, dir := range []string{"internal", "pkg", "cmd"} {
 		err := filepath.WalkDir(path(dir), func(p string, d fs.DirEntry, err error) error {
@@ -137,22 +137,25 @@ func processMetrics(t *testing.T) map[string]metricInfo {
 	return c.got
 }
 
-// docRow is one row of the README's metrics table.
+// metricsDoc is the reference whose "## Metrics" table lists every metric.
+const metricsDoc = "docs/operations.md"
+
+// docRow is one row of the metrics table of docs/operations.md.
 type docRow struct {
 	typ    string
 	labels []string
 }
 
-// readmeMetrics parses the table of the README's "### Metrics" section:
-// | `name` | type | labels | meaning |.
-func readmeMetrics(t *testing.T) map[string]docRow {
+// docMetrics parses the table of the "## Metrics" section of
+// docs/operations.md: | `name` | type | labels | meaning |.
+func docMetrics(t *testing.T) map[string]docRow {
 	t.Helper()
-	readme := string(read(t, "README.md"))
-	i := strings.Index(readme, "\n### Metrics\n")
+	doc := string(read(t, metricsDoc))
+	i := strings.Index(doc, "\n## Metrics\n")
 	if i < 0 {
-		t.Fatal("README.md has no \"### Metrics\" section")
+		t.Fatalf("%s has no \"## Metrics\" section", metricsDoc)
 	}
-	sec := readme[i+len("\n### Metrics\n"):]
+	sec := doc[i+len("\n## Metrics\n"):]
 	if j := strings.Index(sec, "\n#"); j >= 0 {
 		sec = sec[:j]
 	}
@@ -169,7 +172,7 @@ func readmeMetrics(t *testing.T) map[string]docRow {
 		}
 		m := row.FindStringSubmatch(line)
 		if m == nil {
-			t.Errorf("README metrics row %q: want | `name` | type | labels | meaning |", line)
+			t.Errorf("%s metrics row %q: want | `name` | type | labels | meaning |", metricsDoc, line)
 			continue
 		}
 		var labels []string
@@ -182,39 +185,39 @@ func readmeMetrics(t *testing.T) map[string]docRow {
 		rows[m[1]] = docRow{typ: m[2], labels: labels}
 	}
 	if !header {
-		t.Fatal("README metrics table lacks the header | metric | type | labels | meaning |")
+		t.Fatalf("%s metrics table lacks the header | metric | type | labels | meaning |", metricsDoc)
 	}
 	return rows
 }
 
-// TestREADMEDocumentsEveryMetric: every metric the process registers is
-// a row of the README's table with its type and labels, and every row is
+// TestDocsListEveryMetric: every metric the process registers is a row of
+// the metrics table of docs/operations.md with its type and labels, and every row is
 // a registered metric. The Go and process collectors are rows go_* and
 // process_*.
-func TestREADMEDocumentsEveryMetric(t *testing.T) {
+func TestDocsListEveryMetric(t *testing.T) {
 	reg := processMetrics(t)
-	doc := readmeMetrics(t)
+	doc := docMetrics(t)
 	for name, m := range reg {
 		if m.typ == "" {
 			prefix := name[:strings.Index(name, "_")+1] + "*"
 			if _, ok := doc[prefix]; !ok {
-				t.Errorf("README metrics table lacks the row `%s` (the standard collector of %s)", prefix, name)
+				t.Errorf("%s metrics table lacks the row `%s` (the standard collector of %s)", metricsDoc, prefix, name)
 			}
 			continue
 		}
 		d, ok := doc[name]
 		switch {
 		case !ok:
-			t.Errorf("README metrics table lacks %s (%s, labels %v)", name, m.typ, m.labels)
+			t.Errorf("%s metrics table lacks %s (%s, labels %v)", metricsDoc, name, m.typ, m.labels)
 		case d.typ != m.typ:
-			t.Errorf("README says %s is a %s; it is a %s", name, d.typ, m.typ)
+			t.Errorf("%s says %s is a %s; it is a %s", metricsDoc, name, d.typ, m.typ)
 		case !slices.Equal(d.labels, m.labels):
-			t.Errorf("README gives %s the labels %v; it has %v", name, d.labels, m.labels)
+			t.Errorf("%s gives %s the labels %v; it has %v", metricsDoc, name, d.labels, m.labels)
 		}
 	}
 	for name := range doc {
 		if _, ok := reg[name]; !ok && !strings.HasSuffix(name, "*") {
-			t.Errorf("README documents %s, which no process registers", name)
+			t.Errorf("%s documents %s, which no process registers", metricsDoc, name)
 		}
 	}
 }

@@ -29,8 +29,12 @@ func TestCompactAndContextCommands(t *testing.T) {
 	}
 	st := storetest.OpenSQLite(t)
 	model := llmtest.New(t)
+	// The model answers the user instead of summarising chat 2.
+	model.OnChatAlways(llmtest.Contains("Deploy to production."), llmtest.Text("Sure! Run `make deploy`."))
 	model.OnChatAlways(nil, llmtest.Text("## Active task\n\"Run the tests\""))
-	c, err := compact.New(st, model.Client(), client, compact.Defaults())
+	cfg := compact.Defaults()
+	cfg.Backoff = []time.Duration{10 * time.Millisecond}
+	c, err := compact.New(st, model.Client(), client, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,15 +56,21 @@ func TestCompactAndContextCommands(t *testing.T) {
 		_ = r.Stop(ctx)
 	})
 	ref := memory.SessionRef{Project: "acme/web", Session: "chat 1"}
-	for i, text := range []string{"Fix the deploy.", "Add a rollback.", "Run the tests."} {
-		turn := "t" + string(rune('1'+i))
-		if _, _, err := st.AppendTranscript(context.Background(), ref, turn, []memory.Message{
-			{Role: memory.RoleUser, Content: text},
-			{Role: memory.RoleAssistant, Content: "On it.", ToolCalls: []memory.ToolCall{{ID: "c" + turn, Name: "bash", Arguments: `{"cmd":"make"}`}}},
-			{Role: memory.RoleTool, ToolName: "bash", ToolCallID: "c" + turn, ToolStatus: memory.ToolOK, Content: "ok"},
-			{Role: memory.RoleAssistant, Content: "Done: " + text},
-		}); err != nil {
-			t.Fatal(err)
+	for _, ref := range []memory.SessionRef{ref, {Project: "acme/web", Session: "chat 2"}} {
+		texts := []string{"Fix the deploy.", "Add a rollback.", "Run the tests."}
+		if ref.Session == "chat 2" {
+			texts[0] = "Deploy to production."
+		}
+		for i, text := range texts {
+			turn := "t" + string(rune('1'+i))
+			if _, _, err := st.AppendTranscript(context.Background(), ref, turn, []memory.Message{
+				{Role: memory.RoleUser, Content: text},
+				{Role: memory.RoleAssistant, Content: "On it.", ToolCalls: []memory.ToolCall{{ID: "c" + turn, Name: "bash", Arguments: `{"cmd":"make"}`}}},
+				{Role: memory.RoleTool, ToolName: "bash", ToolCallID: "c" + turn, ToolStatus: memory.ToolOK, Content: "ok"},
+				{Role: memory.RoleAssistant, Content: "Done: " + text},
+			}); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	engram := func(args ...string) (int, string, string) {
@@ -87,6 +97,13 @@ func TestCompactAndContextCommands(t *testing.T) {
 		got.UpTo != 4 || len(got.Messages) != 8 || got.Messages[0].Content != "Add a rollback." {
 		t.Fatalf("engram context -json: %d\n%s\n%s", code, out, errs)
 	}
+	// A refused compaction says why.
+	code, out, errs = engram("compact", "-project", "acme/web", "-session", "chat 2", "-wait", "30s")
+	if code != 1 || !strings.Contains(out, "compaction refused: ") || !strings.Contains(out, "summary refused (missing_section)") ||
+		!strings.Contains(errs, "previous summary and the context stay as they were") {
+		t.Fatalf("engram compact of a refused summary: %d\n%s\n%s", code, out, errs)
+	}
+	t.Logf("engram compact of a refused summary:\n%s%s", out, errs)
 	if code, _, errs := engram("context", "-project", "acme/web"); code != 2 || !strings.Contains(errs, "-session is required") {
 		t.Fatalf("missing session: %d %s", code, errs)
 	}

@@ -11,6 +11,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/engram-memory/engram/internal/config"
 	"github.com/engram-memory/engram/pkg/events"
 )
@@ -43,6 +45,9 @@ func publish(ctx context.Context, stdout io.Writer, args []string) error {
 	if err := checkSizes(evs, int(cfg.Events.MaxEventBytes)); err != nil {
 		return err
 	}
+	if err := checkReplyTo(evs, cfg.Events.ReplyPrefixes); err != nil {
+		return err
+	}
 	nc, _, err := connect(cfg)
 	if err != nil {
 		return err
@@ -54,8 +59,21 @@ func publish(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
+	// The server reports a publish its permissions deny (another tenant's
+	// subject) asynchronously, and JetStream then never acknowledges it:
+	// stop at the report instead of waiting out the timeout.
+	ctx, deny := context.WithCancelCause(ctx)
+	defer deny(nil)
+	nc.SetErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		if errors.Is(err, nats.ErrPermissionViolation) {
+			deny(err)
+		}
+	})
 	for _, e := range evs {
 		if err := cl.Publish(ctx, e); err != nil {
+			if cause := context.Cause(ctx); cause != nil && errors.Is(cause, nats.ErrPermissionViolation) {
+				return fmt.Errorf("publish %s %s: refused by the server (these credentials may not publish for tenant %q): %w", e.Type, e.ID, e.TenantID, cause)
+			}
 			return err
 		}
 		subj, _ := cl.Subjects().For(e)
@@ -128,7 +146,35 @@ func checkSizes(evs []events.Envelope, max int) error {
 	return errors.Join(errs...)
 }
 
+// checkReplyTo refuses, before anything is sent, a turn_started whose
+// reply_to the injector would refuse (not under ENGRAM_REPLY_PREFIXES): it
+// would only be dead-lettered.
+func checkReplyTo(evs []events.Envelope, prefixes []string) error {
+	var errs []error
+	for i, e := range evs {
+		if e.Type != events.TypeTurnStarted {
+			continue
+		}
+		p, err := events.PayloadAs[events.TurnStarted](e)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("event %d: %w", i+1, err))
+			continue
+		}
+		if p.ReplyTo == "" {
+			continue
+		}
+		if err := events.CheckReplySubject(p.ReplyTo, prefixes); err != nil {
+			errs = append(errs, fmt.Errorf("event %d (turn_started): %w; the injector would dead-letter it (a platform with another inbox prefix adds it to ENGRAM_REPLY_PREFIXES)", i+1, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 func completeEvent(raw json.RawMessage) (events.Envelope, error) {
+	// Before the map below would keep only the last of a duplicate key.
+	if err := events.CheckKeys(raw); err != nil {
+		return events.Envelope{}, err
+	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return events.Envelope{}, fmt.Errorf("not a JSON object: %w", err)

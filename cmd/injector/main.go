@@ -1,7 +1,7 @@
 // Command injector runs only the injector worker: it answers turn_started
 // events with the memory block, against ENGRAM_NATS_URL and the configured
 // store (ENGRAM_STORE, ENGRAM_REDIS_URL). Scale it by replicas; every
-// setting is an ENGRAM_* variable (see the README).
+// setting is an ENGRAM_* variable (see docs/configuration.md).
 package main
 
 import (

@@ -25,6 +25,7 @@ func testConfig(t *testing.T) config.Config {
 	t.Helper()
 	cfg := config.Default()
 	cfg.DataDir = filepath.Join(t.TempDir(), "data")
+	cfg.NATS.StoreKeyDir = filepath.Join(t.TempDir(), "keys")
 	cfg.NATS.Listen = "127.0.0.1:-1"
 	cfg.HTTP.Addr = "127.0.0.1:0"
 	cfg.Log.Format = config.LogJSON
@@ -127,11 +128,13 @@ func TestStartReportsConfigurationOfWorkers(t *testing.T) {
 		{Role: events.ConsumerCompactor, Handler: ok},
 		{Role: "no-such-consumer", Handler: ok},
 		{Role: events.ConsumerInjector},
+		{Role: events.ConsumerCompactor, Consumer: events.ConsumerTranscript, Handler: ok},
 	}, nil, zap.NewNop())
 	if err == nil {
 		t.Fatal("want errors")
 	}
-	for _, want := range []string{"registered twice", "no consumer of that name", "role and handler are required"} {
+	for _, want := range []string{"registered twice", "no consumer of that name", "role and handler are required",
+		`worker "transcript": the topology's consumer is run by role "extractor", not "compactor"`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q: %v", want, err)
 		}
@@ -165,6 +168,26 @@ func TestStartReportsConfigurationOfWorkers(t *testing.T) {
 		if err := c.Run(ctx); err == nil {
 			t.Errorf("check %s passes after Stop", c.Name)
 		}
+	}
+
+	// A role of two consumers (the extractor's): ENGRAM_WORKERS names the
+	// role, both run, each with its own check.
+	cfg.Work.Workers = []string{"extractor"}
+	w, err = app.StartWorkers(ctx, js, topo, cfg, []app.Worker{
+		{Role: events.ConsumerCompactor, Handler: ok}, {Role: events.ConsumerExtractor, Handler: ok},
+		{Role: events.ConsumerExtractor, Consumer: events.ConsumerTranscript, Handler: ok}}, nil, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range w.Checks() {
+		names = append(names, c.Name)
+	}
+	if got := strings.Join(w.Roles(), ","); got != "extractor,transcript" || strings.Join(names, ",") != "worker:extractor,worker:transcript" {
+		t.Errorf("running %s, checks %v", got, names)
+	}
+	if err := w.Stop(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
 

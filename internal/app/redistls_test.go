@@ -57,7 +57,7 @@ func freePort(t *testing.T) int {
 
 // TestRedisTLS runs a TLS-only Redis 8 (the one scripts/redis8.sh unpacks,
 // started here on its own port and stopped at the end) that requires client
-// certificates and the README's least-privilege ACL user (redis.ACLCommands),
+// certificates and the least-privilege ACL user of docs/security.md (redis.ACLCommands),
 // and opens the store through rediss:// with
 // ENGRAM_REDIS_CA, ENGRAM_REDIS_CERT and ENGRAM_REDIS_KEY. Without the
 // client certificate, or without the CA, the store does not open.

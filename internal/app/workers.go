@@ -16,12 +16,17 @@ import (
 )
 
 // Worker is one worker role's contribution: its handler on the durable
-// consumer named Role.
+// consumer named Consumer (or Role). A role may contribute several workers,
+// one per consumer (the extractor: its own consumer and the transcript
+// consumer); ENGRAM_WORKERS selects them by role.
 type Worker struct {
-	// Role is the worker role and its durable consumer name on ENGRAM_IN
-	// (events.ConsumerInjector, ...); the topology must have it.
-	Role    string
-	Handler runner.Handler
+	// Role is the worker role (events.ConsumerInjector, ...): what
+	// ENGRAM_WORKERS and ENGRAM_WORKER_CONCURRENCY name.
+	Role string
+	// Consumer is the durable consumer on ENGRAM_IN; "": Role. The
+	// topology must have it, run by Role (events.ConsumerConfig.WorkerRole).
+	Consumer string
+	Handler  runner.Handler
 	// Gates pause pulling while a dependency (model, store) is down.
 	Gates []runner.Gate
 	// Processed, when set, keeps processed-event records (usually the
@@ -31,48 +36,67 @@ type Worker struct {
 	Options []runner.Option
 }
 
+// consumer is the worker's durable consumer.
+func (w Worker) consumer() string {
+	if w.Consumer != "" {
+		return w.Consumer
+	}
+	return w.Role
+}
+
 // Workers are the running runners of a process.
 type Workers struct {
 	runners map[string]*runner.Runner
 	order   []string
 }
 
-// StartWorkers starts one runner per worker that cfg selects (ENGRAM_WORKERS)
-// on topo's consumers, with cfg's concurrency, reporting to obs. Two workers
-// of the same role are an error, as is a role without a consumer.
+// StartWorkers starts one runner per worker that cfg selects (ENGRAM_WORKERS,
+// by role) on topo's consumers, with its role's concurrency, reporting to
+// obs. Two workers on the same consumer are an error, as is a consumer the
+// topology lacks or runs by another role.
 func StartWorkers(ctx context.Context, js jetstream.JetStream, topo events.Topology, cfg config.Config,
 	ws []Worker, obs runner.Observer, log *zap.Logger) (*Workers, error) {
 	w := &Workers{runners: map[string]*runner.Runner{}}
 	var errs []error
 	seen := map[string]bool{}
 	var selected []Worker
+	roles := map[string]bool{}
 	for _, wk := range ws {
+		name := wk.consumer()
 		switch {
 		case wk.Role == "" || wk.Handler == nil:
-			errs = append(errs, fmt.Errorf("app: worker %q: role and handler are required", wk.Role))
-		case seen[wk.Role]:
-			errs = append(errs, fmt.Errorf("app: worker %q registered twice", wk.Role))
+			errs = append(errs, fmt.Errorf("app: worker %q: role and handler are required", name))
+		case seen[name]:
+			errs = append(errs, fmt.Errorf("app: worker %q registered twice", name))
 		default:
-			if _, ok := topo.Consumer(wk.Role); !ok {
-				errs = append(errs, fmt.Errorf("app: worker %q: the topology has no consumer of that name", wk.Role))
+			if cc, ok := topo.Consumer(name); !ok {
+				errs = append(errs, fmt.Errorf("app: worker %q: the topology has no consumer of that name", name))
+			} else if r := cc.WorkerRole(); r != wk.Role {
+				errs = append(errs, fmt.Errorf("app: worker %q: the topology's consumer is run by role %q, not %q", name, r, wk.Role))
 			}
 		}
-		seen[wk.Role] = true
+		seen[name], roles[wk.Role] = true, true
 		if cfg.Runs(wk.Role) {
 			selected = append(selected, wk)
 		}
 	}
 	for _, r := range cfg.Work.Workers {
-		if r != "all" && r != "none" && !seen[r] {
+		if r != "all" && r != "none" && !roles[r] {
 			errs = append(errs, fmt.Errorf("app: ENGRAM_WORKERS names %q, which is not a registered worker", r))
 		}
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	sort.Slice(selected, func(i, j int) bool { return selected[i].Role < selected[j].Role })
+	sort.Slice(selected, func(i, j int) bool { return selected[i].consumer() < selected[j].consumer() })
 	for _, wk := range selected {
-		rc := runner.ConfigFor(topo, wk.Role)
+		name := wk.consumer()
+		// The alert rules' counters exist at 0 from the start (see
+		// health.Metrics.InitWorker).
+		if in, ok := obs.(interface{ InitWorker(worker string) }); ok {
+			in.InitWorker(name)
+		}
+		rc := runner.ConfigFor(topo, name)
 		rc.Concurrency = cfg.ConcurrencyOf(wk.Role)
 		opts := []runner.Option{runner.WithLogger(log), runner.WithGates(wk.Gates...)}
 		if obs != nil {
@@ -88,15 +112,15 @@ func StartWorkers(ctx context.Context, js jetstream.JetStream, topo events.Topol
 		}
 		if err != nil {
 			_ = w.Stop(ctx)
-			return nil, fmt.Errorf("app: start worker %s: %w", wk.Role, err)
+			return nil, fmt.Errorf("app: start worker %s: %w", name, err)
 		}
-		w.runners[wk.Role] = r
-		w.order = append(w.order, wk.Role)
+		w.runners[name] = r
+		w.order = append(w.order, name)
 	}
 	return w, nil
 }
 
-// Roles lists the running workers.
+// Roles lists the running workers by consumer (a role's workers each).
 func (w *Workers) Roles() []string { return append([]string(nil), w.order...) }
 
 // Stop stops every runner, draining in-flight messages until ctx is done.
@@ -115,8 +139,8 @@ func (w *Workers) Stop(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Checks are the workers' readiness checks ("worker:<role>"): failed when
-// the runner is not running, degraded while it is paused.
+// Checks are the workers' readiness checks ("worker:<consumer>"): failed
+// when the runner is not running, degraded while it is paused.
 func (w *Workers) Checks() []health.Check {
 	var cs []health.Check
 	for _, role := range w.order {

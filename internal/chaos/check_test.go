@@ -17,7 +17,7 @@ import (
 	"github.com/engram-memory/engram/pkg/memory"
 )
 
-// report is the suite's figures (README, "Reliability").
+// report is the suite's figures (docs/benchmarks.md, "Reliability under chaos").
 type report struct {
 	Turns         int            `json:"turns"`
 	Sessions      int            `json:"sessions"`

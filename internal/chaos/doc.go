@@ -121,7 +121,7 @@
 //
 // # Figures
 //
-// The last runs (README, "Reliability"), 2026-12-05, both with NATS
+// The last runs (docs/benchmarks.md, "Reliability under chaos"), 2026-12-05, both with NATS
 // authentication on (role users, 0 permission violations): `make chaos`,
 // 3,014 turns, 50 kills, beside a second suite: 0 lost, 0 double feedback
 // (exact: 1,874 verdicts against 1,912 recorded (turn, memory) pairs, 0
@@ -130,7 +130,7 @@
 // 0 lost, 0 double feedback (6,201 verdicts against 6,222 pairs), 252 of
 // 252 sessions consolidated with consolidation_done, 250 of 250
 // compacted, 0 dead-lettered. Earlier runs failed one check each, each a
-// product bug fixed since (README): a session without its
+// product bug fixed since (docs/reliability.md): a session without its
 // consolidation_done (the journal closed before publishing), and a
 // session half consolidated (a busy session_idle acknowledged while the
 // lease holder was dead; consolidate.ErrBusy).

@@ -31,7 +31,7 @@ func TestWaitsForTheTranscript(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := newFixture(t, func(t testing.TB) memory.Store { return storetest.OpenSQLite(t) }, func(c *compact.Config) { c.Threshold = compact.Threshold{Tokens: 300} })
+	f := newFixture(t, func(t testing.TB) memory.Store { return storetest.OpenSQLite(t) }, func(c *compact.Config) { c.Threshold = compact.Threshold{Tokens: 1000} })
 	c, err := compact.New(f.st, f.client, f.pub, f.cfg, compact.WithExtractorLag(events.NewExtractorLag(js, topo)))
 	if err != nil {
 		t.Fatal(err)

@@ -73,7 +73,7 @@ func BenchmarkConversation(b *testing.B) {
 	for _, be := range storetest.Backends(b) {
 		b.Run(be.Name, func(b *testing.B) {
 			summary := summaryText("Fix the empty-body 500s") + strings.Repeat("- internal/service/handler_017.go: returns 400 on an empty body (fixed, tests pass)\n", 70)
-			var full, compacted, maxFull, maxCompacted, reports, compactions int64
+			var full, compacted, maxFull, maxCompacted, reports, compactions, steps int64
 			var reportNanos, compactNanos, contextNanos, modelNanos atomic.Int64
 			for range b.N {
 				b.StopTimer()
@@ -122,6 +122,7 @@ func BenchmarkConversation(b *testing.B) {
 					reports++
 					if res.Outcome == compact.Compacted {
 						compactions++
+						steps += int64(res.Steps)
 						compactNanos.Add(took)
 					} else {
 						reportNanos.Add(took)
@@ -135,6 +136,7 @@ func BenchmarkConversation(b *testing.B) {
 			b.ReportMetric(float64(maxFull), "max-tokens-without")
 			b.ReportMetric(float64(maxCompacted), "max-tokens-with")
 			b.ReportMetric(float64(compactions)/n, "compactions")
+			b.ReportMetric(float64(steps)/max(float64(compactions), 1), "calls/compaction")
 			b.ReportMetric(float64(reportNanos.Load())/1e3/float64(reports-compactions), "us/report-below")
 			if compactions > 0 {
 				b.ReportMetric(float64(compactNanos.Load()-modelNanos.Load())/1e6/float64(compactions), "overhead-ms/compaction")

@@ -31,15 +31,30 @@ type Chatter interface {
 	Chat(ctx context.Context, req llm.Request) (llm.Response, error)
 }
 
+// ContextSizer tells the context window of a role's model in tokens
+// (llm.Client implements it). A Chatter that is not one is taken to have
+// llm.DefaultContextLength.
+type ContextSizer interface {
+	ContextLength(ctx context.Context, role llm.Role) (int, error)
+}
+
+// Metrics counts what the compactor refused (health.Metrics implements
+// it).
+type Metrics interface {
+	// CompactionRefused counts one refused summary by its Refusal.
+	CompactionRefused(reason string)
+}
+
 // Publisher sends output events to ENGRAM_OUT (events.Client implements it).
 type Publisher interface {
 	Publish(ctx context.Context, e events.Envelope) error
 }
 
 var (
-	_ Store     = memory.Store(nil)
-	_ Chatter   = (*llm.Client)(nil)
-	_ Publisher = (*events.Client)(nil)
+	_ Store        = memory.Store(nil)
+	_ Chatter      = (*llm.Client)(nil)
+	_ ContextSizer = (*llm.Client)(nil)
+	_ Publisher    = (*events.Client)(nil)
 )
 
 // The lease name and the processed records' consumer names.
@@ -101,11 +116,8 @@ var ErrBusy = errors.New("compact: another run holds the session; the report is 
 // ExtractorLag tells whether a session's latest turn_ended still waits for
 // the extractor (events.ExtractorLag).
 type ExtractorLag interface {
-	TurnEndedPending(ctx context.Context, project, session string) (bool, error)
+	TurnEndedPending(ctx context.Context, tenant, project, session string) (bool, error)
 }
-
-// errEmptyReply: the model answered nothing usable.
-var errEmptyReply = errors.New("compact: the model's summary is empty")
 
 // Compactor summarises the older messages of conversations and builds the
 // context platforms send.
@@ -119,7 +131,11 @@ type Compactor struct {
 	// (the runner's model gate); nil: unknown.
 	reachable func(ctx context.Context) error
 	lag       ExtractorLag // nil: the transcript is taken as complete
+	metrics   Metrics      // nil: none
 }
+
+// WithMetrics counts refused summaries (Metrics.CompactionRefused).
+func WithMetrics(m Metrics) Option { return func(c *Compactor) { c.metrics = m } }
 
 // WithExtractorLag makes a report that the transcript would answer with
 // "nothing to do" wait while the session's transcript is behind
@@ -207,6 +223,8 @@ type Result struct {
 	Kept         int   // messages after the boundary
 	TokensBefore int64 // Effective: the platform's reported prompt, or the estimate of the stored messages
 	TokensAfter  int64 // an estimate (characters / 4) of the block plus the kept messages
+	Window       int   // the summarize model's context window (tokens)
+	Steps        int   // summary calls made: more than one when the covered messages did not fit one prompt
 }
 
 // Compact decides whether the report's conversation needs compaction and,
@@ -272,14 +290,19 @@ func (c *Compactor) compact(ctx context.Context, ref memory.SessionRef, r Report
 	if err := c.announce(ctx, ref, prev); err != nil {
 		return Result{}, err
 	}
-	if !r.Force && r.InputTokens > 0 && !r.At.IsZero() && prev.UpTo > 0 && r.At.Before(prev.CreatedAt) {
+	threshold := c.cfg.ThresholdFor(r.Project, r.ContextWindow)
+	// A report older than the latest summary is covered by it, unless that
+	// summary left the context over the threshold (a compaction in steps
+	// that saved its progress and was cut short).
+	if !r.Force && r.InputTokens > 0 && !r.At.IsZero() && prev.UpTo > 0 && r.At.Before(prev.CreatedAt) &&
+		prev.TokensAfter < threshold {
 		return Result{Outcome: Covered}, nil
 	}
 	msgs, err := c.store.Messages(ctx, ref, prev.UpTo, 0)
 	if err != nil {
 		return Result{}, fmt.Errorf("compact: read transcript of %s: %w", ref, err)
 	}
-	res := Result{Effective: r.InputTokens, Threshold: c.cfg.ThresholdFor(r.Project, r.ContextWindow)}
+	res := Result{Effective: r.InputTokens, Threshold: threshold}
 	if res.Effective <= 0 {
 		res.Effective, res.Estimated = Tokens(msgs), true
 	}
@@ -297,22 +320,56 @@ func (c *Compactor) compact(ctx context.Context, ref memory.SessionRef, r Report
 	}
 	covered, kept := msgs[:b], msgs[b:]
 	res.UpTo, res.Covered, res.Kept = covered[b-1].ID, len(covered), len(kept)
-
-	summary, err := c.summarise(ctx, ref, prev.Content, covered, res.UpTo)
-	if err != nil {
-		return res, err
-	}
 	res.TokensBefore = res.Effective
-	res.TokensAfter = int64(llm.EstimateTokens(Block(summary))) + Tokens(kept)
-	sum := memory.Summary{Content: summary, UpTo: res.UpTo, TokensBefore: res.TokensBefore, TokensAfter: res.TokensAfter}
-	if err := c.store.SaveSummary(ctx, ref, sum); err != nil {
-		return res, fmt.Errorf("compact: save summary of %s: %w", ref, err)
-	}
-	if err := c.announce(ctx, ref, sum); err != nil {
+	if res.Window, err = c.window(ctx); err != nil {
 		return res, err
+	}
+	// In steps: each fits the window (the oldest messages first, then an
+	// update with the next); the summary after a step that ends at a
+	// boundary is saved, so a refusal or a crash later keeps the progress.
+	pl := newPlanner(covered, c.cfg, res.Window)
+	summary := prev.Content
+	for from := 0; from < b; {
+		st, err := pl.next(summary, from)
+		if err != nil {
+			return res, err
+		}
+		summary, err = c.summarise(ctx, ref, summary, covered[st.From:st.To], res.UpTo, st)
+		res.Steps++
+		if err != nil {
+			return res, err
+		}
+		from = st.To
+		if !st.Boundary {
+			continue
+		}
+		after := int64(llm.EstimateTokens(Block(summary))) + Tokens(msgs[from:])
+		sum := memory.Summary{Content: summary, UpTo: covered[from-1].ID, TokensBefore: res.TokensBefore, TokensAfter: after}
+		if err := c.store.SaveSummary(ctx, ref, sum); err != nil {
+			return res, fmt.Errorf("compact: save summary of %s: %w", ref, err)
+		}
+		if from == b {
+			res.TokensAfter = after
+			if err := c.announce(ctx, ref, sum); err != nil {
+				return res, err
+			}
+		}
 	}
 	res.Outcome = Compacted
 	return res, nil
+}
+
+// window is the summarize model's context window.
+func (c *Compactor) window(ctx context.Context) (int, error) {
+	cs, ok := c.chat.(ContextSizer)
+	if !ok {
+		return llm.DefaultContextLength, nil
+	}
+	n, err := cs.ContextLength(ctx, llm.RoleSummarize)
+	if err != nil {
+		return 0, fmt.Errorf("compact: context window of the summarize model: %w", err)
+	}
+	return n, nil
 }
 
 // behind is ErrTranscriptBehind while a turn_ended of the session waits for
@@ -321,7 +378,7 @@ func (c *Compactor) behind(ctx context.Context, ref memory.SessionRef) error {
 	if c.lag == nil {
 		return nil
 	}
-	pending, err := c.lag.TurnEndedPending(ctx, ref.Project, ref.Session)
+	pending, err := c.lag.TurnEndedPending(ctx, ref.Tenant, ref.Project, ref.Session)
 	if err != nil {
 		return fmt.Errorf("compact: pending turns of %s: %w: %w", ref, memory.ErrUnavailable, err)
 	}
@@ -343,15 +400,13 @@ func (c *Compactor) latest(ctx context.Context, ref memory.SessionRef) (memory.S
 	return s, nil
 }
 
-// summarise makes the one model call and returns the cleaned summary.
-func (c *Compactor) summarise(ctx context.Context, ref memory.SessionRef, prev string, covered []memory.Message, upTo int64) (string, error) {
+// summarise makes one step's model call and returns the checked summary
+// (Check): a refused reply is a failed attempt.
+func (c *Compactor) summarise(ctx context.Context, ref memory.SessionRef, prev string, chunk []memory.Message, upTo int64, st Step) (string, error) {
 	temp := c.cfg.Temperature
-	msgs := Prompt(prev, covered, c.cfg)
-	budget := OutputBudget(Tokens(covered), c.cfg)
 	req := llm.Request{
-		Role: llm.RoleSummarize, Project: ref.ProjectRef().String(), Messages: msgs,
-		Temperature: &temp, MaxTokens: budget, Timeout: c.cfg.CallTimeout,
-		ContextTokens: ContextTokens(msgs, budget),
+		Role: llm.RoleSummarize, Project: ref.ProjectRef().String(), Messages: st.Prompt,
+		Temperature: &temp, MaxTokens: st.Budget, Timeout: c.cfg.CallTimeout,
 	}
 	resp, err := c.chat.Chat(ctx, req)
 	if err != nil {
@@ -363,9 +418,13 @@ func (c *Compactor) summarise(ctx context.Context, ref memory.SessionRef, prev s
 		}
 		return "", c.failed(ctx, ref, upTo, err)
 	}
-	summary := Clean(resp.Message.Content)
-	if summary == "" {
-		return "", c.failed(ctx, ref, upTo, fmt.Errorf("%w (done reason %q)", errEmptyReply, resp.DoneReason))
+	summary, err := Check(resp.Message.Content, resp.CutOff(), Tokens(chunk), int64(llm.EstimateTokens(prev)))
+	if err != nil {
+		var re *RefusedError
+		if c.metrics != nil && errors.As(err, &re) {
+			c.metrics.CompactionRefused(string(re.Reason))
+		}
+		return "", c.failed(ctx, ref, upTo, err)
 	}
 	return summary, nil
 }

@@ -32,7 +32,7 @@
 // A reported count under the threshold is answered without reading the
 // store. A decision made from the stored transcript (an estimate under the
 // threshold, or nothing to split) waits while a turn_ended of the session
-// is not yet acknowledged by the extractor (events.ExtractorLag,
+// is not yet stored by the extractor role's transcript consumer (events.NewTranscriptLag,
 // ErrTranscriptBehind, retried with the runner's backoff): the transcript lacks that turn,
 // and after a model outage the session's last report would otherwise be
 // answered before its turns were stored, and the session never compacted. One compaction per session at a time: the session lease "compact" is held
@@ -51,55 +51,106 @@
 // Split: the messages since the boundary; nothing to do with keep-recent (6)
 // or fewer. The boundary walks back from count - keep-recent to the nearest
 // user message (nothing to do if that is the first message), then moves
-// before any assistant message whose tool calls are answered after it
-// (results matched by call id; a result without one belongs to the nearest
-// assistant message with calls before it), so the platform never sends a
-// tool result without its call. The latest message is never covered.
+// before any assistant message whose tool calls are answered after it, so
+// the platform never sends a tool result without its call. Results pair
+// with calls by position, not by id alone (Pair): a result answers the
+// nearest earlier assistant message with an unanswered call of its id,
+// else the first unanswered call of the nearest one (preferring its own
+// turn). Platforms that number calls per turn ("c1" in every turn) or send
+// no ids work; pairing by id alone paired every "c1" result with the
+// first turn's call and moved the boundary to message 1. The latest
+// message is never covered.
 //
 // # Summary
 //
 // Render serialises the covered messages with role labels (assistant tool
 // calls with their arguments cut to 1,200 characters, each tool result with
 // its call id and status, a missing status said to be an interrupted call,
-// and a call whose id has no result among the covered messages marked
-// "(interrupted: no result)": the split never separates a call from its
-// results, so such a call's result was never stored);
+// and a call that no result answers (Pair) marked "(interrupted: no
+// result)": the split never separates a call from its results, so such a
+// call's result was never stored);
 // long content keeps its head and tail (messages 6,000 + 1,500 characters,
-// tool results 4,000 + 1,500). The transcript is the conversation itself,
-// which the platform already sends its model, so it is not neutralised
-// (memory.Neutralise flattens text to one line, which would destroy code
-// and the summary's structure); it was redacted when it was stored
+// tool results 4,000 + 1,500). Each message is neutralised
+// (memory.NeutraliseText: tags, template tokens, role markers, overrides
+// and exfiltrating links defanged, lines and code kept), so that a tool
+// result cannot steer the summariser; it was redacted when it was stored
 // (memory.PrepareMessages), and copies of the block's markers are defused,
 // so that neither a message nor a summary can close the block early or pose
-// as its preamble.
+// as its preamble. The summary is neutralised too, when the reply is cleaned
+// and again when the block is rendered.
 //
 // Prompt: the first compaction sends SystemPrompt, the Template and the
 // transcript; later ones send the previous summary (the summary alone,
 // never the block around it) and only the messages after its boundary, with
 // instructions to update rather than restart (keep what holds, continue the
 // numbered completed actions, move finished work out of in progress and
-// answered questions to resolved, refresh the active task). Summaries never
-// nest: Clean strips an echoed preamble or markers from the reply, and the
-// new summary replaces the old one. One call, no tools, temperature 0.3,
-// num_predict = 20% of the covered tokens between 2,000 and 12,000, and
-// num_ctx (llm.Request.ContextTokens) large enough for the prompt and the
-// reply: Ollama otherwise keeps the model's default window and silently
-// drops the start of a longer prompt, i.e. the oldest turns. The summarize
-// model must support that window (a threshold is at most its context
-// window). The
-// reply is redacted with memory.Redact (the prompt asks for [REDACTED]
-// too); an empty reply is discarded (a failure). The summary is saved with
-// the id of the last message it covers and the tokens before and after
-// (memory.Summary), then compaction_done is published with an id derived
-// from the boundary. The two counts are measured differently:
-// tokens_before is the effective count the trigger compared, i.e. the
-// platform's reported prompt (its whole input: system prompt, memory block,
-// tools and messages) or, when it reported 0, the characters / 4 estimate
-// of the stored messages since the previous boundary; tokens_after is
-// always an estimate (characters / 4) of the new block plus the kept
-// messages, without the platform's system prompt or tools. Their
-// difference therefore overstates the saving by the platform's fixed part
-// of the prompt; the next tokens_reported gives the real new size. A record per boundary says it was published; a crash
+// answered questions to resolved, refresh the active task). The prompt
+// states a length target (Words: half of what the summary replaces, and a
+// quarter under its budget) and asks for the template's headings in
+// English whatever the language of the content. Summaries never nest:
+// Clean strips an echoed preamble or markers and anything before the first
+// section from the reply, and the new summary replaces the old one. No
+// tools, temperature 0.3, num_predict = OutputBudget: 20% of the covered
+// tokens plus the previous summary's tokens (an update rewrites the whole
+// summary; without them, once a summary outgrew 20% of the new messages,
+// every update was cut off and the cut text replaced the summary), between
+// 2,000 and 12,000 and at most a third of the window left after the
+// instructions.
+//
+// # Windows and steps
+//
+// Every prompt fits the summarize model's context window by construction.
+// The window is llm.Client.ContextLength for the summarize role:
+// ENGRAM_SUMMARIZE_CONTEXT_LENGTH, else the model's own from Ollama's
+// /api/show (at most 32,768), else 8,192; the client sends it as num_ctx
+// on every call with truncate=false, so Ollama refuses a prompt that does
+// not fit (llm.ErrContextExceeded) rather than silently dropping its
+// start, the oldest turns. A compaction whose messages do not fit one
+// prompt is done in steps (planner): the oldest messages that fit are
+// summarised, then the summary is updated with the next ones, each step's
+// prompt (llm.RequestTokens, a high estimate) plus its reply budget at most
+// the window. A step ends at a boundary (a user message no tool call pairs
+// across) when one is at least halfway as far as the longest run that
+// fits; a single turn larger than a step is cut inside (that step's
+// summary is not saved). The summary after each step that ends at a
+// boundary is checked and saved, so a refusal, a crash or the handler's
+// timeout later keeps the progress and the retry continues from it (a
+// report older than such a summary is not Covered while that summary left
+// the context over the threshold). compaction_done is published once, for
+// the whole compaction. A window that cannot hold the instructions, the
+// previous summary, one message and a 256-token reply is ErrWindowTooSmall
+// (permanent). Before: a forced compaction of 5,000 messages sent one
+// 594,000-character prompt.
+//
+// # Checks
+//
+// A model reply is untrusted: Check decides whether it may replace
+// anything. Refused (RefusedError, in this order): a reply cut off by the
+// output limit (done_reason "length", llm.Response.CutOff: its end is
+// missing), an empty one, one without a required section with content
+// (RequiredSections: the active task, what the next context window
+// resumes from; "ok", "Sure! Here is...", an answer to the user), and one
+// not smaller (characters / 4) than what it replaces: the covered messages
+// plus the previous summary. The reply is redacted with memory.Redact (the
+// prompt asks for [REDACTED] too). A refusal is a failed attempt (see
+// Failures): the previous summary and the context stay as they were, the
+// compactor logs "summary refused" with the reason, counts it
+// (engram_compaction_refusals_total{reason}, Metrics), and the last
+// attempt dead-letters the report with the reason, which `engram compact
+// -wait` prints.
+//
+// The summary is saved with the id of the last message it covers and the
+// tokens before and after (memory.Summary), then compaction_done is
+// published with an id derived from the boundary. The two counts are
+// measured differently: tokens_before is the effective count the trigger
+// compared, i.e. the platform's reported prompt (its whole input: system
+// prompt, memory block, tools and messages) or, when it reported 0, the
+// characters / 4 estimate of the stored messages since the previous
+// boundary; tokens_after is always an estimate (characters / 4) of the new
+// block plus the kept messages, without the platform's system prompt or
+// tools. Their difference therefore overstates the saving by the
+// platform's fixed part of the prompt; the next tokens_reported gives the
+// real new size. A record per boundary says it was published; a crash
 // between the save and the publication is repaired by the next report that
 // takes the lease (one at or over the threshold, or forced).
 //
@@ -109,17 +160,19 @@
 // (or the model missing) -> Unavailable (the runner waits and pauses
 // pulling; ModelGate keeps it from pulling while Ollama or the summarize
 // model is missing), the project's token budget spent -> RetryAfter until
-// it resets; a failed attempt (an empty reply, a model error that is not an
-// outage, and a summary call that timed out or got an HTTP 5xx while Ollama
-// answers and has the model: the model gate passes then, so an Unavailable
-// would have the runner redeliver at once until the report is
-// dead-lettered) -> RetryAfter 1, 5, then 15 minutes (Config.Backoff, counted per
-// boundary in the store's processed records, so replicas and restarts
-// agree), and Permanent after Config.MaxFailures (4; at most the consumer's
-// max deliver - 1): the report is dead-lettered, nothing is lost (the
-// transcript stays; the next report tries again). An invalid request is
-// Permanent. The runner sends InProgress while the model works, so a long
-// summary call does not get its message redelivered.
+// it resets; a failed attempt (a refused summary, a model error that is
+// not an outage, and a summary call that timed out or got an HTTP 5xx
+// while Ollama answers and has the model: the model gate passes then, so
+// an Unavailable would have the runner redeliver at once until the report
+// is dead-lettered) -> RetryAfter 1, 5, then 15 minutes (Config.Backoff,
+// counted per boundary in the store's processed records, so replicas and
+// restarts agree), and Permanent after Config.MaxFailures (4; at most the
+// consumer's max deliver - 1): the report is dead-lettered with the
+// reason, nothing is lost (the transcript stays; the next report tries
+// again). An invalid request (a prompt over the window included) and a
+// window too small for a summary call are Permanent. The runner sends
+// InProgress while the model works, so a long summary call does not get
+// its message redelivered.
 //
 // # Context
 //
@@ -137,16 +190,23 @@
 // failing) with a 2,000-token system prompt, a 128k context window (so the
 // threshold is 64,000) and a scripted model that answers at once with a
 // 1,500-token summary (go test -run '^$' -bench Conversation -benchtime 1x,
-// 2 shared cores):
+// 2 shared cores). 2026-12-06, medians of 3 runs side by side, before (main
+// 7f88428: one call per compaction, num_ctx sized to the prompt) and after
+// (the summarize model's window, 32,768 from the scripted /api/show, so a
+// 64,000-token compaction takes 4 calls, each saved):
 //
-//	                                   SQLite     Redis 8
-//	tokens sent per turn, without      148,796    148,796   (last turn 299,114)
-//	tokens sent per turn, with          34,130     34,130   (at most 64,375)
-//	compactions                              4          4
-//	overhead per compaction (no model)  163 ms      84 ms   read, render, save, publish
-//	a report under the threshold         16 µs      13 µs   no store access
-//	building a context (the API's reads) 13 ms      12 ms   per turn, without NATS
+//	                                   SQLite           Redis 8
+//	                                   before  after    before  after
+//	tokens sent per turn, without      148,796 148,796  148,796 148,796  (last turn 299,114)
+//	tokens sent per turn, with          34,130  34,130   34,130  34,130  (at most 64,375)
+//	compactions                              4       4        4       4
+//	summary calls per compaction             1       4        1       4
+//	overhead per compaction (no model)   42 ms   80 ms    68 ms   98 ms  read, plan, render, save, publish
+//	a report under the threshold          5 µs    4 µs     7 µs    5 µs  no store access
+//	building a context (the API's reads)  7 ms    5 ms     7 ms    5 ms  per turn, without NATS
 //
-// Building a context is dominated by decoding the stored messages after the
-// boundary (up to the threshold's worth of transcript).
+// The overhead grows with the steps (a save and a request each); the
+// model's time, seconds to minutes a call on a CPU, dwarfs it. Building a
+// context is dominated by decoding the stored messages after the boundary
+// (up to the threshold's worth of transcript).
 package compact

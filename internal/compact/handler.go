@@ -45,14 +45,16 @@ func ReportFromEvent(ev events.Envelope) (Report, error) {
 //   - the model unavailable or missing, the store unavailable: Unavailable
 //     (the runner waits and pauses pulling; nothing is dead-lettered);
 //   - the project's token budget spent: RetryAfter until it resets;
-//   - a failed attempt (an empty reply, a model error that is not an
+//   - a failed attempt (a refused summary, a model error that is not an
 //     outage, a summary call timed out or answered 5xx while Ollama is
 //     reachable): RetryAfter with Config.Backoff (1, 5, 15 minutes), and
-//     Permanent after Config.MaxFailures;
+//     Permanent after Config.MaxFailures (dead-lettered with the reason; a
+//     refusal is logged with its reason at every attempt);
 //   - another run holds the session: ErrBusy, transient (the runner's
 //     backoff), see ErrBusy;
-//   - an invalid request, a forced compaction of an ephemeral session:
-//     Permanent (dead-lettered with the reason).
+//   - an invalid request, a forced compaction of an ephemeral session, a
+//     window too small for a summary call: Permanent (dead-lettered with
+//     the reason).
 func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
 	r, err := ReportFromEvent(ev)
 	if err != nil {
@@ -60,6 +62,14 @@ func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
 	}
 	res, err := h.c.Compact(ctx, r)
 	if err != nil {
+		var failed *FailedError
+		var refused *RefusedError
+		if errors.As(err, &failed) && errors.As(err, &refused) {
+			h.log.Warn("summary refused", zap.String("event_id", ev.ID), zap.String("tenant", ev.TenantID),
+				zap.String("project", ev.ProjectID), zap.String("session", ev.SessionID), zap.String("reason", string(refused.Reason)),
+				zap.String("detail", refused.Detail), zap.Int("failures", failed.Failures), zap.Bool("final", failed.Final),
+				zap.Duration("retry_in", failed.Delay))
+		}
 		return Classify(err)
 	}
 	if res.Outcome == Busy {
@@ -68,7 +78,8 @@ func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
 	if res.Outcome == Compacted {
 		h.log.Info("conversation compacted", zap.String("event_id", ev.ID), zap.String("tenant", ev.TenantID), zap.String("project", ev.ProjectID),
 			zap.String("session", ev.SessionID), zap.Int64("up_to", res.UpTo), zap.Int("covered", res.Covered),
-			zap.Int("kept", res.Kept), zap.Int64("tokens_before", res.TokensBefore), zap.Int64("tokens_after", res.TokensAfter))
+			zap.Int("kept", res.Kept), zap.Int64("tokens_before", res.TokensBefore), zap.Int64("tokens_after", res.TokensAfter),
+			zap.Int("steps", res.Steps), zap.Int("window", res.Window))
 	} else {
 		h.log.Debug("report handled", zap.String("event_id", ev.ID), zap.String("outcome", string(res.Outcome)),
 			zap.Int64("effective", res.Effective), zap.Int64("threshold", res.Threshold))
@@ -96,7 +107,7 @@ func Classify(err error) error {
 		return runner.RetryAfter(err, max(time.Until(budget.Until), time.Second))
 	case errors.Is(err, llm.ErrUnavailable), errors.Is(err, llm.ErrModelMissing), errors.Is(err, memory.ErrUnavailable):
 		return runner.Unavailable(err)
-	case errors.Is(err, llm.ErrInvalidRequest), errors.Is(err, memory.ErrInvalid), errors.Is(err, ErrEphemeral):
+	case errors.Is(err, llm.ErrInvalidRequest), errors.Is(err, memory.ErrInvalid), errors.Is(err, ErrEphemeral), errors.Is(err, ErrWindowTooSmall):
 		return runner.Permanent(err)
 	}
 	return err

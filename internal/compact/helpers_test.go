@@ -75,7 +75,8 @@ type fixture struct {
 
 func newFixture(t testing.TB, open func(t testing.TB) memory.Store, mod ...func(*compact.Config)) *fixture {
 	t.Helper()
-	f := &fixture{t: t, ctx: context.Background(), st: open(t), srv: llmtest.New(t), pub: &recorder{}}
+	// Replies are held to num_predict, as Ollama holds them.
+	f := &fixture{t: t, ctx: context.Background(), st: open(t), srv: llmtest.New(t, llmtest.WithOutputLimit()), pub: &recorder{}}
 	f.client = f.srv.Client()
 	f.cfg = compact.Defaults()
 	for _, m := range mod {
@@ -89,6 +90,10 @@ func newFixture(t testing.TB, open func(t testing.TB) memory.Store, mod ...func(
 	return f
 }
 
+// grepOutput pads a turn's tool result to a realistic size (a summary
+// must be smaller than what it covers).
+var grepOutput = strings.Repeat("deploy.sh:12: kubectl rollout status deployment/web --timeout=120s\n", 6)
+
 // turn stores one turn: the user's text, an assistant message with a tool
 // call, its result and the assistant's answer.
 func (f *fixture) turn(user string) {
@@ -99,7 +104,7 @@ func (f *fixture) turn(user string) {
 	msgs := []memory.Message{
 		{Role: memory.RoleUser, Content: user},
 		{Role: memory.RoleAssistant, Content: "Let me look.", ToolCalls: []memory.ToolCall{{ID: call, Name: "bash", Arguments: `{"cmd":"grep -rn deploy ` + id + `"}`}}},
-		{Role: memory.RoleTool, ToolName: "bash", ToolCallID: call, ToolStatus: memory.ToolOK, Content: "deploy.sh:3: kubectl apply -f k8s/ (" + id + ")"},
+		{Role: memory.RoleTool, ToolName: "bash", ToolCallID: call, ToolStatus: memory.ToolOK, Content: "deploy.sh:3: kubectl apply -f k8s/ (" + id + ")\n" + grepOutput},
 		{Role: memory.RoleAssistant, Content: "Done with " + id + "."},
 	}
 	if _, _, err := f.st.AppendTranscript(f.ctx, sref(), id, msgs); err != nil {

@@ -27,7 +27,18 @@ type loop struct {
 
 func newLoop(t *testing.T, open func(t testing.TB) memory.Store) *loop {
 	t.Helper()
-	f := newFixture(t, open)
+	return newLoopWith(t, open, nil)
+}
+
+// newLoopWith is newLoop with the compactor's constants changed by mod and
+// its options.
+func newLoopWith(t *testing.T, open func(t testing.TB) memory.Store, mod func(*compact.Config), opts ...compact.Option) *loop {
+	t.Helper()
+	var mods []func(*compact.Config)
+	if mod != nil {
+		mods = append(mods, mod)
+	}
+	f := newFixture(t, open, mods...)
 	_, nc := eventstest.RunServer(t)
 	topo := eventstest.Topology()
 	js := eventstest.Setup(t, nc, topo)
@@ -35,7 +46,7 @@ func newLoop(t *testing.T, open func(t testing.TB) memory.Store) *loop {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := compact.New(f.st, f.client, client, f.cfg)
+	c, err := compact.New(f.st, f.client, client, f.cfg, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +153,7 @@ func TestOutageWaitsAndLosesNothing(t *testing.T) {
 		}
 		cd, ok := ev.Payload.(events.CompactionDone)
 		if !ok || cd.UpTo != 4 || cd.TokensBefore != 90000 || cd.TokensAfter <= 0 || cd.TokensAfter >= 90000 ||
-			m.Subject != (events.Subjects{}).Out(events.TypeCompactionDone, project, session) {
+			m.Subject != (events.Subjects{}).Out(events.TypeCompactionDone, "", project, session) {
 			t.Fatalf("compaction_done %+v on %s", ev, m.Subject)
 		}
 

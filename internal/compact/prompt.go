@@ -31,6 +31,7 @@ Rules:
 - Write in the user's language (the language of the user's messages).
 - Keep exact values: file paths, commands, identifiers, numbers, versions, URLs, error messages.
 - Replace every secret (passwords, API keys, tokens, private keys, connection strings with credentials) with [REDACTED].
+- Keep the template's section headings exactly as given, in English, even when you write their content in another language.
 - Write only the summary in the template's sections, in plain text. No preamble, no closing remarks.`
 
 // Template is the structure every summary follows (its sections in order).
@@ -87,51 +88,59 @@ const updateInstruction = `Below are the previous summary of this conversation a
 // Render serialises covered messages for the summary prompt: role labels,
 // assistant tool calls with their arguments cut to Config.ArgChars, tool
 // results with their call id and status, long content cut to its head and
-// tail; a call whose id has no result among msgs is marked
-// "(interrupted: no result)"; anything shaped like the summary's markers is
-// defused. msgs are
-// stored messages, redacted when they were appended (memory.PrepareMessages),
-// so Render does not redact them again (it cost 150 ms a compaction on a
-// 64,000-token span); the reply is redacted (Clean).
+// tail; a call that no result among msgs answers (Pair: by position, not
+// by id alone) is marked "(interrupted: no result)"; anything shaped like
+// the summary's markers is defused. msgs are stored messages, redacted when
+// they were appended (memory.PrepareMessages), so Render does not redact
+// them again (it cost 150 ms a compaction on a 64,000-token span); the
+// reply is redacted (Clean).
 func Render(msgs []memory.Message, cfg Config) string {
-	results := map[string]bool{}
-	for _, m := range msgs {
-		if m.Role == memory.RoleTool && m.ToolCallID != "" {
-			results[m.ToolCallID] = true
-		}
+	p := Pair(msgs)
+	parts := make([]string, len(msgs))
+	for i, m := range msgs {
+		parts[i] = renderMessage(m, p.Answered[i], cfg)
 	}
+	return joinRendered(parts)
+}
+
+// joinRendered joins rendered messages as Render does (defused again: a
+// marker could span two messages). Defusing keeps the length.
+func joinRendered(parts []string) string {
+	return defuse(strings.TrimSpace(strings.Join(parts, "\n\n")))
+}
+
+// renderMessage renders one message (answered: which of its tool calls
+// have a result), defused.
+func renderMessage(m memory.Message, answered []bool, cfg Config) string {
 	var b strings.Builder
-	for _, m := range msgs {
-		switch m.Role {
-		case memory.RoleUser:
-			b.WriteString("[USER]\n")
-			b.WriteString(headTail(m.Content, cfg.MessageHead, cfg.MessageTail))
-		case memory.RoleAssistant:
-			b.WriteString("[ASSISTANT]\n")
-			b.WriteString(headTail(m.Content, cfg.MessageHead, cfg.MessageTail))
-			for i, c := range m.ToolCalls {
-				if m.Content != "" || i > 0 {
-					b.WriteString("\n")
-				}
-				fmt.Fprintf(&b, "-> tool call %s (id %s): %s", c.Name, orNone(c.ID), capChars(c.Arguments, cfg.ArgChars))
-				if c.ID != "" && !results[c.ID] {
-					b.WriteString(" (interrupted: no result)")
-				}
+	switch m.Role {
+	case memory.RoleUser:
+		b.WriteString("[USER]\n")
+		b.WriteString(memory.NeutraliseText(headTail(m.Content, cfg.MessageHead, cfg.MessageTail)))
+	case memory.RoleAssistant:
+		b.WriteString("[ASSISTANT]\n")
+		b.WriteString(memory.NeutraliseText(headTail(m.Content, cfg.MessageHead, cfg.MessageTail)))
+		for i, c := range m.ToolCalls {
+			if m.Content != "" || i > 0 {
+				b.WriteString("\n")
 			}
-		case memory.RoleTool:
-			status := "ok"
-			switch {
-			case m.ToolStatus == memory.ToolFailed:
-				status = "FAILED"
-			case m.ToolStatus == "":
-				status = "no result recorded (interrupted)"
+			fmt.Fprintf(&b, "-> tool call %s (id %s): %s", memory.Neutralise(c.Name), orNone(c.ID), memory.NeutraliseText(capChars(c.Arguments, cfg.ArgChars)))
+			if i >= len(answered) || !answered[i] {
+				b.WriteString(" (interrupted: no result)")
 			}
-			fmt.Fprintf(&b, "[TOOL RESULT %s, call id %s, %s]\n", orNone(m.ToolName), orNone(m.ToolCallID), status)
-			b.WriteString(headTail(m.Content, cfg.ToolResultHead, cfg.ToolResultTail))
 		}
-		b.WriteString("\n\n")
+	case memory.RoleTool:
+		status := "ok"
+		switch {
+		case m.ToolStatus == memory.ToolFailed:
+			status = "FAILED"
+		case m.ToolStatus == "":
+			status = "no result recorded (interrupted)"
+		}
+		fmt.Fprintf(&b, "[TOOL RESULT %s, call id %s, %s]\n", orNone(m.ToolName), orNone(m.ToolCallID), status)
+		b.WriteString(memory.NeutraliseText(headTail(m.Content, cfg.ToolResultHead, cfg.ToolResultTail)))
 	}
-	return defuse(strings.TrimSpace(b.String()))
+	return defuse(b.String())
 }
 
 func orNone(s string) string {
@@ -173,16 +182,23 @@ func defuse(s string) string {
 	})
 }
 
-// Prompt is the one summary call's messages.
-func Prompt(prev string, covered []memory.Message, cfg Config) []llm.Message {
-	transcript := Render(covered, cfg)
+// Prompt is one summary call's messages: the first compaction's (prev
+// empty) or an update's (the previous summary and the messages after it).
+// words, when positive, is the summary's length target ("at most about N
+// words"; Step.Words).
+func Prompt(prev string, covered []memory.Message, cfg Config, words int) []llm.Message {
+	return promptWith(prev, Render(covered, cfg), words)
+}
+
+// promptWith builds the messages around a rendered transcript.
+func promptWith(prev, transcript string, words int) []llm.Message {
 	var user strings.Builder
 	if prev == "" {
 		user.WriteString(firstInstruction)
 	} else {
 		user.WriteString(updateInstruction)
 		user.WriteString("\n\nPREVIOUS SUMMARY:\n<previous-summary>\n")
-		user.WriteString(defuse(prev))
+		user.WriteString(defuse(memory.NeutraliseText(prev)))
 		user.WriteString("\n</previous-summary>")
 	}
 	user.WriteString("\n\nTEMPLATE:\n")
@@ -193,38 +209,52 @@ func Prompt(prev string, covered []memory.Message, cfg Config) []llm.Message {
 		user.WriteString("\n\nNEW MESSAGES:\n<transcript>\n")
 	}
 	user.WriteString(strings.ReplaceAll(transcript, "</transcript>", "(/transcript)"))
-	user.WriteString("\n</transcript>\n\nWrite the ")
+	user.WriteString("\n</transcript>\n\n")
+	if words > 0 {
+		fmt.Fprintf(&user, lengthInstruction+"\n\n", words)
+	}
+	user.WriteString("Write the ")
 	if prev != "" {
 		user.WriteString("updated ")
 	}
-	user.WriteString("summary now.")
+	user.WriteString("summary now, starting with \"## Active task\".")
 	return []llm.Message{llm.System(SystemPrompt), llm.User(user.String())}
 }
 
-// OutputBudget is the reply's token budget: Config.OutputFraction of the
-// covered tokens, between Config.MinOutputTokens and MaxOutputTokens.
-func OutputBudget(coveredTokens int64, cfg Config) int {
-	b := int(float64(coveredTokens) * cfg.OutputFraction)
-	return min(max(b, cfg.MinOutputTokens), cfg.MaxOutputTokens)
+// lengthInstruction states the summary's length target (Step.Words).
+const lengthInstruction = `Length: at most about %d words. Condense older details (merge completed actions, drop what no longer matters) rather than exceed it, and keep the exact values the work depends on.`
+
+// OutputBudget is a step's reply budget (num_predict) in tokens:
+// Config.OutputFraction of the covered tokens plus the previous summary's
+// tokens (an update rewrites the whole summary: without them, once the
+// summary outgrew the fraction of the new messages, every update was cut
+// off), between Config.MinOutputTokens and Config.MaxOutputTokens, and at
+// most a third of what the window leaves after the instructions (room, 0:
+// no such bound), so that the summary never crowds out the transcript.
+func OutputBudget(coveredTokens, prevTokens int64, room int, cfg Config) int {
+	b := int(float64(coveredTokens)*cfg.OutputFraction) + int(prevTokens)
+	hi, lo := cfg.MaxOutputTokens, cfg.MinOutputTokens
+	if room > 0 {
+		hi = min(hi, room/3)
+		lo = min(lo, hi)
+	}
+	return min(max(b, lo), hi)
 }
 
-// ContextTokens is the context window the summary call asks of Ollama
-// (num_ctx): the prompt's estimate plus the output budget, with a quarter
-// more for the estimate's error, rounded up to 1,024. Without it Ollama
-// would use the model's default window and silently drop the start of the
-// transcript.
-func ContextTokens(msgs []llm.Message, budget int) int {
-	n := 0
-	for _, m := range msgs {
-		n += llm.EstimateTokens(m.Content) + 4
-	}
-	n = (n+budget)*5/4 + 1023
-	return n - n%1024
+// Words is the length target of a step's summary in words: a summary
+// should fit its budget with a quarter to spare (a word is about 4/3
+// tokens) and be smaller than what it replaces (the covered messages and
+// the previous summary): half of those. Rounded to 10, at least 50.
+func Words(budget int, coveredTokens, prevTokens int64) int {
+	t := min(int64(budget)*3/4, (coveredTokens+prevTokens)/2)
+	w := t * 3 / 4
+	return int(max(w-w%10, 50))
 }
 
 // Clean makes a model reply a summary: the shared redaction applied again,
-// markers and an echoed preamble removed (summaries never nest), trimmed.
-// An empty result means the reply is unusable.
+// markers and an echoed preamble removed (summaries never nest), anything
+// before the first section of the template (a "Sure! Here is the summary:")
+// dropped, trimmed. An empty result means the reply is unusable.
 func Clean(reply string) string {
 	s := strings.TrimSpace(reply)
 	if i := strings.Index(s, "[COMPACTED CONTEXT"); i >= 0 {
@@ -238,7 +268,10 @@ func Clean(reply string) string {
 	}
 	s = strings.ReplaceAll(s, Preamble, "")
 	s = markerRE.ReplaceAllString(s, "")
-	return strings.TrimSpace(memory.Redact(s))
+	if i := firstSection(s); i > 0 {
+		s = s[i:]
+	}
+	return strings.TrimSpace(memory.NeutraliseText(memory.Redact(s)))
 }
 
 // Block is what the platform sends instead of the compacted messages.
@@ -246,7 +279,7 @@ func Block(summary string) string {
 	if summary == "" {
 		return ""
 	}
-	return Preamble + "\n\n" + SummaryOpen + "\n" + defuse(summary) + "\n" + SummaryClose + "\n" + EndMarker
+	return Preamble + "\n\n" + SummaryOpen + "\n" + defuse(memory.NeutraliseText(summary)) + "\n" + SummaryClose + "\n" + EndMarker
 }
 
 // MessageTokens estimates a stored message (content, tool calls and their

@@ -120,9 +120,18 @@ func TestRenderDefuses(t *testing.T) {
 
 func TestOutputBudget(t *testing.T) {
 	cfg := compact.Defaults()
-	for _, tc := range []struct{ covered, want int64 }{{0, 2000}, {5000, 2000}, {20000, 4000}, {60000, 12000}, {1000000, 12000}} {
-		if got := compact.OutputBudget(tc.covered, cfg); int64(got) != tc.want {
-			t.Errorf("OutputBudget(%d) = %d, want %d", tc.covered, got, tc.want)
+	for _, tc := range []struct {
+		covered, prev int64
+		room, want    int
+	}{
+		{0, 0, 0, 2000}, {5000, 0, 0, 2000}, {20000, 0, 0, 4000}, {60000, 0, 0, 12000}, {1000000, 0, 0, 12000},
+		// An update rewrites the previous summary: its tokens count.
+		{5000, 6000, 0, 7000}, {20000, 9000, 0, 12000},
+		// At most a third of the window's room.
+		{20000, 9000, 30000, 10000}, {0, 0, 3000, 1000},
+	} {
+		if got := compact.OutputBudget(tc.covered, tc.prev, tc.room, cfg); got != tc.want {
+			t.Errorf("OutputBudget(%d, %d, %d) = %d, want %d", tc.covered, tc.prev, tc.room, got, tc.want)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package compact_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/engram-memory/engram/internal/compact"
@@ -99,5 +100,87 @@ func TestSplitResultWithoutID(t *testing.T) {
 		// b = 4 (the user message at index 4) would keep the id-less
 		// result of the call at 3 without its call: it moves to 3.
 		t.Fatalf("Split = %d, want 3", got)
+	}
+}
+
+// perTurnIDs is a conversation of a platform that numbers tool calls per
+// turn: every turn's call is "c1".
+func perTurnIDs(turns int) []memory.Message {
+	var out []memory.Message
+	for i := range turns {
+		out = append(out,
+			memory.Message{Role: memory.RoleUser, Content: "do step " + string(rune('A'+i))},
+			memory.Message{Role: memory.RoleAssistant, ToolCalls: []memory.ToolCall{{ID: "c1", Name: "bash", Arguments: `{"cmd":"make"}`}}},
+			memory.Message{Role: memory.RoleTool, ToolName: "bash", ToolCallID: "c1", ToolStatus: memory.ToolOK, Content: "ok " + string(rune('A'+i))},
+			memory.Message{Role: memory.RoleAssistant, Content: "done"})
+	}
+	for i := range out {
+		out[i].ID = int64(i + 1)
+	}
+	return out
+}
+
+// Reused ids: results pair with the call of their own turn. Pairing by id
+// alone paired every "c1" result with the first turn's call and moved the
+// boundary to message 1 ("compacted up to message 1: 634 -> 796 tokens").
+func TestSplitReusedToolCallIDs(t *testing.T) {
+	msgs := perTurnIDs(3)
+	if got := compact.Split(msgs, 6); got != 4 {
+		t.Fatalf("Split = %d, want 4 (the second turn's user message)", got)
+	}
+	p := compact.Pair(msgs)
+	for j, want := range map[int]int{2: 1, 6: 5, 10: 9} {
+		if p.Caller[j] != want || p.Call[j] != 0 {
+			t.Errorf("result %d pairs with message %d call %d, want %d call 0", j, p.Caller[j], p.Call[j], want)
+		}
+	}
+	// The first turn's call was interrupted (no result): Render says so,
+	// although a later turn's "c1" has one.
+	msgs = append(msgs[:2:2], msgs[3:]...)
+	out := compact.Render(msgs, compact.Defaults())
+	if n := strings.Count(out, "(interrupted: no result)"); n != 1 || !strings.Contains(out, `{"cmd":"make"} (interrupted: no result)`+"\n\n[ASSISTANT]\ndone\n\n[USER]\ndo step B") {
+		t.Fatalf("%d interrupted marks, want the first turn's only:\n%s", n, out)
+	}
+}
+
+func TestPair(t *testing.T) {
+	call := func(ids ...string) memory.Message {
+		m := memory.Message{Role: memory.RoleAssistant}
+		for _, id := range ids {
+			m.ToolCalls = append(m.ToolCalls, memory.ToolCall{ID: id, Name: "bash"})
+		}
+		return m
+	}
+	res := func(id string) memory.Message { return memory.Message{Role: memory.RoleTool, ToolCallID: id} }
+	user := memory.Message{Role: memory.RoleUser}
+	for _, tc := range []struct {
+		name   string
+		msgs   []memory.Message
+		caller []int // per message
+		call   []int
+	}{
+		{"parallel calls, results in another order", []memory.Message{user, call("a", "b"), res("b"), res("a")},
+			[]int{-1, -1, 1, 1}, []int{-1, -1, 1, 0}},
+		{"no ids: by position", []memory.Message{user, call("", ""), res(""), res("")},
+			[]int{-1, -1, 1, 1}, []int{-1, -1, 0, 1}},
+		{"calls split over two assistant messages", []memory.Message{user, call("a"), call("b"), res("a"), res("b")},
+			[]int{-1, -1, -1, 1, 2}, []int{-1, -1, -1, 0, 0}},
+		{"an id no call has: the open call of the turn", []memory.Message{user, call("a"), res("zz")},
+			[]int{-1, -1, 1}, []int{-1, -1, 0}},
+		{"a result more than calls", []memory.Message{user, call("a"), res("a"), res("a")},
+			[]int{-1, -1, 1, 1}, []int{-1, -1, 0, -1}},
+		{"the user spoke while the tool ran", []memory.Message{user, call(""), user, res("")},
+			[]int{-1, -1, -1, 1}, []int{-1, -1, -1, 0}},
+		{"an answered call of an earlier turn is not reused", []memory.Message{user, call("c1"), res("c1"), user, res("")},
+			[]int{-1, -1, 1, -1, -1}, []int{-1, -1, 0, -1, -1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := compact.Pair(tc.msgs)
+			for j := range tc.msgs {
+				if p.Caller[j] != tc.caller[j] || p.Call[j] != tc.call[j] {
+					t.Errorf("message %d: caller %d call %d, want %d %d", j, p.Caller[j], p.Call[j], tc.caller[j], tc.call[j])
+				}
+			}
+		})
 	}
 }

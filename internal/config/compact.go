@@ -7,9 +7,12 @@ import (
 )
 
 // compactSettings are the compactor's settings (ENGRAM_COMPACT_*); its
-// model is ENGRAM_SUMMARIZE_MODEL.
+// model is ENGRAM_SUMMARIZE_MODEL, the model's window
+// ENGRAM_SUMMARIZE_CONTEXT_LENGTH.
 func (c *Config) compactSettings() []Setting {
 	return []Setting{
+		{Flag: "summarize-context-length", Env: "ENGRAM_SUMMARIZE_CONTEXT_LENGTH", Group: Runtime, value: (*intV)(&c.LLM.Summarize.ContextLength),
+			Usage: "compactor: the summarize model's context window in tokens, sent as num_ctx on every call; larger compactions are done in steps that fit it (0: the model's own from Ollama, at most 32768)"},
 		{Flag: "compact-threshold", Env: "ENGRAM_COMPACT_THRESHOLD", Group: Runtime, value: &c.Compact.Threshold,
 			Usage: "compactor: compact when the context reaches this: a fraction of the model's context window (0.5) or tokens (64000)"},
 		{Flag: "compact-fallback-tokens", Env: "ENGRAM_COMPACT_FALLBACK_TOKENS", Group: Runtime, value: (*int64V)(&c.Compact.FallbackTokens),

@@ -14,9 +14,13 @@ func TestCompactSettings(t *testing.T) {
 		"ENGRAM_COMPACT_PROJECT_THRESHOLDS": "acme/web=0.6, ops=20000",
 		"ENGRAM_COMPACT_KEEP_RECENT":        "10",
 		"ENGRAM_COMPACT_BACKOFF":            "30s, 2m",
+		"ENGRAM_SUMMARIZE_CONTEXT_LENGTH":   "16384",
 	}, "-compact-fallback-tokens", "32000", "-compact-max-failures", "2")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if c.LLM.Summarize.ContextLength != 16384 || c.LLM.Extract.ContextLength != 0 {
+		t.Fatalf("summarize context length %d, extract %d", c.LLM.Summarize.ContextLength, c.LLM.Extract.ContextLength)
 	}
 	cc := c.Compact
 	if cc.Threshold != (compact.Threshold{Tokens: 100000}) || cc.FallbackTokens != 32000 || cc.KeepRecent != 10 || cc.MaxFailures != 2 ||
@@ -36,8 +40,10 @@ func TestCompactSettings(t *testing.T) {
 		"ENGRAM_COMPACT_PROJECT_THRESHOLDS": "x",
 		"ENGRAM_COMPACT_KEEP_RECENT":        "-2",
 		"ENGRAM_COMPACT_BACKOFF":            "soon",
+		"ENGRAM_SUMMARIZE_CONTEXT_LENGTH":   "100",
 	})
-	for _, want := range []string{"ENGRAM_COMPACT_THRESHOLD", "ENGRAM_COMPACT_PROJECT_THRESHOLDS", "keep recent", "ENGRAM_COMPACT_BACKOFF"} {
+	for _, want := range []string{"ENGRAM_COMPACT_THRESHOLD", "ENGRAM_COMPACT_PROJECT_THRESHOLDS", "keep recent", "ENGRAM_COMPACT_BACKOFF",
+		"summarize model: context length 100"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q: %v", want, err)
 		}

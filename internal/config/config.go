@@ -21,6 +21,7 @@ import (
 	"github.com/engram-memory/engram/internal/natsauth"
 	"github.com/engram-memory/engram/pkg/events"
 	"github.com/engram-memory/engram/pkg/llm"
+	"github.com/engram-memory/engram/pkg/memory"
 	"github.com/engram-memory/engram/pkg/memory/redis"
 )
 
@@ -64,6 +65,11 @@ type Config struct {
 	// every memory into its project with reach here. Load applies it to
 	// Inject.CrossProject and Extract.CrossProject.
 	CrossProject bool
+	// RedactPII lists the tenants whose writes have their personal data
+	// (e-mail addresses, phone numbers, IBANs, national ids) redacted:
+	// tenant ids, "default" for the default tenant, "*" for all; empty:
+	// off (memory.SetPIIRedaction).
+	RedactPII []string
 	// ChatModel, when set, is the model of every chat role whose own model
 	// setting is not given (ENGRAM_CHAT_MODEL).
 	ChatModel string
@@ -87,6 +93,11 @@ type MCP struct {
 	// Tokens is the bearer tokens file (mcptool.ParseTokens), required
 	// when Addr is set: no token, no access.
 	Tokens string
+	// SessionsPerToken caps the MCP sessions one token holds open at once
+	// (mcptool.HTTPOptions.MaxSessionsPerToken).
+	SessionsPerToken int
+	// SessionIdle closes an MCP session idle this long.
+	SessionIdle time.Duration
 }
 
 // NATS says where the bus is.
@@ -110,8 +121,14 @@ type NATS struct {
 	// throwaway use only.
 	Insecure bool
 	// StoreKeyFile holds the embedded server's JetStream store key;
-	// empty: <DataDir>/nats-store.key, generated on first start.
+	// empty: a key in StoreKeyDir, generated on first start.
 	StoreKeyFile string
+	// StoreKeyDir is where the store keys are kept when StoreKeyFile is
+	// empty (natsauth.EnsureStoreKey), outside the data dir; empty:
+	// natsauth.StoreKeyDir(), in the user's configuration dir
+	// ($XDG_CONFIG_HOME/engram/nats-store-keys). Not a setting: tests set
+	// it, operators set XDG_CONFIG_HOME or StoreKeyFile.
+	StoreKeyDir string
 }
 
 // Client is the authentication and TLS given by settings (not the data
@@ -214,6 +231,7 @@ func Default() Config {
 		Log:          Log{Format: LogAuto, Level: "info"},
 		LLM:          llm.DefaultConfig(),
 		CrossProject: true,
+		MCP:          MCP{SessionsPerToken: 100, SessionIdle: 30 * time.Minute},
 		Inject:       inject.Defaults(),
 		Extract:      extract.Defaults(),
 		Compact:      compact.Defaults(),
@@ -287,14 +305,6 @@ func defaultDataDir() string {
 
 // NATSStoreDir is the embedded server's JetStream folder.
 func (c Config) NATSStoreDir() string { return filepath.Join(c.DataDir, "nats") }
-
-// NATSStoreKeyFile is the embedded server's JetStream store key file.
-func (c Config) NATSStoreKeyFile() string {
-	if c.NATS.StoreKeyFile != "" {
-		return c.NATS.StoreKeyFile
-	}
-	return filepath.Join(c.DataDir, natsauth.StoreKeyFile)
-}
 
 // SQLitePath is the SQLite database file.
 func (c Config) SQLitePath() string {
@@ -374,6 +384,9 @@ func (c Config) Validate() error {
 
 	if strings.TrimSpace(c.DataDir) == "" {
 		bad("data dir (ENGRAM_DATA) is empty")
+	}
+	if err := memory.CheckPIITenants(c.RedactPII); err != nil {
+		bad("ENGRAM_REDACT_PII: %v", err)
 	}
 	if !c.Embedded() {
 		for _, u := range strings.Split(c.NATS.URL, ",") {
@@ -532,6 +545,12 @@ func (c Config) Validate() error {
 		if strings.TrimSpace(c.MCP.Tokens) == "" {
 			bad("the MCP endpoint (ENGRAM_MCP_ADDR) needs a tokens file (ENGRAM_MCP_TOKENS): no token, no access")
 		}
+	}
+	if c.MCP.SessionsPerToken < 1 {
+		bad("MCP sessions per token (ENGRAM_MCP_SESSIONS_PER_TOKEN) %d: want at least 1", c.MCP.SessionsPerToken)
+	}
+	if c.MCP.SessionIdle < time.Second {
+		bad("MCP session idle timeout (ENGRAM_MCP_SESSION_IDLE) %v: want at least 1s", c.MCP.SessionIdle)
 	}
 	if err := c.Consolidate.Validate(); err != nil {
 		errs = append(errs, err)

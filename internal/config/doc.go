@@ -5,8 +5,8 @@
 //
 // Every setting is declared once, in settings.go, with its flag name,
 // environment variable, default and meaning. That table drives the flag set,
-// the environment lookup, `engram serve -h` and the configuration table in
-// the README (a test checks the README lists every variable).
+// the environment lookup, `engram serve -h` and the configuration table of
+// docs/configuration.md (a test keeps that table equal to the settings).
 //
 //	cfg := config.Default()
 //	fs := flag.NewFlagSet("serve", flag.ContinueOnError)

@@ -4,8 +4,9 @@ import (
 	"strings"
 )
 
-// MarkdownTable renders the settings as the README's configuration table:
-// variable, flag, default, meaning.
+// MarkdownTable renders the settings as the configuration table of
+// docs/configuration.md: variable, flag, default (as -h prints it) and
+// meaning, in the order of Settings.
 func MarkdownTable() string {
 	c := Default()
 	c.DataDir = "~/.local/share/engram"

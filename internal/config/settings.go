@@ -30,8 +30,8 @@ const (
 )
 
 // Setting is one configuration knob: a flag, an environment variable, a
-// default and a meaning. Settings lists them all; the README table is made
-// from it.
+// default and a meaning. Settings lists them all; the table of
+// docs/configuration.md is made from it.
 type Setting struct {
 	Flag    string
 	Env     string
@@ -46,7 +46,7 @@ type Setting struct {
 func (c *Config) Settings() []Setting {
 	s := []Setting{
 		{Flag: "data", Env: "ENGRAM_DATA", Group: Conn | Runtime, value: (*strV)(&c.DataDir),
-			Usage: "data dir (mode 700): embedded NATS store (<data>/nats), its credentials and store key, SQLite database (<data>/engram.db); default $XDG_DATA_HOME/engram or ~/.local/share/engram"},
+			Usage: "data dir (mode 700): embedded NATS store (<data>/nats), its credentials and tenants (not its store key), SQLite database (<data>/engram.db); default $XDG_DATA_HOME/engram or ~/.local/share/engram"},
 		{Flag: "nats-url", Env: "ENGRAM_NATS_URL", Group: Conn, value: (*natsURLV)(&c.NATS.URL),
 			Usage: "NATS server URLs (comma-separated); empty: serve runs an embedded server, other commands use the local one on -nats-listen"},
 		{Flag: "nats-listen", Env: "ENGRAM_NATS_LISTEN", Group: Conn, value: (*strV)(&c.NATS.Listen),
@@ -72,7 +72,7 @@ func (c *Config) Settings() []Setting {
 		{Flag: "insecure", Env: "ENGRAM_INSECURE", Group: Conn, value: (*boolV)(&c.NATS.Insecure),
 			Usage: "THROWAWAY USE ONLY: serve's embedded NATS accepts anonymous clients, and clients do not read the data dir's credentials"},
 		{Flag: "nats-store-key-file", Env: "ENGRAM_NATS_STORE_KEY_FILE", Group: Runtime, value: (*strV)(&c.NATS.StoreKeyFile),
-			Usage: "file of the embedded NATS JetStream store encryption key (empty: <data>/nats-store.key, generated on first start)"},
+			Usage: "file of the embedded NATS JetStream store encryption key (empty: <user config dir>/engram/nats-store-keys/<key id>.key, outside the data dir, generated on first start; a key of an older version in <data>/nats-store.key is moved there)"},
 		{Flag: "http", Env: "ENGRAM_HTTP_ADDR", Group: Conn, value: (*strV)(&c.HTTP.Addr),
 			Usage: "address of /healthz, /readyz and /metrics (port 0: random; empty: off)"},
 		{Flag: "lag-refresh", Env: "ENGRAM_LAG_REFRESH", Group: Runtime, value: (*durV)(&c.HTTP.LagRefresh),
@@ -86,7 +86,7 @@ func (c *Config) Settings() []Setting {
 		{Flag: "redis-vector-quant", Env: "ENGRAM_REDIS_VECTOR_QUANT", Group: Runtime, value: (*strV)(&c.Store.RedisVectorQuant),
 			Usage: "how new Redis vector sets store vectors: q8 (int8), noquant (float32, exact cosine) or bin; a set keeps the one it was created with"},
 		{Flag: "subject-prefix", Env: "ENGRAM_SUBJECT_PREFIX", Group: Conn, value: (*strV)(&c.Events.SubjectPrefix),
-			Usage: "first token(s) of every subject: <prefix>.in.<type>.<project>.<session>"},
+			Usage: "first token(s) of every subject: <prefix>.in.<type>.<tenant>.<project>.<session>"},
 		{Flag: "in-max-age", Env: "ENGRAM_IN_MAX_AGE", Group: Topology, value: (*durV)(&c.Events.InMaxAge),
 			Usage: "retention by age of ENGRAM_IN (accepts d for days)"},
 		{Flag: "in-max-bytes", Env: "ENGRAM_IN_MAX_BYTES", Group: Topology, value: (*bytesV)(&c.Events.InMaxBytes),
@@ -161,6 +161,8 @@ func (c *Config) Settings() []Setting {
 			Usage: "injector: text channels run for questions at least this long (anchor paths always)"},
 		{Flag: "inject-auto-recall", Env: "ENGRAM_INJECT_AUTO_RECALL", Group: Runtime, value: (*boolV)(&c.Inject.AutoRecall),
 			Usage: "injector: build memory blocks at all (false: no block is sent)"},
+		{Flag: "redact-pii", Env: "ENGRAM_REDACT_PII", Group: Runtime, value: (*listV)(&c.RedactPII),
+			Usage: "tenants whose memories, transcripts and summaries have e-mail addresses, phone numbers, IBANs and national ids redacted, comma-separated (default: the default tenant; *: all); empty: off"},
 		{Flag: "cross-project", Env: "ENGRAM_CROSS_PROJECT", Group: Runtime, value: (*boolV)(&c.CrossProject),
 			Usage: "memory may reach across a tenant's projects; false: a project sees only its own memories and its tenant's global ones, and no extracted memory is global or reaches anywhere"},
 		{Flag: "inject-cross-project", Env: "ENGRAM_INJECT_CROSS_PROJECT", Group: Runtime, value: (*boolV)(&c.Inject.CrossProject),
@@ -201,6 +203,10 @@ func (c *Config) Settings() []Setting {
 			Usage: "serve: address of the `memory` MCP tool's streamable HTTP endpoint, path /mcp (empty: off; needs ENGRAM_MCP_TOKENS)"},
 		{Flag: "mcp-tokens", Env: "ENGRAM_MCP_TOKENS", Group: Runtime, value: (*strV)(&c.MCP.Tokens),
 			Usage: "serve: bearer tokens file of the MCP endpoint, one \"token principal projects [tenant]\" a line (projects comma-separated or *; tenant optional; mode 600)"},
+		{Flag: "mcp-sessions-per-token", Env: "ENGRAM_MCP_SESSIONS_PER_TOKEN", Group: Runtime, value: (*intV)(&c.MCP.SessionsPerToken),
+			Usage: "serve: MCP sessions one token may hold open at once; a new one over it is refused (429) until one ends or idles out"},
+		{Flag: "mcp-session-idle", Env: "ENGRAM_MCP_SESSION_IDLE", Group: Runtime, value: (*durV)(&c.MCP.SessionIdle),
+			Usage: "serve: an MCP session idle this long is closed (engram mcp -remote pings every 5m)"},
 		{Flag: "log-format", Env: "ENGRAM_LOG_FORMAT", Group: Conn, value: (*strV)(&c.Log.Format),
 			Usage: "log format: auto (console on a terminal, else JSON), json or console"},
 		{Flag: "log-level", Env: "ENGRAM_LOG_LEVEL", Group: Conn, value: (*strV)(&c.Log.Level),

@@ -46,6 +46,11 @@ type Config struct {
 	RecordTTL    time.Duration // processed records (turn extracted, feedback applied) (30 days)
 	ScanWindow   int           // messages read back to find the span start, widened x8 when needed (16)
 	MaxSpanLoops int           // spans extracted by one lease holder before it lets go (16)
+	// SpanTurns bounds a span: at most this many turns, and no more than
+	// fit TranscriptChars rendered (at least one turn), so that a backlog
+	// (turns stored while the model was down) is extracted oldest first in
+	// spans the model reads whole, never one span cut at its head (8).
+	SpanTurns int
 
 	// Embedding.
 	EmbedBatch    int           // texts per embedding call (32)
@@ -64,7 +69,7 @@ func Defaults() Config {
 		InjectedLabelChars: 300,
 		CrossProject:       true, MaxMemories: 5, SameCosine: 0.85,
 		MaxInvalid: 3, InvalidDelay: 30 * time.Second,
-		LeaseTTL: 30 * time.Second, RecordTTL: 30 * 24 * time.Hour, ScanWindow: 16, MaxSpanLoops: 16,
+		LeaseTTL: 30 * time.Second, RecordTTL: 30 * 24 * time.Hour, ScanWindow: 16, MaxSpanLoops: 16, SpanTurns: 8,
 		EmbedBatch: 32, BacklogPeriod: 5 * time.Second,
 		Temperature: 0.1,
 	}
@@ -88,6 +93,7 @@ func (c Config) Validate() error {
 	pos("max invalid", c.MaxInvalid)
 	pos("scan window", c.ScanWindow)
 	pos("max span loops", c.MaxSpanLoops)
+	pos("span turns", c.SpanTurns)
 	pos("embed batch", c.EmbedBatch)
 	if c.MinSpanChars < 0 {
 		bad("min span chars %d is negative", c.MinSpanChars)

@@ -6,23 +6,92 @@
 // attached to changed paths stale, embeds what is new and publishes
 // memory_changed.
 //
+// # Two consumers: what waits for the model and what does not
+//
+// Storing a transcript needs no model; judging and extracting do. The
+// extractor role therefore runs two durable consumers on turn_ended
+// (pkg/events: ConsumerTranscript, whose ConsumerConfig.Role is the
+// extractor, and ConsumerExtractor), each with its own runner:
+//
+//   - transcript (Handler.Store, Extractor.StoreTurn), gated on the store
+//     only: appends the transcript (idempotent per turn id) and marks
+//     memories on the turn's changed paths stale (memory_changed "stale");
+//   - extractor (Handler.Handle, Extractor.ExtractTurn), gated on the
+//     extraction model (ModelGate): appends the transcript if the first
+//     consumer has not yet (the two run independently), then judges and
+//     extracts every span not yet extracted.
+//
+// While Ollama is down the runner pauses the extractor consumer only
+// (internal/runner: a failing gate stops the pulling), so a turn's
+// messages are in the store at once: `engram context` (the context API),
+// the compactor's estimate and `engram consolidate` see them. The
+// turn_ended events wait in ENGRAM_IN for the extractor consumer (interest
+// retention keeps an event until every consumer that receives it has
+// acknowledged it); when the model is back they are delivered in stream
+// order and the span rule below extracts the backlog oldest first, in
+// spans, each effect exactly once.
+//
+// The alternative was one consumer whose handler stores the transcript,
+// writes a durable "pending extraction" record and acknowledges, with a
+// model-gated stage that drains pending records per session under a lease.
+// It would free ENGRAM_IN of a long outage's events, but it needs what the
+// stream already is: a durable, ordered, replicated queue of pending work
+// with redelivery, backoff, dead letters, in-progress heartbeats and a
+// lag that KEDA scales on. The store has no index of sessions with pending
+// work (it would be a new contract method, two backends and a scan loop per
+// replica), and the records would need their own tenant-keyed drain. With
+// two consumers nothing new is kept anywhere: the pending work is the
+// extractor consumer's unacknowledged events plus the turns without their
+// done record, both already durable and shared by every replica. What it
+// costs: an outage's turn_ended events stay in ENGRAM_IN until they are
+// extracted, within its limits (a week, 1 GiB, 1,000 events per session
+// and type: a session over that during an outage is refused at publish, as
+// before); an event the stream drops at its age limit leaves its turn
+// stored and pending, extracted by the session's next turn_ended (the span
+// starts at the oldest turn not done). A turn that breaks the transcript
+// rules is dead-lettered by both consumers, each on its own DLQ subject.
+// Both write into the event's tenant (Turn.Tenant), as before. The idle
+// detector reads turn_ended on a consumer of its own and is unaffected:
+// during an outage it still publishes session_idle, which the consolidator
+// (paused too) takes up when the model is back.
+//
+// After an outage the compactor waits for the transcript consumer
+// (events.NewTranscriptLag): a summary needs the messages, not their
+// extraction. The consolidator keeps waiting for the extractor
+// (events.NewExtractorLag): its pass reviews the memories that extraction
+// writes from the same turns and must have the last word over them, as it
+// has whenever the model is up (extraction follows each turn within
+// seconds; consolidation waits for the session to be idle). A pass run
+// before the extraction could forget or revise a fact that the late
+// extraction then writes back, and the extraction's memories of those
+// turns would be reviewed by no pass. `engram consolidate` by hand does
+// not wait: it reads the stored transcript.
+//
 // # Spans
 //
 // AppendTranscript is idempotent per turn id. Extraction then runs for the
-// span from the oldest turn not yet extracted to the newest, holding the
-// session's lease ("extract", renewed while the model works, shorter than
-// the consumer's ack wait). A turn that ends while another replica holds the
-// lease is stored and retried with the runner's backoff (Result.Busy,
-// ErrBusy, 1 s doubling), not acknowledged: the holder looks for new turns after it lets go and
-// extracts them as its next span, so turns that queue up cost one model
-// call per span, not one per turn, and the retry finds its turn done and is
-// acknowledged without work. If the holder dies, the retry (or the holder's
-// own redelivered event) extracts everything pending. Acknowledging a busy
-// turn at once, as before, lost turns when the holder died after its own
-// event had been acknowledged as busy by another replica (redelivered while
-// the holder still worked, e.g. across a NATS restart that its in-progress
-// heartbeats could not reach): the chaos suite (internal/chaos) found it. A
-// redelivered event whose turn is already covered finds nothing to do.
+// span from the oldest turn not yet extracted, holding the session's lease
+// ("extract", renewed while the model works, shorter than the consumer's
+// ack wait). A span holds at most Config.SpanTurns turns (8) and no more
+// than fit Config.TranscriptChars rendered (at least one turn): a backlog —
+// the turns stored during a model outage — is extracted oldest first in
+// spans the model reads whole; one span of the whole backlog would have
+// been cut at its head (Render keeps the tail) and its first turns marked
+// done unread, and would have let a reply's 5 memories stand for all of
+// them. The holder extracts up to Config.MaxSpanLoops spans, lets go and
+// takes the lease again for the rest. A turn that ends while another
+// replica holds the lease is stored and retried with the runner's backoff
+// (Result.Busy, ErrBusy, 1 s doubling), not acknowledged: the holder looks
+// for new turns after it lets go and extracts them as its next span, so
+// turns that queue up cost one model call per span, not one per turn, and
+// the retry finds its turn done and is acknowledged without work. If the
+// holder dies, the retry (or the holder's own redelivered event) extracts
+// everything pending. Acknowledging a busy turn at once, as before, lost
+// turns when the holder died after its own event had been acknowledged as
+// busy by another replica (redelivered while the holder still worked, e.g.
+// across a NATS restart that its in-progress heartbeats could not reach):
+// the chaos suite (internal/chaos) found it. A redelivered event whose turn
+// is already covered finds nothing to do.
 //
 // Which turns are done is kept in the store's processed records (consumer
 // "extractor.turn", key "<len(session)>:<session>:<turn>"): the contract has
@@ -89,7 +158,8 @@
 //
 // Classify maps errors onto the runner: the model or the store unavailable
 // (or the model missing) -> Unavailable (the runner waits and pauses
-// pulling; ModelGate keeps it from pulling while Ollama is down), the
+// pulling; ModelGate keeps the extractor consumer from pulling while
+// Ollama is down, the transcript consumer goes on), the
 // project's token budget spent -> RetryAfter until it resets; an invalid
 // reply after the repair attempt -> RetryAfter with a doubling delay, and
 // after Config.MaxInvalid failures (counted in the store, so replicas and

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/engram-memory/engram/pkg/events"
 	"github.com/engram-memory/engram/pkg/llm"
@@ -221,25 +222,32 @@ func (x *Extractor) ref(tenant, project, session string) memory.SessionRef {
 	return memory.SessionRef{Tenant: tenant, Project: project, Session: session}
 }
 
-// HandleTurn appends the turn's transcript (once per turn id), marks memories
-// attached to changed paths stale, then extracts every span of turns not yet
-// extracted in the session, holding the session's lease. When another replica
-// holds the lease it returns at once, with Busy set unless the turn is
-// already extracted: the holder looks for new turns after it lets go, so
-// this turn is usually folded into its next span, and the handler retries
-// a busy turn (ErrBusy) in case the holder dies first.
+// HandleTurn handles a turn whole, as one process that runs both parts
+// would: StoreTurn, then ExtractTurn.
 func (x *Extractor) HandleTurn(ctx context.Context, t Turn) (Result, error) {
+	res, err := x.StoreTurn(ctx, t)
+	if err != nil {
+		return res, err
+	}
+	more, err := x.ExtractTurn(ctx, t)
+	more.Appended = more.Appended || res.Appended
+	more.Changes = append(res.Changes, more.Changes...)
+	return more, err
+}
+
+// StoreTurn is the part of a turn that needs no model (the transcript
+// consumer's, events.ConsumerTranscript): it appends the turn's transcript
+// (once per turn id) and marks memories attached to changed paths stale,
+// publishing memory_changed for them. The turn's judgement and extraction
+// wait for ExtractTurn.
+func (x *Extractor) StoreTurn(ctx context.Context, t Turn) (Result, error) {
 	var res Result
 	ref := x.ref(t.Tenant, t.Project, t.Session)
-	stored, appended, err := x.store.AppendTranscript(ctx, ref, t.Turn, t.Messages)
+	_, appended, err := x.store.AppendTranscript(ctx, ref, t.Turn, t.Messages)
 	if err != nil {
 		return res, fmt.Errorf("extract: append transcript of turn %q: %w", t.Turn, err)
 	}
 	res.Appended = appended
-	hint := int64(0)
-	if len(stored) > 0 {
-		hint = stored[0].ID
-	}
 	if paths := memory.NormalisePaths(t.ChangedPaths); len(paths) > 0 {
 		ids, err := x.store.MarkStale(ctx, ref.ProjectRef(), paths)
 		if err != nil {
@@ -255,6 +263,30 @@ func (x *Extractor) HandleTurn(ctx context.Context, t Turn) (Result, error) {
 				return res, err
 			}
 		}
+	}
+	return res, nil
+}
+
+// ExtractTurn is the part of a turn that needs the model (the extractor
+// consumer's): it appends the turn's transcript if StoreTurn has not yet
+// (the two consumers run independently; AppendTranscript is idempotent per
+// turn id), then extracts every span of turns not yet extracted in the
+// session, oldest first, holding the session's lease. When another replica
+// holds the lease it returns at once, with Busy set unless the turn is
+// already extracted: the holder looks for new turns after it lets go, so
+// this turn is usually folded into its next span, and the handler retries
+// a busy turn (ErrBusy) in case the holder dies first.
+func (x *Extractor) ExtractTurn(ctx context.Context, t Turn) (Result, error) {
+	var res Result
+	ref := x.ref(t.Tenant, t.Project, t.Session)
+	stored, appended, err := x.store.AppendTranscript(ctx, ref, t.Turn, t.Messages)
+	if err != nil {
+		return res, fmt.Errorf("extract: append transcript of turn %q: %w", t.Turn, err)
+	}
+	res.Appended = appended
+	hint := int64(0)
+	if len(stored) > 0 {
+		hint = stored[0].ID
 	}
 	res, err = x.drain(ctx, ref, t.EventID, hint, res)
 	if err == nil && res.Busy {
@@ -285,6 +317,7 @@ func (x *Extractor) drain(ctx context.Context, ref memory.SessionRef, cause stri
 			if err != nil {
 				return err
 			}
+			span = x.bound(span)
 			seen = max(seen, newest)
 			for range x.cfg.MaxSpanLoops {
 				if len(span) == 0 {
@@ -312,7 +345,7 @@ func (x *Extractor) drain(ctx context.Context, ref memory.SessionRef, cause stri
 				if n := len(msgs); n > 0 {
 					seen = max(seen, msgs[n-1].ID)
 				}
-				span = groupTurns(msgs)
+				span = x.bound(groupTurns(msgs))
 			}
 			leftover = len(span) > 0
 			return nil
@@ -391,6 +424,23 @@ func (x *Extractor) findSpan(ctx context.Context, ref memory.SessionRef, hint in
 		}
 		window *= 8
 	}
+}
+
+// bound returns the first turns of span that make one span
+// (Config.SpanTurns): at most SpanTurns turns whose rendered transcript fits
+// Config.TranscriptChars, at least one (Render cuts a single turn longer
+// than that). The rest are the next spans: a backlog is extracted oldest
+// first in spans the model reads whole.
+func (x *Extractor) bound(span []spanTurn) []spanTurn {
+	span = span[:min(len(span), x.cfg.SpanTurns)]
+	chars := 0
+	for i, t := range span {
+		chars += utf8.RuneCountInString(render(t.Msgs, x.cfg))
+		if i > 0 && chars-1 > x.cfg.TranscriptChars { // the last newline is trimmed
+			return span[:i]
+		}
+	}
+	return span
 }
 
 // groupTurns splits messages (oldest first) into turns; a turn's messages are

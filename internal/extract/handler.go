@@ -14,7 +14,9 @@ import (
 	"github.com/engram-memory/engram/pkg/memory"
 )
 
-// Handler is the turn_ended handler for the runner.
+// Handler holds the turn_ended handlers for the runner: Store on the
+// transcript consumer (no model), Handle on the extractor consumer (the
+// model).
 type Handler struct {
 	x   *Extractor
 	log *zap.Logger
@@ -51,7 +53,32 @@ func TurnFromEvent(ev events.Envelope) (Turn, error) {
 	return t, nil
 }
 
-// Handle handles one turn_ended event and tells the runner what to do:
+// Store handles one turn_ended event on the transcript consumer
+// (events.ConsumerTranscript, gated on the store only): it stores the
+// turn's transcript and marks memories on its changed paths stale
+// (Extractor.StoreTurn), so that a model outage does not hold them back.
+// The store unavailable: Unavailable; a turn that breaks the transcript
+// rules: Permanent (the extractor consumer dead-letters it too, each
+// consumer's letter on its own subject).
+func (h *Handler) Store(ctx context.Context, ev events.Envelope) error {
+	t, err := TurnFromEvent(ev)
+	if err != nil {
+		return err
+	}
+	res, err := h.x.StoreTurn(ctx, t)
+	if err != nil {
+		return Classify(err)
+	}
+	if res.Appended || len(res.Changes) > 0 {
+		h.log.Debug("transcript stored", zap.String("event_id", ev.ID), zap.String("tenant", ev.TenantID), zap.String("project", ev.ProjectID),
+			zap.String("session", ev.SessionID), zap.Bool("appended", res.Appended), zap.Int("stale", len(res.Changes)))
+	}
+	return nil
+}
+
+// Handle handles one turn_ended event on the extractor consumer (gated on
+// the extraction model: Extractor.ExtractTurn) and tells the runner what to
+// do:
 //
 //   - the model unavailable or missing, the store unavailable: Unavailable
 //     (the runner waits and pauses pulling; nothing is dead-lettered);
@@ -68,7 +95,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
 	if err != nil {
 		return err
 	}
-	res, err := h.x.HandleTurn(ctx, t)
+	res, err := h.x.ExtractTurn(ctx, t)
 	if err != nil {
 		return Classify(err)
 	}

@@ -2,6 +2,7 @@ package extract_test
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,12 +19,16 @@ import (
 	"github.com/engram-memory/engram/pkg/memory"
 )
 
-// loop runs the injector and the extractor on an embedded JetStream server.
+// loop runs the injector and the extractor (its two consumers, as
+// extractfx does) on an embedded JetStream server.
 type loop struct {
 	*fixture
-	js     jetstream.JetStream
-	topo   events.Topology
-	client *events.Client
+	js        jetstream.JetStream
+	topo      events.Topology
+	client    *events.Client
+	modelGate runner.Gate
+	extractor *runner.Runner   // the extractor consumer's
+	stopped   []*runner.Runner // stopped on purpose (restartExtractor)
 }
 
 func newLoop(t *testing.T, open func(t testing.TB) memory.Store, mod ...func(*extract.Config)) *loop {
@@ -45,34 +50,41 @@ func newLoop(t *testing.T, open func(t testing.TB) memory.Store, mod ...func(*ex
 	if err != nil {
 		t.Fatal(err)
 	}
-	modelGate := runner.GateFunc(func(ctx context.Context) error {
+	l := &loop{fixture: f, js: js, topo: topo, client: client}
+	l.modelGate = runner.GateFunc(func(ctx context.Context) error {
 		_, err := f.client.Check(ctx)
 		return err
 	})
-	start := func(consumer string, h runner.Handler, gates ...runner.Gate) {
-		cfg := runner.ConfigFor(topo, consumer)
-		cfg.Concurrency = 2
-		cfg.GateInterval = 100 * time.Millisecond
-		cfg.UnavailableDelay = 200 * time.Millisecond
-		cfg.BackoffBase = 100 * time.Millisecond
-		r, err := runner.New(js, cfg, h, runner.WithProcessed(f.st), runner.WithGates(gates...))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := r.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			if err := r.Stop(ctx); err != nil {
-				t.Errorf("stop %s: %v", consumer, err)
-			}
-		})
+	l.start(events.ConsumerInjector, inject.NewHandler(inj, client, nil).Handle)
+	l.start(events.ConsumerTranscript, extract.NewHandler(x, nil).Store)
+	l.extractor = l.start(events.ConsumerExtractor, extract.NewHandler(x, nil).Handle, l.modelGate)
+	return l
+}
+
+// start runs h on the consumer until the test ends (or the runner is
+// stopped).
+func (l *loop) start(consumer string, h runner.Handler, gates ...runner.Gate) *runner.Runner {
+	t := l.t
+	cfg := runner.ConfigFor(l.topo, consumer)
+	cfg.Concurrency = 2
+	cfg.GateInterval = 100 * time.Millisecond
+	cfg.UnavailableDelay = 200 * time.Millisecond
+	cfg.BackoffBase = 100 * time.Millisecond
+	r, err := runner.New(l.js, cfg, h, runner.WithProcessed(l.st), runner.WithGates(gates...))
+	if err != nil {
+		t.Fatal(err)
 	}
-	start(events.ConsumerInjector, inject.NewHandler(inj, client, nil).Handle)
-	start(events.ConsumerExtractor, extract.NewHandler(x, nil).Handle, modelGate)
-	return &loop{fixture: f, js: js, topo: topo, client: client}
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := r.Stop(ctx); err != nil && !slices.Contains(l.stopped, r) {
+			t.Errorf("stop %s: %v", consumer, err)
+		}
+	})
+	return r
 }
 
 func (l *loop) turnEnded(turn, text string) {
@@ -184,10 +196,14 @@ func TestLoopOutageThenRecovery(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		info, err := cons.Info(l.ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		// The consumer counts the stored events asynchronously: polled.
+		var info *jetstream.ConsumerInfo
+		waitFor(t, "the extractor's consumer to count the 3 events", func() bool {
+			if info, err = cons.Info(l.ctx); err != nil {
+				t.Fatal(err)
+			}
+			return info.NumPending+uint64(info.NumAckPending) >= 3
+		})
 		if info.NumPending+uint64(info.NumAckPending) != 3 {
 			t.Errorf("during the outage: %d pending, %d in flight; want all 3 waiting", info.NumPending, info.NumAckPending)
 		}

@@ -26,6 +26,10 @@ type Metrics struct {
 
 	idle prometheus.Counter
 
+	compactionRefused     *prometheus.CounterVec
+	consolidationPasses   *prometheus.CounterVec
+	consolidationMessages *prometheus.CounterVec
+
 	llmCalls   *prometheus.CounterVec
 	llmLatency *prometheus.HistogramVec
 	llmTokens  *prometheus.CounterVec
@@ -122,6 +126,18 @@ func NewMetrics(reg prometheus.Registerer, opts ...MetricsOption) (*Metrics, err
 			Name: "engram_idle_published_total",
 			Help: "session_idle events the idle detector of this process published.",
 		}),
+		compactionRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "engram_compaction_refusals_total",
+			Help: "Model replies the compactor refused as a summary, by reason (cut_off, empty, missing_section, not_smaller); the previous summary stayed and the report was retried.",
+		}, []string{"reason"}),
+		consolidationPasses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "engram_consolidation_passes_total",
+			Help: "Consolidation passes ended, by verdict (done, budget, stuck, skipped: a window passed over after its last attempt).",
+		}, []string{"verdict"}),
+		consolidationMessages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "engram_consolidation_messages_total",
+			Help: "Transcript messages spanned by the windows of ended consolidation passes, by verdict (skipped: moved past unconsolidated).",
+		}, []string{"verdict"}),
 		llmCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "engram_model_calls_total",
 			Help: "Model calls by operation, role, project (empty unless ENGRAM_METRICS_PROJECT_LABELS), model and outcome (ok, budget_exhausted, or the error class: transient, permanent, canceled).",
@@ -140,12 +156,35 @@ func NewMetrics(reg prometheus.Registerer, opts ...MetricsOption) (*Metrics, err
 		o(m)
 	}
 	for _, c := range []prometheus.Collector{m.handled, m.failed, m.deadLettered, m.latency, m.paused,
-		m.captured, m.dlqFailed, m.idle, m.llmCalls, m.llmLatency, m.llmTokens} {
+		m.captured, m.dlqFailed, m.idle, m.compactionRefused, m.consolidationPasses, m.consolidationMessages,
+		m.llmCalls, m.llmLatency, m.llmTokens} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
 	}
 	return m, nil
+}
+
+// InitWorker exports at 0 the series of worker that alert rules watch with
+// increase() (deploy/prometheus/alerts.yml): a counter that first appears
+// at its first increment has one sample, and increase() over one sample is
+// nothing, so the first dead letter would never alert.
+func (m *Metrics) InitWorker(worker string) {
+	m.deadLettered.WithLabelValues(worker, "handler")
+	m.deadLettered.WithLabelValues(worker, "advisory")
+	m.dlqFailed.WithLabelValues(worker)
+	m.captured.WithLabelValues(worker)
+	m.paused.WithLabelValues(worker)
+}
+
+// InitModel exports at 0 the model-call series of (op, role, model) that
+// alert rules watch (errors, a spent budget), for the empty project label
+// (project labels off, the default; with them on, a project's series still
+// appears at its first call).
+func (m *Metrics) InitModel(op, role, model string) {
+	for _, outcome := range []string{"ok", llm.ClassTransient.String(), llm.ClassPermanent.String(), OutcomeBudgetExhausted} {
+		m.llmCalls.WithLabelValues(op, role, "", model, outcome)
+	}
 }
 
 // Delivered implements runner.Observer.
@@ -188,6 +227,19 @@ func (m *Metrics) Captured(worker string, _ dlq.Letter) {
 // IdlePublished counts a session_idle published by the idle detector
 // (idle.Options.OnPublished).
 func (m *Metrics) IdlePublished(_, _ string, _ time.Time) { m.idle.Inc() }
+
+// CompactionRefused counts a summary the compactor refused
+// (compact.Metrics).
+func (m *Metrics) CompactionRefused(reason string) { m.compactionRefused.WithLabelValues(reason).Inc() }
+
+// ConsolidationPass counts a consolidation pass that ended with verdict
+// and the messages its window spanned (consolidate.Observer).
+func (m *Metrics) ConsolidationPass(verdict string, messages int64) {
+	m.consolidationPasses.WithLabelValues(verdict).Inc()
+	if messages > 0 {
+		m.consolidationMessages.WithLabelValues(verdict).Add(float64(messages))
+	}
+}
 
 // ObserveCall implements llm.Observer.
 func (m *Metrics) ObserveCall(ci llm.CallInfo) {

@@ -89,3 +89,30 @@ func count(t *testing.T, reg *prometheus.Registry, names ...string) int {
 	}
 	return n
 }
+
+// The compactor's refusals are counted by reason.
+func TestCompactionRefusals(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := health.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.CompactionRefused("cut_off")
+	m.CompactionRefused("cut_off")
+	m.CompactionRefused("not_smaller")
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() == "engram_compaction_refusals_total" {
+			for _, s := range mf.GetMetric() {
+				got[s.GetLabel()[0].GetValue()] = s.GetCounter().GetValue()
+			}
+		}
+	}
+	if got["cut_off"] != 2 || got["not_smaller"] != 1 || len(got) != 2 {
+		t.Fatalf("refusals %v", got)
+	}
+}

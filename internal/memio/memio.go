@@ -10,6 +10,16 @@
 // relation. Vectors are not exported: an imported node without a vector is
 // embedded by the configured embedder (the readiness backlog).
 //
+// Portability: ExportSelection writes one project's memories, or one
+// session's (`engram memory export -project P [-session S]`), and with
+// Transcripts the sessions' messages ("type": "message": project_id,
+// session_id and the fields of memory.Message) and summaries ("type":
+// "summary": project_id, session_id and memory.Summary), oldest first: a
+// person's data, whole, in a file another Engram imports. Import appends
+// the messages turn by turn (a turn already stored is left as it is:
+// memory.Sessions.AppendTranscript is once per turn id; message ids are
+// the importing store's) and saves the summaries it does not hold yet.
+//
 // Tenants: an import and an export are of one tenant ("" the default
 // tenant, as everything was before tenants). Export writes that tenant's
 // nodes (tenant_id on each line, left out for the default tenant) and the
@@ -32,6 +42,7 @@ package memio
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -49,6 +60,10 @@ type Store interface {
 	PutBatch(ctx context.Context, nodes []memory.Node, edges []memory.Edge) error
 	DigestOwners(ctx context.Context, p memory.ProjectRef, digests []string) (map[string]memory.Node, error)
 	Scan(ctx context.Context, node func(memory.Node) error, edge func(memory.Edge) error) error
+	// Transcripts (message and summary lines).
+	AppendTranscript(ctx context.Context, s memory.SessionRef, turnID string, msgs []memory.Message) ([]memory.Message, bool, error)
+	SaveSummary(ctx context.Context, s memory.SessionRef, sum memory.Summary) error
+	Summaries(ctx context.Context, s memory.SessionRef) ([]memory.Summary, error)
 }
 
 // ErrInvalidLine wraps every problem of an import file.
@@ -94,6 +109,58 @@ type Stats struct {
 	// merged into that node (memory.Reinforce) instead of written, and edges
 	// naming it were moved to that node.
 	Merged int `json:"merged"`
+	// Messages and Summaries are the transcript lines written (an import:
+	// of turns and summaries not stored before).
+	Messages  int `json:"messages,omitempty"`
+	Summaries int `json:"summaries,omitempty"`
+}
+
+// MaxReported is how many invalid lines an import reports one by one; the
+// rest are counted.
+const MaxReported = 20
+
+// Progress is how far an import is, for a progress display.
+type Progress struct {
+	// Lines read and validated so far (Reading), or every line (Writing).
+	Lines int
+	// Written nodes and edges so far, of Total (0 while reading).
+	Written, Total int
+}
+
+// Option configures Import.
+type Option func(*options)
+
+type options struct {
+	progress func(Progress)
+	every    int
+	written  func([]memory.Node)
+}
+
+// WithWritten calls fn with every chunk of nodes once it is written (to
+// announce them: engram memory import publishes memory_changed).
+func WithWritten(fn func(nodes []memory.Node)) Option {
+	return func(o *options) { o.written = fn }
+}
+
+// WithProgress calls fn every every lines while reading and after every
+// chunk written (and once at the end of each phase).
+func WithProgress(every int, fn func(Progress)) Option {
+	return func(o *options) { o.progress, o.every = fn, max(every, 1) }
+}
+
+// Decompress returns r's content, gunzipped when r starts with gzip's magic
+// bytes: an import file may be plain or gzip.
+func Decompress(r io.Reader) (io.Reader, error) {
+	br := bufio.NewReaderSize(r, 64*1024)
+	head, err := br.Peek(2)
+	if err == nil && head[0] == 0x1f && head[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, fmt.Errorf("memio: gzip: %w", err)
+		}
+		return zr, nil
+	}
+	return br, nil
 }
 
 // WriteChunk is how many nodes (and four times as many edges) one PutBatch
@@ -103,7 +170,19 @@ const WriteChunk = 500
 // Import reads JSON lines from r, validates all of them, then writes them
 // into tenant's graph in chunks of WriteChunk. It returns how many nodes and
 // edges it wrote.
-func Import(ctx context.Context, st Store, r io.Reader, tenant string, now time.Time) (Stats, error) {
+//
+// Invalid lines are reported by number, the first MaxReported one by one
+// and the others counted; nothing is written then.
+func Import(ctx context.Context, st Store, r io.Reader, tenant string, now time.Time, opts ...Option) (Stats, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	report := func(p Progress) {
+		if o.progress != nil {
+			o.progress(p)
+		}
+	}
 	if err := memory.CheckTenant(tenant); err != nil {
 		return Stats{}, fmt.Errorf("memio: %w: %v", memory.ErrInvalid, err)
 	}
@@ -119,12 +198,21 @@ func Import(ctx context.Context, st Store, r io.Reader, tenant string, now time.
 		alias    = map[string]string{} // merged id -> the id it was merged into
 		merged   int
 		no       int
+		tr       transcriptImport
 	)
+	unreported := 0
 	bad := func(format string, a ...any) {
+		if len(errs) >= MaxReported {
+			unreported++
+			return
+		}
 		errs = append(errs, fmt.Errorf("%w %d: %s", ErrInvalidLine, no, fmt.Sprintf(format, a...)))
 	}
 	for sc.Scan() {
 		no++
+		if o.progress != nil && no%o.every == 0 {
+			report(Progress{Lines: no})
+		}
 		raw := bytes.TrimSpace(sc.Bytes())
 		if len(raw) == 0 {
 			continue
@@ -182,13 +270,16 @@ func Import(ctx context.Context, st Store, r io.Reader, tenant string, now time.
 				continue
 			}
 			edges = append(edges, e)
+		case "message", "summary":
+			tr.add(l.Type, raw, tenant, now, bad)
 		default:
-			bad("type must be \"node\" or \"edge\", got %q", l.Type)
+			bad("type must be \"node\", \"edge\", \"message\" or \"summary\", got %q", l.Type)
 		}
 	}
 	if err := sc.Err(); err != nil {
 		return Stats{}, fmt.Errorf("memio: read line %d: %w", no+1, err)
 	}
+	report(Progress{Lines: no})
 	// An edge naming a merged node names the node it was merged into; one
 	// that then joins a node to itself is dropped.
 	kept := edges[:0]
@@ -225,10 +316,17 @@ func Import(ctx context.Context, st Store, r io.Reader, tenant string, now time.
 		}
 		for _, id := range missing {
 			if !ids[id] {
-				errs = append(errs, fmt.Errorf("%w: an edge names node %q, which is neither in the file nor in the store", ErrInvalidLine, id))
+				if len(errs) < MaxReported {
+					errs = append(errs, fmt.Errorf("%w: an edge names node %q, which is neither in the file nor in the store", ErrInvalidLine, id))
+				} else {
+					unreported++
+				}
 				ids[id] = true // report once
 			}
 		}
+	}
+	if unreported > 0 {
+		errs = append(errs, fmt.Errorf("%w: %d more problems not listed (the first %d are)", ErrInvalidLine, unreported, MaxReported))
 	}
 	if len(errs) > 0 {
 		return Stats{}, errors.Join(errs...)
@@ -240,9 +338,6 @@ func Import(ctx context.Context, st Store, r io.Reader, tenant string, now time.
 		return Stats{}, err
 	}
 	merged += n
-	if len(nodes) == 0 && len(edges) == 0 {
-		return Stats{Merged: merged}, nil
-	}
 	done := Stats{Merged: merged}
 	for i := 0; i < len(nodes); i += WriteChunk {
 		chunk := nodes[i:min(i+WriteChunk, len(nodes))]
@@ -251,6 +346,10 @@ func Import(ctx context.Context, st Store, r io.Reader, tenant string, now time.
 				i+1, i+len(chunk), len(nodes), err)
 		}
 		done.Nodes += len(chunk)
+		if o.written != nil {
+			o.written(chunk)
+		}
+		report(Progress{Lines: no, Written: done.Nodes, Total: len(nodes) + len(edges)})
 	}
 	for i := 0; i < len(edges); i += 4 * WriteChunk {
 		chunk := edges[i:min(i+4*WriteChunk, len(edges))]
@@ -259,6 +358,10 @@ func Import(ctx context.Context, st Store, r io.Reader, tenant string, now time.
 				i+1, i+len(chunk), len(edges), err)
 		}
 		done.Edges += len(chunk)
+		report(Progress{Lines: no, Written: done.Nodes + done.Edges, Total: len(nodes) + len(edges)})
+	}
+	if err := tr.write(ctx, st, &done); err != nil {
+		return done, err
 	}
 	return done, nil
 }
@@ -338,49 +441,9 @@ func strictDecode(raw []byte, v any) error {
 }
 
 // Export writes every node of tenant and every edge between them as JSON
-// lines, in the order the store scans them (an edge after its source
-// node). Nothing of another tenant is written.
+// lines, in the order the store scans them (an edge after its ends).
+// Nothing of another tenant is written. ExportSelection writes a project,
+// a session and transcripts.
 func Export(ctx context.Context, st Store, w io.Writer, tenant string) (Stats, error) {
-	bw := bufio.NewWriter(w)
-	enc := json.NewEncoder(bw)
-	enc.SetEscapeHTML(false)
-	var s Stats
-	mine := map[string]bool{} // the tenant's node ids seen so far
-	var early []memory.Edge   // edges scanned before their source node
-	writeEdge := func(e memory.Edge) error {
-		s.Edges++
-		return enc.Encode(edgeLine{Type: "edge", Edge: e})
-	}
-	err := st.Scan(ctx, func(n memory.Node) error {
-		if n.TenantID != tenant {
-			return nil
-		}
-		mine[n.ID] = true
-		s.Nodes++
-		line := exportNode{Type: "node", Node: n, SessionID: n.SessionID, Paths: n.Paths}
-		if line.Paths == nil {
-			line.Paths = []string{}
-		}
-		return enc.Encode(line)
-	}, func(e memory.Edge) error {
-		if !mine[e.Src] {
-			early = append(early, e) // another tenant's, or its source comes later
-			return nil
-		}
-		return writeEdge(e)
-	})
-	if err != nil {
-		return s, fmt.Errorf("memio: export: %w", err)
-	}
-	for _, e := range early {
-		if mine[e.Src] && mine[e.Dst] {
-			if err := writeEdge(e); err != nil {
-				return s, fmt.Errorf("memio: export: %w", err)
-			}
-		}
-	}
-	if err := bw.Flush(); err != nil {
-		return s, fmt.Errorf("memio: export: %w", err)
-	}
-	return s, nil
+	return ExportSelection(ctx, st, w, Selection{Tenant: tenant})
 }

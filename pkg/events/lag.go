@@ -10,11 +10,16 @@ import (
 )
 
 // ExtractorLag tells whether a session's latest turn_ended still waits for
-// the extractor, i.e. whether its messages are missing from the stored
-// transcript. Workers that read the transcript another worker writes (the
-// consolidator, the compactor) ask it before they judge a session by its
-// transcript: a session whose transcript is behind is retried, not
-// consolidated or compacted short (its later events may never come).
+// a consumer of turn_ended: the extractor (NewExtractorLag: the turn is not
+// extracted yet) or the transcript consumer (NewTranscriptLag: its messages
+// are missing from the stored transcript). Workers that read what another
+// worker writes ask it before they judge a session: the compactor waits for
+// the transcript only (a summary needs the messages, not their
+// extraction), the consolidator for the extraction (its pass reviews the
+// memories extraction wrote from those turns, and has the last word over
+// them, as when the model is up; see internal/extract's doc). A session
+// that is behind is retried, not consolidated or compacted short (its later
+// events may never come).
 //
 // Under interest retention (ENGRAM_IN's default) a turn_ended is pending
 // while it is still in the stream and above the extractor consumer's ack
@@ -34,15 +39,24 @@ type ExtractorLag struct {
 	st jetstream.Stream
 }
 
-// NewExtractorLag reads t's input stream and extractor consumer.
+// NewExtractorLag reads t's input stream and extractor consumer: a turn is
+// pending until it is extracted.
 func NewExtractorLag(js jetstream.JetStream, t Topology) *ExtractorLag {
 	return &ExtractorLag{js: js, stream: t.In.Name, consumer: ConsumerExtractor, subjects: t.Subjects()}
 }
 
+// NewTranscriptLag reads t's input stream and transcript consumer
+// (ConsumerTranscript): a turn is pending until its transcript is stored,
+// which needs no model.
+func NewTranscriptLag(js jetstream.JetStream, t Topology) *ExtractorLag {
+	return &ExtractorLag{js: js, stream: t.In.Name, consumer: ConsumerTranscript, subjects: t.Subjects()}
+}
+
 // TurnEndedPending reports whether the session's latest turn_ended has not
-// been acknowledged by the extractor yet. No turn_ended, or no extractor
-// consumer in the topology: false.
-func (l *ExtractorLag) TurnEndedPending(ctx context.Context, project, session string) (bool, error) {
+// been acknowledged by the lag's consumer yet. No turn_ended, or no such
+// consumer on the stream: false. For the default tenant the subject of the
+// form before tenants is read too (an event an older version stored).
+func (l *ExtractorLag) TurnEndedPending(ctx context.Context, tenant, project, session string) (bool, error) {
 	l.mu.Lock()
 	st := l.st
 	l.mu.Unlock()
@@ -55,7 +69,7 @@ func (l *ExtractorLag) TurnEndedPending(ctx context.Context, project, session st
 		l.st, st = s, s
 		l.mu.Unlock()
 	}
-	m, err := st.GetLastMsgForSubject(ctx, l.subjects.In(TypeTurnEnded, project, session))
+	m, err := LastInput(ctx, st, l.subjects, TypeTurnEnded, tenant, project, session)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return false, nil // none, or every consumer has acknowledged it (interest retention)
 	}
@@ -82,4 +96,30 @@ func (l *ExtractorLag) TurnEndedPending(ctx context.Context, project, session st
 		return false, fmt.Errorf("events: consumer %s: %w", l.consumer, err)
 	}
 	return info.AckFloor.Stream < m.Sequence, nil
+}
+
+// LastInput is the last input event of type t of a session in the input
+// stream st (a direct get by subject: worker roles may not read ENGRAM_IN
+// by sequence). For the default tenant the subject of the form before
+// tenants (Address.Legacy) is read too, and the later of the two returned.
+// None is jetstream.ErrMsgNotFound.
+func LastInput(ctx context.Context, st jetstream.Stream, s Subjects, t Type, tenant, project, session string) (*jetstream.RawStreamMsg, error) {
+	m, err := st.GetLastMsgForSubject(ctx, s.In(t, tenant, project, session))
+	if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, err
+	}
+	if tenant != "" {
+		return m, err
+	}
+	legacy := s.prefix() + ".in." + string(t) + "." + EncodeToken(project) + "." + EncodeToken(session)
+	lm, lerr := st.GetLastMsgForSubject(ctx, legacy)
+	switch {
+	case lerr != nil && !errors.Is(lerr, jetstream.ErrMsgNotFound):
+		return nil, lerr
+	case lerr != nil:
+		return m, err
+	case err != nil || lm.Sequence > m.Sequence:
+		return lm, nil
+	}
+	return m, nil
 }

@@ -101,7 +101,11 @@ func TestInterestRetentionRemovesWhatEveryConsumerAcked(t *testing.T) {
 	if got := len(drain(t, js, events.ConsumerExtractor)); got != 5 {
 		t.Fatalf("extractor got %d", got)
 	}
-	inMsgs(t, js, 15) // the turn_ended went: the extractor was their only consumer
+	inMsgs(t, js, 20) // the transcript consumer has not acked the turn_ended yet
+	if got := len(drain(t, js, events.ConsumerTranscript)); got != 5 {
+		t.Fatalf("transcript got %d", got)
+	}
+	inMsgs(t, js, 15) // the turn_ended went: the extractor and the transcript consumer were their only consumers
 	for _, name := range []string{events.ConsumerInjector, events.ConsumerConsolidator, events.ConsumerCompactor} {
 		if got := len(drain(t, js, name)); got != 5 {
 			t.Fatalf("%s got %d", name, got)
@@ -120,6 +124,7 @@ func TestInterestRetentionRemovesWhatEveryConsumerAcked(t *testing.T) {
 	publishAll(t, c, 1)
 	drain(t, js, events.ConsumerInjector)
 	drain(t, js, events.ConsumerExtractor)
+	drain(t, js, events.ConsumerTranscript)
 	drain(t, js, events.ConsumerConsolidator)
 	drain(t, js, events.ConsumerCompactor)
 	inMsgs(t, js, 1)
@@ -154,6 +159,7 @@ func TestPerSubjectLimitRefusesOneSessionOnly(t *testing.T) {
 	}
 	// Consumed events free the subject (interest retention).
 	drain(t, js, events.ConsumerExtractor)
+	drain(t, js, events.ConsumerTranscript)
 	inMsgs(t, js, 0)
 	if err := ended("busy", 4); err != nil {
 		t.Fatalf("after the extractor caught up: %v", err)
@@ -173,7 +179,7 @@ func TestMaxEventSizeEnforcedAtPublish(t *testing.T) {
 	if !errors.Is(err, events.ErrEventTooLarge) || !strings.Contains(err.Error(), "the maximum is 524288") {
 		t.Fatalf("oversize event: %v", err)
 	}
-	raw := nats.NewMsg("engram.in.turn_ended.p.s")
+	raw := nats.NewMsg("engram.in.turn_ended.%.p.s")
 	raw.Data = []byte(big + strings.Repeat("b", events.MaxHeaderBytes+1))
 	if _, err := js.PublishMsg(ctx, raw); err == nil || !strings.Contains(err.Error(), "message size exceeds maximum") {
 		t.Fatalf("raw oversize publish: %v", err)
@@ -192,12 +198,15 @@ func TestMaxEventSizeEnforcedAtPublish(t *testing.T) {
 }
 
 // oldTopology creates what an Engram before interest retention made:
-// ENGRAM_IN with limits retention and no per-subject or size limit,
-// consumers with a server-side MaxDeliver.
+// ENGRAM_IN with limits retention, all of <prefix>.in.> as its subjects and
+// no per-subject or size limit, consumers with a server-side MaxDeliver.
 func oldTopology(t *testing.T, js jetstream.JetStream, topo events.Topology) {
 	t.Helper()
 	ctx := context.Background()
 	for _, sc := range topo.StreamConfigs() {
+		if sc.Name == topo.In.Name {
+			sc.Subjects = []string{topo.Subjects().InAll()}
+		}
 		sc.Retention = jetstream.LimitsPolicy
 		sc.MaxMsgsPerSubject, sc.DiscardNewPerSubject, sc.MaxMsgSize = -1, false, -1
 		if _, err := js.CreateStream(ctx, sc); err != nil {
@@ -231,22 +240,25 @@ func TestMigrateLimitsRetentionLosesNothing(t *testing.T) {
 	c, _ := events.NewClient(nc)
 	publishAll(t, c, 12) // 4 events per subject (3 sessions), over the new limit
 	st, _ := js.Stream(ctx, events.StreamIn)
-	// The extractor had consumed half its events, the injector all.
-	cons, _ := js.Consumer(ctx, events.StreamIn, events.ConsumerExtractor)
-	b, err := cons.Fetch(6, jetstream.FetchMaxWait(2*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The extractor (and its transcript consumer) had consumed half its
+	// events, the injector all.
 	acked := map[uint64]bool{}
-	for m := range b.Messages() {
-		meta, _ := m.Metadata()
-		acked[meta.Sequence.Stream] = true
-		if err := m.DoubleAck(ctx); err != nil {
+	for _, name := range []string{events.ConsumerExtractor, events.ConsumerTranscript} {
+		cons, _ := js.Consumer(ctx, events.StreamIn, name)
+		b, err := cons.Fetch(6, jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
 			t.Fatal(err)
+		}
+		for m := range b.Messages() {
+			meta, _ := m.Metadata()
+			acked[meta.Sequence.Stream] = true
+			if err := m.DoubleAck(ctx); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	if len(acked) != 6 {
-		t.Fatalf("extractor acked %d", len(acked))
+		t.Fatalf("extractor and transcript acked %d", len(acked))
 	}
 	drain(t, js, events.ConsumerInjector)
 	// Not an input type: no consumer ever received it.
@@ -279,10 +291,10 @@ func TestMigrateLimitsRetentionLosesNothing(t *testing.T) {
 		}
 	}
 	got := map[string][]uint64{}
-	for _, name := range []string{events.ConsumerInjector, events.ConsumerExtractor, events.ConsumerConsolidator, events.ConsumerCompactor} {
+	for _, name := range []string{events.ConsumerInjector, events.ConsumerExtractor, events.ConsumerTranscript, events.ConsumerConsolidator, events.ConsumerCompactor} {
 		got[name] = drain(t, js, name)
 	}
-	if len(got[events.ConsumerInjector]) != 0 || len(got[events.ConsumerExtractor]) != 6 ||
+	if len(got[events.ConsumerInjector]) != 0 || len(got[events.ConsumerExtractor]) != 6 || len(got[events.ConsumerTranscript]) != 6 ||
 		len(got[events.ConsumerConsolidator]) != 12 || len(got[events.ConsumerCompactor]) != 12 {
 		t.Fatalf("after migration: injector %d extractor %d consolidator %d compactor %d",
 			len(got[events.ConsumerInjector]), len(got[events.ConsumerExtractor]),
@@ -294,9 +306,9 @@ func TestMigrateLimitsRetentionLosesNothing(t *testing.T) {
 		}
 	}
 	inMsgs(t, js, 1)
-	// Published now, a message nobody receives is not kept.
-	if _, err := js.Publish(ctx, "engram.in.bogus.p.s2", []byte("{}")); err != nil {
-		t.Fatal(err)
+	// Published now, a message of no input type is refused.
+	if _, err := js.Publish(ctx, "engram.in.bogus.p.s2", []byte("{}")); err == nil {
+		t.Fatal("a subject of no input type was stored")
 	}
 	inMsgs(t, js, 1)
 	// Now no subject is over the limit: the next start applies it.

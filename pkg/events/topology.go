@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -22,6 +24,11 @@ const (
 	ConsumerExtractor    = "extractor"
 	ConsumerConsolidator = "consolidator"
 	ConsumerCompactor    = "compactor"
+	// ConsumerTranscript stores each turn_ended's transcript, which needs
+	// no model, so that a model outage (which pauses the extractor
+	// consumer) does not hold it back. The extractor role runs it
+	// (ConsumerConfig.Role); it is no role of its own.
+	ConsumerTranscript = "transcript"
 )
 
 // StreamConfig is what an operator may tune of one stream.
@@ -50,7 +57,10 @@ type StreamConfig struct {
 
 // ConsumerConfig is one durable pull consumer on ENGRAM_IN.
 type ConsumerConfig struct {
-	Name    string // durable name, also the DLQ subject token and the processed-record key
+	Name string // durable name, also the DLQ subject token and the processed-record key
+	// Role is the worker role whose processes run the consumer (their
+	// ENGRAM_WORKERS name and NATS user); "": Name (WorkerRole).
+	Role    string
 	Types   []Type // input types it receives (subject filter)
 	AckWait time.Duration
 	// MaxDeliver is the delivery on which the runner dead-letters a
@@ -98,7 +108,8 @@ type Topology struct {
 // consumer that should see it has acked it (interest retention), at most a
 // week, 1 GiB and DefaultMaxMsgsPerSubject per subject, refusing publishes
 // when full; ENGRAM_OUT keeps a day (256 MiB), ENGRAM_DLQ 30 days (256 MiB);
-// one consumer per worker role; events up to DefaultMaxEventBytes.
+// one consumer per worker role, and the extractor's transcript consumer;
+// events up to DefaultMaxEventBytes.
 func DefaultTopology() Topology {
 	stream := func(name string, age time.Duration, bytes int64, discard jetstream.DiscardPolicy) StreamConfig {
 		return StreamConfig{Name: name, MaxAge: age, MaxBytes: bytes, Duplicates: 2 * time.Minute,
@@ -119,6 +130,8 @@ func DefaultTopology() Topology {
 			{Name: ConsumerExtractor, Types: []Type{TypeTurnEnded}, AckWait: time.Minute, MaxDeliver: 10, MaxAckPending: 64},
 			{Name: ConsumerConsolidator, Types: []Type{TypeSessionIdle}, AckWait: 2 * time.Minute, MaxDeliver: 10, MaxAckPending: 16},
 			{Name: ConsumerCompactor, Types: []Type{TypeTokensReported}, AckWait: time.Minute, MaxDeliver: 10, MaxAckPending: 64},
+			// The extractor's model-free part: a store write per event.
+			{Name: ConsumerTranscript, Role: ConsumerExtractor, Types: []Type{TypeTurnEnded}, AckWait: 30 * time.Second, MaxDeliver: 10, MaxAckPending: 64},
 		},
 	}
 }
@@ -134,6 +147,27 @@ func (t Topology) Consumer(name string) (ConsumerConfig, bool) {
 		}
 	}
 	return ConsumerConfig{}, false
+}
+
+// WorkerRole is the worker role that runs c: Role, or Name when Role is
+// empty.
+func (c ConsumerConfig) WorkerRole() string {
+	if c.Role != "" {
+		return c.Role
+	}
+	return c.Name
+}
+
+// Roles lists the worker roles that run t's consumers (WorkerRole), each
+// once, in the consumers' order.
+func (t Topology) Roles() []string {
+	var roles []string
+	for _, c := range t.Consumers {
+		if r := c.WorkerRole(); !slices.Contains(roles, r) {
+			roles = append(roles, r)
+		}
+	}
+	return roles
 }
 
 // Validate reports every problem of the topology at once (joined errors).
@@ -224,6 +258,9 @@ func (t Topology) Validate() error {
 			bad("%s: name used twice", id)
 		}
 		seen[c.Name] = true
+		if c.Role != "" && !validName(c.Role) {
+			bad("%s: role must not hold spaces, '.', '*', '>', '/' or '\\'", id)
+		}
 		if len(c.Types) == 0 {
 			bad("%s: no input types", id)
 		}
@@ -282,7 +319,11 @@ func (t Topology) StreamConfigs() []jetstream.StreamConfig {
 		sc.DiscardNewPerSubject = sc.Discard == jetstream.DiscardNew && sc.MaxMsgsPerSubject > 0
 		return sc
 	}
-	in := mk(t.In, subj.InAll(), "Engram input events from chat platforms")
+	in := mk(t.In, "", "Engram input events from chat platforms")
+	// One subject pattern per input type: a publish of an unknown type,
+	// of an output type, or of the form before tenants matches no stream
+	// and fails at the publisher instead of being stored and dropped.
+	in.Subjects = subj.InStreams()
 	if t.MaxEventBytes > 0 {
 		in.MaxMsgSize = int32(t.MaxEventBytes + MaxHeaderBytes)
 	}
@@ -322,9 +363,26 @@ func (t Topology) JetStreamConsumerConfig(c ConsumerConfig) jetstream.ConsumerCo
 	return cc
 }
 
+// EnsureOptions change what EnsureTopology may do.
+type EnsureOptions struct {
+	// Frozen names streams that are created when missing but never
+	// updated: a difference is reported in Ensured.NotApplied instead.
+	// The setup role's connection has ENGRAM_DLQ frozen (it may not update
+	// it: shrinking its limits would delete dead letters).
+	Frozen []string
+}
+
+// Ensured is what EnsureTopology did not do.
+type Ensured struct {
+	// NotApplied lists, one line each, the changes of frozen streams that
+	// wait for a connection allowed to make them (admin).
+	NotApplied []string
+}
+
 // EnsureTopology validates t, then creates or updates the three streams and
 // every consumer. It is idempotent: run it at every start and from
-// `engram setup`.
+// `engram setup`. A stream whose configuration is already the wanted one
+// is not updated (no request).
 //
 // It migrates an existing stream without losing a message:
 //   - Retention (ENGRAM_IN of an older setup has limits retention): a new
@@ -339,36 +397,68 @@ func (t Topology) JetStreamConsumerConfig(c ConsumerConfig) jetstream.ConsumerCo
 //     holds more than the new limit the stream keeps its old one; a later
 //     start applies it (no error: the stream works under its old limit,
 //     which `engram status` shows).
+//   - Subjects (ENGRAM_IN of a version before tenants stored <prefix>.in.>):
+//     the stream's subjects become one pattern per input type with the
+//     tenant token. The server keeps the messages already stored under the
+//     old form, and the consumers (filtered <prefix>.in.<type>.>) still
+//     deliver them; a worker takes one as the default tenant's when its
+//     body names no tenant (Subjects.Check), else dead-letters it.
 func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology) error {
+	_, err := EnsureTopologyWith(ctx, js, t, EnsureOptions{})
+	return err
+}
+
+// EnsureTopologyWith is EnsureTopology with options.
+func EnsureTopologyWith(ctx context.Context, js jetstream.JetStream, t Topology, o EnsureOptions) (Ensured, error) {
+	var done Ensured
 	if err := t.Validate(); err != nil {
-		return err
+		return done, err
 	}
 	var switches []jetstream.StreamConfig
 	for _, sc := range t.StreamConfigs() {
 		want := sc
 		st, err := js.Stream(ctx, sc.Name)
+		var old *jetstream.StreamConfig
 		switch {
 		case errors.Is(err, jetstream.ErrStreamNotFound):
 			sc.Retention = jetstream.LimitsPolicy
 		case err != nil:
-			return fmt.Errorf("events: ensure stream %s: %w", sc.Name, err)
+			return done, fmt.Errorf("events: ensure stream %s: %w", sc.Name, err)
 		default:
-			old := st.CachedInfo()
-			sc.Retention = old.Config.Retention
-			if lowered(old.Config.MaxMsgsPerSubject, sc.MaxMsgsPerSubject) {
+			cfg := st.CachedInfo().Config
+			old = &cfg
+			sc.Retention = old.Retention
+			if lowered(old.MaxMsgsPerSubject, sc.MaxMsgsPerSubject) {
 				over, err := subjectOver(ctx, st, sc.MaxMsgsPerSubject)
 				if err != nil {
-					return fmt.Errorf("events: ensure stream %s: %w", sc.Name, err)
+					return done, fmt.Errorf("events: ensure stream %s: %w", sc.Name, err)
 				}
 				if over {
-					sc.MaxMsgsPerSubject = old.Config.MaxMsgsPerSubject
-					sc.DiscardNewPerSubject = old.Config.DiscardNewPerSubject
+					sc.MaxMsgsPerSubject = old.MaxMsgsPerSubject
+					sc.DiscardNewPerSubject = old.DiscardNewPerSubject
 					want.MaxMsgsPerSubject, want.DiscardNewPerSubject = sc.MaxMsgsPerSubject, sc.DiscardNewPerSubject
 				}
 			}
 		}
-		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
-			return fmt.Errorf("events: ensure stream %s: %w", sc.Name, err)
+		switch {
+		case old == nil:
+			_, err := js.CreateStream(ctx, sc)
+			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+				// Created meanwhile by another process starting too.
+				_, err = js.UpdateStream(ctx, sc)
+			}
+			if err != nil {
+				return done, fmt.Errorf("events: create stream %s: %w", sc.Name, err)
+			}
+		case sameStream(*old, sc):
+		case slices.Contains(o.Frozen, sc.Name):
+			done.NotApplied = append(done.NotApplied, fmt.Sprintf("stream %s: %s (this connection may not update it; run `engram setup` as admin)",
+				sc.Name, strings.Join(streamDiff(*old, sc), ", ")))
+			continue
+		default:
+			if _, err := js.UpdateStream(ctx, sc); err != nil {
+				return done, fmt.Errorf("events: update stream %s: %w", sc.Name, err)
+			}
 		}
 		if sc.Retention != want.Retention {
 			switches = append(switches, want)
@@ -376,15 +466,46 @@ func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology) err
 	}
 	for _, c := range t.Consumers {
 		if _, err := js.CreateOrUpdateConsumer(ctx, t.In.Name, t.JetStreamConsumerConfig(c)); err != nil {
-			return fmt.Errorf("events: ensure consumer %s on %s: %w", c.Name, t.In.Name, err)
+			return done, fmt.Errorf("events: ensure consumer %s on %s: %w", c.Name, t.In.Name, err)
 		}
 	}
 	for _, sc := range switches {
 		if _, err := js.UpdateStream(ctx, sc); err != nil {
-			return fmt.Errorf("events: switch stream %s to %v retention (needs nats-server 2.10 or later): %w", sc.Name, sc.Retention, err)
+			return done, fmt.Errorf("events: switch stream %s to %v retention (needs nats-server 2.10 or later): %w", sc.Name, sc.Retention, err)
 		}
 	}
-	return nil
+	return done, nil
+}
+
+// sameStream reports whether a stream's configuration has every setting
+// EnsureTopology sets as want has it.
+func sameStream(old, want jetstream.StreamConfig) bool { return len(streamDiff(old, want)) == 0 }
+
+// streamDiff names the settings of want that old has otherwise.
+func streamDiff(old, want jetstream.StreamConfig) []string {
+	var d []string
+	diff := func(name string, a, b any) {
+		if a != b {
+			d = append(d, fmt.Sprintf("%s %v -> %v", name, a, b))
+		}
+	}
+	if !slices.Equal(old.Subjects, want.Subjects) {
+		d = append(d, fmt.Sprintf("subjects %v -> %v", old.Subjects, want.Subjects))
+	}
+	diff("description", old.Description, want.Description)
+	diff("retention", old.Retention, want.Retention)
+	diff("max age", old.MaxAge, want.MaxAge)
+	diff("max bytes", old.MaxBytes, want.MaxBytes)
+	diff("max messages", old.MaxMsgs, want.MaxMsgs)
+	diff("max per subject", old.MaxMsgsPerSubject, want.MaxMsgsPerSubject)
+	diff("max message size", old.MaxMsgSize, want.MaxMsgSize)
+	diff("discard", old.Discard, want.Discard)
+	diff("discard new per subject", old.DiscardNewPerSubject, want.DiscardNewPerSubject)
+	diff("duplicate window", old.Duplicates, want.Duplicates)
+	diff("replicas", old.Replicas, want.Replicas)
+	diff("storage", old.Storage, want.Storage)
+	diff("allow direct", old.AllowDirect, want.AllowDirect)
+	return d
 }
 
 // lowered reports whether a per-subject limit goes from old to a stricter

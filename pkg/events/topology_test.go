@@ -2,6 +2,7 @@ package events_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +28,8 @@ func TestTopologyValidateListsEveryProblem(t *testing.T) {
 	topo.DLQ.MaxBytes = 0
 	topo.Consumers[0].AckWait = 0
 	topo.Consumers[1].Types = []events.Type{events.TypeMemoryChanged}
+	topo.Consumers[4].Types = []events.Type{events.TypeTokensReported} // the transcript consumer
+	topo.Consumers[4].Role = "bad role"
 	topo.Consumers[2].Name = topo.Consumers[3].Name
 	topo.Consumers[3].MaxAckPending = 0
 	topo.Out.MaxMsgsPerSubject = 0
@@ -39,8 +42,9 @@ func TestTopologyValidateListsEveryProblem(t *testing.T) {
 	for _, want := range []string{"prefix", "stream in: name", "stream out: duplicate window", "stream dlq: replicas",
 		"stream dlq: max bytes", "injector): ack wait", "not an input type", "name used twice", "max ack pending",
 		"stream out: max messages per subject", "max event bytes",
-		// The extractor's type changed: turn_ended has no consumer left.
-		"no consumer receives turn_ended"} {
+		// The extractor's and the transcript consumer's type changed:
+		// turn_ended has no consumer left.
+		"no consumer receives turn_ended", "transcript): role must not hold"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("validation error lacks %q:\n%s", want, msg)
 		}
@@ -68,7 +72,7 @@ func TestEnsureTopologyIdempotentAndUpdates(t *testing.T) {
 	}
 	in, _ := js.Stream(ctx, events.StreamIn)
 	info, _ := in.Info(ctx)
-	if info.Config.Duplicates != 2*time.Minute || info.Config.Subjects[0] != "engram.in.>" || info.Config.Discard != jetstream.DiscardNew {
+	if info.Config.Duplicates != 2*time.Minute || !slices.Equal(info.Config.Subjects, topo.Subjects().InStreams()) || info.Config.Discard != jetstream.DiscardNew {
 		t.Fatalf("ENGRAM_IN config %+v", info.Config)
 	}
 	for _, c := range topo.Consumers {

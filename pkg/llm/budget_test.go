@@ -242,8 +242,8 @@ func TestKeepAliveAndModelsPerRole(t *testing.T) {
 	if reqs[2].KeepAlive != nil {
 		t.Errorf("consolidate keep-alive %v, want Ollama's default (absent)", reqs[2].KeepAlive)
 	}
-	if !strings.Contains(string(srv.Requests()[1].Body), `"keep_alive":-1`) {
-		t.Errorf("forever keep-alive body %s", srv.Requests()[1].Body)
+	if !strings.Contains(string(srv.Chats()[1].Body), `"keep_alive":-1`) {
+		t.Errorf("forever keep-alive body %s", srv.Chats()[1].Body)
 	}
 }
 
@@ -279,8 +279,8 @@ func TestSharedAndFailingLedger(t *testing.T) {
 	if _, err := a.Chat(ctx(t), req("q")); !errors.Is(err, llm.ErrBudgetExhausted) {
 		t.Fatalf("replica a after 200 shared tokens: %v", err)
 	}
-	if counted != 1 {
-		t.Fatalf("custom HTTP client carried %d requests, want 1", counted)
+	if counted != 2 {
+		t.Fatalf("custom HTTP client carried %d requests, want 2 (the model's context length, one chat)", counted)
 	}
 	c, _ := llm.New(cfg, llm.WithLedger(failingLedger{}))
 	if _, err := c.Chat(ctx(t), req("q")); !errors.Is(err, llm.ErrUnavailable) || !strings.Contains(err.Error(), "redis down") {

@@ -17,6 +17,14 @@ type ModelConfig struct {
 	KeepAlive time.Duration
 	// Timeout bounds one call (a Request may override it).
 	Timeout time.Duration
+	// ContextLength is the context window of the role's calls in tokens,
+	// sent as num_ctx on every call (Client.ContextLength). 0: the model's
+	// own (Ollama's /api/show) up to MaxAutoContextLength, else
+	// DefaultContextLength. Ollama allocates the KV cache for the whole
+	// window: set it lower to save memory, higher (up to the model's own)
+	// for larger prompts. Roles sharing a model should share a window, or
+	// Ollama reloads the model whenever the role changes.
+	ContextLength int
 }
 
 // Config configures a Client. Start from DefaultConfig.
@@ -124,6 +132,9 @@ func (c Config) Validate() error {
 		}
 		if m.Timeout <= 0 && (m.Name != "" || r != RoleEmbed) {
 			bad("%s model: timeout must be positive, got %v", r, m.Timeout)
+		}
+		if m.ContextLength != 0 && m.ContextLength < MinContextLength {
+			bad("%s model: context length %d: want 0 (the model's own) or at least %d tokens", r, m.ContextLength, MinContextLength)
 		}
 	}
 	if c.EmbedDim < 0 {

@@ -26,12 +26,36 @@
 // as the tool result). A tool call that Ollama's parser left in the content
 // (it counts braces without skipping strings) is recognised as a call.
 //
+// # Context windows
+//
+// Every role has a context window (Client.ContextLength): its setting
+// (ModelConfig.ContextLength, e.g. ENGRAM_SUMMARIZE_CONTEXT_LENGTH), else
+// the model's own from Ollama's /api/show (model_info
+// "<architecture>.context_length", Client.ModelContextLength, cached per
+// model for 10 minutes) capped at MaxAutoContextLength (32,768: Ollama
+// allocates the KV cache for the whole window), else DefaultContextLength
+// (8,192); a setting above the model's own is lowered to it. Every chat
+// call sends the window as num_ctx (Request.ContextTokens may lower it for
+// one call) with truncate=false and shift=false: Ollama otherwise drops the
+// start of a prompt longer than its window without a word, which is where
+// the instructions are. A prompt that does not fit now fails with
+// ErrContextExceeded (it also wraps ErrInvalidRequest), and a reply that
+// runs into the output limit or the window's end comes back with
+// DoneReason "length" (Response.CutOff). A worker bounds its prompts by
+// construction: it asks ContextLength for its role and keeps
+// RequestTokens(req) (a high estimate: TokensUpperBound, ASCII characters
+// / 3 plus one token per other character) plus req.MaxTokens within it,
+// cutting its work into several calls when needed (the compactor's steps).
+// Roles that share a model should share a window: Ollama reloads a model
+// whose num_ctx changes.
+//
 // # Errors
 //
 // Errors wrap one sentinel, checked with errors.Is: ErrModelMissing (say
 // `ollama pull <model>`), ErrUnavailable (transient), ErrInvalidRequest
 // (permanent), ErrMisbehaved (transient, retry a bounded number of times),
-// ErrBudgetExhausted (a *BudgetError with the time the budget resets). A
+// ErrBudgetExhausted (a *BudgetError with the time the budget resets),
+// ErrContextExceeded (the prompt over the window; with ErrInvalidRequest). A
 // canceled caller context comes back as the context error. [Classify] maps
 // any of them to transient / permanent / canceled for a runtime.
 //
@@ -55,5 +79,8 @@
 //
 // pkg/llm/llmtest is a scripted Ollama-compatible HTTP server built on the
 // api package's own types: point a Client at it (llmtest.Server.Config) and
-// script replies and faults.
+// script replies and faults. It reports a context length per model
+// (SetContextLength), records each chat request's num_ctx and prompt size
+// (Chats), refuses a prompt over num_ctx sent with truncate=false as
+// Ollama does, and can hold replies to num_predict (WithOutputLimit).
 package llm

@@ -16,7 +16,9 @@ import (
 )
 
 // Sentinel errors. Every error a Client returns wraps at most one of them
-// (or a context error when the caller's context ended); check with errors.Is.
+// (or a context error when the caller's context ended), except
+// ErrContextExceeded, which also wraps ErrInvalidRequest; check with
+// errors.Is.
 var (
 	// ErrModelMissing: the configured model is not installed in Ollama.
 	// Permanent until someone runs `ollama pull <model>` (the message says so).
@@ -136,6 +138,8 @@ func classify(parent context.Context, err error, op, model, host string) error {
 			msg = se.Status
 		}
 		switch {
+		case contextExceeded(msg):
+			return &contextError{msg: fmt.Sprintf("llm: %s: HTTP %d: %s", op, se.StatusCode, msg)}
 		case se.StatusCode == http.StatusNotFound:
 			return missingModel(model, host, msg)
 		case se.StatusCode == http.StatusRequestTimeout, se.StatusCode == http.StatusTooManyRequests, se.StatusCode == 499:
@@ -165,6 +169,9 @@ func classify(parent context.Context, err error, op, model, host string) error {
 	// The client turns a non-JSON body or an in-band {"error": ...} line into
 	// a plain error. Permanent messages stay permanent; the rest is a server
 	// or proxy problem, transient.
+	if contextExceeded(err.Error()) {
+		return &contextError{msg: fmt.Sprintf("llm: %s: %v", op, err)}
+	}
 	if isPermanentMessage(err.Error()) {
 		return fmt.Errorf("%w: %s: %v", ErrInvalidRequest, op, err)
 	}

@@ -112,8 +112,9 @@ func TestAutoPull(t *testing.T) {
 	if err != nil || resp.Message.Content != "hello" {
 		t.Fatalf("after auto-pull: %+v, %v", resp, err)
 	}
-	if srv.Calls("/api/pull") != 1 || srv.Calls("/api/chat") != 2 {
-		t.Fatalf("pull %d chat %d, want 1 and 2", srv.Calls("/api/pull"), srv.Calls("/api/chat"))
+	// The model's context length (/api/show) finds it missing first.
+	if srv.Calls("/api/pull") != 1 || srv.Calls("/api/chat") != 1 || srv.Calls("/api/show") != 2 {
+		t.Fatalf("pull %d chat %d show %d, want 1, 1 and 2", srv.Calls("/api/pull"), srv.Calls("/api/chat"), srv.Calls("/api/show"))
 	}
 	var pulled string
 	for _, r := range srv.Requests() {

@@ -85,3 +85,33 @@ func Example_toolLoop() {
 	// tool: recall preference: vim (searched editor)
 	// answer: You use vim.
 }
+
+// A worker fits its prompts into its role's window by construction: it
+// asks the window, measures its request with RequestTokens and, when the
+// work does not fit one call, cuts it into several.
+func ExampleClient_ContextLength() {
+	srv, _ := llmtest.Start()
+	defer srv.Close()
+	srv.SetContextLength(llmtest.ChatModel, 4096) // what Ollama's /api/show says
+	srv.OnChatAlways(nil, llmtest.Text("ok"))
+	c := srv.Client()
+	ctx := context.Background()
+
+	window, err := c.ContextLength(ctx, llm.RoleConsolidate)
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	req := llm.Request{Role: llm.RoleConsolidate, MaxTokens: 512,
+		Messages: []llm.Message{llm.System("Bring memory up to date."), llm.User("...")}}
+	if llm.RequestTokens(req)+req.MaxTokens > window {
+		fmt.Println("cut the work into smaller calls")
+		return
+	}
+	if _, err := c.Chat(ctx, req); err != nil { // sends num_ctx 4096, truncate=false
+		fmt.Println("error:", err)
+		return
+	}
+	fmt.Println("window", window, "num_ctx", srv.Chats()[0].NumCtx)
+	// Output: window 4096 num_ctx 4096
+}

@@ -103,10 +103,9 @@ type Request struct {
 	MaxTokens int
 	// Timeout overrides the role's configured timeout when positive.
 	Timeout time.Duration
-	// ContextTokens, when positive, is sent as Ollama's num_ctx: the context
-	// window the call needs (prompt plus reply). Ollama otherwise uses the
-	// model's default window and silently drops the start of a longer
-	// prompt.
+	// ContextTokens, when positive, lowers this call's num_ctx below the
+	// role's window (Client.ContextLength, which every call sends
+	// otherwise). It is never raised above the window.
 	ContextTokens int
 	// Think, when not nil, is sent as Ollama's "think" flag.
 	Think *bool
@@ -123,11 +122,21 @@ type Response struct {
 	PromptTokens     int
 	CompletionTokens int
 	Estimated        bool
-	// DoneReason is Ollama's done_reason ("stop", "length", ...).
+	// DoneReason is Ollama's done_reason ("stop", "length", ...): "length"
+	// (DoneLength, CutOff) when the reply ran into MaxTokens or the end of
+	// the context window and was cut off.
 	DoneReason string
 	// Latency is the wall time of the call (all attempts, for [Structured]).
 	Latency time.Duration
 }
+
+// DoneLength is Ollama's done_reason of a reply cut off by the output
+// limit (num_predict) or the end of the context window.
+const DoneLength = "length"
+
+// CutOff reports whether the reply was cut off by the output limit or the
+// context window (done_reason "length"): its end is missing.
+func (r Response) CutOff() bool { return r.DoneReason == DoneLength }
 
 // Chatter sends one chat call and returns the reply. *Client implements it.
 type Chatter interface {

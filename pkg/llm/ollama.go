@@ -26,6 +26,7 @@ type Client struct {
 	now    func() time.Time
 
 	embedDim atomic.Int64
+	windows  windowCache
 }
 
 var _ Chatter = (*Client)(nil)
@@ -140,7 +141,15 @@ func (c *Client) chat(ctx context.Context, req Request, mc ModelConfig) (Respons
 	}
 	var aresp api.ChatResponse
 	for attempt := 0; ; attempt++ {
-		aresp, err = c.chatOnce(ctx, areq, timeout)
+		var window int
+		window, err = c.ContextLength(ctx, req.Role)
+		if err == nil {
+			areq.Options["num_ctx"] = window
+			if req.ContextTokens > 0 {
+				areq.Options["num_ctx"] = min(req.ContextTokens, window)
+			}
+			aresp, err = c.chatOnce(ctx, areq, timeout)
+		}
 		if err == nil {
 			break
 		}
@@ -181,12 +190,18 @@ func (c *Client) chatOnce(ctx context.Context, areq *api.ChatRequest, timeout ti
 }
 
 func (c *Client) toAPI(req Request, mc ModelConfig) (*api.ChatRequest, error) {
-	stream := false
+	stream, truncate, shift := false, false, false
 	areq := &api.ChatRequest{
 		Model:     mc.Name,
 		Stream:    &stream,
 		KeepAlive: keepAlive(mc.KeepAlive),
 		Options:   map[string]any{},
+		// A prompt longer than num_ctx is refused (ErrContextExceeded),
+		// never cut at its start; a reply that reaches the end of the
+		// window stops there (done_reason "length") instead of pushing the
+		// prompt's start out of the window.
+		Truncate: &truncate,
+		Shift:    &shift,
 	}
 	for _, m := range req.Messages {
 		am := api.Message{Role: m.Author, Content: m.Content, ToolName: m.ToolName, ToolCallID: m.ToolCallID}
@@ -236,9 +251,6 @@ func (c *Client) toAPI(req Request, mc ModelConfig) (*api.ChatRequest, error) {
 	}
 	if predict > 0 {
 		areq.Options["num_predict"] = predict
-	}
-	if req.ContextTokens > 0 {
-		areq.Options["num_ctx"] = req.ContextTokens
 	}
 	if req.Think != nil {
 		areq.Think = &api.ThinkValue{Value: *req.Think}

@@ -52,7 +52,7 @@ func TestStructuredSendsDocumentedJSON(t *testing.T) {
 	if resp.PromptTokens != 120 || resp.CompletionTokens != 30 || resp.Estimated {
 		t.Fatalf("tokens %d/%d estimated=%v, want Ollama's 120/30", resp.PromptTokens, resp.CompletionTokens, resp.Estimated)
 	}
-	body := srv.Requests()[0].Body
+	body := srv.Chats()[0].Body
 	var sent map[string]json.RawMessage
 	if err := json.Unmarshal(body, &sent); err != nil {
 		t.Fatal(err)
@@ -68,7 +68,9 @@ func TestStructuredSendsDocumentedJSON(t *testing.T) {
 		"keep_alive": `"10m0s"`,
 		"messages":   `[{"role":"user","content":"remember this"}]`,
 		"format":     wantFormat,
-		"options":    `{"num_predict":` + itoa(s.PredictTokens()) + `,"temperature":0.2}`,
+		"options":    `{"num_ctx":` + itoa(llmtest.DefaultContextLength) + `,"num_predict":` + itoa(s.PredictTokens()) + `,"temperature":0.2}`,
+		"truncate":   `false`,
+		"shift":      `false`,
 	}
 	for k, v := range checks {
 		if string(sent[k]) != v {

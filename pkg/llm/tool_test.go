@@ -39,7 +39,7 @@ func TestToolsSendDocumentedJSON(t *testing.T) {
 	var sent struct {
 		Tools json.RawMessage `json:"tools"`
 	}
-	if err := json.Unmarshal(srv.Requests()[0].Body, &sent); err != nil {
+	if err := json.Unmarshal(srv.Chats()[0].Body, &sent); err != nil {
 		t.Fatal(err)
 	}
 	want := `[{"type":"function","function":{"name":"remember","description":"Store a memory","parameters":{` +

@@ -20,6 +20,7 @@ import (
 	"github.com/engram-memory/engram/internal/app"
 	"github.com/engram-memory/engram/internal/compact"
 	"github.com/engram-memory/engram/internal/config"
+	"github.com/engram-memory/engram/internal/health"
 	"github.com/engram-memory/engram/internal/runner"
 	"github.com/engram-memory/engram/pkg/events"
 	"github.com/engram-memory/engram/pkg/llm"
@@ -33,6 +34,8 @@ func Module() fx.Option {
 		app.ProvideWorker(func(w *Worker) app.Worker { return w.AppWorker() }),
 	)
 }
+
+var _ compact.Metrics = (*health.Metrics)(nil)
 
 // ContextTimeout bounds one context request's store reads.
 const ContextTimeout = 10 * time.Second
@@ -51,12 +54,18 @@ type Worker struct {
 }
 
 // New builds the compactor on the process's store, model client and event
-// client with the configured constants (ENGRAM_COMPACT_*), and starts the
-// context service with the lifecycle when this process runs the compactor
-// (ENGRAM_WORKERS).
-func New(lc fx.Lifecycle, cfg config.Config, topo events.Topology, js jetstream.JetStream, st memory.Store, c *llm.Client, ec *events.Client, log *zap.Logger) (*Worker, error) {
+// client with the configured constants (ENGRAM_COMPACT_*; the summarize
+// model's window is ENGRAM_SUMMARIZE_CONTEXT_LENGTH, else the model's
+// own), counting refused summaries in the process's metrics, and starts
+// the context service with the lifecycle when this process runs the
+// compactor (ENGRAM_WORKERS).
+func New(lc fx.Lifecycle, cfg config.Config, topo events.Topology, js jetstream.JetStream, st memory.Store, c *llm.Client, ec *events.Client, tel *app.Telemetry, log *zap.Logger) (*Worker, error) {
 	log = log.Named("compactor")
-	cc, err := compact.New(st, c, ec, Config(cfg.Compact, topo), compact.WithExtractorLag(events.NewExtractorLag(js, topo)))
+	opts := []compact.Option{compact.WithExtractorLag(events.NewTranscriptLag(js, topo))}
+	if tel != nil && tel.Metrics != nil {
+		opts = append(opts, compact.WithMetrics(tel.Metrics))
+	}
+	cc, err := compact.New(st, c, ec, Config(cfg.Compact, topo), opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,9 @@
-// Package extractfx wires the extractor into an fx application: the
-// turn_ended worker (registered with app.ProvideWorker, so `engram serve`
-// and cmd/extractor run it the same way) and the backlog embedder, which
-// runs for the life of the process.
+// Package extractfx wires the extractor into an fx application: its two
+// turn_ended workers (registered with app.ProvideWorker, so `engram serve`
+// and cmd/extractor run them the same way): the transcript consumer, which
+// stores transcripts without the model, and the extractor consumer, gated on
+// the model; and the backlog embedder, which runs for the life of the
+// process.
 //
 // `engram serve` runs it when cmd/engram registers the module:
 //
@@ -30,6 +32,7 @@ func Module() fx.Option {
 	return fx.Module("extractor",
 		fx.Provide(fx.Private, New),
 		app.ProvideWorker(func(w *Worker) app.Worker { return w.AppWorker() }),
+		app.ProvideWorker(func(w *Worker) app.Worker { return w.TranscriptWorker() }),
 	)
 }
 
@@ -97,6 +100,21 @@ func (w *Worker) AppWorker() app.Worker {
 		Role:      events.ConsumerExtractor,
 		Handler:   w.handler.Handle,
 		Gates:     []runner.Gate{app.StoreGate(w.store), runner.GateFunc(extract.ModelGate(w.client))},
+		Processed: w.store,
+	}
+}
+
+// TranscriptWorker is the registration of the extractor's model-free part:
+// the turn_ended handler that stores transcripts (Handler.Store) on the
+// transcript consumer (events.ConsumerTranscript), gated on the store only,
+// with processed-event records in the store. It runs wherever the extractor
+// role runs (ENGRAM_WORKERS=extractor).
+func (w *Worker) TranscriptWorker() app.Worker {
+	return app.Worker{
+		Role:      events.ConsumerExtractor,
+		Consumer:  events.ConsumerTranscript,
+		Handler:   w.handler.Store,
+		Gates:     []runner.Gate{app.StoreGate(w.store)},
 		Processed: w.store,
 	}
 }

@@ -26,6 +26,17 @@
 // refused; SetUnavailable toggles 503. Embeddings come from the hashing
 // embedder (hashembed), so retrieval in worker tests behaves sensibly.
 //
+// Context windows as Ollama handles them: /api/show reports each model's
+// context length (DefaultContextLength, or SetContextLength), and every chat
+// request is recorded with the num_ctx it sent, the server's count of its
+// prompt (PromptTokens: UTF-8 bytes / 4 per message) and whether a real
+// Ollama would have cut it (the prompt over num_ctx, or DefaultNumCtx
+// without one, at most the model's length): Chats returns those records.
+// A request with truncate=false whose prompt does not fit is answered 400
+// "the input length exceeds the context length", as Ollama does.
+// WithOutputLimit cuts replies at the request's num_predict with
+// done_reason "length".
+//
 // By default every model name is installed; WithModels makes the server
 // strict and RemoveModel uninstalls one. ChatModel and EmbedModel are always
 // installed and are what Config uses.

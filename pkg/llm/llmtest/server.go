@@ -26,6 +26,13 @@ const (
 	EmbedModel = "llmtest-embed"
 	// Version is what /api/version reports.
 	Version = "0.17.4"
+	// DefaultContextLength is the context length /api/show reports for a
+	// model (model_info "llmtest.context_length") unless SetContextLength
+	// changes it: qwen2.5's, the default chat model's.
+	DefaultContextLength = 32768
+	// DefaultNumCtx is the window of a chat request without num_ctx, as a
+	// real Ollama 0.17 without a GPU uses.
+	DefaultNumCtx = 4096
 )
 
 // Request is one request the server received.
@@ -34,6 +41,15 @@ type Request struct {
 	Path   string
 	Body   []byte
 	Time   time.Time
+	// For a chat request: the num_ctx it sent (0: none), the server's
+	// count of its prompt (PromptTokens), and Cut: the prompt exceeded the
+	// window (num_ctx, else DefaultNumCtx, at most the model's context
+	// length) without truncate=false, so a real Ollama would have dropped
+	// its start silently. With truncate=false such a request is answered
+	// 400 "the input length exceeds the context length", as Ollama does.
+	NumCtx       int
+	PromptTokens int
+	Cut          bool
 	// Exactly one of these is set for the paths that take a body.
 	Chat  *api.ChatRequest
 	Embed *api.EmbedRequest
@@ -59,8 +75,10 @@ type Server struct {
 
 	permissive bool
 	noRecord   bool // WithoutRecording
+	outLimit   bool // WithOutputLimit
 	installed  map[string]bool
 	missing    map[string]bool
+	contexts   map[string]int // SetContextLength
 
 	rules      []*rule
 	fallback   Reply
@@ -92,6 +110,11 @@ func WithEmbedDim(dim int) Option {
 // return nothing; Calls and Unmatched still count): for a long-running server
 // (the chaos suite's) whose memory would otherwise grow with every call.
 func WithoutRecording() Option { return func(s *Server) { s.noRecord = true } }
+
+// WithOutputLimit makes the server hold replies to the request's
+// num_predict as Ollama does: a reply longer than num_predict tokens
+// (Tokens) is cut there and answered with done_reason "length".
+func WithOutputLimit() Option { return func(s *Server) { s.outLimit = true } }
 
 // WithModels makes the server strict: only these models (plus ChatModel and
 // EmbedModel) are installed; any other answers 404.
@@ -130,6 +153,7 @@ func start(t testing.TB, opts ...Option) (*Server, error) {
 		permissive: true,
 		installed:  map[string]bool{normalName(ChatModel): true, normalName(EmbedModel): true},
 		missing:    map[string]bool{},
+		contexts:   map[string]int{},
 		calls:      map[string]int{},
 	}
 	s.fallback = Func(func(req api.ChatRequest) Reply {
@@ -278,6 +302,88 @@ func (s *Server) RemoveModel(name string) {
 	s.missing[normalName(name)] = true
 }
 
+// SetContextLength sets the context length /api/show reports for a model
+// (default DefaultContextLength); 0 leaves it out of the model's metadata,
+// as for a model whose file does not say. Chat requests for the model are
+// held to it (a num_ctx above it counts as it, as in Ollama).
+func (s *Server) SetContextLength(model string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.contexts[normalName(model)] = n
+}
+
+// contextLength is a model's context length (0: none declared).
+func (s *Server) contextLength(model string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n, ok := s.contexts[normalName(model)]; ok {
+		return n
+	}
+	return DefaultContextLength
+}
+
+// Tokens is the server's count of a text's tokens: its UTF-8 bytes / 4,
+// rounded up (a plain text runs about 4 characters a token; a CJK
+// character, 3 bytes, counts 0.75).
+func Tokens(s string) int { return (len(s) + 3) / 4 }
+
+// PromptTokens is the server's count of a chat request's prompt: every
+// message's content and tool calls (Tokens) plus 4 for its template
+// markers, and the tools offered.
+func PromptTokens(req api.ChatRequest) int {
+	n := 0
+	for _, m := range req.Messages {
+		n += Tokens(m.Content) + 4
+		for _, tc := range m.ToolCalls {
+			n += Tokens(tc.Function.Name) + Tokens(tc.Function.Arguments.String())
+		}
+	}
+	for _, t := range req.Tools {
+		b, _ := json.Marshal(t)
+		n += Tokens(string(b))
+	}
+	return n
+}
+
+// numPredict reads a request's num_predict option (0: none).
+func numPredict(opts map[string]any) int {
+	switch v := opts["num_predict"].(type) {
+	case float64:
+		return int(v)
+	case int:
+		return v
+	}
+	return 0
+}
+
+// cutBytes cuts s to at most n bytes on a rune boundary.
+func cutBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n]
+}
+
+// numCtx reads a request's num_ctx option (0: none).
+func numCtx(opts map[string]any) int {
+	switch v := opts["num_ctx"].(type) {
+	case float64:
+		return int(v)
+	case int:
+		return v
+	}
+	return 0
+}
+
+func (s *Server) hasModelLocked(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.hasModel(name)
+}
+
 func (s *Server) hasModel(name string) bool {
 	n := normalName(name)
 	return s.installed[n] || (s.permissive && !s.missing[n])
@@ -374,6 +480,21 @@ func (s *Server) ChatRequests() []api.ChatRequest {
 	return out
 }
 
+// Chats returns the records of the chat requests received, in order, with
+// their num_ctx, prompt count and whether a real Ollama would have cut
+// them (Request.NumCtx, PromptTokens, Cut).
+func (s *Server) Chats() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Request
+	for _, r := range s.requests {
+		if r.Chat != nil {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // LastChat returns the last chat request; the test fails if there is none.
 func (s *Server) LastChat() api.ChatRequest {
 	reqs := s.ChatRequests()
@@ -445,7 +566,17 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/api/chat":
 		rec.Chat = &api.ChatRequest{}
-		ok = decode(rec.Chat)
+		if ok = decode(rec.Chat); ok {
+			rec.NumCtx, rec.PromptTokens = numCtx(rec.Chat.Options), PromptTokens(*rec.Chat)
+			window := rec.NumCtx
+			if window <= 0 {
+				window = DefaultNumCtx
+			}
+			if n := s.contextLength(rec.Chat.Model); n > 0 {
+				window = min(window, n)
+			}
+			rec.Cut = rec.PromptTokens > window
+		}
 	case "/api/embed":
 		rec.Embed = &api.EmbedRequest{}
 		ok = decode(rec.Embed)
@@ -482,6 +613,11 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Path == "/api/pull" && r.Method == http.MethodPost:
 		s.handlePull(w, r, rec.Pull)
 	case r.URL.Path == "/api/chat" && r.Method == http.MethodPost:
+		if rec.Cut && rec.Chat.Truncate != nil && !*rec.Chat.Truncate && s.hasModelLocked(rec.Chat.Model) {
+			// What the runner of a real Ollama answers (HTTP 400).
+			writeError(w, http.StatusBadRequest, "the input length exceeds the context length")
+			return
+		}
 		s.handleChat(w, r, rec.Chat)
 	case r.URL.Path == "/api/embed" && r.Method == http.MethodPost:
 		s.handleEmbed(w, r, rec.Embed)
@@ -519,13 +655,16 @@ func (s *Server) handleShow(w http.ResponseWriter, req *api.ShowRequest) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("model '%s' not found", name))
 		return
 	}
+	info := map[string]any{
+		"general.architecture":     "llmtest",
+		"llmtest.embedding_length": s.embedder.Dim(),
+	}
+	if n := s.contextLength(name); n > 0 {
+		info["llmtest.context_length"] = n
+	}
 	writeJSON(w, http.StatusOK, api.ShowResponse{
-		Details: api.ModelDetails{Format: "gguf", Family: "llmtest"},
-		ModelInfo: map[string]any{
-			"general.architecture":     "llmtest",
-			"llmtest.embedding_length": s.embedder.Dim(),
-			"llmtest.context_length":   8192,
-		},
+		Details:      api.ModelDetails{Format: "gguf", Family: "llmtest"},
+		ModelInfo:    info,
 		Capabilities: nil,
 	})
 }
@@ -671,6 +810,9 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request, req *api.Cha
 	done := rep.doneReason
 	if done == "" {
 		done = "stop"
+	}
+	if n := numPredict(req.Options); s.outLimit && n > 0 && Tokens(content) > n {
+		content, done = cutBytes(content, n*4), "length"
 	}
 	resp := api.ChatResponse{
 		Model:      req.Model,

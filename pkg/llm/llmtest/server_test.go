@@ -266,3 +266,61 @@ func TestWithoutRecording(t *testing.T) {
 		t.Errorf("%d chat calls counted, want 3", n)
 	}
 }
+
+// The context length /api/show reports, what a chat request's window is,
+// and what a real Ollama does with a prompt over it: cut it silently by
+// default, refuse it (400) with truncate=false.
+func TestContextWindowLikeOllama(t *testing.T) {
+	srv := llmtest.New(t, llmtest.WithOutputLimit())
+	c := apiClient(t, srv)
+	srv.SetContextLength("small", 1000)
+	srv.SetContextLength("nometa", 0)
+	ctx := context.Background()
+	for model, want := range map[string]any{"small": float64(1000), llmtest.ChatModel: float64(llmtest.DefaultContextLength), "nometa": nil} {
+		show, err := c.Show(ctx, &api.ShowRequest{Model: model})
+		if err != nil || show.ModelInfo["llmtest.context_length"] != want {
+			t.Errorf("%s: context length %v %v, want %v", model, show.ModelInfo["llmtest.context_length"], err, want)
+		}
+	}
+	srv.OnChatAlways(nil, llmtest.Text(strings.Repeat("abcd", 100)))
+	send := func(model string, prompt string, opts map[string]any, truncate *bool) (api.ChatResponse, error) {
+		stream := false
+		var out api.ChatResponse
+		err := c.Chat(ctx, &api.ChatRequest{Model: model, Stream: &stream, Options: opts, Truncate: truncate,
+			Messages: []api.Message{{Role: "user", Content: prompt}}}, func(r api.ChatResponse) error { out = r; return nil })
+		return out, err
+	}
+	no := false
+	long := strings.Repeat("x", 20000) // 5,000 tokens
+	// No num_ctx: Ollama's default window (4,096), the prompt cut.
+	if _, err := send(llmtest.ChatModel, long, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	// num_ctx above the model's own: held to the model's.
+	if _, err := send("small", strings.Repeat("x", 4800), map[string]any{"num_ctx": 8192}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// truncate=false: refused.
+	_, err := send(llmtest.ChatModel, long, map[string]any{"num_ctx": 4096}, &no)
+	var se api.StatusError
+	if !errors.As(err, &se) || se.StatusCode != http.StatusBadRequest || !strings.Contains(se.ErrorMessage, "exceeds the context length") {
+		t.Fatalf("a prompt over num_ctx with truncate=false: %v", err)
+	}
+	// Fits: answered; the reply held to num_predict.
+	resp, err := send(llmtest.ChatModel, "short", map[string]any{"num_ctx": 8192, "num_predict": 10}, &no)
+	if err != nil || resp.DoneReason != "length" || len(resp.Message.Content) != 40 {
+		t.Fatalf("reply over num_predict: %q %q %v", resp.DoneReason, resp.Message.Content, err)
+	}
+	recs := srv.Chats()
+	if len(recs) != 4 {
+		t.Fatalf("%d chat records", len(recs))
+	}
+	for i, want := range []struct {
+		numCtx, prompt int
+		cut            bool
+	}{{0, 5004, true}, {8192, 1204, true}, {4096, 5004, true}, {8192, 6, false}} {
+		if r := recs[i]; r.NumCtx != want.numCtx || r.PromptTokens != want.prompt || r.Cut != want.cut {
+			t.Errorf("request %d: num_ctx %d, prompt %d, cut %v; want %+v", i, r.NumCtx, r.PromptTokens, r.Cut, want)
+		}
+	}
+}

@@ -16,7 +16,7 @@ import (
 )
 
 // TestConformanceUnderACL runs the store contract as a Redis ACL user that
-// has only redis.ACLCommands on the test namespaces' keys: the README's
+// has only redis.ACLCommands on the test namespaces' keys: docs/security.md's
 // least-privilege user is enough for everything the store does, and a
 // command outside it (FLUSHALL) is refused.
 func TestConformanceUnderACL(t *testing.T) {

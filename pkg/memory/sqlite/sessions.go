@@ -16,7 +16,7 @@ func (s *Store) AppendTranscript(ctx context.Context, ref memory.SessionRef, tur
 	if err := memory.CheckSession(ref); err != nil {
 		return nil, false, err
 	}
-	prepared, err := memory.PrepareMessages(turnID, msgs, s.now())
+	prepared, err := memory.PrepareTranscript(ref.Tenant, turnID, msgs, s.now())
 	if err != nil {
 		return nil, false, err
 	}
@@ -124,7 +124,7 @@ func (s *Store) SaveSummary(ctx context.Context, ref memory.SessionRef, sum memo
 	if err := memory.CheckSession(ref); err != nil {
 		return err
 	}
-	sum, err := memory.PrepareSummary(sum, s.now())
+	sum, err := memory.PrepareSummaryOf(ref.Tenant, sum, s.now())
 	if err != nil {
 		return err
 	}
@@ -169,6 +169,25 @@ func (s *Store) AdvanceCursor(ctx context.Context, ref memory.SessionRef, to int
 		return 0, fmt.Errorf("sqlite: advance cursor: %w", err)
 	}
 	return v, nil
+}
+
+// SetCursor implements memory.Sessions.
+func (s *Store) SetCursor(ctx context.Context, ref memory.SessionRef, to int64) error {
+	if err := memory.CheckSession(ref); err != nil {
+		return err
+	}
+	if to < 0 {
+		return fmt.Errorf("%w: cursor %d is negative", memory.ErrInvalid, to)
+	}
+	err := s.write(ctx, func(w *wtx) error {
+		_, err := w.exec(`INSERT INTO cursors(tenant, project, session, value) VALUES (?, ?, ?, ?)
+			ON CONFLICT(tenant, project, session) DO UPDATE SET value = excluded.value`, ref.Tenant, ref.Project, ref.Session, to)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: set cursor: %w", err)
+	}
+	return nil
 }
 
 // PutInjection implements memory.Sessions. Expired records are deleted
@@ -341,6 +360,9 @@ func checkLease(ref memory.SessionRef, name, owner string, ttl time.Duration) er
 	}
 	if name == "" || owner == "" {
 		return fmt.Errorf("%w: a lease needs a name and an owner", memory.ErrInvalid)
+	}
+	if err := memory.CheckLeaseName(name); err != nil {
+		return err
 	}
 	return memory.CheckTTL(ttl)
 }

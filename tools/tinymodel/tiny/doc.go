@@ -4,7 +4,7 @@
 // (pkg/llm/ollamae2e; docs/ollama.md explains the whole setup).
 //
 // The model is about 108k F32 parameters: width 64, 2 layers, 4 heads / 2
-// KV heads, feed-forward 128, context 4096, a GPT-2 style byte-level BPE
+// KV heads, feed-forward 128, context 32768, a GPT-2 style byte-level BPE
 // vocabulary with ChatML special tokens. Its weights are seeded random noise
 // (it babbles) plus a few hand-set channels that make its behaviour usable
 // in tests:

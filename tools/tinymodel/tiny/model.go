@@ -11,12 +11,12 @@ import (
 
 // Shape of the tiny model.
 const (
-	Width      = 64   // embedding length; the embedding dimension Ollama returns
-	Layers     = 2    // transformer blocks
-	Heads      = 4    // attention heads
-	KVHeads    = 2    // key/value heads (grouped-query attention)
-	FFN        = 128  // feed-forward length
-	Context    = 4096 // training context length
+	Width      = 64    // embedding length; the embedding dimension Ollama returns
+	Layers     = 2     // transformer blocks
+	Heads      = 4     // attention heads
+	KVHeads    = 2     // key/value heads (grouped-query attention)
+	FFN        = 128   // feed-forward length
+	Context    = 32768 // training context length (qwen2.5's, the default chat model's: the byte-level tokenizer makes prompts long)
 	headDim    = Width / Heads
 	kvWidth    = KVHeads * headDim
 	ropeBase   = 1e6 // slow rotary frequencies: the control head's score barely depends on distance
