@@ -158,6 +158,10 @@ func benchRedis(url string) (*redisstore.Store, *goredis.Client, func(), error) 
 		cleanup()
 		return nil, nil, nil, err
 	}
+	if _, err := s.EnsureConversationIndex(context.Background()); err != nil {
+		cleanup()
+		return nil, nil, nil, err
+	}
 	return s, client, cleanup, nil
 }
 
