@@ -17,31 +17,12 @@ import (
 // has one): "[...]" unless repl says otherwise (ok false: leave it).
 type nrule struct {
 	name string
-	on   func(*views) *view
-	pre  pred // cheap test before the expression (no groups: always run)
+	on   viewKind
+	pre  pred // cheap test before the expression, on the view's anchors (no groups: always run)
 	// srcPre, when set, must accept the original text as well
 	srcPre func(src string) bool
 	re     *regexp.Regexp
 	repl   func(vs *views, v *view, re *regexp.Regexp, m []int, a, b int) (string, bool)
-}
-
-func onFolded(vs *views) *view   { return vs.folded }
-func onLetters(vs *views) *view  { vs.buildLetters(); return vs.letters }
-func onReversed(vs *views) *view { vs.buildLetters(); return vs.reversed }
-func onROT13(vs *views) *view    { vs.buildLetters(); return vs.rot13 }
-
-// letterView says which of the letter views a rule reads (-1: none); their
-// prefilter runs on the view's text before the view is built.
-func letterView(r *nrule) int {
-	switch r.name {
-	case "override-letters":
-		return 0
-	case "override-reversed":
-		return 1
-	case "override-rot13":
-		return 2
-	}
-	return -1
 }
 
 // sep is what may stand between two words of a phrase in the folded view:
@@ -356,51 +337,113 @@ func nrules() []nrule {
 	return nruleList
 }
 
-// anyOf is a prefilter: the view holds one of subs.
 // A pred is a rule's prefilter: the view must hold, for every group, one
-// of the group's anchors (indexes into anchors). Every view is searched
-// for all anchors at once (anchorHits), one pass over its bytes.
-type pred struct{ groups [][]int }
+// of the group's anchors (bits of the view's anchorSet). Every view is
+// searched for all the anchors of its set at once (anchorSet.hits), one
+// pass over its bytes.
+type pred struct{ groups []bits }
 
-func (p pred) holds(hits []bool) bool {
+func (p pred) holds(hits bits) bool {
 	for _, g := range p.groups {
-		if !slices.ContainsFunc(g, func(i int) bool { return hits[i] }) {
+		if !g.meets(hits) {
 			return false
 		}
 	}
 	return true
 }
 
+// bits is a set of anchors.
+type bits []uint64
+
+func (b bits) has(i int) bool { return b[i>>6]&(1<<(i&63)) != 0 }
+func (b bits) set(i int)      { b[i>>6] |= 1 << (i & 63) }
+
+// meets says whether b and c share an anchor.
+func (b bits) meets(c bits) bool {
+	for i, w := range b {
+		if w&c[i] != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// anchorSet is the anchors of the rules of some views: the folded view's
+// rules, or the letter views' (the letter views are searched only for
+// their own few anchors).
+type anchorSet struct {
+	words []string
+	index map[string]int
+	one   [256][]int32         // one-byte anchors
+	pairs [1 << 16 / 64]uint64 // first two bytes of a longer anchor
+	pair  map[uint16][]int32   // first two bytes -> longer anchors
+	n     int                  // words in bits (the set is complete once the rules are compiled)
+}
+
 var (
-	anchors     []string
-	anchorIndex = map[string]int{}
-	anchorByte  [256][]int     // one-byte anchors
-	anchorPair  [1 << 16][]int // first two bytes -> longer anchors
+	foldedAnchors = &anchorSet{index: map[string]int{}, pair: map[uint16][]int32{}}
+	letterAnchors = &anchorSet{index: map[string]int{}, pair: map[uint16][]int32{}}
 )
 
-// anyOf is a prefilter: the view holds one of words (folded).
-func anyOf(words ...string) pred {
+func (vk viewKind) anchors() *anchorSet {
+	if vk == onFolded {
+		return foldedAnchors
+	}
+	return letterAnchors
+}
+
+// anyOf is a prefilter: the folded view holds one of words (folded).
+func anyOf(words ...string) pred { return foldedAnchors.anyOf(words...) }
+
+// anyOf is a prefilter: the view holds one of words (folded). Its bits
+// are sized when the rules are compiled (finish).
+func (set *anchorSet) anyOf(words ...string) pred {
 	var g []int
 	for _, w := range words {
 		w = fold(w)
 		if w == "" {
 			continue
 		}
-		i, ok := anchorIndex[w]
+		i, ok := set.index[w]
 		if !ok {
-			i = len(anchors)
-			anchorIndex[w] = i
-			anchors = append(anchors, w)
+			i = len(set.words)
+			set.index[w] = i
+			set.words = append(set.words, w)
 			if len(w) == 1 {
-				anchorByte[w[0]] = append(anchorByte[w[0]], i)
+				set.one[w[0]] = append(set.one[w[0]], int32(i))
 			} else {
 				p := uint16(w[0])<<8 | uint16(w[1])
-				anchorPair[p] = append(anchorPair[p], i)
+				set.pairs[p>>6] |= 1 << (p & 63)
+				set.pair[p] = append(set.pair[p], int32(i))
 			}
 		}
 		g = append(g, i)
 	}
-	return pred{groups: [][]int{g}}
+	return pred{groups: []bits{indexBits(g)}}
+}
+
+// indexBits holds the anchors g (resized by finish).
+func indexBits(g []int) bits {
+	n := 0
+	for _, i := range g {
+		n = max(n, i+1)
+	}
+	b := make(bits, (n+63)/64)
+	for _, i := range g {
+		b.set(i)
+	}
+	return b
+}
+
+// finish sizes every group of the rules' prefilters to its set.
+func (set *anchorSet) finish(preds []*pred) {
+	set.n = len(set.words)
+	words := (set.n + 63) / 64
+	for _, p := range preds {
+		for i, g := range p.groups {
+			p.groups[i] = append(g, make(bits, words-len(g))...)
+		}
+	}
 }
 
 func allOf(ps ...pred) pred {
@@ -411,17 +454,22 @@ func allOf(ps ...pred) pred {
 	return out
 }
 
-// anchorHits says which anchors text holds.
-func anchorHits(text string) []bool {
-	hits := make([]bool, len(anchors))
+// hits says which anchors text holds.
+func (set *anchorSet) hits(text string) bits {
+	hits := make(bits, (set.n+63)/64)
 	for i := 0; i < len(text); i++ {
-		for _, k := range anchorByte[text[i]] {
-			hits[k] = true
+		c := text[i]
+		for _, k := range set.one[c] {
+			hits.set(int(k))
 		}
 		if i+1 < len(text) {
-			for _, k := range anchorPair[uint16(text[i])<<8|uint16(text[i+1])] {
-				if !hits[k] && strings.HasPrefix(text[i:], anchors[k]) {
-					hits[k] = true
+			p := uint16(c)<<8 | uint16(text[i+1])
+			if set.pairs[p>>6]&(1<<(p&63)) == 0 {
+				continue
+			}
+			for _, k := range set.pair[p] {
+				if !hits.has(int(k)) && strings.HasPrefix(text[i:], set.words[k]) {
+					hits.set(int(k))
 				}
 			}
 		}
@@ -449,7 +497,7 @@ func anchorWords(phrases []string, cjk bool) []string {
 }
 
 func compileNRules() {
-	add := func(name string, on func(*views) *view, re string, repl func(*views, *view, *regexp.Regexp, []int, int, int) (string, bool)) {
+	add := func(name string, on viewKind, re string, repl func(*views, *view, *regexp.Regexp, []int, int, int) (string, bool)) {
 		nruleList = append(nruleList, nrule{name: name, on: on, re: regexp.MustCompile(re), repl: repl})
 	}
 	// setPre sets the prefilter of the rule added last.
@@ -535,7 +583,7 @@ func compileNRules() {
 		"nullif", "cancel", "erase", "delete", "clear", "aside", "throw", "attention", "follow", "obey", "listen", "break", "violat",
 		"ditch", "scrap", "unlearn", "wipe"}
 	letterPre := func(f func(string) string) pred {
-		return allOf(anyOf(mapStrings(stems, f)...), anyOf(mapStrings(verbStems, f)...))
+		return allOf(letterAnchors.anyOf(mapStrings(stems, f)...), letterAnchors.anyOf(mapStrings(verbStems, f)...))
 	}
 	// the reversed and ROT13 views read forwards: the same anchors
 	same := func(s string) string { return s }
@@ -579,6 +627,16 @@ func compileNRules() {
 	setPre(allOf(anyOf("]"), anyOf("//")))
 	add("md-ref-def-query", onFolded, `(?m)^\s*\[(?P<alt>[^\]\n]{1,100})\]:\s*<?(?P<u>(?:[a-z][a-z0-9+.\-]*:)?//\S*[?#]\S*)`, linkRepl)
 	setPre(allOf(anyOf("]"), anyOf("//")))
+	var folded, letter []*pred
+	for i := range nruleList {
+		if r := &nruleList[i]; r.on == onFolded {
+			folded = append(folded, &r.pre)
+		} else {
+			letter = append(letter, &r.pre)
+		}
+	}
+	foldedAnchors.finish(folded)
+	letterAnchors.finish(letter)
 }
 
 // negations before an override verb make it a reminder ("Не забудь всё
