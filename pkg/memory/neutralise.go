@@ -55,6 +55,17 @@ func NeutraliseText(s string) string { return neutralise(s, false) }
 const ellipsis = "[...]"
 
 func neutralise(s string, oneLine bool) string {
+	k := cacheKey{s, oneLine}
+	if out, ok := neutralised.get(k); ok {
+		return out
+	}
+	out := neutraliseRules(s, oneLine)
+	neutralised.put(k, out)
+	return out
+}
+
+// neutraliseRules is neutralise without the cache.
+func neutraliseRules(s string, oneLine bool) string {
 	s = dropInvisible(s)
 	if len(s) > chunkSize && strings.Contains(s, "\n") {
 		if out, ok := neutraliseChunks(s); ok {
