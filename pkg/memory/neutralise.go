@@ -279,14 +279,15 @@ func neutraliseOnce(s string, depth int) string {
 	var edits []edit
 	for i := range nrules() {
 		r := &nrules()[i]
-		v := vs.view(r.on)
-		if v.text == "" {
+		pv := vs.view(r.on.prefiltered())
+		if pv.hits == nil {
+			pv.hits = r.on.anchors().hits(pv.text)
+		}
+		if !r.pre.holds(pv.hits, pv.text) {
 			continue
 		}
-		if v.hits == nil {
-			v.hits = r.on.anchors().hits(v.text)
-		}
-		if !r.pre.holds(v.hits) || r.srcPre != nil && !r.srcPre(vs.src) || !r.re.MatchString(v.text) {
+		v := vs.view(r.on)
+		if v.text == "" || r.srcPre != nil && !r.srcPre(vs.src) || !r.re.MatchString(v.text) {
 			continue
 		}
 		v = vs.withOffsets(r.on)

@@ -337,146 +337,6 @@ func nrules() []nrule {
 	return nruleList
 }
 
-// A pred is a rule's prefilter: the view must hold, for every group, one
-// of the group's anchors (bits of the view's anchorSet). Every view is
-// searched for all the anchors of its set at once (anchorSet.hits), one
-// pass over its bytes.
-type pred struct{ groups []bits }
-
-func (p pred) holds(hits bits) bool {
-	for _, g := range p.groups {
-		if !g.meets(hits) {
-			return false
-		}
-	}
-	return true
-}
-
-// bits is a set of anchors.
-type bits []uint64
-
-func (b bits) has(i int) bool { return b[i>>6]&(1<<(i&63)) != 0 }
-func (b bits) set(i int)      { b[i>>6] |= 1 << (i & 63) }
-
-// meets says whether b and c share an anchor.
-func (b bits) meets(c bits) bool {
-	for i, w := range b {
-		if w&c[i] != 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// anchorSet is the anchors of the rules of some views: the folded view's
-// rules, or the letter views' (the letter views are searched only for
-// their own few anchors).
-type anchorSet struct {
-	words []string
-	index map[string]int
-	one   [256][]int32         // one-byte anchors
-	pairs [1 << 16 / 64]uint64 // first two bytes of a longer anchor
-	pair  map[uint16][]int32   // first two bytes -> longer anchors
-	n     int                  // words in bits (the set is complete once the rules are compiled)
-}
-
-var (
-	foldedAnchors = &anchorSet{index: map[string]int{}, pair: map[uint16][]int32{}}
-	letterAnchors = &anchorSet{index: map[string]int{}, pair: map[uint16][]int32{}}
-)
-
-func (vk viewKind) anchors() *anchorSet {
-	if vk == onFolded {
-		return foldedAnchors
-	}
-	return letterAnchors
-}
-
-// anyOf is a prefilter: the folded view holds one of words (folded).
-func anyOf(words ...string) pred { return foldedAnchors.anyOf(words...) }
-
-// anyOf is a prefilter: the view holds one of words (folded). Its bits
-// are sized when the rules are compiled (finish).
-func (set *anchorSet) anyOf(words ...string) pred {
-	var g []int
-	for _, w := range words {
-		w = fold(w)
-		if w == "" {
-			continue
-		}
-		i, ok := set.index[w]
-		if !ok {
-			i = len(set.words)
-			set.index[w] = i
-			set.words = append(set.words, w)
-			if len(w) == 1 {
-				set.one[w[0]] = append(set.one[w[0]], int32(i))
-			} else {
-				p := uint16(w[0])<<8 | uint16(w[1])
-				set.pairs[p>>6] |= 1 << (p & 63)
-				set.pair[p] = append(set.pair[p], int32(i))
-			}
-		}
-		g = append(g, i)
-	}
-	return pred{groups: []bits{indexBits(g)}}
-}
-
-// indexBits holds the anchors g (resized by finish).
-func indexBits(g []int) bits {
-	n := 0
-	for _, i := range g {
-		n = max(n, i+1)
-	}
-	b := make(bits, (n+63)/64)
-	for _, i := range g {
-		b.set(i)
-	}
-	return b
-}
-
-// finish sizes every group of the rules' prefilters to its set.
-func (set *anchorSet) finish(preds []*pred) {
-	set.n = len(set.words)
-	words := (set.n + 63) / 64
-	for _, p := range preds {
-		for i, g := range p.groups {
-			p.groups[i] = append(g, make(bits, words-len(g))...)
-		}
-	}
-}
-
-func allOf(ps ...pred) pred {
-	var out pred
-	for _, p := range ps {
-		out.groups = append(out.groups, p.groups...)
-	}
-	return out
-}
-
-// hits says which anchors text holds.
-func (set *anchorSet) hits(text string) bits {
-	hits := make(bits, (set.n+63)/64)
-	for i := 0; i < len(text); i++ {
-		c := text[i]
-		for _, k := range set.one[c] {
-			hits.set(int(k))
-		}
-		if i+1 < len(text) {
-			p := uint16(c)<<8 | uint16(text[i+1])
-			if set.pairs[p>>6]&(1<<(p&63)) == 0 {
-				continue
-			}
-			for _, k := range set.pair[p] {
-				if !hits.has(int(k)) && strings.HasPrefix(text[i:], set.words[k]) {
-					hits.set(int(k))
-				}
-			}
-		}
-	}
-	return hits
-}
-
 // anchorWords are the longest word of each phrase, to a prefilter.
 func anchorWords(phrases []string, cjk bool) []string {
 	var out []string
@@ -585,14 +445,17 @@ func compileNRules() {
 	letterPre := func(f func(string) string) pred {
 		return allOf(letterAnchors.anyOf(mapStrings(stems, f)...), letterAnchors.anyOf(mapStrings(verbStems, f)...))
 	}
-	// the reversed and ROT13 views read forwards: the same anchors
+	// All three prefilters read the letters view: a word is in the
+	// reversed view when it is, reversed, in the letters view, and in the
+	// ROT13 view when its ROT13 is (so the reversed and ROT13 views are
+	// built only for a text that may hold an override there).
 	same := func(s string) string { return s }
 	add("override-letters", onLetters, core, nil)
 	setPre(letterPre(same))
 	add("override-reversed", onReversed, core, nil)
-	setPre(letterPre(same))
+	setPre(letterPre(reverseString))
 	add("override-rot13", onROT13, core, nil)
-	setPre(letterPre(same))
+	setPre(letterPre(rot13String))
 	// Fake headers.
 	add("header-own", onFolded, joinSep(ownHeaders, `[^\p{L}\p{N}\n]{1,3}`)+`(?:\s*\([^)\n]{0,120}\))?\s*[:\]]?`, nil)
 	setPre(anyOf("standing", "recalled", "compacted", "end of", "engram", "memory block", "reference only", "system prompt", "of instructions"))

@@ -436,7 +436,7 @@ func (vs *views) foldedItems() []vitem {
 // view is the view k, its text built (not its offsets).
 func (vs *views) view(k viewKind) *view {
 	if !vs.built[k] {
-		vs.buildLetterTexts()
+		vs.buildLetterTexts(k)
 	}
 	return &vs.v[k]
 }
@@ -458,56 +458,58 @@ func (vs *views) withOffsets(k viewKind) *view {
 // foldText is the text of foldItems(rawItems(s)) (s holds no escape),
 // built without the items.
 func foldText(s string) string {
-	var sb strings.Builder
-	sb.Grow(len(s))
-	space := rune(-1) // the whitespace run being read: ' ' or '\n'
-	put := func(f rune) {
-		if f == ' ' || f == '\n' || f == '\t' {
-			if space >= 0 {
-				if f == '\n' {
-					space = '\n'
-				}
-				return
-			}
-			if f == '\t' {
-				f = ' '
-			}
-			space = f
-			return
-		}
-		if space >= 0 {
-			sb.WriteByte(byte(space))
-			space = -1
-		}
-		sb.WriteRune(f)
-	}
+	buf := make([]byte, 0, len(s))
+	space := byte(0) // the whitespace run being read: ' ' or '\n' (0: none)
 	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
+		c := s[i]
+		if c < utf8.RuneSelf {
 			i++
 			switch {
+			case c == ' ' || c == '\t':
+				if space == 0 {
+					space = ' '
+				}
+				continue
 			case c == '\n' || c == '\r' || c == '\v' || c == '\f':
-				put('\n')
+				space = '\n'
+				continue
 			case 'A' <= c && c <= 'Z':
-				put(rune(c + 'a' - 'A'))
-			default:
-				put(rune(c))
+				c += 'a' - 'A'
 			}
+			if space != 0 {
+				buf = append(buf, space)
+				space = 0
+			}
+			buf = append(buf, c)
 			continue
 		}
 		r, w := utf8.DecodeRuneInString(s[i:])
 		i += w
 		if isLineBreak(r) {
-			put('\n')
+			space = '\n'
 			continue
 		}
 		for _, f := range foldRune(r) {
-			put(f)
+			switch f {
+			case ' ', '\t':
+				if space == 0 {
+					space = ' '
+				}
+			case '\n':
+				space = '\n'
+			default:
+				if space != 0 {
+					buf = append(buf, space)
+					space = 0
+				}
+				buf = utf8.AppendRune(buf, f)
+			}
 		}
 	}
-	if space >= 0 {
-		sb.WriteByte(byte(space))
+	if space != 0 {
+		buf = append(buf, space)
 	}
-	return sb.String()
+	return string(buf)
 }
 
 func isLineBreak(r rune) bool {
@@ -550,30 +552,39 @@ func rot13(r rune) rune {
 	return r
 }
 
-// buildLetterTexts builds the texts of the letter views from the folded
-// text.
-func (vs *views) buildLetterTexts() {
-	if vs.built[onLetters] {
+// buildLetterTexts builds the text of the letter view k from the folded
+// text (the reversed and ROT13 views from the letters view).
+func (vs *views) buildLetterTexts(k viewKind) {
+	if !vs.built[onLetters] {
+		folded := vs.v[onFolded].text
+		buf := make([]byte, 0, len(folded))
+		for i := 0; i < len(folded); {
+			if c := folded[i]; c < utf8.RuneSelf {
+				if l := asciiLetter[c]; l != 0 {
+					buf = append(buf, byte(l))
+				}
+				i++
+				continue
+			}
+			r, w := utf8.DecodeRuneInString(folded[i:])
+			i += w
+			if l, ok := letterRune(r); ok {
+				buf = utf8.AppendRune(buf, l)
+			}
+		}
+		vs.v[onLetters].text, vs.built[onLetters] = string(buf), true
+	}
+	if vs.built[k] {
 		return
 	}
-	folded := vs.v[onFolded].text
-	letters := make([]rune, 0, len(folded))
-	for _, r := range folded {
-		if l, ok := letterRune(r); ok {
-			letters = append(letters, l)
-		}
+	letters := vs.v[onLetters].text
+	switch k {
+	case onReversed:
+		vs.v[k].text = reverseString(letters)
+	case onROT13:
+		vs.v[k].text = rot13String(letters)
 	}
-	var fw, rev, rot strings.Builder
-	fw.Grow(len(folded))
-	rev.Grow(len(folded))
-	rot.Grow(len(folded))
-	for i, r := range letters {
-		fw.WriteRune(r)
-		rev.WriteRune(letters[len(letters)-1-i])
-		rot.WriteRune(rot13(r))
-	}
-	vs.v[onLetters].text, vs.v[onReversed].text, vs.v[onROT13].text = fw.String(), rev.String(), rot.String()
-	vs.built[onLetters], vs.built[onReversed], vs.built[onROT13] = true, true, true
+	vs.built[k] = true
 }
 
 // letterItems are the items of the letters, reversed and ROT13 views.
@@ -595,3 +606,12 @@ func letterItems(items []vitem) [3][]vitem {
 	}
 	return [3][]vitem{letters, rev, rot}
 }
+
+// reverseString is s backwards (character by character).
+func reverseString(s string) string {
+	r := []rune(s)
+	slices.Reverse(r)
+	return string(r)
+}
+
+func rot13String(s string) string { return strings.Map(rot13, s) }
