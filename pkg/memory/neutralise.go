@@ -283,7 +283,7 @@ func neutraliseOnce(s string, depth int) string {
 		if pv.hits == nil {
 			pv.hits = r.on.anchors().hits(pv.text)
 		}
-		if !r.pre.holds(pv.hits, pv.text) {
+		if !r.pre.holds(pv.hits, pv.text) || !r.needs.holds(pv.hits, pv.text) {
 			continue
 		}
 		v := vs.view(r.on)

@@ -55,6 +55,11 @@ func (p *pred) holds(hits bits, text string) bool {
 	return p.check == nil || p.check(text)
 }
 
+// empty says whether p holds always.
+func (p *pred) empty() bool {
+	return len(p.groups) == 0 && len(p.all) == 0 && len(p.alts) == 0 && p.check == nil
+}
+
 func (g *group) holds(hits bits) bool {
 	if g.one.meets(hits) {
 		return true
@@ -97,19 +102,27 @@ func (b bits) within(c bits) bool {
 // rules, or the letter views' (the letter views are searched only for
 // their own few anchors).
 type anchorSet struct {
-	words  []string
-	index  map[string]int
-	one    [256][]int32         // one-byte anchors
-	pairs  [1 << 16 / 64]uint64 // first two bytes of a longer anchor
-	pairAt [1 << 16]uint16      // first two bytes -> index in pair
-	pair   [][]int32            // the longer anchors of a pair of first bytes
-	n      int                  // words in bits (the set is complete once the rules are compiled)
+	words []string
+	index map[string]int
+	one   [256][]int32               // one-byte anchors
+	two   [1 << 16 / 64]uint64       // two-byte anchors (their bytes, a bit each)
+	twoAt map[uint16]int32           // two-byte anchor -> its index
+	heads [tripleBuckets / 64]uint64 // buckets of the first three bytes of a longer anchor
+	tri   [tripleBuckets][]int32     // the longer anchors by the bucket of their first three bytes
+	n     int                        // words in bits (the set is complete once the rules are compiled)
 }
 
 var (
-	foldedAnchors = &anchorSet{index: map[string]int{}, pair: [][]int32{nil}}
-	letterAnchors = &anchorSet{index: map[string]int{}, pair: [][]int32{nil}}
+	foldedAnchors = &anchorSet{index: map[string]int{}, twoAt: map[uint16]int32{}}
+	letterAnchors = &anchorSet{index: map[string]int{}, twoAt: map[uint16]int32{}}
 )
+
+const tripleBuckets = 1 << 12
+
+// triple is the bucket of the three bytes at s.
+func triple(a, b, c byte) uint32 {
+	return (uint32(a)<<16 | uint32(b)<<8 | uint32(c)) * 2654435761 >> 20 & (tripleBuckets - 1)
+}
 
 // prefiltered is the view whose anchors a rule's prefilter reads: the
 // folded view for the folded view's rules, the letters view for the letter
@@ -188,17 +201,18 @@ func (set *anchorSet) anchor(w string) (int, bool) {
 	i = len(set.words)
 	set.index[w] = i
 	set.words = append(set.words, w)
-	if len(w) == 1 {
+	switch len(w) {
+	case 1:
 		set.one[w[0]] = append(set.one[w[0]], int32(i))
-		return i, true
+	case 2:
+		p := uint16(w[0])<<8 | uint16(w[1])
+		set.two[p>>6] |= 1 << (p & 63)
+		set.twoAt[p] = int32(i)
+	default:
+		t := triple(w[0], w[1], w[2])
+		set.heads[t>>6] |= 1 << (t & 63)
+		set.tri[t] = append(set.tri[t], int32(i))
 	}
-	p := uint16(w[0])<<8 | uint16(w[1])
-	set.pairs[p>>6] |= 1 << (p & 63)
-	if set.pairAt[p] == 0 {
-		set.pairAt[p] = uint16(len(set.pair))
-		set.pair = append(set.pair, nil)
-	}
-	set.pair[set.pairAt[p]] = append(set.pair[set.pairAt[p]], int32(i))
 	return i, true
 }
 
@@ -269,15 +283,22 @@ func (set *anchorSet) hits(text string) bits {
 		for _, k := range set.one[c] {
 			hits.set(int(k))
 		}
-		if i+1 < len(text) {
-			p := uint16(c)<<8 | uint16(text[i+1])
-			if set.pairs[p>>6]&(1<<(p&63)) == 0 {
-				continue
-			}
-			for _, k := range set.pair[set.pairAt[p]] {
-				if !hits.has(int(k)) && strings.HasPrefix(text[i:], set.words[k]) {
-					hits.set(int(k))
-				}
+		if i+1 >= len(text) {
+			break
+		}
+		if p := uint16(c)<<8 | uint16(text[i+1]); set.two[p>>6]&(1<<(p&63)) != 0 {
+			hits.set(int(set.twoAt[p]))
+		}
+		if i+2 >= len(text) {
+			continue
+		}
+		t := triple(c, text[i+1], text[i+2])
+		if set.heads[t>>6]&(1<<(t&63)) == 0 {
+			continue
+		}
+		for _, k := range set.tri[t] {
+			if w := set.words[k]; !hits.has(int(k)) && len(text)-i >= len(w) && text[i:i+len(w)] == w {
+				hits.set(int(k))
 			}
 		}
 	}
@@ -304,28 +325,31 @@ func wordWhere(text, word string, before func(head string) bool, after func(tail
 	return false
 }
 
-// phraseWhere reports whether, for one of phrases (words as joinSep joins
+// phraseWhere is a check: for one of phrases (words as joinSep joins
 // them), its first word occurs where before accepts and its last word
 // where after accepts (each the same occurrence when the phrase is one
 // word). A match of the phrase between such neighbours implies it.
-func phraseWhere(text string, phrases []string, before func(head string) bool, after func(tail string) bool) bool {
-	any := func(string) bool { return true }
-	for _, p := range phrases {
-		words := strings.Fields(p)
-		for i, w := range words {
-			words[i] = fold(w)
-		}
-		if len(words) == 1 {
-			if wordWhere(text, words[0], before, after) {
-				return true
-			}
-			continue
-		}
-		if wordWhere(text, words[0], before, any) && wordWhere(text, words[len(words)-1], any, after) {
-			return true
+func phraseWhere(phrases []string, before func(head string) bool, after func(tail string) bool) pred {
+	folded := make([][]string, len(phrases))
+	for i, p := range phrases {
+		for _, w := range strings.Fields(p) {
+			folded[i] = append(folded[i], fold(w))
 		}
 	}
-	return false
+	return checked(func(text string) bool {
+		for _, words := range folded {
+			if len(words) == 1 {
+				if wordWhere(text, words[0], before, after) {
+					return true
+				}
+				continue
+			}
+			if wordWhere(text, words[0], before, anyText) && wordWhere(text, words[len(words)-1], anyText, after) {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 func anyText(string) bool { return true }
@@ -353,13 +377,57 @@ func skipping(tail, set string) string {
 // [\s*_"'\]\)}]*:`): after spaces and the characters of the class, a '('
 // or a ':'.
 func beforeRoleEnd(tail string) bool {
-	t := skipping(tail, " \n*_\"']})")
+	t := skipping(tail, " \t\n\f\r*_\"']})")
 	return t != "" && (t[0] == ':' || t[0] == '(')
 }
 
 // beforeHeaderEnd: what follows can be a header's end (`\s*(?:\([^)\n]
 // {0,120}\)\s*)?[:\]|!]`): after spaces, a '(' or one of : ] | !.
 func beforeHeaderEnd(tail string) bool {
-	t := skipping(tail, " \n")
+	t := skipping(tail, " \t\n\f\r")
 	return t != "" && strings.IndexByte("(:]|!", t[0]) >= 0
+}
+
+// strongRoleStart: role-strong's `(?:^|[^\p{L}\p{N}_./\\@$#%&=+\x60-])`
+// before the word.
+func strongRoleStart(head string) bool {
+	r, _ := utf8.DecodeLastRuneInString(head)
+	return head == "" || !unicode.IsLetter(r) && !unicode.IsNumber(r) && !strings.ContainsRune("_./\\@$#%&=+`-", r)
+}
+
+// weakRoleStart: role-weak's `(?:^|\n|[.!?;|>]\s)[\s>*#\-]*` before the
+// word: the text before is empty or ends with a space or one of > * # -.
+func weakRoleStart(head string) bool {
+	return head == "" || strings.IndexByte(" \t\n\f\r>*#-", head[len(head)-1]) >= 0
+}
+
+// afterOpening reports whether text holds open, then after spaces one of
+// next (a tag's bracket and its name).
+func afterOpening(text, open string, next ...string) bool {
+	for i := 0; ; {
+		j := strings.Index(text[i:], open)
+		if j < 0 {
+			return false
+		}
+		i += j + len(open)
+		t := skipping(text[i:], " \t\n\f\r")
+		if slices.ContainsFunc(next, func(n string) bool { return strings.HasPrefix(t, n) }) {
+			return true
+		}
+	}
+}
+
+// overrideNeeds: an override phrase of l holds a verb and, either an
+// adjective and a noun, or a word for everything and one for before
+// (overridePattern), each word for word.
+func overrideNeeds(l overrideLang) pred {
+	if l.cjk {
+		return pred{} // litCJK: the anchors are the words already
+	}
+	v := phrases(false, l.verbs...)
+	objects := allOf(phrases(false, l.adjs...), phrases(false, l.nouns...))
+	if len(l.all) == 0 {
+		return allOf(v, objects)
+	}
+	return allOf(v, oneOf(objects, allOf(phrases(false, l.all...), phrases(false, l.before...))))
 }

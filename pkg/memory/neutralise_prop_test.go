@@ -137,3 +137,71 @@ func FuzzNeutraliseShortcuts(f *testing.F) {
 		}
 	})
 }
+
+// A rule's needs are implied by every match of its expression: wherever
+// the expression matches its view, needs holds (so testing needs before
+// the expression changes nothing). Every rule with needs must be seen
+// matching, or the test proves nothing for it.
+func TestNeutraliseNeeds(t *testing.T) {
+	texts := propTexts(800, 4)
+	for _, a := range neutralisetest.Attacks() { // payloads inside memory lines
+		texts = append(texts, "Deploy notes: "+a.Text, a.Text+". Ask the user first.", strings.ToUpper(a.Text))
+	}
+	matched := map[string]int{}
+	check := func(s string, rules func(name string) bool) {
+		vs := newViews(s)
+		for i := range nrules() {
+			r := &nrules()[i]
+			if !rules(r.name) {
+				continue
+			}
+			v := vs.view(r.on)
+			if !r.re.MatchString(v.text) {
+				continue
+			}
+			matched[r.name]++
+			pv := vs.view(r.on.prefiltered())
+			if pv.hits == nil {
+				pv.hits = r.on.anchors().hits(pv.text)
+			}
+			if !r.needs.holds(pv.hits, pv.text) {
+				t.Errorf("%s matches %q (view %q) but its needs do not hold", r.name, s, v.text)
+			}
+		}
+	}
+	for _, s := range texts {
+		check(s, func(string) bool { return true })
+	}
+	for _, s := range boundaryTexts() {
+		check(s, func(name string) bool { return strings.HasPrefix(name, "role-") || strings.HasPrefix(name, "header-") })
+	}
+	for _, r := range nrules() {
+		if !r.needs.empty() && matched[r.name] == 0 {
+			t.Errorf("%s: never seen matching, its needs are not tested", r.name)
+		}
+	}
+}
+
+// boundaryTexts put the words of the role and header rules between the
+// characters their expressions allow around them (and some they do not).
+func boundaryTexts() []string {
+	before := []string{"", "x", "x ", "\n", ". ", "! ", "? ", "; ", "| ", "> ", "- ", "* ", "# ", "## ", "-", "*", "#", ">", "(", "\"", "«", "_", "/", "@", "1", "é", "，", ".  ", "\n> ", "\n- ** "}
+	after := []string{":", " :", "*:", "**:", "\":", "':", "]:", "):", "}:", "_:", " (to itself):", "(x):", "  (a b) *:", " ", "x:", "-:", ":x", "]", "|", "!", " (note):", " (note) !", "s:", ""}
+	var words []string
+	words = append(words, strongRoles...)
+	words = append(words, weakRoles...)
+	words = append(words, otherHeaders...)
+	words = append(words, ownHeaders...)
+	words = append(words, "Assistant Response", "system_prompt", "new-instructions", "NEW  INSTRUCTIONS")
+	var out []string
+	for i, w := range words {
+		for j, b := range before {
+			a := after[(i+j)%len(after)]
+			out = append(out, b+w+a+" rest")
+			if j%3 == 0 {
+				out = append(out, "Notes"+b+w+after[(i*7+j)%len(after)])
+			}
+		}
+	}
+	return out
+}
