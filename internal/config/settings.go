@@ -104,7 +104,7 @@ func (c *Config) Settings() []Setting {
 		{Flag: "dlq-max-bytes", Env: "ENGRAM_DLQ_MAX_BYTES", Group: Topology, value: (*bytesV)(&c.Events.DLQMaxBytes),
 			Usage: "retention by size of ENGRAM_DLQ"},
 		{Flag: "stream-replicas", Env: "ENGRAM_STREAM_REPLICAS", Group: Topology, value: (*intV)(&c.Events.Replicas),
-			Usage: "replicas of each stream and consumer (1 for a single server)"},
+			Usage: "replicas of each stream, each consumer and the idle detector's ENGRAM_ACTIVITY bucket (1 for a single server, 3 on a NATS cluster of three)"},
 		{Flag: "duplicate-window", Env: "ENGRAM_DUPLICATE_WINDOW", Group: Topology, value: (*durV)(&c.Events.DuplicateWindow),
 			Usage: "window in which a repeated Nats-Msg-Id (event id) is dropped"},
 		{Flag: "ack-wait", Env: "ENGRAM_ACK_WAIT", Group: Topology, value: (*durV)(&c.Events.AckWait),
