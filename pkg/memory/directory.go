@@ -1,0 +1,29 @@
+package memory
+
+import (
+	"context"
+	"time"
+)
+
+// SessionInfo is one session of a project as a listing shows it.
+type SessionInfo struct {
+	Session  string
+	Turns    int       // turns with a stored transcript
+	Messages int       // messages stored
+	LastAt   time.Time // the newest message's time (zero: unknown)
+}
+
+// Directory lists what a store holds for people to browse (the memory
+// console): the projects of a tenant, the sessions of a project, and every
+// summary of a session. It is optional: a backend that does not have it
+// leaves the console asking for a session id, showing the latest summary.
+type Directory interface {
+	// Projects lists the project ids of tenant that hold a memory or a
+	// transcript, sorted ("" , the tenant's global space, not included).
+	Projects(ctx context.Context, tenant string) ([]string, error)
+	// SessionList lists the sessions of p with a stored transcript, the
+	// most recently active first; limit <= 0: DefaultChannelLimit.
+	SessionList(ctx context.Context, p ProjectRef, limit int) ([]SessionInfo, error)
+	// Summaries lists every summary saved for s, oldest first.
+	Summaries(ctx context.Context, s SessionRef) ([]Summary, error)
+}
