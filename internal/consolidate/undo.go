@@ -289,6 +289,12 @@ func entryLine(e memory.JournalEntry) string {
 		return fmt.Sprintf("[%s] %s -> [%s] %s", e.NodeID, text(e.Before), e.NewID, text(e.After))
 	case memory.OpForget:
 		return fmt.Sprintf("[%s] %s", e.NodeID, text(e.Before))
+	case memory.OpHold:
+		line := fmt.Sprintf("%s held for review: close to [%s] (%s)", text(e.After), e.NodeID, e.Reason)
+		if e.Resolution != "" {
+			line += "; " + e.Resolution
+		}
+		return line
 	case memory.OpLink, memory.OpUnlink:
 		if e.Edge != nil {
 			return fmt.Sprintf("[%s] %s [%s]", e.Edge.Src, e.Edge.Relation, e.Edge.Dst)

@@ -37,6 +37,18 @@ const (
 	OpForget   JournalOp = "forget"
 	OpLink     JournalOp = "link"
 	OpUnlink   JournalOp = "unlink"
+	// OpHold: remember held a near-duplicate for review instead of
+	// storing it. After is the fact it would have stored, NodeID the memory
+	// it resembles, Reason why (the cosine or the word overlap). Undo
+	// leaves it alone; a person resolves it (Resolution).
+	OpHold JournalOp = "hold"
+)
+
+// The resolutions of a held near-duplicate.
+const (
+	ResolveKeep    = "kept"      // stored beside the memory it resembles
+	ResolveMerge   = "merged"    // stored as the revision of the memory it resembles
+	ResolveDiscard = "discarded" // not stored
 )
 
 // JournalEntry is one change a pass made, with the state before and after.
@@ -52,6 +64,12 @@ type JournalEntry struct {
 	// Pending: journaled before the write and never settled (the pass was
 	// cut off in between); the change may or may not have been applied.
 	Pending bool `json:"pending,omitempty"`
+	// Resolution of a held entry (OpHold): ResolveKeep, ResolveMerge or
+	// ResolveDiscard, when, by whom, and the memory written (keep, merge).
+	Resolution string    `json:"resolution,omitempty"`
+	ResolvedAt time.Time `json:"resolved_at,omitzero"`
+	ResolvedBy string    `json:"resolved_by,omitempty"`
+	ResolvedID string    `json:"resolved_id,omitempty"`
 }
 
 // Pass is the journal of one consolidation pass: what it changed, and the
