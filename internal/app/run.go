@@ -130,6 +130,8 @@ func runWorker(role string, worker fx.Option, args []string) int {
 	// One idle detector deployment is enough (several replicas of it are
 	// safe): worker binaries run it only when ENGRAM_IDLE or -idle asks.
 	cfg.Idle.Enabled = false
+	// Nor do they serve the memory console unless ENGRAM_CONSOLE_ADDR asks.
+	cfg.Console.Addr = ""
 	fs := flag.NewFlagSet(role, flag.ContinueOnError)
 	if err := cfg.Load(fs, args, os.LookupEnv, config.All); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
