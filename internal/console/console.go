@@ -270,7 +270,7 @@ var funcs = template.FuncMap{
 		v.Set("page", strconv.Itoa(page))
 		return template.URL(v.Encode()) //nolint:gosec // url.Values encoded
 	},
-	"svg":   func(s string) template.HTML { return template.HTML(s) }, //nolint:gosec // built by graphSVG, every text escaped
+	"svg": func(s string) template.HTML { return template.HTML(s) }, //nolint:gosec // built by graphSVG, every text escaped
 }
 
 func cut(s string, n int) string {
@@ -346,7 +346,9 @@ func (sc scope) Query() template.URL {
 	return template.URL(v.Encode()) //nolint:gosec // url.Values encoded
 }
 
-func (sc scope) ref() memory.ProjectRef { return memory.ProjectRef{Tenant: sc.Tenant, Project: sc.Project} }
+func (sc scope) ref() memory.ProjectRef {
+	return memory.ProjectRef{Tenant: sc.Tenant, Project: sc.Project}
+}
 
 func (sc scope) caller(p principal) mcptool.Caller {
 	return mcptool.Caller{Tenant: sc.Tenant, Project: sc.Project, Principal: "console:" + p.Name, WritesGlobal: p.writesGlobal()}

@@ -353,7 +353,9 @@ func (s *Server) memoryView(ctx context.Context, sc scope, p principal, id strin
 		}
 		v.Edges = append(v.Edges, ev)
 	}
-	slices.SortFunc(v.Edges, func(a, b edgeView) int { return strings.Compare(string(a.E.Relation)+a.Other.ID, string(b.E.Relation)+b.Other.ID) })
+	slices.SortFunc(v.Edges, func(a, b edgeView) int {
+		return strings.Compare(string(a.E.Relation)+a.Other.ID, string(b.E.Relation)+b.Other.ID)
+	})
 	v.Graph = graphSVG(&n, v.Edges, string(sc.Query()))
 	passes, err := s.st.Passes(ctx, memory.PassQuery{Tenant: sc.Tenant, Project: n.ProjectID, Limit: MaxHistoryPasses})
 	if err != nil {

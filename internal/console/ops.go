@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-
 )
 
 // LettersShown is how many dead letters the operations page lists.
@@ -117,4 +116,3 @@ func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request, ss *sessio
 func (s *Server) handleDrop(w http.ResponseWriter, r *http.Request, ss *session) {
 	s.letterAction(w, r, ss, "dropped", func(seq uint64) error { return s.ops.Delete(r.Context(), seq) })
 }
-

@@ -262,4 +262,3 @@ func (s *Server) handleResolve(w http.ResponseWriter, r *http.Request, ss *sessi
 	s.log.Info("console: held near-duplicate resolved", principalField(ss.p), zapString("pass", p.ID), zapString("resolution", e.Resolution))
 	back(w, r, "/review?"+string(pg.Scope.Query()), flash)
 }
-
