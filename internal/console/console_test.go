@@ -179,14 +179,21 @@ func TestProjectTokenSeesItsProjectOnly(t *testing.T) {
 	c := client(t)
 	u.login(t, c, tokShop)
 	_, page := get(t, c, u.url+"/memories")
-	for _, want := range []string{labelStripe, labelFly, labelRace, labelGlobal} {
+	for _, want := range []string{labelStripe, labelFly, labelRaceNew, labelGlobal} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the memories page lacks %q", want)
 		}
 	}
-	for _, not := range []string{labelBlog, labelAcme, labelStaging /* forgotten: not live */} {
+	for _, not := range []string{labelBlog, labelAcme, labelStaging /* forgotten: not live */, labelRace + "<" /* revised */} {
 		if strings.Contains(page, not) {
 			t.Errorf("the memories page shows %q", not)
+		}
+	}
+	// Every page renders.
+	for _, path := range []string{"/memories?state=all", "/memories?q=stripe", "/memory/" + u.stripe.ID, "/memory/" + u.race.ID, "/sessions",
+		"/session?s=s1", "/passes", "/pass/" + u.pass.Pass.ID, "/review", "/erase"} {
+		if code, body := get(t, c, u.url+path); code != http.StatusOK {
+			t.Errorf("%s: %d\n%s", path, code, body)
 		}
 	}
 	if code, _ := get(t, c, u.url+"/memories?p=blog"); code != http.StatusForbidden {

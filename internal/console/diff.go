@@ -35,31 +35,47 @@ func diffHTML(before, after string) (template.HTML, template.HTML) {
 			}
 		}
 	}
-	var x, y strings.Builder
-	word := func(sb *strings.Builder, w, tag string) {
-		if sb.Len() > 0 {
-			sb.WriteByte(' ')
+	// runs of words with the same mark become one element
+	type run struct {
+		tag   string
+		words []string
+	}
+	var xs, ys []run
+	add := func(rs []run, w, tag string) []run {
+		if n := len(rs); n > 0 && rs[n-1].tag == tag {
+			rs[n-1].words = append(rs[n-1].words, w)
+			return rs
 		}
-		if tag != "" {
-			sb.WriteString("<" + tag + ">" + html.EscapeString(w) + "</" + tag + ">")
-			return
-		}
-		sb.WriteString(html.EscapeString(w))
+		return append(rs, run{tag: tag, words: []string{w}})
 	}
 	i, j := 0, 0
 	for i < len(a) || j < len(b) {
 		switch {
 		case i < len(a) && j < len(b) && a[i] == b[j]:
-			word(&x, a[i], "")
-			word(&y, b[j], "")
+			xs, ys = add(xs, a[i], ""), add(ys, b[j], "")
 			i, j = i+1, j+1
 		case j < len(b) && (i == len(a) || lcs[i][j+1] >= lcs[i+1][j]):
-			word(&y, b[j], "ins")
+			ys = add(ys, b[j], "ins")
 			j++
 		default:
-			word(&x, a[i], "del")
+			xs = add(xs, a[i], "del")
 			i++
 		}
 	}
-	return template.HTML(x.String()), template.HTML(y.String()) //nolint:gosec // every word escaped
+	render := func(rs []run) string {
+		var sb strings.Builder
+		for k, r := range rs {
+			if k > 0 {
+				sb.WriteByte(' ')
+			}
+			text := html.EscapeString(strings.Join(r.words, " "))
+			if r.tag != "" {
+				text = "<" + r.tag + ">" + text + "</" + r.tag + ">"
+			}
+			sb.WriteString(text)
+		}
+		return sb.String()
+	}
+	x, y := render(xs), render(ys)
+	return template.HTML(x), template.HTML(y) //nolint:gosec // every word escaped
 }

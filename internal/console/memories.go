@@ -107,6 +107,7 @@ type row struct {
 	Score float64
 	Rank  int
 	Prov  []string
+	Stale bool
 }
 
 func state(n *memory.Node) string {
@@ -167,7 +168,7 @@ func (s *Server) list(ctx context.Context, sc scope, q listQuery) (listResult, e
 			from := min(q.Page*PageSize, len(kept))
 			to := min(from+PageSize, len(kept))
 			for i := from; i < to; i++ {
-				res.Rows = append(res.Rows, row{N: kept[i], State: state(&kept[i]), Prov: memory.Provenance(&kept[i], sc.Project, nil)})
+				res.Rows = append(res.Rows, row{N: kept[i], State: state(&kept[i]), Stale: kept[i].Stale(), Prov: memory.Provenance(&kept[i], sc.Project, nil)})
 			}
 			res.More = len(kept) > want
 			return res, nil
@@ -208,7 +209,7 @@ func (s *Server) searchList(ctx context.Context, sc scope, q listQuery, f memory
 		if !q.keep(n) {
 			continue
 		}
-		res.Rows = append(res.Rows, row{N: *n, State: state(n), Score: hits[i].Score, Rank: i + 1, Prov: memory.Provenance(n, sc.Project, nil)})
+		res.Rows = append(res.Rows, row{N: *n, State: state(n), Stale: n.Stale(), Score: hits[i].Score, Rank: i + 1, Prov: memory.Provenance(n, sc.Project, nil)})
 	}
 	res.Note = fmt.Sprintf("the injector's recall: %d of its %d best hits pass the filters", len(res.Rows), len(hits))
 	return res, nil
@@ -293,6 +294,7 @@ type change struct {
 type memoryView struct {
 	N        memory.Node
 	State    string
+	Stale    bool
 	Prov     []string
 	Edges    []edgeView
 	Graph    string
@@ -318,7 +320,7 @@ func (s *Server) memoryView(ctx context.Context, sc scope, p principal, id strin
 	if err != nil {
 		return memoryView{}, err
 	}
-	v := memoryView{N: n, State: state(&n), Prov: memory.Provenance(&n, sc.Project, nil), Kinds: memory.Subkinds}
+	v := memoryView{N: n, State: state(&n), Stale: n.Stale(), Prov: memory.Provenance(&n, sc.Project, nil), Kinds: memory.Subkinds}
 	if _, err := s.tool.Load(ctx, c, id, true); err == nil {
 		v.Writable = true
 	}

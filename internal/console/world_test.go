@@ -28,6 +28,7 @@ const (
 	labelFly     = "Deploy the shop with Fly.io"
 	labelStaging = "The staging database is Postgres 16"
 	labelRace    = "Run go test -race before merging"
+	labelRaceNew = "Run go test -race and go vet before merging"
 	labelGlobal  = "Answer in British English"
 	labelBlog    = "Blog posts are written in Hugo"
 	labelAcme    = "Acme ships with GitLab CI"
@@ -121,11 +122,13 @@ func seed(t testing.TB, ctx context.Context, st memory.Store, srv *llmtest.Serve
 	if err := st.SaveSummary(ctx, s1, memory.Summary{Content: summaryText, UpTo: 2, TokensBefore: 9000, TokensAfter: 1200}); err != nil {
 		t.Fatal(err)
 	}
-	// The pass: forget the staging fact (the user said it moved), then
-	// remember a near-duplicate of the deploy decision (held), then done.
+	// The pass: forget the staging fact (the user said it moved), revise
+	// the race pattern, remember a near-duplicate of the deploy decision
+	// (held), then done.
 	srv.SetDefault(llmtest.ToolCall(consolidate.ToolDone, map[string]any{"summary": "done"}))
 	srv.Enqueue(
 		llmtest.ToolCall(consolidate.ToolForget, map[string]any{"id": w.staging.ID, "reason": "the user said staging moved to MySQL"}),
+		llmtest.ToolCall(consolidate.ToolRevise, map[string]any{"id": w.race.ID, "text": labelRaceNew, "reason": "the user added go vet"}),
 		llmtest.ToolCall(consolidate.ToolRemember, map[string]any{"text": heldText, "kind": "decision", "reason": "restated"}),
 		llmtest.ToolCall(consolidate.ToolDone, map[string]any{"summary": "staging fact retired"}),
 	)
@@ -136,7 +139,7 @@ func seed(t testing.TB, ctx context.Context, st memory.Store, srv *llmtest.Serve
 	if w.pass, err = c.Run(ctx, consolidate.Request{Project: "shop", Session: "s1"}); err != nil {
 		t.Fatal(err)
 	}
-	if o := w.pass.Outcome; o.Forgotten != 1 || o.Held != 1 {
+	if o := w.pass.Outcome; o.Forgotten != 1 || o.Revised != 1 || o.Held != 1 {
 		t.Fatalf("the seeded pass: outcome %+v", o)
 	}
 	if n, err := st.Get(ctx, w.staging.ID); err != nil || n.ArchivedAt.IsZero() {
