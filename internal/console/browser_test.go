@@ -15,6 +15,8 @@ import (
 
 	"github.com/engram-memory/engram/internal/app/apptest"
 	"github.com/engram-memory/engram/internal/console/consolefx"
+	"github.com/engram-memory/engram/internal/runner/dlq"
+	"github.com/engram-memory/engram/pkg/events"
 	"github.com/engram-memory/engram/pkg/llm/llmtest"
 	"github.com/engram-memory/engram/pkg/memory"
 )
@@ -72,6 +74,7 @@ type served struct {
 	*world
 	url string
 	con *consolefx.Console
+	run apptest.Running
 }
 
 func serve(t *testing.T, ctx context.Context) *served {
@@ -84,11 +87,11 @@ func serve(t *testing.T, ctx context.Context) *served {
 		st  memory.Store
 		con *consolefx.Console
 	)
-	apptest.StartConfig(ctx, t, cfg, "console-test", "", []fx.Option{consolefx.Module(), fx.Populate(&st, &con)})
+	run := apptest.StartConfig(ctx, t, cfg, "console-test", "", []fx.Option{consolefx.Module(), fx.Populate(&st, &con)})
 	if con.URL() == "" {
 		t.Fatal("the console is not served")
 	}
-	return &served{world: seed(t, ctx, st, models), url: con.URL(), con: con}
+	return &served{world: seed(t, ctx, st, models), url: con.URL(), con: con, run: run}
 }
 
 // page helpers: each fails the test with the page's text on error.
@@ -322,7 +325,45 @@ func TestBrowser(t *testing.T) {
 	b.has("#streams", "ENGRAM_IN", "ENGRAM_OUT", "ENGRAM_DLQ")
 	b.has("#consumers", "injector")
 	b.has("#checks", "store")
+
+	// Dead letters: two, written as the runner writes them; show one,
+	// replay it (back on its subject in ENGRAM_IN), drop the other.
+	js := s.run.Process.Bus.JS
+	topo := events.DefaultTopology()
+	w := dlq.NewWriter(js, topo.Subjects())
+	subject := topo.Subjects().In(events.TypeTurnStarted, "shop", "s9")
+	for i, reason := range []string{"undecodable: unexpected end of JSON input", "invalid: no project"} {
+		if err := w.Put(ctx, dlq.Letter{Consumer: events.ConsumerInjector, Reason: reason, Subject: subject, Stream: topo.In.Name,
+			Sequence: uint64(100 + i), Deliveries: 1, MsgID: fmt.Sprintf("ev-%d", i), Data: []byte(`{"type":"turn_started"`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.open("/ops")
+	b.has("#letters", "undecodable: unexpected end of JSON input", "invalid: no project")
 	b.shot("ops")
+	letters, err := dlq.NewStore(js, topo.DLQ.Name).List(ctx, 0, 10)
+	if err != nil || len(letters) != 2 {
+		t.Fatalf("letters %v %v", letters, err)
+	}
+	b.open(fmt.Sprintf("/ops/dlq/%d", letters[0].DLQSequence))
+	b.has("#reason", "undecodable")
+	b.has("#body", `"type":"turn_started"`)
+	b.click("replay", "#replay")
+	b.has("#flash", "replayed")
+	b.open(fmt.Sprintf("/ops/dlq/%d", letters[1].DLQSequence))
+	b.eval(`window.confirm = () => true; "ok"`)
+	b.click("drop", "#drop")
+	b.has("#flash", "dropped")
+	if left, err := dlq.NewStore(js, topo.DLQ.Name).List(ctx, 0, 10); err != nil || len(left) != 0 {
+		t.Fatalf("after replay and drop the DLQ holds %v (%v)", left, err)
+	}
+	in, err := js.Stream(ctx, topo.In.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := in.GetLastMsgForSubject(ctx, subject); err != nil || string(m.Data) != `{"type":"turn_started"` {
+		t.Fatalf("the replayed letter is not back on %s: %v", subject, err)
+	}
 
 	// The session cookie is HttpOnly and SameSite=Strict.
 	if got := b.eval(`document.cookie`); strings.Contains(got, "engram_console") {
