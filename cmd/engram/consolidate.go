@@ -15,24 +15,32 @@ import (
 )
 
 func init() {
-	register("consolidate", "run a consolidation pass over a session now and print its journal: engram consolidate -project P -session S", consolidateCmd)
+	register("consolidate", "consolidate a session now, pass after pass, and print the journals: engram consolidate -project P -session S [-from N]", consolidateCmd)
 }
 
-// consolidateCmd runs one pass in this process against the configured
-// store and model (for SQLite, stop `engram serve` first: one process per
-// database file). It does not watch for a new turn (run by hand, nothing
-// parks it) and publishes nothing.
+// consolidateCmd consolidates a session in this process against the
+// configured store and model (for SQLite, stop `engram serve` first: one
+// process per database file), as many passes as the messages after the
+// cursor take, and prints each pass's journal. -from N re-reads the
+// session from message N (an operator's repair after a bad pass: undo it
+// with `engram memory undo`, then re-read its messages). It does not watch
+// for a new turn (run by hand, nothing parks it) and publishes nothing.
 func consolidateCmd(ctx context.Context, stdout io.Writer, args []string) error {
 	var project, session string
+	var from int64
 	cfg, _, err := loadConfig("consolidate", args, config.Runtime|config.Conn, func(fs *flag.FlagSet) {
 		fs.StringVar(&project, "project", "", "project id (required)")
 		fs.StringVar(&session, "session", "", "session id (required)")
+		fs.Int64Var(&from, "from", 0, "re-read the session from this message id (the cursor is set back to the message before it)")
 	})
 	if err != nil {
 		return err
 	}
 	if project == "" || session == "" {
-		return fmt.Errorf("%w: engram consolidate -project P -session S", errUsage)
+		return fmt.Errorf("%w: engram consolidate -project P -session S [-from N]", errUsage)
+	}
+	if from < 0 {
+		return fmt.Errorf("%w: -from %d: a message id is positive", errUsage, from)
 	}
 	st, err := app.OpenStore(ctx, cfg)
 	if err != nil {
@@ -43,17 +51,23 @@ func consolidateCmd(ctx context.Context, stdout io.Writer, args []string) error 
 	if err != nil {
 		return err
 	}
-	cons, err := consolidate.New(st, c, cfg.Consolidate, consolidate.WithEmbedder(app.NewEmbedder(cfg, c)))
+	cc := cfg.Consolidate
+	if n := cfg.LLM.Consolidate.ContextLength; n > 0 {
+		cc.ContextTokens = n // a window too small for a step is refused here
+	}
+	cons, err := consolidate.New(st, c, cc, consolidate.WithEmbedder(app.NewEmbedder(cfg, c)))
 	if err != nil {
 		return err
 	}
-	res, err := cons.Run(ctx, consolidate.Request{Project: project, Session: session})
+	res, err := cons.Run(ctx, consolidate.Request{Project: project, Session: session, From: from})
+	for i, p := range res.Passes {
+		if err != nil && i == len(res.Passes)-1 && p.Status != memory.PassFinished {
+			out(stdout, "the pass stopped before its end; what it changed is kept and the next run resumes it:\n")
+		}
+		consolidate.WriteJournal(stdout, p)
+	}
 	switch {
 	case err != nil:
-		if res.Pass.ID != "" {
-			out(stdout, "the pass stopped before its end; what it changed is kept and the next run resumes it:\n")
-			consolidate.WriteJournal(stdout, res.Pass)
-		}
 		return err
 	case res.Busy:
 		return errors.New("another process is consolidating this session; try again when it is done")
@@ -61,7 +75,9 @@ func consolidateCmd(ctx context.Context, stdout io.Writer, args []string) error 
 		out(stdout, "nothing new in %s/%s since the last pass\n", project, session)
 		return nil
 	}
-	consolidate.WriteJournal(stdout, res.Pass)
+	if cur, err := st.Cursor(ctx, memory.SessionRef{Project: project, Session: session}); err == nil {
+		out(stdout, "%d passes; %s/%s is consolidated up to message %d\n", len(res.Passes), project, session, cur)
+	}
 	return nil
 }
 

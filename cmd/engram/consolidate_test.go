@@ -72,3 +72,62 @@ func TestConsolidateHistoryUndo(t *testing.T) {
 		t.Fatalf("second undo: exit %d: %s", code, errOut.String())
 	}
 }
+
+// TestConsolidateFrom: `engram consolidate -from N` re-reads a session
+// from message N (an operator's repair), and `engram memory history`
+// shows the messages each pass read.
+func TestConsolidateFrom(t *testing.T) {
+	dir := t.TempDir()
+	srv := llmtest.New(t)
+	t.Setenv("ENGRAM_DATA", dir)
+	t.Setenv("ENGRAM_STORE", "sqlite")
+	t.Setenv("ENGRAM_OLLAMA_HOST", srv.URL())
+	t.Setenv("ENGRAM_CHAT_MODEL", llmtest.ChatModel)
+	ctx := context.Background()
+	cfg := config.Default()
+	cfg.DataDir = dir
+	st, err := app.OpenStore(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := memory.SessionRef{Project: "acme", Session: "s1"}
+	if _, _, err := st.AppendTranscript(ctx, ref, "t1", []memory.Message{
+		{Role: memory.RoleUser, Content: "I brew my own beer every month."},
+		{Role: memory.RoleAssistant, Content: "Cheers!"},
+		{Role: memory.RoleUser, Content: "And I keep bees."}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	srv.OnChatAlways(llmtest.Any(), llmtest.ToolCall(consolidate.ToolDone, map[string]any{}))
+	var out, errOut bytes.Buffer
+	if code := run([]string{"consolidate", "-project", "acme", "-session", "s1"}, &out, &errOut); code != 0 {
+		t.Fatalf("consolidate: exit %d: %s", code, errOut.String())
+	}
+	if s := out.String(); !strings.Contains(s, "read messages 1-3") || !strings.Contains(s, "1 passes; acme/s1 is consolidated up to message 3") {
+		t.Fatalf("consolidate printed:\n%s", s)
+	}
+	out.Reset()
+	if code := run([]string{"consolidate", "-project", "acme", "-session", "s1", "-from", "2"}, &out, &errOut); code != 0 {
+		t.Fatalf("consolidate -from 2: exit %d: %s", code, errOut.String())
+	}
+	if s := out.String(); !strings.Contains(s, "read messages 2-3") || !strings.Contains(s, "up to message 3") {
+		t.Fatalf("consolidate -from 2 printed:\n%s", s)
+	}
+	if w := srv.ChatRequests(); len(w) != 2 || !strings.Contains(w[1].Messages[1].Content, "Cheers!") || strings.Contains(w[1].Messages[1].Content, "brew") {
+		t.Fatalf("the re-read did not show messages 2-3: %d requests", len(w))
+	}
+	out.Reset()
+	if code := run([]string{"memory", "history", "-project", "acme", "-session", "s1"}, &out, &errOut); code != 0 {
+		t.Fatalf("history: exit %d: %s", code, errOut.String())
+	}
+	if s := out.String(); strings.Index(s, "read messages 2-3") > strings.Index(s, "read messages 1-3") || !strings.Contains(s, "read messages 1-3") {
+		t.Fatalf("history (newest first) does not show each pass's messages:\n%s", s)
+	}
+	out.Reset()
+	errOut.Reset()
+	if code := run([]string{"consolidate", "-project", "acme", "-session", "s1", "-from", "9"}, &out, &errOut); code == 0 || !strings.Contains(errOut.String(), "has no message 9") {
+		t.Fatalf("-from past the end: exit %d: %s", code, errOut.String())
+	}
+}

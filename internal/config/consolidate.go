@@ -1,7 +1,8 @@
 package config
 
 // consolidateSettings are the consolidator's constants (ENGRAM_CONSOLIDATE_*;
-// its model is ENGRAM_CONSOLIDATE_MODEL).
+// its model is ENGRAM_CONSOLIDATE_MODEL, the model's window
+// ENGRAM_CONSOLIDATE_CONTEXT_LENGTH).
 func (c *Config) consolidateSettings() []Setting {
 	return []Setting{
 		{Flag: "consolidate-step-budget", Env: "ENGRAM_CONSOLIDATE_STEP_BUDGET", Group: Runtime, value: (*intV)(&c.Consolidate.Limits.Budget),
@@ -13,9 +14,11 @@ func (c *Config) consolidateSettings() []Setting {
 		{Flag: "consolidate-memory-tokens", Env: "ENGRAM_CONSOLIDATE_MEMORY_TOKENS", Group: Runtime, value: (*intV)(&c.Consolidate.MemoryTokens),
 			Usage: "consolidator: token budget of the stored memories shown at each step"},
 		{Flag: "consolidate-window-messages", Env: "ENGRAM_CONSOLIDATE_WINDOW_MESSAGES", Group: Runtime, value: (*intV)(&c.Consolidate.WindowMessages),
-			Usage: "consolidator: newest transcript messages since the cursor a pass reads"},
+			Usage: "consolidator: most transcript messages a pass reads, the oldest after the cursor (a longer backlog takes more passes)"},
 		{Flag: "consolidate-window-chars", Env: "ENGRAM_CONSOLIDATE_WINDOW_CHARS", Group: Runtime, value: (*intV)(&c.Consolidate.WindowChars),
 			Usage: "consolidator: characters of transcript a pass reads in all"},
+		{Flag: "consolidate-context-length", Env: "ENGRAM_CONSOLIDATE_CONTEXT_LENGTH", Group: Runtime, value: (*intV)(&c.LLM.Consolidate.ContextLength),
+			Usage: "consolidator: the consolidation model's context window in tokens, sent as num_ctx on every call; every step's prompt is bounded by it, the transcript window gets what the rest leaves (0: the model's own from Ollama, at most 32768)"},
 		{Flag: "consolidate-similar-cosine", Env: "ENGRAM_CONSOLIDATE_SIMILAR_COSINE", Group: Runtime, value: (*floatV)(&c.Consolidate.SimilarCosine),
 			Usage: "consolidator: remember holds a fact this close (cosine) to a stored one for review"},
 		{Flag: "consolidate-similar-overlap", Env: "ENGRAM_CONSOLIDATE_SIMILAR_OVERLAP", Group: Runtime, value: (*floatV)(&c.Consolidate.SimilarOverlap),

@@ -4,8 +4,11 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
 	"time"
+
+	"github.com/ollama/ollama/api"
 
 	"github.com/engram-memory/engram/internal/consolidate"
 	"github.com/engram-memory/engram/pkg/llm/llmtest"
@@ -32,7 +35,7 @@ const (
 	labelGlobal  = "Answer in British English"
 	labelBlog    = "Blog posts are written in Hugo"
 	labelAcme    = "Acme ships with GitLab CI"
-	heldText     = "Deploy the shop on Fly.io in Amsterdam"
+	heldText     = "Deploy the shop with Fly.io every Friday"
 	blockText    = "[Engram memory]\n- [stripe] Use Stripe Checkout for payments\n- [fly] Deploy the shop with Fly.io"
 	summaryText  = "## Active task\nWire the checkout.\n## Decisions\nStripe Checkout."
 )
@@ -91,7 +94,7 @@ func seed(t testing.TB, ctx context.Context, st memory.Store, srv *llmtest.Serve
 	}
 	w.stripe = put(memory.Node{Subkind: memory.Preference, ProjectID: "shop", Label: labelStripe,
 		Body: "The user wants Stripe Checkout, not PayPal, for every payment flow.", AssertedBy: memory.AssertedUser, Source: memory.SourceUser, Confidence: 0.9})
-	w.fly = put(memory.Node{Subkind: memory.Decision, ProjectID: "shop", Label: labelFly, Body: "The shop is deployed to Fly.io from main."})
+	w.fly = put(memory.Node{Subkind: memory.Decision, ProjectID: "shop", Label: labelFly})
 	w.staging = put(memory.Node{Subkind: memory.Observation, ProjectID: "shop", Label: labelStaging, Paths: []string{"deploy/staging.toml"}})
 	w.race = put(memory.Node{Subkind: memory.Pattern, ProjectID: "shop", Label: labelRace})
 	w.global = put(memory.Node{Subkind: memory.Preference, Scope: memory.ScopeGlobal, Label: labelGlobal, AssertedBy: memory.AssertedUser, Source: memory.SourceUser, Confidence: 0.9})
@@ -127,8 +130,12 @@ func seed(t testing.TB, ctx context.Context, st memory.Store, srv *llmtest.Serve
 	// (held), then done.
 	srv.SetDefault(llmtest.ToolCall(consolidate.ToolDone, map[string]any{"summary": "done"}))
 	srv.Enqueue(
-		llmtest.ToolCall(consolidate.ToolForget, map[string]any{"id": w.staging.ID, "reason": "the user said staging moved to MySQL"}),
-		llmtest.ToolCall(consolidate.ToolRevise, map[string]any{"id": w.race.ID, "text": labelRaceNew, "reason": "the user added go vet"}),
+		named(t, labelStaging, func(id string) llmtest.Reply {
+			return llmtest.ToolCall(consolidate.ToolForget, map[string]any{"id": id, "reason": "the user said staging moved to MySQL"})
+		}),
+		named(t, labelRace, func(id string) llmtest.Reply {
+			return llmtest.ToolCall(consolidate.ToolRevise, map[string]any{"id": id, "text": labelRaceNew, "reason": "the user added go vet"})
+		}),
 		llmtest.ToolCall(consolidate.ToolRemember, map[string]any{"text": heldText, "kind": "decision", "reason": "restated"}),
 		llmtest.ToolCall(consolidate.ToolDone, map[string]any{"summary": "staging fact retired"}),
 	)
@@ -146,6 +153,21 @@ func seed(t testing.TB, ctx context.Context, st memory.Store, srv *llmtest.Serve
 		t.Fatalf("the pass did not forget the staging fact: %+v %v", n, err)
 	}
 	return w
+}
+
+// named answers with reply(the short id the pass shows label under): the
+// consolidator names memories to the model as [f1], [f2], ...
+func named(t testing.TB, label string, reply func(id string) llmtest.Reply) llmtest.Reply {
+	re := regexp.MustCompile(`\[(f\d+)\] ` + regexp.QuoteMeta(label))
+	return llmtest.Func(func(req api.ChatRequest) llmtest.Reply {
+		for i := len(req.Messages) - 1; i >= 0; i-- {
+			if m := re.FindStringSubmatch(req.Messages[i].Content); m != nil {
+				return reply(m[1])
+			}
+		}
+		t.Errorf("the pass's prompt does not show %q", label)
+		return llmtest.ToolCall(consolidate.ToolDone, map[string]any{"summary": "not found"})
+	})
 }
 
 func timeout(t testing.TB, d time.Duration) context.Context {

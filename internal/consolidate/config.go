@@ -11,11 +11,28 @@ import (
 type Config struct {
 	Limits Limits // step budget (12), nudges (2), recalls in a row (3)
 
-	// The transcript window: the messages since the cursor, at most
-	// WindowMessages of them, each cut to MessageChars, WindowChars in all.
+	// The transcript window: the oldest messages after the cursor, at
+	// most WindowMessages of them, each cut to MessageChars, WindowChars
+	// in all, and as many as fit the context (BudgetFor(window).Transcript).
 	WindowMessages int // (20)
 	MessageChars   int // (4,000)
 	WindowChars    int // (40,000)
+
+	// ContextTokens is the context window assumed when the chat client
+	// cannot tell the model's (a Chatter without ContextLength); 0:
+	// llm.DefaultContextLength. The llm.Client tells it
+	// (ENGRAM_CONSOLIDATE_CONTEXT_LENGTH, else the model's own from
+	// Ollama), and every step's prompt is bounded by it (BudgetFor).
+	ContextTokens int // (0)
+	// ReplyTokens bounds a step's reply (num_predict): a tool call with
+	// its longest arguments is ~250 tokens.
+	ReplyTokens int // (512)
+
+	// Attempts bounds the passes over one window that end stuck (prose
+	// only) or over budget: the cursor stays and the next pass reads the
+	// window again, halved; after Attempts such passes the cursor moves
+	// past the last one's window anyway (verdict skipped).
+	Attempts int // (3)
 
 	// MemoryTokens bounds the stored memories shown each step (512).
 	MemoryTokens int
@@ -37,6 +54,7 @@ func Defaults() Config {
 	return Config{
 		Limits:         DefaultLimits(),
 		WindowMessages: 20, MessageChars: 4000, WindowChars: 40000,
+		ReplyTokens: 512, Attempts: 3,
 		MemoryTokens:  512,
 		SimilarCosine: 0.85, SimilarOverlap: 0.5, RecentFacts: 32,
 		RecallHits: 8,
@@ -61,6 +79,13 @@ func (c Config) Validate() error {
 	pos("memory tokens", c.MemoryTokens)
 	pos("recent facts", c.RecentFacts)
 	pos("recall hits", c.RecallHits)
+	pos("reply tokens", c.ReplyTokens)
+	pos("attempts", c.Attempts)
+	if c.ContextTokens < 0 {
+		bad("context tokens %d is negative", c.ContextTokens)
+	} else if err := c.Budget().check(); err != nil {
+		bad("%v", err)
+	}
 	if c.Limits.MaxNudges < 0 {
 		bad("max nudges %d is negative", c.Limits.MaxNudges)
 	}

@@ -31,6 +31,7 @@ type Transcripts interface {
 	Messages(ctx context.Context, s memory.SessionRef, afterID int64, limit int) ([]memory.Message, error)
 	Cursor(ctx context.Context, s memory.SessionRef) (int64, error)
 	AdvanceCursor(ctx context.Context, s memory.SessionRef, to int64) (int64, error)
+	SetCursor(ctx context.Context, s memory.SessionRef, to int64) error
 }
 
 // Leases keep two replicas off one session's pass.
@@ -53,6 +54,14 @@ type Chatter interface {
 	Chat(ctx context.Context, req llm.Request) (llm.Response, error)
 }
 
+// windowTeller tells a role's context window (llm.Client: the setting,
+// else the model's own from Ollama's /api/show, cached).
+type windowTeller interface {
+	ContextLength(ctx context.Context, role llm.Role) (int, error)
+}
+
+var _ windowTeller = (*llm.Client)(nil)
+
 // Embedder turns texts into vectors (optional: without it remember's
 // near-duplicate rule uses words only and recall the lexical channel).
 type Embedder interface {
@@ -73,6 +82,13 @@ type Activity interface {
 	// has not been acknowledged by the extractor yet: its messages are not
 	// in the stored transcript.
 	TurnEndedPending(ctx context.Context, project, session string) (bool, error)
+}
+
+// Observer is told how each pass ended (its Verdict) and how many
+// messages its window spanned (health.Metrics: passes and messages by
+// verdict).
+type Observer interface {
+	ConsolidationPass(verdict string, messages int64)
 }
 
 // Publisher sends output events to ENGRAM_OUT.
@@ -124,6 +140,7 @@ type Consolidator struct {
 	ranking  *memory.Ranking
 	activity Activity
 	pub      Publisher
+	obs      Observer
 	cfg      Config
 	now      func() time.Time
 }
@@ -146,6 +163,9 @@ func WithActivity(a Activity) Option { return func(c *Consolidator) { c.activity
 
 // WithPublisher sets where consolidation_done goes (without it nothing is published).
 func WithPublisher(p Publisher) Option { return func(c *Consolidator) { c.pub = p } }
+
+// WithObserver sets who is told how each pass ended (metrics).
+func WithObserver(o Observer) Option { return func(c *Consolidator) { c.obs = o } }
 
 // New returns a consolidator.
 func New(store Store, chat Chatter, cfg Config, opts ...Option) (*Consolidator, error) {

@@ -48,8 +48,11 @@ func FuzzToolCall(f *testing.F) {
 	f.Fuzz(func(t *testing.T, name, args string) {
 		var l Ledger
 		rec := &memory.Pass{ID: memory.NewID(), Project: "p", Session: "s", Status: memory.PassRunning, StartedAt: time.Now()}
-		p := &pass{c: c, ref: memory.SessionRef{Project: "p", Session: "s"}, rec: rec, l: &l, now: time.Now(), seen: map[string]bool{}}
-		for _, a := range []string{args, `{"id":"` + other.Node.ID + `"}`} {
+		p := &pass{c: c, ref: memory.SessionRef{Project: "p", Session: "s"}, rec: rec, l: &l, now: time.Now()}
+		// [f1] names another project's fact (a pass never shows one: the
+		// tools must refuse it all the same), and its stored id is no name.
+		l.ShortID(other.Node.ID)
+		for _, a := range []string{args, `{"id":"f1"}`, `{"id":"` + other.Node.ID + `"}`} {
 			_, r, err := p.call(ctx, llm.ToolCall{Name: name, Arguments: json.RawMessage(a)}, &l)
 			if err != nil {
 				t.Fatalf("%s(%s): store error %v", name, a, err)

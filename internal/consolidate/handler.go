@@ -38,8 +38,9 @@ func RequestFromEvent(ev events.Envelope) (Request, error) {
 	return Request{Tenant: ev.TenantID, Project: ev.ProjectID, Session: ev.SessionID, Cause: ev.ID, IdleSince: idle.LastActivity}, nil
 }
 
-// Handle runs the pass of one session_idle event and tells the runner what
-// to do:
+// Handle consolidates the session of one session_idle event (every pass
+// its backlog takes, see Consolidator.Run) and tells the runner what to
+// do:
 //
 //   - another pass holds the session: ErrBusy, transient (the runner's
 //     backoff, 1 s doubling): the event is acknowledged only once a pass
@@ -66,7 +67,8 @@ func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
 	if !res.Empty {
 		h.log.Debug("session consolidated", zap.String("event_id", ev.ID), zap.String("project", ev.ProjectID),
 			zap.String("session", ev.SessionID), zap.String("verdict", string(res.Verdict)),
-			zap.String("pass", res.Pass.ID), zap.Int("steps", res.Pass.Steps))
+			zap.String("pass", res.Pass.ID), zap.Int("steps", res.Pass.Steps), zap.Int("passes", len(res.Passes)),
+			zap.Int64("up_to", res.Pass.UpTo))
 	}
 	return nil
 }

@@ -2,7 +2,10 @@ package consolidate_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -78,12 +81,41 @@ type fixture struct {
 
 func newFixture(t testing.TB, st memory.Store, opts ...consolidate.Option) *fixture {
 	t.Helper()
+	return newFixtureConfig(t, st, consolidate.Defaults(), opts...)
+}
+
+// newFixtureWindow is newFixture with the consolidation model's context
+// window set to window tokens (the client's setting, as
+// ENGRAM_CONSOLIDATE_CONTEXT_LENGTH gives it).
+func newFixtureWindow(t testing.TB, window int, opts ...consolidate.Option) *fixture {
+	t.Helper()
+	return newFixtureFull(t, sqliteStore(t), consolidate.Defaults(), func(c *llm.Config) { c.Consolidate.ContextLength = window }, opts...)
+}
+
+// newFixtureConfig is newFixture with the consolidator's constants.
+func newFixtureConfig(t testing.TB, st memory.Store, cfg consolidate.Config, opts ...consolidate.Option) *fixture {
+	t.Helper()
+	return newFixtureFull(t, st, cfg, nil, opts...)
+}
+
+// newFixtureFull is newFixtureConfig with the model client's configuration
+// changed by models (nil: the scripted server's).
+func newFixtureFull(t testing.TB, st memory.Store, cfg consolidate.Config, models func(*llm.Config), opts ...consolidate.Option) *fixture {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	f := &fixture{t: t, ctx: ctx, st: st, srv: llmtest.New(t), pub: &recorder{}}
-	f.client = f.srv.Client()
+	lc := f.srv.Config()
+	if models != nil {
+		models(&lc)
+	}
+	client, err := llm.New(lc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.client = client
 	f.emb = f.client.Embedder()
-	f.cfg = consolidate.Defaults()
+	f.cfg = cfg
 	f.srv.SetDefault(llmtest.ToolCall(consolidate.ToolDone, map[string]any{"summary": "fallback"}))
 	all := append([]consolidate.Option{consolidate.WithEmbedder(f.emb), consolidate.WithPublisher(f.pub)}, opts...)
 	c, err := consolidate.New(f.st, f.client, f.cfg, all...)
@@ -218,5 +250,48 @@ func (f *fixture) byLabel(label string, build func(id string) llmtest.Reply) llm
 		}
 		f.t.Errorf("no live memory %q", label)
 		return done()
+	})
+}
+
+// short is the short id ("[f3]") by which a pass's model knew the memory
+// id (the pass's ledger maps them).
+func short(t testing.TB, p memory.Pass, id string) string {
+	t.Helper()
+	var l consolidate.Ledger
+	if err := json.Unmarshal(p.State, &l); err != nil {
+		t.Fatalf("pass %s: ledger: %v", p.ID, err)
+	}
+	for i, x := range l.IDs {
+		if x == id {
+			return fmt.Sprintf("[f%d]", i+1)
+		}
+	}
+	t.Fatalf("pass %s never showed memory %s", p.ID, id)
+	return ""
+}
+
+// named scripts a reply built when its request comes, from the short id
+// ("f3") by which the request names the memory labelled label.
+func named(t testing.TB, label string, build func(id string) llmtest.Reply) llmtest.Reply {
+	re := regexp.MustCompile(`\[(f\d+)\] ` + regexp.QuoteMeta(label))
+	return llmtest.Func(func(req api.ChatRequest) llmtest.Reply {
+		for i := len(req.Messages) - 1; i >= 0; i-- {
+			if m := re.FindStringSubmatch(req.Messages[i].Content); m != nil {
+				return build(m[1])
+			}
+		}
+		t.Errorf("the request names no memory %q", label)
+		return done()
+	})
+}
+
+// callOn scripts a tool call whose "id" names the memory labelled label.
+func callOn(t testing.TB, tool, label string, args map[string]any) llmtest.Reply {
+	return named(t, label, func(id string) llmtest.Reply {
+		a := map[string]any{"id": id}
+		for k, v := range args {
+			a[k] = v
+		}
+		return call(tool, a)
 	})
 }

@@ -2,6 +2,7 @@ package consolidate
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -24,6 +25,7 @@ type Outcome struct {
 	Unlinked   int `json:"unlinked,omitempty"`
 	Duplicates int `json:"duplicates,omitempty"` // remember refused: the memory already holds it
 	Held       int `json:"held,omitempty"`       // remember held a near-duplicate for review
+	Restored   int `json:"restored,omitempty"`   // remember made a forgotten or closed memory live again
 	Recalled   int `json:"recalled,omitempty"`   // memories a recall returned
 	Failed     int `json:"failed,omitempty"`     // calls that could not be applied
 }
@@ -36,13 +38,14 @@ func (o *Outcome) add(b Outcome) {
 	o.Unlinked += b.Unlinked
 	o.Duplicates += b.Duplicates
 	o.Held += b.Held
+	o.Restored += b.Restored
 	o.Recalled += b.Recalled
 	o.Failed += b.Failed
 }
 
 // Wrote reports whether the outcome changed memory.
 func (o Outcome) Wrote() bool {
-	return o.Stored+o.Revised+o.Forgotten+o.Linked+o.Unlinked > 0
+	return o.Stored+o.Revised+o.Forgotten+o.Linked+o.Unlinked+o.Restored > 0
 }
 
 func (o Outcome) String() string {
@@ -51,7 +54,7 @@ func (o Outcome) String() string {
 		n    int
 		name string
 	}{{o.Stored, "stored"}, {o.Revised, "revised"}, {o.Forgotten, "forgotten"}, {o.Linked, "linked"},
-		{o.Unlinked, "unlinked"}, {o.Duplicates, "duplicate refused"}, {o.Held, "held for review"},
+		{o.Unlinked, "unlinked"}, {o.Restored, "restored"}, {o.Duplicates, "duplicate refused"}, {o.Held, "held for review"},
 		{o.Recalled, "recalled"}, {o.Failed, "failed"}} {
 		if c.n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", c.n, c.name))
@@ -98,7 +101,80 @@ type Ledger struct {
 	// of them, so a model cannot skip the review by setting it up front.
 	Held   []string `json:"held,omitempty"`
 	Totals Outcome  `json:"totals"`
+
+	// IDs are the memories shown to the model in this pass, in the order
+	// first shown: the model names IDs[k-1] as [fk] (ShortID), never by
+	// its stored id, and the runtime maps the short id back (Resolve).
+	IDs  []string       `json:"ids,omitempty"`
+	byID map[string]int // IDs' index, rebuilt on demand
+
+	// Start is the cursor the pass began from, Attempt its count among
+	// the passes over that window (1: the first), and Retry says that the
+	// pass ended stuck or over budget with attempts left: the cursor
+	// stayed, the next pass reads the window again. Skipped says that it
+	// ended so on its last attempt and the cursor moved past its window
+	// anyway.
+	Start   int64 `json:"start,omitempty"`
+	Attempt int   `json:"attempt,omitempty"`
+	Retry   bool  `json:"retry,omitempty"`
+	Skipped bool  `json:"skipped,omitempty"`
+	// Window is the most messages the pass's window may show (its
+	// attempt's: WindowMessages, then half of what the attempt before
+	// showed), Shown how many it showed.
+	Window int `json:"window,omitempty"`
+	Shown  int `json:"shown,omitempty"`
 }
+
+// ShortID is the short id [fk] the model knows a memory by in this pass
+// (k from 1, in the order first shown). Small models copy "f3" reliably
+// where they garble 24 hex digits.
+func (l *Ledger) ShortID(id string) string {
+	l.index()
+	k, ok := l.byID[id]
+	if !ok {
+		l.IDs = append(l.IDs, id)
+		k = len(l.IDs)
+		l.byID[id] = k
+	}
+	return fmt.Sprintf("f%d", k)
+}
+
+// Resolve maps a short id the model gave ("f3", "[f3]", " F3 ") back to
+// the memory's id; false when the pass showed no such memory.
+func (l *Ledger) Resolve(short string) (string, bool) {
+	s := strings.ToLower(strings.Trim(strings.TrimSpace(short), "[] "))
+	if len(s) < 2 || s[0] != 'f' {
+		return "", false
+	}
+	k := 0
+	for _, r := range s[1:] {
+		if r < '0' || r > '9' || k > len(l.IDs) {
+			return "", false
+		}
+		k = k*10 + int(r-'0')
+	}
+	if k < 1 || k > len(l.IDs) {
+		return "", false
+	}
+	return l.IDs[k-1], true
+}
+
+func (l *Ledger) index() {
+	if len(l.byID) == len(l.IDs) && l.byID != nil {
+		return
+	}
+	l.byID = make(map[string]int, len(l.IDs))
+	for i, id := range l.IDs {
+		l.byID[id] = i + 1
+	}
+}
+
+// Bounds of what the ledger repeats to the model (EstimateTokens).
+const (
+	SummaryTokens = 60  // a step's one-line summary
+	ProseTokens   = 80  // what the model said instead of calling a tool
+	JournalTokens = 360 // the journal a nudge repeats (its newest steps)
+)
 
 // maxHeld bounds Held (a pass holds at most one text a step).
 const maxHeld = 64
@@ -137,7 +213,7 @@ const (
 
 // RecordCall records a step that called tool with argument key.
 func (l *Ledger) RecordCall(tool, key, summary string, o Outcome, cascade []string) {
-	l.Steps = append(l.Steps, Step{Tool: tool, Key: key, Summary: oneLine(summary), Outcome: o})
+	l.Steps = append(l.Steps, Step{Tool: tool, Key: key, Summary: capTokens(oneLine(summary), SummaryTokens), Outcome: o})
 	l.Totals.add(o)
 	l.Acted = true
 	l.PendingNudge = false
@@ -161,7 +237,7 @@ func (l *Ledger) RecordProse(text string) {
 	l.Acted = false
 	l.Nudges++
 	l.PendingNudge = true
-	l.Prose = capChars(oneLine(text), 300)
+	l.Prose = capTokens(capChars(oneLine(text), 300), ProseTokens)
 	l.Cascade = nil
 	l.Detail = ""
 }
@@ -205,6 +281,19 @@ type Directive struct {
 // way out, memory_done). A cascade listing is appended while the pass is
 // not over.
 func (l *Ledger) Directive(lim Limits) Directive {
+	d := l.directive(lim)
+	if d.Kind != DirectiveFinished && len(l.Cascade) > 0 {
+		d.Text += "\n" + cascadeHeader + "\n" + strings.Join(l.Cascade, "\n")
+	}
+	return d
+}
+
+// cascadeHeader introduces the cascade listing.
+const cascadeHeader = "The fact you just changed is linked to these live memories; revise or forget any that depended on it:"
+
+// directive is Directive without the cascade listing (the step's note fits
+// the listing to the context).
+func (l *Ledger) directive(lim Limits) Directive {
 	var d Directive
 	switch {
 	case l.Finished:
@@ -218,7 +307,7 @@ func (l *Ledger) Directive(lim Limits) Directive {
 			fmt.Fprintf(&b, " You said: %q.", l.Prose)
 		}
 		b.WriteString(" Your journal so far:\n")
-		b.WriteString(l.Journal())
+		b.WriteString(l.journalTail(JournalTokens))
 		fmt.Fprintf(&b, "\nCall one memory tool now, or %s if nothing is left to change.", ToolDone)
 		if l.Nudges >= lim.MaxNudges {
 			b.WriteString(" This is the last prompt: another answer without a tool call ends the pass.")
@@ -230,9 +319,6 @@ func (l *Ledger) Directive(lim Limits) Directive {
 		d = Directive{DirectiveRepeat, fmt.Sprintf("You made the same call twice; the answer has not changed. Do something different or finish with %s.", ToolDone)}
 	default:
 		d = Directive{DirectiveWork, fmt.Sprintf("If memory already matches the conversation, call %s. Otherwise make the next single change: remember what the conversation established, revise what it overturned, forget what was wrong, split a bundled fact (pieces first), link a durable topic.", ToolDone)}
-	}
-	if len(l.Cascade) > 0 {
-		d.Text += "\nThe fact you just changed is linked to these live memories; revise or forget any that depended on it:\n" + strings.Join(l.Cascade, "\n")
 	}
 	return d
 }
@@ -247,6 +333,10 @@ const (
 	VerdictStuck    Verdict = "stuck"  // the model kept answering in prose
 	VerdictBudget   Verdict = "budget" // one step past the budget
 	VerdictParked   Verdict = "parked" // a new turn started: resumed at the next idle
+	// VerdictSkipped: the pass ended stuck or over budget on its last
+	// attempt (Config.Attempts) over its window; the cursor moved past the
+	// window anyway, and the window's messages were not consolidated.
+	VerdictSkipped Verdict = "skipped"
 )
 
 // Verdict decides at a step's end: finished -> stop (done); no tool called
@@ -270,43 +360,76 @@ func (l *Ledger) Verdict(lim Limits) Verdict {
 	return VerdictContinue
 }
 
+// stepLine is one step of the journal.
+func (l *Ledger) stepLine(i int) string {
+	s := l.Steps[i]
+	if s.Tool == "" {
+		return fmt.Sprintf("%d. %s", i+1, s.Summary)
+	}
+	return fmt.Sprintf("%d. %s: %s -> %s", i+1, s.Tool, s.Summary, s.Outcome)
+}
+
 // Journal lists the steps, one line each.
 func (l *Ledger) Journal() string {
 	if len(l.Steps) == 0 {
 		return "(no steps yet)"
 	}
-	var b strings.Builder
-	for i, s := range l.Steps {
-		if i > 0 {
-			b.WriteByte('\n')
-		}
-		if s.Tool == "" {
-			fmt.Fprintf(&b, "%d. %s", i+1, s.Summary)
-			continue
-		}
-		fmt.Fprintf(&b, "%d. %s: %s -> %s", i+1, s.Tool, s.Summary, s.Outcome)
+	lines := make([]string, len(l.Steps))
+	for i := range l.Steps {
+		lines[i] = l.stepLine(i)
 	}
-	return b.String()
+	return strings.Join(lines, "\n")
 }
+
+// journalTail is the journal's newest steps within n tokens (the older
+// ones counted, "(steps 1-4 above)").
+func (l *Ledger) journalTail(n int) string {
+	if len(l.Steps) == 0 {
+		return "(no steps yet)"
+	}
+	var lines []string
+	used := cutNoteTokens
+	i := len(l.Steps) - 1
+	for ; i >= 0; i-- {
+		line := l.stepLine(i)
+		t := EstimateTokens(line) + 1
+		if used+t > n && len(lines) > 0 {
+			break
+		}
+		used += t
+		lines = append(lines, line)
+	}
+	slices.Reverse(lines)
+	if i >= 0 {
+		lines = append([]string{fmt.Sprintf("(steps 1-%d not repeated)", i+1)}, lines...)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// DigestSteps is how many of the newest steps the digest lists.
+const DigestSteps = 6
 
 // Digest is the ledger's short account for the trailing message: steps used
 // of the budget, the totals and the last few steps.
 func (l *Ledger) Digest(lim Limits) string {
+	return strings.Join(append([]string{l.digestHead(lim)}, l.digestSteps()...), "\n")
+}
+
+func (l *Ledger) digestHead(lim Limits) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Steps used: %d of %d. So far: %s.", len(l.Steps), lim.Budget, l.Totals)
 	if l.RecallsSinceProgress > 0 {
 		fmt.Fprintf(&b, " Recalls in a row: %d of %d.", l.RecallsSinceProgress, lim.RecallLimit)
 	}
-	start := max(0, len(l.Steps)-6)
-	for i := start; i < len(l.Steps); i++ {
-		s := l.Steps[i]
-		if s.Tool == "" {
-			fmt.Fprintf(&b, "\n%d. %s", i+1, s.Summary)
-		} else {
-			fmt.Fprintf(&b, "\n%d. %s: %s -> %s", i+1, s.Tool, s.Summary, s.Outcome)
-		}
-	}
 	return b.String()
+}
+
+func (l *Ledger) digestSteps() []string {
+	var out []string
+	for i := max(0, len(l.Steps)-DigestSteps); i < len(l.Steps); i++ {
+		out = append(out, l.stepLine(i))
+	}
+	return out
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

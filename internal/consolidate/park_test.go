@@ -100,8 +100,8 @@ func TestJournalAndUndo(t *testing.T) {
 		city := f.seed(memory.Node{Subkind: memory.Observation, Label: "The user lives in Oslo."})
 		f.say("I'm not allergic to cats at all. I moved to Bergen. I love sailing and knitting.", "")
 		f.srv.Enqueue(
-			call(consolidate.ToolForget, map[string]any{"id": wrong.ID, "reason": "the user said it is not true"}),
-			call(consolidate.ToolRevise, map[string]any{"id": city.ID, "text": "The user lives in Bergen.", "reason": "moved"}),
+			callOn(t, consolidate.ToolForget, wrong.Label, map[string]any{"reason": "the user said it is not true"}),
+			callOn(t, consolidate.ToolRevise, city.Label, map[string]any{"text": "The user lives in Bergen.", "reason": "moved"}),
 			call(consolidate.ToolRemember, map[string]any{"text": "The user loves sailing.", "kind": "preference", "topic": "sailing", "reason": "stated"}),
 			remember("The user loves knitting.", "preference"),
 			done())

@@ -3,6 +3,7 @@ package consolidate
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -30,70 +31,106 @@ HOW TO WORK
 - A dated fact whose date has passed with no sign that it recurs is forgotten.
 - Two or more dated instances of one recurring activity become one dateless pattern: revise the newest into the pattern, forget the older ones.
 - Make a topic only when it is durable (it came up more than once, or you just generalised it), and choose the relation by its kind: interested_in for likes and interests, involved_in for activities, part_of for a piece of something larger, related_to for being about it, mentioned_with for things that came up together.
-- Memory ids are the text in square brackets; copy them exactly.`
+- Memories are named by short ids in square brackets, like [f3]; name a memory by its short id exactly as shown.`
 
-// window is the transcript a pass reads.
+// window is the transcript a pass reads: the oldest user and assistant
+// messages after the pass's start, as many as fit.
 type window struct {
 	Text   string
-	Newest int64 // the newest message id in it (0: none)
-	Count  int
+	From   int64 // the oldest message id shown (0: none)
+	Newest int64 // the newest message id shown (0: none)
+	Count  int   // messages shown
+	// More: a user or assistant message after Newest waits for a later
+	// pass.
+	More bool
+	// Tail is the newest message id read past the shown ones when none
+	// was shown (tool messages only): the cursor may skip them.
+	Tail int64
 }
 
-// buildWindow renders the messages since the cursor: at most the last
-// WindowMessages user and assistant messages, each cut to MessageChars,
-// WindowChars in all (the oldest dropped first), neutralised and redacted.
-func (c *Consolidator) buildWindow(msgs []memory.Message) window {
+// windowPage is how many messages a window reads from the store at a time.
+func windowPage(maxMessages int) int { return max(4*maxMessages, 64) }
+
+// readWindow reads the window of a pass starting after message after: the
+// oldest user and assistant messages, at most maxMessages of them, each
+// cut to MessageChars, WindowChars and b.Transcript tokens in all
+// (a first message longer than that is cut to fit), neutralised and
+// redacted. It reads the transcript in pages, never more of it than the
+// window needs.
+func (c *Consolidator) readWindow(ctx context.Context, ref memory.SessionRef, after int64, maxMessages int, b Budget) (window, error) {
 	var w window
-	if n := len(msgs); n > 0 {
-		w.Newest = msgs[n-1].ID
-	}
-	var keep []memory.Message
-	for _, m := range msgs {
-		if (m.Role == memory.RoleUser || m.Role == memory.RoleAssistant) && strings.TrimSpace(m.Content) != "" {
-			keep = append(keep, m)
+	budget := b.Transcript
+	chars, tokens := 0, 0
+	var lines []string
+	page := windowPage(maxMessages)
+	for {
+		msgs, err := c.store.Messages(ctx, ref, after, page)
+		if err != nil {
+			return w, fmt.Errorf("consolidate: transcript of %s: %w", ref, err)
 		}
-	}
-	if len(keep) > c.cfg.WindowMessages {
-		keep = keep[len(keep)-c.cfg.WindowMessages:]
-	}
-	lines := make([]string, len(keep))
-	total := 0
-	for i, m := range keep {
-		who := "USER"
-		if m.Role == memory.RoleAssistant {
-			who = "ASSISTANT"
+		for _, m := range msgs {
+			if (m.Role != memory.RoleUser && m.Role != memory.RoleAssistant) || strings.TrimSpace(m.Content) == "" {
+				if w.Count == 0 {
+					w.Tail = m.ID
+				}
+				continue
+			}
+			line := c.messageLine(m)
+			n, t := len([]rune(line))+1, EstimateTokens(line)+1
+			if w.Count >= maxMessages || (w.Count > 0 && (chars+n > c.cfg.WindowChars || tokens+t > budget)) {
+				w.More = true
+				break
+			}
+			if w.Count == 0 && (n > c.cfg.WindowChars || t > budget) {
+				line = capTokens(capChars(line, c.cfg.WindowChars-1), budget-1)
+				n, t = len([]rune(line))+1, EstimateTokens(line)+1
+			}
+			lines = append(lines, line)
+			chars, tokens = chars+n, tokens+t
+			w.Count++
+			if w.From == 0 {
+				w.From = m.ID
+			}
+			w.Newest = m.ID
 		}
-		day := ""
-		if !m.CreatedAt.IsZero() {
-			day = " (" + m.CreatedAt.UTC().Format("2006-01-02 15:04") + ")"
+		if w.More || len(msgs) < page {
+			break
 		}
-		lines[i] = who + day + ": " + capChars(memory.Neutralise(memory.Redact(m.Content)), c.cfg.MessageChars)
-		total += len([]rune(lines[i])) + 1
+		after = msgs[len(msgs)-1].ID
 	}
-	for len(lines) > 1 && total > c.cfg.WindowChars {
-		total -= len([]rune(lines[0])) + 1
-		lines = lines[1:]
-	}
-	if len(lines) == 1 {
-		lines[0] = capChars(lines[0], c.cfg.WindowChars)
-	}
-	w.Text, w.Count = strings.Join(lines, "\n"), len(lines)
-	return w
+	w.Text = strings.Join(lines, "\n")
+	return w, nil
 }
+
+// messageLine renders one transcript message for the window.
+func (c *Consolidator) messageLine(m memory.Message) string {
+	who := "USER"
+	if m.Role == memory.RoleAssistant {
+		who = "ASSISTANT"
+	}
+	day := ""
+	if !m.CreatedAt.IsZero() {
+		day = " (" + m.CreatedAt.UTC().Format("2006-01-02 15:04") + ")"
+	}
+	return who + day + ": " + capChars(memory.Neutralise(memory.Redact(m.Content)), c.cfg.MessageChars)
+}
+
+// moreLine says how many stored memories the listing left out.
+const moreLineTokens = 12
 
 // memoriesBlock lists the memories stored for this project and user,
-// newest first, within MemoryTokens.
-func (c *Consolidator) memoriesBlock(ctx context.Context, ref memory.SessionRef, now time.Time) (string, error) {
+// newest first, within MemoryTokens, each named by its short id.
+func (c *Consolidator) memoriesBlock(ctx context.Context, ref memory.SessionRef, l *Ledger, now time.Time) (string, error) {
 	ns, err := c.store.Timeline(ctx, memory.TimelineQuery{
 		Filter: memory.Filter{TenantID: ref.Tenant, ProjectID: ref.Project, SessionID: ref.Session, IncludeSuperseded: true}, Limit: memory.DefaultChannelLimit})
 	if err != nil {
 		return "", fmt.Errorf("consolidate: stored memories: %w", err)
 	}
 	var lines []string
-	budget := c.cfg.MemoryTokens
+	budget := c.cfg.MemoryTokens - moreLineTokens
 	for i := range ns {
-		line := memoryLine(&ns[i], now)
-		t := llm.EstimateTokens(line) + 1
+		line := memoryLine(&ns[i], now, l.ShortID)
+		t := EstimateTokens(line) + 1
 		if t > budget {
 			break
 		}
@@ -101,7 +138,10 @@ func (c *Consolidator) memoriesBlock(ctx context.Context, ref memory.SessionRef,
 		lines = append(lines, line)
 	}
 	if len(lines) == 0 {
-		return "(none stored yet)", nil
+		if len(ns) == 0 {
+			return "(none stored yet)", nil
+		}
+		return fmt.Sprintf("(%d stored, none short enough to list; recall finds them)", len(ns)), nil
 	}
 	if len(lines) < len(ns) {
 		lines = append(lines, fmt.Sprintf("(%d more not shown; recall finds them)", len(ns)-len(lines)))
@@ -109,20 +149,47 @@ func (c *Consolidator) memoriesBlock(ctx context.Context, ref memory.SessionRef,
 	return strings.Join(lines, "\n"), nil
 }
 
-// messages builds one step's context: system text, instructions, the
+// messages builds one step's context: system text and instructions, the
 // transcript window, and the trailing message with the time, the stored
 // memories, the ledger's digest, the last call's result and the directive.
+// The trailing message is bounded by MemoryTokens + NoteTokens: the time,
+// the memories listing (bounded on its own), the digest's first line and
+// the directive are never cut; the last call's result, the cascade listing
+// and the digest's steps get what is left, in that order, and a cut is
+// said where it is made.
 func (c *Consolidator) messages(w window, memories string, l *Ledger, now time.Time) []llm.Message {
 	lim := c.cfg.Limits
-	var b strings.Builder
-	fmt.Fprintf(&b, "[Now: %s]\n\nSTORED MEMORIES\n%s\n\nTHIS PASS\n%s\n", now.UTC().Format("2006-01-02 15:04 MST (Monday)"), memories, l.Digest(lim))
-	if l.Detail != "" {
-		fmt.Fprintf(&b, "\nRESULT OF YOUR LAST CALL\n%s\n", l.Detail)
+	d := l.directive(lim)
+	head := fmt.Sprintf("[Now: %s]\n\nSTORED MEMORIES\n%s\n\nTHIS PASS\n%s", now.UTC().Format("2006-01-02 15:04 MST (Monday)"), memories, l.digestHead(lim))
+	next := "\n\nNEXT\n" + d.Text
+	left := c.cfg.MemoryTokens + NoteTokens - EstimateTokens(head) - EstimateTokens(next) - 2
+	var detail string
+	if l.Detail != "" && left > cutNoteTokens+8 {
+		const title = "\n\nRESULT OF YOUR LAST CALL\n"
+		lines := fitLines(strings.Split(l.Detail, "\n"), left-EstimateTokens(title)-1)
+		detail = title + strings.Join(lines, "\n")
+		left -= EstimateTokens(detail) + 1
 	}
-	fmt.Fprintf(&b, "\nNEXT\n%s", l.Directive(lim).Text)
+	if d.Kind != DirectiveFinished && len(l.Cascade) > 0 && left > EstimateTokens(cascadeHeader)+cutNoteTokens+2 {
+		listing := "\n" + cascadeHeader + "\n" + strings.Join(fitLines(l.Cascade, left-EstimateTokens(cascadeHeader)-2), "\n")
+		next += listing
+		left -= EstimateTokens(listing) + 1
+	}
+	var steps string
+	if ss := l.digestSteps(); len(ss) > 0 && left > cutNoteTokens+2 {
+		// The newest steps matter most: fit from the newest back.
+		slices.Reverse(ss)
+		kept := fitLines(ss, left-1)
+		slices.Reverse(kept)
+		steps = "\n" + strings.Join(kept, "\n")
+	}
+	header := windowHeader
+	if w.More {
+		header = windowHeaderMore
+	}
 	return []llm.Message{
-		llm.System(SystemText + "\n\n" + Instructions),
-		llm.User("THE CONVERSATION (since the last pass)\n" + w.Text),
-		llm.User(b.String()),
+		llm.System(systemText),
+		llm.User(header + "\n" + w.Text),
+		llm.User(head + steps + detail + next),
 	}
 }

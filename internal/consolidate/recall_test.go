@@ -38,14 +38,14 @@ func TestRecallDateRange(t *testing.T) {
 			t.Fatalf("result %+v", res)
 		}
 		s := f.trailing(1)
-		if !strings.Contains(s, "Recall from "+oldDay+" to "+oldDay+" found:\n["+old.ID+"] The user adopted a cat named Miso.") ||
+		if !strings.Contains(s, "Recall from "+oldDay+" to "+oldDay+" found:\n"+short(t, res.Pass, old.ID)+" The user adopted a cat named Miso.") ||
 			strings.Contains(s[strings.Index(s, "RESULT OF YOUR LAST CALL"):], "book number") {
 			t.Errorf("old range:\n%s", s)
 		}
 		s = f.trailing(2)
 		res2 := s[strings.Index(s, "RESULT OF YOUR LAST CALL"):]
-		if !strings.Contains(res2, "Recall from "+newDay+" found:\n["+newest.ID+"] The user read book number") ||
-			strings.Contains(res2, old.ID) || strings.Count(res2, "book number") != consolidate.Defaults().RecallHits {
+		if !strings.Contains(res2, "Recall from "+newDay+" found:\n"+short(t, res.Pass, newest.ID)+" The user read book number") ||
+			strings.Contains(res2, old.Label) || strings.Count(res2, "book number") != consolidate.Defaults().RecallHits {
 			t.Errorf("new range (newest first, %d hits):\n%s", consolidate.Defaults().RecallHits, res2)
 		}
 	})

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -43,7 +44,7 @@ type RememberArgs struct {
 
 // ReviseArgs replaces a fact the conversation overturned.
 type ReviseArgs struct {
-	ID         string `json:"id" llm:"maxLength=40" desc:"the id in square brackets of the fact to replace"`
+	ID         string `json:"id" llm:"maxLength=40" desc:"the short id in square brackets of the fact to replace, like f3"`
 	Text       string `json:"text" llm:"maxLength=400" desc:"the fact as it now stands"`
 	SaidByUser bool   `json:"said_by_user,omitempty" desc:"true when the user said it in the conversation"`
 	Reason     string `json:"reason,omitempty" llm:"maxLength=200" desc:"one line: what overturned it"`
@@ -51,13 +52,13 @@ type ReviseArgs struct {
 
 // ForgetArgs archives what was wrong.
 type ForgetArgs struct {
-	ID     string `json:"id" llm:"maxLength=40" desc:"the id in square brackets of the memory to forget"`
+	ID     string `json:"id" llm:"maxLength=40" desc:"the short id in square brackets of the memory to forget, like f3"`
 	Reason string `json:"reason,omitempty" llm:"maxLength=200" desc:"one line: why it is wrong, passed or not about this user or project"`
 }
 
 // LinkArgs relates a memory to a topic.
 type LinkArgs struct {
-	ID       string `json:"id" llm:"maxLength=40" desc:"the id in square brackets of the memory"`
+	ID       string `json:"id" llm:"maxLength=40" desc:"the short id in square brackets of the memory, like f3"`
 	Topic    string `json:"topic" llm:"maxLength=60" desc:"the topic's name"`
 	Relation string `json:"relation" llm:"enum=interested_in|involved_in|part_of|related_to|mentioned_with" desc:"interested_in: a like or interest; involved_in: an activity the user takes part in; part_of: a piece of a larger topic; related_to: about the topic; mentioned_with: came up together"`
 	Reason   string `json:"reason,omitempty" llm:"maxLength=200" desc:"one line: why"`
@@ -116,12 +117,11 @@ func offered(l *Ledger, lim Limits) []llm.ToolSpec {
 
 // pass is one running pass: its session, its journal and its clock.
 type pass struct {
-	c    *Consolidator
-	ref  memory.SessionRef
-	rec  *memory.Pass
-	l    *Ledger
-	now  time.Time
-	seen map[string]bool // ids the model was shown (for the cascade)
+	c   *Consolidator
+	ref memory.SessionRef
+	rec *memory.Pass
+	l   *Ledger
+	now time.Time
 }
 
 // intend journals a change before it is written, as pending: a pass cut
@@ -321,8 +321,7 @@ func (p *pass) recall(ctx context.Context, a RecallArgs) (result, error) {
 	}
 	var lines []string
 	for i := range nodes {
-		p.seen[nodes[i].ID] = true
-		lines = append(lines, memoryLine(&nodes[i], p.now))
+		lines = append(lines, memoryLine(&nodes[i], p.now, p.l.ShortID))
 	}
 	detail := "Recall " + what + " found nothing."
 	if len(lines) > 0 {
@@ -393,57 +392,6 @@ func factText(n *memory.Node) string {
 	return n.Label
 }
 
-// stopWords carry no content for the near-duplicate rule: function words,
-// and "user", the subject of nearly every fact.
-var stopWords = map[string]bool{}
-
-func init() {
-	for _, w := range strings.Fields(`a an the and or but of to in on at by for with from as is are was were be been
-		has have had do does did it its this that these those there their they them he she his her him we our you your
-		i me my not no so than then very just also too user users user's s`) {
-		stopWords[w] = true
-	}
-}
-
-// words are the content words of s (memory.Terms without stop words).
-func words(s string) map[string]bool {
-	out := map[string]bool{}
-	for _, t := range memory.Terms(s) {
-		if !stopWords[t] {
-			out[t] = true
-		}
-	}
-	return out
-}
-
-// Overlap is the Jaccard similarity of the content words of a and b.
-func Overlap(a, b string) float64 {
-	ta, tb := words(a), words(b)
-	if len(ta) == 0 || len(tb) == 0 {
-		return 0
-	}
-	inter := 0
-	for t := range ta {
-		if tb[t] {
-			inter++
-		}
-	}
-	return float64(inter) / float64(len(ta)+len(tb)-inter)
-}
-
-// PieceOf reports whether piece's terms are a strict subset of bundle's:
-// a piece split out of a bundled fact, which remember stores rather than
-// holds (the split rule stores every piece before the bundle is forgotten).
-func PieceOf(piece, bundle string) bool {
-	tp, tb := words(piece), words(bundle)
-	for t := range tp {
-		if !tb[t] {
-			return false
-		}
-	}
-	return len(tp) > 0 && len(tp) < len(tb)
-}
-
 func (p *pass) newFact(text string, kind memory.Subkind, byUser bool) memory.Node {
 	n := memory.Node{TenantID: p.ref.Tenant, Subkind: kind, Scope: memory.ScopeProject, ProjectID: p.ref.Project, SessionID: p.ref.Session,
 		Source: memory.SourceAgent, AssertedBy: memory.AssertedInferred, Confidence: 0.6}
@@ -488,10 +436,12 @@ func (p *pass) remember(ctx context.Context, a RememberArgs) (result, error) {
 		return result{}, err
 	}
 	// The same text: among the recent facts, or wherever the lexical
-	// channel finds it.
+	// channel finds it, forgotten and closed memories included.
 	cands := slices.Clone(recent)
 	if terms := memory.Terms(text); len(terms) > 0 {
-		sc, err := p.c.store.Lexical(ctx, terms, p.filter(), 8)
+		f := p.filter()
+		f.IncludeArchived, f.IncludeSuperseded = true, true
+		sc, err := p.c.store.Lexical(ctx, terms, f, 8)
 		if err != nil {
 			return result{}, fmt.Errorf("consolidate: duplicate look-up: %w", err)
 		}
@@ -505,12 +455,25 @@ func (p *pass) remember(ctx context.Context, a RememberArgs) (result, error) {
 		}
 		cands = append(cands, more...)
 	}
+	var twin *memory.Node // the same text, forgotten or closed
 	for i := range cands {
-		if NormaliseFact(factText(&cands[i])) == norm {
-			p.seen[cands[i].ID] = true
-			return result{Summary: fmt.Sprintf("refused: memory already holds [%s]", cands[i].ID), Outcome: Outcome{Duplicates: 1},
-				Detail: "Already stored: " + memoryLine(&cands[i], p.now)}, nil
+		if NormaliseFact(factText(&cands[i])) != norm {
+			continue
 		}
+		if !cands[i].Live() {
+			if twin == nil {
+				twin = &cands[i]
+			}
+			continue
+		}
+		return result{Summary: fmt.Sprintf("refused: memory already holds %s", p.name(cands[i].ID)), Outcome: Outcome{Duplicates: 1},
+			Detail: "Already stored: " + memoryLine(&cands[i], p.now, p.l.ShortID)}, nil
+	}
+	if twin != nil {
+		// An earlier pass forgot it (or a revision closed it) and the
+		// conversation states it again: it is live again, not stored
+		// beside itself and not left forgotten.
+		return p.rememberAgain(ctx, *twin, a)
 	}
 	var vec []float32
 	if e := p.c.emb; e != nil {
@@ -545,16 +508,24 @@ func (p *pass) remember(ctx context.Context, a RememberArgs) (result, error) {
 				}
 			}
 		}
-		if similar == nil {
+		if similar == nil && len(recent) > 0 {
+			// Word overlap against the recent facts, each word weighed
+			// by how many of them (and the new fact) share it.
+			mine := splitWords(text)
+			facts := []factWords{mine}
 			for i := range recent {
-				if o := Overlap(text, factText(&recent[i])); o >= p.c.cfg.SimilarOverlap && !PieceOf(text, factText(&recent[i])) {
+				facts = append(facts, splitWords(factText(&recent[i])))
+			}
+			ws := newWordStats(facts)
+			for i := range recent {
+				other := facts[i+1]
+				if o := overlap(mine, other, ws); o >= p.c.cfg.SimilarOverlap && !pieceOf(mine, other) {
 					similar, why = &recent[i], fmt.Sprintf("word overlap %.2f", o)
 					break
 				}
 			}
 		}
 		if similar != nil {
-			p.seen[similar.ID] = true
 			p.l.Hold(norm)
 			// The held fact waits in the journal for a person's review
 			// (the console's queue: keep both, merge, discard).
@@ -563,9 +534,9 @@ func (p *pass) remember(ctx context.Context, a RememberArgs) (result, error) {
 			if err := p.c.save(ctx, p.rec, p.l); err != nil {
 				return result{}, err
 			}
-			r := result{Summary: fmt.Sprintf("held for review: close to [%s] (%s)", similar.ID, why), Outcome: Outcome{Held: 1},
+			r := result{Summary: fmt.Sprintf("held for review: close to %s (%s)", p.name(similar.ID), why), Outcome: Outcome{Held: 1},
 				Detail: fmt.Sprintf("Not stored: %q is close to %s. If it is a different fact, call %s again with confirm_similar true; if it says the same, leave it; if it replaces it, call %s.",
-					capChars(text, 120), memoryLine(similar, p.now), ToolRemember, ToolRevise)}
+					capChars(text, 120), memoryLine(similar, p.now, p.l.ShortID), ToolRemember, ToolRevise)}
 			if a.ConfirmSimilar {
 				r.Summary += "; confirm_similar applies only to a fact held earlier in this pass"
 				r.Detail = "confirm_similar applies only to a fact held for review earlier in this pass; this one had not been held. " + r.Detail
@@ -588,17 +559,28 @@ func (p *pass) remember(ctx context.Context, a RememberArgs) (result, error) {
 		return failed("remember refused: %v", err), nil
 	}
 	stored := up.Node
+	if !up.Created && !stored.Live() {
+		// The same digest, forgotten or closed, missed by the look-up
+		// above: nothing was written (a model's reinforcement leaves an
+		// archived node archived); make it live again.
+		p.settle(nil)
+		return p.rememberAgain(ctx, stored, a)
+	}
 	entry := memory.JournalEntry{Op: memory.OpRemember, NodeID: stored.ID, After: &stored, Reason: reason(a.Reason)}
-	r := result{Summary: fmt.Sprintf("stored [%s] %s", stored.ID, capChars(text, 80)), Outcome: Outcome{Stored: 1}}
+	r := result{Summary: fmt.Sprintf("stored %s %s", p.name(stored.ID), capChars(text, 80)), Outcome: Outcome{Stored: 1}}
 	if !up.Created {
-		r.Summary = fmt.Sprintf("reinforced [%s] %s", stored.ID, capChars(text, 80))
+		r.Summary = fmt.Sprintf("reinforced %s %s", p.name(stored.ID), capChars(text, 80))
 		entry.Before = &stored // a reinforcement is not undone
 	}
 	p.settle(&entry)
 	p.embed(ctx, stored.ID, vec)
-	p.seen[stored.ID] = true
+	return p.rememberTopic(ctx, r, stored.ID, kind, a)
+}
+
+// rememberTopic links a remembered fact to the topic its call named.
+func (p *pass) rememberTopic(ctx context.Context, r result, id string, kind memory.Subkind, a RememberArgs) (result, error) {
 	if topic := strings.TrimSpace(a.Topic); topic != "" {
-		lr, err := p.link(ctx, LinkArgs{ID: stored.ID, Topic: topic, Relation: string(relationFor(kind)), Reason: a.Reason})
+		lr, err := p.link(ctx, LinkArgs{ID: p.l.ShortID(id), Topic: topic, Relation: string(relationFor(kind)), Reason: a.Reason})
 		if err != nil {
 			return r, err
 		}
@@ -606,6 +588,52 @@ func (p *pass) remember(ctx context.Context, a RememberArgs) (result, error) {
 		r.Outcome.add(lr.Outcome)
 	}
 	return r, nil
+}
+
+// rememberAgain answers a remember of a fact memory holds forgotten (an
+// earlier pass forgot it) or closed (a revision replaced it): the memory is
+// restored and reported so, "restored [f3] ...: it had been forgotten",
+// with the live memories linked to a closed one (its replacement among
+// them) listed for review.
+func (p *pass) rememberAgain(ctx context.Context, twin memory.Node, a RememberArgs) (result, error) {
+	state := "forgotten"
+	if twin.ArchivedAt.IsZero() {
+		state = "closed by a revision"
+	}
+	restored, ok, err := p.restore(ctx, twin, reason(a.Reason))
+	if err != nil {
+		return result{}, err
+	}
+	if !ok {
+		return failed("%s holds this fact, %s, and could not be restored", p.name(twin.ID), state), nil
+	}
+	r := result{Summary: fmt.Sprintf("restored %s %s: it had been %s", p.name(twin.ID), capChars(factText(&twin), 80), state),
+		Outcome: Outcome{Restored: 1}}
+	if state != "forgotten" {
+		if r.Cascade, err = p.cascade(ctx, &restored, ""); err != nil {
+			return r, err
+		}
+	}
+	return p.rememberTopic(ctx, r, twin.ID, twin.Subkind, a)
+}
+
+// restore makes a forgotten or closed memory live again, journaled (undo
+// puts it back as it was). false: the store refused.
+func (p *pass) restore(ctx context.Context, n memory.Node, why string) (memory.Node, bool, error) {
+	before := n
+	if err := p.intend(ctx, memory.JournalEntry{Op: memory.OpRestore, NodeID: n.ID, Before: &before, Reason: why}); err != nil {
+		return n, false, err
+	}
+	if err := p.c.store.Restore(ctx, n.ID); err != nil {
+		if transient(err) {
+			return n, false, fmt.Errorf("consolidate: restore %s: %w", n.ID, err)
+		}
+		p.settle(nil)
+		return n, false, nil
+	}
+	after := memory.Restore(n, p.now)
+	p.settle(&memory.JournalEntry{Op: memory.OpRestore, NodeID: n.ID, Before: &before, After: &after, Reason: why})
+	return after, true, nil
 }
 
 // relationFor is the topic relation a remembered fact of kind gets.
@@ -629,25 +657,38 @@ func (p *pass) embed(ctx context.Context, id string, vec []float32) {
 	}
 }
 
-// own loads a memory of this project the model named.
-func (p *pass) own(ctx context.Context, id string) (memory.Node, *result, error) {
-	id = strings.Trim(strings.TrimSpace(id), "[]")
+// shortIDShape is what a short id looks like.
+var shortIDShape = regexp.MustCompile(`^[fF][0-9]{1,6}$`)
+
+// name is how the model knows a memory: its short id in square brackets.
+func (p *pass) name(id string) string { return "[" + p.l.ShortID(id) + "]" }
+
+// own loads a memory of this project the model named by its short id.
+// A short id the pass never showed, or anything else (a stored id the model
+// cannot have seen), is refused and the model told how memories are named.
+func (p *pass) own(ctx context.Context, short string) (memory.Node, *result, error) {
+	id, ok := p.l.Resolve(short)
+	if !ok {
+		given := strings.Trim(strings.TrimSpace(short), "[]")
+		r := failed("there is no memory [%s] in this pass: name a memory by the short id shown in square brackets, like [f1]", capChars(given, 8))
+		if !shortIDShape.MatchString(given) {
+			// Not echoed whole: the model is never shown a stored id.
+			r = failed("%q is not a memory's name: name a memory by the short id shown in square brackets, like [f1]", capChars(given, 8))
+		}
+		return memory.Node{}, &r, nil
+	}
 	n, err := p.c.store.Get(ctx, id)
 	if memory.IsNotFound(err) {
-		r := failed("there is no memory [%s]", capChars(id, MaxIDChars))
+		r := failed("%s no longer exists", p.name(id))
 		return n, &r, nil
 	}
 	if err != nil {
 		return n, nil, fmt.Errorf("consolidate: load %s: %w", id, err)
 	}
-	if n.TenantID != p.ref.Tenant {
-		// Another tenant's memory is as absent as one that never was.
-		r := failed("there is no memory [%s]", capChars(id, MaxIDChars))
+	if n.TenantID != p.ref.Tenant || n.ProjectID != p.ref.Project {
+		// Shown ids are this project's; a memory moved since is refused.
+		r := failed("%s is not a memory of this project", p.name(id))
 		return memory.Node{}, &r, nil
-	}
-	if n.ProjectID != p.ref.Project {
-		r := failed("[%s] is not a memory of this project", id)
-		return n, &r, nil
 	}
 	return n, nil, nil
 }
@@ -660,14 +701,14 @@ func (p *pass) revise(ctx context.Context, a ReviseArgs) (result, error) {
 		return deref(bad), err
 	}
 	if !old.Live() {
-		return failed("[%s] is already closed or forgotten", old.ID), nil
+		return failed("%s is already closed or forgotten", p.name(old.ID)), nil
 	}
 	text := oneLine(memory.Redact(a.Text))
 	if text == "" {
 		return failed("revise needs the new text"), nil
 	}
 	if NormaliseFact(text) == NormaliseFact(factText(&old)) {
-		return failed("the new text of [%s] is the same as the old", old.ID), nil
+		return failed("the new text of %s is the same as the old", p.name(old.ID)), nil
 	}
 	n := p.newFact(text, old.Subkind, a.SaidByUser)
 	n.Subkind, n.Scope, n.ProjectID = "", "", "" // inherited from old
@@ -681,7 +722,7 @@ func (p *pass) revise(ctx context.Context, a ReviseArgs) (result, error) {
 			return result{}, fmt.Errorf("consolidate: revise %s: %w", old.ID, err)
 		}
 		p.settle(nil)
-		return failed("revise of [%s] refused: %v", old.ID, err), nil
+		return failed("revise of %s refused: %v", p.name(old.ID), err), nil
 	}
 	p.settle(&memory.JournalEntry{Op: memory.OpRevise, NodeID: old.ID, NewID: nn.ID, Before: &before, After: &nn, Reason: reason(a.Reason)})
 	if p.c.emb != nil {
@@ -689,9 +730,8 @@ func (p *pass) revise(ctx context.Context, a ReviseArgs) (result, error) {
 			p.embed(ctx, nn.ID, vecs[0])
 		}
 	}
-	p.seen[nn.ID] = true
 	r := result{
-		Summary: fmt.Sprintf("revised [%s] into [%s] %s", old.ID, nn.ID, capChars(text, 80)),
+		Summary: fmt.Sprintf("revised %s into %s %s", p.name(old.ID), p.name(nn.ID), capChars(text, 80)),
 		Outcome: Outcome{Revised: 1},
 	}
 	r.Cascade, err = p.cascade(ctx, &old, nn.ID)
@@ -704,10 +744,10 @@ func (p *pass) forget(ctx context.Context, a ForgetArgs) (result, error) {
 		return deref(bad), err
 	}
 	if !old.ArchivedAt.IsZero() {
-		return failed("[%s] is already forgotten", old.ID), nil
+		return failed("%s is already forgotten", p.name(old.ID)), nil
 	}
 	if old.Source == memory.SourceUser || old.Pinned {
-		return failed("[%s] was written or pinned by the user: it is not forgotten by a pass", old.ID), nil
+		return failed("%s was written or pinned by the user: it is not forgotten by a pass", p.name(old.ID)), nil
 	}
 	before := old
 	if err := p.intend(ctx, memory.JournalEntry{Op: memory.OpForget, NodeID: old.ID, Before: &before, Reason: reason(a.Reason)}); err != nil {
@@ -718,12 +758,12 @@ func (p *pass) forget(ctx context.Context, a ForgetArgs) (result, error) {
 			return result{}, fmt.Errorf("consolidate: forget %s: %w", old.ID, err)
 		}
 		p.settle(nil)
-		return failed("forget of [%s] refused: %v", old.ID, err), nil
+		return failed("forget of %s refused: %v", p.name(old.ID), err), nil
 	}
 	after := memory.Archive(old, p.now)
 	p.settle(&memory.JournalEntry{Op: memory.OpForget, NodeID: old.ID, Before: &before, After: &after, Reason: reason(a.Reason)})
 	r := result{
-		Summary: fmt.Sprintf("forgot [%s] %s", old.ID, capChars(factText(&old), 80)),
+		Summary: fmt.Sprintf("forgot %s %s", p.name(old.ID), capChars(factText(&old), 80)),
 		Outcome: Outcome{Forgotten: 1},
 	}
 	r.Cascade, err = p.cascade(ctx, &old, "")
@@ -797,8 +837,7 @@ func (p *pass) cascade(ctx context.Context, changed *memory.Node, replacement st
 		if !n.Live() || n.Subkind == memory.Topic {
 			continue
 		}
-		p.seen[n.ID] = true
-		out = append(out, memoryLine(n, p.now)+" <- "+rel[n.ID])
+		out = append(out, memoryLine(n, p.now, p.l.ShortID)+" <- "+rel[n.ID])
 		if len(out) == 8 {
 			break
 		}
@@ -831,7 +870,7 @@ func (p *pass) link(ctx context.Context, a LinkArgs) (result, error) {
 		return failed("link needs a topic name"), nil
 	}
 	if n.Subkind == memory.Topic && n.EntityKey() == ent.Key {
-		return failed("[%s] is that topic", n.ID), nil
+		return failed("%s is that topic", p.name(n.ID)), nil
 	}
 	tn := memory.Node{ID: memory.NewID(), TenantID: p.ref.Tenant, Subkind: memory.Topic, Scope: memory.ScopeProject, ProjectID: p.ref.Project,
 		Label: ent.Name, Entities: []memory.Entity{ent}, Source: memory.SourceAgent, AssertedBy: memory.AssertedInferred}
@@ -848,9 +887,23 @@ func (p *pass) link(ctx context.Context, a LinkArgs) (result, error) {
 		return failed("topic %q refused: %v", ent.Name, err), nil
 	}
 	topic := up.Node
-	if up.Created {
+	restored := ""
+	switch {
+	case up.Created:
 		p.settle(&memory.JournalEntry{Op: memory.OpRemember, NodeID: topic.ID, After: &topic, Reason: "topic of " + n.ID})
-	} else {
+	case !topic.Live():
+		// The topic was forgotten (by a pass, or an undo of the pass
+		// that made it): a link to it would point at nothing live.
+		p.settle(nil)
+		t, ok, err := p.restore(ctx, topic, "topic of "+n.ID)
+		if err != nil {
+			return result{}, err
+		}
+		if !ok {
+			return failed("topic %q is forgotten and could not be restored", ent.Name), nil
+		}
+		topic, restored = t, " (restored: it had been forgotten)"
+	default:
 		p.settle(nil) // the topic existed: nothing to undo
 	}
 	edge := memory.Edge{Src: n.ID, Dst: topic.ID, Relation: rel, Source: memory.SourceAgent}
@@ -863,10 +916,14 @@ func (p *pass) link(ctx context.Context, a LinkArgs) (result, error) {
 			return result{}, fmt.Errorf("consolidate: link %s: %w", n.ID, err)
 		}
 		p.settle(nil)
-		return failed("link of [%s] refused: %v", n.ID, err), nil
+		return failed("link of %s refused: %v", p.name(n.ID), err), nil
 	}
 	p.settle(&memory.JournalEntry{Op: memory.OpLink, NodeID: n.ID, NewID: topic.ID, Edge: &e, Reason: reason(a.Reason)})
-	return result{Summary: fmt.Sprintf("linked [%s] %s topic %q", n.ID, rel, ent.Name), Outcome: Outcome{Linked: 1}}, nil
+	o := Outcome{Linked: 1}
+	if restored != "" {
+		o.Restored = 1
+	}
+	return result{Summary: fmt.Sprintf("linked %s %s topic %q%s", p.name(n.ID), rel, ent.Name, restored), Outcome: o}, nil
 }
 
 func (p *pass) unlink(ctx context.Context, a LinkArgs) (result, error) {
@@ -916,9 +973,9 @@ func (p *pass) unlink(ctx context.Context, a LinkArgs) (result, error) {
 		}
 		closed.ValidTo = p.now
 		p.settle(&memory.JournalEntry{Op: memory.OpUnlink, NodeID: n.ID, NewID: t.ID, Edge: &closed, Reason: reason(a.Reason)})
-		return result{Summary: fmt.Sprintf("unlinked [%s] %s topic %q: there was a link", n.ID, rel, ent.Name), Outcome: Outcome{Unlinked: 1}}, nil
+		return result{Summary: fmt.Sprintf("unlinked %s %s topic %q: there was a link", p.name(n.ID), rel, ent.Name), Outcome: Outcome{Unlinked: 1}}, nil
 	}
-	return result{Summary: fmt.Sprintf("unlink [%s] %s topic %q: there was no such link", n.ID, rel, ent.Name)}, nil
+	return result{Summary: fmt.Sprintf("unlink %s %s topic %q: there was no such link", p.name(n.ID), rel, ent.Name)}, nil
 }
 
 func isTopicRelation(r memory.Relation) bool {
@@ -929,9 +986,9 @@ func isTopicRelation(r memory.Relation) bool {
 	return false
 }
 
-// memoryLine renders a memory for the model: [id] text (valid from..to;
-// active|closed), neutralised.
-func memoryLine(n *memory.Node, now time.Time) string {
+// memoryLine renders a memory for the model: [short id] text (kind; valid
+// from..to; active|closed), neutralised; name gives the short id.
+func memoryLine(n *memory.Node, now time.Time, name func(id string) string) string {
 	text := factText(n)
 	if n.Subkind == memory.Topic {
 		text = "topic: " + n.Label
@@ -948,6 +1005,6 @@ func memoryLine(n *memory.Node, now time.Time) string {
 	if !n.ValidTo.IsZero() {
 		to = n.ValidTo.UTC().Format(time.DateOnly)
 	}
-	return fmt.Sprintf("[%s] %s (%s; valid from %s..%s; %s)", n.ID, memory.Neutralise(capChars(oneLine(text), 300)), n.Subkind,
+	return fmt.Sprintf("[%s] %s (%s; valid from %s..%s; %s)", name(n.ID), memory.Neutralise(capChars(oneLine(text), 300)), n.Subkind,
 		from.UTC().Format(time.DateOnly), to, state)
 }

@@ -2,6 +2,7 @@ package consolidate
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -166,6 +167,43 @@ func Undo(ctx context.Context, st UndoStore, project memory.ProjectRef, passID s
 				return rep, fmt.Errorf("consolidate: undo %s: reopen %s: %w", passID, e.NodeID, err)
 			}
 			reverted("[%s]: reopened; its revision [%s] removed", e.NodeID, e.NewID)
+		case memory.OpRestore:
+			if e.Before == nil {
+				kept("[%s]: the journal lacks the memory before it was restored", e.NodeID)
+				continue
+			}
+			cur, err := st.Get(ctx, e.NodeID)
+			if memory.IsNotFound(err) {
+				kept("[%s]: no longer exists", e.NodeID)
+				continue
+			}
+			if err != nil {
+				return rep, fmt.Errorf("consolidate: undo %s: %w", passID, err)
+			}
+			if e.Pending && cur.Live() == e.Before.Live() {
+				kept("[%s]: the pass was cut off before it restored it", e.NodeID)
+				continue
+			}
+			if e.After != nil && usedSince(&cur, e.After) {
+				kept("[%s] %s: restored by the pass, and used since by a later turn; kept", e.NodeID, capChars(factText(&cur), 60))
+				continue
+			}
+			if !cur.Live() {
+				kept("[%s]: forgotten or closed again since", e.NodeID)
+				continue
+			}
+			if e.Before.SupersededBy == "" && e.Before.ValidTo.IsZero() {
+				if err := st.Archive(ctx, e.NodeID); err != nil {
+					return rep, fmt.Errorf("consolidate: undo %s: forget %s again: %w", passID, e.NodeID, err)
+				}
+			} else { // closed by a revision: written back as it was
+				old := *e.Before
+				old.Embedding, old.EmbeddingModel = nil, ""
+				if err := st.PutBatch(ctx, []memory.Node{old}, nil); err != nil {
+					return rep, fmt.Errorf("consolidate: undo %s: close %s again: %w", passID, e.NodeID, err)
+				}
+			}
+			reverted("[%s] %s: as it was before the pass restored it", e.NodeID, capChars(factText(&cur), 60))
 		case memory.OpLink:
 			if e.Edge == nil {
 				continue
@@ -249,8 +287,20 @@ func WriteJournal(w io.Writer, p memory.Pass) {
 	if p.Verdict != "" {
 		fmt.Fprintf(w, " (%s)", p.Verdict)
 	}
-	fmt.Fprintf(w, "  started %s  steps %d  up to message %d  tokens %d+%d\n", p.StartedAt.UTC().Format(time.RFC3339),
-		p.Steps, p.UpTo, p.PromptTokens, p.CompletionTokens)
+	fmt.Fprintf(w, "  started %s  steps %d  %s  tokens %d+%d\n", p.StartedAt.UTC().Format(time.RFC3339),
+		p.Steps, readRange(p), p.PromptTokens, p.CompletionTokens)
+	if len(p.State) > 0 {
+		var l Ledger
+		if json.Unmarshal(p.State, &l) == nil {
+			switch {
+			case l.Skipped:
+				fmt.Fprintf(w, "  skipped: %d passes over these messages ended without memory_done; the cursor moved past them, they were not consolidated (engram consolidate -from %d reads them again)\n",
+					l.Attempt, p.From)
+			case l.Retry:
+				fmt.Fprintf(w, "  attempt %d ended without memory_done: the cursor stayed, the next pass reads these messages again (fewer at once)\n", l.Attempt)
+			}
+		}
+	}
 	for _, e := range p.Entries {
 		cut := ""
 		if e.Pending {
@@ -272,6 +322,19 @@ func WriteJournal(w io.Writer, p memory.Pass) {
 	}
 }
 
+// readRange names the messages a pass read.
+func readRange(p memory.Pass) string {
+	switch {
+	case p.From > 0 && p.From < p.UpTo:
+		return fmt.Sprintf("read messages %d-%d", p.From, p.UpTo)
+	case p.From > 0:
+		return fmt.Sprintf("read message %d", p.From)
+	case p.UpTo > 0: // a pass journaled before passes recorded From
+		return fmt.Sprintf("up to message %d", p.UpTo)
+	}
+	return "read no message"
+}
+
 func entryLine(e memory.JournalEntry) string {
 	text := func(n *memory.Node) string {
 		if n == nil {
@@ -287,7 +350,7 @@ func entryLine(e memory.JournalEntry) string {
 		return fmt.Sprintf("[%s] added %s", e.NodeID, text(e.After))
 	case memory.OpRevise:
 		return fmt.Sprintf("[%s] %s -> [%s] %s", e.NodeID, text(e.Before), e.NewID, text(e.After))
-	case memory.OpForget:
+	case memory.OpForget, memory.OpRestore:
 		return fmt.Sprintf("[%s] %s", e.NodeID, text(e.Before))
 	case memory.OpHold:
 		line := fmt.Sprintf("%s held for review: close to [%s] (%s)", text(e.After), e.NodeID, e.Reason)

@@ -19,14 +19,14 @@ func TestUndoKeepsARevisionRevisedAgain(t *testing.T) {
 		f := newFixture(t, b.Open(t))
 		x := f.seed(memory.Node{Subkind: memory.Observation, Label: "The user lives in Oslo."})
 		f.say("I moved to Bergen.", "")
-		f.srv.Enqueue(call(consolidate.ToolRevise, map[string]any{"id": x.ID, "text": "The user lives in Bergen.", "reason": "moved"}), done())
+		f.srv.Enqueue(callOn(t, consolidate.ToolRevise, x.Label, map[string]any{"text": "The user lives in Bergen.", "reason": "moved"}), done())
 		a := f.run()
 		y := a.Pass.Entries[0].NewID
 		if a.Outcome.Revised != 1 || y == "" {
 			t.Fatalf("pass A %+v", a)
 		}
 		f.say("Now I live in Tromsø.", "")
-		f.srv.Enqueue(call(consolidate.ToolRevise, map[string]any{"id": y, "text": "The user lives in Tromsø.", "reason": "moved again"}), done())
+		f.srv.Enqueue(callOn(t, consolidate.ToolRevise, "The user lives in Bergen.", map[string]any{"text": "The user lives in Tromsø.", "reason": "moved again"}), done())
 		later := f.run()
 		z := later.Pass.Entries[0].NewID
 		if later.Outcome.Revised != 1 || z == "" {

@@ -26,7 +26,9 @@ type Metrics struct {
 
 	idle prometheus.Counter
 
-	compactionRefused *prometheus.CounterVec
+	compactionRefused     *prometheus.CounterVec
+	consolidationPasses   *prometheus.CounterVec
+	consolidationMessages *prometheus.CounterVec
 
 	llmCalls   *prometheus.CounterVec
 	llmLatency *prometheus.HistogramVec
@@ -128,6 +130,14 @@ func NewMetrics(reg prometheus.Registerer, opts ...MetricsOption) (*Metrics, err
 			Name: "engram_compaction_refusals_total",
 			Help: "Model replies the compactor refused as a summary, by reason (cut_off, empty, missing_section, not_smaller); the previous summary stayed and the report was retried.",
 		}, []string{"reason"}),
+		consolidationPasses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "engram_consolidation_passes_total",
+			Help: "Consolidation passes ended, by verdict (done, budget, stuck, skipped: a window passed over after its last attempt).",
+		}, []string{"verdict"}),
+		consolidationMessages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "engram_consolidation_messages_total",
+			Help: "Transcript messages spanned by the windows of ended consolidation passes, by verdict (skipped: moved past unconsolidated).",
+		}, []string{"verdict"}),
 		llmCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "engram_model_calls_total",
 			Help: "Model calls by operation, role, project (empty unless ENGRAM_METRICS_PROJECT_LABELS), model and outcome (ok, budget_exhausted, or the error class: transient, permanent, canceled).",
@@ -146,7 +156,8 @@ func NewMetrics(reg prometheus.Registerer, opts ...MetricsOption) (*Metrics, err
 		o(m)
 	}
 	for _, c := range []prometheus.Collector{m.handled, m.failed, m.deadLettered, m.latency, m.paused,
-		m.captured, m.dlqFailed, m.idle, m.compactionRefused, m.llmCalls, m.llmLatency, m.llmTokens} {
+		m.captured, m.dlqFailed, m.idle, m.compactionRefused, m.consolidationPasses, m.consolidationMessages,
+		m.llmCalls, m.llmLatency, m.llmTokens} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -198,6 +209,15 @@ func (m *Metrics) IdlePublished(_, _ string, _ time.Time) { m.idle.Inc() }
 // CompactionRefused counts a summary the compactor refused
 // (compact.Metrics).
 func (m *Metrics) CompactionRefused(reason string) { m.compactionRefused.WithLabelValues(reason).Inc() }
+
+// ConsolidationPass counts a consolidation pass that ended with verdict
+// and the messages its window spanned (consolidate.Observer).
+func (m *Metrics) ConsolidationPass(verdict string, messages int64) {
+	m.consolidationPasses.WithLabelValues(verdict).Inc()
+	if messages > 0 {
+		m.consolidationMessages.WithLabelValues(verdict).Add(float64(messages))
+	}
+}
 
 // ObserveCall implements llm.Observer.
 func (m *Metrics) ObserveCall(ci llm.CallInfo) {

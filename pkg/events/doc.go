@@ -47,8 +47,8 @@
 //
 //	injection_ready     InjectionReady     in_reply_to* (the turn_started id), block, node_ids, scores
 //	memory_changed      MemoryChanged      changes* [{id*, kind*}], cause
-//	consolidation_done  ConsolidationDone  up_to, steps, changed, reason, pass, stored, revised, forgotten,
-//	                                       linked, duplicates, held, prompt_tokens, completion_tokens
+//	consolidation_done  ConsolidationDone  up_to, from, steps, changed, reason, pass, stored, revised, forgotten,
+//	                                       linked, duplicates, held, restored, prompt_tokens, completion_tokens
 //	compaction_done     CompactionDone     stack_id, up_to, tokens_before, tokens_after
 //
 // (* required.)

@@ -263,10 +263,18 @@ func (m MemoryChanged) validate(p *problems) {
 
 // ConsolidationDone (output) ends a consolidation pass over a session.
 type ConsolidationDone struct {
-	UpTo    int64    `json:"up_to"`             // the transcript message id the pass covered
+	// UpTo is the session's consolidation cursor after the pass: the
+	// newest message consolidated. From is the oldest message the pass
+	// read (0: none), UpTo the newest unless the pass is read again
+	// (reason stuck or budget with attempts left: the cursor stayed).
+	UpTo    int64    `json:"up_to"`
+	From    int64    `json:"from,omitempty"`
 	Steps   int      `json:"steps"`             // tool-call steps used
 	Changed []string `json:"changed,omitempty"` // node ids written
-	Reason  string   `json:"reason,omitempty"`  // why it stopped: done, budget, stuck, ...
+	// Reason is why it stopped: done, budget, stuck, or skipped (stuck or
+	// over budget on its last attempt: the cursor moved past the messages
+	// it read although they were not consolidated).
+	Reason string `json:"reason,omitempty"`
 
 	// Pass is the id of the pass's journal (engram memory history / undo).
 	Pass string `json:"pass,omitempty"`
@@ -278,6 +286,7 @@ type ConsolidationDone struct {
 	Linked     int `json:"linked,omitempty"`
 	Duplicates int `json:"duplicates,omitempty"`
 	Held       int `json:"held,omitempty"`
+	Restored   int `json:"restored,omitempty"` // forgotten or closed memories made live again
 	// Model tokens the pass spent.
 	PromptTokens     int `json:"prompt_tokens,omitempty"`
 	CompletionTokens int `json:"completion_tokens,omitempty"`
@@ -290,6 +299,9 @@ func (c ConsolidationDone) validate(p *problems) {
 	if c.UpTo < 0 {
 		p.add("up_to", "negative")
 	}
+	if c.From < 0 {
+		p.add("from", "negative")
+	}
 	if c.Steps < 0 {
 		p.add("steps", "negative")
 	}
@@ -297,7 +309,7 @@ func (c ConsolidationDone) validate(p *problems) {
 		name string
 		v    int
 	}{{"stored", c.Stored}, {"revised", c.Revised}, {"forgotten", c.Forgotten}, {"linked", c.Linked},
-		{"duplicates", c.Duplicates}, {"held", c.Held}, {"prompt_tokens", c.PromptTokens}, {"completion_tokens", c.CompletionTokens}} {
+		{"duplicates", c.Duplicates}, {"held", c.Held}, {"restored", c.Restored}, {"prompt_tokens", c.PromptTokens}, {"completion_tokens", c.CompletionTokens}} {
 		if f.v < 0 {
 			p.add(f.name, "negative")
 		}

@@ -37,6 +37,9 @@ const (
 	OpForget   JournalOp = "forget"
 	OpLink     JournalOp = "link"
 	OpUnlink   JournalOp = "unlink"
+	// OpRestore: a forgotten (archived) or closed memory made live again
+	// (Before: as it was; After: restored).
+	OpRestore JournalOp = "restore"
 	// OpHold: remember held a near-duplicate for review instead of
 	// storing it. After is the fact it would have stored, NodeID the memory
 	// it resembles, Reason why (the cosine or the word overlap). Undo
@@ -83,8 +86,11 @@ type Pass struct {
 	Verdict   string     `json:"verdict,omitempty"` // why it ended: done, budget, stuck, ...
 	StartedAt time.Time  `json:"started_at"`
 	UpdatedAt time.Time  `json:"updated_at"`
-	UpTo      int64      `json:"up_to,omitempty"` // the newest message id the pass read
-	Steps     int        `json:"steps,omitempty"`
+	// From and UpTo are the transcript messages the pass read: the oldest
+	// and the newest message id it was shown (0: none yet).
+	From  int64 `json:"from,omitempty"`
+	UpTo  int64 `json:"up_to,omitempty"`
+	Steps int   `json:"steps,omitempty"`
 	// PromptTokens and CompletionTokens are the model tokens spent.
 	PromptTokens     int            `json:"prompt_tokens,omitempty"`
 	CompletionTokens int            `json:"completion_tokens,omitempty"`

@@ -229,6 +229,10 @@ type Sessions interface {
 	Cursor(ctx context.Context, s SessionRef) (int64, error)
 	// AdvanceCursor moves the cursor to `to` if that is forward; it returns the cursor after the call.
 	AdvanceCursor(ctx context.Context, s SessionRef, to int64) (int64, error)
+	// SetCursor moves the cursor to `to`, back or forward (an operator's
+	// repair: `engram consolidate -from N` re-reads from message N); a
+	// negative `to` is ErrInvalid.
+	SetCursor(ctx context.Context, s SessionRef, to int64) error
 	// PutInjection records (replaces) what a turn was answered with
 	// (memory.Injection; scores, when given, one per id) for ttl (<= 0:
 	// never expires).

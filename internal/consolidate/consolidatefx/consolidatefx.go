@@ -15,11 +15,15 @@ import (
 	"github.com/engram-memory/engram/internal/app"
 	"github.com/engram-memory/engram/internal/config"
 	"github.com/engram-memory/engram/internal/consolidate"
+	"github.com/engram-memory/engram/internal/health"
 	"github.com/engram-memory/engram/internal/runner"
 	"github.com/engram-memory/engram/pkg/events"
 	"github.com/engram-memory/engram/pkg/llm"
 	"github.com/engram-memory/engram/pkg/memory"
 )
+
+// The process's metrics count the passes.
+var _ consolidate.Observer = (*health.Metrics)(nil)
 
 // Module is the consolidator's fx module.
 func Module() fx.Option {
@@ -29,23 +33,44 @@ func Module() fx.Option {
 // New builds the consolidator on the process's store, model client, event
 // client and input stream (where a new turn_started is noticed) with the
 // configured constants (ENGRAM_CONSOLIDATE_*) fitted to the consolidator's
-// consumer.
-func New(cfg config.Config, topo events.Topology, st memory.Store, c *llm.Client, ec *events.Client, js jetstream.JetStream) (*consolidate.Consolidator, error) {
+// consumer, its passes counted by obs (nil: not counted; a process's
+// health.Metrics).
+func New(cfg config.Config, topo events.Topology, st memory.Store, c *llm.Client, ec *events.Client, js jetstream.JetStream, obs consolidate.Observer) (*consolidate.Consolidator, error) {
 	emb := app.NewEmbedder(cfg, c)
-	return consolidate.New(st, c, Config(cfg.Consolidate, topo),
+	opts := []consolidate.Option{
 		consolidate.WithEmbedder(emb),
 		consolidate.WithRanking(cfg.Inject.RankingFor(emb)),
 		consolidate.WithPublisher(ec),
-		consolidate.WithActivity(consolidate.NewStreamActivity(js, topo.In.Name, topo.Subjects())))
+		consolidate.WithActivity(consolidate.NewStreamActivity(js, topo.In.Name, topo.Subjects())),
+	}
+	if obs != nil {
+		opts = append(opts, consolidate.WithObserver(obs))
+	}
+	return consolidate.New(st, c, ConfigFor(cfg, topo), opts...)
+}
+
+// ConfigFor is Config with the consolidation model's window when it is
+// set (ENGRAM_CONSOLIDATE_CONTEXT_LENGTH), so that one too small for a
+// step's prompt is refused at start.
+func ConfigFor(cfg config.Config, topo events.Topology) consolidate.Config {
+	cc := Config(cfg.Consolidate, topo)
+	if n := cfg.LLM.Consolidate.ContextLength; n > 0 {
+		cc.ContextTokens = n
+	}
+	return cc
 }
 
 // NewWorker returns the worker registration: the session_idle handler on
 // the consolidator consumer, paused while the store or the models are down,
 // with processed-event records in the store (a finished pass is not run
 // again for a redelivered event).
-func NewWorker(cfg config.Config, topo events.Topology, st memory.Store, c *llm.Client, ec *events.Client, js jetstream.JetStream, log *zap.Logger) (app.Worker, error) {
+func NewWorker(cfg config.Config, topo events.Topology, st memory.Store, c *llm.Client, ec *events.Client, js jetstream.JetStream, tel *app.Telemetry, log *zap.Logger) (app.Worker, error) {
 	log = log.Named("consolidator")
-	cons, err := New(cfg, topo, st, c, ec, js)
+	var obs consolidate.Observer
+	if tel != nil && tel.Metrics != nil {
+		obs = tel.Metrics
+	}
+	cons, err := New(cfg, topo, st, c, ec, js, obs)
 	if err != nil {
 		return app.Worker{}, err
 	}

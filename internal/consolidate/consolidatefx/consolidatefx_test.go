@@ -2,11 +2,13 @@ package consolidatefx_test
 
 import (
 	"context"
-	"github.com/engram-memory/engram/internal/app/apptest"
-	"go.uber.org/fx"
+	"strings"
 	"testing"
 	"time"
 
+	"go.uber.org/fx"
+
+	"github.com/engram-memory/engram/internal/app/apptest"
 	"github.com/ollama/ollama/api"
 
 	"github.com/engram-memory/engram/internal/consolidate"
@@ -156,5 +158,24 @@ func TestConfigFitsTheConsumer(t *testing.T) {
 	}
 	if c := consolidatefx.Config(consolidate.Defaults(), topo); c.LeaseTTL != 10*time.Second || c.Validate() != nil {
 		t.Errorf("lease %v, want 10s", c.LeaseTTL)
+	}
+}
+
+// TestConfigForTheWindow: the consolidation model's window, when set, is
+// the window the consolidator plans with, and one too small for a step's
+// prompt is refused at start.
+func TestConfigForTheWindow(t *testing.T) {
+	cfg := apptest.Config(t, llmtest.New(t).Config())
+	topo := events.DefaultTopology()
+	if c := consolidatefx.ConfigFor(cfg, topo); c.ContextTokens != 0 || c.Validate() != nil {
+		t.Fatalf("unset: context %d, %v", c.ContextTokens, c.Validate())
+	}
+	cfg.LLM.Consolidate.ContextLength = 16384
+	if c := consolidatefx.ConfigFor(cfg, topo); c.ContextTokens != 16384 || c.Validate() != nil {
+		t.Fatalf("16384: context %d, %v", c.ContextTokens, c.Validate())
+	}
+	cfg.LLM.Consolidate.ContextLength = 4096
+	if err := consolidatefx.ConfigFor(cfg, topo).Validate(); err == nil || !strings.Contains(err.Error(), "4096") {
+		t.Fatalf("4096: %v", err)
 	}
 }

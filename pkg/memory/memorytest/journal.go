@@ -20,11 +20,11 @@ var journalTests = []subtest{
 			got.Entries[0].After.ID != n.ID || got.Entries[0].Reason != "stated" || string(got.State) != string(p.State) {
 			e.t.Fatalf("GetPass returned %+v", got)
 		}
-		p.Status, p.Verdict, p.Steps = memory.PassFinished, "done", 3
+		p.Status, p.Verdict, p.Steps, p.From, p.UpTo = memory.PassFinished, "done", 3, 41, 60
 		e.ok(e.s.PutPass(e.ctx, p), "PutPass again")
 		got, err = e.s.GetPass(e.ctx, memory.ProjectRef{Project: ""}, "pass1")
 		e.ok(err, "GetPass without project")
-		if got.Status != memory.PassFinished || got.Verdict != "done" || got.Steps != 3 {
+		if got.Status != memory.PassFinished || got.Verdict != "done" || got.Steps != 3 || got.From != 41 || got.UpTo != 60 {
 			e.t.Fatalf("replaced pass reads %+v", got)
 		}
 		list, err := e.s.Passes(e.ctx, memory.PassQuery{Project: "p"})

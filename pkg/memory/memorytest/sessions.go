@@ -129,6 +129,28 @@ func testCursor(e *env) {
 	if c, _ := e.s.Cursor(e.ctx, memory.SessionRef{Project: "p", Session: "s2"}); c != 0 {
 		e.t.Fatalf("other session's cursor %d", c)
 	}
+	// SetCursor moves it back (an operator's re-read), and forward; the
+	// other session's stays; AdvanceCursor goes on from where it was set.
+	e.ok(e.s.SetCursor(e.ctx, s1, 4), "SetCursor back")
+	if c, _ := e.s.Cursor(e.ctx, s1); c != 4 {
+		e.t.Fatalf("cursor after SetCursor(4): %d", c)
+	}
+	if got, err := e.s.AdvanceCursor(e.ctx, s1, 6); err != nil || got != 6 {
+		e.t.Fatalf("advance after a set: %d %v", got, err)
+	}
+	e.ok(e.s.SetCursor(e.ctx, s1, 12), "SetCursor forward")
+	e.ok(e.s.SetCursor(e.ctx, memory.SessionRef{Project: "p", Session: "s3"}, 7), "SetCursor of a new session")
+	if c, _ := e.s.Cursor(e.ctx, s1); c != 12 {
+		e.t.Fatalf("cursor after SetCursor(12): %d", c)
+	}
+	if c, _ := e.s.Cursor(e.ctx, memory.SessionRef{Project: "p", Session: "s3"}); c != 7 {
+		e.t.Fatalf("new session's cursor after SetCursor(7): %d", c)
+	}
+	if c, _ := e.s.Cursor(e.ctx, memory.SessionRef{Project: "p", Session: "s2"}); c != 0 {
+		e.t.Fatalf("other session's cursor %d after a set", c)
+	}
+	e.is(e.s.SetCursor(e.ctx, s1, -1), memory.ErrInvalid, "negative cursor")
+	e.is(e.s.SetCursor(e.ctx, memory.SessionRef{Project: "p"}, 1), memory.ErrInvalid, "no session")
 }
 
 func testInjection(e *env) {

@@ -317,6 +317,10 @@ func testTenantSessions(e *env) {
 	if c, err := e.s.Cursor(e.ctx, rb); err != nil || c != 0 {
 		e.t.Fatalf("Cursor of tenant b: %d %v", c, err)
 	}
+	e.ok(e.s.SetCursor(e.ctx, rb, 5), "SetCursor of tenant b")
+	if c, err := e.s.Cursor(e.ctx, ra); err != nil || c != 1 {
+		e.t.Fatalf("Cursor of tenant a after tenant b's SetCursor: %d %v", c, err)
+	}
 	e.ok(e.s.PutInjection(e.ctx, ra, "t1", memory.Injection{IDs: []string{"x"}}, time.Hour), "PutInjection")
 	_, err = e.s.GetInjection(e.ctx, rb, "t1")
 	e.is(err, memory.ErrNotFound, "GetInjection of tenant b")

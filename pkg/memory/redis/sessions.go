@@ -228,6 +228,18 @@ func (s *Store) AdvanceCursor(ctx context.Context, ref memory.SessionRef, to int
 	return c, nil
 }
 
+// SetCursor moves the cursor to `to`, back or forward.
+func (s *Store) SetCursor(ctx context.Context, ref memory.SessionRef, to int64) error {
+	k, err := s.sessionKeys(ref)
+	if err != nil {
+		return err
+	}
+	if to < 0 {
+		return fmt.Errorf("%w: cursor %d is negative", memory.ErrInvalid, to)
+	}
+	return s.wrap("set cursor", s.c.Set(ctx, k.cursor(), strconv.FormatInt(to, 10), 0).Err())
+}
+
 // injectionDoc is the stored form of an injection record: the record and
 // its expiry on the store's clock (unix nanoseconds; 0: never), which
 // decides; the field's own expiry (HPEXPIRE, gcMargin later) only collects

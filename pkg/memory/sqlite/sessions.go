@@ -171,6 +171,25 @@ func (s *Store) AdvanceCursor(ctx context.Context, ref memory.SessionRef, to int
 	return v, nil
 }
 
+// SetCursor implements memory.Sessions.
+func (s *Store) SetCursor(ctx context.Context, ref memory.SessionRef, to int64) error {
+	if err := memory.CheckSession(ref); err != nil {
+		return err
+	}
+	if to < 0 {
+		return fmt.Errorf("%w: cursor %d is negative", memory.ErrInvalid, to)
+	}
+	err := s.write(ctx, func(w *wtx) error {
+		_, err := w.exec(`INSERT INTO cursors(tenant, project, session, value) VALUES (?, ?, ?, ?)
+			ON CONFLICT(tenant, project, session) DO UPDATE SET value = excluded.value`, ref.Tenant, ref.Project, ref.Session, to)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: set cursor: %w", err)
+	}
+	return nil
+}
+
 // PutInjection implements memory.Sessions. Expired records are deleted
 // on the way (an index holds the expiring ones).
 func (s *Store) PutInjection(ctx context.Context, ref memory.SessionRef, turnID string, in memory.Injection, ttl time.Duration) error {
