@@ -196,6 +196,12 @@ func TestProjectTokenSeesItsProjectOnly(t *testing.T) {
 			t.Errorf("%s: %d\n%s", path, code, body)
 		}
 	}
+	if _, body := get(t, c, u.url+"/sessions"); !strings.Contains(body, "s=s1") {
+		t.Errorf("the sessions page does not list s1:\n%s", body)
+	}
+	if _, body := get(t, c, u.url+"/session?s=s1"); !strings.Contains(body, "9000 → 1200") || !strings.Contains(body, "1–2") {
+		t.Errorf("the session page lacks its summary (tokens, messages covered):\n%s", body)
+	}
 	if code, _ := get(t, c, u.url+"/memories?p=blog"); code != http.StatusForbidden {
 		t.Errorf("another project: %d, want 403", code)
 	}

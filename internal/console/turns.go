@@ -114,7 +114,7 @@ func (s *Server) sessionView(ctx context.Context, sc scope, p principal, id stri
 	var sums []summaryView
 	var all []memory.Summary
 	if d, ok := s.st.(memory.Directory); ok {
-		if all, err = d.Summaries(ctx, ref); err != nil {
+		if all, err = d.SummaryList(ctx, ref); err != nil {
 			return nil, err
 		}
 	} else if sum, err := s.st.LatestSummary(ctx, ref); err == nil {

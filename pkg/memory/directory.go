@@ -24,6 +24,6 @@ type Directory interface {
 	// SessionList lists the sessions of p with a stored transcript, the
 	// most recently active first; limit <= 0: DefaultChannelLimit.
 	SessionList(ctx context.Context, p ProjectRef, limit int) ([]SessionInfo, error)
-	// Summaries lists every summary saved for s, oldest first.
-	Summaries(ctx context.Context, s SessionRef) ([]Summary, error)
+	// SummaryList lists every summary saved for s, oldest first.
+	SummaryList(ctx context.Context, s SessionRef) ([]Summary, error)
 }

@@ -91,8 +91,8 @@ func (s *Store) SessionList(ctx context.Context, p memory.ProjectRef, limit int)
 	return out, nil
 }
 
-// Summaries implements memory.Directory.
-func (s *Store) Summaries(ctx context.Context, ref memory.SessionRef) ([]memory.Summary, error) {
+// SummaryList implements memory.Directory.
+func (s *Store) SummaryList(ctx context.Context, ref memory.SessionRef) ([]memory.Summary, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT doc FROM summaries WHERE tenant = ? AND project = ? AND session = ? ORDER BY seq`,
 		ref.Tenant, ref.Project, ref.Session)
 	if err != nil {
