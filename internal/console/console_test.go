@@ -303,6 +303,21 @@ func TestEditKeepsTheAuthority(t *testing.T) {
 	if n.Label != "Deploy the shop with Fly.io (region ams)" || n.AssertedBy != memory.AssertedInferred || n.Source != memory.SourceAgent {
 		t.Fatalf("after the edit: label %q asserted by %s source %s", n.Label, n.AssertedBy, n.Source)
 	}
+	// The change is in the memory's history, with who made it and the text before.
+	_, page := get(t, c, u.url+"/memory/"+u.fly.ID)
+	if !strings.Contains(page, "console:alice") || !strings.Contains(page, "update (this memory)") {
+		t.Errorf("the memory's changes lack the edit:\n%s", page)
+	}
+	if _, page := get(t, c, u.url+"/passes"); strings.Contains(page, "console-") {
+		t.Error("a change record is listed among the consolidation passes")
+	}
+	recs, err := u.st.Passes(u.ctx, memory.PassQuery{Project: "shop", Session: "console"})
+	if err != nil || len(recs) != 1 || recs[0].By != "console:alice" || recs[0].Entries[0].Before.Label != labelFly {
+		t.Fatalf("change records %+v %v", recs, err)
+	}
+	if code, _ := post(t, c, u.url+"/pass/"+recs[0].ID+"/undo?p=shop", url.Values{"csrf": {csrf}}); code != http.StatusConflict {
+		t.Errorf("undo of a change record: %d, want 409 (not a consolidation pass)", code)
+	}
 	// A global memory is read-only for a token of one project (the tool's rule).
 	if code, _ := post(t, c, u.url+"/memory/"+u.global.ID+"/forget?p=shop", url.Values{"csrf": {csrf}, "reason": {"x"}}); code != http.StatusBadRequest {
 		t.Errorf("forget a global memory with a project token: %d, want 400 (not allowed)", code)

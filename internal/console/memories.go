@@ -444,22 +444,34 @@ func (s *Server) memoryURL(sc scope, id string) string {
 	return "/memory/" + id + "?" + string(sc.Query())
 }
 
-func (s *Server) change(w http.ResponseWriter, r *http.Request, ss *session, do func(pg *page, id string) (string, error)) {
+// change runs one change of a memory's page: the memory is loaded as the
+// caller may change it (the tool's rules), do changes it, and the change
+// is journaled as op (a change record) with reason.
+func (s *Server) change(w http.ResponseWriter, r *http.Request, ss *session, op memory.JournalOp, do func(pg *page, id string) (string, string, error)) {
 	pg := s.base(w, r, ss, "memories", "Memory")
 	if pg == nil {
 		return
 	}
 	id := r.PathValue("id")
-	flash, err := do(pg, id)
+	before, err := s.tool.Load(r.Context(), pg.Scope.caller(ss.p), id, true)
+	if err != nil {
+		if !memory.IsNotFound(err) && !errors.Is(err, memory.ErrUnavailable) {
+			err = fmt.Errorf("%w: %v", errTool, err) // not allowed
+		}
+		s.fail(w, r, pg, 0, err)
+		return
+	}
+	flash, reason, err := do(pg, before.ID)
 	if err != nil {
 		s.fail(w, r, pg, 0, err)
 		return
 	}
+	s.changed(r.Context(), pg.Scope, ss.p, op, before, reason)
 	back(w, r, s.memoryURL(pg.Scope, id), flash)
 }
 
 func (s *Server) handleEdit(w http.ResponseWriter, r *http.Request, ss *session) {
-	s.change(w, r, ss, func(pg *page, id string) (string, error) {
+	s.change(w, r, ss, memory.OpUpdate, func(pg *page, id string) (string, string, error) {
 		label, body := r.PostFormValue("label"), r.PostFormValue("body")
 		op := mcptool.Op{Op: mcptool.OpUpdate, ID: id, Label: &label, Body: &body}
 		if k := r.PostFormValue("kind"); k != "" {
@@ -467,43 +479,44 @@ func (s *Server) handleEdit(w http.ResponseWriter, r *http.Request, ss *session)
 		}
 		res, err := s.op(r.Context(), pg.Scope, ss.p, op)
 		if err != nil {
-			return "", err
+			return "", "", err
 		}
 		flash := "Saved. The text is now the agent's (its source); who asserted it is unchanged."
 		if res.Note != "" {
 			flash += " " + res.Note
 		}
-		return flash, nil
+		return flash, "edited", nil
 	})
 }
 
 func (s *Server) handlePin(w http.ResponseWriter, r *http.Request, ss *session) {
-	s.change(w, r, ss, func(pg *page, id string) (string, error) {
+	s.change(w, r, ss, memory.OpUpdate, func(pg *page, id string) (string, string, error) {
 		pin := r.PostFormValue("pinned") == "true"
 		if _, err := s.tool.Pin(r.Context(), pg.Scope.caller(ss.p), id, pin); err != nil {
-			return "", err
+			return "", "", err
 		}
 		if pin {
-			return "Pinned.", nil
+			return "Pinned.", "pinned", nil
 		}
-		return "Unpinned.", nil
+		return "Unpinned.", "unpinned", nil
 	})
 }
 
 func (s *Server) handleForget(w http.ResponseWriter, r *http.Request, ss *session) {
-	s.change(w, r, ss, func(pg *page, id string) (string, error) {
-		if _, err := s.op(r.Context(), pg.Scope, ss.p, mcptool.Op{Op: mcptool.OpForget, ID: id, Reason: r.PostFormValue("reason")}); err != nil {
-			return "", err
+	s.change(w, r, ss, memory.OpForget, func(pg *page, id string) (string, string, error) {
+		reason := memory.Redact(r.PostFormValue("reason"))
+		if _, err := s.op(r.Context(), pg.Scope, ss.p, mcptool.Op{Op: mcptool.OpForget, ID: id, Reason: reason}); err != nil {
+			return "", "", err
 		}
-		return "Forgotten (archived): restore brings it back.", nil
+		return "Forgotten (archived): restore brings it back.", reason, nil
 	})
 }
 
 func (s *Server) handleRestore(w http.ResponseWriter, r *http.Request, ss *session) {
-	s.change(w, r, ss, func(pg *page, id string) (string, error) {
+	s.change(w, r, ss, memory.OpRestore, func(pg *page, id string) (string, string, error) {
 		if _, err := s.op(r.Context(), pg.Scope, ss.p, mcptool.Op{Op: mcptool.OpRestore, ID: id}); err != nil {
-			return "", err
+			return "", "", err
 		}
-		return "Restored.", nil
+		return "Restored.", "restored", nil
 	})
 }

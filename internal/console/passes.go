@@ -21,10 +21,16 @@ func (s *Server) handlePasses(w http.ResponseWriter, r *http.Request, ss *sessio
 		return
 	}
 	q := memory.PassQuery{Tenant: pg.Scope.Tenant, Project: pg.Scope.Project, Session: strings.TrimSpace(r.FormValue("session")), Limit: PassesShown}
-	passes, err := s.st.Passes(r.Context(), q)
+	all, err := s.st.Passes(r.Context(), q)
 	if err != nil {
 		s.fail(w, r, pg, 0, err)
 		return
+	}
+	passes := all[:0]
+	for _, p := range all {
+		if p.By == "" { // changes made by hand are in their memories' history
+			passes = append(passes, p)
+		}
 	}
 	pg.Data = map[string]any{"Passes": passes, "Session": q.Session}
 	s.render(w, r, "passes", pg)

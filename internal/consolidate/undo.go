@@ -54,6 +54,9 @@ func Undo(ctx context.Context, st UndoStore, project memory.ProjectRef, passID s
 		return UndoReport{}, fmt.Errorf("consolidate: undo %s: %w", passID, err)
 	}
 	rep := UndoReport{Pass: rec}
+	if rec.By != "" {
+		return rep, fmt.Errorf("consolidate: %s is a change %s made by hand, not a consolidation pass: %w", passID, rec.By, memory.ErrRefused)
+	}
 	switch rec.Status {
 	case memory.PassUndone:
 		return rep, fmt.Errorf("consolidate: pass %s was already undone at %s: %w", passID, rec.UndoneAt.Format(time.RFC3339), memory.ErrRefused)

@@ -40,6 +40,10 @@ const (
 	// OpRestore: a forgotten (archived) or closed memory made live again
 	// (Before: as it was; After: restored).
 	OpRestore JournalOp = "restore"
+	// OpUpdate: a person changed a memory in place through the console
+	// (its text, kind or pin): Before and After. Only in a change record
+	// (Pass.By), which undo refuses.
+	OpUpdate JournalOp = "update"
 	// OpHold: remember held a near-duplicate for review instead of
 	// storing it. After is the fact it would have stored, NodeID the memory
 	// it resembles, Reason why (the cosine or the word overlap). Undo
@@ -78,14 +82,18 @@ type JournalEntry struct {
 // Pass is the journal of one consolidation pass: what it changed, and the
 // runtime state a parked or cut-off pass resumes from.
 type Pass struct {
-	ID        string     `json:"id"`
-	Tenant    string     `json:"tenant,omitempty"` // "": the default tenant
-	Project   string     `json:"project"`
-	Session   string     `json:"session"`
-	Status    PassStatus `json:"status"`
-	Verdict   string     `json:"verdict,omitempty"` // why it ended: done, budget, stuck, ...
-	StartedAt time.Time  `json:"started_at"`
-	UpdatedAt time.Time  `json:"updated_at"`
+	ID      string     `json:"id"`
+	Tenant  string     `json:"tenant,omitempty"` // "": the default tenant
+	Project string     `json:"project"`
+	Session string     `json:"session"`
+	Status  PassStatus `json:"status"`
+	Verdict string     `json:"verdict,omitempty"` // why it ended: done, budget, stuck, ...
+	// By is empty for a consolidation pass; a record of a change a person
+	// made by hand names them ("console:<principal>"): the memory's
+	// history shows it, undo refuses it.
+	By        string    `json:"by,omitempty"`
+	StartedAt time.Time `json:"started_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 	// From and UpTo are the transcript messages the pass read: the oldest
 	// and the newest message id it was shown (0: none yet).
 	From  int64 `json:"from,omitempty"`
