@@ -151,6 +151,18 @@ func (s *Server) list(ctx context.Context, sc scope, q listQuery) (listResult, e
 		res.Search = true
 		return s.searchList(ctx, sc, q, f, res)
 	}
+	tq := memory.TimelineQuery{Filter: f, OnlySession: q.Session != "", Limit: PageSize}
+	if d, ok := s.st.(memory.Directory); ok {
+		nodes, more, err := d.Find(ctx, tq, q.keep, q.Page*PageSize)
+		if err != nil {
+			return res, err
+		}
+		for i := range nodes {
+			res.Rows = append(res.Rows, row{N: nodes[i], State: state(&nodes[i]), Stale: nodes[i].Stale(), Prov: memory.Provenance(&nodes[i], sc.Project, nil)})
+		}
+		res.More = more
+		return res, nil
+	}
 	want := (q.Page + 1) * PageSize
 	limit := want + 1
 	for {

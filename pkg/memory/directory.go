@@ -24,6 +24,14 @@ type Directory interface {
 	// SessionList lists the sessions of p with a stored transcript, the
 	// most recently active first; limit <= 0: DefaultChannelLimit.
 	SessionList(ctx context.Context, p ProjectRef, limit int) ([]SessionInfo, error)
+	// Find lists the nodes that q's Filter shows (memory.Visible; with
+	// OnlySession, only those written in its session) and keep accepts,
+	// by CompareTimeline (newest update first), from offset, at most
+	// q.Limit (<= 0: DefaultChannelLimit); more reports whether others
+	// follow. keep sees each candidate once and must not change it. It
+	// filters what TimelineQuery cannot (authority, stale, pinned, a state)
+	// in one pass, where Timeline would be asked for ever longer lists.
+	Find(ctx context.Context, q TimelineQuery, keep func(*Node) bool, offset int) (nodes []Node, more bool, err error)
 	// SummaryList lists every summary saved for s, oldest first.
 	SummaryList(ctx context.Context, s SessionRef) ([]Summary, error)
 }

@@ -113,3 +113,45 @@ func (s *Store) SummaryList(ctx context.Context, ref memory.SessionRef) ([]memor
 	}
 	return out, rows.Err()
 }
+
+// Find implements memory.Directory: one pass over the in-memory nodes, the
+// matches sorted, the page copied (nothing is read from the file).
+func (s *Store) Find(ctx context.Context, q memory.TimelineQuery, keep func(*memory.Node) bool, offset int) ([]memory.Node, bool, error) {
+	if err := s.memRead(ctx); err != nil {
+		return nil, false, fmt.Errorf("sqlite: find: %w", err)
+	}
+	now := s.now()
+	limit := memory.Limit(q.Limit)
+	offset = max(offset, 0)
+	type match struct {
+		rid uint32
+		h   *memory.Node
+	}
+	s.idx.mu.RLock()
+	defer s.idx.mu.RUnlock()
+	var ms []match
+	for rid, h := range s.idx.heads {
+		if h == nil || (q.OnlySession && h.SessionID != q.SessionID) {
+			continue
+		}
+		ok := false
+		if q.AsOf.IsZero() {
+			ok = memory.Visible(h, q.Filter, now)
+		} else {
+			ok = memory.AsOfVisible(h, q.Filter, q.AsOf)
+		}
+		if ok && (keep == nil || keep(h)) {
+			ms = append(ms, match{uint32(rid), h})
+		}
+	}
+	slices.SortFunc(ms, func(a, b match) int { return memory.CompareTimeline(a.h, b.h) })
+	if offset >= len(ms) {
+		return nil, false, nil
+	}
+	end := min(offset+limit, len(ms))
+	rids := make([]uint32, 0, end-offset)
+	for _, m := range ms[offset:end] {
+		rids = append(rids, m.rid)
+	}
+	return s.idx.copyHeads(make([]memory.Node, 0, len(rids)), rids), end < len(ms), nil
+}
