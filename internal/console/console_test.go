@@ -42,10 +42,19 @@ type unit struct {
 	eraser *recordingEraser
 }
 
-func newUnit(t *testing.T) *unit {
+// plainStore is a store without memory.Directory (as Redis is): only the
+// Store contract's methods.
+type plainStore struct{ memory.Store }
+
+func newUnit(t *testing.T) *unit { return newUnitOn(t, false) }
+
+func newUnitOn(t *testing.T, plain bool) *unit {
 	t.Helper()
 	ctx := timeout(t, 2*time.Minute)
-	st := storetest.OpenSQLite(t)
+	var st memory.Store = storetest.OpenSQLite(t)
+	if plain {
+		st = plainStore{st}
+	}
 	models := llmtest.New(t)
 	w := seed(t, ctx, st, models)
 	emb := models.Client().Embedder()
@@ -387,5 +396,28 @@ func TestEraseScopeRules(t *testing.T) {
 	defer u.eraser.mu.Unlock()
 	if len(u.eraser.scopes) != 1 || u.eraser.scopes[0] != (console.EraseScope{Project: "shop", Session: "s1"}) {
 		t.Fatalf("erased %+v: want only the default tenant's shop/s1 (a token's t is ignored)", u.eraser.scopes)
+	}
+}
+
+// TestWithoutDirectory: on a store without memory.Directory the list pages
+// through the timeline with the same filters, the sessions page asks for
+// an id, and a session shows its latest summary.
+func TestWithoutDirectory(t *testing.T) {
+	u := newUnitOn(t, true)
+	c := client(t)
+	u.login(t, c, tokShop)
+	code, page := get(t, c, u.url+"/memories?authority=user&state=all")
+	if code != http.StatusOK || !strings.Contains(page, labelStripe) || !strings.Contains(page, labelGlobal) || strings.Contains(page, labelFly) {
+		t.Errorf("the user's memories: %d\n%s", code, page)
+	}
+	code, page = get(t, c, u.url+"/memories?state=archived")
+	if code != http.StatusOK || !strings.Contains(page, labelStaging) || strings.Contains(page, labelStripe) {
+		t.Errorf("the archived memories: %d\n%s", code, page)
+	}
+	if _, page := get(t, c, u.url+"/sessions"); !strings.Contains(page, "open one by its id") {
+		t.Errorf("the sessions page without a listing:\n%s", page)
+	}
+	if _, page := get(t, c, u.url+"/session?s=s1"); !strings.Contains(page, "9000 → 1200") {
+		t.Errorf("the session's latest summary:\n%s", page)
 	}
 }
