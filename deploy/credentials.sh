@@ -8,6 +8,12 @@
 #
 # Both files are git-ignored: never commit them. Production takes the same
 # keys from a Secret made by your secret manager (docs/deploying.md).
+#
+# These are the role users' (the platform user is the default tenant's).
+# A named tenant's platform gets its own user: `engram tenant add T -data
+# DIR` prints its password once and keeps its hash in DIR; `engram
+# nats-config -data DIR -tenants > deploy/nats/accounts.conf` then writes the
+# server configuration with every tenant's user (docs/tenants.md).
 set -eu
 umask 077
 for role in INJECTOR EXTRACTOR CONSOLIDATOR COMPACTOR IDLE SETUP PLATFORM ADMIN REDIS; do

@@ -100,11 +100,11 @@ func TestNATSServerAsDeployed(t *testing.T) {
 	}
 	connectAs := func(who, user, password string) *nats.Conn {
 		opts := []nats.Option{nats.UserInfo(user, password)}
-		if user != "setup" && user != "platform" && user != "admin" {
-			// A worker or idle detector process replies on an inbox of its
-			// own role (natsauth.InboxPrefix), the only one its user may
-			// subscribe to.
-			opts = append(opts, nats.CustomInboxPrefix(natsauth.InboxPrefix(user)))
+		if inbox := natsauth.ClientInbox(user); inbox != "" {
+			// A worker, idle detector or setup process replies on an inbox
+			// of its own role (natsauth.InboxPrefix), the only one its user
+			// may subscribe to.
+			opts = append(opts, nats.CustomInboxPrefix(inbox))
 		}
 		nc, err := nats.Connect(srv.ClientURL(), opts...)
 		if err != nil {
@@ -188,7 +188,7 @@ func TestNATSServerAsDeployed(t *testing.T) {
 				t.Errorf("%s ScaledObject %s: consumer %s is not in engram setup's topology", overlay, name, md["consumer"])
 				continue
 			}
-			if _, err := pub.Publish(ctx, topo.Subjects().In(cc.Types[0], "deploytest", overlay+"-"+name), []byte(`{}`)); err != nil {
+			if _, err := pub.Publish(ctx, topo.Subjects().In(cc.Types[0], "", "deploytest", overlay+"-"+name), []byte(`{}`)); err != nil {
 				t.Fatal(err)
 			}
 			// The monitoring endpoint reports the consumer's state as of

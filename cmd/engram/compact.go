@@ -58,7 +58,7 @@ func compactCmd(ctx context.Context, stdout io.Writer, args []string) error {
 		defer func() { _ = dsub.Unsubscribe() }()
 		// Subscribe before publishing so the answer cannot be missed.
 		done = make(chan events.CompactionDone, 1)
-		sub, err := nc.Subscribe(cl.Subjects().Out(events.TypeCompactionDone, project, session), func(m *nats.Msg) {
+		sub, err := nc.Subscribe(cl.Subjects().Out(events.TypeCompactionDone, tenant, project, session), func(m *nats.Msg) {
 			if e, err := events.Decode(m.Data); err == nil && e.TenantID == tenant {
 				if cd, ok := e.Payload.(events.CompactionDone); ok {
 					select {

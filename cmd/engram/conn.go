@@ -49,7 +49,11 @@ func connect(cfg config.Config) (*nats.Conn, jetstream.JetStream, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("NATS credentials: %w", err)
 	}
-	nc, err := nats.Connect(url, append([]nats.Option{nats.Name("engram-cli"), nats.Timeout(cfg.NATS.ConnectTimeout)}, auth...)...)
+	opts := []nats.Option{nats.Name("engram-cli"), nats.Timeout(cfg.NATS.ConnectTimeout)}
+	if inbox := cliInbox(cfg, from); inbox != "" {
+		opts = append(opts, nats.CustomInboxPrefix(inbox))
+	}
+	nc, err := nats.Connect(url, append(opts, auth...)...)
 	if err != nil {
 		hint := "is `engram serve` running, or ENGRAM_NATS_URL set?"
 		if errors.Is(err, nats.ErrAuthorization) {
@@ -63,6 +67,20 @@ func connect(cfg config.Config) (*nats.Conn, jetstream.JetStream, error) {
 		return nil, nil, err
 	}
 	return nc, js, nil
+}
+
+// cliInbox is the reply-inbox prefix of the CLI's connection: a tenant's
+// own (events.TenantInbox) when it connects with a tenant's credentials
+// (ENGRAM_NATS_USER=tenant-...), the setup role's as setup, Engram's own
+// as admin from the data dir (so that what it reads, dead letters of every
+// tenant, never crosses the default tenant's _INBOX.), else nats.go's
+// default ("").
+func cliInbox(cfg config.Config, from string) string {
+	user := cfg.NATS.User
+	if user == natsauth.RoleAdmin || strings.HasPrefix(from, "user "+natsauth.RoleAdmin+" ") {
+		return natsauth.InboxPrefix("cli")
+	}
+	return natsauth.ClientInbox(user)
 }
 
 // out writes formatted text, ignoring write errors of a closed stdout.

@@ -11,6 +11,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/engram-memory/engram/internal/config"
 	"github.com/engram-memory/engram/pkg/events"
 )
@@ -54,8 +56,21 @@ func publish(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
+	// The server reports a publish its permissions deny (another tenant's
+	// subject) asynchronously, and JetStream then never acknowledges it:
+	// stop at the report instead of waiting out the timeout.
+	ctx, deny := context.WithCancelCause(ctx)
+	defer deny(nil)
+	nc.SetErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		if errors.Is(err, nats.ErrPermissionViolation) {
+			deny(err)
+		}
+	})
 	for _, e := range evs {
 		if err := cl.Publish(ctx, e); err != nil {
+			if cause := context.Cause(ctx); cause != nil && errors.Is(cause, nats.ErrPermissionViolation) {
+				return fmt.Errorf("publish %s %s: refused by the server (these credentials may not publish for tenant %q): %w", e.Type, e.ID, e.TenantID, cause)
+			}
 			return err
 		}
 		subj, _ := cl.Subjects().For(e)
@@ -129,6 +144,10 @@ func checkSizes(evs []events.Envelope, max int) error {
 }
 
 func completeEvent(raw json.RawMessage) (events.Envelope, error) {
+	// Before the map below would keep only the last of a duplicate key.
+	if err := events.CheckKeys(raw); err != nil {
+		return events.Envelope{}, err
+	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return events.Envelope{}, fmt.Errorf("not a JSON object: %w", err)

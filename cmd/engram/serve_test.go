@@ -296,7 +296,7 @@ func TestServeEndToEnd(t *testing.T) {
 	}
 	for _, want := range []*regexp.Regexp{
 		// Interest retention: every consumer acked them, nothing is kept.
-		regexp.MustCompile(`(?m)^ENGRAM_IN\s+\[engram\.in\.>\]\s+interest\s+0\s+0\s+0\.0% of 1G\s+max 1000\s`),
+		regexp.MustCompile(`(?m)^ENGRAM_IN\s+\[engram\.in\.turn_started\.\*\.\*\.\* [^\]]*\]\s+interest\s+0\s+0\s+0\.0% of 1G\s+max 1000\s`),
 		regexp.MustCompile(`(?m)^compactor\s+ENGRAM_IN\s+0\s+0\s+0\s`),
 		regexp.MustCompile(`(?m)^injector\s+ENGRAM_IN\s+0\s+0\s+0\s`),
 		regexp.MustCompile(`(?m)^ENGRAM_OUT\s+\[engram\.out\.>\]\s+limits\s+1\s`), // the injector's injection_ready
@@ -312,7 +312,7 @@ func TestServeEndToEnd(t *testing.T) {
 
 	// DLQ round trip 1: an undecodable event published raw is dead-lettered
 	// with its reason.
-	badSubj := events.Subjects{}.In(events.TypeTokensReported, "acme/web", "chat 1")
+	badSubj := events.Subjects{}.In(events.TypeTokensReported, "", "acme/web", "chat 1")
 	if _, err := js.Publish(ctx, badSubj, []byte(`{"type":"tokens_reported","payload":`)); err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +346,7 @@ func TestServeEndToEnd(t *testing.T) {
 	}
 	seqOf := func(line string) string { return strings.Fields(line)[0] }
 	show := s.engram(t, bin, "dlq", "show", seqOf(lines[2]))
-	for _, want := range []string{"consumer:    compactor", "subject:     engram.in.tokens_reported.bad-project.s",
+	for _, want := range []string{"consumer:    compactor", "subject:     engram.in.tokens_reported.%.bad-project.s",
 		"event id:    " + rejected.ID, `"input_tokens": 7`} {
 		if !strings.Contains(show, want) {
 			t.Errorf("engram dlq show lacks %q:\n%s", want, show)
@@ -412,10 +412,10 @@ func TestServeEndToEnd(t *testing.T) {
 	// (the extractor's, paused without a model) are still there.
 	s2 := startServe(t, bin, dataDir, nil, "-idle=false")
 	st = s2.engram(t, bin, "status")
-	if !regexp.MustCompile(`(?m)^ENGRAM_IN\s+\[engram\.in\.>\]\s+interest\s+(\d+)\s`).MatchString(st) || !strings.Contains(st, "injector") {
+	if !regexp.MustCompile(`(?m)^ENGRAM_IN\s+\[engram\.in\.turn_started\.\*\.\*\.\* [^\]]*\]\s+interest\s+(\d+)\s`).MatchString(st) || !strings.Contains(st, "injector") {
 		t.Fatalf("status after restart:\n%s", st)
 	}
-	if m := regexp.MustCompile(`(?m)^ENGRAM_IN\s+\S+\s+interest\s+(\d+)\s`).FindStringSubmatch(st); m == nil || m[1] == "0" {
+	if m := regexp.MustCompile(`(?m)^ENGRAM_IN\s+\[[^\]]*\]\s+interest\s+(\d+)\s`).FindStringSubmatch(st); m == nil || m[1] == "0" {
 		t.Fatalf("ENGRAM_IN lost its messages across a restart:\n%s", st)
 	}
 	s2.stop(t)
@@ -449,6 +449,12 @@ func TestServeIdleOffHasNoIdleConsumer(t *testing.T) {
 }
 
 func TestMain(m *testing.M) {
+	// The NATS store keys of the serves these tests start (in process and
+	// as binaries) go to a folder of their own, not the user's config dir.
+	if dir, err := os.MkdirTemp("", "engram-test-config"); err == nil {
+		_ = os.Setenv("XDG_CONFIG_HOME", dir)
+		tmpDirs = append(tmpDirs, dir)
+	}
 	code := m.Run()
 	for _, d := range tmpDirs {
 		_ = os.RemoveAll(d)

@@ -6,9 +6,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/engram-memory/engram/internal/app"
 	"github.com/engram-memory/engram/internal/config"
 	"github.com/engram-memory/engram/internal/credurl"
+	"github.com/engram-memory/engram/internal/natsauth"
+	"github.com/engram-memory/engram/pkg/events"
 )
 
 func init() {
@@ -27,14 +28,25 @@ func setup(ctx context.Context, stdout io.Writer, args []string) error {
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	topo, err := app.EnsureTopology(ctx, js, cfg)
+	// A connection that may not update ENGRAM_DLQ (the setup role: new
+	// limits would delete dead letters) leaves it as it is and says what
+	// waits for an admin.
+	var o events.EnsureOptions
+	topo := cfg.Topology()
+	if g, err := natsauth.Query(ctx, nc); err == nil && !g.MayPublish("$JS.API.STREAM.UPDATE."+topo.DLQ.Name) {
+		o.Frozen = append(o.Frozen, topo.DLQ.Name)
+	}
+	done, err := events.EnsureTopologyWith(ctx, js, topo, o)
 	if err != nil {
 		return err
+	}
+	for _, n := range done.NotApplied {
+		out(stdout, "not applied: %s\n", n)
 	}
 	out(stdout, "streams ready on %s:\n", credurl.Redact(nc.ConnectedUrl()))
 	for _, s := range topo.StreamConfigs() {
 		out(stdout, "  %-12s %s (%s retention, max age %s, max bytes %d, max per subject %d, max message %d, replicas %d)\n",
-			s.Name, s.Subjects[0], strings.ToLower(s.Retention.String()), s.MaxAge, s.MaxBytes, s.MaxMsgsPerSubject, s.MaxMsgSize, s.Replicas)
+			s.Name, strings.Join(s.Subjects, " "), strings.ToLower(s.Retention.String()), s.MaxAge, s.MaxBytes, s.MaxMsgsPerSubject, s.MaxMsgSize, s.Replicas)
 	}
 	out(stdout, "consumers on %s:\n", topo.In.Name)
 	for _, c := range topo.Consumers {

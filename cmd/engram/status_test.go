@@ -32,7 +32,7 @@ func TestStatusReportsNoWorkerAndMissingConsumer(t *testing.T) {
 		t.Fatalf("status: %v\n%s", err, out.String())
 	}
 	for _, want := range []*regexp.Regexp{
-		regexp.MustCompile(`(?m)^ENGRAM_IN\s+\[engram\.in\.>\]\s+interest\s+3\s+\d+\s+0\.\d% of 16M\s+max 1000\s`),
+		regexp.MustCompile(`(?m)^ENGRAM_IN\s+\[engram\.in\.turn_started\.\*\.\*\.\* [^\]]*\]\s+interest\s+3\s+\d+\s+0\.\d% of 16M\s+max 1000\s`),
 		regexp.MustCompile(`(?m)^consolidator\s+ENGRAM_IN\s+3\s+0\s+0\s+0\s+-\s+NONE RUNNING: events wait$`),
 		regexp.MustCompile(`(?m)^  DEGRADED consumer consolidator: 3 events pending and no worker pulling \(none running, or all paused\)$`),
 	} {

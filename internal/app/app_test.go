@@ -25,6 +25,7 @@ func testConfig(t *testing.T) config.Config {
 	t.Helper()
 	cfg := config.Default()
 	cfg.DataDir = filepath.Join(t.TempDir(), "data")
+	cfg.NATS.StoreKeyDir = filepath.Join(t.TempDir(), "keys")
 	cfg.NATS.Listen = "127.0.0.1:-1"
 	cfg.HTTP.Addr = "127.0.0.1:0"
 	cfg.Log.Format = config.LogJSON

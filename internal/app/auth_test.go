@@ -81,7 +81,9 @@ func TestWorkersRunWithTheirRoleUsers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	snc, err := nats.Connect(srv.ClientURL(), auth...)
+	// The setup role receives its replies on its own inbox (as engram
+	// setup connects).
+	snc, err := nats.Connect(srv.ClientURL(), append(auth, nats.CustomInboxPrefix(natsauth.InboxPrefix(natsauth.RoleSetup)))...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,8 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
@@ -35,6 +40,8 @@ type Bus struct {
 	Credentials string
 	// Insecure: the embedded server runs without authentication.
 	Insecure bool
+
+	stopTenants func() // ends the tenants file watch (embedded server)
 }
 
 // ProcessRole is the NATS role of a process: admin for `engram serve` with
@@ -145,6 +152,7 @@ func OpenBus(ctx context.Context, cfg config.Config, embed bool, name string, lo
 		}),
 	}
 	var url, from string
+	var roleUsers []*server.User
 	if embed && cfg.Embedded() {
 		eo := natsembed.Options{
 			StoreDir: cfg.NATSStoreDir(),
@@ -154,12 +162,17 @@ func OpenBus(ctx context.Context, cfg config.Config, embed bool, name string, lo
 		if err := natsauth.EnsurePrivateDir(cfg.DataDir); err != nil {
 			return nil, err
 		}
-		key, created, err := storeKey(cfg)
+		k, err := storeKey(cfg)
 		if err != nil {
 			return nil, err
 		}
-		if created {
-			log.Debug("generated the NATS store encryption key", zap.String("file", cfg.NATSStoreKeyFile()))
+		key := k.Key
+		switch {
+		case k.Created:
+			log.Info("generated the NATS store encryption key, outside the data dir: back it up apart from the data", zap.String("file", k.Path))
+		case k.Moved:
+			log.Warn("moved the NATS store encryption key out of the data dir (it sat beside the store it encrypts): back it up apart from the data",
+				zap.String("from", k.MovedFrom), zap.String("to", k.Path))
 		}
 		if err := natsauth.CheckStoreKey(cfg.NATSStoreDir(), key); err != nil {
 			return nil, err
@@ -177,8 +190,20 @@ func OpenBus(ctx context.Context, cfg config.Config, embed bool, name string, lo
 			if created {
 				log.Debug("generated NATS credentials", zap.String("file", natsauth.CredentialsPath(cfg.DataDir)))
 			}
-			if eo.Users, err = natsauth.ServerUsers(cfg.Events.SubjectPrefix, creds.Users); err != nil {
+			tenants, err := natsauth.LoadTenants(cfg.DataDir)
+			if err != nil {
 				return nil, err
+			}
+			if roleUsers, err = natsauth.ServerUsers(cfg.Events.SubjectPrefix, creds.Users, natsauth.Tenants{}); err != nil {
+				return nil, err
+			}
+			tenantUsers, err := natsauth.ServerUsers(cfg.Events.SubjectPrefix, nil, tenants)
+			if err != nil {
+				return nil, err
+			}
+			eo.Users = append(slices.Clone(roleUsers), tenantUsers...)
+			if n := len(tenants.Hashes); n > 0 {
+				log.Info("tenant platform credentials loaded", zap.Int("tenants", n), zap.String("file", natsauth.TenantsPath(cfg.DataDir)))
 			}
 			b.Credentials = natsauth.CredentialsPath(cfg.DataDir)
 			opts = append(opts, nats.UserInfo(natsauth.RoleAdmin, creds.Users[natsauth.RoleAdmin]))
@@ -189,6 +214,9 @@ func OpenBus(ctx context.Context, cfg config.Config, embed bool, name string, lo
 			return nil, err
 		}
 		b.Embedded = srv
+		if roleUsers != nil {
+			b.stopTenants = watchTenants(cfg, srv, roleUsers, log)
+		}
 		url = srv.ClientURL()
 		opts = append(opts, nats.InProcessServer(srv.NATS()))
 	} else {
@@ -203,9 +231,7 @@ func OpenBus(ctx context.Context, cfg config.Config, embed bool, name string, lo
 	b.URL = credurl.Redact(url)
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
-		if b.Embedded != nil {
-			b.Embedded.Shutdown()
-		}
+		b.Close() // the embedded server and the tenants watch
 		return nil, fmt.Errorf("app: connect to NATS at %s as %s (credentials: %s): %w", credurl.Redact(b.URL), b.Role, from, credurl.Error(err))
 	}
 	b.Conn = nc
@@ -232,14 +258,15 @@ func OpenBus(ctx context.Context, cfg config.Config, embed bool, name string, lo
 	return b, nil
 }
 
-// storeKey is the embedded store's key: the configured file, or the data
-// dir's (generated on first start).
-func storeKey(cfg config.Config) (string, bool, error) {
+// storeKey is the embedded store's key: the configured file, or the one
+// in the key dir outside the data dir (generated on first start, moved
+// there from the data dir of an older version).
+func storeKey(cfg config.Config) (natsauth.StoreKey, error) {
 	if cfg.NATS.StoreKeyFile != "" {
 		k, err := natsauth.ReadKeyFile(cfg.NATS.StoreKeyFile)
-		return k, false, err
+		return natsauth.StoreKey{Key: k, Path: cfg.NATS.StoreKeyFile}, err
 	}
-	return natsauth.EnsureStoreKey(cfg.DataDir)
+	return natsauth.EnsureStoreKey(cfg.DataDir, cfg.NATSStoreDir(), cfg.NATS.StoreKeyDir)
 }
 
 // MaySetup reports whether the connection may create and update the
@@ -283,9 +310,63 @@ func (b *Bus) Close() {
 		}
 		b.Conn.Close()
 	}
+	if b.stopTenants != nil {
+		b.stopTenants()
+	}
 	if b.Embedded != nil {
 		b.Embedded.Shutdown()
 	}
+}
+
+// TenantsPoll is how often `engram serve` looks for a change of the data
+// dir's tenants file (engram tenant add, rotate, remove).
+var TenantsPoll = 2 * time.Second
+
+// watchTenants reloads the embedded server's tenant users whenever the
+// tenants file changes, until the returned function is called (it waits
+// for the watch to end).
+func watchTenants(cfg config.Config, srv *natsembed.Server, roleUsers []*server.User, log *zap.Logger) func() {
+	path := natsauth.TenantsPath(cfg.DataDir)
+	stamp := func() string {
+		st, err := os.Stat(path)
+		if err != nil {
+			return ""
+		}
+		return st.ModTime().String() + "/" + strconv.FormatInt(st.Size(), 10)
+	}
+	last := stamp()
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(TenantsPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+			now := stamp()
+			if now == last {
+				continue
+			}
+			tenants, err := natsauth.LoadTenants(cfg.DataDir)
+			if err == nil {
+				var us []*server.User
+				if us, err = natsauth.ServerUsers(cfg.Events.SubjectPrefix, nil, tenants); err == nil {
+					err = srv.ReloadUsers(append(slices.Clone(roleUsers), us...))
+				}
+			}
+			if err != nil {
+				log.Error("tenant credentials not reloaded", zap.String("file", path), zap.Error(err))
+				continue // retried at the next tick
+			}
+			last = now
+			log.Info("tenant credentials reloaded", zap.Int("tenants", len(tenants.Hashes)), zap.String("file", path))
+		}
+	}()
+	var once sync.Once
+	return func() { once.Do(func() { close(stop); <-done }) }
 }
 
 // CheckTopology checks that the streams of cfg exist (a worker whose role

@@ -188,10 +188,14 @@ func TestDataDirIsPrivate(t *testing.T) {
 				t.Errorf("%s mode %o, want 600", e.Name(), info.Mode().Perm())
 			}
 		}
-		for _, want := range []string{natsauth.CredentialsFile, natsauth.StoreKeyFile, "engram.db"} {
+		for _, want := range []string{natsauth.CredentialsFile, "engram.db"} {
 			if !seen[want] {
 				t.Errorf("no %s in the data dir (%v)", want, seen)
 			}
+		}
+		// The store key is not beside the store it encrypts.
+		if seen[natsauth.StoreKeyFile] {
+			t.Errorf("the NATS store key is in the data dir")
 		}
 	}
 	check()
@@ -211,7 +215,7 @@ func TestDataDirIsPrivate(t *testing.T) {
 
 // TestStoreIsEncrypted: a secret published to serve's NATS is not in the
 // raw files of the data dir's JetStream store; it still reads back after a
-// restart (the key is in the data dir). A plaintext store of an older
+// restart (the key is in the key dir, outside the data dir). A plaintext store of an older
 // version is converted at the first start with a key, its messages kept.
 func TestStoreIsEncrypted(t *testing.T) {
 	const secret = "sk-live-THIS-IS-A-SECRET-4242424242"
@@ -343,5 +347,71 @@ func TestWorkerPicksUpServeCredentials(t *testing.T) {
 		t.Fatal("an insecure worker connected to serve")
 	} else if !errors.Is(err, nats.ErrAuthorization) {
 		t.Fatalf("insecure worker: %v, want an authorization violation", err)
+	}
+}
+
+// TestStoreKeyMovedOutOfTheDataDir: the data dir of a version that kept the
+// NATS store key beside the store (<data>/nats-store.key) starts with its
+// events readable; the key is then in the key dir, outside the data dir,
+// and a copy of the data dir alone no longer opens the store.
+func TestStoreKeyMovedOutOfTheDataDir(t *testing.T) {
+	cfg := testConfig(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const key = "0123456789abcdef0123456789abcdef0123456789abcdef"
+	if err := natsauth.EnsurePrivateDir(cfg.DataDir); err != nil {
+		t.Fatal(err)
+	}
+	legacy := filepath.Join(cfg.DataDir, natsauth.StoreKeyFile)
+	if err := os.WriteFile(legacy, []byte(key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := natsauth.CheckStoreKey(cfg.NATSStoreDir(), key); err != nil {
+		t.Fatal(err)
+	}
+	old, err := natsembed.Start(natsembed.Options{StoreDir: cfg.NATSStoreDir(), Listen: "127.0.0.1:-1", StoreKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	onc, err := nats.Connect(old.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ojs, _ := jetstream.New(onc)
+	if err := events.EnsureTopology(ctx, ojs, cfg.Topology()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ojs.Publish(ctx, "engram.out.memory_changed.%.old", []byte("kept")); err != nil {
+		t.Fatal(err)
+	}
+	onc.Close()
+	old.Shutdown()
+
+	p := startServe(t, cfg)
+	st, err := p.Bus.JS.Stream(ctx, events.StreamOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := st.GetLastMsgForSubject(ctx, "engram.out.memory_changed.%.old"); err != nil || string(m.Data) != "kept" {
+		t.Fatalf("the older store after the move: %v", err)
+	}
+	if err := p.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(legacy); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the key is still beside the store: %v", err)
+	}
+	moved := filepath.Join(cfg.NATS.StoreKeyDir, natsauth.StoreKeyID(key)+".key")
+	if got, err := natsauth.ReadKeyFile(moved); err != nil || got != key {
+		t.Fatalf("the key in the key dir: %q %v", got, err)
+	}
+	// The data dir alone (a backup, a copied volume) does not open it.
+	elsewhere := cfg
+	elsewhere.NATS.StoreKeyDir = filepath.Join(t.TempDir(), "other-keys")
+	if p, err := app.Start(ctx, elsewhere, true, "engram-serve"); err == nil {
+		_ = p.Stop(context.Background())
+		t.Fatal("serve opened the store without its key")
+	} else if !errors.Is(err, natsauth.ErrStoreKeyMissing) {
+		t.Fatalf("without the key: %v", err)
 	}
 }

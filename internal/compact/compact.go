@@ -116,7 +116,7 @@ var ErrBusy = errors.New("compact: another run holds the session; the report is 
 // ExtractorLag tells whether a session's latest turn_ended still waits for
 // the extractor (events.ExtractorLag).
 type ExtractorLag interface {
-	TurnEndedPending(ctx context.Context, project, session string) (bool, error)
+	TurnEndedPending(ctx context.Context, tenant, project, session string) (bool, error)
 }
 
 // Compactor summarises the older messages of conversations and builds the
@@ -378,7 +378,7 @@ func (c *Compactor) behind(ctx context.Context, ref memory.SessionRef) error {
 	if c.lag == nil {
 		return nil
 	}
-	pending, err := c.lag.TurnEndedPending(ctx, ref.Project, ref.Session)
+	pending, err := c.lag.TurnEndedPending(ctx, ref.Tenant, ref.Project, ref.Session)
 	if err != nil {
 		return fmt.Errorf("compact: pending turns of %s: %w: %w", ref, memory.ErrUnavailable, err)
 	}

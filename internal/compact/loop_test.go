@@ -153,7 +153,7 @@ func TestOutageWaitsAndLosesNothing(t *testing.T) {
 		}
 		cd, ok := ev.Payload.(events.CompactionDone)
 		if !ok || cd.UpTo != 4 || cd.TokensBefore != 90000 || cd.TokensAfter <= 0 || cd.TokensAfter >= 90000 ||
-			m.Subject != (events.Subjects{}).Out(events.TypeCompactionDone, project, session) {
+			m.Subject != (events.Subjects{}).Out(events.TypeCompactionDone, "", project, session) {
 			t.Fatalf("compaction_done %+v on %s", ev, m.Subject)
 		}
 

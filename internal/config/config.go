@@ -158,8 +158,14 @@ type NATS struct {
 	// throwaway use only.
 	Insecure bool
 	// StoreKeyFile holds the embedded server's JetStream store key;
-	// empty: <DataDir>/nats-store.key, generated on first start.
+	// empty: a key in StoreKeyDir, generated on first start.
 	StoreKeyFile string
+	// StoreKeyDir is where the store keys are kept when StoreKeyFile is
+	// empty (natsauth.EnsureStoreKey), outside the data dir; empty:
+	// natsauth.StoreKeyDir(), in the user's configuration dir
+	// ($XDG_CONFIG_HOME/engram/nats-store-keys). Not a setting: tests set
+	// it, operators set XDG_CONFIG_HOME or StoreKeyFile.
+	StoreKeyDir string
 }
 
 // Client is the authentication and TLS given by settings (not the data
@@ -336,14 +342,6 @@ func defaultDataDir() string {
 
 // NATSStoreDir is the embedded server's JetStream folder.
 func (c Config) NATSStoreDir() string { return filepath.Join(c.DataDir, "nats") }
-
-// NATSStoreKeyFile is the embedded server's JetStream store key file.
-func (c Config) NATSStoreKeyFile() string {
-	if c.NATS.StoreKeyFile != "" {
-		return c.NATS.StoreKeyFile
-	}
-	return filepath.Join(c.DataDir, natsauth.StoreKeyFile)
-}
 
 // SQLitePath is the SQLite database file.
 func (c Config) SQLitePath() string {

@@ -46,7 +46,7 @@ type Setting struct {
 func (c *Config) Settings() []Setting {
 	s := []Setting{
 		{Flag: "data", Env: "ENGRAM_DATA", Group: Conn | Runtime, value: (*strV)(&c.DataDir),
-			Usage: "data dir (mode 700): embedded NATS store (<data>/nats), its credentials and store key, SQLite database (<data>/engram.db); default $XDG_DATA_HOME/engram or ~/.local/share/engram"},
+			Usage: "data dir (mode 700): embedded NATS store (<data>/nats), its credentials and tenants (not its store key), SQLite database (<data>/engram.db); default $XDG_DATA_HOME/engram or ~/.local/share/engram"},
 		{Flag: "nats-url", Env: "ENGRAM_NATS_URL", Group: Conn, value: (*natsURLV)(&c.NATS.URL),
 			Usage: "NATS server URLs (comma-separated); empty: serve runs an embedded server, other commands use the local one on -nats-listen"},
 		{Flag: "nats-listen", Env: "ENGRAM_NATS_LISTEN", Group: Conn, value: (*strV)(&c.NATS.Listen),
@@ -72,7 +72,7 @@ func (c *Config) Settings() []Setting {
 		{Flag: "insecure", Env: "ENGRAM_INSECURE", Group: Conn, value: (*boolV)(&c.NATS.Insecure),
 			Usage: "THROWAWAY USE ONLY: serve's embedded NATS accepts anonymous clients, and clients do not read the data dir's credentials"},
 		{Flag: "nats-store-key-file", Env: "ENGRAM_NATS_STORE_KEY_FILE", Group: Runtime, value: (*strV)(&c.NATS.StoreKeyFile),
-			Usage: "file of the embedded NATS JetStream store encryption key (empty: <data>/nats-store.key, generated on first start)"},
+			Usage: "file of the embedded NATS JetStream store encryption key (empty: <user config dir>/engram/nats-store-keys/<key id>.key, outside the data dir, generated on first start; a key of an older version in <data>/nats-store.key is moved there)"},
 		{Flag: "http", Env: "ENGRAM_HTTP_ADDR", Group: Conn, value: (*strV)(&c.HTTP.Addr),
 			Usage: "address of /healthz, /readyz and /metrics (port 0: random; empty: off)"},
 		{Flag: "lag-refresh", Env: "ENGRAM_LAG_REFRESH", Group: Runtime, value: (*durV)(&c.HTTP.LagRefresh),
@@ -86,7 +86,7 @@ func (c *Config) Settings() []Setting {
 		{Flag: "redis-vector-quant", Env: "ENGRAM_REDIS_VECTOR_QUANT", Group: Runtime, value: (*strV)(&c.Store.RedisVectorQuant),
 			Usage: "how new Redis vector sets store vectors: q8 (int8), noquant (float32, exact cosine) or bin; a set keeps the one it was created with"},
 		{Flag: "subject-prefix", Env: "ENGRAM_SUBJECT_PREFIX", Group: Conn, value: (*strV)(&c.Events.SubjectPrefix),
-			Usage: "first token(s) of every subject: <prefix>.in.<type>.<project>.<session>"},
+			Usage: "first token(s) of every subject: <prefix>.in.<type>.<tenant>.<project>.<session>"},
 		{Flag: "in-max-age", Env: "ENGRAM_IN_MAX_AGE", Group: Topology, value: (*durV)(&c.Events.InMaxAge),
 			Usage: "retention by age of ENGRAM_IN (accepts d for days)"},
 		{Flag: "in-max-bytes", Env: "ENGRAM_IN_MAX_BYTES", Group: Topology, value: (*bytesV)(&c.Events.InMaxBytes),

@@ -55,25 +55,22 @@ func (a *StreamActivity) handle(ctx context.Context) (jetstream.Stream, error) {
 	return st, nil
 }
 
-// TurnEndedPending implements Activity (events.ExtractorLag). It reads the
-// subject, which does not name the tenant: another tenant's pending turn of
-// the same project and session ids makes this one wait too (a delay, never
-// a pass on a short transcript).
-func (a *StreamActivity) TurnEndedPending(ctx context.Context, project, session string) (bool, error) {
-	return a.lag.TurnEndedPending(ctx, project, session)
+// TurnEndedPending implements Activity (events.ExtractorLag): the subject
+// names the tenant.
+func (a *StreamActivity) TurnEndedPending(ctx context.Context, tenant, project, session string) (bool, error) {
+	return a.lag.TurnEndedPending(ctx, tenant, project, session)
 }
 
-// LastTurnStarted implements Activity. The subject names the project and
-// session but not the tenant: when the last turn_started on it is another
-// tenant's (the same ids in two tenants), it is not this session's and
-// none is known (the pass goes on; one of this tenant's behind it is not
-// seen, which at worst lets a pass finish while its user is back).
+// LastTurnStarted implements Activity: the last turn_started on the
+// session's subject, which names the tenant (events.LastInput; the default
+// tenant's of the form before tenants too). A body that names another
+// tenant than its subject is none (the runner dead-letters such events).
 func (a *StreamActivity) LastTurnStarted(ctx context.Context, tenant, project, session string) (time.Time, error) {
 	st, err := a.handle(ctx)
 	if err != nil {
 		return time.Time{}, err
 	}
-	m, err := st.GetLastMsgForSubject(ctx, a.subjects.In(events.TypeTurnStarted, project, session))
+	m, err := events.LastInput(ctx, st, a.subjects, events.TypeTurnStarted, tenant, project, session)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return time.Time{}, nil
 	}

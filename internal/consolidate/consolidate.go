@@ -81,7 +81,7 @@ type Activity interface {
 	// TurnEndedPending reports whether the session's latest turn_ended
 	// has not been acknowledged by the extractor yet: its messages are not
 	// in the stored transcript.
-	TurnEndedPending(ctx context.Context, project, session string) (bool, error)
+	TurnEndedPending(ctx context.Context, tenant, project, session string) (bool, error)
 }
 
 // Observer is told how each pass ended (its Verdict) and how many

@@ -403,7 +403,7 @@ func (c *Consolidator) transcriptBehind(ctx context.Context, ref memory.SessionR
 	if c.activity == nil {
 		return false, nil
 	}
-	pending, err := c.activity.TurnEndedPending(ctx, ref.Project, ref.Session)
+	pending, err := c.activity.TurnEndedPending(ctx, ref.Tenant, ref.Project, ref.Session)
 	if err != nil {
 		return false, fmt.Errorf("consolidate: pending turns of %s: %w: %w", ref, memory.ErrUnavailable, err)
 	}

@@ -130,7 +130,7 @@ func TestMetricsFromARealRunner(t *testing.T) {
 		}
 	}
 	// Undecodable: dead-lettered at once.
-	if _, err := js.Publish(ctx, topo.Subjects().In(events.TypeTokensReported, "p", "s"), []byte("{not json")); err != nil {
+	if _, err := js.Publish(ctx, topo.Subjects().In(events.TypeTokensReported, "", "p", "s"), []byte("{not json")); err != nil {
 		t.Fatal(err)
 	}
 	if err := lag.Refresh(ctx); err != nil {

@@ -519,9 +519,10 @@ func TestActivityComesFromTheBody(t *testing.T) {
 		subj string
 		data []byte
 	}{
-		{"engram.in.turn_started.victim.s1", forged},
-		{"engram.in.turn_started.other.s2", forged},
-		{"engram.in.turn_started.victim.s1", []byte("not json")},
+		{"engram.in.turn_started.%.victim.s1", forged},
+		{"engram.in.turn_started.%.other.s2", forged},
+		{"engram.in.turn_started.victim.other.s1", forged}, // another tenant's subject
+		{"engram.in.turn_started.%.victim.s1", []byte("not json")},
 	} {
 		if _, err := js.Publish(ctx, m.subj, m.data); err != nil {
 			t.Fatal(err)
@@ -536,7 +537,7 @@ func TestActivityComesFromTheBody(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if info.NumPending == 0 && info.NumAckPending == 0 && info.AckFloor.Consumer >= 4 {
+		if info.NumPending == 0 && info.NumAckPending == 0 && info.AckFloor.Consumer >= 5 {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -105,7 +105,7 @@ func TestThroughJetStream(t *testing.T) {
 		bad := events.NewTurnStarted(events.Ref{ProjectID: "p1", SessionID: "s1", TurnID: "bad"}, events.TurnStarted{Text: "x"})
 		data, _ := events.Encode(bad)
 		data = []byte(strings.Replace(string(data), `"version":1`, `"version":99`, 1))
-		subj := topo.Subjects().In(events.TypeTurnStarted, "p1", "s1")
+		subj := topo.Subjects().In(events.TypeTurnStarted, "", "p1", "s1")
 		if _, err := js.Publish(ctx, subj, data); err != nil {
 			t.Fatal(err)
 		}

@@ -39,10 +39,11 @@ type Handler struct {
 // HandlerOption configures a Handler.
 type HandlerOption func(*Handler)
 
-// WithReplyPrefixes sets the subjects a turn_started's reply_to may name
-// (ENGRAM_REPLY_PREFIXES; default events.DefaultReplyPrefix): a reply_to
-// elsewhere is a permanent error, dead-lettered with its reason, and
-// nothing is published for the event.
+// WithReplyPrefixes sets the subjects a default tenant's turn_started's
+// reply_to may name (ENGRAM_REPLY_PREFIXES; default
+// events.DefaultReplyPrefix; another tenant's reply_to must be under its
+// events.TenantInbox): a reply_to elsewhere is a permanent error,
+// dead-lettered with its reason, and nothing is published for the event.
 func WithReplyPrefixes(prefixes ...string) HandlerOption {
 	return func(h *Handler) { h.replyPrefixes = append([]string(nil), prefixes...) }
 }
@@ -70,8 +71,10 @@ func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
 	if ts.ReplyTo != "" {
 		// Before anything is read or written: the injector's connection
 		// may publish where a platform may not, so a reply_to outside the
-		// inboxes would make it write for the event's sender.
-		if err := events.CheckReplySubject(ts.ReplyTo, h.replyPrefixes); err != nil {
+		// inboxes of the event's tenant (which its subject vouches for)
+		// would make it write for the event's sender: into a stream, or
+		// another tenant's inbox with this tenant's block.
+		if err := events.CheckReplyFor(ev.TenantID, ts.ReplyTo, h.replyPrefixes); err != nil {
 			return fmt.Errorf("inject: %w", err) // wraps events.ErrInvalidEvent: permanent
 		}
 	}

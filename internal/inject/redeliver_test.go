@@ -153,7 +153,7 @@ func TestRedeliveredTurnAnsweredWithItsRecordedBlock(t *testing.T) {
 			}
 			var m *jetstream.RawStreamMsg
 			waitFor(t, func() bool {
-				m, err = out.GetLastMsgForSubject(ctx, topo.Subjects().Out(events.TypeInjectionReady, "p1", "s1"))
+				m, err = out.GetLastMsgForSubject(ctx, topo.Subjects().Out(events.TypeInjectionReady, "", "p1", "s1"))
 				if err != nil {
 					return false
 				}

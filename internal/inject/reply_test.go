@@ -79,8 +79,8 @@ func TestReplyToOnlyInboxes(t *testing.T) {
 	}
 	attacks := []string{
 		"$KV.ENGRAM_ACTIVITY.x",
-		topo.Subjects().In(events.TypeTurnEnded, "other", "s1"),
-		topo.Subjects().Out(events.TypeMemoryChanged, "other", ""),
+		topo.Subjects().In(events.TypeTurnEnded, "", "other", "s1"),
+		topo.Subjects().Out(events.TypeMemoryChanged, "", "other", ""),
 		"_INBOX", // the prefix alone is no inbox
 		"_INBOXES.x",
 	}
@@ -152,14 +152,14 @@ func TestReplyToOnlyInboxes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := in.GetLastMsgForSubject(ctx, topo.Subjects().In(events.TypeTurnEnded, "other", "s1")); !errors.Is(err, jetstream.ErrMsgNotFound) {
+	if _, err := in.GetLastMsgForSubject(ctx, topo.Subjects().In(events.TypeTurnEnded, "", "other", "s1")); !errors.Is(err, jetstream.ErrMsgNotFound) {
 		t.Errorf("a forged turn_ended was stored (%v)", err)
 	}
 	out, err := js.Stream(ctx, topo.Out.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := out.GetLastMsgForSubject(ctx, topo.Subjects().Out(events.TypeMemoryChanged, "other", "")); !errors.Is(err, jetstream.ErrMsgNotFound) {
+	if _, err := out.GetLastMsgForSubject(ctx, topo.Subjects().Out(events.TypeMemoryChanged, "", "other", "")); !errors.Is(err, jetstream.ErrMsgNotFound) {
 		t.Errorf("a forged memory_changed was stored (%v)", err)
 	}
 	// Two answers on ENGRAM_OUT (the legitimate turns), none for the attacks.

@@ -1,6 +1,8 @@
 package natsauth_test
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -103,14 +105,7 @@ func TestEnsureCredentialsAndKey(t *testing.T) {
 	if err != nil || created || again.Users["admin"] != c.Users["admin"] {
 		t.Fatalf("second: %v created=%v, same=%v", err, created, again.Users["admin"] == c.Users["admin"])
 	}
-	k, created, err := natsauth.EnsureStoreKey(dir)
-	if err != nil || !created || len(k) != 64 {
-		t.Fatalf("key: %v %v %d", err, created, len(k))
-	}
-	if k2, _, _ := natsauth.EnsureStoreKey(dir); k2 != k {
-		t.Fatal("the key changed")
-	}
-	for _, f := range []string{natsauth.CredentialsFile, natsauth.StoreKeyFile} {
+	for _, f := range []string{natsauth.CredentialsFile} {
 		st, err := os.Stat(filepath.Join(dir, f))
 		if err != nil || st.Mode().Perm() != 0o600 {
 			t.Errorf("%s: %v %v", f, err, st.Mode())
@@ -118,5 +113,88 @@ func TestEnsureCredentialsAndKey(t *testing.T) {
 	}
 	if st, _ := os.Stat(dir); st.Mode().Perm() != 0o700 {
 		t.Errorf("dir mode %v", st.Mode())
+	}
+}
+
+// TestStoreKeyOutsideTheDataDir: a new store's key is written to the key
+// dir (0600, the dir 0700), named by its id, and found again by the id the
+// store records; nothing of it is in the data dir.
+func TestStoreKeyOutsideTheDataDir(t *testing.T) {
+	data, keys := filepath.Join(t.TempDir(), "data"), filepath.Join(t.TempDir(), "keys")
+	store := filepath.Join(data, "nats")
+	k, err := natsauth.EnsureStoreKey(data, store, keys)
+	if err != nil || !k.Created || len(k.Key) != 64 || filepath.Dir(k.Path) != keys {
+		t.Fatalf("new key: %+v %v", k, err)
+	}
+	if err := natsauth.CheckStoreKey(store, k.Key); err != nil { // the store records its id
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(k.Path); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("key file: %v %v", err, st)
+	}
+	if st, _ := os.Stat(keys); st.Mode().Perm() != 0o700 {
+		t.Errorf("key dir mode %v", st.Mode())
+	}
+	if _, err := os.Stat(filepath.Join(data, natsauth.StoreKeyFile)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a key file in the data dir: %v", err)
+	}
+	again, err := natsauth.EnsureStoreKey(data, store, keys)
+	if err != nil || again.Key != k.Key || again.Created || again.Moved {
+		t.Fatalf("second start: %+v %v", again, err)
+	}
+	// The key is gone: the store's key is missing, named by its id; no
+	// new key is made for an encrypted store.
+	if err := os.Remove(k.Path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := natsauth.EnsureStoreKey(data, store, keys); !errors.Is(err, natsauth.ErrStoreKeyMissing) ||
+		!strings.Contains(err.Error(), natsauth.StoreKeyID(k.Key)) || !strings.Contains(err.Error(), "ENGRAM_NATS_STORE_KEY_FILE") {
+		t.Fatalf("missing key: %v", err)
+	}
+}
+
+// TestStoreKeyMovedOutOfTheDataDir: the key an older version kept in the
+// data dir, beside the store, is moved to the key dir at the next start
+// (the same key: the store stays readable) and removed from the data dir;
+// a key in the data dir of another id than the store's is refused, and
+// left where it is.
+func TestStoreKeyMovedOutOfTheDataDir(t *testing.T) {
+	data, keys := filepath.Join(t.TempDir(), "data"), filepath.Join(t.TempDir(), "keys")
+	store := filepath.Join(data, "nats")
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	legacy := filepath.Join(data, natsauth.StoreKeyFile)
+	const old = "0123456789abcdef0123456789abcdef"
+	if err := os.WriteFile(legacy, []byte(old+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := natsauth.CheckStoreKey(store, old); err != nil { // the older version's store
+		t.Fatal(err)
+	}
+	k, err := natsauth.EnsureStoreKey(data, store, keys)
+	if err != nil || k.Key != old || !k.Moved || k.MovedFrom != legacy || k.Path != filepath.Join(keys, natsauth.StoreKeyID(old)+".key") {
+		t.Fatalf("moved: %+v %v", k, err)
+	}
+	if _, err := os.Stat(legacy); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the key is still in the data dir: %v", err)
+	}
+	if again, err := natsauth.EnsureStoreKey(data, store, keys); err != nil || again.Key != old || again.Moved {
+		t.Fatalf("after the move: %+v %v", again, err)
+	}
+	// Another store whose data dir holds a key of another id.
+	data2 := filepath.Join(t.TempDir(), "data")
+	store2 := filepath.Join(data2, "nats")
+	if err := natsauth.CheckStoreKey(store2, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(data2, natsauth.StoreKeyFile), []byte("ffffffffffffffffffffffffffffffff"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := natsauth.EnsureStoreKey(data2, store2, filepath.Join(t.TempDir(), "keys")); !errors.Is(err, natsauth.ErrWrongStoreKey) {
+		t.Fatalf("a key of another id: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(data2, natsauth.StoreKeyFile)); err != nil {
+		t.Fatalf("the mismatching key was not left in place: %v", err)
 	}
 }

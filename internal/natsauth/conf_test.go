@@ -15,7 +15,7 @@ var accountsConf = filepath.Join("..", "..", "deploy", "nats", "accounts.conf")
 // TestAccountsConfIsGenerated keeps deploy/nats/accounts.conf equal to the
 // Go permission set (ENGRAM_UPDATE_ACCOUNTS_CONF=1 rewrites it).
 func TestAccountsConfIsGenerated(t *testing.T) {
-	want := natsauth.AccountsConf(events.DefaultPrefix)
+	want := natsauth.AccountsConf(events.DefaultPrefix, natsauth.Tenants{})
 	if os.Getenv("ENGRAM_UPDATE_ACCOUNTS_CONF") == "1" {
 		if err := os.WriteFile(accountsConf, []byte(want), 0o644); err != nil {
 			t.Fatal(err)

@@ -63,36 +63,50 @@ var workers = []string{"injector", "extractor", "consolidator", "compactor", "id
 // natsauth.For: the test checks the server configured with the shipped
 // file against it.
 var matrix = []probe{
-	{"pub", "engram.in.turn_started.p.s", []string{"platform"}},
-	{"pub", "engram.in.turn_ended.p.s", []string{"platform"}},
-	{"pub", "engram.in.session_idle.p.s", []string{"platform", "idle"}},
-	{"pub", "engram.api.context.p.s", []string{"platform"}},
-	{"pub", "engram.out.injection_ready.p.s", []string{"injector"}},
-	{"pub", "engram.out.memory_changed.p", []string{"extractor", "consolidator"}},
-	{"pub", "engram.out.consolidation_done.p.s", []string{"consolidator"}},
-	{"pub", "engram.out.compaction_done.p.s", []string{"compactor"}},
+	{"pub", "engram.in.turn_started.%.p.s", []string{"platform"}},
+	{"pub", "engram.in.turn_ended.%.p.s", []string{"platform"}},
+	{"pub", "engram.in.session_idle.%.p.s", []string{"platform", "idle"}},
+	{"pub", "engram.in.session_idle.acme.p.s", []string{"idle"}}, // another tenant's: not the default platform
+	{"pub", "engram.in.turn_started.acme.p.s", nil},
+	{"pub", "engram.in.turn_started.p.s", nil}, // the form before tenants
+	{"pub", "engram.api.context.%.p.s", []string{"platform"}},
+	{"pub", "engram.api.context.acme.p.s", nil},
+	{"pub", "engram.out.injection_ready.%.p.s", []string{"injector"}},
+	{"pub", "engram.out.memory_changed.%.p", []string{"extractor", "consolidator"}},
+	{"pub", "engram.out.consolidation_done.%.p.s", []string{"consolidator"}},
+	{"pub", "engram.out.compaction_done.%.p.s", []string{"compactor"}},
 	{"pub", "engram.dlq.injector", []string{"injector"}},
 	{"pub", "engram.dlq.extractor", []string{"extractor"}},
 	{"pub", "engram.dlq.transcript", []string{"extractor"}},
 	{"pub", "_INBOX.someone", []string{"injector"}},
+	{"pub", "_INBOX_TENANT.acme.someone", []string{"injector"}},
+	{"pub", "_INBOX_ENGRAM.extractor.x", nil},
 	{"pub", "$KV.ENGRAM_ACTIVITY.p.s", []string{"idle"}},
-	{"sub", "_INBOX.>", []string{"platform", "setup"}},
+	{"sub", "_INBOX.>", []string{"platform"}},
+	{"sub", "_INBOX_TENANT.>", nil},
+	{"sub", "_INBOX_TENANT.acme.>", nil},
+	{"sub", "_INBOX_ENGRAM.setup.>", []string{"setup"}},
 	{"sub", "_INBOX_ENGRAM.injector.>", []string{"injector"}},
 	{"sub", "_INBOX_ENGRAM.extractor.>", []string{"extractor"}},
 	{"sub", "engram.in.>", nil},
 	{"sub", "engram.out.>", nil},
 	{"sub", "engram.out.injection_ready.victim.*", nil},
 	{"sub", "engram.dlq.>", nil},
-	{"sub", "engram.api.context.*.*", []string{"compactor"}},
-	{"sub", "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.ENGRAM_IN.extractor", []string{"extractor"}},
-	{"sub", "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.ENGRAM_IN.transcript", []string{"extractor"}},
+	{"sub", "engram.api.context.*.*.*", []string{"compactor"}},
+	{"sub", "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.ENGRAM_IN.extractor", nil},
+	{"sub", "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.ENGRAM_IN.transcript", nil},
 	{"sub", "$KV.ENGRAM_ACTIVITY.>", nil},
 	{"pub", "$SYS.REQ.USER.INFO", append([]string{"setup"}, workers...)},
 	{"pub", "$JS.API.INFO", append([]string{"setup"}, workers...)},
 	{"pub", "$JS.API.STREAM.INFO.ENGRAM_IN", append([]string{"setup"}, workers...)},
 	{"pub", "$JS.API.STREAM.CREATE.ENGRAM_IN", []string{"setup"}},
-	{"pub", "$JS.API.STREAM.UPDATE.ENGRAM_DLQ", []string{"setup"}},
+	{"pub", "$JS.API.STREAM.UPDATE.ENGRAM_IN", []string{"setup"}},
+	{"pub", "$JS.API.STREAM.CREATE.ENGRAM_DLQ", []string{"setup"}},
+	// Shrinking the DLQ's limits would delete its letters: admin only.
+	{"pub", "$JS.API.STREAM.UPDATE.ENGRAM_DLQ", nil},
 	{"pub", "$JS.API.CONSUMER.CREATE.ENGRAM_IN.injector.engram.in.turn_started.>", []string{"setup"}},
+	{"pub", "$JS.API.CONSUMER.CREATE.ENGRAM_IN.spy.engram.in.>", nil},
+	{"pub", "$JS.API.CONSUMER.DURABLE.CREATE.ENGRAM_IN.spy", nil},
 	{"pub", "$JS.API.CONSUMER.INFO.ENGRAM_IN.injector", []string{"setup", "injector"}},
 	{"pub", "$JS.API.CONSUMER.MSG.NEXT.ENGRAM_IN.injector", []string{"injector"}},
 	{"pub", "$JS.API.CONSUMER.MSG.NEXT.ENGRAM_IN.extractor", []string{"extractor"}},
@@ -102,8 +116,13 @@ var matrix = []probe{
 	{"pub", "$JS.API.CONSUMER.MSG.NEXT.ENGRAM_IN.idle", []string{"idle"}},
 	{"pub", "$JS.ACK.ENGRAM_IN.consolidator.1.5.5.1700000000000000000.0", []string{"consolidator"}},
 	{"pub", "$JS.ACK.ENGRAM_IN.compactor.1.5.5.1700000000000000000.0", []string{"compactor"}},
-	{"pub", "$JS.API.STREAM.MSG.GET.ENGRAM_IN", workers},
-	{"pub", "$JS.API.DIRECT.GET.ENGRAM_IN.engram.in.turn_started.p.s", []string{"consolidator", "compactor"}},
+	// No worker reads ENGRAM_IN by sequence: only through its consumer,
+	// and the consolidator and compactor the last event of a subject.
+	{"pub", "$JS.API.STREAM.MSG.GET.ENGRAM_IN", nil},
+	{"pub", "$JS.API.DIRECT.GET.ENGRAM_IN", nil},
+	{"pub", "$JS.API.DIRECT.GET.ENGRAM_IN.engram.in.turn_started.%.p.s", []string{"consolidator"}},
+	{"pub", "$JS.API.DIRECT.GET.ENGRAM_IN.engram.in.turn_ended.%.p.s", []string{"consolidator", "compactor"}},
+	{"pub", "$JS.API.DIRECT.GET.ENGRAM_IN.engram.in.tokens_reported.%.p.s", nil},
 	// Who waits for what (events.ExtractorLag): the consolidator for the
 	// extraction, the compactor for the stored transcript.
 	{"pub", "$JS.API.CONSUMER.INFO.ENGRAM_IN.extractor", []string{"setup", "extractor", "consolidator"}},
@@ -214,7 +233,7 @@ func TestSetupRoleCreatesTopologyAndVerify(t *testing.T) {
 	srv, pw := startConfigured(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	setup := connectAs(t, srv.ClientURL(), "setup", pw["setup"])
+	setup := connectAs(t, srv.ClientURL(), "setup", pw["setup"], nats.CustomInboxPrefix(natsauth.InboxPrefix("setup")))
 	js, err := jetstream.New(setup)
 	if err != nil {
 		t.Fatal(err)
@@ -255,10 +274,66 @@ func TestSetupRoleCreatesTopologyAndVerify(t *testing.T) {
 	if !errors.Is(err, natsauth.ErrDenied) {
 		t.Fatalf("extractor user as injector: err = %v, want ErrDenied", err)
 	}
-	for _, want := range []string{"$JS.API.CONSUMER.MSG.NEXT.ENGRAM_IN.injector", "engram.out.injection_ready.>", "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.ENGRAM_IN.injector"} {
+	for _, want := range []string{"$JS.API.CONSUMER.MSG.NEXT.ENGRAM_IN.injector", "engram.out.injection_ready.>", "_INBOX_TENANT.>"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not name %s:\n%v", want, err)
 		}
 	}
 	t.Logf("a worker started with the wrong user fails with:\n%v", err)
+}
+
+// TestSetupRoleCannotShrinkTheDLQ: the setup role may create ENGRAM_DLQ
+// but not update it: new limits (one message, one second) would make the
+// server delete the dead letters. An admin applies a change of the DLQ's
+// limits; engram setup as setup reports it as not applied.
+func TestSetupRoleCannotShrinkTheDLQ(t *testing.T) {
+	srv, pw := startConfigured(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	setup := connectAs(t, srv.ClientURL(), "setup", pw["setup"], nats.CustomInboxPrefix(natsauth.InboxPrefix("setup")))
+	js, err := jetstream.New(setup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	topo := events.DefaultTopology()
+	if err := events.EnsureTopology(ctx, js, topo); err != nil {
+		t.Fatal(err)
+	}
+	admin := connectAs(t, srv.ClientURL(), "admin", pw["admin"])
+	ajs, _ := jetstream.New(admin)
+	for i := range 5 {
+		if _, err := ajs.Publish(ctx, "engram.dlq.extractor", []byte(fmt.Sprintf("letter %d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, _ := ajs.Stream(ctx, events.StreamDLQ)
+	cfg := st.CachedInfo().Config
+	for name, shrink := range map[string]func(c *jetstream.StreamConfig){
+		"max messages 1": func(c *jetstream.StreamConfig) { c.MaxMsgs = 1 },
+		"max age 1s":     func(c *jetstream.StreamConfig) { c.MaxAge = time.Second; c.Duplicates = time.Second },
+		"max bytes 1":    func(c *jetstream.StreamConfig) { c.MaxBytes = 1; c.Discard = jetstream.DiscardOld },
+	} {
+		c := cfg
+		shrink(&c)
+		uctx, ucancel := context.WithTimeout(ctx, time.Second)
+		_, err := js.UpdateStream(uctx, c)
+		ucancel()
+		if err == nil {
+			t.Errorf("the setup role updated ENGRAM_DLQ to %s", name)
+		}
+	}
+	info, err := st.Info(ctx)
+	if err != nil || info.State.Msgs != 5 || info.Config.MaxMsgs != -1 {
+		t.Fatalf("ENGRAM_DLQ after the attempts: %d letters, max messages %d (%v); want 5 and unlimited", info.State.Msgs, info.Config.MaxMsgs, err)
+	}
+	// A real change of the DLQ's limits waits for an admin.
+	bigger := topo
+	bigger.DLQ.MaxBytes *= 2
+	done, err := events.EnsureTopologyWith(ctx, js, bigger, events.EnsureOptions{Frozen: []string{events.StreamDLQ}})
+	if err != nil || len(done.NotApplied) != 1 {
+		t.Fatalf("setup with new DLQ limits: %v %q", err, done.NotApplied)
+	}
+	if _, err := events.EnsureTopologyWith(ctx, ajs, bigger, events.EnsureOptions{}); err != nil {
+		t.Fatalf("admin: %v", err)
+	}
 }

@@ -2,6 +2,7 @@ package natsauth
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/engram-memory/engram/internal/idle"
 	"github.com/engram-memory/engram/pkg/events"
@@ -44,15 +45,30 @@ type Permissions struct {
 	Responses bool
 }
 
-// InboxPrefix is the reply-inbox prefix of an Engram worker process of
-// role (nats.CustomInboxPrefix). Worker processes do not use the shared
-// _INBOX. prefix: a platform may subscribe to _INBOX.> for its own replies,
-// and must not see the JetStream traffic of the workers, which carries every
-// event they pull.
-func InboxPrefix(role string) string { return "_INBOX_ENGRAM." + role }
+// InboxPrefix is the reply-inbox prefix of an Engram process of role
+// (nats.CustomInboxPrefix): the workers, engram serve ("serve"), the setup
+// role and the CLI as admin ("cli"). They do not use the shared _INBOX.
+// prefix: the default tenant's platform may subscribe to _INBOX.> for its
+// own replies, and must not see the JetStream traffic of Engram's
+// processes, which carries every event and dead letter they read.
+func InboxPrefix(role string) string { return events.EngramInboxRoot + "." + role }
 
-// PlatformInbox is what platforms, the CLI and the setup role receive
-// replies on.
+// ClientInbox is the reply-inbox prefix (nats.CustomInboxPrefix) a client
+// connecting as the NATS user user must use, the only one its permissions
+// let it subscribe to: a worker role's or the setup role's own
+// (InboxPrefix), a tenant's (events.TenantInbox of TenantOfUser); ""
+// (nats.go's _INBOX) for the platform role, admin and unknown users.
+func ClientInbox(user string) string {
+	if t, ok := TenantOfUser(user); ok {
+		return events.TenantInbox(t)
+	}
+	if user == RoleSetup || slices.Contains(WorkerRoles(), user) {
+		return InboxPrefix(user)
+	}
+	return ""
+}
+
+// PlatformInbox is what the default tenant's platform receives replies on.
 const PlatformInbox = "_INBOX.>"
 
 // UserInfoSubject is the server's "who am I" request, which Verify uses to
@@ -60,6 +76,44 @@ const PlatformInbox = "_INBOX.>"
 const UserInfoSubject = "$SYS.REQ.USER.INFO"
 
 const jsAPI = "$JS.API."
+
+// TenantUserPrefix starts the NATS user name of a tenant's platform
+// credentials (TenantUser).
+const TenantUserPrefix = "tenant-"
+
+// TenantUser is the NATS user name of tenant's platform credentials:
+// "tenant-" and the tenant's subject token. The default tenant's platform
+// is the platform role.
+func TenantUser(tenant string) string { return TenantUserPrefix + events.EncodeToken(tenant) }
+
+// TenantOfUser returns the tenant of a tenant user name (TenantUser), ok
+// false for any other name.
+func TenantOfUser(user string) (tenant string, ok bool) {
+	tok, ok := strings.CutPrefix(user, TenantUserPrefix)
+	if !ok {
+		return "", false
+	}
+	t, err := events.DecodeToken(tok)
+	if err != nil || t == "" {
+		return "", false
+	}
+	return t, true
+}
+
+// ForTenant returns the permissions of a platform of tenant ("" the
+// default tenant: the platform role): publish its own input subjects
+// (<prefix>.in.*.<tenant>.>) and context requests
+// (<prefix>.api.context.<tenant>.>), subscribe its own reply inbox
+// (events.TenantInbox). Nothing else: not another tenant's subjects or
+// inbox, not ENGRAM_OUT or the DLQ, no JetStream API (no direct get, no
+// consumer). JetStream acknowledges its publishes on its inbox.
+func ForTenant(tenant, prefix string) *Permissions {
+	s := events.Subjects{Prefix: prefix}
+	return &Permissions{
+		Publish:   []string{s.InTenant(tenant), s.ContextAPITenant(tenant)},
+		Subscribe: []string{events.TenantInbox(tenant) + ".>"},
+	}
+}
 
 // For returns the permissions of role with subject prefix prefix (usually
 // events.DefaultPrefix). ok is false for an unknown role; perms is nil for
@@ -73,14 +127,14 @@ func For(role, prefix string) (perms *Permissions, ok bool) {
 	streams := []string{in, out, dlq}
 	// What every worker process does whatever its role: readiness
 	// (account info), lag gauges (stream info, consumer lists), its own
-	// consumer (info, pull, acks), dead letters (its DLQ subject; the
-	// max-deliveries advisory and the message it names), and verifying
-	// its permissions at start.
+	// consumer (info, pull, acks), dead letters (its DLQ subject), and
+	// verifying its permissions at start. It reads ENGRAM_IN only through
+	// its own consumer: no get of a message by sequence (STREAM.MSG.GET,
+	// DIRECT.GET without a subject), which would read any tenant's event.
 	worker := func(consumer string) *Permissions {
 		p := &Permissions{
-			Publish: []string{UserInfoSubject, jsAPI + "INFO"},
-			Subscribe: []string{InboxPrefix(consumer) + ".>",
-				"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + in + "." + consumer},
+			Publish:   []string{UserInfoSubject, jsAPI + "INFO"},
+			Subscribe: []string{InboxPrefix(consumer) + ".>"},
 		}
 		for _, s := range streams {
 			p.Publish = append(p.Publish, jsAPI+"STREAM.INFO."+s, jsAPI+"CONSUMER.LIST."+s)
@@ -89,38 +143,51 @@ func For(role, prefix string) (perms *Permissions, ok bool) {
 			jsAPI+"CONSUMER.INFO."+in+"."+consumer,
 			jsAPI+"CONSUMER.MSG.NEXT."+in+"."+consumer,
 			"$JS.ACK."+in+"."+consumer+".>",
-			jsAPI+"STREAM.MSG.GET."+in,
 			prefix+".dlq."+consumer,
 		)
 		return p
+	}
+	// The last event of a type on a session's subject (a direct get by
+	// subject: the server refuses a sequence on this form).
+	lastOf := func(t events.Type) string {
+		return jsAPI + "DIRECT.GET." + in + "." + prefix + ".in." + string(t) + ".>"
 	}
 	out_ := func(t events.Type) string { return prefix + ".out." + string(t) + ".>" }
 	switch role {
 	case RoleAdmin:
 		return nil, true
 	case RoleSetup:
-		p := &Permissions{Publish: []string{UserInfoSubject, jsAPI + "INFO"}, Subscribe: []string{PlatformInbox}}
+		// Creates the streams and updates ENGRAM_IN, ENGRAM_OUT and the
+		// activity bucket; ENGRAM_DLQ it may create but not update: new
+		// limits would let it delete every dead letter (an admin applies
+		// a change of the DLQ's limits). Consumers: only the worker roles'
+		// durable ones.
+		p := &Permissions{Publish: []string{UserInfoSubject, jsAPI + "INFO"}, Subscribe: []string{InboxPrefix(role) + ".>"}}
 		for _, s := range append(streams, kv) {
-			p.Publish = append(p.Publish, jsAPI+"STREAM.INFO."+s, jsAPI+"STREAM.CREATE."+s, jsAPI+"STREAM.UPDATE."+s)
+			p.Publish = append(p.Publish, jsAPI+"STREAM.INFO."+s, jsAPI+"STREAM.CREATE."+s)
+			if s != dlq {
+				p.Publish = append(p.Publish, jsAPI+"STREAM.UPDATE."+s)
+			}
 		}
 		for _, s := range streams {
 			p.Publish = append(p.Publish, jsAPI+"CONSUMER.LIST."+s)
 		}
-		p.Publish = append(p.Publish,
-			jsAPI+"CONSUMER.CREATE."+in+".>",
-			jsAPI+"CONSUMER.DURABLE.CREATE."+in+".*",
-			jsAPI+"CONSUMER.INFO."+in+".*",
-		)
+		for _, c := range append(WorkerRoles(), events.ConsumerTranscript) {
+			p.Publish = append(p.Publish,
+				jsAPI+"CONSUMER.CREATE."+in+"."+c,
+				jsAPI+"CONSUMER.CREATE."+in+"."+c+".>",
+				jsAPI+"CONSUMER.DURABLE.CREATE."+in+"."+c,
+				jsAPI+"CONSUMER.INFO."+in+"."+c)
+		}
 		return p, true
 	case RolePlatform:
-		return &Permissions{
-			Publish:   []string{prefix + ".in.>", prefix + ".api.context.>"},
-			Subscribe: []string{PlatformInbox},
-		}, true
+		return ForTenant("", prefix), true
 	case RoleInjector:
 		p := worker(role)
-		// The reply to the platform waiting on its inbox (reply_to).
-		p.Publish = append(p.Publish, out_(events.TypeInjectionReady), PlatformInbox)
+		// The reply to the platform waiting on its inbox (reply_to): the
+		// default tenant's and every other tenant's inboxes; the handler
+		// answers a tenant only in its own (events.CheckReplyFor).
+		p.Publish = append(p.Publish, out_(events.TypeInjectionReady), PlatformInbox, events.TenantInboxRoot+".>")
 		return p, true
 	case RoleExtractor:
 		p := worker(role)
@@ -130,7 +197,6 @@ func For(role, prefix string) (perms *Permissions, ok bool) {
 		tc := events.ConsumerTranscript
 		p.Publish = append(p.Publish, jsAPI+"CONSUMER.INFO."+in+"."+tc, jsAPI+"CONSUMER.MSG.NEXT."+in+"."+tc,
 			"$JS.ACK."+in+"."+tc+".>", prefix+".dlq."+tc)
-		p.Subscribe = append(p.Subscribe, "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES."+in+"."+tc)
 		return p, true
 	case RoleConsolidator:
 		p := worker(role)
@@ -139,17 +205,19 @@ func For(role, prefix string) (perms *Permissions, ok bool) {
 		// (events.ExtractorLag: the session's last turn_ended and the
 		// extractor's ack floor).
 		p.Publish = append(p.Publish, out_(events.TypeConsolidationDone), out_(events.TypeMemoryChanged),
-			jsAPI+"DIRECT.GET."+in, jsAPI+"DIRECT.GET."+in+".>", jsAPI+"CONSUMER.INFO."+in+"."+RoleExtractor)
+			lastOf(events.TypeTurnStarted), lastOf(events.TypeTurnEnded), jsAPI+"CONSUMER.INFO."+in+"."+RoleExtractor)
 		return p, true
 	case RoleCompactor:
 		p := worker(role)
 		p.Publish = append(p.Publish, out_(events.TypeCompactionDone),
 			// Whether the session's last turn is stored (the transcript
 			// consumer's ack floor, events.NewTranscriptLag).
-			jsAPI+"DIRECT.GET."+in, jsAPI+"DIRECT.GET."+in+".>", jsAPI+"CONSUMER.INFO."+in+"."+events.ConsumerTranscript)
+			lastOf(events.TypeTurnEnded), jsAPI+"CONSUMER.INFO."+in+"."+events.ConsumerTranscript)
 		// The context API: requests from platforms, answered on their
-		// reply subject only.
-		p.Subscribe = append(p.Subscribe, prefix+".api.context.*.*")
+		// reply subject only (allow_responses: one answer per request,
+		// while it is fresh), and only when that is an inbox of the
+		// request's tenant (events.CheckReplyFor).
+		p.Subscribe = append(p.Subscribe, events.Subjects{Prefix: prefix}.ContextAPIAll())
 		p.Responses = true
 		return p, true
 	case RoleIdle:

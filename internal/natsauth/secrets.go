@@ -17,8 +17,9 @@ import (
 // `engram serve` (mode 0600).
 const CredentialsFile = "nats-credentials.json"
 
-// StoreKeyFile is the JetStream file store encryption key in the data dir
-// (mode 0600).
+// StoreKeyFile is where versions before issue 31 kept the JetStream file
+// store encryption key: in the data dir, beside the store. EnsureStoreKey
+// moves it to the key dir (StoreKeyDir).
 const StoreKeyFile = "nats-store.key"
 
 // Credentials are the passwords of the role users of a data dir's
@@ -76,27 +77,126 @@ func EnsureCredentials(dataDir string) (c Credentials, created bool, err error) 
 	return c, true, nil
 }
 
-// EnsureStoreKey returns the JetStream store key of dataDir's key file,
-// generating it (0600) on first use.
-func EnsureStoreKey(dataDir string) (key string, created bool, err error) {
-	path := filepath.Join(dataDir, StoreKeyFile)
-	if err := TightenFile(path); err != nil {
-		return "", false, fmt.Errorf("natsauth: store key: %w", err)
+// StoreKeyDirName is the folder of the store keys in the user's
+// configuration dir (StoreKeyDir).
+const StoreKeyDirName = "nats-store-keys"
+
+// StoreKeyDir is where `engram serve` keeps the JetStream store keys by
+// default: <user config dir>/engram/nats-store-keys ($XDG_CONFIG_HOME or
+// ~/.config on Linux), outside the data dir, so that a copy of the data
+// dir (a backup, a volume snapshot, a stolen disk image of the data
+// volume) is not readable with what it holds.
+func StoreKeyDir() (string, error) {
+	d, err := os.UserConfigDir()
+	if err != nil {
+		return "", fmt.Errorf("natsauth: store key dir: %w (set XDG_CONFIG_HOME or HOME, or give the key with ENGRAM_NATS_STORE_KEY_FILE)", err)
 	}
-	key, err = ReadKeyFile(path)
-	if err == nil || !errors.Is(err, fs.ErrNotExist) {
-		return key, false, err
+	return filepath.Join(d, "engram", StoreKeyDirName), nil
+}
+
+// StoreKeyID is the id of a store key: a hash of it, which CheckStoreKey
+// records in the store, and the name of its file in the key dir.
+func StoreKeyID(key string) string {
+	sum := sha256.Sum256([]byte("engram store key id\x00" + key))
+	return hex.EncodeToString(sum[:8])
+}
+
+// StoreKey is the key EnsureStoreKey found or made, and what it did.
+type StoreKey struct {
+	Key  string
+	Path string // its file
+	// Created: a new key (a new store); Moved: the key of an older version
+	// was moved from the data dir (MovedFrom) to Path.
+	Created, Moved bool
+	MovedFrom      string
+}
+
+// EnsureStoreKey returns the JetStream store key of the store in storeDir,
+// kept in keyDir ("" is StoreKeyDir) as <key id>.key (0600, the dir 0700):
+// the key whose id the store records; for a store without a record, a new
+// key. A key of an older version in the data dir (dataDir/StoreKeyFile,
+// beside the store it encrypts) is moved to keyDir first: written there and
+// synced, then removed from the data dir. A store whose key is nowhere is
+// an error naming its id (give it with ENGRAM_NATS_STORE_KEY_FILE).
+func EnsureStoreKey(dataDir, storeDir, keyDir string) (StoreKey, error) {
+	var k StoreKey
+	if keyDir == "" {
+		d, err := StoreKeyDir()
+		if err != nil {
+			return k, err
+		}
+		keyDir = d
 	}
-	if err := EnsurePrivateDir(dataDir); err != nil {
-		return "", false, err
+	recorded := ""
+	if data, err := os.ReadFile(filepath.Join(storeDir, KeyIDFile)); err == nil {
+		recorded = string(trimSpace(data))
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return k, fmt.Errorf("natsauth: store key id: %w", err)
+	}
+	legacy := filepath.Join(dataDir, StoreKeyFile)
+	if recorded != "" {
+		k.Path = filepath.Join(keyDir, recorded+".key")
+		if err := TightenFile(k.Path); err != nil {
+			return k, fmt.Errorf("natsauth: store key: %w", err)
+		}
+		key, err := ReadKeyFile(k.Path)
+		if err == nil {
+			k.Key = key
+			return k, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return k, err
+		}
+	}
+	// The key of an older version, beside the store: move it out.
+	if key, err := ReadKeyFile(legacy); err == nil {
+		id := StoreKeyID(key)
+		if recorded != "" && id != recorded {
+			return k, fmt.Errorf("%w (key id %s, the key in %s is %s): give the key it was encrypted with (ENGRAM_NATS_STORE_KEY_FILE)",
+				ErrWrongStoreKey, recorded, legacy, id)
+		}
+		k = StoreKey{Key: key, Path: filepath.Join(keyDir, id+".key"), Moved: true, MovedFrom: legacy}
+		if err := writeKey(keyDir, k.Path, key); err != nil {
+			return k, err
+		}
+		if err := os.Remove(legacy); err != nil {
+			return k, fmt.Errorf("natsauth: store key moved to %s but not removed from the data dir: %w", k.Path, err)
+		}
+		return k, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return k, err
+	}
+	if recorded != "" {
+		return k, fmt.Errorf("%w: the store %s was encrypted with the key of id %s, which is not at %s (nor in the data dir): "+
+			"give it with ENGRAM_NATS_STORE_KEY_FILE", ErrStoreKeyMissing, storeDir, recorded, k.Path)
 	}
 	b := make([]byte, 32)
 	_, _ = rand.Read(b)
-	key = hex.EncodeToString(b)
-	if err := writeNew(path, []byte(key+"\n")); err != nil {
-		return "", false, fmt.Errorf("natsauth: store key: %w", err)
+	key := hex.EncodeToString(b)
+	k = StoreKey{Key: key, Path: filepath.Join(keyDir, StoreKeyID(key)+".key"), Created: true}
+	return k, writeKey(keyDir, k.Path, key)
+}
+
+// ErrStoreKeyMissing is returned by EnsureStoreKey for a store whose key
+// is not found.
+var ErrStoreKeyMissing = errors.New("natsauth: the NATS store's key is missing")
+
+// writeKey writes a key file (0600) in dir (0700), synced with its dir.
+func writeKey(dir, path, key string) error {
+	if err := EnsurePrivateDir(dir); err != nil {
+		return fmt.Errorf("natsauth: store key dir: %w", err)
 	}
-	return key, true, nil
+	if err := writeNew(path, []byte(key+"\n")); err != nil {
+		return fmt.Errorf("natsauth: store key: %w", err)
+	}
+	if d, err := os.Open(dir); err == nil {
+		err = d.Sync()
+		_ = d.Close()
+		if err != nil {
+			return fmt.Errorf("natsauth: store key dir: %w", err)
+		}
+	}
+	return nil
 }
 
 // ReadKeyFile reads a store key file: its content without surrounding
@@ -209,15 +309,14 @@ var ErrWrongStoreKey = errors.New("natsauth: the NATS store was encrypted with a
 // record (new, or plaintext of an older version, which nats-server
 // converts) gets it.
 func CheckStoreKey(storeDir, key string) error {
-	sum := sha256.Sum256([]byte("engram store key id\x00" + key))
-	id := hex.EncodeToString(sum[:8])
+	id := StoreKeyID(key)
 	path := filepath.Join(storeDir, KeyIDFile)
 	data, err := os.ReadFile(path)
 	switch {
 	case err == nil:
 		if got := string(trimSpace(data)); got != id {
-			return fmt.Errorf("%w (key id %s, the configured key's is %s): give the key it was encrypted with (ENGRAM_NATS_STORE_KEY_FILE, default <data>/%s)",
-				ErrWrongStoreKey, got, id, StoreKeyFile)
+			return fmt.Errorf("%w (key id %s, the configured key's is %s): give the key it was encrypted with (ENGRAM_NATS_STORE_KEY_FILE, default <config dir>/engram/%s/%s.key)",
+				ErrWrongStoreKey, got, id, StoreKeyDirName, got)
 		}
 		return nil
 	case errors.Is(err, fs.ErrNotExist):

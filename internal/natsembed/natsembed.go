@@ -53,7 +53,8 @@ type Options struct {
 
 // Server is a running embedded NATS server.
 type Server struct {
-	ns *server.Server
+	ns   *server.Server
+	opts *server.Options // as started, for ReloadUsers
 }
 
 // Start starts the server and waits until it accepts connections.
@@ -116,6 +117,7 @@ func Start(o Options) (*Server, error) {
 		opts.JetStreamKey = o.StoreKey
 		opts.JetStreamCipher = server.ChaCha
 	}
+	base := opts.Clone()
 	ns, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("natsembed: new server: %w", err)
@@ -134,7 +136,19 @@ func Start(o Options) (*Server, error) {
 		ns.WaitForShutdown()
 		return nil, fmt.Errorf("%w: JetStream did not start (store %s)", ErrNotReady, o.StoreDir)
 	}
-	return &Server{ns: ns}, nil
+	return &Server{ns: ns, opts: base}, nil
+}
+
+// ReloadUsers replaces the users the server accepts (Options.Users) while
+// it runs: a client whose user is gone or whose password changed is
+// disconnected, the others stay connected.
+func (s *Server) ReloadUsers(users []*server.User) error {
+	o := s.opts.Clone()
+	o.Users = users
+	if err := s.ns.ReloadOptions(o); err != nil {
+		return fmt.Errorf("natsembed: reload users: %w", err)
+	}
+	return nil
 }
 
 // ClientURL is the nats:// URL clients connect to (the real port when the

@@ -34,7 +34,7 @@ func TestFullDLQRetriesAndLosesNoLetter(t *testing.T) {
 	h.start(h.config(), func(context.Context, events.Envelope) error { calls.Add(1); return nil })
 	body := bytes.Repeat([]byte("x"), 1000)
 	for i := range n {
-		m := nats.NewMsg(fmt.Sprintf("engram.in.turn_ended.p.s%d", i))
+		m := nats.NewMsg(fmt.Sprintf("engram.in.turn_ended.%%.p.s%d", i))
 		m.Data = append([]byte(fmt.Sprintf("not json %d ", i)), body...)
 		m.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("bad-%d", i))
 		if _, err := h.js.PublishMsg(context.Background(), m); err != nil {
@@ -111,7 +111,7 @@ func TestOversizeLetterIsTruncatedNotLost(t *testing.T) {
 	}
 	body := bytes.Repeat([]byte("z"), size)
 	copy(body, "{not an event")
-	m := nats.NewMsg("engram.in.turn_ended.p.s")
+	m := nats.NewMsg("engram.in.turn_ended.%.p.s")
 	m.Data = body
 	m.Header.Set(jetstream.MsgIDHeader, "big-1")
 	if _, err := h.js.PublishMsg(context.Background(), m); err != nil {
@@ -122,7 +122,7 @@ func TestOversizeLetterIsTruncatedNotLost(t *testing.T) {
 	if l.Truncated != size || len(l.Data) == 0 || len(l.Data) >= size || !bytes.Equal(l.Data, body[:len(l.Data)]) {
 		t.Fatalf("truncated %d, kept %d bytes", l.Truncated, len(l.Data))
 	}
-	if l.Stream != events.StreamIn || l.Sequence != 1 || l.MsgID != "big-1" || l.Subject != "engram.in.turn_ended.p.s" {
+	if l.Stream != events.StreamIn || l.Sequence != 1 || l.MsgID != "big-1" || l.Subject != "engram.in.turn_ended.%.p.s" {
 		t.Fatalf("letter %+v", l)
 	}
 	t.Logf("letter of a %d-byte event keeps %d bytes (max payload %d)", size, len(l.Data), h.nc.MaxPayload())

@@ -127,7 +127,7 @@ func TestPermanentDeadLetters(t *testing.T) {
 	eventually(t, "dead letter", func() bool { return len(h.letters()) == 1 })
 	l := h.letters()[0]
 	if l.Consumer != events.ConsumerExtractor || !strings.Contains(l.Reason, "unknown project") ||
-		l.Subject != "engram.in.turn_ended.proj.sess" || l.Stream != events.StreamIn || l.Sequence != 1 ||
+		l.Subject != "engram.in.turn_ended.%.proj.sess" || l.Stream != events.StreamIn || l.Sequence != 1 ||
 		l.Deliveries != 1 || l.MsgID != evs[0].ID || l.Time.IsZero() {
 		t.Fatalf("letter %+v", l)
 	}
@@ -152,7 +152,7 @@ func TestInvalidEventDeadLettersWithoutCallingTheHandler(t *testing.T) {
 	h.start(h.config(), func(context.Context, events.Envelope) error { calls.Add(1); return nil })
 	// Garbage and an event missing a field, published raw.
 	for _, body := range []string{`not json`, `{"id":"x","type":"turn_ended","version":1,"occurred_at":"2026-01-01T00:00:00Z","project_id":"p","session_id":"s","payload":{"messages":[]}}`} {
-		if _, err := h.js.Publish(context.Background(), "engram.in.turn_ended.p.s", []byte(body)); err != nil {
+		if _, err := h.js.Publish(context.Background(), "engram.in.turn_ended.%.p.s", []byte(body)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -605,7 +605,7 @@ func TestMaxDeliveriesCapturedFromAdvisory(t *testing.T) {
 	}
 	l := ls[0]
 	if l.Reason != dlq.ReasonMaxDeliveries || l.Deliveries != 2 || l.MsgID != ev.ID || l.Sequence != 1 ||
-		l.Consumer != events.ConsumerExtractor || l.Subject != "engram.in.turn_ended.proj.sess" {
+		l.Consumer != events.ConsumerExtractor || l.Subject != "engram.in.turn_ended.%.proj.sess" {
 		t.Fatalf("letter %+v", l)
 	}
 	if e, err := events.Decode(l.Data); err != nil || e.ID != ev.ID {

@@ -41,16 +41,21 @@ func TestSubjectMustMatchBodyAndBytesBeUTF8(t *testing.T) {
 		data          []byte
 		reason        string
 	}{
-		{"project", "engram.in.turn_ended.victim.s1", body("other", "s1"), `project "victim", body "other"`},
-		{"session", "engram.in.turn_ended.p.s1", body("p", "s2"), `session "s1", body "s2"`},
-		{"both", "engram.in.turn_ended.victim.s9", body("other", "s1"), `session "s9", body "s1"`},
-		{"escaped differently", "engram.in.turn_ended.acme%2fweb.s1", body("acme/web", "s1"), "bad escape"},
-		{"unescaped token", s.In(events.TypeTurnEnded, "acme", "s1"), body("acme/web", "s1"), `project "acme", body "acme/web"`},
-		{"invalid UTF-8", s.In(events.TypeTurnEnded, "tenant-\xff", "s1"),
+		{"project", "engram.in.turn_ended.%.victim.s1", body("other", "s1"), `project "victim", body "other"`},
+		{"session", "engram.in.turn_ended.%.p.s1", body("p", "s2"), `session "s1", body "s2"`},
+		{"both", "engram.in.turn_ended.%.victim.s9", body("other", "s1"), `session "s9", body "s1"`},
+		{"escaped differently", "engram.in.turn_ended.%.acme%2fweb.s1", body("acme/web", "s1"), "bad escape"},
+		// The tenant is bound by the subject (issue 31): a default
+		// tenant's body on another tenant's subject, and the reverse.
+		{"tenant", "engram.in.turn_ended.victim.p.s1", body("p", "s1"), `tenant "victim", body ""`},
+		{"tenant in the body", "engram.in.turn_ended.%.p.s1",
+			[]byte(strings.Replace(string(body("p", "s1")), `"project_id"`, `"tenant_id":"victim","project_id"`, 1)), `tenant "", body "victim"`},
+		{"unescaped token", s.In(events.TypeTurnEnded, "", "acme", "s1"), body("acme/web", "s1"), `project "acme", body "acme/web"`},
+		{"invalid UTF-8", s.In(events.TypeTurnEnded, "", "tenant-\xff", "s1"),
 			[]byte(strings.Replace(string(body("tenant-x", "s1")), "tenant-x", "tenant-\xff", 1)), "not valid UTF-8"},
-		{"invalid UTF-8 in the payload", s.In(events.TypeTurnEnded, "p", "s1"),
+		{"invalid UTF-8 in the payload", s.In(events.TypeTurnEnded, "", "p", "s1"),
 			[]byte(strings.Replace(string(body("p", "s1")), "hello", "hel\xfelo", 1)), "not valid UTF-8"},
-		{"lone surrogate", s.In(events.TypeTurnEnded, "p", "s1"),
+		{"lone surrogate", s.In(events.TypeTurnEnded, "", "p", "s1"),
 			[]byte(strings.Replace(string(body("p", "s1")), "hello", `hel\udcffo`, 1)), "surrogate"},
 	}
 	for _, c := range cases {
@@ -60,7 +65,7 @@ func TestSubjectMustMatchBodyAndBytesBeUTF8(t *testing.T) {
 	}
 	// A matching event with an escaped id is handled, with the body's ids.
 	good := body("acme/web", "chat 1")
-	if _, err := h.js.Publish(context.Background(), s.In(events.TypeTurnEnded, "acme/web", "chat 1"), good); err != nil {
+	if _, err := h.js.Publish(context.Background(), s.In(events.TypeTurnEnded, "", "acme/web", "chat 1"), good); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "every bad event dead-lettered", func() bool { return len(h.letters()) == len(cases) })

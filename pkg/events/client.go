@@ -71,27 +71,56 @@ type Client struct {
 }
 
 // replies routes answers to Inject's callers: one wildcard subscription
-// per client (made on the first Inject) and a waiting channel per turn,
-// instead of a subscription per turn (a SUB and an UNSUB on the server,
-// and a 64k-slot channel per synchronous subscription in nats.go).
+// per client and tenant (made on the tenant's first Inject) and a waiting
+// channel per turn, instead of a subscription per turn (a SUB and an UNSUB
+// on the server, and a 64k-slot channel per synchronous subscription in
+// nats.go).
 type replies struct {
-	mu     sync.Mutex
+	mu   sync.Mutex
+	subs map[string]*replySub // by tenant
+	seq  uint64
+	wait map[string]chan *nats.Msg
+}
+
+// replySub is one tenant's reply subscription.
+type replySub struct {
 	sub    *nats.Subscription
 	ended  chan struct{} // closed when sub ends (Close, a closed connection)
 	prefix string        // "<inbox>.": a turn's reply subject is prefix + token
-	seq    uint64
-	wait   map[string]chan *nats.Msg
 }
 
-// await registers a waiter and returns its reply subject, its channel, a
-// channel that ends when the subscription does, and the function that
-// removes the waiter.
-func (c *Client) await() (string, <-chan *nats.Msg, <-chan struct{}, func(), error) {
+// inboxFor is a fresh inbox subject for a request of tenant: under
+// TenantInbox(tenant) for a named tenant (the only inbox its answers may
+// go to, see CheckReplyFor), else the connection's own inbox (which may
+// have a custom prefix), unless that is one of Engram's reserved ones.
+func (c *Client) inboxFor(tenant string) string {
+	in := c.nc.NewInbox()
+	if c.ownInbox(tenant, in) {
+		return in
+	}
+	return TenantInbox(tenant) + "." + in[strings.LastIndexByte(in, '.')+1:]
+}
+
+// ownInbox reports whether in, an inbox of the connection, is one where an
+// answer to tenant may go (CheckReplyFor): then the connection's own
+// request/reply (one shared subscription) serves the tenant's requests.
+func (c *Client) ownInbox(tenant, in string) bool {
+	if tenant != "" {
+		return underPrefix(in, TenantInbox(tenant))
+	}
+	return !underPrefix(in, TenantInboxRoot) && !underPrefix(in, EngramInboxRoot)
+}
+
+// await registers a waiter for a turn of tenant and returns its reply
+// subject, its channel, a channel that ends when the subscription does,
+// and the function that removes the waiter.
+func (c *Client) await(tenant string) (string, <-chan *nats.Msg, <-chan struct{}, func(), error) {
 	r := &c.replies
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.sub == nil || !r.sub.IsValid() {
-		prefix := c.nc.NewInbox() + "."
+	rs := r.subs[tenant]
+	if rs == nil || !rs.sub.IsValid() {
+		prefix := c.inboxFor(tenant) + "."
 		sub, err := c.nc.Subscribe(prefix+"*", c.route)
 		if err != nil {
 			return "", nil, nil, nil, fmt.Errorf("events: inject: subscribe: %w", err)
@@ -99,7 +128,11 @@ func (c *Client) await() (string, <-chan *nats.Msg, <-chan struct{}, func(), err
 		ended := make(chan struct{})
 		var once sync.Once
 		sub.SetClosedHandler(func(string) { once.Do(func() { close(ended) }) })
-		r.sub, r.prefix, r.ended = sub, prefix, ended
+		rs = &replySub{sub: sub, prefix: prefix, ended: ended}
+		if r.subs == nil {
+			r.subs = map[string]*replySub{}
+		}
+		r.subs[tenant] = rs
 		if r.wait == nil {
 			r.wait = map[string]chan *nats.Msg{}
 		}
@@ -109,7 +142,7 @@ func (c *Client) await() (string, <-chan *nats.Msg, <-chan struct{}, func(), err
 	// Room for a few strays (messages that are not the answer) besides it.
 	ch := make(chan *nats.Msg, 8)
 	r.wait[token] = ch
-	return r.prefix + token, ch, r.ended, func() {
+	return rs.prefix + token, ch, rs.ended, func() {
 		r.mu.Lock()
 		delete(r.wait, token)
 		r.mu.Unlock()
@@ -132,20 +165,22 @@ func (c *Client) route(m *nats.Msg) {
 	}
 }
 
-// Close ends the client's reply subscription. It does not close the
+// Close ends the client's reply subscriptions. It does not close the
 // connection, which the caller owns; closing the connection ends the
-// subscription too. Inject after Close subscribes again.
+// subscriptions too. Inject after Close subscribes again.
 func (c *Client) Close() error {
 	r := &c.replies
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.sub == nil {
-		return nil
+	var errs []error
+	for tenant, rs := range r.subs {
+		delete(r.subs, tenant)
+		if err := rs.sub.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, nats.ErrBadSubscription) {
+			errs = append(errs, err)
+		}
 	}
-	sub := r.sub
-	r.sub = nil
-	if err := sub.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, nats.ErrBadSubscription) {
-		return fmt.Errorf("events: close: %w", err)
+	if len(errs) > 0 {
+		return fmt.Errorf("events: close: %w", errors.Join(errs...))
 	}
 	return nil
 }
@@ -281,11 +316,12 @@ func (c *Client) PublishTokensReported(ctx context.Context, ref Ref, p TokensRep
 
 // Respond sends e (an injection_ready) as a core NATS message to a reply
 // subject, e.g. TurnStarted.ReplyTo. It is what the injector calls. A
-// subject that is not under the client's reply prefixes (WithReplyPrefixes;
-// default _INBOX.) is refused with an error wrapping ErrInvalidSubject and
-// CheckReplySubject's: nothing is sent.
+// subject that is not an inbox of e's tenant (CheckReplyFor: for the
+// default tenant the client's reply prefixes, WithReplyPrefixes, default
+// _INBOX.; for another tenant its TenantInbox) is refused with an error
+// wrapping ErrInvalidSubject and CheckReplyFor's: nothing is sent.
 func (c *Client) Respond(replyTo string, e Envelope) error {
-	if err := CheckReplySubject(replyTo, c.replyPrefixes); err != nil {
+	if err := CheckReplyFor(e.TenantID, replyTo, c.replyPrefixes); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidSubject, err)
 	}
 	data, err := Encode(e)
@@ -316,7 +352,7 @@ func (c *Client) Inject(ctx context.Context, ref Ref, p TurnStarted) (Injection,
 	wctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 
-	inbox, answers, ended, done, err := c.await()
+	inbox, answers, ended, done, err := c.await(ref.TenantID)
 	if err != nil {
 		return Injection{}, err
 	}

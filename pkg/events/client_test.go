@@ -55,7 +55,7 @@ func TestPublishSetsHeadersAndDedupes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Subject != "engram.in.turn_ended.acme%2Fweb.chat%2042" {
+	if m.Subject != "engram.in.turn_ended.%.acme%2Fweb.chat%2042" {
 		t.Fatalf("subject %q", m.Subject)
 	}
 	if m.Header.Get(events.HeaderMsgID) != e.ID || m.Header.Get(events.HeaderType) != "turn_ended" || m.Header.Get(events.HeaderVersion) != "1" {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -56,10 +57,12 @@ type ContextMessage struct {
 	Message
 }
 
-// ContextRequest is the body of a context request (JSON). The project and
-// session are in the subject (Subjects.ContextAPI), the tenant in the body.
+// ContextRequest is the body of a context request (JSON). The tenant,
+// project and session are in the subject (Subjects.ContextAPI), which the
+// bus's permissions vouch for.
 type ContextRequest struct {
-	// TenantID is the session's tenant ("": the default tenant).
+	// TenantID, when set, must be the subject's tenant (a request whose
+	// body names another tenant is refused); it may be left out.
 	TenantID string `json:"tenant_id,omitempty"`
 	// AfterID asks for the next page: messages with a larger id only, and
 	// no block. 0: the first page (block and the first messages).
@@ -82,34 +85,40 @@ type ContextReply struct {
 }
 
 // ContextAPI is the request subject of a session's context:
-// <prefix>.api.context.<project>.<session>. It is core NATS request/reply,
-// outside every stream.
-func (s Subjects) ContextAPI(project, session string) string {
-	return s.prefix() + ".api.context." + EncodeToken(project) + "." + EncodeToken(session)
+// <prefix>.api.context.<tenant>.<project>.<session>. It is core NATS
+// request/reply, outside every stream.
+func (s Subjects) ContextAPI(tenant, project, session string) string {
+	return s.prefix() + ".api.context." + EncodeToken(tenant) + "." + EncodeToken(project) + "." + EncodeToken(session)
 }
 
 // ContextAPIAll matches every context request subject (the service's
 // subscription).
-func (s Subjects) ContextAPIAll() string { return s.prefix() + ".api.context.*.*" }
+func (s Subjects) ContextAPIAll() string { return s.prefix() + ".api.context.*.*.*" }
 
-// ParseContextAPI reads the project and session back from a context request
-// subject.
+// ContextAPITenant matches the context request subjects of one tenant (its
+// platform's publish permission).
+func (s Subjects) ContextAPITenant(tenant string) string {
+	return s.prefix() + ".api.context." + EncodeToken(tenant) + ".>"
+}
+
+// ParseContextAPI reads the tenant, project and session back from a
+// context request subject.
 func (s Subjects) ParseContextAPI(subject string) (Ref, error) {
 	pre := s.prefix() + ".api.context."
 	rest, ok := strings.CutPrefix(subject, pre)
 	toks := strings.Split(rest, ".")
-	if !ok || len(toks) != 2 {
-		return Ref{}, fmt.Errorf("%w: %q is not %s<project>.<session>", ErrInvalidSubject, subject, pre)
+	if !ok || len(toks) != 3 {
+		return Ref{}, fmt.Errorf("%w: %q is not %s<tenant>.<project>.<session>", ErrInvalidSubject, subject, pre)
 	}
-	p, err := DecodeToken(toks[0])
-	if err != nil {
-		return Ref{}, err
+	var ids [3]string
+	for i, tok := range toks {
+		id, err := DecodeToken(tok)
+		if err != nil {
+			return Ref{}, err
+		}
+		ids[i] = id
 	}
-	ss, err := DecodeToken(toks[1])
-	if err != nil {
-		return Ref{}, err
-	}
-	return Ref{ProjectID: p, SessionID: ss}, nil
+	return Ref{TenantID: ids[0], ProjectID: ids[1], SessionID: ids[2]}, nil
 }
 
 // WithContextTimeout sets how long Context waits for each page (default 5 s).
@@ -126,7 +135,7 @@ func (c *Client) Context(ctx context.Context, ref Ref) (Context, error) {
 	if ref.ProjectID == "" || ref.SessionID == "" {
 		return Context{}, fmt.Errorf("events: context: project and session are required")
 	}
-	subj := c.subjects.ContextAPI(ref.ProjectID, ref.SessionID)
+	subj := c.subjects.ContextAPI(ref.TenantID, ref.ProjectID, ref.SessionID)
 	var out Context
 	req := ContextRequest{TenantID: ref.TenantID}
 	for page := 0; ; page++ {
@@ -135,7 +144,7 @@ func (c *Client) Context(ctx context.Context, ref Ref) (Context, error) {
 			return Context{}, err
 		}
 		pctx, cancel := context.WithTimeout(ctx, c.contextTimeout)
-		m, err := c.nc.RequestWithContext(pctx, subj, body)
+		m, err := c.request(pctx, ref.TenantID, subj, body)
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
@@ -167,6 +176,35 @@ func (c *Client) Context(ctx context.Context, ref Ref) (Context, error) {
 	}
 }
 
+// request sends one request of tenant with a reply subject under the
+// tenant's inbox (inboxFor) and waits for the answer: the service answers
+// a tenant only there.
+func (c *Client) request(ctx context.Context, tenant, subj string, body []byte) (*nats.Msg, error) {
+	if c.ownInbox(tenant, c.nc.NewInbox()) {
+		// The connection's inbox is the tenant's: its shared
+		// request/reply subscription serves.
+		return c.nc.RequestWithContext(ctx, subj, body)
+	}
+	inbox := c.inboxFor(tenant)
+	sub, err := c.nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := sub.AutoUnsubscribe(1); err != nil {
+		return nil, err
+	}
+	m := nats.NewMsg(subj)
+	m.Reply, m.Data = inbox, body
+	// A header makes the server answer "no responders" at once when no
+	// service listens.
+	m.Header.Set(HeaderVersion, strconv.Itoa(SchemaVersion))
+	if err := c.nc.PublishMsg(m); err != nil {
+		return nil, err
+	}
+	return sub.NextMsgWithContext(ctx)
+}
+
 // ContextFunc builds the context of a session. For req.AfterID 0 it
 // returns the block and the messages after the summary's boundary; for a
 // later page, the messages after req.AfterID (no block). It may return
@@ -186,7 +224,8 @@ type ContextService struct {
 // group (replicas share the requests). At most concurrency requests run at
 // once (<= 0: 8), each bounded by timeout (<= 0: 10 s). A failing fn
 // answers with the error in ContextReply.Error. A request whose reply
-// subject is not under the client's reply prefixes (WithReplyPrefixes) is
+// subject is not an inbox of the subject's tenant (CheckReplyFor: the
+// client's reply prefixes, WithReplyPrefixes, for the default tenant) is
 // not answered. Stop ends it.
 func (c *Client) ServeContext(fn ContextFunc, concurrency int, timeout time.Duration) (*ContextService, error) {
 	if fn == nil {
@@ -203,9 +242,15 @@ func (c *Client) ServeContext(fn ContextFunc, concurrency int, timeout time.Dura
 	sem := make(chan struct{}, concurrency)
 	maxPayload := int(c.nc.MaxPayload())
 	sub, err := c.nc.QueueSubscribe(c.subjects.ContextAPIAll(), ContextQueue, func(m *nats.Msg) {
-		if m.Reply == "" || CheckReplySubject(m.Reply, c.replyPrefixes) != nil {
-			// Not a request, or an answer would land outside the inboxes
-			// (another service's subjects, a stream): nobody to answer.
+		if m.Reply == "" {
+			return // not a request
+		}
+		// A subject that does not parse is answered (with the error) as
+		// the default tenant's.
+		if ref, _ := c.subjects.ParseContextAPI(m.Subject); CheckReplyFor(ref.TenantID, m.Reply, c.replyPrefixes) != nil {
+			// An answer would land outside the inboxes of the subject's
+			// tenant (another tenant's inbox, another service's subjects,
+			// a stream): nobody to answer.
 			return
 		}
 		s.mu.Lock()
@@ -230,6 +275,13 @@ func (c *Client) ServeContext(fn ContextFunc, concurrency int, timeout time.Dura
 		}()
 	})
 	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("events: serve context: subscribe: %w", err)
+	}
+	// Registered on the server when ServeContext returns: a request sent
+	// right after (from another connection) finds the service.
+	if err := c.nc.Flush(); err != nil {
+		_ = sub.Unsubscribe()
 		cancel()
 		return nil, fmt.Errorf("events: serve context: subscribe: %w", err)
 	}
@@ -269,10 +321,19 @@ func (c *Client) answerContext(ctx context.Context, fn ContextFunc, m *nats.Msg,
 	if req.AfterID < 0 {
 		return fail(errors.New("events: context request: negative after_id"))
 	}
-	if len(req.TenantID) > MaxIDLen || !utf8.ValidString(req.TenantID) {
-		return fail(errors.New("events: context request: tenant_id is longer than 256 bytes or not valid UTF-8"))
+	var p problems
+	p.id("tenant", ref.TenantID, false)
+	p.id("project", ref.ProjectID, true)
+	p.id("session", ref.SessionID, true)
+	if err := p.err(); err != nil {
+		// The ids an event may not have (a NUL, a newline, over 256
+		// bytes) are no session's.
+		return fail(fmt.Errorf("events: context request: %w", err))
 	}
-	ref.TenantID = req.TenantID
+	if req.TenantID != "" && req.TenantID != ref.TenantID {
+		return fail(fmt.Errorf("events: context request: tenant_id %q is not the subject's tenant %q", req.TenantID, ref.TenantID))
+	}
+	req.TenantID = ref.TenantID
 	r, err := fn(ctx, ref, req)
 	if err != nil {
 		return fail(err)

@@ -14,15 +14,18 @@ import (
 
 func TestContextSubjects(t *testing.T) {
 	s := events.Subjects{}
-	subj := s.ContextAPI("acme/web", "chat 42")
-	if subj != "engram.api.context.acme%2Fweb.chat%2042" {
+	subj := s.ContextAPI("", "acme/web", "chat 42")
+	if subj != "engram.api.context.%.acme%2Fweb.chat%2042" {
 		t.Fatalf("subject %q", subj)
 	}
 	got, err := s.ParseContextAPI(subj)
-	if err != nil || got.ProjectID != "acme/web" || got.SessionID != "chat 42" {
+	if err != nil || got.TenantID != "" || got.ProjectID != "acme/web" || got.SessionID != "chat 42" {
 		t.Fatalf("parse: %+v %v", got, err)
 	}
-	for _, bad := range []string{"engram.api.context.p", "engram.in.turn_ended.p.s", "engram.api.context.p.s.x", "engram.api.context.a%2.s"} {
+	if got, err := s.ParseContextAPI(s.ContextAPI("acme", "p", "s")); err != nil || got != (events.Ref{TenantID: "acme", ProjectID: "p", SessionID: "s"}) {
+		t.Fatalf("parse with a tenant: %+v %v", got, err)
+	}
+	for _, bad := range []string{"engram.api.context.p", "engram.api.context.p.s", "engram.in.turn_ended.%.p.s", "engram.api.context.t.p.s.x", "engram.api.context.t.a%2.s"} {
 		if _, err := s.ParseContextAPI(bad); !errors.Is(err, events.ErrInvalidSubject) {
 			t.Errorf("ParseContextAPI(%q) = %v", bad, err)
 		}

@@ -23,10 +23,11 @@
 // (global ones too), within the event's tenant, so that a platform serving
 // several customers from one Engram sets tenant_id on each customer's
 // events. It is validated like the project id; an event without it is the
-// default tenant's, as every event was before tenants. Subjects name the
-// project and session only (the tenant is in the body); output events carry
-// the tenant of the event that caused them, and a context request names it
-// in its body (ContextRequest.TenantID, set by Client.Context from the Ref).
+// default tenant's, as every event was before tenants. The tenant is also
+// a token of every subject (below), and the two must agree: the bus's
+// permissions vouch for the subject, so a tenant's credentials can only
+// speak for their tenant. Output events carry the tenant of the event that
+// caused them.
 //
 // Decode rejects malformed JSON, an unknown type, a newer schema version and
 // a missing required field with an error wrapping ErrInvalidEvent; each bad
@@ -34,6 +35,25 @@
 // Unknown fields are ignored, so producers may add fields without breaking
 // older workers. New and the NewX constructors fill id, version and
 // occurred-at.
+//
+// Decode is strict where two readers could disagree about one event:
+//
+//   - a key twice in one object, at any level ({"tenant_id":"a",
+//     "tenant_id":"b"}: encoding/json keeps the last, a first-wins gateway
+//     the first, and each would file the event under another tenant), and
+//     a key that differs from a field's name only in case or escaping
+//     ("TENANT_ID", "tenant_\u0069d": encoding/json matches struct fields
+//     case-insensitively, a case-sensitive reader does not) are refused;
+//     keys of payload.project_names are data, only their exact duplicates
+//     are refused (CheckKeys);
+//   - a control character (Unicode Cc: NUL, newline, DEL, C1) in an id
+//     (event, tenant, project, session, turn) is refused: ids name keys,
+//     files and log lines, which a NUL cuts and a newline forges;
+//   - a timestamp (occurred_at, reply_by, last_activity) before
+//     EarliestTime (2000-01-01) or more than MaxClockAhead (a day) ahead of
+//     the reader's clock is refused: years 0001 and 9999 decode as valid
+//     times and would sort first or never expire; a day is far more than
+//     any clock skew, and an event replayed from the DLQ is in the past.
 //
 // Input types (platform -> Engram) and their payloads:
 //
@@ -55,15 +75,42 @@
 //
 // # Subjects
 //
-//	engram.in.<type>.<project>.<session>      -> stream ENGRAM_IN
-//	engram.out.<type>.<project>[.<session>]   -> stream ENGRAM_OUT
-//	engram.dlq.<consumer>                     -> stream ENGRAM_DLQ
+//	engram.in.<type>.<tenant>.<project>.<session>      -> stream ENGRAM_IN
+//	engram.out.<type>.<tenant>.<project>[.<session>]   -> stream ENGRAM_OUT
+//	engram.api.context.<tenant>.<project>.<session>    -> the context API (core NATS)
+//	engram.dlq.<consumer>                              -> stream ENGRAM_DLQ
 //
 // The prefix "engram" is configurable (Subjects.Prefix, Topology.Prefix,
-// WithPrefix). Project and session ids become tokens with EncodeToken:
-// letters, digits and - _ : @ are kept, every other byte is %XX (upper-case
-// hex), the empty id is "%". "acme/web" is "acme%2Fweb"; "chat 42" is
-// "chat%2042". DecodeToken reverses it. Subjects.Parse reads a subject back.
+// WithPrefix). Tenant, project and session ids become tokens with
+// EncodeToken: letters, digits and - _ : @ are kept, every other byte is %XX
+// (upper-case hex), the empty id is "%". "acme/web" is "acme%2Fweb"; "chat
+// 42" is "chat%2042"; the default tenant is "%", so a single-tenant
+// platform's subjects read engram.in.turn_started.%.acme.chat-1. DecodeToken
+// reverses it. Subjects.Parse reads a subject back.
+//
+// Why the tenant is a subject token, second after the type: NATS
+// permissions are subject patterns, so only a subject that names the
+// tenant lets the bus itself keep tenants apart. A tenant's platform
+// credentials publish <prefix>.in.*.<tenant>.> and
+// <prefix>.api.context.<tenant>.> and nothing else (internal/natsauth);
+// every worker checks that the body names the subject's tenant, project
+// and session (Subjects.Check; a mismatch is a dead letter with the
+// reason). The type stays first so that a consumer filter per type
+// (<prefix>.in.<type>.>) and ENGRAM_IN's subjects per type keep working;
+// the tenant before the project because a tenant owns its projects. The
+// default tenant's token "%" keeps a single-tenant deployment as it was:
+// its platform uses the generated platform user and _INBOX.
+//
+// ENGRAM_IN stores only <prefix>.in.<type>.*.*.* of the four input types
+// (Subjects.InStreams): a publish of an unknown type, an output type, a
+// subject with a token too few or too many, or the form before tenants,
+// matches no stream and the publisher gets an error, never a sequence for
+// an event nobody would process. EnsureTopology migrates an ENGRAM_IN of
+// <prefix>.in.> in place: the events already stored under the older form
+// (<prefix>.in.<type>.<project>.<session>) stay, are delivered, and are
+// taken as the default tenant's when their body names no tenant
+// (Address.Legacy), else dead-lettered (the older subject vouches for no
+// named tenant).
 //
 // # Headers
 //
@@ -110,9 +157,13 @@
 // `engram setup`) and migrates an older layout without losing an event: an
 // ENGRAM_IN of limits retention is switched to interest only after every
 // consumer exists (the server then drops what all of them acked and keeps
-// the rest), and a per-subject limit is applied only once no subject holds
-// more (the server would delete the excess). Topology.Validate lists every
-// problem at once.
+// the rest), a per-subject limit is applied only once no subject holds
+// more (the server would delete the excess), and the subjects of the form
+// before tenants become the input types' (above). A stream whose
+// configuration is already the wanted one gets no update request; a
+// connection that may not update a stream (the setup role and ENGRAM_DLQ)
+// names it in EnsureOptions.Frozen and gets the pending change back in
+// Ensured.NotApplied. Topology.Validate lists every problem at once.
 //
 // # Delivery semantics
 //
@@ -134,29 +185,39 @@
 //	client.PublishTokensReported(ctx, ref, events.TokensReported{InputTokens: n})
 //
 // Inject publishes turn_started with reply_to set to a subject of its own
-// (under one inbox per Client, subscribed once with a wildcard on the first
-// Inject and routed to the waiting call by its last token) and reply_by to
+// (under one inbox per Client and tenant, the tenant's own, subscribed once
+// with a wildcard on the tenant's first Inject and routed to the waiting
+// call by its last token) and reply_by to
 // its deadline (1.5 s by default), then waits for an injection_ready whose
 // in_reply_to is the event id. The injector replies to reply_to
 // (Client.Respond) and also publishes injection_ready on ENGRAM_OUT. A turn
 // is never blocked by Engram for longer than the inject timeout. Keep one
 // Client per connection for the process; Close ends its reply subscription.
 //
-// A reply goes only to an inbox: reply_to must be under one of the reply
-// prefixes (DefaultReplyPrefix "_INBOX.", or WithReplyPrefixes; see
-// CheckReplySubject), else the injector dead-letters the event and Respond
-// refuses it, because the injector's connection may publish where the
-// platform may not (a KV bucket, another project's events). A platform that
-// sets nats.CustomInboxPrefix must have its prefix configured on the
-// workers (ENGRAM_REPLY_PREFIXES).
+// A reply goes only to an inbox of the event's tenant (CheckReplyFor):
+// for the default tenant under one of the reply prefixes
+// (DefaultReplyPrefix "_INBOX.", or WithReplyPrefixes; see
+// CheckReplySubject), for a named tenant under its TenantInbox,
+// "_INBOX_TENANT.<tenant token>." and nowhere else. Otherwise the injector
+// dead-letters the event and Respond refuses it, because the injector's
+// connection may publish where the platform may not (a KV bucket, another
+// project's events, another tenant's inbox with this tenant's block). A
+// tenant's platform connects with nats.CustomInboxPrefix(TenantInbox(t)):
+// its credentials may subscribe there only, and JetStream acknowledges its
+// publishes there. The Client picks the inbox of each call's tenant
+// (Inject, Context), so one client can serve several tenants on a
+// connection allowed to. A default-tenant platform that sets its own
+// nats.CustomInboxPrefix must have it configured on the workers
+// (ENGRAM_REPLY_PREFIXES); a configured prefix may not overlap the
+// reserved _INBOX_TENANT and _INBOX_ENGRAM (Engram's own processes).
 //
 // # What a reader checks
 //
 // Decode refuses invalid UTF-8 and lone surrogate escapes in the raw bytes
 // (the JSON decoder would make them U+FFFD, merging distinct ids), and
-// Subjects.Check tells whether a subject's type, project and session tokens
-// (decoded) are the body's: workers act on the body only when the subject,
-// which the bus's permissions vouch for, says the same.
+// Subjects.Check tells whether a subject's type, tenant, project and
+// session tokens (decoded) are the body's: workers act on the body only
+// when the subject, which the bus's permissions vouch for, says the same.
 //
 // # The context API
 //
@@ -168,8 +229,10 @@
 //	// else: c.Block (if not empty) as one message, then c.Messages.
 //
 // It is core NATS request/reply, outside every stream: a request to
-// <prefix>.api.context.<project>.<session> (Subjects.ContextAPI; body a
-// ContextRequest, "{}" for the first page) gets a ContextReply (JSON):
+// <prefix>.api.context.<tenant>.<project>.<session> (Subjects.ContextAPI;
+// body a ContextRequest, "{}" for the first page; a tenant_id in it must be
+// the subject's) gets a ContextReply (JSON), sent only to a reply subject
+// in the tenant's inbox:
 //
 //	{"version": 1, "block": "...", "summary": "...", "up_to": 41, "tokens": 9120,
 //	 "messages": [{"id": 42, "turn_id": "t9", "role": "user", "content": "..."}, ...],

@@ -215,6 +215,7 @@ func (e Envelope) validateHead(p *problems) {
 	if e.OccurredAt.IsZero() {
 		p.add("occurred_at", "missing")
 	}
+	p.time("occurred_at", e.OccurredAt)
 	p.id("tenant_id", e.TenantID, false)
 	p.id("project_id", e.ProjectID, true)
 	p.id("session_id", e.SessionID, e.Type.Valid() && e.Type.needsSession())
@@ -236,6 +237,10 @@ func Encode(e Envelope) ([]byte, error) {
 // Decode parses and validates one event. Malformed JSON, an unknown type, a
 // newer schema version or a missing or mistyped required field is an error
 // wrapping ErrInvalidEvent that names the field. Unknown fields are ignored.
+// It is strict where readers could disagree: a key twice in one object,
+// a key that differs from a field's name only in case (checkKeys), a
+// control character in an id, a timestamp before EarliestTime or more than
+// MaxClockAhead ahead are refused.
 //
 // The raw bytes are checked before decoding: invalid UTF-8 or a lone
 // UTF-16 surrogate escape (\ud800) anywhere in the body is an error, since
@@ -251,6 +256,9 @@ func Decode(data []byte) (Envelope, error) {
 	}
 	if raw == nil {
 		return Envelope{}, fmt.Errorf("%w: malformed JSON: not an object", ErrInvalidEvent)
+	}
+	if err := checkKeys(data); err != nil {
+		return Envelope{}, err
 	}
 	var e Envelope
 	var p problems
@@ -457,6 +465,10 @@ func (p *problems) id(field, v string, required bool) {
 		p.add(field, fmt.Sprintf("longer than %d bytes", MaxIDLen))
 	case !utf8.ValidString(v):
 		p.add(field, "not valid UTF-8")
+	default:
+		if i := controlAt(v); i >= 0 {
+			p.add(field, fmt.Sprintf("holds a control character (%U at byte %d)", []rune(v[i:])[0], i))
+		}
 	}
 }
 

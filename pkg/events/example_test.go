@@ -104,14 +104,16 @@ func standInInjector(ctx context.Context, js jetstream.JetStream, nc *nats.Conn)
 // Building and reading subjects by hand (for a platform in another language,
 // the same rules apply).
 func ExampleSubjects() {
-	s := events.Subjects{} // prefix "engram"
-	subj := s.In(events.TypeTurnEnded, "acme/web", "chat 42")
+	s := events.Subjects{}                                        // prefix "engram"
+	subj := s.In(events.TypeTurnEnded, "", "acme/web", "chat 42") // the default tenant
 	fmt.Println(subj)
+	fmt.Println(s.In(events.TypeTurnEnded, "acme", "web", "chat 42"))
 	a, _ := s.Parse(subj)
-	fmt.Printf("%s %q %q\n", a.Type, a.ProjectID, a.SessionID)
+	fmt.Printf("%s %q %q %q\n", a.Type, a.TenantID, a.ProjectID, a.SessionID)
 	// Output:
-	// engram.in.turn_ended.acme%2Fweb.chat%2042
-	// turn_ended "acme/web" "chat 42"
+	// engram.in.turn_ended.%.acme%2Fweb.chat%2042
+	// engram.in.turn_ended.acme.web.chat%2042
+	// turn_ended "" "acme/web" "chat 42"
 }
 
 // Decoding rejects a bad event with an error naming the field.

@@ -54,8 +54,9 @@ func NewTranscriptLag(js jetstream.JetStream, t Topology) *ExtractorLag {
 
 // TurnEndedPending reports whether the session's latest turn_ended has not
 // been acknowledged by the lag's consumer yet. No turn_ended, or no such
-// consumer on the stream: false.
-func (l *ExtractorLag) TurnEndedPending(ctx context.Context, project, session string) (bool, error) {
+// consumer on the stream: false. For the default tenant the subject of the
+// form before tenants is read too (an event an older version stored).
+func (l *ExtractorLag) TurnEndedPending(ctx context.Context, tenant, project, session string) (bool, error) {
 	l.mu.Lock()
 	st := l.st
 	l.mu.Unlock()
@@ -68,7 +69,7 @@ func (l *ExtractorLag) TurnEndedPending(ctx context.Context, project, session st
 		l.st, st = s, s
 		l.mu.Unlock()
 	}
-	m, err := st.GetLastMsgForSubject(ctx, l.subjects.In(TypeTurnEnded, project, session))
+	m, err := LastInput(ctx, st, l.subjects, TypeTurnEnded, tenant, project, session)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return false, nil // none, or every consumer has acknowledged it (interest retention)
 	}
@@ -95,4 +96,30 @@ func (l *ExtractorLag) TurnEndedPending(ctx context.Context, project, session st
 		return false, fmt.Errorf("events: consumer %s: %w", l.consumer, err)
 	}
 	return info.AckFloor.Stream < m.Sequence, nil
+}
+
+// LastInput is the last input event of type t of a session in the input
+// stream st (a direct get by subject: worker roles may not read ENGRAM_IN
+// by sequence). For the default tenant the subject of the form before
+// tenants (Address.Legacy) is read too, and the later of the two returned.
+// None is jetstream.ErrMsgNotFound.
+func LastInput(ctx context.Context, st jetstream.Stream, s Subjects, t Type, tenant, project, session string) (*jetstream.RawStreamMsg, error) {
+	m, err := st.GetLastMsgForSubject(ctx, s.In(t, tenant, project, session))
+	if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, err
+	}
+	if tenant != "" {
+		return m, err
+	}
+	legacy := s.prefix() + ".in." + string(t) + "." + EncodeToken(project) + "." + EncodeToken(session)
+	lm, lerr := st.GetLastMsgForSubject(ctx, legacy)
+	switch {
+	case lerr != nil && !errors.Is(lerr, jetstream.ErrMsgNotFound):
+		return nil, lerr
+	case lerr != nil:
+		return m, err
+	case err != nil || lm.Sequence > m.Sequence:
+		return lm, nil
+	}
+	return m, nil
 }

@@ -41,6 +41,7 @@ func (t TurnStarted) validate(p *problems) {
 	if t.ReplyTo != "" && !validSubject(t.ReplyTo) {
 		p.add("reply_to", "not a valid subject")
 	}
+	p.time("reply_by", t.ReplyBy)
 }
 
 // Role of a message in a turn.
@@ -143,6 +144,7 @@ func (s SessionIdle) validate(p *problems) {
 	if s.LastActivity.IsZero() {
 		p.add("last_activity", "missing")
 	}
+	p.time("last_activity", s.LastActivity)
 }
 
 // TokensReported (input) reports the context size of a conversation after a

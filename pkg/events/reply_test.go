@@ -76,7 +76,7 @@ func TestContextServiceAnswersOnlyInboxes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	subj := c.Subjects().ContextAPI("p", "s")
+	subj := c.Subjects().ContextAPI("", "p", "s")
 	if err := attacker.PublishRequest(subj, "engram.out.memory_changed.victim", nil); err != nil {
 		t.Fatal(err)
 	}

@@ -179,7 +179,7 @@ func TestMaxEventSizeEnforcedAtPublish(t *testing.T) {
 	if !errors.Is(err, events.ErrEventTooLarge) || !strings.Contains(err.Error(), "the maximum is 524288") {
 		t.Fatalf("oversize event: %v", err)
 	}
-	raw := nats.NewMsg("engram.in.turn_ended.p.s")
+	raw := nats.NewMsg("engram.in.turn_ended.%.p.s")
 	raw.Data = []byte(big + strings.Repeat("b", events.MaxHeaderBytes+1))
 	if _, err := js.PublishMsg(ctx, raw); err == nil || !strings.Contains(err.Error(), "message size exceeds maximum") {
 		t.Fatalf("raw oversize publish: %v", err)
@@ -198,12 +198,15 @@ func TestMaxEventSizeEnforcedAtPublish(t *testing.T) {
 }
 
 // oldTopology creates what an Engram before interest retention made:
-// ENGRAM_IN with limits retention and no per-subject or size limit,
-// consumers with a server-side MaxDeliver.
+// ENGRAM_IN with limits retention, all of <prefix>.in.> as its subjects and
+// no per-subject or size limit, consumers with a server-side MaxDeliver.
 func oldTopology(t *testing.T, js jetstream.JetStream, topo events.Topology) {
 	t.Helper()
 	ctx := context.Background()
 	for _, sc := range topo.StreamConfigs() {
+		if sc.Name == topo.In.Name {
+			sc.Subjects = []string{topo.Subjects().InAll()}
+		}
 		sc.Retention = jetstream.LimitsPolicy
 		sc.MaxMsgsPerSubject, sc.DiscardNewPerSubject, sc.MaxMsgSize = -1, false, -1
 		if _, err := js.CreateStream(ctx, sc); err != nil {
@@ -303,9 +306,9 @@ func TestMigrateLimitsRetentionLosesNothing(t *testing.T) {
 		}
 	}
 	inMsgs(t, js, 1)
-	// Published now, a message nobody receives is not kept.
-	if _, err := js.Publish(ctx, "engram.in.bogus.p.s2", []byte("{}")); err != nil {
-		t.Fatal(err)
+	// Published now, a message of no input type is refused.
+	if _, err := js.Publish(ctx, "engram.in.bogus.p.s2", []byte("{}")); err == nil {
+		t.Fatal("a subject of no input type was stored")
 	}
 	inMsgs(t, js, 1)
 	// Now no subject is over the limit: the next start applies it.

@@ -14,12 +14,13 @@ var ErrInvalidSubject = errors.New("events: invalid subject")
 
 // Subjects builds and parses Engram subjects under a prefix:
 //
-//	<prefix>.in.<type>.<project>.<session>     input events (stream ENGRAM_IN)
-//	<prefix>.out.<type>.<project>[.<session>]  output events (stream ENGRAM_OUT)
-//	<prefix>.dlq.<consumer>                    dead letters (stream ENGRAM_DLQ)
+//	<prefix>.in.<type>.<tenant>.<project>.<session>     input events (stream ENGRAM_IN)
+//	<prefix>.out.<type>.<tenant>.<project>[.<session>]  output events (stream ENGRAM_OUT)
+//	<prefix>.api.context.<tenant>.<project>.<session>   context requests (core NATS)
+//	<prefix>.dlq.<consumer>                             dead letters (stream ENGRAM_DLQ)
 //
-// Project and session ids are encoded with EncodeToken. The zero value uses
-// DefaultPrefix.
+// Tenant, project and session ids are encoded with EncodeToken; the default
+// tenant (the empty id) is "%". The zero value uses DefaultPrefix.
 type Subjects struct {
 	Prefix string // one or more dot-separated tokens without wildcards; "" means DefaultPrefix
 }
@@ -42,14 +43,14 @@ func (s Subjects) prefix() string {
 	return s.Prefix
 }
 
-// In is the subject of an input event.
-func (s Subjects) In(t Type, project, session string) string {
-	return s.prefix() + ".in." + string(t) + "." + EncodeToken(project) + "." + EncodeToken(session)
+// In is the subject of an input event of a tenant ("" the default tenant).
+func (s Subjects) In(t Type, tenant, project, session string) string {
+	return s.prefix() + ".in." + string(t) + "." + EncodeToken(tenant) + "." + EncodeToken(project) + "." + EncodeToken(session)
 }
 
 // Out is the subject of an output event; session may be empty.
-func (s Subjects) Out(t Type, project, session string) string {
-	subj := s.prefix() + ".out." + string(t) + "." + EncodeToken(project)
+func (s Subjects) Out(t Type, tenant, project, session string) string {
+	subj := s.prefix() + ".out." + string(t) + "." + EncodeToken(tenant) + "." + EncodeToken(project)
 	if session != "" {
 		subj += "." + EncodeToken(session)
 	}
@@ -60,18 +61,42 @@ func (s Subjects) Out(t Type, project, session string) string {
 func (s Subjects) For(e Envelope) (string, error) {
 	switch {
 	case e.Type.IsInput():
-		return s.In(e.Type, e.ProjectID, e.SessionID), nil
+		return s.In(e.Type, e.TenantID, e.ProjectID, e.SessionID), nil
 	case e.Type.IsOutput():
-		return s.Out(e.Type, e.ProjectID, e.SessionID), nil
+		return s.Out(e.Type, e.TenantID, e.ProjectID, e.SessionID), nil
 	}
 	return "", &FieldError{Field: "type", Reason: fmt.Sprintf("unknown event type %q", string(e.Type))}
 }
 
-// InAll matches every input subject (ENGRAM_IN's subjects).
+// InAll matches every input subject of every form, the older one without
+// a tenant token included (ENGRAM_IN's subjects are InSubjects).
 func (s Subjects) InAll() string { return s.prefix() + ".in.>" }
 
-// InType matches the input subjects of one type (a consumer's filter).
+// InType matches the input subjects of one type, of both forms (a
+// consumer's filter: an event stored before the tenant token existed is
+// still delivered, and checked as the default tenant's).
 func (s Subjects) InType(t Type) string { return s.prefix() + ".in." + string(t) + ".>" }
+
+// InStream is the subject pattern ENGRAM_IN stores for one input type:
+// <prefix>.in.<type>.*.*.* (tenant, project, session). A publish to any
+// other subject (an unknown type, an output type, a token too few or too
+// many) matches no stream and fails at the publisher.
+func (s Subjects) InStream(t Type) string { return s.prefix() + ".in." + string(t) + ".*.*.*" }
+
+// InStreams are ENGRAM_IN's subjects: InStream of every input type.
+func (s Subjects) InStreams() []string {
+	out := make([]string, 0, len(InputTypes))
+	for _, t := range InputTypes {
+		out = append(out, s.InStream(t))
+	}
+	return out
+}
+
+// InTenant matches the input subjects of one tenant (its platform's
+// publish permission).
+func (s Subjects) InTenant(tenant string) string {
+	return s.prefix() + ".in.*." + EncodeToken(tenant) + ".>"
+}
 
 // OutAll matches every output subject (ENGRAM_OUT's subjects).
 func (s Subjects) OutAll() string { return s.prefix() + ".out.>" }
@@ -79,6 +104,11 @@ func (s Subjects) OutAll() string { return s.prefix() + ".out.>" }
 // OutType matches the output subjects of one type, e.g. for a platform that
 // watches memory_changed.
 func (s Subjects) OutType(t Type) string { return s.prefix() + ".out." + string(t) + ".>" }
+
+// OutTenant matches the output subjects of one type and tenant.
+func (s Subjects) OutTenant(t Type, tenant string) string {
+	return s.prefix() + ".out." + string(t) + "." + EncodeToken(tenant) + ".>"
+}
 
 // DLQ is the dead-letter subject of a consumer.
 func (s Subjects) DLQ(consumer string) string { return s.prefix() + ".dlq." + EncodeToken(consumer) }
@@ -90,11 +120,20 @@ func (s Subjects) DLQAll() string { return s.prefix() + ".dlq.>" }
 type Address struct {
 	Output    bool // false: input
 	Type      Type
+	TenantID  string
 	ProjectID string
 	SessionID string // may be empty for an output subject
+	// Legacy: an input subject of the form before tenants
+	// (<prefix>.in.<type>.<project>.<session>), still found in an
+	// ENGRAM_IN written by an older version; its tenant is the default
+	// one. New events are never published on it (ENGRAM_IN no longer
+	// stores it).
+	Legacy bool
 }
 
-// Parse reads an input or output subject back into its parts.
+// Parse reads an input or output subject back into its parts. An input
+// subject of the older form without a tenant token parses with Legacy set
+// and the default tenant.
 func (s Subjects) Parse(subject string) (Address, error) {
 	pre := s.prefix() + "."
 	rest, ok := strings.CutPrefix(subject, pre)
@@ -105,18 +144,24 @@ func (s Subjects) Parse(subject string) (Address, error) {
 	bad := func(why string) (Address, error) {
 		return Address{}, fmt.Errorf("%w: %q: %s", ErrInvalidSubject, subject, why)
 	}
-	if len(toks) < 3 {
+	if len(toks) < 4 {
 		return bad("too few tokens")
 	}
 	var a Address
+	ids := toks[2:]
 	switch toks[0] {
 	case "in":
-		if len(toks) != 4 {
-			return bad("an input subject has <type>.<project>.<session>")
+		switch len(toks) {
+		case 5:
+		case 4:
+			a.Legacy = true
+			ids = append([]string{"%"}, ids...)
+		default:
+			return bad("an input subject has <type>.<tenant>.<project>.<session>")
 		}
 	case "out":
-		if len(toks) != 3 && len(toks) != 4 {
-			return bad("an output subject has <type>.<project>[.<session>]")
+		if len(toks) != 4 && len(toks) != 5 {
+			return bad("an output subject has <type>.<tenant>.<project>[.<session>]")
 		}
 		a.Output = true
 	default:
@@ -127,11 +172,14 @@ func (s Subjects) Parse(subject string) (Address, error) {
 		return bad(fmt.Sprintf("unknown %s type %q", toks[0], toks[1]))
 	}
 	var err error
-	if a.ProjectID, err = DecodeToken(toks[2]); err != nil {
+	if a.TenantID, err = DecodeToken(ids[0]); err != nil {
 		return Address{}, err
 	}
-	if len(toks) == 4 {
-		if a.SessionID, err = DecodeToken(toks[3]); err != nil {
+	if a.ProjectID, err = DecodeToken(ids[1]); err != nil {
+		return Address{}, err
+	}
+	if len(ids) == 3 {
+		if a.SessionID, err = DecodeToken(ids[2]); err != nil {
 			return Address{}, err
 		}
 	}
@@ -139,13 +187,15 @@ func (s Subjects) Parse(subject string) (Address, error) {
 }
 
 // Check reports whether subject is where e belongs: an input or output
-// subject of s whose type, project and session tokens, decoded, are the
-// body's. A platform may only publish where its permissions allow, so the
-// subject is what the bus vouches for, while the body is what the workers
-// act on: an event on engram.in.turn_started.victim.s1 whose body names
-// project other would otherwise be processed as other's. The error is a
-// *FieldError (field "subject") wrapping ErrInvalidEvent, naming every
-// mismatch.
+// subject of s whose type, tenant, project and session tokens, decoded,
+// are the body's. A platform may only publish where its permissions allow
+// (a tenant's credentials reach only subjects with its tenant token), so
+// the subject is what the bus vouches for, while the body is what the
+// workers act on: an event on engram.in.turn_started.victim.p.s whose body
+// names tenant other would otherwise be processed as other's. An input
+// subject of the older form (no tenant token, Address.Legacy) vouches for
+// the default tenant only. The error is a *FieldError (field "subject")
+// wrapping ErrInvalidEvent, naming every mismatch.
 func (s Subjects) Check(subject string, e Envelope) error {
 	a, err := s.Parse(subject)
 	if err != nil {
@@ -154,6 +204,9 @@ func (s Subjects) Check(subject string, e Envelope) error {
 	var why []string
 	if a.Type != e.Type || a.Output != e.Type.IsOutput() {
 		why = append(why, fmt.Sprintf("type %q, body %q", a.Type, e.Type))
+	}
+	if a.TenantID != e.TenantID {
+		why = append(why, fmt.Sprintf("tenant %q, body %q", a.TenantID, e.TenantID))
 	}
 	if a.ProjectID != e.ProjectID {
 		why = append(why, fmt.Sprintf("project %q, body %q", a.ProjectID, e.ProjectID))
@@ -277,4 +330,28 @@ func validSubject(s string) bool {
 		}
 	}
 	return true
+}
+
+// CurrentSubject returns the subject an input event of the form before
+// tenants (<prefix>.in.<type>.<project>.<session>, Address.Legacy) is
+// published on now, the default tenant's token inserted
+// (<prefix>.in.<type>.%.<project>.<session>); any other subject is returned
+// as it is. It needs no prefix: a tool that republishes stored events (a
+// dead letter's replay) uses it so that an event dead-lettered before the
+// tenant token existed can still be replayed (ENGRAM_IN no longer stores
+// the older form). The worker then checks the body as the default
+// tenant's.
+func CurrentSubject(subject string) string {
+	toks := strings.Split(subject, ".")
+	n := len(toks)
+	if n < 5 || toks[n-4] != "in" || !Type(toks[n-3]).IsInput() {
+		return subject
+	}
+	// (A current subject has its type, never "in", 4th from the end.)
+	for _, tok := range toks[n-2:] {
+		if _, err := DecodeToken(tok); err != nil {
+			return subject
+		}
+	}
+	return strings.Join(toks[:n-2], ".") + ".%." + strings.Join(toks[n-2:], ".")
 }

@@ -52,14 +52,24 @@ func TestDecodeTokenRejectsNonCanonical(t *testing.T) {
 
 func TestSubjects(t *testing.T) {
 	s := events.Subjects{}
-	if got := s.In(events.TypeTurnStarted, "acme/web", "chat 42"); got != "engram.in.turn_started.acme%2Fweb.chat%2042" {
+	if got := s.In(events.TypeTurnStarted, "", "acme/web", "chat 42"); got != "engram.in.turn_started.%.acme%2Fweb.chat%2042" {
 		t.Fatalf("In = %q", got)
 	}
-	if got := s.Out(events.TypeMemoryChanged, "p", ""); got != "engram.out.memory_changed.p" {
+	if got := s.In(events.TypeTurnStarted, "t 1", "p", "s"); got != "engram.in.turn_started.t%201.p.s" {
+		t.Fatalf("In = %q", got)
+	}
+	if got := s.Out(events.TypeMemoryChanged, "", "p", ""); got != "engram.out.memory_changed.%.p" {
 		t.Fatalf("Out = %q", got)
 	}
-	if got := s.Out(events.TypeInjectionReady, "p", "s"); got != "engram.out.injection_ready.p.s" {
+	if got := s.Out(events.TypeInjectionReady, "t", "p", "s"); got != "engram.out.injection_ready.t.p.s" {
 		t.Fatalf("Out = %q", got)
+	}
+	// The form before tenants reads as the default tenant's, marked.
+	if a, err := s.Parse("engram.in.turn_ended.p.s"); err != nil || !a.Legacy || a.TenantID != "" || a.ProjectID != "p" || a.SessionID != "s" {
+		t.Fatalf("legacy subject: %+v %v", a, err)
+	}
+	if a, err := s.Parse("engram.in.turn_ended.%.p.s"); err != nil || a.Legacy {
+		t.Fatalf("new subject: %+v %v", a, err)
 	}
 	if got := s.DLQ("extractor"); got != "engram.dlq.extractor" {
 		t.Fatalf("DLQ = %q", got)
@@ -77,12 +87,13 @@ func TestSubjects(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Parse(%q): %v", subj, err)
 		}
-		if a.Type != e.Type || a.ProjectID != e.ProjectID || a.SessionID != e.SessionID || a.Output != e.Type.IsOutput() {
+		if a.Type != e.Type || a.TenantID != e.TenantID || a.ProjectID != e.ProjectID || a.SessionID != e.SessionID || a.Output != e.Type.IsOutput() {
 			t.Fatalf("Parse(%q) = %+v, event %+v", subj, a, e.Ref())
 		}
 	}
-	for _, bad := range []string{"other.in.turn_started.p.s", "acme.engram.in.turn_started.p", "acme.engram.in.nope.p.s",
-		"acme.engram.out.turn_started.p", "acme.engram.in.turn_started.p.s.x", "acme.engram.in.turn_started.a%2fb.s", "acme.engram.up.x.y"} {
+	for _, bad := range []string{"other.in.turn_started.%.p.s", "acme.engram.in.turn_started.p", "acme.engram.in.nope.%.p.s",
+		"acme.engram.out.turn_started.%.p", "acme.engram.in.turn_started.%.p.s.x", "acme.engram.in.turn_started.%.a%2fb.s", "acme.engram.up.x.y.z",
+		"acme.engram.out.memory_changed.p"} {
 		if _, err := c.Parse(bad); !errors.Is(err, events.ErrInvalidSubject) {
 			t.Errorf("Parse(%q): err %v", bad, err)
 		}
@@ -119,4 +130,26 @@ func FuzzToken(f *testing.F) {
 			t.Fatalf("DecodeToken(%q) = %q, which encodes to %q", s, d, events.EncodeToken(d))
 		}
 	})
+}
+
+func TestCurrentSubject(t *testing.T) {
+	for in, want := range map[string]string{
+		"engram.in.turn_ended.p.s":                "engram.in.turn_ended.%.p.s",
+		"acme.mem.in.session_idle.a%2Fb.chat%201": "acme.mem.in.session_idle.%.a%2Fb.chat%201",
+		"engram.in.turn_ended.%.p.s":              "engram.in.turn_ended.%.p.s",
+		"engram.in.turn_ended.acme.p.s":           "engram.in.turn_ended.acme.p.s",
+		"engram.in.turn_ended.in.turn_ended.s":    "engram.in.turn_ended.in.turn_ended.s",
+		"engram.in.bogus.p.s":                     "engram.in.bogus.p.s",
+		"engram.out.memory_changed.p.s":           "engram.out.memory_changed.p.s",
+		"engram.in.turn_ended.a%2fb.s":            "engram.in.turn_ended.a%2fb.s", // not a canonical token
+	} {
+		if got := events.CurrentSubject(in); got != want {
+			t.Errorf("CurrentSubject(%q) = %q, want %q", in, got, want)
+		}
+		if got := events.CurrentSubject(in); got != in {
+			if a, err := (events.Subjects{Prefix: strings.TrimSuffix(in[:strings.Index(in, ".in.")], ".")}).Parse(got); err != nil || a.Legacy {
+				t.Errorf("CurrentSubject(%q) = %q: parses as %+v, %v", in, got, a, err)
+			}
+		}
+	}
 }

@@ -46,25 +46,56 @@ func TestDecodeRefusesWhatWouldBecomeFFFD(t *testing.T) {
 func TestSubjectsCheck(t *testing.T) {
 	s := events.Subjects{}
 	e := events.NewTurnStarted(events.Ref{ProjectID: "acme/web", SessionID: "chat 1", TurnID: "t"}, events.TurnStarted{Text: "x"})
-	if err := s.Check(s.In(e.Type, e.ProjectID, e.SessionID), e); err != nil {
+	if err := s.Check(s.In(e.Type, "", e.ProjectID, e.SessionID), e); err != nil {
 		t.Fatalf("own subject: %v", err)
 	}
+	// The form before tenants vouches for the default tenant.
+	if err := s.Check("engram.in.turn_started.acme%2Fweb.chat%201", e); err != nil {
+		t.Fatalf("own subject of the older form: %v", err)
+	}
 	mc := events.New(events.Ref{ProjectID: "p"}, events.MemoryChanged{Changes: []events.Change{{ID: "n", Kind: events.ChangeCreated}}})
-	if err := s.Check(s.Out(mc.Type, "p", ""), mc); err != nil {
+	if err := s.Check(s.Out(mc.Type, "", "p", ""), mc); err != nil {
 		t.Fatalf("output subject without session: %v", err)
 	}
 	for _, subj := range []string{
-		"engram.in.turn_started.victim.chat%201",
-		"engram.in.turn_started.acme%2Fweb.other",
-		"engram.in.turn_ended.acme%2Fweb.chat%201",
-		"engram.out.injection_ready.acme%2Fweb.chat%201",
-		"engram.in.turn_started.acme%2fweb.chat%201",
-		"acme.in.turn_started.acme%2Fweb.chat%201",
+		"engram.in.turn_started.%.victim.chat%201",
+		"engram.in.turn_started.%.acme%2Fweb.other",
+		"engram.in.turn_ended.%.acme%2Fweb.chat%201",
+		"engram.out.injection_ready.%.acme%2Fweb.chat%201",
+		"engram.in.turn_started.%.acme%2fweb.chat%201",
+		"acme.in.turn_started.%.acme%2Fweb.chat%201",
+		"engram.in.turn_started.other.acme%2Fweb.chat%201", // another tenant
 	} {
 		err := s.Check(subj, e)
 		var fe *events.FieldError
 		if !errors.As(err, &fe) || fe.Field != "subject" || !errors.Is(err, events.ErrInvalidEvent) {
 			t.Errorf("Check(%q) = %v, want a subject field error", subj, err)
 		}
+	}
+}
+
+// TestSubjectsCheckBindsTheTenant: a body that names another tenant than
+// its subject is refused, in both directions, and an event of the form
+// before tenants is taken only for the default tenant.
+func TestSubjectsCheckBindsTheTenant(t *testing.T) {
+	s := events.Subjects{}
+	acme := events.NewTurnEnded(events.Ref{TenantID: "acme", ProjectID: "p", SessionID: "s", TurnID: "t"},
+		events.TurnEnded{Messages: []events.Message{{Role: events.RoleUser, Content: "hi"}}})
+	if err := s.Check(s.In(acme.Type, "acme", "p", "s"), acme); err != nil {
+		t.Fatalf("own subject: %v", err)
+	}
+	for _, subj := range []string{
+		s.In(acme.Type, "", "p", "s"),       // the default tenant's subject, acme's body
+		s.In(acme.Type, "victim", "p", "s"), // another tenant's subject
+		"engram.in.turn_ended.p.s",          // the older form vouches for the default tenant only
+	} {
+		if err := s.Check(subj, acme); err == nil || !strings.Contains(err.Error(), "tenant") {
+			t.Errorf("Check(%q) of tenant acme's body = %v, want a tenant mismatch", subj, err)
+		}
+	}
+	def := acme
+	def.TenantID = ""
+	if err := s.Check(s.In(def.Type, "acme", "p", "s"), def); err == nil {
+		t.Error("acme's subject carried a default tenant's body")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -318,7 +319,11 @@ func (t Topology) StreamConfigs() []jetstream.StreamConfig {
 		sc.DiscardNewPerSubject = sc.Discard == jetstream.DiscardNew && sc.MaxMsgsPerSubject > 0
 		return sc
 	}
-	in := mk(t.In, subj.InAll(), "Engram input events from chat platforms")
+	in := mk(t.In, "", "Engram input events from chat platforms")
+	// One subject pattern per input type: a publish of an unknown type,
+	// of an output type, or of the form before tenants matches no stream
+	// and fails at the publisher instead of being stored and dropped.
+	in.Subjects = subj.InStreams()
 	if t.MaxEventBytes > 0 {
 		in.MaxMsgSize = int32(t.MaxEventBytes + MaxHeaderBytes)
 	}
@@ -358,9 +363,26 @@ func (t Topology) JetStreamConsumerConfig(c ConsumerConfig) jetstream.ConsumerCo
 	return cc
 }
 
+// EnsureOptions change what EnsureTopology may do.
+type EnsureOptions struct {
+	// Frozen names streams that are created when missing but never
+	// updated: a difference is reported in Ensured.NotApplied instead.
+	// The setup role's connection has ENGRAM_DLQ frozen (it may not update
+	// it: shrinking its limits would delete dead letters).
+	Frozen []string
+}
+
+// Ensured is what EnsureTopology did not do.
+type Ensured struct {
+	// NotApplied lists, one line each, the changes of frozen streams that
+	// wait for a connection allowed to make them (admin).
+	NotApplied []string
+}
+
 // EnsureTopology validates t, then creates or updates the three streams and
 // every consumer. It is idempotent: run it at every start and from
-// `engram setup`.
+// `engram setup`. A stream whose configuration is already the wanted one
+// is not updated (no request).
 //
 // It migrates an existing stream without losing a message:
 //   - Retention (ENGRAM_IN of an older setup has limits retention): a new
@@ -375,36 +397,68 @@ func (t Topology) JetStreamConsumerConfig(c ConsumerConfig) jetstream.ConsumerCo
 //     holds more than the new limit the stream keeps its old one; a later
 //     start applies it (no error: the stream works under its old limit,
 //     which `engram status` shows).
+//   - Subjects (ENGRAM_IN of a version before tenants stored <prefix>.in.>):
+//     the stream's subjects become one pattern per input type with the
+//     tenant token. The server keeps the messages already stored under the
+//     old form, and the consumers (filtered <prefix>.in.<type>.>) still
+//     deliver them; a worker takes one as the default tenant's when its
+//     body names no tenant (Subjects.Check), else dead-letters it.
 func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology) error {
+	_, err := EnsureTopologyWith(ctx, js, t, EnsureOptions{})
+	return err
+}
+
+// EnsureTopologyWith is EnsureTopology with options.
+func EnsureTopologyWith(ctx context.Context, js jetstream.JetStream, t Topology, o EnsureOptions) (Ensured, error) {
+	var done Ensured
 	if err := t.Validate(); err != nil {
-		return err
+		return done, err
 	}
 	var switches []jetstream.StreamConfig
 	for _, sc := range t.StreamConfigs() {
 		want := sc
 		st, err := js.Stream(ctx, sc.Name)
+		var old *jetstream.StreamConfig
 		switch {
 		case errors.Is(err, jetstream.ErrStreamNotFound):
 			sc.Retention = jetstream.LimitsPolicy
 		case err != nil:
-			return fmt.Errorf("events: ensure stream %s: %w", sc.Name, err)
+			return done, fmt.Errorf("events: ensure stream %s: %w", sc.Name, err)
 		default:
-			old := st.CachedInfo()
-			sc.Retention = old.Config.Retention
-			if lowered(old.Config.MaxMsgsPerSubject, sc.MaxMsgsPerSubject) {
+			cfg := st.CachedInfo().Config
+			old = &cfg
+			sc.Retention = old.Retention
+			if lowered(old.MaxMsgsPerSubject, sc.MaxMsgsPerSubject) {
 				over, err := subjectOver(ctx, st, sc.MaxMsgsPerSubject)
 				if err != nil {
-					return fmt.Errorf("events: ensure stream %s: %w", sc.Name, err)
+					return done, fmt.Errorf("events: ensure stream %s: %w", sc.Name, err)
 				}
 				if over {
-					sc.MaxMsgsPerSubject = old.Config.MaxMsgsPerSubject
-					sc.DiscardNewPerSubject = old.Config.DiscardNewPerSubject
+					sc.MaxMsgsPerSubject = old.MaxMsgsPerSubject
+					sc.DiscardNewPerSubject = old.DiscardNewPerSubject
 					want.MaxMsgsPerSubject, want.DiscardNewPerSubject = sc.MaxMsgsPerSubject, sc.DiscardNewPerSubject
 				}
 			}
 		}
-		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
-			return fmt.Errorf("events: ensure stream %s: %w", sc.Name, err)
+		switch {
+		case old == nil:
+			_, err := js.CreateStream(ctx, sc)
+			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+				// Created meanwhile by another process starting too.
+				_, err = js.UpdateStream(ctx, sc)
+			}
+			if err != nil {
+				return done, fmt.Errorf("events: create stream %s: %w", sc.Name, err)
+			}
+		case sameStream(*old, sc):
+		case slices.Contains(o.Frozen, sc.Name):
+			done.NotApplied = append(done.NotApplied, fmt.Sprintf("stream %s: %s (this connection may not update it; run `engram setup` as admin)",
+				sc.Name, strings.Join(streamDiff(*old, sc), ", ")))
+			continue
+		default:
+			if _, err := js.UpdateStream(ctx, sc); err != nil {
+				return done, fmt.Errorf("events: update stream %s: %w", sc.Name, err)
+			}
 		}
 		if sc.Retention != want.Retention {
 			switches = append(switches, want)
@@ -412,15 +466,46 @@ func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology) err
 	}
 	for _, c := range t.Consumers {
 		if _, err := js.CreateOrUpdateConsumer(ctx, t.In.Name, t.JetStreamConsumerConfig(c)); err != nil {
-			return fmt.Errorf("events: ensure consumer %s on %s: %w", c.Name, t.In.Name, err)
+			return done, fmt.Errorf("events: ensure consumer %s on %s: %w", c.Name, t.In.Name, err)
 		}
 	}
 	for _, sc := range switches {
 		if _, err := js.UpdateStream(ctx, sc); err != nil {
-			return fmt.Errorf("events: switch stream %s to %v retention (needs nats-server 2.10 or later): %w", sc.Name, sc.Retention, err)
+			return done, fmt.Errorf("events: switch stream %s to %v retention (needs nats-server 2.10 or later): %w", sc.Name, sc.Retention, err)
 		}
 	}
-	return nil
+	return done, nil
+}
+
+// sameStream reports whether a stream's configuration has every setting
+// EnsureTopology sets as want has it.
+func sameStream(old, want jetstream.StreamConfig) bool { return len(streamDiff(old, want)) == 0 }
+
+// streamDiff names the settings of want that old has otherwise.
+func streamDiff(old, want jetstream.StreamConfig) []string {
+	var d []string
+	diff := func(name string, a, b any) {
+		if a != b {
+			d = append(d, fmt.Sprintf("%s %v -> %v", name, a, b))
+		}
+	}
+	if !slices.Equal(old.Subjects, want.Subjects) {
+		d = append(d, fmt.Sprintf("subjects %v -> %v", old.Subjects, want.Subjects))
+	}
+	diff("description", old.Description, want.Description)
+	diff("retention", old.Retention, want.Retention)
+	diff("max age", old.MaxAge, want.MaxAge)
+	diff("max bytes", old.MaxBytes, want.MaxBytes)
+	diff("max messages", old.MaxMsgs, want.MaxMsgs)
+	diff("max per subject", old.MaxMsgsPerSubject, want.MaxMsgsPerSubject)
+	diff("max message size", old.MaxMsgSize, want.MaxMsgSize)
+	diff("discard", old.Discard, want.Discard)
+	diff("discard new per subject", old.DiscardNewPerSubject, want.DiscardNewPerSubject)
+	diff("duplicate window", old.Duplicates, want.Duplicates)
+	diff("replicas", old.Replicas, want.Replicas)
+	diff("storage", old.Storage, want.Storage)
+	diff("allow direct", old.AllowDirect, want.AllowDirect)
+	return d
 }
 
 // lowered reports whether a per-subject limit goes from old to a stricter

@@ -2,6 +2,7 @@ package events_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -71,7 +72,7 @@ func TestEnsureTopologyIdempotentAndUpdates(t *testing.T) {
 	}
 	in, _ := js.Stream(ctx, events.StreamIn)
 	info, _ := in.Info(ctx)
-	if info.Config.Duplicates != 2*time.Minute || info.Config.Subjects[0] != "engram.in.>" || info.Config.Discard != jetstream.DiscardNew {
+	if info.Config.Duplicates != 2*time.Minute || !slices.Equal(info.Config.Subjects, topo.Subjects().InStreams()) || info.Config.Discard != jetstream.DiscardNew {
 		t.Fatalf("ENGRAM_IN config %+v", info.Config)
 	}
 	for _, c := range topo.Consumers {

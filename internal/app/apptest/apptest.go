@@ -45,6 +45,7 @@ func Start(ctx context.Context, t *testing.T, name, role string, models llm.Conf
 func Config(t *testing.T, models llm.Config) config.Config {
 	cfg := config.Default()
 	cfg.DataDir = t.TempDir()
+	cfg.NATS.StoreKeyDir = t.TempDir()
 	cfg.NATS.Listen = "127.0.0.1:-1"
 	cfg.HTTP.Addr = ""
 	cfg.Idle.Enabled = false

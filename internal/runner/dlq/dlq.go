@@ -290,7 +290,10 @@ func (s *Store) Replay(ctx context.Context, seq uint64) error {
 		return fmt.Errorf("dlq: letter %d keeps %d of the original's %d bytes and cannot be replayed: "+
 			"republish the event (stream %s, sequence %d) from its source", seq, len(l.Data), l.Truncated, l.Stream, l.Sequence)
 	}
-	m := nats.NewMsg(l.Subject)
+	// A letter of an event stored before the subjects named the tenant is
+	// replayed on its current subject (ENGRAM_IN no longer takes the
+	// older form).
+	m := nats.NewMsg(events.CurrentSubject(l.Subject))
 	m.Data = l.Data
 	for k, vs := range l.Header {
 		for _, v := range vs {

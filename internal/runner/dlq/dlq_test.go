@@ -33,7 +33,7 @@ func letter(seq uint64) dlq.Letter {
 	h := nats.Header{}
 	h.Set(events.HeaderType, "turn_ended")
 	h.Set(jetstream.MsgIDHeader, "ev-1") // must not become the letter's own id
-	return dlq.Letter{Consumer: "extractor", Reason: "bad\nthing", Subject: "engram.in.turn_ended.p.s",
+	return dlq.Letter{Consumer: "extractor", Reason: "bad\nthing", Subject: "engram.in.turn_ended.%.p.s",
 		Stream: events.StreamIn, Sequence: seq, Deliveries: 3, MsgID: "ev-1", Header: h, Data: []byte(`{"x":1}`)}
 }
 
@@ -58,7 +58,7 @@ func TestPutDedupesAndReadsBack(t *testing.T) {
 		t.Fatalf("%d letters, want 2 (same message deduplicated)", len(ls))
 	}
 	l := ls[0]
-	if l.Consumer != "extractor" || l.Reason != "bad thing" || l.Subject != "engram.in.turn_ended.p.s" || l.Stream != events.StreamIn ||
+	if l.Consumer != "extractor" || l.Reason != "bad thing" || l.Subject != "engram.in.turn_ended.%.p.s" || l.Stream != events.StreamIn ||
 		l.Sequence != 7 || l.Deliveries != 3 || l.MsgID != "ev-1" || string(l.Data) != `{"x":1}` || l.Time.IsZero() ||
 		l.DLQSequence != 1 || l.Header.Get(events.HeaderType) != "turn_ended" || l.Header.Get(jetstream.MsgIDHeader) != "" {
 		t.Fatalf("letter %+v", l)
