@@ -331,7 +331,7 @@ func TestBrowser(t *testing.T) {
 	js := s.run.Process.Bus.JS
 	topo := events.DefaultTopology()
 	w := dlq.NewWriter(js, topo.Subjects())
-	subject := topo.Subjects().In(events.TypeTurnStarted, "shop", "s9")
+	subject := topo.Subjects().In(events.TypeTurnStarted, "", "shop", "s9")
 	for i, reason := range []string{"undecodable: unexpected end of JSON input", "invalid: no project"} {
 		if err := w.Put(ctx, dlq.Letter{Consumer: events.ConsumerInjector, Reason: reason, Subject: subject, Stream: topo.In.Name,
 			Sequence: uint64(100 + i), Deliveries: 1, MsgID: fmt.Sprintf("ev-%d", i), Data: []byte(`{"type":"turn_started"`)}); err != nil {
