@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"container/heap"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -114,8 +115,9 @@ func (s *Store) SummaryList(ctx context.Context, ref memory.SessionRef) ([]memor
 	return out, rows.Err()
 }
 
-// Find implements memory.Directory: one pass over the in-memory nodes, the
-// matches sorted, the page copied (nothing is read from the file).
+// Find implements memory.Directory: one pass over the in-memory nodes
+// keeping the first offset+limit+1 by CompareTimeline in a heap (the worst
+// on top), then the page copied (nothing is read from the file).
 func (s *Store) Find(ctx context.Context, q memory.TimelineQuery, keep func(*memory.Node) bool, offset int) ([]memory.Node, bool, error) {
 	if err := s.memRead(ctx); err != nil {
 		return nil, false, fmt.Errorf("sqlite: find: %w", err)
@@ -123,28 +125,25 @@ func (s *Store) Find(ctx context.Context, q memory.TimelineQuery, keep func(*mem
 	now := s.now()
 	limit := memory.Limit(q.Limit)
 	offset = max(offset, 0)
-	type match struct {
-		rid uint32
-		h   *memory.Node
-	}
+	h := &worst{k: offset + limit + 1}
 	s.idx.mu.RLock()
 	defer s.idx.mu.RUnlock()
-	var ms []match
-	for rid, h := range s.idx.heads {
-		if h == nil || (q.OnlySession && h.SessionID != q.SessionID) {
+	for rid, n := range s.idx.heads {
+		if n == nil || (q.OnlySession && n.SessionID != q.SessionID) {
 			continue
 		}
 		ok := false
 		if q.AsOf.IsZero() {
-			ok = memory.Visible(h, q.Filter, now)
+			ok = memory.Visible(n, q.Filter, now)
 		} else {
-			ok = memory.AsOfVisible(h, q.Filter, q.AsOf)
+			ok = memory.AsOfVisible(n, q.Filter, q.AsOf)
 		}
-		if ok && (keep == nil || keep(h)) {
-			ms = append(ms, match{uint32(rid), h})
+		if ok && (keep == nil || keep(n)) {
+			h.offer(found{uint32(rid), n})
 		}
 	}
-	slices.SortFunc(ms, func(a, b match) int { return memory.CompareTimeline(a.h, b.h) })
+	ms := h.items
+	slices.SortFunc(ms, func(a, b found) int { return memory.CompareTimeline(a.n, b.n) })
 	if offset >= len(ms) {
 		return nil, false, nil
 	}
@@ -153,5 +152,38 @@ func (s *Store) Find(ctx context.Context, q memory.TimelineQuery, keep func(*mem
 	for _, m := range ms[offset:end] {
 		rids = append(rids, m.rid)
 	}
-	return s.idx.copyHeads(make([]memory.Node, 0, len(rids)), rids), end < len(ms), nil
+	return s.idx.copyHeads(make([]memory.Node, 0, len(rids)), rids), len(ms) > end, nil
+}
+
+type found struct {
+	rid uint32
+	n   *memory.Node
+}
+
+// worst keeps the k best nodes by CompareTimeline, the worst of them at
+// the root of a heap.
+type worst struct {
+	k     int
+	items []found
+}
+
+func (w *worst) Len() int           { return len(w.items) }
+func (w *worst) Less(i, j int) bool { return memory.CompareTimeline(w.items[i].n, w.items[j].n) > 0 }
+func (w *worst) Swap(i, j int)      { w.items[i], w.items[j] = w.items[j], w.items[i] }
+func (w *worst) Push(x any)         { w.items = append(w.items, x.(found)) }
+func (w *worst) Pop() any {
+	x := w.items[len(w.items)-1]
+	w.items = w.items[:len(w.items)-1]
+	return x
+}
+
+func (w *worst) offer(f found) {
+	if len(w.items) < w.k {
+		heap.Push(w, f)
+		return
+	}
+	if memory.CompareTimeline(f.n, w.items[0].n) < 0 { // better than the worst kept
+		w.items[0] = f
+		heap.Fix(w, 0)
+	}
 }
