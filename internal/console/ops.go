@@ -17,6 +17,7 @@ var errOperator = errors.New("the operations pages are the operator's: the strea
 // opsPage checks the operator and the bus; nil when refused (written).
 func (s *Server) opsPage(w http.ResponseWriter, r *http.Request, ss *session, title string) *page {
 	pg := &page{Title: title, Nav: "ops", P: ss.p, CSRF: ss.csrf, Flash: r.FormValue("flash")}
+	pg.Scope, pg.Projects, _ = s.resolve(r.Context(), r, ss) // the selector's scope only: these pages show every tenant
 	if !ss.p.Admin {
 		s.fail(w, r, pg, http.StatusForbidden, errOperator)
 		return nil
