@@ -152,7 +152,7 @@ func (s *Server) list(ctx context.Context, sc scope, q listQuery) (listResult, e
 		return s.searchList(ctx, sc, q, f, res)
 	}
 	tq := memory.TimelineQuery{Filter: f, OnlySession: q.Session != "", Limit: PageSize}
-	if d, ok := s.st.(memory.Directory); ok {
+	if d, ok := s.st.(memory.Finder); ok {
 		nodes, more, err := d.Find(ctx, tq, q.keep, q.Page*PageSize)
 		if err != nil {
 			return res, err

@@ -16,7 +16,8 @@ type SessionInfo struct {
 // Directory lists what a store holds for people to browse (the memory
 // console): the projects of a tenant, the sessions of a project, and every
 // summary of a session. It is optional: a backend that does not have it
-// leaves the console asking for a session id, showing the latest summary.
+// (Redis) leaves the console asking for a session id, showing the latest
+// summary.
 type Directory interface {
 	// Projects lists the project ids of tenant that hold a memory or a
 	// transcript, sorted ("" , the tenant's global space, not included).
@@ -24,6 +25,14 @@ type Directory interface {
 	// SessionList lists the sessions of p with a stored transcript, the
 	// most recently active first; limit <= 0: DefaultChannelLimit.
 	SessionList(ctx context.Context, p ProjectRef, limit int) ([]SessionInfo, error)
+	// SummaryList lists every summary saved for s, oldest first.
+	SummaryList(ctx context.Context, s SessionRef) ([]Summary, error)
+}
+
+// Finder pages through a project's memories with filters of any kind (the
+// memory console's list). It is optional: without it the console asks
+// Timeline for ever longer lists. Both backends have it.
+type Finder interface {
 	// Find lists the nodes that q's Filter shows (memory.Visible; with
 	// OnlySession, only those written in its session) and keep accepts,
 	// by CompareTimeline (newest update first), from offset, at most
@@ -32,6 +41,4 @@ type Directory interface {
 	// filters what TimelineQuery cannot (authority, stale, pinned, a state)
 	// in one pass, where Timeline would be asked for ever longer lists.
 	Find(ctx context.Context, q TimelineQuery, keep func(*Node) bool, offset int) (nodes []Node, more bool, err error)
-	// SummaryList lists every summary saved for s, oldest first.
-	SummaryList(ctx context.Context, s SessionRef) ([]Summary, error)
 }

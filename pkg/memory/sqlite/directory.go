@@ -11,7 +11,10 @@ import (
 	"github.com/engram-memory/engram/pkg/memory"
 )
 
-var _ memory.Directory = (*Store)(nil)
+var (
+	_ memory.Directory = (*Store)(nil)
+	_ memory.Finder    = (*Store)(nil)
+)
 
 // Projects implements memory.Directory.
 func (s *Store) Projects(ctx context.Context, tenant string) ([]string, error) {
@@ -115,7 +118,7 @@ func (s *Store) SummaryList(ctx context.Context, ref memory.SessionRef) ([]memor
 	return out, rows.Err()
 }
 
-// Find implements memory.Directory: one pass over the in-memory nodes
+// Find implements memory.Finder: one pass over the in-memory nodes
 // keeping the first offset+limit+1 by CompareTimeline in a heap (the worst
 // on top), then the page copied (nothing is read from the file).
 func (s *Store) Find(ctx context.Context, q memory.TimelineQuery, keep func(*memory.Node) bool, offset int) ([]memory.Node, bool, error) {
