@@ -46,7 +46,7 @@
 // The operator logs in with the admin token the process generates into
 // its data dir (console-admin.token, like the NATS credentials) or with
 // the one-time login link `engram serve` keeps in the data dir
-// (console-login: the log names the file, never the secret; each use
+// (console-login: the ready line names the file, never the secret; each use
 // writes the next one). The operator names any tenant and alone sees the
 // operations pages: the streams hold every tenant's events.
 //

@@ -99,7 +99,7 @@ func Module() fx.Option {
 				return nil, err
 			}
 			if created {
-				log.Info("generated the console's admin token", zap.String("file", cfg.ConsoleAdminTokenFile()))
+				log.Debug("generated the console's admin token", zap.String("file", cfg.ConsoleAdminTokenFile()))
 			}
 			rk := cfg.Inject.RankingFor(emb)
 			d := console.Deps{Store: in.Store, Tool: tool, Embedder: emb, Tokens: tokens, AdminToken: admin, Log: log, Eraser: in.Eraser,
@@ -147,9 +147,7 @@ func Module() fx.Option {
 							log.Error("console stopped", zap.Error(err))
 						}
 					}()
-					log.Info("memory console: open the one-time login link in the file named here, or log in with a token",
-						zap.String("url", c.url), zap.String("login_link_file", cfg.ConsoleLinkFile()),
-						zap.String("admin_token_file", cfg.ConsoleAdminTokenFile()))
+					log.Debug("memory console serving", zap.String("url", c.url))
 					return nil
 				},
 				OnStop: func(ctx context.Context) error {
@@ -168,6 +166,16 @@ func Module() fx.Option {
 			})
 			return c, nil
 		}),
+		// The ready line says how to open the console: its URL and the
+		// file holding the one-time login link (never the secret).
+		fx.Provide(fx.Annotate(func(c *Console, cfg config.Config) app.ReadyNote {
+			return app.ReadyNote{Fields: func() []zap.Field {
+				if c.URL() == "" {
+					return nil
+				}
+				return []zap.Field{zap.String("console", c.URL()), zap.String("console_login", cfg.ConsoleLinkFile())}
+			}}
+		}, fx.ResultTags(app.ReadyGroup))),
 		fx.Invoke(func(*Console) {}),
 	)
 }
