@@ -4,8 +4,11 @@ PKGS := ./...
 
 .PHONY: build run test test-ollama chaos chaos-full bench lint fuzz redis ollama
 
+# build stamps the commit (engram version, the MCP serverInfo) also where
+# the go command cannot (a git worktree; GOFLAGS=-buildvcs=false).
+ENGRAM_COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
 build:
-	$(GO) build -o bin/ ./cmd/...
+	$(GO) build -ldflags "-X github.com/engram-memory/engram/internal/buildinfo.stampedCommit=$(ENGRAM_COMMIT)" -o bin/ ./cmd/...
 
 run:
 	$(GO) run ./cmd/engram serve

@@ -35,6 +35,12 @@
 //     strictly, every expression parsed with the PromQL parser
 //     (github.com/prometheus/prometheus/promql/parser), every metric and
 //     label checked against the process's registry, no `project` label.
+//   - deploy/helm/engram: rendered with the Helm v4 Go module as `helm
+//     template` does, every object decoded strictly, the default render held
+//     to every check of the kustomize production overlay, the
+//     external-services render checked too, and Helm's linter.
+//   - deploy/prometheus/alerts_test.yml: run by promtool test rules
+//     (scripts/promtool.sh), with a case for every alert.
 //   - docs/operations.md "Metrics": every metric the process registers is in the table
 //     with its type and labels, and nothing else is.
 package deploy

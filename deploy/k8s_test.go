@@ -766,6 +766,10 @@ func TestNATSAccountsCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := read(t, "deploy", "k8s", "base", "nats", "accounts.conf"); string(got) != string(want) {
-		t.Fatal("deploy/k8s/base/nats/accounts.conf differs from deploy/nats/accounts.conf: cp deploy/nats/accounts.conf deploy/k8s/base/nats/accounts.conf")
+		t.Error("deploy/k8s/base/nats/accounts.conf differs from deploy/nats/accounts.conf: cp deploy/nats/accounts.conf deploy/k8s/base/nats/accounts.conf")
+	}
+	// The Helm chart reads only files inside itself: a copy too.
+	if got := read(t, "deploy", "helm", "engram", "files", "accounts.conf"); string(got) != string(want) {
+		t.Error("deploy/helm/engram/files/accounts.conf differs from deploy/nats/accounts.conf: cp deploy/nats/accounts.conf deploy/helm/engram/files/accounts.conf")
 	}
 }

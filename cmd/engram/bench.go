@@ -27,7 +27,10 @@ func init() {
 }
 
 func benchCmd(ctx context.Context, stdout io.Writer, args []string) error {
-	if len(args) == 0 || args[0] != "inject" {
+	if err := groupHelp("bench", []subcommand{{"inject [flags]", "turn_started -> block through JetStream, per client count (the only benchmark so far)"}}, args); err != nil {
+		return err
+	}
+	if args[0] != "inject" {
 		return fmt.Errorf("%w: engram bench inject [flags] (the only benchmark so far)", errUsage)
 	}
 	return benchInject(ctx, stdout, args[1:])

@@ -5,10 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/engram-memory/engram/internal/config"
 	"github.com/engram-memory/engram/pkg/events"
@@ -35,7 +37,7 @@ func compactCmd(ctx context.Context, stdout io.Writer, args []string) error {
 	if err := needSession(project, session); err != nil {
 		return err
 	}
-	nc, _, err := connect(cfg)
+	nc, js, err := connect(cfg)
 	if err != nil {
 		return err
 	}
@@ -73,6 +75,14 @@ func compactCmd(ctx context.Context, stdout io.Writer, args []string) error {
 		}
 		defer func() { _ = sub.Unsubscribe() }()
 	}
+	if wait > 0 {
+		// Turns published a moment ago may not be stored yet (the extractor
+		// stores turn_ended): a compaction now would judge a short
+		// transcript. Within the wait, let the extractor catch up first.
+		if err := waitTranscript(ctx, js, cfg, tenant, project, session, wait); err != nil {
+			return err
+		}
+	}
 	ev, err := cl.PublishTokensReported(ctx, ref, events.TokensReported{Force: true})
 	if err != nil {
 		return err
@@ -98,6 +108,33 @@ func compactCmd(ctx context.Context, stdout io.Writer, args []string) error {
 			return fmt.Errorf("no compaction_done within %v: the conversation may have too few messages to split, or the compactor waits for its model (engram status), or it refused the model's summaries and retries them (after 1, 5 and 15 minutes by default, ENGRAM_COMPACT_BACKOFF; the compactor logs each refusal with its reason, and the last one dead-letters the request with it)", wait)
 		case <-ctx.Done():
 			return ctx.Err()
+		}
+	}
+}
+
+// waitTranscript waits, at most wait, until the transcript consumer has
+// acknowledged the session's latest turn_ended (its messages are in the
+// transcript; the compactor waits for the same, not for the extraction).
+func waitTranscript(ctx context.Context, js jetstream.JetStream, cfg config.Config, tenant, project, session string, wait time.Duration) error {
+	lag := events.NewTranscriptLag(js, cfg.Topology())
+	deadline := time.Now().Add(wait)
+	said := false
+	for {
+		pending, err := lag.TurnEndedPending(ctx, tenant, project, session)
+		if err != nil || !pending {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the session's latest turn was not stored within %v (engram status: is an extractor running? it runs the transcript consumer)", wait)
+		}
+		if !said {
+			fmt.Fprintln(os.Stderr, "waiting for the session's latest turns to be stored...")
+			said = true
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }

@@ -32,12 +32,95 @@ func loadConfigEnv(name string, args []string, groups config.Group, extra func(f
 	if extra != nil {
 		extra(fs)
 	}
+	own := map[string]bool{}
+	fs.VisitAll(func(f *flag.Flag) { own[f.Name] = true })
+	fs.Usage = func() { commandUsage(fs.Output(), name, fs, own) }
 	err := cfg.Load(fs, args, lookup, groups)
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		return cfg, fs, fmt.Errorf("%w: invalid configuration:\n  %s", errUsage,
 			strings.ReplaceAll(err.Error(), "\n", "\n  "))
 	}
 	return cfg, fs, err
+}
+
+// commandUsage is a command's -h: what it does, its own flags, then the
+// settings it shares with other commands under a heading of their own.
+func commandUsage(w io.Writer, name string, fs *flag.FlagSet, own map[string]bool) {
+	top, _, _ := strings.Cut(name, " ")
+	fmt.Fprintf(w, "usage: engram %s [flags] [args]\n", name)
+	if c, ok := commands[top]; ok {
+		fmt.Fprintf(w, "  %s\n", c.summary)
+	}
+	var mine, shared []*flag.Flag
+	fs.VisitAll(func(f *flag.Flag) {
+		if own[f.Name] {
+			mine = append(mine, f)
+		} else {
+			shared = append(shared, f)
+		}
+	})
+	if len(mine) > 0 {
+		fmt.Fprintf(w, "\nFlags of engram %s:\n", name)
+		printFlags(w, mine)
+	}
+	if len(shared) > 0 {
+		fmt.Fprintf(w, "\nShared settings (%d; each also an ENGRAM_* variable, shown in [brackets]; flags win):\n", len(shared))
+		printFlags(w, shared)
+	}
+}
+
+// printFlags prints flags as flag.PrintDefaults does.
+func printFlags(w io.Writer, flags []*flag.Flag) {
+	for _, f := range flags {
+		name, usage := flag.UnquoteUsage(f)
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+			name = ""
+		}
+		line := "  -" + f.Name
+		if name != "" {
+			line += " " + name
+		}
+		line += "\n    \t" + strings.ReplaceAll(usage, "\n", "\n    \t")
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "0s" {
+			line += fmt.Sprintf(" (default %s)", f.DefValue)
+		}
+		fmt.Fprintln(w, line)
+	}
+}
+
+// subcommand is one command of a command group (engram dlq list, ...).
+type subcommand struct{ usage, what string }
+
+// isHelp reports whether arg asks for help.
+func isHelp(arg string) bool {
+	return arg == "-h" || arg == "-help" || arg == "--help" || arg == "help"
+}
+
+// groupHelp handles the help of a command group: with no arguments it
+// prints the group's commands and is a usage error (exit 2), with -h it
+// prints them and succeeds. It returns nil when args name a command.
+func groupHelp(name string, subs []subcommand, args []string) error {
+	if len(args) > 0 && !isHelp(args[0]) {
+		return nil
+	}
+	w := os.Stderr
+	fmt.Fprintf(w, "usage: engram %s <command> [flags] [args]\n", name)
+	if c, ok := commands[name]; ok {
+		fmt.Fprintf(w, "  %s\n", c.summary)
+	}
+	fmt.Fprintln(w, "\ncommands:")
+	width := 0
+	for _, s := range subs {
+		width = max(width, len(s.usage))
+	}
+	for _, s := range subs {
+		fmt.Fprintf(w, "  %-*s  %s\n", width, s.usage, s.what)
+	}
+	fmt.Fprintf(w, "\nRun 'engram %s <command> -h' for a command's flags.\n", name)
+	if len(args) == 0 {
+		return errUsage
+	}
+	return flag.ErrHelp
 }
 
 // connect opens a client connection to cfg's NATS (a local `engram serve`

@@ -42,7 +42,7 @@ func consolidateCmd(ctx context.Context, stdout io.Writer, args []string) error 
 	if from < 0 {
 		return fmt.Errorf("%w: -from %d: a message id is positive", errUsage, from)
 	}
-	st, err := app.OpenStore(ctx, cfg)
+	st, err := openStore(ctx, cfg, "")
 	if err != nil {
 		return err
 	}
@@ -97,7 +97,7 @@ func memoryHistory(ctx context.Context, stdout io.Writer, args []string) error {
 	if session != "" && project == "" {
 		return fmt.Errorf("%w: -session needs -project", errUsage)
 	}
-	st, err := app.OpenStore(ctx, cfg)
+	st, err := openStore(ctx, cfg, "")
 	if err != nil {
 		return err
 	}
@@ -128,7 +128,7 @@ func memoryUndo(ctx context.Context, stdout io.Writer, args []string) error {
 	if fs.NArg() != 1 {
 		return fmt.Errorf("%w: engram memory undo PASS", errUsage)
 	}
-	st, err := app.OpenStore(ctx, cfg)
+	st, err := openStore(ctx, cfg, "")
 	if err != nil {
 		return err
 	}

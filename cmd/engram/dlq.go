@@ -20,14 +20,26 @@ import (
 )
 
 func init() {
-	register("dlq", "dead letters: dlq list | dlq show <seq> | dlq replay <seq>... | dlq replay -all", dlqCmd)
+	register("dlq", "dead letters: dlq list | dlq show <seq> | dlq replay <seq>... | dlq replay -all | dlq drop <seq>...", dlqCmd)
+}
+
+var dlqCommands = []subcommand{
+	{"list [-limit N] [-from SEQ]", "list dead letters: sequence, consumer, subject, deliveries, age, reason"},
+	{"show SEQ", "print one letter with its headers and body"},
+	{"replay SEQ... | replay -all", "republish letters to their original subjects (fix the cause first) and remove them"},
+	{"drop SEQ...", "delete letters for good (events you decided not to process)"},
 }
 
 func dlqCmd(ctx context.Context, stdout io.Writer, args []string) error {
-	if len(args) == 0 {
-		return fmt.Errorf("%w: want dlq list|show|replay", errUsage)
+	if err := groupHelp("dlq", dlqCommands, args); err != nil {
+		return err
 	}
 	sub, rest := args[0], args[1:]
+	switch sub {
+	case "list", "show", "replay", "drop":
+	default:
+		return fmt.Errorf("%w: unknown dlq command %q (list, show, replay, drop; engram dlq -h)", errUsage, sub)
+	}
 	var (
 		limit int
 		from  uint64
@@ -124,8 +136,25 @@ func dlqCmd(ctx context.Context, stdout io.Writer, args []string) error {
 			out(stdout, "replayed %d\n", n)
 		}
 		return errors.Join(errs...)
+	case "drop":
+		ns, err := seqs()
+		if err != nil {
+			return err
+		}
+		if len(ns) == 0 {
+			return fmt.Errorf("%w: dlq drop <seq>...", errUsage)
+		}
+		var errs []error
+		for _, n := range ns {
+			if err := store.Delete(ctx, n); err != nil {
+				errs = append(errs, fmt.Errorf("drop %d: %w", n, err))
+				continue
+			}
+			out(stdout, "dropped %d\n", n)
+		}
+		return errors.Join(errs...)
 	}
-	return fmt.Errorf("%w: unknown dlq command %q (list, show, replay)", errUsage, sub)
+	return fmt.Errorf("%w: unknown dlq command %q", errUsage, sub)
 }
 
 func showLetter(w io.Writer, l dlq.Letter) {

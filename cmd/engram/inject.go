@@ -95,7 +95,7 @@ func injectCmd(ctx context.Context, stdout io.Writer, args []string) error {
 }
 
 func injectDirect(ctx context.Context, stdout io.Writer, cfg config.Config, req inject.Request, asJSON bool) error {
-	st, err := app.OpenStore(ctx, cfg)
+	st, err := openStore(ctx, cfg, "drop -direct to ask the running serve")
 	if err != nil {
 		return err
 	}

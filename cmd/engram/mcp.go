@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/engram-memory/engram/internal/app"
+	"github.com/engram-memory/engram/internal/buildinfo"
 	"github.com/engram-memory/engram/internal/config"
 	"github.com/engram-memory/engram/internal/mcptool"
 	"github.com/engram-memory/engram/internal/mcptool/mcptoolfx"
@@ -57,20 +58,17 @@ func mcpCmd(ctx context.Context, _ io.Writer, args []string) error {
 		if err != nil {
 			return fmt.Errorf("%w: %v", errUsage, err)
 		}
-		cs, err := mcptool.Dial(ctx, url, token, "engram")
+		cs, err := mcptool.Dial(ctx, url, token, buildinfo.Version())
 		if err != nil {
 			return err
 		}
 		defer cs.Close()
-		if srv, err = mcptool.NewProxy(ctx, cs, "engram"); err != nil {
+		if srv, err = mcptool.NewProxy(ctx, cs, buildinfo.Version()); err != nil {
 			return err
 		}
 	} else {
-		st, err := app.OpenStore(ctx, cfg)
+		st, err := openStore(ctx, cfg, "run serve with ENGRAM_MCP_ADDR and use engram mcp -remote (docs/mcp.md)")
 		if err != nil {
-			if cfg.Store.Kind == config.StoreSQLite && strings.Contains(err.Error(), "in use by another process") {
-				return fmt.Errorf("%w (a running `engram serve` holds it: run serve with ENGRAM_MCP_ADDR and use engram mcp -remote)", err)
-			}
 			return err
 		}
 		defer st.Close()
@@ -78,11 +76,23 @@ func mcpCmd(ctx context.Context, _ io.Writer, args []string) error {
 		if err != nil {
 			return err
 		}
-		tool, err := mcptoolfx.NewTool(cfg, st, app.NewEmbedder(cfg, c), log.Named("mcp"))
+		// Edits are announced (memory_changed) when a bus answers: with
+		// Redis the workers may run beside this process.
+		var topts []mcptool.Option
+		if cfg.Store.Kind != config.StoreSQLite || cfg.NATS.URL != "" {
+			ec, done, err := busPublisher(cfg)
+			if err != nil {
+				log.Warn("memory_changed will not be published: no bus", zap.Error(err))
+			} else {
+				defer done()
+				topts = append(topts, mcptool.WithPublisher(ec))
+			}
+		}
+		tool, err := mcptoolfx.NewTool(cfg, st, app.NewEmbedder(cfg, c), log.Named("mcp"), topts...)
 		if err != nil {
 			return err
 		}
-		if srv, err = mcptool.NewServer(tool, mcptool.ServerOptions{Caller: &caller, Version: "engram"}); err != nil {
+		if srv, err = mcptool.NewServer(tool, mcptool.ServerOptions{Caller: &caller}); err != nil {
 			return err
 		}
 	}

@@ -15,6 +15,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/engram-memory/engram/internal/mcptool"
+	"github.com/engram-memory/engram/internal/natsauth"
+	"github.com/engram-memory/engram/pkg/events"
 )
 
 const mcpSeed = `{"type":"node","id":"rule1","subkind":"preference","scope":"project","project_id":"acme","label":"Use pnpm, never npm","asserted_by":"user","source":"user","confidence":0.95}
@@ -148,6 +150,12 @@ func TestServeMCPEndpoint(t *testing.T) {
 		t.Fatalf("engram mcp beside serve: %v %s", err, out)
 	}
 
+	// The tool's edits are announced like the workers' (memory_changed).
+	nc := s.connect(t, natsauth.RoleAdmin)
+	changed, err := nc.SubscribeSync("engram.out.memory_changed.>")
+	if err != nil {
+		t.Fatal(err)
+	}
 	cs := agent(t, bin, []string{"ENGRAM_MCP_TOKEN=" + token}, "-project", "acme", "-session", "s9", "-remote", url)
 	rs := callMemory(t, cs,
 		mcptool.Op{Op: mcptool.OpRecall, Query: "which make target tags the release image?"},
@@ -155,6 +163,19 @@ func TestServeMCPEndpoint(t *testing.T) {
 		mcptool.Op{Op: mcptool.OpStats})
 	if !rs[0].OK || !recalled(rs[0], "dec1") || !rs[1].OK || rs[2].Stats.Counts.Archived != 1 || rs[2].Stats.Session.ID != "s9" {
 		t.Fatalf("through serve: %+v", rs)
+	}
+	msg, err := changed.NextMsg(30 * time.Second)
+	if err != nil {
+		t.Fatalf("no memory_changed after the tool's forget: %v", err)
+	}
+	ev, err := events.Decode(msg.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc, err := events.PayloadAs[events.MemoryChanged](ev)
+	if err != nil || ev.ProjectID != "acme" || ev.SessionID != "s9" || len(mc.Changes) != 1 ||
+		mc.Changes[0] != (events.Change{ID: "dec1", Kind: events.ChangeArchived}) {
+		t.Fatalf("memory_changed of the tool's forget: %+v %+v %v", ev, mc, err)
 	}
 	_ = cs.Close()
 	t0 := time.Now()

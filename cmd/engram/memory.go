@@ -19,9 +19,16 @@ func init() {
 	register("memory", "seed, inspect and move a memory graph: engram memory import [-tenant T] FILE.jsonl | export [-tenant T] [-o FILE] | history [-tenant T] [-project P] [-session S] | undo [-tenant T] PASS", memoryCmd)
 }
 
+var memoryCommands = []subcommand{
+	{"import [-tenant T] FILE.jsonl[.gz]", "write a graph of JSON lines (plain or gzip; - is stdin) into the store, validated all or nothing, and embed it"},
+	{"export [-tenant T] [-o FILE]", "write the graph as JSON lines"},
+	{"history [-tenant T] [-project P] [-session S]", "consolidation passes and their changes, newest first"},
+	{"undo [-tenant T] PASS", "revert a consolidation pass"},
+}
+
 func memoryCmd(ctx context.Context, stdout io.Writer, args []string) error {
-	if len(args) == 0 {
-		return fmt.Errorf("%w: engram memory import FILE.jsonl | export [-o FILE]", errUsage)
+	if err := groupHelp("memory", memoryCommands, args); err != nil {
+		return err
 	}
 	switch args[0] {
 	case "import":
@@ -33,7 +40,7 @@ func memoryCmd(ctx context.Context, stdout io.Writer, args []string) error {
 	case "undo":
 		return memoryUndo(ctx, stdout, args[1:])
 	}
-	return fmt.Errorf("%w: unknown memory command %q (import, export, history, undo)", errUsage, args[0])
+	return fmt.Errorf("%w: unknown memory command %q (import, export, history, undo; engram memory -h)", errUsage, args[0])
 }
 
 // memoryImport writes a JSON-lines file into the configured store (the data
@@ -60,15 +67,26 @@ func memoryImport(ctx context.Context, stdout io.Writer, args []string) error {
 		defer f.Close()
 		r = f
 	}
-	st, err := app.OpenStore(ctx, cfg)
+	if r, err = memio.Decompress(r); err != nil {
+		return err
+	}
+	st, err := openStore(ctx, cfg, "")
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	stats, err := memio.Import(ctx, st, r, tenant, time.Now())
+	var opts []memio.Option
+	if isTerminal(os.Stderr) {
+		opts = append(opts, memio.WithProgress(10000, progressLine(os.Stderr)))
+	}
+	var written []memory.Node
+	opts = append(opts, memio.WithWritten(func(ns []memory.Node) { written = append(written, ns...) }))
+	stats, err := memio.Import(ctx, st, r, tenant, time.Now(), opts...)
+	endProgress(os.Stderr, opts[:len(opts)-1])
 	if err != nil {
 		return err
 	}
+	announced := announceImport(ctx, cfg, written)
 	c, _, err := app.NewLLM(cfg, nil)
 	if err != nil {
 		return err
@@ -78,9 +96,33 @@ func memoryImport(ctx context.Context, stdout io.Writer, args []string) error {
 		return fmt.Errorf("imported %d nodes and %d edges, but embedding them failed (the running workers embed them when the embedder is back): %w",
 			stats.Nodes, stats.Edges, err)
 	}
-	out(stdout, "imported %d nodes and %d edges; merged %d repeated texts into the first node holding each; embedded %d\n",
-		stats.Nodes, stats.Edges, stats.Merged, embedded)
+	if announced != "" {
+		announced = "; " + announced
+	}
+	out(stdout, "imported %d nodes and %d edges; merged %d repeated texts into the first node holding each; embedded %d%s\n",
+		stats.Nodes, stats.Edges, stats.Merged, embedded, announced)
 	return nil
+}
+
+// announceImport publishes memory_changed for the nodes an import wrote,
+// as the workers announce their edits, and says what it did ("" when
+// there is nobody to tell).
+func announceImport(ctx context.Context, cfg config.Config, written []memory.Node) string {
+	if len(written) == 0 || (cfg.Store.Kind == config.StoreSQLite && cfg.NATS.URL == "") {
+		// A SQLite import runs while no local serve does (serve holds the
+		// database): nobody listens.
+		return ""
+	}
+	ec, done, err := busPublisher(cfg)
+	if err != nil {
+		return "no memory_changed published (" + err.Error() + ")"
+	}
+	defer done()
+	n, err := publishWritten(ctx, ec, written)
+	if err != nil {
+		return fmt.Sprintf("%d memory_changed published, then: %v", n, err)
+	}
+	return fmt.Sprintf("%d memory_changed published", n)
 }
 
 func memoryExport(ctx context.Context, stdout io.Writer, args []string) error {
@@ -92,7 +134,7 @@ func memoryExport(ctx context.Context, stdout io.Writer, args []string) error {
 	if err != nil {
 		return err
 	}
-	st, err := app.OpenStore(ctx, cfg)
+	st, err := openStore(ctx, cfg, "")
 	if err != nil {
 		return err
 	}
@@ -120,4 +162,29 @@ func memoryExport(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	out(stdout, "exported %d nodes and %d edges to %s\n", stats.Nodes, stats.Edges, file)
 	return nil
+}
+
+// isTerminal reports whether f is a terminal (a progress line is for a
+// person, not for a log).
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// progressLine rewrites one line of w with an import's progress.
+func progressLine(w io.Writer) func(memio.Progress) {
+	return func(p memio.Progress) {
+		if p.Total > 0 {
+			fmt.Fprintf(w, "\r\033[Kread %d lines; written %d of %d nodes and edges", p.Lines, p.Written, p.Total)
+			return
+		}
+		fmt.Fprintf(w, "\r\033[Kread %d lines", p.Lines)
+	}
+}
+
+// endProgress ends the progress line, if one was shown.
+func endProgress(w io.Writer, opts []memio.Option) {
+	if len(opts) > 0 {
+		fmt.Fprintln(w)
+	}
 }

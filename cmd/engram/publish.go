@@ -45,6 +45,9 @@ func publish(ctx context.Context, stdout io.Writer, args []string) error {
 	if err := checkSizes(evs, int(cfg.Events.MaxEventBytes)); err != nil {
 		return err
 	}
+	if err := checkReplyTo(evs, cfg.Events.ReplyPrefixes); err != nil {
+		return err
+	}
 	nc, _, err := connect(cfg)
 	if err != nil {
 		return err
@@ -138,6 +141,30 @@ func checkSizes(evs []events.Envelope, max int) error {
 		if max > 0 && len(data) > max {
 			errs = append(errs, fmt.Errorf("event %d (%s): %w: %d bytes, the maximum is %d (ENGRAM_MAX_EVENT_BYTES)",
 				i+1, e.Type, events.ErrEventTooLarge, len(data), max))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkReplyTo refuses, before anything is sent, a turn_started whose
+// reply_to the injector would refuse (not under ENGRAM_REPLY_PREFIXES): it
+// would only be dead-lettered.
+func checkReplyTo(evs []events.Envelope, prefixes []string) error {
+	var errs []error
+	for i, e := range evs {
+		if e.Type != events.TypeTurnStarted {
+			continue
+		}
+		p, err := events.PayloadAs[events.TurnStarted](e)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("event %d: %w", i+1, err))
+			continue
+		}
+		if p.ReplyTo == "" {
+			continue
+		}
+		if err := events.CheckReplySubject(p.ReplyTo, prefixes); err != nil {
+			errs = append(errs, fmt.Errorf("event %d (turn_started): %w; the injector would dead-letter it (a platform with another inbox prefix adds it to ENGRAM_REPLY_PREFIXES)", i+1, err))
 		}
 	}
 	return errors.Join(errs...)

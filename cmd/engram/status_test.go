@@ -27,15 +27,24 @@ func TestStatusReportsNoWorkerAndMissingConsumer(t *testing.T) {
 	}
 	args := []string{"-nats-url", srv.ClientURL(), "-http", "127.0.0.1:1"}
 	time.Sleep(health.IdleAfter + 500*time.Millisecond) // nobody pulls the consolidator
-	var out bytes.Buffer
-	if err := status(ctx, &out, args); err != nil {
-		t.Fatalf("status: %v\n%s", err, out.String())
-	}
-	for _, want := range []*regexp.Regexp{
+	wants := []*regexp.Regexp{
 		regexp.MustCompile(`(?m)^ENGRAM_IN\s+\[engram\.in\.turn_started\.\*\.\*\.\* [^\]]*\]\s+interest\s+3\s+\d+\s+0\.\d% of 16M\s+max 1000\s`),
 		regexp.MustCompile(`(?m)^consolidator\s+ENGRAM_IN\s+3\s+0\s+0\s+0\s+-\s+NONE RUNNING: events wait$`),
 		regexp.MustCompile(`(?m)^  DEGRADED consumer consolidator: 3 events pending and no worker pulling \(none running, or all paused\)$`),
-	} {
+	}
+	// The consumer counts the published events asynchronously: status is
+	// asked again until it shows them (bounded), then judged.
+	var out bytes.Buffer
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		out.Reset()
+		if err := status(ctx, &out, args); err != nil {
+			t.Fatalf("status: %v\n%s", err, out.String())
+		}
+		if wants[1].MatchString(out.String()) || time.Now().After(deadline) {
+			break
+		}
+	}
+	for _, want := range wants {
 		if !want.MatchString(out.String()) {
 			t.Errorf("status lacks %s:\n%s", want, out.String())
 		}

@@ -157,7 +157,7 @@ func OpenBus(ctx context.Context, cfg config.Config, embed bool, name string, lo
 		eo := natsembed.Options{
 			StoreDir: cfg.NATSStoreDir(),
 			Listen:   cfg.NATS.Listen,
-			Logger:   natsLogger{log.Named("nats-server").Sugar()},
+			Logger:   newNATSLogger(log),
 		}
 		if err := natsauth.EnsurePrivateDir(cfg.DataDir); err != nil {
 			return nil, err

@@ -3,6 +3,7 @@ package app
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -48,11 +49,29 @@ func isTerminal(f *os.File) bool {
 
 // natsLogger adapts zap to the embedded server's logger. Notices are debug
 // so that `engram serve` logs one line when ready, not the server's banner.
+// Its lines carry no stack trace (the adapter's own frames say nothing),
+// and a client's failed login ("authentication error": a wrong password,
+// a port scan) is one warning line, not an error of the server (permission
+// violations stay errors: they are a misconfigured role).
 type natsLogger struct{ s *zap.SugaredLogger }
+
+func newNATSLogger(log *zap.Logger) natsLogger {
+	return natsLogger{log.Named("nats-server").WithOptions(zap.AddStacktrace(zapcore.InvalidLevel)).Sugar()}
+}
 
 func (l natsLogger) Noticef(f string, v ...any) { l.s.Debugf(f, v...) }
 func (l natsLogger) Warnf(f string, v ...any)   { l.s.Warnf(f, v...) }
 func (l natsLogger) Fatalf(f string, v ...any)  { l.s.Errorf(f, v...) }
-func (l natsLogger) Errorf(f string, v ...any)  { l.s.Errorf(f, v...) }
-func (l natsLogger) Debugf(f string, v ...any)  { l.s.Debugf(f, v...) }
-func (l natsLogger) Tracef(f string, v ...any)  { l.s.Debugf(f, v...) }
+func (l natsLogger) Errorf(f string, v ...any) {
+	if msg := fmt.Sprintf(f, v...); clientRefused(msg) {
+		l.s.Warn(msg)
+		return
+	}
+	l.s.Errorf(f, v...)
+}
+func (l natsLogger) Debugf(f string, v ...any) { l.s.Debugf(f, v...) }
+func (l natsLogger) Tracef(f string, v ...any) { l.s.Debugf(f, v...) }
+
+// clientRefused reports whether a server error line is about a client
+// whose login the server refused, which is the client's problem.
+func clientRefused(msg string) bool { return strings.Contains(msg, "authentication error") }

@@ -110,6 +110,18 @@ func NewLLM(cfg config.Config, obs llm.Observer) (*llm.Client, health.Check, err
 	if err != nil {
 		return nil, health.Check{}, fmt.Errorf("app: model client: %w", err)
 	}
+	// The alert rules' model-call series exist at 0 from the start (see
+	// health.Metrics.InitModel).
+	if in, ok := obs.(interface{ InitModel(op, role, model string) }); ok {
+		for _, r := range llm.ChatRoles {
+			if mc, _ := cfg.LLM.Model(r); mc.Name != "" {
+				in.InitModel("chat", string(r), mc.Name)
+			}
+		}
+		if mc, _ := cfg.LLM.Model(llm.RoleEmbed); mc.Name != "" {
+			in.InitModel("embed", string(llm.RoleEmbed), mc.Name)
+		}
+	}
 	return c, health.Check{Name: "model", Run: func(ctx context.Context) error {
 		_, err := c.Check(ctx)
 		return health.Degraded(err)

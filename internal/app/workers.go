@@ -91,6 +91,11 @@ func StartWorkers(ctx context.Context, js jetstream.JetStream, topo events.Topol
 	sort.Slice(selected, func(i, j int) bool { return selected[i].consumer() < selected[j].consumer() })
 	for _, wk := range selected {
 		name := wk.consumer()
+		// The alert rules' counters exist at 0 from the start (see
+		// health.Metrics.InitWorker).
+		if in, ok := obs.(interface{ InitWorker(worker string) }); ok {
+			in.InitWorker(name)
+		}
 		rc := runner.ConfigFor(topo, name)
 		rc.Concurrency = cfg.ConcurrencyOf(wk.Role)
 		opts := []runner.Option{runner.WithLogger(log), runner.WithGates(wk.Gates...)}

@@ -89,6 +89,11 @@ type MCP struct {
 	// Tokens is the bearer tokens file (mcptool.ParseTokens), required
 	// when Addr is set: no token, no access.
 	Tokens string
+	// SessionsPerToken caps the MCP sessions one token holds open at once
+	// (mcptool.HTTPOptions.MaxSessionsPerToken).
+	SessionsPerToken int
+	// SessionIdle closes an MCP session idle this long.
+	SessionIdle time.Duration
 }
 
 // DefaultConsoleAddr is where `engram serve` serves the memory console
@@ -269,6 +274,7 @@ func Default() Config {
 		Log:          Log{Format: LogAuto, Level: "info"},
 		LLM:          llm.DefaultConfig(),
 		CrossProject: true,
+		MCP:          MCP{SessionsPerToken: 100, SessionIdle: 30 * time.Minute},
 		Inject:       inject.Defaults(),
 		Extract:      extract.Defaults(),
 		Compact:      compact.Defaults(),
@@ -579,6 +585,12 @@ func (c Config) Validate() error {
 		if strings.TrimSpace(c.MCP.Tokens) == "" {
 			bad("the MCP endpoint (ENGRAM_MCP_ADDR) needs a tokens file (ENGRAM_MCP_TOKENS): no token, no access")
 		}
+	}
+	if c.MCP.SessionsPerToken < 1 {
+		bad("MCP sessions per token (ENGRAM_MCP_SESSIONS_PER_TOKEN) %d: want at least 1", c.MCP.SessionsPerToken)
+	}
+	if c.MCP.SessionIdle < time.Second {
+		bad("MCP session idle timeout (ENGRAM_MCP_SESSION_IDLE) %v: want at least 1s", c.MCP.SessionIdle)
 	}
 	if err := c.Consolidate.Validate(); err != nil {
 		errs = append(errs, err)

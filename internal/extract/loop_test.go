@@ -196,10 +196,14 @@ func TestLoopOutageThenRecovery(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		info, err := cons.Info(l.ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		// The consumer counts the stored events asynchronously: polled.
+		var info *jetstream.ConsumerInfo
+		waitFor(t, "the extractor's consumer to count the 3 events", func() bool {
+			if info, err = cons.Info(l.ctx); err != nil {
+				t.Fatal(err)
+			}
+			return info.NumPending+uint64(info.NumAckPending) >= 3
+		})
 		if info.NumPending+uint64(info.NumAckPending) != 3 {
 			t.Errorf("during the outage: %d pending, %d in flight; want all 3 waiting", info.NumPending, info.NumAckPending)
 		}

@@ -133,14 +133,13 @@ func TestMetricsFromARealRunner(t *testing.T) {
 	if _, err := js.Publish(ctx, topo.Subjects().In(events.TypeTokensReported, "", "p", "s"), []byte("{not json")); err != nil {
 		t.Fatal(err)
 	}
-	if err := lag.Refresh(ctx); err != nil {
-		t.Fatal(err)
-	}
+	// The stream stored each event before acknowledging its publish, but
+	// the consumer counts it a moment later: the pending count is polled.
+	refreshUntil(ctx, t, lag, "pending 4 before the runner", func() bool {
+		return gaugeValue(t, reg, "engram_consumer_pending", "compactor") == 4
+	})
 	if got := gaugeValue(t, reg, "engram_stream_fill_ratio", events.StreamIn); got <= 0 || got > 0.01 {
 		t.Fatalf("ENGRAM_IN fill before the runner = %v", got)
-	}
-	if got := gaugeValue(t, reg, "engram_consumer_pending", "compactor"); got != 4 {
-		t.Fatalf("pending before the runner = %v, want 4", got)
 	}
 
 	r, err := runner.New(js, runner.ConfigFor(topo, events.ConsumerCompactor), func(ctx context.Context, ev events.Envelope) error {
@@ -165,21 +164,37 @@ func TestMetricsFromARealRunner(t *testing.T) {
 	if got := sumCounter(t, reg, "engram_events_dead_lettered_total"); got != 1 {
 		t.Errorf("dead lettered = %v, want 1", got)
 	}
-	if err := lag.Refresh(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if got := gaugeValue(t, reg, "engram_consumer_pending", "compactor"); got != 0 {
-		t.Errorf("pending after the runner = %v, want 0", got)
-	}
+	// Interest retention: what the only consumer of the type handled is
+	// gone, once the server has processed the acks (asynchronously).
+	refreshUntil(ctx, t, lag, "nothing pending and ENGRAM_IN empty after the runner", func() bool {
+		return gaugeValue(t, reg, "engram_consumer_pending", "compactor") == 0 &&
+			gaugeValue(t, reg, "engram_stream_fill_ratio", events.StreamIn) == 0
+	})
 	if got := gaugeValue(t, reg, "engram_stream_messages", events.StreamDLQ); got != 1 {
 		t.Errorf("DLQ messages = %v, want 1", got)
 	}
-	// Interest retention: what the only consumer of the type handled is gone.
-	if got := gaugeValue(t, reg, "engram_stream_fill_ratio", events.StreamIn); got != 0 {
-		t.Errorf("ENGRAM_IN fill after the runner = %v, want 0", got)
-	}
 	if got := gaugeValue(t, reg, "engram_stream_fill_ratio", events.StreamDLQ); got <= 0 {
 		t.Errorf("DLQ fill = %v", got)
+	}
+}
+
+// refreshUntil refreshes the lag gauges until cond holds (the server
+// updates consumer counts and interest deletions asynchronously), failing
+// after 30 s.
+func refreshUntil(ctx context.Context, t *testing.T, lag *health.Lag, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if err := lag.Refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if cond() {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -165,6 +165,28 @@ func NewMetrics(reg prometheus.Registerer, opts ...MetricsOption) (*Metrics, err
 	return m, nil
 }
 
+// InitWorker exports at 0 the series of worker that alert rules watch with
+// increase() (deploy/prometheus/alerts.yml): a counter that first appears
+// at its first increment has one sample, and increase() over one sample is
+// nothing, so the first dead letter would never alert.
+func (m *Metrics) InitWorker(worker string) {
+	m.deadLettered.WithLabelValues(worker, "handler")
+	m.deadLettered.WithLabelValues(worker, "advisory")
+	m.dlqFailed.WithLabelValues(worker)
+	m.captured.WithLabelValues(worker)
+	m.paused.WithLabelValues(worker)
+}
+
+// InitModel exports at 0 the model-call series of (op, role, model) that
+// alert rules watch (errors, a spent budget), for the empty project label
+// (project labels off, the default; with them on, a project's series still
+// appears at its first call).
+func (m *Metrics) InitModel(op, role, model string) {
+	for _, outcome := range []string{"ok", llm.ClassTransient.String(), llm.ClassPermanent.String(), OutcomeBudgetExhausted} {
+		m.llmCalls.WithLabelValues(op, role, "", model, outcome)
+	}
+}
+
 // Delivered implements runner.Observer.
 func (m *Metrics) Delivered(o runner.Outcome) {
 	typ := string(o.Type)

@@ -70,8 +70,13 @@ func TestTopologyCheckReportsMissingAndUnworked(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-pulling
-	time.Sleep(250 * time.Millisecond)
+	// The consumers count the published events asynchronously, and a
+	// consumer is reported once idle for idleAfter: poll (bounded).
 	code, c := readyz(t, h)
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(c.Error, "consumer consolidator: 2 events pending") && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+		code, c = readyz(t, h)
+	}
 	if code != 200 || c.Status != health.StatusDegraded ||
 		!strings.Contains(c.Error, "consumer consolidator: 2 events pending and no worker pulling") ||
 		strings.Contains(c.Error, "injector") {

@@ -107,7 +107,23 @@
 // token reaches exactly one) and the session from ?session=; a project the
 // token does not reach is 403. Tokens are compared as SHA-256 digests in
 // constant time against every entry, and the file may hold the digests
-// instead of the tokens.
+// instead of the tokens. A refused token's 401 carries a WWW-Authenticate
+// Bearer challenge (RFC 6750). Each token has an MCP server of its own, so
+// that its live sessions can be counted: a token holding
+// MaxSessionsPerToken sessions gets 429 for another (a session costs
+// memory until it ends or idles out; a client that opens sessions without
+// end would otherwise grow the process without bound).
+//
+// # Real clients
+//
+// The schemas are exact (server.go's exact: no ["null", ...] type lists,
+// which jsonschema.For gives every slice and pointer; the MCP Inspector
+// CLI 0.15 could not pass an array to a ["null", "array"] parameter and
+// strict hosts refuse type lists), the tool carries the specification's
+// annotations, and serverInfo names the binary's version (buildinfo).
+// TestTypeScriptSDK and TestInspector run the official TypeScript SDK's
+// client and the Inspector CLI (current and 0.15) from npm against the tool
+// over stdio and HTTP (internal/mcpclients).
 //
 // # Not here
 //

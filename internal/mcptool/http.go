@@ -13,6 +13,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -186,41 +187,177 @@ func (ts *Tokens) verify(_ context.Context, token string, _ *http.Request) (*aut
 
 const entryKey = "engram.token"
 
+// DefaultMaxSessionsPerToken is how many MCP sessions one token may hold
+// open at once when HTTPOptions leave it 0: an agent host opens one per
+// conversation, and each costs the server memory until it ends or idles
+// out.
+const DefaultMaxSessionsPerToken = 100
+
+// DefaultSessionTimeout closes an MCP session idle this long.
+const DefaultSessionTimeout = 30 * time.Minute
+
 // HTTPOptions configure HTTPHandler.
 type HTTPOptions struct {
-	// SessionTimeout closes an MCP session idle this long (0: 30 minutes).
+	// SessionTimeout closes an MCP session idle this long (0:
+	// DefaultSessionTimeout).
 	SessionTimeout time.Duration
-	// Version is the server version reported to clients.
+	// MaxSessionsPerToken caps the sessions one token holds open at once
+	// (0: DefaultMaxSessionsPerToken); a new session over the cap is
+	// refused with 429 Too Many Requests until one ends or idles out.
+	MaxSessionsPerToken int
+	// Version is the server version reported to clients (empty: the
+	// binary's).
 	Version string
 }
 
 // HTTPHandler serves the `memory` tool over MCP's streamable HTTP
 // transport (the SDK's handler, which keeps the Mcp-Session-Id sessions),
 // behind bearer tokens (the SDK's auth.RequireBearerToken with tokens):
-// no token or an unknown one is 401. The project comes from ?project=
-// (optional when the token reaches exactly one project) and the session
-// from ?session=; a project the token does not reach is 403.
+// no token or an unknown one is 401 with a WWW-Authenticate challenge. The
+// project comes from ?project= (optional when the token reaches exactly
+// one project) and the session from ?session=; a project the token does
+// not reach is 403. Each token has its own MCP server, whose live sessions
+// are the token's: a token holding MaxSessionsPerToken sessions gets 429
+// for a new one.
 func HTTPHandler(t *Tool, tokens *Tokens, opts HTTPOptions) (http.Handler, error) {
 	if tokens == nil {
 		return nil, errors.New("mcptool: the HTTP endpoint needs tokens")
 	}
-	srv, err := NewServer(t, ServerOptions{Version: opts.Version})
-	if err != nil {
+	if opts.SessionTimeout < 0 || opts.MaxSessionsPerToken < 0 {
+		return nil, fmt.Errorf("mcptool: session timeout %v and sessions per token %d must not be negative", opts.SessionTimeout, opts.MaxSessionsPerToken)
+	}
+	// Build one server now: a bad schema fails here, not at the first call.
+	if _, err := NewServer(t, ServerOptions{Version: opts.Version}); err != nil {
 		return nil, err
 	}
-	timeout := opts.SessionTimeout
-	if timeout == 0 {
-		timeout = 30 * time.Minute
+	reg := &registry{tool: t, version: opts.Version, max: opts.MaxSessionsPerToken,
+		timeout: opts.SessionTimeout, servers: map[[sha256.Size]byte]*tokenServer{}}
+	if reg.max == 0 {
+		reg.max = DefaultMaxSessionsPerToken
 	}
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
-		&mcp.StreamableHTTPOptions{SessionTimeout: timeout})
+	if reg.timeout == 0 {
+		reg.timeout = DefaultSessionTimeout
+	}
+	h := mcp.NewStreamableHTTPHandler(reg.serverOf, &mcp.StreamableHTTPOptions{SessionTimeout: reg.timeout})
 	authn := auth.RequireBearerToken(tokens.verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
-	return authn(scoped(h)), nil
+	return challenge(authn, scoped(reg, h)), nil
 }
 
-// scoped resolves the request's project and session against its token
-// and leaves the Caller in the token info for the tool.
-func scoped(next http.Handler) http.Handler {
+// challenge answers a refused token as RFC 6750 asks: a 401 carries
+// WWW-Authenticate naming the Bearer scheme (and, for a token that was
+// given, error="invalid_token"), so that a client knows what to send.
+// The SDK's middleware adds the header only for OAuth metadata, which this
+// endpoint does not serve.
+func challenge(authn func(http.Handler) http.Handler, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cw := &challengeWriter{ResponseWriter: w, gaveToken: r.Header.Get("Authorization") != ""}
+		// The request goes on with the original writer (the SDK's streams
+		// need its Flusher); only a refusal is written through cw.
+		authn(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+			next.ServeHTTP(w, r)
+		})).ServeHTTP(cw, r)
+	})
+}
+
+type challengeWriter struct {
+	http.ResponseWriter
+	gaveToken bool
+}
+
+func (w *challengeWriter) WriteHeader(code int) {
+	if code == http.StatusUnauthorized && w.Header().Get("WWW-Authenticate") == "" {
+		v := `Bearer realm="engram"`
+		if w.gaveToken {
+			v += `, error="invalid_token", error_description="unknown token"`
+		}
+		w.Header().Set("WWW-Authenticate", v)
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// registry holds an MCP server per token, so that the live sessions of a
+// token are its server's, and admits a new session only under the cap.
+type registry struct {
+	tool    *Tool
+	version string
+	max     int
+	timeout time.Duration
+
+	mu      sync.Mutex
+	servers map[[sha256.Size]byte]*tokenServer
+}
+
+type tokenServer struct {
+	srv     *mcp.Server
+	opening int // session-creating requests in flight
+}
+
+// open admits a request that may create a session for e: it returns a
+// func to call once the request is done, or an error when e holds the
+// maximum of sessions.
+func (g *registry) open(e tokenEntry) (func(), error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	ts := g.servers[e.sum]
+	if ts == nil {
+		srv, err := NewServer(g.tool, ServerOptions{Version: g.version})
+		if err != nil {
+			return nil, err
+		}
+		ts = &tokenServer{srv: srv}
+		g.servers[e.sum] = ts
+	}
+	// Live sessions are the initialised ones: a POST without a session id
+	// that is not an initialize (a client's stray notification) makes a
+	// session of its own that the SDK closes when that request ends, and
+	// a session being initialised is counted as opening until its
+	// response starts.
+	live := 0
+	for ss := range ts.srv.Sessions() {
+		if ss.InitializeParams() != nil {
+			live++
+		}
+	}
+	if live+ts.opening >= g.max {
+		return nil, fmt.Errorf("%w: this token holds %d open MCP sessions, the most it may (ENGRAM_MCP_SESSIONS_PER_TOKEN); "+
+			"end one (HTTP DELETE with its Mcp-Session-Id) or wait until one has been idle for %v", errTooManySessions, live, g.timeout)
+	}
+	ts.opening++
+	return func() {
+		g.mu.Lock()
+		ts.opening--
+		g.mu.Unlock()
+	}, nil
+}
+
+var errTooManySessions = errors.New("too many sessions")
+
+// serverOf is the SDK handler's server for a new session: the token's.
+func (g *registry) serverOf(r *http.Request) *mcp.Server {
+	ti := auth.TokenInfoFromContext(r.Context())
+	if ti == nil {
+		return nil
+	}
+	e, ok := ti.Extra[entryKey].(tokenEntry)
+	if !ok {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if ts := g.servers[e.sum]; ts != nil {
+		return ts.srv
+	}
+	return nil
+}
+
+// sessionHeader is the streamable HTTP transport's session header.
+const sessionHeader = "Mcp-Session-Id"
+
+// scoped resolves the request's project and session against its token,
+// leaves the Caller in the token info for the tool and, for a request that
+// opens a session (a POST without Mcp-Session-Id), applies the token's
+// session cap.
+func scoped(reg *registry, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ti := auth.TokenInfoFromContext(r.Context())
 		e, ok := ti.Extra[entryKey].(tokenEntry)
@@ -242,6 +379,53 @@ func scoped(next http.Handler) http.Handler {
 			return
 		}
 		ti.Extra[callerKey] = Caller{Tenant: e.tenant, Project: project, Session: session, Principal: e.principal, WritesGlobal: e.all}
+		if r.Method == http.MethodPost && r.Header.Get(sessionHeader) == "" {
+			done, err := reg.open(e)
+			if errors.Is(err, errTooManySessions) {
+				http.Error(w, err.Error(), http.StatusTooManyRequests)
+				return
+			}
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			// The request stops counting as opening once its response
+			// starts: by then the SDK has registered the session it
+			// created (counted live from then on); counted both ways until
+			// the handler returns, a client's next request (its initialized
+			// notification or a second session) could be refused.
+			ow := &openingWriter{ResponseWriter: w, done: sync.OnceFunc(done)}
+			defer ow.done()
+			next.ServeHTTP(ow, r)
+			return
+		}
 		next.ServeHTTP(w, r)
 	})
 }
+
+// openingWriter calls done when the response starts (WriteHeader, or the
+// first Write or Flush).
+type openingWriter struct {
+	http.ResponseWriter
+	done func()
+}
+
+func (w *openingWriter) WriteHeader(code int) {
+	w.done()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *openingWriter) Write(b []byte) (int, error) {
+	w.done()
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *openingWriter) Flush() {
+	w.done()
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *openingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

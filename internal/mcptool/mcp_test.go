@@ -295,6 +295,19 @@ func TestHTTPAuth(t *testing.T) {
 		if resp.StatusCode != c.code {
 			t.Fatalf("token %q: status %d, want %d", c.token, resp.StatusCode, c.code)
 		}
+		// A 401 says how to authenticate (RFC 6750), and that a given
+		// token was refused.
+		challenge := resp.Header.Get("WWW-Authenticate")
+		switch {
+		case c.code != http.StatusUnauthorized:
+			if challenge != "" {
+				t.Errorf("token %q: status %d with WWW-Authenticate %q", c.token, c.code, challenge)
+			}
+		case !strings.HasPrefix(challenge, `Bearer realm="engram"`):
+			t.Errorf("token %q: 401 with WWW-Authenticate %q, want a Bearer challenge", c.token, challenge)
+		case (c.token != "") != strings.Contains(challenge, `error="invalid_token"`):
+			t.Errorf("token %q: WWW-Authenticate %q", c.token, challenge)
+		}
 	}
 	// Right tokens: the per-project one (the project implied), the digest
 	// entry, and the principal reaching every project.

@@ -162,7 +162,8 @@ func NewProxy(ctx context.Context, remote *Remote, version string) (*mcp.Server,
 		return nil, fmt.Errorf("mcptool: the remote serves no %q tool", ToolName)
 	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "engram", Title: "Engram memory", Version: version}, nil)
-	s.AddTool(&mcp.Tool{Name: tool.Name, Title: tool.Title, Description: tool.Description, InputSchema: tool.InputSchema, OutputSchema: tool.OutputSchema},
+	s.AddTool(&mcp.Tool{Name: tool.Name, Title: tool.Title, Description: tool.Description, InputSchema: tool.InputSchema, OutputSchema: tool.OutputSchema,
+		Annotations: tool.Annotations},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return remote.CallTool(ctx, &mcp.CallToolParams{Name: ToolName, Arguments: req.Params.Arguments})
 		})

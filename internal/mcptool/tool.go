@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/engram-memory/engram/internal/inject"
+	"github.com/engram-memory/engram/pkg/events"
 	"github.com/engram-memory/engram/pkg/memory"
 )
 
@@ -116,7 +117,20 @@ type Tool struct {
 	cfg   Config
 	now   func() time.Time
 	log   *zap.Logger
+	pub   Publisher
 }
+
+// Publisher publishes the tool's memory_changed events (an
+// *events.Client).
+type Publisher interface {
+	Publish(ctx context.Context, e events.Envelope) error
+}
+
+// WithPublisher makes every call that changes memory publish one
+// memory_changed on the bus, as the workers' edits do, so that what
+// follows memory (a platform's cache, an audit) sees the agent's edits
+// too. Without it nothing is published (engram mcp with no bus).
+func WithPublisher(p Publisher) Option { return func(t *Tool) { t.pub = p } }
 
 // Option configures a Tool.
 type Option func(*Tool)
@@ -165,12 +179,14 @@ func (t *Tool) Run(ctx context.Context, c Caller, req Request) (Response, error)
 		return Response{}, fmt.Errorf("%d operations: at most %d in one call", len(req.Ops), MaxOps)
 	}
 	resp := Response{Results: make([]Result, len(req.Ops))}
+	var changes []events.Change
 	for i, op := range req.Ops {
 		r, err := t.run(ctx, c, op)
 		if err != nil {
 			r = Result{Error: memory.Neutralise(describe(err))}
 		} else {
 			r.OK = true
+			changes = append(changes, changesOf(op, r)...)
 			// A note may quote an embedder's or a store's error.
 			r.Note = memory.Neutralise(r.Note)
 		}
@@ -178,7 +194,47 @@ func (t *Tool) Run(ctx context.Context, c Caller, req Request) (Response, error)
 		r.Op = memory.Neutralise(op.Op)
 		resp.Results[i] = r
 	}
+	t.publish(ctx, c, changes)
 	return resp, nil
+}
+
+// changesOf is what a successful operation changed.
+func changesOf(op Op, r Result) []events.Change {
+	id := strings.TrimSpace(op.ID)
+	if r.Memory != nil {
+		id = r.Memory.ID
+	}
+	switch op.Op {
+	case OpUpdate:
+		return []events.Change{{ID: id, Kind: events.ChangeUpdated}}
+	case OpForget:
+		return []events.Change{{ID: id, Kind: events.ChangeArchived}}
+	case OpRestore:
+		return []events.Change{{ID: id, Kind: events.ChangeRestored}}
+	case OpLink:
+		if r.Edge == nil {
+			return nil
+		}
+		if r.Edge.Relation == memory.Supersedes {
+			return []events.Change{{ID: r.Edge.From, Kind: events.ChangeLinked}, {ID: r.Edge.To, Kind: events.ChangeSuperseded}}
+		}
+		return []events.Change{{ID: r.Edge.From, Kind: events.ChangeLinked}, {ID: r.Edge.To, Kind: events.ChangeLinked}}
+	}
+	return nil
+}
+
+// publish sends one memory_changed for a call's changes, in the caller's
+// project and session. The changes are made: a failed publish is logged,
+// not reported as the call's failure.
+func (t *Tool) publish(ctx context.Context, c Caller, changes []events.Change) {
+	if t.pub == nil || len(changes) == 0 {
+		return
+	}
+	ev := events.New(events.Ref{TenantID: c.Tenant, ProjectID: c.Project, SessionID: c.Session}, events.MemoryChanged{Changes: changes})
+	if err := t.pub.Publish(ctx, ev); err != nil {
+		t.log.Warn("memory_changed not published", zap.String("project", c.Project), zap.String("principal", c.Principal),
+			zap.Int("changes", len(changes)), zap.Error(err))
+	}
 }
 
 func (t *Tool) run(ctx context.Context, c Caller, op Op) (Result, error) {

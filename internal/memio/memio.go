@@ -32,6 +32,7 @@ package memio
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -96,6 +97,54 @@ type Stats struct {
 	Merged int `json:"merged"`
 }
 
+// MaxReported is how many invalid lines an import reports one by one; the
+// rest are counted.
+const MaxReported = 20
+
+// Progress is how far an import is, for a progress display.
+type Progress struct {
+	// Lines read and validated so far (Reading), or every line (Writing).
+	Lines int
+	// Written nodes and edges so far, of Total (0 while reading).
+	Written, Total int
+}
+
+// Option configures Import.
+type Option func(*options)
+
+type options struct {
+	progress func(Progress)
+	every    int
+	written  func([]memory.Node)
+}
+
+// WithWritten calls fn with every chunk of nodes once it is written (to
+// announce them: engram memory import publishes memory_changed).
+func WithWritten(fn func(nodes []memory.Node)) Option {
+	return func(o *options) { o.written = fn }
+}
+
+// WithProgress calls fn every every lines while reading and after every
+// chunk written (and once at the end of each phase).
+func WithProgress(every int, fn func(Progress)) Option {
+	return func(o *options) { o.progress, o.every = fn, max(every, 1) }
+}
+
+// Decompress returns r's content, gunzipped when r starts with gzip's magic
+// bytes: an import file may be plain or gzip.
+func Decompress(r io.Reader) (io.Reader, error) {
+	br := bufio.NewReaderSize(r, 64*1024)
+	head, err := br.Peek(2)
+	if err == nil && head[0] == 0x1f && head[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, fmt.Errorf("memio: gzip: %w", err)
+		}
+		return zr, nil
+	}
+	return br, nil
+}
+
 // WriteChunk is how many nodes (and four times as many edges) one PutBatch
 // of an import writes.
 const WriteChunk = 500
@@ -103,7 +152,19 @@ const WriteChunk = 500
 // Import reads JSON lines from r, validates all of them, then writes them
 // into tenant's graph in chunks of WriteChunk. It returns how many nodes and
 // edges it wrote.
-func Import(ctx context.Context, st Store, r io.Reader, tenant string, now time.Time) (Stats, error) {
+//
+// Invalid lines are reported by number, the first MaxReported one by one
+// and the others counted; nothing is written then.
+func Import(ctx context.Context, st Store, r io.Reader, tenant string, now time.Time, opts ...Option) (Stats, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	report := func(p Progress) {
+		if o.progress != nil {
+			o.progress(p)
+		}
+	}
 	if err := memory.CheckTenant(tenant); err != nil {
 		return Stats{}, fmt.Errorf("memio: %w: %v", memory.ErrInvalid, err)
 	}
@@ -120,11 +181,19 @@ func Import(ctx context.Context, st Store, r io.Reader, tenant string, now time.
 		merged   int
 		no       int
 	)
+	unreported := 0
 	bad := func(format string, a ...any) {
+		if len(errs) >= MaxReported {
+			unreported++
+			return
+		}
 		errs = append(errs, fmt.Errorf("%w %d: %s", ErrInvalidLine, no, fmt.Sprintf(format, a...)))
 	}
 	for sc.Scan() {
 		no++
+		if o.progress != nil && no%o.every == 0 {
+			report(Progress{Lines: no})
+		}
 		raw := bytes.TrimSpace(sc.Bytes())
 		if len(raw) == 0 {
 			continue
@@ -189,6 +258,7 @@ func Import(ctx context.Context, st Store, r io.Reader, tenant string, now time.
 	if err := sc.Err(); err != nil {
 		return Stats{}, fmt.Errorf("memio: read line %d: %w", no+1, err)
 	}
+	report(Progress{Lines: no})
 	// An edge naming a merged node names the node it was merged into; one
 	// that then joins a node to itself is dropped.
 	kept := edges[:0]
@@ -225,10 +295,17 @@ func Import(ctx context.Context, st Store, r io.Reader, tenant string, now time.
 		}
 		for _, id := range missing {
 			if !ids[id] {
-				errs = append(errs, fmt.Errorf("%w: an edge names node %q, which is neither in the file nor in the store", ErrInvalidLine, id))
+				if len(errs) < MaxReported {
+					errs = append(errs, fmt.Errorf("%w: an edge names node %q, which is neither in the file nor in the store", ErrInvalidLine, id))
+				} else {
+					unreported++
+				}
 				ids[id] = true // report once
 			}
 		}
+	}
+	if unreported > 0 {
+		errs = append(errs, fmt.Errorf("%w: %d more problems not listed (the first %d are)", ErrInvalidLine, unreported, MaxReported))
 	}
 	if len(errs) > 0 {
 		return Stats{}, errors.Join(errs...)
@@ -251,6 +328,10 @@ func Import(ctx context.Context, st Store, r io.Reader, tenant string, now time.
 				i+1, i+len(chunk), len(nodes), err)
 		}
 		done.Nodes += len(chunk)
+		if o.written != nil {
+			o.written(chunk)
+		}
+		report(Progress{Lines: no, Written: done.Nodes, Total: len(nodes) + len(edges)})
 	}
 	for i := 0; i < len(edges); i += 4 * WriteChunk {
 		chunk := edges[i:min(i+4*WriteChunk, len(edges))]
@@ -259,6 +340,7 @@ func Import(ctx context.Context, st Store, r io.Reader, tenant string, now time.
 				i+1, i+len(chunk), len(edges), err)
 		}
 		done.Edges += len(chunk)
+		report(Progress{Lines: no, Written: done.Nodes + done.Edges, Total: len(nodes) + len(edges)})
 	}
 	return done, nil
 }

@@ -338,9 +338,11 @@ func TestConcurrency(t *testing.T) {
 	eventually(t, "3 running", func() bool { return running.Load() == 3 })
 	// The runner pulls only for free slots: 4 wait in the stream, none are
 	// held by this client.
-	if info := h.consumer(); info.NumAckPending != 3 || info.NumPending != 4 {
-		t.Fatalf("ack pending %d pending %d", info.NumAckPending, info.NumPending)
-	}
+	// (The server counts the published events asynchronously: polled.)
+	eventually(t, "ack pending 3, pending 4", func() bool {
+		info := h.consumer()
+		return info.NumAckPending == 3 && info.NumPending == 4
+	})
 	close(release)
 	eventually(t, "all acked", func() bool { return h.obs.count(runner.ResultAcked) == 7 })
 	if peak.Load() != 3 {
@@ -449,8 +451,11 @@ func TestGatePausesAndResumes(t *testing.T) {
 	r := h.start(h.config(), func(context.Context, events.Envelope) error { calls.Add(1); return nil }, runner.WithGates(gate))
 	h.publish(3)
 	eventually(t, "paused", func() bool { return r.Status().Paused })
-	// Several gate intervals pass: nothing is pulled, no delivery is spent.
+	// Several gate intervals pass: nothing is pulled, no delivery is spent
+	// (the pending count, which the server updates asynchronously, is
+	// polled first).
 	time.Sleep(500 * time.Millisecond)
+	eventually(t, "3 pending", func() bool { return h.consumer().NumPending == 3 })
 	if info := h.consumer(); info.Delivered.Consumer != 0 || info.NumPending != 3 || calls.Load() != 0 {
 		t.Fatalf("pulled while paused: delivered %d pending %d calls %d", info.Delivered.Consumer, info.NumPending, calls.Load())
 	}

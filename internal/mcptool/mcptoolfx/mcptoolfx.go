@@ -17,6 +17,7 @@ import (
 	"github.com/engram-memory/engram/internal/config"
 	"github.com/engram-memory/engram/internal/health"
 	"github.com/engram-memory/engram/internal/mcptool"
+	"github.com/engram-memory/engram/pkg/events"
 	"github.com/engram-memory/engram/pkg/llm"
 	"github.com/engram-memory/engram/pkg/memory"
 )
@@ -32,14 +33,14 @@ const shutdownWait = 2 * time.Second
 // NewTool builds the tool on the process's store and embedder, with the
 // injector's recall settings (confidence floor, cross-project reach,
 // projects with memory off), so that a look-up ranks as the block does.
-func NewTool(cfg config.Config, st memory.Store, emb mcptool.Embedder, log *zap.Logger) (*mcptool.Tool, error) {
+func NewTool(cfg config.Config, st memory.Store, emb mcptool.Embedder, log *zap.Logger, opts ...mcptool.Option) (*mcptool.Tool, error) {
 	rk := cfg.Inject.RankingFor(emb)
 	return mcptool.New(st, emb, mcptool.Config{
 		Ranking:          &rk,
 		MinConfidence:    cfg.Inject.MinConfidence,
 		CrossProject:     cfg.Inject.CrossProject,
 		DisabledProjects: cfg.Inject.DisabledProjects,
-	}, mcptool.WithLogger(log))
+	}, append([]mcptool.Option{mcptool.WithLogger(log)}, opts...)...)
 }
 
 // Endpoint is the running HTTP endpoint (nil Server when it is off).
@@ -53,18 +54,35 @@ func (e *Endpoint) URL() string {
 	return e.Server.URL() + Path
 }
 
+// endpointIn is what the endpoint needs; the events client, when the
+// process has a bus, announces the tool's edits (memory_changed).
+type endpointIn struct {
+	fx.In
+	Lifecycle fx.Lifecycle
+	Config    config.Config
+	Store     memory.Store
+	LLM       *llm.Client
+	Events    *events.Client `optional:"true"`
+	Log       *zap.Logger
+}
+
 // Module serves the endpoint when ENGRAM_MCP_ADDR is set; it provides
 // *Endpoint. The tokens file is read at start: a bad one stops the start
 // with every problem listed.
 func Module() fx.Option {
 	return fx.Module("mcp",
-		fx.Provide(func(lc fx.Lifecycle, cfg config.Config, st memory.Store, c *llm.Client, log *zap.Logger) (*Endpoint, error) {
+		fx.Provide(func(in endpointIn) (*Endpoint, error) {
+			lc, cfg, st, c, log := in.Lifecycle, in.Config, in.Store, in.LLM, in.Log
 			ep := &Endpoint{}
 			if cfg.MCP.Addr == "" {
 				return ep, nil
 			}
 			log = log.Named("mcp")
-			tool, err := NewTool(cfg, st, app.NewEmbedder(cfg, c), log)
+			var opts []mcptool.Option
+			if in.Events != nil {
+				opts = append(opts, mcptool.WithPublisher(in.Events))
+			}
+			tool, err := NewTool(cfg, st, app.NewEmbedder(cfg, c), log, opts...)
 			if err != nil {
 				return nil, err
 			}
@@ -72,7 +90,8 @@ func Module() fx.Option {
 			if err != nil {
 				return nil, err
 			}
-			h, err := mcptool.HTTPHandler(tool, tokens, mcptool.HTTPOptions{})
+			h, err := mcptool.HTTPHandler(tool, tokens, mcptool.HTTPOptions{
+				SessionTimeout: cfg.MCP.SessionIdle, MaxSessionsPerToken: cfg.MCP.SessionsPerToken})
 			if err != nil {
 				return nil, err
 			}

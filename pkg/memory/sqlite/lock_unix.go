@@ -17,7 +17,7 @@ func lockFile(path string) (func(), error) {
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		_ = f.Close()
-		return nil, fmt.Errorf("%s is in use by another process: %w", path, err)
+		return nil, fmt.Errorf("%s is in use by another process: %w (%v)", path, ErrInUse, err)
 	}
 	return func() {
 		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
