@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -420,4 +421,64 @@ func TestWithoutDirectory(t *testing.T) {
 	if _, page := get(t, c, u.url+"/session?s=s1"); !strings.Contains(page, "9000 → 1200") {
 		t.Errorf("the session's latest summary:\n%s", page)
 	}
+}
+
+// TestResolveHeld: merge stores the held fact as the revision of the memory
+// it resembles (closing it), once; discard stores nothing; either is
+// written into the pass's journal with who resolved it.
+func TestResolveHeld(t *testing.T) {
+	for _, action := range []string{"merge", "discard"} {
+		t.Run(action, func(t *testing.T) {
+			u := newUnit(t)
+			c := client(t)
+			csrf := u.login(t, c, tokShop)
+			entry := -1
+			for i, e := range u.pass.Pass.Entries {
+				if e.Op == memory.OpHold {
+					entry = i
+				}
+			}
+			if entry < 0 {
+				t.Fatal("the seeded pass held nothing")
+			}
+			form := url.Values{"csrf": {csrf}, "pass": {u.pass.Pass.ID}, "entry": {strconv.Itoa(entry)}, "action": {action}}
+			if code, body := post(t, c, u.url+"/review/resolve?p=shop", form); code != http.StatusSeeOther {
+				t.Fatalf("%s: %d\n%s", action, code, body)
+			}
+			if code, _ := post(t, c, u.url+"/review/resolve?p=shop", form); code != http.StatusConflict {
+				t.Errorf("resolving twice: %d, want 409", code)
+			}
+			p, err := u.st.GetPass(u.ctx, memory.ProjectRef{Project: "shop"}, u.pass.Pass.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := p.Entries[entry]
+			fly := u.get(t, u.fly.ID)
+			switch action {
+			case "merge":
+				if e.Resolution != memory.ResolveMerge || e.ResolvedID == "" || fly.SupersededBy != e.ResolvedID {
+					t.Fatalf("merge: entry %+v, the memory it resembles superseded by %q", e, fly.SupersededBy)
+				}
+				if n := u.get(t, e.ResolvedID); n.Label != heldText || !n.Live() {
+					t.Fatalf("the merged revision: %+v", n)
+				}
+			case "discard":
+				if e.Resolution != memory.ResolveDiscard || e.ResolvedID != "" || !fly.Live() {
+					t.Fatalf("discard: entry %+v, the memory it resembles %+v", e, fly)
+				}
+			}
+			if e.ResolvedBy != "console:alice" {
+				t.Errorf("resolved by %q", e.ResolvedBy)
+			}
+		})
+	}
+}
+
+func (u *unit) get(t *testing.T, id string) memory.Node {
+	t.Helper()
+	n, err := u.st.Get(u.ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
