@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/engram-memory/engram/internal/config"
+	"github.com/engram-memory/engram/internal/credurl"
 	"github.com/engram-memory/engram/internal/health"
 	"github.com/engram-memory/engram/pkg/events"
 )
@@ -96,13 +97,13 @@ func status(ctx context.Context, stdout io.Writer, args []string) error {
 	out(stdout, "\n")
 	rep, err := readyz(ctx, cfg.HTTPURL())
 	if err != nil {
-		out(stdout, "readiness: %s unreachable: %v\n", cfg.HTTPURL(), err)
+		out(stdout, "readiness: %s unreachable: %v\n", credurl.Redact(cfg.HTTPURL()), credurl.Error(err))
 	} else {
-		out(stdout, "readiness (%s/readyz): %s\n", cfg.HTTPURL(), rep.Status)
+		out(stdout, "readiness (%s/readyz): %s\n", credurl.Redact(cfg.HTTPURL()), rep.Status)
 		tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 		out(tw, "CHECK\tSTATUS\tDETAIL\n")
 		for _, c := range rep.Checks {
-			out(tw, "%s\t%s\t%s\n", c.Name, c.Status, c.Error)
+			out(tw, "%s\t%s\t%s\n", c.Name, c.Status, credurl.Redact(c.Error)) // a server of an older version may not mask it
 		}
 		_ = tw.Flush()
 	}

@@ -36,6 +36,11 @@ func OpenStore(ctx context.Context, cfg config.Config) (memory.Store, error) {
 type SQLiteOptions []sqlite.Option
 
 func openStore(ctx context.Context, cfg config.Config, sqliteOpts ...sqlite.Option) (memory.Store, error) {
+	// the tenants whose writes lose their personal data (validated with
+	// the configuration)
+	if err := memory.SetPIIRedaction(cfg.RedactPII); err != nil {
+		return nil, fmt.Errorf("app: %w", err)
+	}
 	switch cfg.Store.Kind {
 	case config.StoreRedis:
 		tlsCfg, err := cfg.Store.RedisTLS()

@@ -26,7 +26,7 @@ func (c *Compactor) Context(ctx context.Context, ref events.Ref, req events.Cont
 		if err != nil {
 			return r, err
 		}
-		r.Summary, r.UpTo = sum.Content, sum.UpTo
+		r.Summary, r.UpTo = memory.NeutraliseText(sum.Content), sum.UpTo
 		r.Block = Block(sum.Content)
 		after = sum.UpTo
 	}

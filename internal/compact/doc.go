@@ -70,13 +70,14 @@
 // result)": the split never separates a call from its results, so such a
 // call's result was never stored);
 // long content keeps its head and tail (messages 6,000 + 1,500 characters,
-// tool results 4,000 + 1,500). The transcript is the conversation itself,
-// which the platform already sends its model, so it is not neutralised
-// (memory.Neutralise flattens text to one line, which would destroy code
-// and the summary's structure); it was redacted when it was stored
+// tool results 4,000 + 1,500). Each message is neutralised
+// (memory.NeutraliseText: tags, template tokens, role markers, overrides
+// and exfiltrating links defanged, lines and code kept), so that a tool
+// result cannot steer the summariser; it was redacted when it was stored
 // (memory.PrepareMessages), and copies of the block's markers are defused,
 // so that neither a message nor a summary can close the block early or pose
-// as its preamble.
+// as its preamble. The summary is neutralised too, when the reply is cleaned
+// and again when the block is rendered.
 //
 // Prompt: the first compaction sends SystemPrompt, the Template and the
 // transcript; later ones send the previous summary (the summary alone,

@@ -116,15 +116,15 @@ func renderMessage(m memory.Message, answered []bool, cfg Config) string {
 	switch m.Role {
 	case memory.RoleUser:
 		b.WriteString("[USER]\n")
-		b.WriteString(headTail(m.Content, cfg.MessageHead, cfg.MessageTail))
+		b.WriteString(memory.NeutraliseText(headTail(m.Content, cfg.MessageHead, cfg.MessageTail)))
 	case memory.RoleAssistant:
 		b.WriteString("[ASSISTANT]\n")
-		b.WriteString(headTail(m.Content, cfg.MessageHead, cfg.MessageTail))
+		b.WriteString(memory.NeutraliseText(headTail(m.Content, cfg.MessageHead, cfg.MessageTail)))
 		for i, c := range m.ToolCalls {
 			if m.Content != "" || i > 0 {
 				b.WriteString("\n")
 			}
-			fmt.Fprintf(&b, "-> tool call %s (id %s): %s", c.Name, orNone(c.ID), capChars(c.Arguments, cfg.ArgChars))
+			fmt.Fprintf(&b, "-> tool call %s (id %s): %s", memory.Neutralise(c.Name), orNone(c.ID), memory.NeutraliseText(capChars(c.Arguments, cfg.ArgChars)))
 			if i >= len(answered) || !answered[i] {
 				b.WriteString(" (interrupted: no result)")
 			}
@@ -138,7 +138,7 @@ func renderMessage(m memory.Message, answered []bool, cfg Config) string {
 			status = "no result recorded (interrupted)"
 		}
 		fmt.Fprintf(&b, "[TOOL RESULT %s, call id %s, %s]\n", orNone(m.ToolName), orNone(m.ToolCallID), status)
-		b.WriteString(headTail(m.Content, cfg.ToolResultHead, cfg.ToolResultTail))
+		b.WriteString(memory.NeutraliseText(headTail(m.Content, cfg.ToolResultHead, cfg.ToolResultTail)))
 	}
 	return defuse(b.String())
 }
@@ -198,7 +198,7 @@ func promptWith(prev, transcript string, words int) []llm.Message {
 	} else {
 		user.WriteString(updateInstruction)
 		user.WriteString("\n\nPREVIOUS SUMMARY:\n<previous-summary>\n")
-		user.WriteString(defuse(prev))
+		user.WriteString(defuse(memory.NeutraliseText(prev)))
 		user.WriteString("\n</previous-summary>")
 	}
 	user.WriteString("\n\nTEMPLATE:\n")
@@ -271,7 +271,7 @@ func Clean(reply string) string {
 	if i := firstSection(s); i > 0 {
 		s = s[i:]
 	}
-	return strings.TrimSpace(memory.Redact(s))
+	return strings.TrimSpace(memory.NeutraliseText(memory.Redact(s)))
 }
 
 // Block is what the platform sends instead of the compacted messages.
@@ -279,7 +279,7 @@ func Block(summary string) string {
 	if summary == "" {
 		return ""
 	}
-	return Preamble + "\n\n" + SummaryOpen + "\n" + defuse(summary) + "\n" + SummaryClose + "\n" + EndMarker
+	return Preamble + "\n\n" + SummaryOpen + "\n" + defuse(memory.NeutraliseText(summary)) + "\n" + SummaryClose + "\n" + EndMarker
 }
 
 // MessageTokens estimates a stored message (content, tool calls and their

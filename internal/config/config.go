@@ -21,6 +21,7 @@ import (
 	"github.com/engram-memory/engram/internal/natsauth"
 	"github.com/engram-memory/engram/pkg/events"
 	"github.com/engram-memory/engram/pkg/llm"
+	"github.com/engram-memory/engram/pkg/memory"
 	"github.com/engram-memory/engram/pkg/memory/redis"
 )
 
@@ -64,6 +65,11 @@ type Config struct {
 	// every memory into its project with reach here. Load applies it to
 	// Inject.CrossProject and Extract.CrossProject.
 	CrossProject bool
+	// RedactPII lists the tenants whose writes have their personal data
+	// (e-mail addresses, phone numbers, IBANs, national ids) redacted:
+	// tenant ids, "default" for the default tenant, "*" for all; empty:
+	// off (memory.SetPIIRedaction).
+	RedactPII []string
 	// ChatModel, when set, is the model of every chat role whose own model
 	// setting is not given (ENGRAM_CHAT_MODEL).
 	ChatModel string
@@ -427,6 +433,9 @@ func (c Config) Validate() error {
 
 	if strings.TrimSpace(c.DataDir) == "" {
 		bad("data dir (ENGRAM_DATA) is empty")
+	}
+	if err := memory.CheckPIITenants(c.RedactPII); err != nil {
+		bad("ENGRAM_REDACT_PII: %v", err)
 	}
 	if !c.Embedded() {
 		for _, u := range strings.Split(c.NATS.URL, ",") {

@@ -161,6 +161,8 @@ func (c *Config) Settings() []Setting {
 			Usage: "injector: text channels run for questions at least this long (anchor paths always)"},
 		{Flag: "inject-auto-recall", Env: "ENGRAM_INJECT_AUTO_RECALL", Group: Runtime, value: (*boolV)(&c.Inject.AutoRecall),
 			Usage: "injector: build memory blocks at all (false: no block is sent)"},
+		{Flag: "redact-pii", Env: "ENGRAM_REDACT_PII", Group: Runtime, value: (*listV)(&c.RedactPII),
+			Usage: "tenants whose memories, transcripts and summaries have e-mail addresses, phone numbers, IBANs and national ids redacted, comma-separated (default: the default tenant; *: all); empty: off"},
 		{Flag: "cross-project", Env: "ENGRAM_CROSS_PROJECT", Group: Runtime, value: (*boolV)(&c.CrossProject),
 			Usage: "memory may reach across a tenant's projects; false: a project sees only its own memories and its tenant's global ones, and no extracted memory is global or reaches anywhere"},
 		{Flag: "inject-cross-project", Env: "ENGRAM_INJECT_CROSS_PROJECT", Group: Runtime, value: (*boolV)(&c.Inject.CrossProject),

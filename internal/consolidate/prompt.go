@@ -159,24 +159,28 @@ func (c *Consolidator) memoriesBlock(ctx context.Context, ref memory.SessionRef,
 // said where it is made.
 func (c *Consolidator) messages(w window, memories string, l *Ledger, now time.Time) []llm.Message {
 	lim := c.cfg.Limits
+	// What the ledger holds echoes the model (its prose, the facts it
+	// wrote, which may quote the transcript): neutralised before it is
+	// measured and shown.
 	d := l.directive(lim)
-	head := fmt.Sprintf("[Now: %s]\n\nSTORED MEMORIES\n%s\n\nTHIS PASS\n%s", now.UTC().Format("2006-01-02 15:04 MST (Monday)"), memories, l.digestHead(lim))
+	d.Text = memory.NeutraliseText(d.Text)
+	head := fmt.Sprintf("[Now: %s]\n\nSTORED MEMORIES\n%s\n\nTHIS PASS\n%s", now.UTC().Format("2006-01-02 15:04 MST (Monday)"), memories, memory.NeutraliseText(l.digestHead(lim)))
 	next := "\n\nNEXT\n" + d.Text
 	left := c.cfg.MemoryTokens + NoteTokens - EstimateTokens(head) - EstimateTokens(next) - 2
 	var detail string
 	if l.Detail != "" && left > cutNoteTokens+8 {
 		const title = "\n\nRESULT OF YOUR LAST CALL\n"
-		lines := fitLines(strings.Split(l.Detail, "\n"), left-EstimateTokens(title)-1)
+		lines := fitLines(strings.Split(memory.NeutraliseText(l.Detail), "\n"), left-EstimateTokens(title)-1)
 		detail = title + strings.Join(lines, "\n")
 		left -= EstimateTokens(detail) + 1
 	}
 	if d.Kind != DirectiveFinished && len(l.Cascade) > 0 && left > EstimateTokens(cascadeHeader)+cutNoteTokens+2 {
-		listing := "\n" + cascadeHeader + "\n" + strings.Join(fitLines(l.Cascade, left-EstimateTokens(cascadeHeader)-2), "\n")
+		listing := "\n" + cascadeHeader + "\n" + strings.Join(fitLines(neutraliseLines(l.Cascade), left-EstimateTokens(cascadeHeader)-2), "\n")
 		next += listing
 		left -= EstimateTokens(listing) + 1
 	}
 	var steps string
-	if ss := l.digestSteps(); len(ss) > 0 && left > cutNoteTokens+2 {
+	if ss := neutraliseLines(l.digestSteps()); len(ss) > 0 && left > cutNoteTokens+2 {
 		// The newest steps matter most: fit from the newest back.
 		slices.Reverse(ss)
 		kept := fitLines(ss, left-1)
@@ -192,4 +196,13 @@ func (c *Consolidator) messages(w window, memories string, l *Ledger, now time.T
 		llm.User(header + "\n" + w.Text),
 		llm.User(head + steps + detail + next),
 	}
+}
+
+// neutraliseLines neutralises each line (memory.Neutralise).
+func neutraliseLines(lines []string) []string {
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		out[i] = memory.Neutralise(l)
+	}
+	return out
 }

@@ -1,6 +1,7 @@
 package credurl
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -195,8 +196,32 @@ func redactField(f zapcore.Field) (zapcore.Field, bool) {
 				}
 			}
 		}
+	case zapcore.ArrayMarshalerType, zapcore.ObjectMarshalerType, zapcore.ReflectType:
+		// zap.Strings, zap.Object, zap.Any of a struct, zap.Errors: their
+		// JSON form, redacted, when it holds a URL with user information
+		if s, ok := jsonOf(f); ok && strings.Contains(s, "://") {
+			if r := Redact(s); r != s {
+				return zapcore.Field{Key: f.Key, Type: zapcore.StringType, String: r}, true
+			}
+		}
 	}
 	return f, false
+}
+
+// jsonOf is a field's value as zap's JSON encoder would write it.
+func jsonOf(f zapcore.Field) (s string, ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	enc := zapcore.NewMapObjectEncoder()
+	f.AddTo(enc)
+	b, err := json.Marshal(enc.Fields[f.Key])
+	if err != nil {
+		return fmt.Sprint(enc.Fields[f.Key]), true
+	}
+	return string(b), true
 }
 
 // stringOf calls String, which may panic on a nil receiver (zap reports

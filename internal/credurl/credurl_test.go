@@ -151,3 +151,17 @@ func BenchmarkPlainCore(b *testing.B) {
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// Issue 31: every kind of field is searched, arrays, objects, reflected
+// values and error lists too.
+func TestCoreRedactsEveryFieldKind(t *testing.T) {
+	const pw = "0llama-Pa55word"
+	u := "http://engram:" + pw + "@ollama:11434"
+	var buf strings.Builder
+	log := zap.New(credurl.Core(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(&buf), zapcore.DebugLevel)))
+	log.Info("model down", zap.Strings("urls", []string{u}), zap.Any("cfg", struct{ Host string }{u}),
+		zap.Errors("errs", []error{errors.New("dial " + u)}), zap.Any("panic", "get "+u))
+	if strings.Contains(buf.String(), pw) || !strings.Contains(buf.String(), "engram:xxxxx@") {
+		t.Errorf("log line shows the password, or no masked URL:\n%s", buf.String())
+	}
+}

@@ -36,27 +36,27 @@ func render(msgs []memory.Message, cfg Config) string {
 	for _, m := range msgs {
 		switch m.Role {
 		case memory.RoleUser:
-			writeLine(&b, "USER: ", memory.Redact(strings.TrimSpace(m.Content)))
+			writeLine(&b, "USER: ", memory.NeutraliseText(memory.Redact(strings.TrimSpace(m.Content))))
 		case memory.RoleAssistant:
 			if text := strings.TrimSpace(m.Content); text != "" {
-				writeLine(&b, "ASSISTANT: ", capChars(memory.Redact(text), cfg.AssistantChars))
+				writeLine(&b, "ASSISTANT: ", capChars(memory.NeutraliseText(memory.Redact(text)), cfg.AssistantChars))
 			}
 			if len(m.ToolCalls) > 0 {
 				names := make([]string, 0, len(m.ToolCalls))
 				for _, c := range m.ToolCalls {
-					if n := oneLine(memory.Redact(c.Name)); n != "" {
+					if n := memory.Neutralise(memory.Redact(c.Name)); n != "" {
 						names = append(names, capChars(n, 80))
 					}
 				}
 				writeLine(&b, "ASSISTANT called tools: ", strings.Join(names, ", "))
 			}
 		case memory.RoleTool:
-			name := capChars(oneLine(memory.Redact(m.ToolName)), 80)
+			name := capChars(memory.Neutralise(memory.Redact(m.ToolName)), 80)
 			if name == "" {
 				name = "(unnamed)"
 			}
 			if m.ToolStatus == memory.ToolFailed {
-				writeLine(&b, "TOOL "+name+" FAILED: ", capChars(memory.Redact(strings.TrimSpace(m.Content)), cfg.FailedToolChars))
+				writeLine(&b, "TOOL "+name+" FAILED: ", capChars(memory.NeutraliseText(memory.Redact(strings.TrimSpace(m.Content))), cfg.FailedToolChars))
 			} else {
 				writeLine(&b, "TOOL "+name+": ", "ok")
 			}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/engram-memory/engram/internal/credurl"
 )
 
 // ErrDegraded marks a check result that is reported but does not make the
@@ -97,6 +99,9 @@ func (c *Checks) Run(ctx context.Context, timeout time.Duration) Report {
 			default:
 				r.Status, r.Error = StatusFailed, err.Error()
 			}
+			// /readyz needs no credentials: a URL's password (Ollama's, in
+			// the model check's error) never goes out
+			r.Error = credurl.Redact(r.Error)
 			res[i] = r
 		}()
 	}

@@ -58,7 +58,8 @@
 //     redaction, entity cap, clamping), Redact (secrets out of label and body
 //     on every write: gitleaks' default rules, ported in redact_gitleaks.go,
 //     plus ours in redact.go; only the secret is replaced, so JSON stays
-//     valid);
+//     valid), RedactPII and SetPIIRedaction (personal data, per tenant,
+//     redact_pii.go), Neutralise and NeutraliseText (neutralise*.go);
 //   - Reinforce (what an upsert of an existing digest does), ApplyPatch
 //     (Update), ApplyVerdict (feedback), MarkStale and StaleFactor (decay),
 //     CheckSupersede (authority and scope), PrepareEdge and Relink;
@@ -90,6 +91,37 @@
 // Lexical takes Terms output, Vector only compares vectors of the same model
 // (cosine > 0), ByPaths scores by the number of matched paths. Every write of
 // text (nodes, transcripts, summaries) goes through Redact.
+//
+// # Neutralisation and redaction (why)
+//
+// Memory text is untrusted input replayed into a privileged position, so
+// two rules hold everywhere:
+//
+//   - Redact on every write (PrepareNew, ApplyPatch, PrepareTranscript,
+//     PrepareSummaryOf): a secret that is never stored cannot leak through a
+//     read, an export, a prompt or a backup. Redaction errs towards
+//     replacing a value (a value that is itself an assignment is searched
+//     again; prose rules in twelve languages take only values that look like
+//     secrets) and is checked on the raw files of both backends. Personal
+//     data (RedactPII) is redacted too for the tenants that ask for it
+//     (SetPIIRedaction): unlike a secret, an address is often what the user
+//     wants remembered, so it is an option.
+//   - Neutralise on every read into a prompt or a block (the memory block,
+//     the models' prompts, the compacted context, the memory tool), not on
+//     write: the stored text stays what was said (the user can see and
+//     search it), and a stronger neutraliser protects old memories at once.
+//     An attacker controls the text, so the neutraliser matches what a model
+//     would read (neutralise_view.go: escapes decoded, NFKC, TR39
+//     confusable skeletons, whitespace collapsed, letters alone, reversed,
+//     ROT13, base64) and changes only the spans found, so that ordinary text
+//     (code with its < and >, eleven languages) keeps every character. The
+//     filter once ran before whitespace was collapsed and the block then held
+//     the exact phrase it had missed; matching on the normalised view with
+//     offsets into the original removes that class of bug.
+//
+// package neutralisetest holds the attack and ordinary corpora and an
+// independent checker; every path's tests run them (docs/security.md has
+// the figures).
 //
 // # Adding a backend
 //

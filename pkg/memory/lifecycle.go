@@ -102,8 +102,14 @@ func PrepareRevision(old, n Node, now time.Time) (Node, error) {
 // PrepareMessages validates a turn's transcript messages and fills them in:
 // the turn id, created-at (now when zero), redacted content and tool-call
 // arguments. It returns ErrInvalid listing every problem. Ids are assigned by
-// the backend.
+// the backend. It is PrepareTranscript of the default tenant.
 func PrepareMessages(turnID string, msgs []Message, now time.Time) ([]Message, error) {
+	return PrepareTranscript("", turnID, msgs, now)
+}
+
+// PrepareTranscript is PrepareMessages for a session of tenant: personal
+// data is redacted too when the tenant asked for it (SetPIIRedaction).
+func PrepareTranscript(tenant, turnID string, msgs []Message, now time.Time) ([]Message, error) {
 	var bad invalid
 	if turnID == "" {
 		bad.add("a transcript append needs a turn id")
@@ -124,11 +130,11 @@ func PrepareMessages(turnID string, msgs []Message, now time.Time) ([]Message, e
 		}
 		m.ID = 0
 		m.TurnID = turnID
-		m.Content = Redact(m.Content)
+		m.Content = redactFor(tenant, m.Content)
 		if len(m.ToolCalls) > 0 {
 			calls := slices.Clone(m.ToolCalls)
 			for j := range calls {
-				calls[j].Arguments = Redact(calls[j].Arguments)
+				calls[j].Arguments = redactFor(tenant, calls[j].Arguments)
 			}
 			m.ToolCalls = calls
 		}
@@ -144,8 +150,14 @@ func PrepareMessages(turnID string, msgs []Message, now time.Time) ([]Message, e
 }
 
 // PrepareSummary validates a summary and fills it in: redacted content,
-// created-at now when zero.
+// created-at now when zero. It is PrepareSummaryOf the default tenant.
 func PrepareSummary(s Summary, now time.Time) (Summary, error) {
+	return PrepareSummaryOf("", s, now)
+}
+
+// PrepareSummaryOf is PrepareSummary for a session of tenant: personal data
+// is redacted too when the tenant asked for it (SetPIIRedaction).
+func PrepareSummaryOf(tenant string, s Summary, now time.Time) (Summary, error) {
 	var bad invalid
 	if s.Content == "" {
 		bad.add("summary content is empty")
@@ -159,7 +171,7 @@ func PrepareSummary(s Summary, now time.Time) (Summary, error) {
 	if err := bad.err("summary"); err != nil {
 		return Summary{}, err
 	}
-	s.Content = Redact(s.Content)
+	s.Content = redactFor(tenant, s.Content)
 	if s.CreatedAt.IsZero() {
 		s.CreatedAt = now.UTC()
 	}

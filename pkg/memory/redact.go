@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Redacted replaces every secret Redact finds.
@@ -38,6 +40,10 @@ type ruleSpec struct {
 	line func(line string) bool
 	// multiline: run on the whole text, not on the lines with a keyword.
 	multiline bool
+	// nested: a value that is itself a name and its separator (credential:
+	// API_KEY="v") is searched again from its start, so the inner value is
+	// found although the outer match covered it.
+	nested bool
 }
 
 type rule struct {
@@ -71,7 +77,7 @@ var ownRules = []ruleSpec{
 	// Credential assignments: name = value, name: "value", "name": "value"
 	// (also escaped inside a JSON string), name := value, NAME=value in
 	// env files. The keyword may be anywhere in the name. The name stays.
-	{id: "assignment", keywords: []string{"pass", "pwd", "secret", "key", "token", "credential", "creds"}, group: 3, check: assignedSecret,
+	{id: "assignment", keywords: []string{"pass", "pwd", "secret", "key", "token", "credential", "creds"}, group: 3, check: assignedSecret, nested: true,
 		re: `(?i)(?:^|[^A-Za-z0-9_.\-])((?:[A-Za-z0-9_.\-]*(?:password|passwd|passphrase|passcode|pwd|secret|api[_\-]?key|apikey|access[_\-]?key|private[_\-]?key|account[_\-]?key|signing[_\-]?key|encryption[_\-]?key|master[_\-]?key|license[_\-]?key|token|credentials?|creds)|(?:[A-Za-z0-9]+[_\-])+pass)(?:[_.\-][A-Za-z0-9]+)*)` +
 			`(\\?["']?[ \t]*(?::=|=>|[:=])[ \t]*)` +
 			`(?:\\"([^"\\\r\n]*)\\"|"((?:[^"\\\r\n]|\\.)*)"|'([^'\r\n]*)'|([^\s"'\x60,;&\\=][^\s"'\x60,;&\\]*))`},
@@ -95,6 +101,40 @@ var ownRules = []ruleSpec{
 	// 'x y'", "password for root: x".
 	{id: "prose-password", keywords: []string{"pass", "pwd", "pin", "pw "}, group: 1, check: proseSecret,
 		re: `(?i)\b(?:password|passwd|passphrase|passcode|passwort|mot de passe|pwd|pw|pin(?: code)?)(?:\s+(?:for|of|to)\s+[^\s:]+\s*:|\s+(?:is|was|is now|will be|would be|became))\s+(?:"([^"\r\n]+)"|'([^'\r\n]+)'|\x60([^\x60\r\n]+)\x60|([^\s"'\x60\\]+))`},
+	// .netrc: machine host login user password secret (on one line or
+	// several), default login user password secret.
+	{id: "netrc", keywords: []string{"machine", "default"}, group: 1, check: proseSecret, multiline: true,
+		// (also inside a JSON string, where the line breaks are \n)
+		re: `(?i)\b(?:machine(?:\s|\\[nrt])+[^\s\\"]+|default)(?:(?:\s|\\[nrt])+(?:login|account|port|protocol)(?:\s|\\[nrt])+[^\s\\"]+)*(?:\s|\\[nrt])+password(?:\s|\\[nrt])+([^\s"'\\]+)`},
+	// kubeconfig: a client key, tokens of users and auth providers.
+	{id: "kubeconfig", keywords: []string{"key-data", "token"}, group: 1,
+		re: `(?i)(?:^|[\s"'{,])(?:client-key-data|id-token|refresh-token|access-token|auth-token|token)["']?\s*:\s*["']?([A-Za-z0-9+/=._~\-]{16,})`},
+	// Passwords in prose in other languages: the word for a password, what
+	// it is for ("für den Router", "del wifi"), a copula or a colon, and a
+	// value that looks like one (secretish).
+	{id: "prose-password-de", keywords: []string{"passwort", "kennwort", "geheimzahl", "zugangscode", "pin"}, group: 1, check: secretish,
+		re: `(?i)\b(?:passwort|kennwort|geheimzahl|zugangscode|pin)(?:\s+(?:für|fuer|von|vom|zum|zur|des|der|dem|den|meines|meiner)(?:\s+\S+){1,3}?)?\s*(?:ist|lautet|war|lautete|heißt|heisst|:|–|—)\s*` + proseValue},
+	{id: "prose-password-fr", keywords: []string{"mot de passe", "mdp", "code pin", "code secret", "code d'acc"}, group: 1, check: secretish,
+		re: `(?i)\b(?:mot de passe|mdp|code pin|code secret|code d'accès|code d'acces)(?:\s+(?:de|du|des|pour|d')(?:\s*\S+){1,3}?)?\s*(?:est|était|etait|sera|c'est|:)\s*` + proseValue},
+	{id: "prose-password-es", keywords: []string{"contrase", "clave", "pin"}, group: 1, check: secretish,
+		re: `(?i)\b(?:contraseña|contrasena|clave secreta|clave|pin)(?:\s+(?:de|del|para)(?:\s+\S+){1,3}?)?\s*(?:es|era|será|sera|:)\s*` + proseValue},
+	{id: "prose-password-pt", keywords: []string{"senha", "palavra-passe", "palavra passe", "pin"}, group: 1, check: secretish,
+		re: `(?i)\b(?:senha|palavra-passe|palavra passe|pin)(?:\s+(?:de|do|da|para)(?:\s+\S+){1,3}?)?\s*(?:é|e|era|será|sera|:)\s*` + proseValue},
+	{id: "prose-password-it", keywords: []string{"password", "parola d", "parola chiave", "chiave", "pin"}, group: 1, check: secretish,
+		// "password:" is an assignment (its own rule, which knows code)
+		re: `(?i)\b(?:(?:parola d'ordine|parola chiave|chiave)(?:\s+(?:di|del|della|dello|per)(?:\s+\S+){1,3}?)?\s*(?:è|e'|era|sarà|sara|:)|(?:password|pin)(?:\s+(?:di|del|della|dello|per)(?:\s+\S+){1,3}?)?\s*(?:è|e'|era|sarà|sara))\s*` + proseValue},
+	{id: "prose-password-nl", keywords: []string{"wachtwoord", "pincode"}, group: 1, check: secretish,
+		re: `(?i)\b(?:wachtwoord|pincode)(?:\s+(?:van|voor)(?:\s+\S+){1,3}?)?\s*(?:is|was|luidt|:)\s*` + proseValue},
+	{id: "prose-password-id", keywords: []string{"sandi", "password", "kata kunci", "pin"}, group: 1, check: secretish,
+		re: `(?i)\b(?:(?:kata sandi|katasandi|sandi|kata kunci)(?:\s+(?:saya|ku|kamu|anda|untuk|dari|akun)(?:\s+\S+){0,2}?)?\s*(?:adalah|ialah|yaitu|yakni|:)|(?:password|pin)(?:\s+(?:saya|ku|kamu|anda|untuk|dari|akun)(?:\s+\S+){0,2}?\s*(?:adalah|ialah|yaitu|yakni|:)|\s+(?:adalah|ialah|yaitu|yakni)))\s*` + proseValue},
+	{id: "prose-password-ru", keywords: []string{"пароль", "Пароль", "ПАРОЛЬ", "пин", "ПИН", "код доступа"}, group: 1, check: secretish,
+		re: `(?i)(?:пароль|пин-код|пин|код доступа)(?:\s+(?:от|для|к)(?:\s+\S+){1,3}?)?\s*(?:—|–|-|:|это|будет|был)?\s*` + proseValue},
+	{id: "prose-password-cjk", keywords: []string{"密码", "密碼", "口令", "パスワード", "暗証番号", "パスコード", "비밀번호"}, group: 1, check: secretish,
+		re: `(?:密码|密碼|口令|パスワード|暗証番号|パスコード|비밀번호)[^\s：:是为為はは는은]{0,8}?\s*(?:是|为|為|は|는|은|：|:)?\s*([\x21-\x7e]{4,})`},
+	// Secrets in English prose: "my aws secret access key is ...", "the
+	// API key is ...": a value that looks like one (secretish).
+	{id: "prose-secret-en", keywords: []string{"key", "token", "secret"}, group: 1, check: secretLike,
+		re: `(?i)\b(?:secret access key|secret key|access key|api key|api token|auth token|access token|bearer token|bot token|private key|client secret|signing secret|webhook secret|token|secret)\s+(?:is|was|is now|will be)\s*` + proseValue},
 	// Docker config.json: "auth": "base64(user:pass)" (also escaped).
 	{id: "docker-auth", keywords: []string{"auth"}, group: 1,
 		re: `(?i)\\?"auth\\?"\s*:\s*\\?"([A-Za-z0-9+/=]{8,})\\?"`},
@@ -112,7 +152,7 @@ var ownRules = []ruleSpec{
 	{id: "twilio-api-key", line: twilioShape, re: `\b(?:SK|AC)[0-9a-f]{32}\b`},
 	{id: "mailgun-key", keywords: []string{"key-"}, re: `\bkey-[0-9a-zA-Z]{32}\b`},
 	{id: "mailchimp-key", keywords: []string{"-us"}, re: `\b[0-9a-f]{32}-us[0-9]{1,2}\b`},
-	{id: "discord-bot-token", line: discordShape, re: `\b[MNO][A-Za-z0-9_\-]{23,27}\.[A-Za-z0-9_\-]{6}\.[A-Za-z0-9_\-]{27,40}\b`},
+	{id: "discord-bot-token", line: discordShape, re: `\b[MNO][A-Za-z0-9_\-]{23,31}\.[A-Za-z0-9_\-]{6,7}\.[A-Za-z0-9_\-]{27,40}`},
 	{id: "telegram-bot-token", keywords: []string{":aa"}, group: 1, re: `(?:\b|bot)([0-9]{8,10}:AA[A-Za-z0-9_\-]{33})\b`},
 	{id: "new-relic-user-key", keywords: []string{"nrak-"}, re: `\bNRAK-[A-Z0-9]{27}\b`},
 	{id: "shopify-token", keywords: []string{"shpat_", "shpss_", "shpca_", "shppa_"}, re: `\bshp(?:at|ss|ca|pa)_[A-Za-z0-9]{32}\b`},
@@ -338,6 +378,10 @@ func (r *rule) find(text string, off int, spans []span) []span {
 			}
 		}
 		secret := text[start:end]
+		if r.nested && nameAndSeparator(secret) {
+			spans = r.find(text[start:], off+start, spans)
+			continue
+		}
 		if secret == Redacted || r.entropy > 0 && shannonEntropy(secret) <= r.entropy || r.check != nil && !r.check(secret, start > 0 && strings.ContainsRune(`"'\x60`, rune(text[start-1])), text[m[0]:m[1]]) {
 			continue
 		}
@@ -489,6 +533,15 @@ func secretName(match string) bool {
 	return true
 }
 
+// nameAndSeparator: a value that is an assignment's name and its '=' or
+// ':' (API_KEY=), the start of an assignment of its own.
+func nameAndSeparator(v string) bool {
+	if len(v) < 2 || !strings.ContainsAny(v[len(v)-1:], "=:") {
+		return false
+	}
+	return isIdentChain(strings.ReplaceAll(strings.TrimRight(v[:len(v)-1], " \t"), "-", "_"))
+}
+
 func isNumber(v string) bool {
 	for _, c := range v {
 		if (c < '0' || c > '9') && c != '.' && c != '_' {
@@ -527,6 +580,59 @@ var proseWords = map[string]bool{
 	"and": true, "or": true, "for": true, "with": true, "by": true, "from": true, "is": true, "was": true, "be": true,
 }
 
+// proseValue is the value after a password word in prose: quoted (also in
+// guillemets and CJK quotes) or a run without spaces.
+const proseValue = `(?:"([^"\r\n]+)"|'([^'\r\n]+)'|«\s*([^»\r\n]+?)\s*»|「([^」\r\n]+)」|([^\s"'\x60\\«「]+))`
+
+// secretish accepts a value in prose that looks like a secret: at least 4
+// digits, or 6 characters with a digit, a symbol or a capital inside, or 16
+// characters; never a placeholder. "Mein Passwort ist abgelaufen" keeps its
+// word.
+func secretish(v string, quoted bool, match string) bool {
+	v = strings.TrimRight(v, ".,;:!?)。、，")
+	if !notPlaceholder(v, quoted, match) || strings.Contains(v, Redacted) {
+		return false
+	}
+	n := utf8.RuneCountInString(v)
+	digits, symbols, inner := 0, 0, false
+	for i, r := range v {
+		switch {
+		case unicode.IsDigit(r):
+			digits++
+		case unicode.IsUpper(r):
+			inner = inner || i > 0
+		case !unicode.IsLetter(r):
+			symbols++
+		}
+	}
+	switch {
+	case digits == n:
+		return n >= 4
+	case n >= 16:
+		return true
+	}
+	return n >= 6 && (digits > 0 || symbols > 0 || inner)
+}
+
+// secretLike is secretish for words that are not only passwords (a token,
+// a key): 8 characters with letters and digits, or 24.
+func secretLike(v string, quoted bool, match string) bool {
+	v = strings.TrimRight(v, ".,;:!?)")
+	if !secretish(v, quoted, match) {
+		return false
+	}
+	letters, digits := 0, 0
+	for _, r := range v {
+		if unicode.IsDigit(r) {
+			digits++
+		} else if unicode.IsLetter(r) {
+			letters++
+		}
+	}
+	n := utf8.RuneCountInString(v)
+	return n >= 8 && letters > 0 && digits > 0 || n >= 24
+}
+
 func proseSecret(v string, quoted bool, match string) bool {
 	t := strings.ToLower(strings.TrimRight(v, ".,;:!?)"))
 	if !quoted && (proseWords[t] || strings.ContainsAny(t, "()[]{}")) || !notPlaceholder(t, quoted, match) {
@@ -554,7 +660,7 @@ func isHex(s string) bool {
 	return true
 }
 
-// discordShape: M, N or O, 23 to 27 token characters, a dot.
+// discordShape: M, N or O, 23 to 31 token characters, a dot.
 func discordShape(line string) bool {
 	k := 0
 	for i := 0; i < len(line); i++ {
@@ -562,7 +668,7 @@ func discordShape(line string) bool {
 		switch {
 		case 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-':
 			k++
-		case c == '.' && k >= 24 && k <= 28 && strings.ContainsRune("MNO", rune(line[i-k])):
+		case c == '.' && k >= 24 && k <= 32 && strings.ContainsRune("MNO", rune(line[i-k])):
 			return true
 		default:
 			k = 0

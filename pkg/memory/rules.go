@@ -117,8 +117,8 @@ func NormaliseEntities(es []Entity) []Entity {
 // default to now; given ones are kept, for imports).
 func PrepareNew(n Node, now time.Time) (Node, error) {
 	var bad invalid
-	n.Label = strings.TrimSpace(Redact(n.Label))
-	n.Body = strings.TrimSpace(Redact(n.Body))
+	n.Label = strings.TrimSpace(redactFor(n.TenantID, n.Label))
+	n.Body = strings.TrimSpace(redactFor(n.TenantID, n.Body))
 	if n.Label == "" && n.Body == "" {
 		bad.add("label and body are both empty")
 	}
@@ -207,8 +207,8 @@ func PrepareNew(n Node, now time.Time) (Node, error) {
 	if n.ID == "" {
 		n.ID = NewID()
 	}
-	n.Paths = NormalisePaths(n.Paths)
-	n.Entities = NormaliseEntities(n.Entities)
+	n.Paths = piiPaths(n.TenantID, NormalisePaths(n.Paths))
+	n.Entities = piiEntities(n.TenantID, NormaliseEntities(n.Entities))
 	if n.Confidence == 0 {
 		n.Confidence = DefaultConfidence
 	}
@@ -265,8 +265,8 @@ func Reinforce(old, incoming Node, now time.Time) Node {
 			n.Label, n.Body = incoming.Label, incoming.Body
 		}
 	}
-	n.Paths = NormalisePaths(append(slices.Clone(old.Paths), incoming.Paths...))
-	n.Entities = NormaliseEntities(append(slices.Clone(old.Entities), incoming.Entities...))
+	n.Paths = piiPaths(n.TenantID, NormalisePaths(append(slices.Clone(old.Paths), incoming.Paths...)))
+	n.Entities = piiEntities(n.TenantID, NormaliseEntities(append(slices.Clone(old.Entities), incoming.Entities...)))
 	if len(n.Embedding) == 0 && len(incoming.Embedding) > 0 {
 		n.Embedding, n.EmbeddingModel = incoming.Embedding, incoming.EmbeddingModel
 	}
@@ -292,18 +292,18 @@ func ApplyPatch(n Node, p Patch, now time.Time) (Node, error) {
 	if p.Source != nil && !p.Source.Valid() {
 		bad.add("unknown source %q", *p.Source)
 	}
-	textChange := (p.Label != nil && strings.TrimSpace(Redact(*p.Label)) != n.Label) ||
-		(p.Body != nil && strings.TrimSpace(Redact(*p.Body)) != n.Body) ||
+	textChange := (p.Label != nil && strings.TrimSpace(redactFor(n.TenantID, *p.Label)) != n.Label) ||
+		(p.Body != nil && strings.TrimSpace(redactFor(n.TenantID, *p.Body)) != n.Body) ||
 		(p.Subkind != nil && *p.Subkind != n.Subkind)
 	if textChange && n.Source == SourceUser && p.Source == nil {
 		return Node{}, fmt.Errorf("%w: memory %s was written by the user; a patch that names no writer cannot change its text", ErrRefused, n.ID)
 	}
 	old := n
 	if p.Label != nil {
-		n.Label = strings.TrimSpace(Redact(*p.Label))
+		n.Label = strings.TrimSpace(redactFor(n.TenantID, *p.Label))
 	}
 	if p.Body != nil {
-		n.Body = strings.TrimSpace(Redact(*p.Body))
+		n.Body = strings.TrimSpace(redactFor(n.TenantID, *p.Body))
 	}
 	if n.Label == "" && n.Body == "" {
 		bad.add("label and body are both empty")
@@ -348,10 +348,10 @@ func ApplyPatch(n Node, p Patch, now time.Time) (Node, error) {
 		n.Scope = *p.Scope
 	}
 	if p.Paths != nil {
-		n.Paths = NormalisePaths(*p.Paths)
+		n.Paths = piiPaths(n.TenantID, NormalisePaths(*p.Paths))
 	}
 	if p.Entities != nil {
-		n.Entities = NormaliseEntities(*p.Entities)
+		n.Entities = piiEntities(n.TenantID, NormaliseEntities(*p.Entities))
 	}
 	if err := bad.err("patch"); err != nil {
 		return Node{}, err

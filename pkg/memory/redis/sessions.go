@@ -62,7 +62,7 @@ func (s *Store) AppendTranscript(ctx context.Context, ref memory.SessionRef, tur
 	if err != nil {
 		return nil, false, err
 	}
-	prepared, err := memory.PrepareMessages(turnID, msgs, s.now())
+	prepared, err := memory.PrepareTranscript(ref.Tenant, turnID, msgs, s.now())
 	if err != nil {
 		return nil, false, err
 	}
@@ -177,7 +177,7 @@ func (s *Store) SaveSummary(ctx context.Context, ref memory.SessionRef, in memor
 	if err != nil {
 		return err
 	}
-	sum, err := memory.PrepareSummary(in, s.now())
+	sum, err := memory.PrepareSummaryOf(ref.Tenant, in, s.now())
 	if err != nil {
 		return err
 	}

@@ -16,7 +16,7 @@ func (s *Store) AppendTranscript(ctx context.Context, ref memory.SessionRef, tur
 	if err := memory.CheckSession(ref); err != nil {
 		return nil, false, err
 	}
-	prepared, err := memory.PrepareMessages(turnID, msgs, s.now())
+	prepared, err := memory.PrepareTranscript(ref.Tenant, turnID, msgs, s.now())
 	if err != nil {
 		return nil, false, err
 	}
@@ -124,7 +124,7 @@ func (s *Store) SaveSummary(ctx context.Context, ref memory.SessionRef, sum memo
 	if err := memory.CheckSession(ref); err != nil {
 		return err
 	}
-	sum, err := memory.PrepareSummary(sum, s.now())
+	sum, err := memory.PrepareSummaryOf(ref.Tenant, sum, s.now())
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,743 @@
+package memory
+
+import (
+	"encoding/base64"
+	"encoding/hex"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"unicode"
+	"unicode/utf8"
+)
+
+// nrule is one neutralisation rule: an expression over one of the views,
+// and what replaces the original span of a match (of its group "x" when it
+// has one): "[...]" unless repl says otherwise (ok false: leave it).
+type nrule struct {
+	name string
+	on   func(*views) *view
+	pre  pred // cheap test before the expression (no groups: always run)
+	// srcPre, when set, must accept the original text as well
+	srcPre func(src string) bool
+	re     *regexp.Regexp
+	repl   func(vs *views, v *view, re *regexp.Regexp, m []int, a, b int) (string, bool)
+}
+
+func onFolded(vs *views) *view   { return vs.folded }
+func onLetters(vs *views) *view  { vs.buildLetters(); return vs.letters }
+func onReversed(vs *views) *view { vs.buildLetters(); return vs.reversed }
+func onROT13(vs *views) *view    { vs.buildLetters(); return vs.rot13 }
+
+// letterView says which of the letter views a rule reads (-1: none); their
+// prefilter runs on the view's text before the view is built.
+func letterView(r *nrule) int {
+	switch r.name {
+	case "override-letters":
+		return 0
+	case "override-reversed":
+		return 1
+	case "override-rot13":
+		return 2
+	}
+	return -1
+}
+
+// sep is what may stand between two words of a phrase in the folded view:
+// spaces, hyphens, dots, underscores, asterisks (at most three).
+const sep = `[^\p{L}\p{N}]{1,3}`
+
+// anyWord is one word and its separator (gaps of unrelated words).
+const anyWord = `[\p{L}\p{N}'’]+` + sep
+
+// lit turns literals into an alternation matching their folded form: a
+// trailing '*' is a stem (any letters may follow), a space stands for sep.
+// With leet, ASCII letters also match their usual digit stand-ins.
+func lit(leet bool, words ...string) string {
+	words = longestFirst(words)
+	alts := make([]string, 0, len(words))
+	for _, w := range words {
+		parts := strings.Fields(w)
+		for i, p := range parts {
+			stem := strings.HasSuffix(p, "*")
+			q := regexp.QuoteMeta(fold(strings.TrimSuffix(p, "*")))
+			if leet {
+				q = leetClass(q)
+			}
+			if stem {
+				q += `\p{L}*`
+			}
+			parts[i] = q
+		}
+		alts = append(alts, strings.Join(parts, sep))
+	}
+	return `(?:` + strings.Join(alts, `|`) + `)`
+}
+
+// litCJK is lit for scripts written without spaces: the words may be
+// joined to their neighbours.
+func litCJK(words ...string) string {
+	words = longestFirst(words)
+	alts := make([]string, len(words))
+	for i, w := range words {
+		alts[i] = regexp.QuoteMeta(fold(w))
+	}
+	return `(?:` + strings.Join(alts, `|`) + `)`
+}
+
+func mapStrings(in []string, f func(string) string) []string {
+	out := make([]string, len(in))
+	for i, s := range in {
+		out[i] = f(s)
+	}
+	return out
+}
+
+// longestFirst sorts alternatives longest first: Go's alternation takes
+// the first that matches, and "instructions" must win over "instruction".
+func longestFirst(words []string) []string {
+	out := slices.Clone(words)
+	slices.SortStableFunc(out, func(a, b string) int { return len(b) - len(a) })
+	return out
+}
+
+var leetMap = map[rune]string{'a': "[a4@]", 'e': "[e3]", 'i': "[i1!|l]", 'o': "[o0]", 's': "[s5$]", 't': "[t7]", 'l': "[l1|i]", 'g': "[g9]"}
+
+func leetClass(q string) string {
+	var b strings.Builder
+	for _, r := range q {
+		if c, ok := leetMap[r]; ok {
+			b.WriteString(c)
+		} else {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// An override phrase, per language: a verb telling the model to drop what
+// it was told, and what (an adjective of time or place, and a noun for
+// instructions), in either order, with a few words between.
+type overrideLang struct {
+	verbs, adjs, nouns []string
+	// all and before: "forget everything (that was said) before", the
+	// verb, a word for everything, and within a few words one for before
+	all, before []string
+	cjk         bool // no spaces between words
+	objectFirst bool // the object may come before the verb (de, ja, ko, zh)
+}
+
+var overrideLangs = map[string]overrideLang{
+	"en": {
+		verbs: []string{"ignore", "ignoring", "disregard*", "forget", "forgetting", "override", "overrule", "skip", "bypass", "drop", "discard", "abandon", "neglect", "dismiss", "nullify", "cancel", "erase", "delete", "clear", "set aside", "put aside", "throw out", "pay no attention to", "do not follow", "dont follow", "don't follow", "do not obey", "don't obey", "stop following", "stop obeying", "no longer follow", "no longer obey", "do not listen to", "don't listen to", "disobey", "break", "violate", "ditch", "scrap", "unlearn", "wipe"},
+		adjs:  []string{"previous", "previously", "prior", "above", "earlier", "preceding", "former", "foregoing", "initial", "original", "old", "older", "existing", "system", "developer", "default", "safety", "preset", "past", "first", "aforementioned", "pre-existing", "preexisting", "given", "current", "all", "any", "your", "the assistant's", "these", "those", "every"},
+		nouns: []string{"instruction*", "prompt*", "rule*", "direction*", "directive*", "guideline*", "guidance", "message*", "context", "command*", "order*", "constraint*", "polic*", "programming", "setting*", "restriction*", "filter*", "safeguard*", "guardrail*", "limitation*", "boundar*", "training", "requirement*", "condition*", "task*", "text", "content", "input*", "conversation", "statement*", "prompting", "system prompt"},
+	},
+	"es": {
+		objectFirst: true,
+		all:         []string{"todo", "todas", "todos"}, before: []string{"anterior", "antes", "arriba", "previo", "hasta ahora", "hasta aquí", "hasta aqui"},
+		verbs: []string{"ignora*", "ignore*", "ignorar", "olvida*", "olvide*", "olvidar", "haz caso omiso", "haga caso omiso", "hagan caso omiso", "no sigas", "no siga", "no hagas caso", "no haga caso", "descarta*", "omite*", "omita*", "pasa por alto", "anula*", "desobedece*", "salta*", "desestima*"},
+		adjs:  []string{"anterior*", "previa*", "previo*", "precedente*", "arriba", "de arriba", "mencionad*", "original*", "inicial*", "del sistema", "que te dieron", "hasta ahora", "todas", "todos", "tus", "sus"},
+		nouns: []string{"instruccion*", "indicacion*", "regla*", "orden", "ordenes", "directiva*", "consigna*", "prompt*", "directriz", "directrices", "norma*", "mensaje*", "comando*", "restriccion*"},
+	},
+	"fr": {
+		objectFirst: true,
+		all:         []string{"tout", "toutes", "tous"}, before: []string{"précède", "precede", "avant", "auparavant", "ci-dessus", "plus haut", "jusqu'ici"},
+		verbs: []string{"ignore*", "ignorer", "oublie*", "oublier", "ne tiens pas compte", "ne tenez pas compte", "ne tiens plus compte", "ne tenez plus compte", "fais abstraction", "faites abstraction", "ne suis pas", "ne suivez pas", "ne suis plus", "ne suivez plus", "passe outre", "passez outre", "outrepasse*", "contourne*", "annule*", "ecarte*", "neglige*", "n'obeis plus", "n'obeissez plus", "desobeis*"},
+		adjs:  []string{"precedent*", "anterieur*", "ci-dessus", "ci dessus", "plus haut", "initial*", "origin*", "du systeme", "toutes", "tous", "tes", "vos", "qu'on t'a donne*", "d'avant"},
+		nouns: []string{"instruction*", "consigne*", "regle*", "directive*", "ordre*", "prompt*", "indication*", "message*", "commande*", "restriction*"},
+	},
+	"de": {
+		objectFirst: true,
+		all:         []string{"alles", "allem", "alle"}, before: []string{"vorher", "zuvor", "davor", "bisher", "bislang", "oben", "vorhin"},
+		verbs: []string{"ignorier*", "vergiss", "vergesst", "vergessen sie", "vergessen", "missacht*", "beachte nicht", "beachten sie nicht", "nicht beachten", "nicht mehr beachten", "nicht mehr befolgen", "nicht befolgen", "befolge nicht", "befolgen sie nicht", "verwirf", "verwerfen", "uberschreib*", "umgeh*", "hinwegsetzen", "setze dich uber", "setzen sie sich uber", "beachte nicht mehr", "beachte", "verstoße gegen"},
+		adjs:  []string{"vorherig*", "bisherig*", "vorig*", "obig*", "fruher*", "vorangegangen*", "vorangehend*", "vorstehend*", "ursprunglich*", "alten", "alle", "oben", "von oben", "des systems", "davor", "deine", "ihre", "gegebenen"},
+		nouns: []string{"anweisung*", "instruktion*", "regel*", "befehl*", "vorgabe*", "richtlinie*", "prompt*", "anordnung*", "nachricht*", "systemprompt*", "einschrankung*", "instructions"},
+	},
+	"pt": {
+		objectFirst: true,
+		all:         []string{"tudo", "todas", "todos"}, before: []string{"antes", "anterior", "acima", "até agora", "ate agora"},
+		verbs: []string{"ignore*", "ignora*", "ignorar", "esqueca*", "esquece*", "esquecer", "desconsidere*", "desconsidera*", "nao siga", "nao sigas", "nao obedeca", "nao obedecas", "descarte*", "despreze*", "anule*", "pule*", "deixe de lado", "deixa de lado", "passe por cima"},
+		adjs:  []string{"anterior*", "previa*", "previo*", "acima", "precedente*", "inicia*", "original*", "do sistema", "todas", "todos", "suas", "tuas", "dadas"},
+		nouns: []string{"instruc*", "regra*", "ordem", "ordens", "diretriz", "diretrizes", "diretiva*", "comando*", "orientac*", "prompt*", "mensage*", "restric*"},
+	},
+	"it": {
+		objectFirst: true,
+		all:         []string{"tutto", "tutte", "tutti"}, before: []string{"prima", "sopra", "precedente", "finora"},
+		verbs: []string{"ignora*", "ignori", "ignorare", "dimentica*", "dimentichi", "dimenticare", "non seguire", "non segua", "non seguite", "non rispettare", "non rispetti", "non tenere conto", "non tener conto", "trascura*", "scarta*", "annulla*", "lascia perdere", "salta*", "disobbedisci"},
+		adjs:  []string{"precedent*", "sopra", "di sopra", "sopraindicat*", "previ*", "anterior*", "iniziali", "original*", "del sistema", "tutte", "tutti", "tue", "vostre", "date"},
+		nouns: []string{"istruzion*", "regol*", "indicazion*", "ordin*", "diretti*", "comand*", "prompt*", "messagg*", "restrizion*", "consegn*"},
+	},
+	"nl": {
+		objectFirst: true,
+		all:         []string{"alles"}, before: []string{"eerder", "hiervoor", "hierboven", "tot nu toe", "voorheen", "daarvoor"},
+		verbs: []string{"negeer", "negeren", "negeert", "vergeet", "vergeten", "houd geen rekening", "hou geen rekening", "volg niet", "volg niet meer", "niet opvolgen", "niet meer opvolgen", "sla over", "gooi weg", "verwerp", "schend", "overschrijf", "omzeil"},
+		adjs:  []string{"vorige*", "eerdere*", "bovenstaande*", "voorgaande*", "vorig", "oorspronkelijke*", "hierboven", "van hierboven", "alle", "je", "jouw", "uw", "oude", "gegeven"},
+		nouns: []string{"instructie*", "regel*", "opdracht*", "aanwijzing*", "richtlijn*", "bevel*", "prompt*", "bericht*", "beperking*"},
+	},
+	"id": {
+		objectFirst: true,
+		all:         []string{"semua", "segala", "segalanya"}, before: []string{"sebelumnya", "tadi", "di atas", "sebelum ini"},
+		verbs: []string{"abaikan*", "lupakan*", "jangan ikuti", "jangan patuhi", "jangan turuti", "jangan hiraukan", "tidak usah ikuti", "hiraukan", "tinggalkan", "lewati", "buang", "langgar", "acuhkan", "jangan pedulikan"},
+		adjs:  []string{"sebelumnya", "di atas", "terdahulu", "awal", "lama", "yang diberikan", "semua", "seluruh", "sistem", "tadi", "asli"},
+		nouns: []string{"instruksi*", "perintah*", "aturan*", "petunjuk*", "arahan*", "prompt*", "pedoman*", "pesan*", "larangan*", "batasan*"},
+	},
+	"ru": {
+		objectFirst: true,
+		all:         []string{"всё", "все", "всем"}, before: []string{"ранее", "раньше", "выше", "до этого", "прежде", "до сих пор"},
+		verbs: []string{"игнорир*", "проигнорир*", "забуд*", "забыть", "забей*", "не обращай* внимания", "не следуй*", "не выполняй*", "не слушай*", "не соблюдай*", "отбрось*", "отмени*", "пренебре*", "не учитывай*", "не подчиняйся", "наплюй*", "сбрось*", "отбрасывай*"},
+		adjs:  []string{"предыдущ*", "прежн*", "прошл*", "вышеуказанн*", "вышеизложенн*", "выше", "ранее*", "ранн*", "исходн*", "первоначальн*", "старые", "систем*", "все", "всё", "твои", "ваши", "данн*"},
+		nouns: []string{"инструкц*", "указани*", "правил*", "команд*", "промпт*", "распоряжени*", "директив*", "установк*", "ограничени*", "сообщени*", "приказ*"},
+	},
+	"zh": {
+		cjk: true, objectFirst: true,
+		verbs: []string{"忽略", "忽视", "忽視", "无视", "無視", "不要理会", "不要理會", "不理会", "别管", "別管", "不要遵守", "不要遵循", "不要听从", "不要聽從", "不再遵守", "忘记", "忘記", "忘掉", "放弃", "放棄", "抛弃", "跳过", "跳過", "违反", "違反", "推翻"},
+		adjs:  []string{"之前", "以前", "上面", "上述", "以上", "前面", "先前", "此前", "原来", "原先", "原有", "所有", "全部", "系统", "系統", "一切", "你的", "原始"},
+		nouns: []string{"指令", "指示", "说明", "說明", "规则", "規則", "提示", "命令", "要求", "设定", "設定", "限制", "约束", "約束", "规定", "規定", "内容", "一切"},
+	},
+	"ja": {
+		cjk: true, objectFirst: true,
+		verbs: []string{"無視", "むし", "忘れ", "わすれ", "従わ", "従うな", "破棄", "取り消", "気にし", "守らな", "無効に", "捨て"},
+		adjs:  []string{"以前", "これまで", "今まで", "上記", "前の", "先の", "先ほど", "最初", "元の", "全て", "すべて", "全部", "システム", "あなたの", "与えられた", "既存"},
+		nouns: []string{"指示", "命令", "指令", "ルール", "規則", "プロンプト", "設定", "制約", "指図", "指定", "ガイドライン", "制限", "内容"},
+	},
+	"ko": {
+		cjk: true, objectFirst: true,
+		verbs: []string{"무시", "잊어", "잊으", "따르지", "버려"},
+		adjs:  []string{"이전", "앞의", "위의", "모든", "기존", "원래", "시스템", "지금까지"},
+		nouns: []string{"지시", "지침", "명령", "규칙", "프롬프트", "설정", "제한"},
+	},
+}
+
+// overridePattern is a language's override expression on the folded view.
+func overridePattern(l overrideLang, leet bool) string {
+	if l.cjk {
+		v, a, n := litCJK(l.verbs...), litCJK(l.adjs...), litCJK(l.nouns...)
+		gap := `[^。．.!?！？\n]{0,12}?`
+		p := v + gap + a + gap + n + `|` + v + gap + n
+		if l.objectFirst {
+			p += `|` + a + gap + n + gap + v
+		}
+		return `(?:` + p + `)`
+	}
+	v, a, n := lit(leet, l.verbs...), lit(leet, l.adjs...), lit(leet, l.nouns...)
+	gap := `(?:` + anyWord + `){0,4}?`
+	gap2 := `(?:` + anyWord + `){0,2}?`
+	end := `(?:[^\p{L}\p{N}]|$)`
+	p := `(?:^|[^\p{L}\p{N}])(?P<x>` + v + sep + gap + `(?:` + a + sep + gap2 + n + `(?:` + sep + a + `)?|` + n + sep + gap2 + a + `))` + end
+	if l.objectFirst {
+		p += `|(?:^|[^\p{L}\p{N}])(?P<x2>` + a + sep + gap2 + n + sep + gap + v + `)` + end
+	}
+	if len(l.all) > 0 {
+		// only a pronoun between the verb and "everything": "Vergiss nicht,
+		// alles vorher zu sichern" is a reminder, not an override
+		pron := `(?:` + lit(false, "dir", "mir", "uns", "me", "te", "le", "lo", "vous", "ti", "mi", "je", "kamu", "тебе", "мне", "вам", "sie") + sep + `)?`
+		p += `|(?:^|[^\p{L}\p{N}])(?P<x3>` + v + sep + pron + lit(leet, l.all...) + sep + `(?:` + anyWord + `){0,6}?` + lit(leet, l.before...) + `)` + end
+	}
+	return p
+}
+
+// The English forms beyond "verb adjective noun", each with the words one
+// of which it needs (a cheap test before the expression).
+var englishForms = []struct {
+	anchors []string
+	re      string
+}{
+	// "forget everything above", "ignore all of the above", "disregard what came before"
+	{[]string{"ignore", "disregard", "forget", "override", "skip", "discard", "drop", "dismiss", "erase", "wipe"},
+		`(?:^|[^\p{L}\p{N}])(?P<x>` + lit(true, "ignore", "disregard", "forget", "override", "skip", "discard", "drop", "dismiss", "erase", "wipe") + sep +
+			`(?:` + anyWord + `){0,4}?` + lit(false, "above", "before this", "so far", "up to now", "until now", "prior to this", "earlier", "previously", "you were told", "you have been told", "you've been told", "you were given", "that came before", "what came before", "everything", "all that", "the foregoing", "the preceding", "all of that", "what you know", "your training") + `)(?:[^\p{L}\p{N}]|$)`},
+	// "ignore your instructions", "bypass your safety filters"
+	{[]string{"ignore", "disregard", "forget", "override", "overrule", "bypass", "circumvent", "disable", "turn off", "switch off", "deactivate", "disobey", "break", "escape"},
+		`(?:^|[^\p{L}\p{N}])(?P<x>` + lit(true, "ignore", "disregard", "forget", "override", "overrule", "bypass", "circumvent", "disable", "turn off", "switch off", "deactivate", "disobey", "break", "escape") + sep +
+			`(?:` + lit(false, "your", "the system's", "the model's", "the assistant's", "any", "all", "its", "the") + sep + `)?` + `(?:` + anyWord + `){0,2}?` +
+			lit(true, "instruction*", "system prompt*", "prompt*", "guideline*", "programming", "directive*", "restriction*", "safety*", "guardrail*", "filter*", "rule*", "polic*", "training", "alignment", "constraint*", "limit*", "safeguard*", "content policy") + `)(?:[^\p{L}\p{N}]|$)`},
+	// role-play takeovers
+	{[]string{"you"},
+		`(?:^|[^\p{L}\p{N}])(?P<x>you (?:are|re|'re|will be|shall be) (?:now |from now on |no longer |henceforth )+(?:` + anyWord + `){0,2}?` +
+			lit(false, "dan", "unrestricted", "unfiltered", "uncensored", "jailbroken", "evil", "free", "freed", "liberated", "not bound", "bound by nothing", "without restrictions", "without rules", "without limits", "in developer mode", "in god mode", "in jailbreak mode", "in dan mode", "in debug mode", "in admin mode", "in sudo mode", "in unrestricted mode", "the system", "root", "an ai without", "a different ai", "a new ai", "my assistant and", "not an ai", "not claude", "not chatgpt", "able to do anything", "allowed to do anything", "bound by", "bound", "restricted", "limited by", "required to follow", "obligated", "subject to") + `)`},
+	{[]string{"mode"},
+		`(?:^|[^\p{L}\p{N}])(?P<x>(?:developer|god|jailbreak|dan|unrestricted|admin|sudo|debug|maintenance|root) mode(?: is)?(?: now)? (?:on|enabled|activated|unlocked|engaged))`},
+	{[]string{"mode"},
+		`(?:^|[^\p{L}\p{N}])(?P<x>(?:enable|activate|enter|switch to|turn on|unlock) (?:the )?(?:developer|god|jailbreak|dan|unrestricted|sudo) mode)`},
+	{[]string{"anything", "jailbreak", "unrestricted", "unfiltered", "uncensored", "evil"},
+		`(?:^|[^\p{L}\p{N}])(?P<x>do anything now|jailbreak(?:ed|ing)? (?:the|this|your) (?:model|assistant|ai|system)|(?:act|behave|respond|answer) (?:as|like) (?:an? )?(?:unrestricted|unfiltered|uncensored|jailbroken|evil) (?:ai|model|assistant))`},
+	// asking for the system prompt
+	{[]string{"prompt", "instructions", "message", "memory block", "engram block", "context window"},
+		`(?:^|[^\p{L}\p{N}])(?P<x>(?:reveal|print|show|output|repeat|leak|dump|display|tell me|give me|write out|disclose|expose|share|recite|return|echo|paste|send|copy) (?:me |us )?(?:back )?(?:the |your |all |any |its )?(?:full |entire |complete |hidden |secret |original |initial |exact |verbatim |raw |whole )*(?:system prompt|system message|hidden prompt|hidden instructions|initial prompt|original prompt|instructions you were given|developer message|developer prompt|prompt above|confidential instructions|system instructions|pre-prompt|preprompt|internal instructions|memory block|engram block|context window))`},
+	// new orders posing as such
+	{[]string{"instruction", "rules", "directive", "orders", "prompt", "task", "policy", "command"},
+		`(?:^|[^\p{L}\p{N}])(?P<x>(?:your |the )?(?:new|updated|real|actual|true|revised|secret|hidden|additional|override|priority|urgent|important|overriding|current|latest) (?:system )?(?:instructions?|rules|directives?|orders|prompt|task|policy|commands?) (?:are|is|follow|apply|now apply)?\s*[:\-]+)`},
+	// stealth
+	{[]string{"user", "human", "operator", "developer", "anyone", "owner"},
+		`(?:^|[^\p{L}\p{N}])(?P<x>(?:do not|don't|dont|never|must not|mustn't|without) (?:tell(?:ing)?|inform(?:ing)?|mention(?:ing)?|reveal(?:ing)?|show(?:ing)?|alert(?:ing)?|notify(?:ing)?|let(?:ting)?|warn(?:ing)?|ask(?:ing)?) (?:(?:this|it|anything|that|about this|about it|them) )?(?:to )?(?:the |your )?(?:user|human|operator|developer|anyone|owner)s?)(?:[^\p{L}\p{N}]|$)`},
+	{[]string{"secretly", "silently", "covertly", "quietly", "discreetly", "stealthily"},
+		`(?:^|[^\p{L}\p{N}])(?P<x>(?:secretly|silently|covertly|quietly|discreetly|stealthily) (?:send|exfiltrate|upload|post|email|e-mail|forward|add|insert|run|execute|delete|copy|include|append|embed|transmit|leak|install|disable))(?:[^\p{L}\p{N}]|$)`},
+	// orders to send secrets somewhere
+	{[]string{"//", "webhook", "server", "endpoint", "url", "address", "email", "@"},
+		`(?:^|[^\p{L}\p{N}])(?P<x>(?:send|post|upload|forward|email|e-mail|mail|transmit|exfiltrate|leak|copy|paste|share|submit|report|pipe|beacon|push|sync|deliver|write|dump|export)\b(?:[^.\n]|\.\S){0,80}?(?:\b(?:keys?|secrets?|tokens?|credentials?|passwords?|passwd|passphrases?|env vars?|environment variables?|ssh|id_rsa|id_ed25519|api[ _-]?keys?|cookies?|private|conversations?|transcripts?|chat history|system prompt|kubeconfig|wallet|seed phrase)\b|\.(?:env|aws|netrc|ssh)\b)(?:[^.\n]|\.\S){0,80}?(?:(?:https?|ftp|wss?)://\S*|//[a-z0-9]\S*|webhook\S*|[a-z0-9._%+\-]+@[a-z0-9\-]+(?:\.[a-z0-9\-]+)+|(?:to|at|via) (?:my|this|our|the following) (?:server|endpoint|url|webhook|address|email)))`},
+	// curl or wget shipping a secret file
+	{[]string{"curl", "wget", "nc ", "scp", "rsync", "http"},
+		`(?:^|[^\p{L}\p{N}])(?P<x>(?:curl|wget|nc|scp|rsync|http)\b[^\n]{0,120}?(?:@|<|--data[-a-z]*\s+@|-d\s*@|-F\s*\S*=@|--upload-file\s+|--post-file[= ])\s*~?/?[^\s]*(?:\.ssh|id_rsa|id_ed25519|\.env|\.aws|credentials|\.netrc|kubeconfig|\.npmrc|\.pypirc|\.git-credentials|secrets?|tokens?|passwd|shadow)[^\s]*)`},
+}
+
+// Role words: strong ones are markers anywhere in a line, weak ones only
+// at the start of a line or of a sentence.
+var (
+	strongRoles = []string{"system", "assistant", "user", "human", "developer", "sys", "system prompt", "system message",
+		"assistent", "asistente", "assistente", "usuario", "usuaria", "utilisateur", "utilisatrice", "utente", "gebruiker", "benutzer", "nutzer", "pengguna",
+		"sistema", "systeme", "systeem", "sistem", "systemnachricht", "ассистент", "пользователь", "система", "системное сообщение"}
+	strongRolesCJK = []string{"系统", "系統", "用户", "用戶", "助手", "助理", "システム", "ユーザー", "ユーザ", "アシスタント", "시스템", "사용자", "어시스턴트"}
+	weakRoles      = []string{"ai", "bot", "chatgpt", "gpt", "claude", "gemini", "llm", "model", "tool", "function", "instruction", "instructions", "response", "assistant response", "ki", "ia", "ии", "модель"}
+)
+
+// tagNames are the names of tags a model reads as a block's or a role's
+// boundary (folded; separators between parts allowed).
+var tagNames = []string{
+	"engram memory", "engram summary", "engram block", "engram context", "engram", "previous summary", "transcript",
+	"system", "system prompt", "system message", "system instructions", "sys", "instruction", "instructions", "inst", "prompt",
+	"user", "user instructions", "user message", "user query", "assistant", "human", "ai", "model", "developer", "dev",
+	"tool", "tool call", "tool calls", "tool result", "tool results", "tool use", "tool response", "tool output", "tool code",
+	"function", "function call", "function calls", "function result", "function results", "functions",
+	"s", "bos", "eos", "eot", "turn", "start of turn", "end of turn", "context", "admin", "root", "rules", "policy",
+	"important", "override", "untrusted", "message", "chat", "conversation", "memory", "memories", "invoke", "parameter",
+	"think", "thinking", "reasoning", "im start", "im end", "im sep", "documents", "document", "search results",
+	"available tools", "tools", "human turn", "assistant turn", "system reminder", "reminder", "env", "policy override",
+}
+
+// specialTokens are chat-template tokens read as such even without their
+// brackets.
+var specialTokens = []string{
+	"im start", "im end", "im sep", "endoftext", "end of text", "eot id", "eom id", "start header id", "end header id",
+	"begin of text", "start of turn", "end of turn", "begin of sentence", "end of sentence", "fim prefix", "fim middle",
+	"fim suffix", "python tag", "tool call", "tool calls", "available tools", "tool results", "start of text",
+}
+
+func joinSep(words []string, between string) string {
+	words = longestFirst(words)
+	alts := make([]string, len(words))
+	for i, w := range words {
+		parts := strings.Fields(w)
+		for j, p := range parts {
+			parts[j] = regexp.QuoteMeta(fold(p))
+		}
+		alts[i] = strings.Join(parts, between)
+	}
+	return `(?:` + strings.Join(alts, `|`) + `)`
+}
+
+// Fake headers: the block's own, anywhere; others followed by a colon, a
+// bracket or a line break, or as a heading.
+var (
+	ownHeaders = []string{"standing instructions", "recalled context", "compacted context", "end of compacted context",
+		"end of memory", "end of the memory", "end of memory block", "end of engram", "engram memory block", "memory block ends", "end of context",
+		"end of system prompt", "begin system prompt", "start of system prompt", "end of instructions", "reference only"}
+	otherHeaders = []string{"new instructions", "updated instructions", "new rules", "important instructions", "important system message",
+		"important message", "system message", "system notice", "system update", "system alert", "system override", "admin override",
+		"admin notice", "admin message", "developer note", "developer message", "developer instructions", "operator instructions",
+		"operator message", "security override", "priority instructions", "real instructions", "actual instructions", "hidden instructions",
+		"secret instructions", "urgent instructions", "mandatory instructions", "user instructions", "instructions from the user",
+		"nuevas instrucciones", "instrucciones nuevas", "instrucciones del sistema", "nouvelles instructions", "nouvelles consignes",
+		"instructions du systeme", "neue anweisungen", "neue regeln", "neue instruktionen", "systemanweisungen", "systemanweisung",
+		"novas instrucoes", "instrucoes do sistema", "nuove istruzioni", "istruzioni di sistema", "nieuwe instructies", "systeeminstructies",
+		"instruksi baru", "perintah baru", "instruksi sistem", "новые инструкции", "новые указания", "новые правила", "системные инструкции"}
+	cjkHeaders = []string{"新的指令", "新指令", "新的指示", "新指示", "新规则", "新規則", "系统指令", "系統指令", "系统提示", "新しい指示", "新しい命令",
+		"新たな指示", "システム指示", "システムプロンプト", "새로운 지시", "새 지시", "시스템 지시"}
+)
+
+var (
+	nrulesOnce sync.Once
+	nruleList  []nrule
+)
+
+func nrules() []nrule {
+	nrulesOnce.Do(compileNRules)
+	return nruleList
+}
+
+// anyOf is a prefilter: the view holds one of subs.
+// A pred is a rule's prefilter: the view must hold, for every group, one
+// of the group's anchors (indexes into anchors). Every view is searched
+// for all anchors at once (anchorHits), one pass over its bytes.
+type pred struct{ groups [][]int }
+
+func (p pred) holds(hits []bool) bool {
+	for _, g := range p.groups {
+		if !slices.ContainsFunc(g, func(i int) bool { return hits[i] }) {
+			return false
+		}
+	}
+	return true
+}
+
+var (
+	anchors     []string
+	anchorIndex = map[string]int{}
+	anchorByte  [256][]int     // one-byte anchors
+	anchorPair  [1 << 16][]int // first two bytes -> longer anchors
+)
+
+// anyOf is a prefilter: the view holds one of words (folded).
+func anyOf(words ...string) pred {
+	var g []int
+	for _, w := range words {
+		w = fold(w)
+		if w == "" {
+			continue
+		}
+		i, ok := anchorIndex[w]
+		if !ok {
+			i = len(anchors)
+			anchorIndex[w] = i
+			anchors = append(anchors, w)
+			if len(w) == 1 {
+				anchorByte[w[0]] = append(anchorByte[w[0]], i)
+			} else {
+				p := uint16(w[0])<<8 | uint16(w[1])
+				anchorPair[p] = append(anchorPair[p], i)
+			}
+		}
+		g = append(g, i)
+	}
+	return pred{groups: [][]int{g}}
+}
+
+func allOf(ps ...pred) pred {
+	var out pred
+	for _, p := range ps {
+		out.groups = append(out.groups, p.groups...)
+	}
+	return out
+}
+
+// anchorHits says which anchors text holds.
+func anchorHits(text string) []bool {
+	hits := make([]bool, len(anchors))
+	for i := 0; i < len(text); i++ {
+		for _, k := range anchorByte[text[i]] {
+			hits[k] = true
+		}
+		if i+1 < len(text) {
+			for _, k := range anchorPair[uint16(text[i])<<8|uint16(text[i+1])] {
+				if !hits[k] && strings.HasPrefix(text[i:], anchors[k]) {
+					hits[k] = true
+				}
+			}
+		}
+	}
+	return hits
+}
+
+// anchorWords are the longest word of each phrase, to a prefilter.
+func anchorWords(phrases []string, cjk bool) []string {
+	var out []string
+	for _, p := range phrases {
+		best := ""
+		for _, w := range strings.Fields(p) {
+			w = strings.TrimSuffix(w, "*")
+			if utf8.RuneCountInString(w) > utf8.RuneCountInString(best) {
+				best = w
+			}
+		}
+		if r := []rune(best); !cjk && len(r) > 6 {
+			best = string(r[:6])
+		}
+		out = append(out, best)
+	}
+	return out
+}
+
+func compileNRules() {
+	add := func(name string, on func(*views) *view, re string, repl func(*views, *view, *regexp.Regexp, []int, int, int) (string, bool)) {
+		nruleList = append(nruleList, nrule{name: name, on: on, re: regexp.MustCompile(re), repl: repl})
+	}
+	// setPre sets the prefilter of the rule added last.
+	setPre := func(p pred) { nruleList[len(nruleList)-1].pre = p }
+	brackets := anyOf("<", "[", "{", "|")
+	lt, gt := `<`, `>`
+	// Chat-template tokens: <|...|>, |im_start| and its kin, bare special
+	// tokens, [INST] and other square-bracket role tokens, <<SYS>>.
+	add("template-pipe", onFolded, lt+`\s*\|[^|<>\n]{0,40}\|\s*`+gt+`?|`+lt+`\s*\|\s*[\p{L}_][^|<>\n]{0,40}`+gt, nil)
+	setPre(anyOf("|"))
+	tok := joinSep(specialTokens, `[\s_\-]*`)
+	add("template-token", onFolded, `[<\[|{]\s*\|?\s*`+tok+`\s*\|?\s*[>\]}|]`, nil)
+	setPre(allOf(brackets, anyOf("im", "end", "eot", "eom", "start", "begin", "fim", "python", "tool", "available")))
+	add("template-token-bare", onFolded, `\b`+joinSep(specialTokens, `_?`)+`\b`, func(vs *views, v *view, re *regexp.Regexp, m []int, a, b int) (string, bool) {
+		// bare, only the joined or underscored spelling is a token
+		t := v.text[m[0]:m[1]]
+		return ellipsis, strings.Contains(t, "_") || !strings.Contains(t, " ")
+	})
+	setPre(anyOf("im_", "endoftext", "eot_", "eom_", "header_id", "of_text", "of_turn", "of_sentence", "fim_", "python_tag", "tool_call", "available_tools", "tool_result", "imstart", "imend", "imsep", "startofturn", "endofturn", "eotid", "beginoftext", "startheaderid", "endheaderid", "beginofsentence"))
+	add("template-bar-role", onFolded, `\|(?:system|user|assistant|end|model|tool|developer|human|ai|channel|message|return|call|constrain|start|sep)\|`, nil)
+	setPre(anyOf("|"))
+	add("template-square", onFolded, `\[\s*/?\s*(?:inst|sys|system|system prompt|user|assistant|human|ai|model|developer|tool[\s_]*calls?|tool[\s_]*results?|tool result[^\]\n]{0,60}|available[\s_]*tools|function[\s_]*calls?|system message|system note|system reminder|end of turn|start of turn|im[\s_]*start|im[\s_]*end)\s*\]`,
+		func(vs *views, v *view, re *regexp.Regexp, m []int, a, b int) (string, bool) {
+			// [user](url) is a markdown link; [INST] always goes
+			if b < len(vs.src) && vs.src[b] == '(' && !strings.Contains(v.text[m[0]:m[1]], "inst") {
+				return "", false
+			}
+			return ellipsis, true
+		})
+	add("template-sys", onFolded, `<<\s*/?\s*sys\s*>>`, nil)
+	setPre(anyOf("<<"))
+	// Tags of the blocks and of roles, with any brackets the view folds to
+	// < and >: the brackets go, the name stays in parentheses.
+	names := joinSep(tagNames, `[\s_\-.:]*`)
+	add("tag", onFolded, `(?:`+lt+`|\[|\{)\s*(?P<n>[/\\]?\s*!?-*\s*/?\s*`+names+`)(?:\s+[^<>\n]{0,80}?)?\s*/?\s*(?:`+gt+`|\]|\})`, tagRepl)
+	setPre(anyOf("<", "[", "{"))
+	add("tag-close", onFolded, lt+`\s*(?P<n>[/\\]\s*`+names+`)\b`, tagRepl)
+	setPre(anyOf("<"))
+	add("tag-engram", onFolded, `(?P<n>[/\\]?\s*engram[\s_\-.]*(?:memory|summary|block|context))\s*(?:`+gt+`|\]|\})`, tagRepl)
+	setPre(anyOf("engram"))
+	add("tag-engram-open", onFolded, `(?:`+lt+`|\[|\{)\s*(?P<n>[/\\]?\s*engram[\s_\-.]*(?:memory|summary|block|context))`, tagRepl)
+	setPre(anyOf("engram"))
+	add("a-tag-query", onFolded, lt+`\s*a\s[^<>]{0,200}?href\s*=\s*["']?(?:[a-z][a-z0-9+.\-]*:)?//[^"'\s<>]*[?#][^<>]{0,300}`+gt+`?`, func(*views, *view, *regexp.Regexp, []int, int, int) (string, bool) {
+		return "[link removed]", true
+	})
+	setPre(allOf(anyOf("<"), anyOf("href")))
+	add("img-tag", onFolded, lt+`\s*(?:img|image|iframe|script|object|embed|link|meta|svg|video|audio|source)\b[^<>]{0,400}`+gt+`?`, func(*views, *view, *regexp.Regexp, []int, int, int) (string, bool) {
+		return "[embedded content removed]", true
+	})
+	setPre(anyOf("<"))
+	// Role markers: the colon goes, the word stays.
+	// the colon may follow a parenthesis ("Assistant (to itself):")
+	roleEnd := `(?P<c>(?:\s*\([^()\n]{0,40}\))?[\s*_"'\]\)}]*:)`
+	add("role-strong", onFolded, `(?:^|[^\p{L}\p{N}_./\\@$#%&=+\x60-])(?P<x>(?P<w>`+joinSep(strongRoles, `[\s_\-]*`)+`)`+roleEnd+`)`, roleRepl)
+	setPre(allOf(anyOf(":"), anyOf(anchorWords(strongRoles, false)...)))
+	add("role-strong-cjk", onFolded, `(?:^|[^\p{L}\p{N}])(?P<x>(?P<w>`+litCJK(strongRolesCJK...)+`)`+roleEnd+`)`, roleRepl)
+	setPre(allOf(anyOf(":"), anyOf(strongRolesCJK...)))
+	add("role-weak", onFolded, `(?:^|\n|[.!?;|>]\s)[\s>*#\-]*(?P<x>(?P<w>`+joinSep(weakRoles, `[\s_\-]*`)+`)`+roleEnd+`)`, roleRepl)
+	setPre(allOf(anyOf(":"), anyOf(anchorWords(weakRoles, false)...)))
+	add("role-heading", onFolded, `(?P<x>#{2,}\s*(?P<w>instruction|instructions|response|system|user|assistant|human|input|context|new instructions|system prompt|prompt))(?:[^\p{L}]|$)`, func(vs *views, v *view, re *regexp.Regexp, m []int, a, b int) (string, bool) {
+		i, j, _ := groupSpan(re, m, "w")
+		wa, wb := v.span(i, j)
+		return vs.src[wa:wb], true
+	})
+	setPre(anyOf("##"))
+	// Override phrases in every language, on the folded view; the English
+	// core also on the letters, reversed and ROT13 views.
+	for lang, l := range overrideLangs {
+		add("override-"+lang, onFolded, overridePattern(l, false), unlessNegated)
+		setPre(allOf(anyOf(anchorWords(l.verbs, l.cjk)...), anyOf(append(anchorWords(l.nouns, l.cjk), anchorWords(l.before, l.cjk)...)...)))
+	}
+	for i, f := range englishForms {
+		add("override-en-"+string(rune('a'+i)), onFolded, f.re, nil)
+		setPre(anyOf(f.anchors...))
+	}
+	en := overrideLangs["en"]
+	coreNouns := []string{"instructions", "instruction", "prompts", "prompt", "rules", "directions", "directives", "guidelines", "commands", "context", "messages", "orders", "programming"}
+	core := lit(false, en.verbs...) + `(?:all|any|the|of|your|my|these|those|every|everything){0,3}` +
+		lit(false, "previous", "prior", "above", "earlier", "preceding", "former", "initial", "original", "system", "existing") +
+		lit(false, coreNouns...)
+	stems := []string{"instruc", "prompt", "rules", "direct", "guidel", "comman", "context", "messag", "orders", "program"}
+	verbStems := []string{"ignor", "disreg", "forget", "overr", "skip", "bypass", "drop", "discard", "abandon", "neglect", "dismiss",
+		"nullif", "cancel", "erase", "delete", "clear", "aside", "throw", "attention", "follow", "obey", "listen", "break", "violat",
+		"ditch", "scrap", "unlearn", "wipe"}
+	letterPre := func(f func(string) string) pred {
+		return allOf(anyOf(mapStrings(stems, f)...), anyOf(mapStrings(verbStems, f)...))
+	}
+	// the reversed and ROT13 views read forwards: the same anchors
+	same := func(s string) string { return s }
+	add("override-letters", onLetters, core, nil)
+	setPre(letterPre(same))
+	add("override-reversed", onReversed, core, nil)
+	setPre(letterPre(same))
+	add("override-rot13", onROT13, core, nil)
+	setPre(letterPre(same))
+	// Fake headers.
+	add("header-own", onFolded, joinSep(ownHeaders, `[^\p{L}\p{N}\n]{1,3}`)+`(?:\s*\([^)\n]{0,120}\))?\s*[:\]]?`, nil)
+	setPre(anyOf("standing", "recalled", "compacted", "end of", "engram", "memory block", "reference only", "system prompt", "of instructions"))
+	hdrEnd := `\s*(?:\([^)\n]{0,120}\)\s*)?[:\]|!]`
+	add("header-other", onFolded, `(?:^|[^\p{L}\p{N}])(?P<x>[\[#*=\-]*`+joinSep(otherHeaders, `[^\p{L}\p{N}\n]{1,3}`)+hdrEnd+`)`, nil)
+	setPre(allOf(anyOf(":", "]", "|", "!"), anyOf(anchorWords(otherHeaders, false)...)))
+	add("header-cjk", onFolded, `(?P<x>[\[#*]*`+litCJK(cjkHeaders...)+`\s*[:\]])`, nil)
+	setPre(anyOf(cjkHeaders...))
+	add("header-caps", onFolded, `(?:^|[^\p{L}\p{N}])(?P<x>`+joinSep(otherHeaders, `[^\p{L}\p{N}\n]{1,3}`)+`)(?:[^\p{L}\p{N}]|$)`,
+		func(vs *views, v *view, re *regexp.Regexp, m []int, a, b int) (string, bool) {
+			// in capitals in the original: a header, whatever follows
+			up := 0
+			letters := 0
+			for _, r := range vs.src[a:b] {
+				if unicode.IsLetter(r) {
+					letters++
+					if unicode.IsUpper(r) {
+						up++
+					}
+				}
+			}
+			return ellipsis, letters > 0 && up*10 >= letters*8
+		})
+	setPre(anyOf(anchorWords(otherHeaders, false)...))
+	nruleList[len(nruleList)-1].srcPre = hasCapitalRun
+	// Exfiltrating links.
+	add("md-image", onFolded, `!\s*\[(?P<alt>[^\]\n]{0,300})\]\s*\(\s*<?(?P<u>(?:[a-z][a-z0-9+.\-]*:)?//[^)\s>]*)[^)\n]{0,300}\)?`, imageRepl)
+	setPre(allOf(anyOf("!"), anyOf("[")))
+	add("md-image-ref", onFolded, `!\s*\[(?P<alt>[^\]\n]{0,300})\]\s*\[[^\]\n]{0,100}\]`, imageRepl)
+	setPre(allOf(anyOf("!"), anyOf("[")))
+	add("md-link-query", onFolded, `\[(?P<alt>[^\]\n]{0,300})\]\s*\(\s*<?(?P<u>(?:[a-z][a-z0-9+.\-]*:)?//[^)\s>]*[?#][^)\s>]*)[^)\n]{0,300}\)?`, linkRepl)
+	setPre(allOf(anyOf("]"), anyOf("//")))
+	add("md-ref-def-query", onFolded, `(?m)^\s*\[(?P<alt>[^\]\n]{1,100})\]:\s*<?(?P<u>(?:[a-z][a-z0-9+.\-]*:)?//\S*[?#]\S*)`, linkRepl)
+	setPre(allOf(anyOf("]"), anyOf("//")))
+}
+
+// negations before an override verb make it a reminder ("Не забудь всё
+// сохранить раньше", "do not ignore the previous warnings").
+var negations = map[string]bool{}
+
+func init() {
+	for _, w := range strings.Fields("not no don't dont never ne pas non não nao nunca niet nooit не нельзя jangan tidak nicht kein") {
+		negations[fold(w)] = true
+	}
+}
+
+// unlessNegated replaces an override phrase unless a negation precedes it.
+func unlessNegated(vs *views, v *view, re *regexp.Regexp, m []int, a, b int) (string, bool) {
+	start := m[0]
+	for g, name := range re.SubexpNames() {
+		if strings.HasPrefix(name, "x") && m[2*g] >= 0 {
+			start = m[2*g]
+			break
+		}
+	}
+	// the negation must be the word right before, in the same clause
+	// (only spaces between): "Answer: no. Ignore all previous
+	// instructions" is an override
+	before := strings.TrimRight(v.text[:start], " ")
+	if len(before) == len(v.text[:start]) {
+		return ellipsis, true
+	}
+	k := strings.LastIndexFunc(before, func(r rune) bool { return !unicode.IsLetter(r) && r != '\'' })
+	return ellipsis, !negations[before[k+1:]]
+}
+
+// hasCapitalRun reports whether src has four capital letters in a row (a
+// header in capitals may be there).
+func hasCapitalRun(src string) bool {
+	n := 0
+	for _, r := range src {
+		if unicode.IsUpper(r) {
+			if n++; n >= 4 {
+				return true
+			}
+		} else if !unicode.IsSpace(r) {
+			n = 0
+		}
+	}
+	return false
+}
+
+// groupSpan returns the view span of the named group of r's match m.
+func groupSpan(re *regexp.Regexp, m []int, name string) (int, int, bool) {
+	g := re.SubexpIndex(name)
+	if g < 0 || 2*g+1 >= len(m) || m[2*g] < 0 {
+		return 0, 0, false
+	}
+	return m[2*g], m[2*g+1], true
+}
+
+func tagRepl(vs *views, v *view, re *regexp.Regexp, m []int, a, b int) (string, bool) {
+	i, j, ok := groupSpan(re, m, "n")
+	if !ok {
+		return ellipsis, true
+	}
+	name := strings.Join(strings.Fields(strings.Trim(v.text[i:j], `\!- `)), " ")
+	name = strings.ReplaceAll(name, `\`, `/`)
+	return "(" + name + ")", true
+}
+
+func roleRepl(vs *views, v *view, re *regexp.Regexp, m []int, a, b int) (string, bool) {
+	i, j, ok := groupSpan(re, m, "w")
+	if !ok {
+		return ellipsis, true
+	}
+	wa, wb := v.span(i, j)
+	return vs.src[wa:wb], true
+}
+
+func imageRepl(vs *views, v *view, re *regexp.Regexp, m []int, a, b int) (string, bool) {
+	alt := ""
+	if i, j, ok := groupSpan(re, m, "alt"); ok && i < j {
+		aa, ab := v.span(i, j)
+		alt = strings.TrimSpace(vs.src[aa:ab])
+	}
+	host := ""
+	if i, j, ok := groupSpan(re, m, "u"); ok && i < j {
+		host = hostOf(v.text[i:j])
+	}
+	out := "[image"
+	if alt != "" {
+		out += ": " + alt
+	}
+	if host != "" {
+		out += "; link to " + host + " removed"
+	}
+	return out + "]", true
+}
+
+func linkRepl(vs *views, v *view, re *regexp.Regexp, m []int, a, b int) (string, bool) {
+	text := ""
+	if i, j, ok := groupSpan(re, m, "alt"); ok && i < j {
+		aa, ab := v.span(i, j)
+		text = strings.TrimSpace(vs.src[aa:ab])
+	}
+	host := ""
+	if i, j, ok := groupSpan(re, m, "u"); ok {
+		host = hostOf(v.text[i:j])
+	}
+	return text + " (link to " + host + ", query removed)", true
+}
+
+func hostOf(u string) string {
+	u = strings.Trim(u, "<> ")
+	if strings.HasPrefix(u, "//") {
+		u = "https:" + u
+	}
+	p, err := url.Parse(u)
+	if err != nil || p.Host == "" {
+		if i := strings.Index(u, "://"); i >= 0 {
+			u = u[i+3:]
+		}
+		if i := strings.IndexAny(u, "/?#"); i >= 0 {
+			u = u[:i]
+		}
+		return strings.Trim(u, ".:")
+	}
+	return p.Hostname()
+}
+
+// decodeRun decodes a hex or base64 run into text, if it is text.
+func decodeRun(run string) (string, bool) {
+	var cands [][]byte
+	if len(run)%2 == 0 {
+		if b, err := hex.DecodeString(run); err == nil {
+			cands = append(cands, b)
+		}
+	}
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		if b, err := enc.DecodeString(run); err == nil {
+			cands = append(cands, b)
+			break
+		}
+	}
+	for _, b := range cands {
+		if !utf8.Valid(b) {
+			continue
+		}
+		s := string(b)
+		printable, letters := 0, 0
+		for _, r := range s {
+			if unicode.IsPrint(r) || r == '\n' || r == '\t' {
+				printable++
+			}
+			if unicode.IsLetter(r) {
+				letters++
+			}
+		}
+		n := utf8.RuneCountInString(s)
+		if n > 0 && printable*10 >= n*9 && letters*2 >= n {
+			return s, true
+		}
+	}
+	return "", false
+}
