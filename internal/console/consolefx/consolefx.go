@@ -125,6 +125,11 @@ func Module() fx.Option {
 					}
 					scheme := "http"
 					hs := &http.Server{Handler: srv, ReadHeaderTimeout: 5 * time.Second}
+					// The server's own complaints (a plain request to the TLS
+					// port, a dropped handshake) at debug: any port scan makes them.
+					if el, err := zap.NewStdLogAt(log, zap.DebugLevel); err == nil {
+						hs.ErrorLog = el
+					}
 					if tlsOn {
 						cert, err := tls.LoadX509KeyPair(cfg.Console.TLSCert, cfg.Console.TLSKey)
 						if err != nil {

@@ -1,6 +1,8 @@
 package consolefx_test
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"net"
 	"net/http"
 	"os"
@@ -15,6 +17,7 @@ import (
 	"github.com/engram-memory/engram/internal/config"
 	"github.com/engram-memory/engram/internal/console/consolefx"
 	"github.com/engram-memory/engram/internal/storetest"
+	"github.com/engram-memory/engram/internal/testpki"
 	"github.com/engram-memory/engram/pkg/llm"
 	"github.com/engram-memory/engram/pkg/memory"
 )
@@ -82,5 +85,46 @@ func TestRefusesAPlainConsoleOffLoopback(t *testing.T) {
 	cfg.Console.Addr = "0.0.0.0:7476"
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "ENGRAM_CONSOLE_TLS_CERT") {
 		t.Fatalf("a console on 0.0.0.0 without TLS: %v", err)
+	}
+}
+
+// TestTLS: with a certificate the console is served over HTTPS, on any
+// address, and its cookies are Secure.
+func TestTLS(t *testing.T) {
+	pki := testpki.New(t, t.TempDir())
+	cfg := config.Default()
+	cfg.DataDir = t.TempDir()
+	cfg.Console = config.Console{Addr: "0.0.0.0:0", TLSCert: pki.ServerCert, TLSKey: pki.ServerKey}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("a TLS console off loopback: %v", err)
+	}
+	c := start(t, cfg)
+	if !strings.HasPrefix(c.URL(), "https://127.0.0.1:") {
+		t.Fatalf("url %q", c.URL())
+	}
+	caPEM, err := os.ReadFile(pki.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	resp, err := hc.Get(c.URL() + "/login")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var secure bool
+	for _, ck := range resp.Cookies() {
+		secure = ck.Secure && ck.HttpOnly && ck.SameSite == http.SameSiteStrictMode
+	}
+	if resp.StatusCode != http.StatusOK || !secure {
+		t.Fatalf("login over TLS: %d, cookies %v", resp.StatusCode, resp.Cookies())
+	}
+	if plain, err := http.Get(strings.Replace(c.URL(), "https://", "http://", 1) + "/login"); err == nil {
+		plain.Body.Close()
+		if plain.StatusCode == http.StatusOK || len(plain.Cookies()) > 0 {
+			t.Fatalf("the TLS console answered plain HTTP: %d", plain.StatusCode)
+		}
 	}
 }
