@@ -253,6 +253,10 @@ func TestBrowser(t *testing.T) {
 	if n := b.eval(`String(document.querySelectorAll("svg.graph g.nb").length)`); n != "1" {
 		t.Errorf("the graph draws %s neighbours, want 1", n)
 	}
+	b.open("/memory/" + s.fly.ID + "?p=shop") // the memory with the most edges
+	if n := b.eval(`String(document.querySelectorAll("svg.graph g.nb").length)`); n != "3" {
+		t.Errorf("the deploy decision's graph draws %s neighbours, want 3", n)
+	}
 	b.shot("memory")
 
 	// Without the CSRF token the browser's own session cannot change anything.

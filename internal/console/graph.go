@@ -47,7 +47,7 @@ func graphSVG(n *memory.Node, edges []edgeView, query string) string {
 		fmt.Fprintf(&b, `<text class="rel" x="%.0f" y="%.0f" text-anchor="middle">%s</text>`, (x1+x2)/2, (y1+y2)/2-4, html.EscapeString(string(e.E.Relation)))
 		label := "hidden"
 		if e.Known {
-			label = cut(nodeTitle(&e.Other), 22)
+			label = cut(nodeTitle(&e.Other), 18)
 		}
 		cls := "nb"
 		if e.Known && !e.Other.Live() {
@@ -63,7 +63,7 @@ func graphSVG(n *memory.Node, edges []edgeView, query string) string {
 		}
 	}
 	fmt.Fprintf(&b, `<g class="me"><rect x="%d" y="%d" width="120" height="44" rx="8"/><text x="%d" y="%d" text-anchor="middle">%s</text><text class="kind" x="%d" y="%d" text-anchor="middle">%s</text></g>`,
-		cx-60, cy-22, cx, cy-4, html.EscapeString(cut(nodeTitle(n), 24)), cx, cy+12, html.EscapeString(string(n.Subkind)))
+		cx-60, cy-22, cx, cy-4, html.EscapeString(cut(nodeTitle(n), 19)), cx, cy+12, html.EscapeString(string(n.Subkind)))
 	if len(edges) > len(shown) {
 		fmt.Fprintf(&b, `<text class="rel" x="8" y="%d">%d more edges in the table</text>`, h-8, len(edges)-len(shown))
 	}
