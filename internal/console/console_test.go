@@ -33,7 +33,7 @@ func (e *recordingEraser) Erase(_ context.Context, s console.EraseScope) (consol
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.scopes = append(e.scopes, s)
-	return console.Receipt{Scope: s, At: time.Now(), Counts: []console.Count{{Kind: "memories", N: 1}}}, nil
+	return console.Receipt{Scope: s, At: time.Now(), Counts: []console.Count{{Kind: "memories", N: 1}}, Complete: true}, nil
 }
 
 type unit struct {

@@ -44,6 +44,11 @@ type Receipt struct {
 	At     time.Time
 	Counts []Count
 	Notes  []string
+	// Complete: nothing was left undone and the verification found
+	// nothing of the scope.
+	Complete bool
+	// Text is the eraser's own receipt, shown whole.
+	Text string
 }
 
 // Count is how many records of one kind were erased.
