@@ -16,14 +16,15 @@ import (
 )
 
 func init() {
-	register("memory", "seed, inspect and move a memory graph: engram memory import [-tenant T] FILE.jsonl | export [-tenant T] [-o FILE] | history [-tenant T] [-project P] [-session S] | undo [-tenant T] PASS", memoryCmd)
+	register("memory", "seed, inspect, move and erase a memory graph: engram memory import [-tenant T] FILE.jsonl | export [-tenant T] [-project P [-session S] [-transcripts]] [-o FILE] | history [-tenant T] [-project P] [-session S] | undo [-tenant T] PASS | erase -tenant T [-project P [-session S]] [-verify]", memoryCmd)
 }
 
 var memoryCommands = []subcommand{
 	{"import [-tenant T] FILE.jsonl[.gz]", "write a graph of JSON lines (plain or gzip; - is stdin) into the store, validated all or nothing, and embed it"},
-	{"export [-tenant T] [-o FILE]", "write the graph as JSON lines"},
+	{"export [-tenant T] [-project P [-session S] [-transcripts]] [-o FILE]", "write the graph (a project's, a session's; with their transcripts) as JSON lines"},
 	{"history [-tenant T] [-project P] [-session S]", "consolidation passes and their changes, newest first"},
 	{"undo [-tenant T] PASS", "revert a consolidation pass"},
+	{"erase -tenant T [-project P [-session S]] [-verify] [-json]", "erase a tenant, project or session for good, with a receipt (through a running serve)"},
 }
 
 func memoryCmd(ctx context.Context, stdout io.Writer, args []string) error {
@@ -39,8 +40,10 @@ func memoryCmd(ctx context.Context, stdout io.Writer, args []string) error {
 		return memoryHistory(ctx, stdout, args[1:])
 	case "undo":
 		return memoryUndo(ctx, stdout, args[1:])
+	case "erase":
+		return memoryErase(ctx, stdout, args[1:])
 	}
-	return fmt.Errorf("%w: unknown memory command %q (import, export, history, undo; engram memory -h)", errUsage, args[0])
+	return fmt.Errorf("%w: unknown memory command %q (import, export, history, undo, erase; engram memory -h)", errUsage, args[0])
 }
 
 // memoryImport writes a JSON-lines file into the configured store (the data
@@ -101,6 +104,9 @@ func memoryImport(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	out(stdout, "imported %d nodes and %d edges; merged %d repeated texts into the first node holding each; embedded %d%s\n",
 		stats.Nodes, stats.Edges, stats.Merged, embedded, announced)
+	if stats.Messages+stats.Summaries > 0 {
+		out(stdout, "imported %d transcript messages and %d summaries\n", stats.Messages, stats.Summaries)
+	}
 	return nil
 }
 
@@ -126,13 +132,20 @@ func announceImport(ctx context.Context, cfg config.Config, written []memory.Nod
 }
 
 func memoryExport(ctx context.Context, stdout io.Writer, args []string) error {
-	var file, tenant string
+	var file string
+	var sel memio.Selection
 	cfg, _, err := loadConfig("memory export", args, config.Runtime|config.Conn, func(fs *flag.FlagSet) {
 		fs.StringVar(&file, "o", "-", "output file; - is stdout")
-		fs.StringVar(&tenant, "tenant", "", "the tenant whose graph is written (default: the default tenant); nothing of another tenant is")
+		fs.StringVar(&sel.Tenant, "tenant", "", "the tenant whose graph is written (default: the default tenant); nothing of another tenant is")
+		fs.StringVar(&sel.Project, "project", "", "only this project's memories (not the tenant's global ones)")
+		fs.StringVar(&sel.Session, "session", "", "only the memories written in this session of -project")
+		fs.BoolVar(&sel.Transcripts, "transcripts", false, "also the sessions' messages and summaries (needs -project): what `memory import` writes back")
 	})
 	if err != nil {
 		return err
+	}
+	if (sel.Session != "" || sel.Transcripts) && sel.Project == "" {
+		return fmt.Errorf("%w: -session and -transcripts need -project", errUsage)
 	}
 	st, err := openStore(ctx, cfg, "")
 	if err != nil {
@@ -140,7 +153,7 @@ func memoryExport(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	defer st.Close()
 	if file == "-" {
-		_, err := memio.Export(ctx, st, stdout, tenant)
+		_, err := memio.ExportSelection(ctx, st, stdout, sel)
 		return err
 	}
 	// Write beside the target and rename, so a failed export never leaves a
@@ -150,7 +163,7 @@ func memoryExport(ctx context.Context, stdout io.Writer, args []string) error {
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	stats, err := memio.Export(ctx, st, tmp, tenant)
+	stats, err := memio.ExportSelection(ctx, st, tmp, sel)
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
@@ -159,6 +172,10 @@ func memoryExport(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	if err := os.Rename(tmp.Name(), file); err != nil {
 		return err
+	}
+	if sel.Transcripts {
+		out(stdout, "exported %d nodes, %d edges, %d messages and %d summaries to %s\n", stats.Nodes, stats.Edges, stats.Messages, stats.Summaries, file)
+		return nil
 	}
 	out(stdout, "exported %d nodes and %d edges to %s\n", stats.Nodes, stats.Edges, file)
 	return nil

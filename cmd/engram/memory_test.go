@@ -101,3 +101,53 @@ func TestMemoryImportExportInject(t *testing.T) {
 		t.Errorf("inject -json via serve: %s", got)
 	}
 }
+
+// TestMemoryExportProject: export -project [-session] -transcripts writes
+// the project's (session's) memories and transcripts only; -session and
+// -transcripts need -project.
+func TestMemoryExportProject(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("ENGRAM_DATA", dir)
+	t.Setenv("ENGRAM_STORE", "sqlite")
+	seed := filepath.Join(dir, "seed.jsonl")
+	lines := `{"type":"node","subkind":"preference","project_id":"user-1","session_id":"s1","label":"user one likes tea"}
+{"type":"node","subkind":"preference","project_id":"user-1","session_id":"s2","label":"user one likes maps"}
+{"type":"node","subkind":"preference","project_id":"user-2","session_id":"s1","label":"user two likes coffee"}
+{"type":"message","project_id":"user-1","session_id":"s1","turn_id":"t1","role":"user","content":"I like tea"}
+{"type":"message","project_id":"user-1","session_id":"s2","turn_id":"t1","role":"user","content":"I like maps"}
+{"type":"message","project_id":"user-2","session_id":"s1","turn_id":"t1","role":"user","content":"I like coffee"}
+{"type":"summary","project_id":"user-1","session_id":"s1","content":"tea talk","up_to":1}
+`
+	if err := os.WriteFile(seed, []byte(lines), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if code := run([]string{"memory", "import", seed}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "imported 3 transcript messages and 1 summaries") {
+		t.Fatalf("import: exit %d: %s %s", code, out.String(), errOut.String())
+	}
+	file := filepath.Join(dir, "user-1.jsonl")
+	out.Reset()
+	if code := run([]string{"memory", "export", "-project", "user-1", "-session", "s1", "-transcripts", "-o", file}, &out, &errOut); code != 0 {
+		t.Fatalf("export: exit %d: %s", code, errOut.String())
+	}
+	if !strings.Contains(out.String(), "exported 1 nodes, 0 edges, 1 messages and 1 summaries") {
+		t.Errorf("export said %q", out.String())
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"user one likes tea", "I like tea", "tea talk"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("the export lacks %q:\n%s", want, b)
+		}
+	}
+	for _, not := range []string{"maps", "coffee"} {
+		if strings.Contains(string(b), not) {
+			t.Errorf("the export of user-1/s1 holds %q:\n%s", not, b)
+		}
+	}
+	if code := run([]string{"memory", "export", "-transcripts"}, &out, &errOut); code != 2 {
+		t.Errorf("export -transcripts without -project: exit %d, want 2", code)
+	}
+}

@@ -10,6 +10,16 @@
 // relation. Vectors are not exported: an imported node without a vector is
 // embedded by the configured embedder (the readiness backlog).
 //
+// Portability: ExportSelection writes one project's memories, or one
+// session's (`engram memory export -project P [-session S]`), and with
+// Transcripts the sessions' messages ("type": "message": project_id,
+// session_id and the fields of memory.Message) and summaries ("type":
+// "summary": project_id, session_id and memory.Summary), oldest first: a
+// person's data, whole, in a file another Engram imports. Import appends
+// the messages turn by turn (a turn already stored is left as it is:
+// memory.Sessions.AppendTranscript is once per turn id; message ids are
+// the importing store's) and saves the summaries it does not hold yet.
+//
 // Tenants: an import and an export are of one tenant ("" the default
 // tenant, as everything was before tenants). Export writes that tenant's
 // nodes (tenant_id on each line, left out for the default tenant) and the
@@ -50,6 +60,10 @@ type Store interface {
 	PutBatch(ctx context.Context, nodes []memory.Node, edges []memory.Edge) error
 	DigestOwners(ctx context.Context, p memory.ProjectRef, digests []string) (map[string]memory.Node, error)
 	Scan(ctx context.Context, node func(memory.Node) error, edge func(memory.Edge) error) error
+	// Transcripts (message and summary lines).
+	AppendTranscript(ctx context.Context, s memory.SessionRef, turnID string, msgs []memory.Message) ([]memory.Message, bool, error)
+	SaveSummary(ctx context.Context, s memory.SessionRef, sum memory.Summary) error
+	Summaries(ctx context.Context, s memory.SessionRef) ([]memory.Summary, error)
 }
 
 // ErrInvalidLine wraps every problem of an import file.
@@ -95,6 +109,10 @@ type Stats struct {
 	// merged into that node (memory.Reinforce) instead of written, and edges
 	// naming it were moved to that node.
 	Merged int `json:"merged"`
+	// Messages and Summaries are the transcript lines written (an import:
+	// of turns and summaries not stored before).
+	Messages  int `json:"messages,omitempty"`
+	Summaries int `json:"summaries,omitempty"`
 }
 
 // MaxReported is how many invalid lines an import reports one by one; the
@@ -180,6 +198,7 @@ func Import(ctx context.Context, st Store, r io.Reader, tenant string, now time.
 		alias    = map[string]string{} // merged id -> the id it was merged into
 		merged   int
 		no       int
+		tr       transcriptImport
 	)
 	unreported := 0
 	bad := func(format string, a ...any) {
@@ -251,8 +270,10 @@ func Import(ctx context.Context, st Store, r io.Reader, tenant string, now time.
 				continue
 			}
 			edges = append(edges, e)
+		case "message", "summary":
+			tr.add(l.Type, raw, tenant, now, bad)
 		default:
-			bad("type must be \"node\" or \"edge\", got %q", l.Type)
+			bad("type must be \"node\", \"edge\", \"message\" or \"summary\", got %q", l.Type)
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -317,9 +338,6 @@ func Import(ctx context.Context, st Store, r io.Reader, tenant string, now time.
 		return Stats{}, err
 	}
 	merged += n
-	if len(nodes) == 0 && len(edges) == 0 {
-		return Stats{Merged: merged}, nil
-	}
 	done := Stats{Merged: merged}
 	for i := 0; i < len(nodes); i += WriteChunk {
 		chunk := nodes[i:min(i+WriteChunk, len(nodes))]
@@ -341,6 +359,9 @@ func Import(ctx context.Context, st Store, r io.Reader, tenant string, now time.
 		}
 		done.Edges += len(chunk)
 		report(Progress{Lines: no, Written: done.Nodes + done.Edges, Total: len(nodes) + len(edges)})
+	}
+	if err := tr.write(ctx, st, &done); err != nil {
+		return done, err
 	}
 	return done, nil
 }
@@ -420,49 +441,9 @@ func strictDecode(raw []byte, v any) error {
 }
 
 // Export writes every node of tenant and every edge between them as JSON
-// lines, in the order the store scans them (an edge after its source
-// node). Nothing of another tenant is written.
+// lines, in the order the store scans them (an edge after its ends).
+// Nothing of another tenant is written. ExportSelection writes a project,
+// a session and transcripts.
 func Export(ctx context.Context, st Store, w io.Writer, tenant string) (Stats, error) {
-	bw := bufio.NewWriter(w)
-	enc := json.NewEncoder(bw)
-	enc.SetEscapeHTML(false)
-	var s Stats
-	mine := map[string]bool{} // the tenant's node ids seen so far
-	var early []memory.Edge   // edges scanned before their source node
-	writeEdge := func(e memory.Edge) error {
-		s.Edges++
-		return enc.Encode(edgeLine{Type: "edge", Edge: e})
-	}
-	err := st.Scan(ctx, func(n memory.Node) error {
-		if n.TenantID != tenant {
-			return nil
-		}
-		mine[n.ID] = true
-		s.Nodes++
-		line := exportNode{Type: "node", Node: n, SessionID: n.SessionID, Paths: n.Paths}
-		if line.Paths == nil {
-			line.Paths = []string{}
-		}
-		return enc.Encode(line)
-	}, func(e memory.Edge) error {
-		if !mine[e.Src] {
-			early = append(early, e) // another tenant's, or its source comes later
-			return nil
-		}
-		return writeEdge(e)
-	})
-	if err != nil {
-		return s, fmt.Errorf("memio: export: %w", err)
-	}
-	for _, e := range early {
-		if mine[e.Src] && mine[e.Dst] {
-			if err := writeEdge(e); err != nil {
-				return s, fmt.Errorf("memio: export: %w", err)
-			}
-		}
-	}
-	if err := bw.Flush(); err != nil {
-		return s, fmt.Errorf("memio: export: %w", err)
-	}
-	return s, nil
+	return ExportSelection(ctx, st, w, Selection{Tenant: tenant})
 }

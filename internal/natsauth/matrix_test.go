@@ -140,6 +140,13 @@ var matrix = []probe{
 	{"pub", "$JS.API.STREAM.PURGE.ENGRAM_IN", nil},
 	{"pub", "$JS.API.CONSUMER.DELETE.ENGRAM_IN.extractor", nil},
 	{"pub", "$JS.API.STREAM.DELETE.ENGRAM_DLQ", nil},
+	// Erasure (internal/erase): the request subject and the secure
+	// delete of a message are the admin's only.
+	{"pub", "engram.admin.erase", nil},
+	{"sub", "engram.admin.erase", nil},
+	{"sub", "engram.admin.>", nil},
+	{"pub", "$JS.API.STREAM.MSG.DELETE.ENGRAM_IN", nil},
+	{"pub", "$JS.API.STREAM.MSG.DELETE.ENGRAM_DLQ", nil},
 }
 
 // TestPermissionMatrix connects as each role of deploy/nats/accounts.conf

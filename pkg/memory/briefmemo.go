@@ -40,3 +40,11 @@ func (m *BriefMemo) Remember(ref SessionRef, expires, now int64) {
 		m.sweep = 2 * len(m.until)
 	}
 }
+
+// Forget drops what the memo knows of the sessions gone reports (an
+// erasure deleted their flags).
+func (m *BriefMemo) Forget(gone func(SessionRef) bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	maps.DeleteFunc(m.until, func(ref SessionRef, _ int64) bool { return gone(ref) })
+}

@@ -43,9 +43,12 @@
 // Store (store.go) is the whole backend contract, composed of Nodes, Graph,
 // Channels, Sessions, Counter (counts.go: live memories by kind and
 // scope, archived, closed, pending embeddings, for the `memory` tool's
-// stats) and Journal (journal.go: the consolidation passes' journals,
-// which `engram memory history` lists and `undo` reverts); consumers
-// depend on the narrowest part they use.
+// stats), Journal (journal.go: the consolidation passes' journals,
+// which `engram memory history` lists and `undo` reverts) and Erasure
+// (erase.go: a tenant, project or session erased for good, every kind of
+// record and what other sessions keep of its memories, counted by kind;
+// Purge for what the backend's files keep of deletions; the listings an
+// export needs); consumers depend on the narrowest part they use.
 // Errors wrap the sentinels ErrNotFound, ErrInvalid, ErrRefused and
 // ErrUnavailable; check them with errors.Is.
 //

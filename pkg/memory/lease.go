@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -12,6 +14,22 @@ import (
 // error) when the lease could not be renewed: another owner may hold it
 // now, so the work must stop and be redone by whoever does.
 var ErrLeaseLost = errors.New("memory: session lease lost")
+
+// CheckLeaseName reports ErrInvalid for a lease name that is empty, holds
+// a colon or is one of the names the Redis store gives a session's other
+// keys (m, turns, sum, cur, inj, brief, passat): that store keys a lease
+// by the session and the name joined with colons, beside those keys, and
+// an erasure (or a listing of sessions) tells a session's leases from the
+// keys of another session whose id starts like it by that.
+func CheckLeaseName(name string) error {
+	if name == "" || strings.Contains(name, ":") || slices.Contains(reservedLeaseNames, name) {
+		return fmt.Errorf("%w: lease name %q: want a non-empty name without ':', not one of %s",
+			ErrInvalid, name, strings.Join(reservedLeaseNames, ", "))
+	}
+	return nil
+}
+
+var reservedLeaseNames = []string{"m", "turns", "sum", "cur", "inj", "brief", "passat"}
 
 // Leases is the lease part of Sessions.
 type Leases interface {

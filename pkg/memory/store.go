@@ -267,5 +267,6 @@ type Store interface {
 	Sessions
 	Counter // counts.go
 	Journal
+	Erasure // erase.go
 	Close() error
 }

@@ -11,9 +11,14 @@ package redis
 //
 //	ACL SETUSER engram on >PASSWORD resetkeys ~engram:* resetchannels <ACLCommands>
 //
+// INFO, BGREWRITEAOF and BGSAVE are for an erasure's Purge: the
+// append-only file (and a snapshot) rewritten so that they no longer hold
+// what was erased (without them Purge reports the step as not done).
+//
 // TestConformanceUnderACL runs the whole store contract as such a user.
 // A Redis Cluster client also needs the topology commands:
 // +cluster|slots +cluster|shards +cluster|nodes +readonly (not tested).
 const ACLCommands = "-@all +@connection +@transaction +@scripting +@keyspace +@hash +@set +@sortedset +@list +@string " +
 	"-@dangerous -@blocking -@admin " +
-	"+vadd +vrem +vsim +vemb +vcard +vdim +vinfo +vgetattr +vsetattr +vismember +vlinks +vrandmember"
+	"+vadd +vrem +vsim +vemb +vcard +vdim +vinfo +vgetattr +vsetattr +vismember +vlinks +vrandmember " +
+	"+info +bgrewriteaof +bgsave"

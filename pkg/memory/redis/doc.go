@@ -81,11 +81,18 @@
 //	K pass            hash: consolidation pass id -> journal record (JSON; journal.go)
 //	K passat          zset: the project's passes by start time (ms)
 //
+// A lease's name may not hold ':' nor be one of the other per-session
+// suffixes (memory.CheckLeaseName), so that a session's keys are told
+// from those of a session whose id starts like it and continues with ':'.
+//
 // Outside any project: <ns>:{r}:projects (the registry of spaces, for
 // cross-project reads, which take the spaces of the filter's tenant only,
 // and scans; another tenant's global space is registered too; recall reads it from a copy at most a second old, so a
 // project first written by another replica joins cross-project recall
 // within a second), <ns>:{r}:dims (model -> vector dimension) and
+// <ns>:{r}:held (every space that holds a per-session or per-project
+// record, registered by their writes, so that a tenant's erasure finds
+// the spaces of a tenant whose keys' tags are hashes; see erase.go),
 // <ns>:{i:<0..1023>}:ids (id -> project: Get by id finds the slot; the
 // mapping never changes, so the store caches it, in a map without pointers
 // that the garbage collector never scans: see idcache.go).

@@ -85,3 +85,21 @@ func (c *projectCache) put(id, project string) {
 	}
 	c.ids[k] = i
 }
+
+// drop forgets id (an erasure deleted its node).
+func (c *projectCache) drop(id string) {
+	k := c.key(id)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.ids, k)
+}
+
+// reset forgets everything (an erasure deleted whole spaces, whose names
+// the cache holds).
+func (c *projectCache) reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.ids)
+	clear(c.index)
+	c.names = c.names[:0]
+}

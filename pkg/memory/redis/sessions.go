@@ -62,6 +62,9 @@ func (s *Store) AppendTranscript(ctx context.Context, ref memory.SessionRef, tur
 	if err != nil {
 		return nil, false, err
 	}
+	if err := s.hold(ctx, ref.ProjectRef()); err != nil {
+		return nil, false, err
+	}
 	prepared, err := memory.PrepareTranscript(ref.Tenant, turnID, msgs, s.now())
 	if err != nil {
 		return nil, false, err
@@ -177,6 +180,9 @@ func (s *Store) SaveSummary(ctx context.Context, ref memory.SessionRef, in memor
 	if err != nil {
 		return err
 	}
+	if err := s.hold(ctx, ref.ProjectRef()); err != nil {
+		return err
+	}
 	sum, err := memory.PrepareSummaryOf(ref.Tenant, in, s.now())
 	if err != nil {
 		return err
@@ -217,6 +223,9 @@ func (s *Store) AdvanceCursor(ctx context.Context, ref memory.SessionRef, to int
 	if err != nil {
 		return 0, err
 	}
+	if err := s.hold(ctx, ref.ProjectRef()); err != nil {
+		return 0, err
+	}
 	v, err := advanceScript.Run(ctx, s.c, []string{k.cursor()}, strconv.FormatInt(to, 10)).Text()
 	if err != nil {
 		return 0, s.wrap("advance cursor", err)
@@ -237,6 +246,9 @@ func (s *Store) SetCursor(ctx context.Context, ref memory.SessionRef, to int64) 
 	if to < 0 {
 		return fmt.Errorf("%w: cursor %d is negative", memory.ErrInvalid, to)
 	}
+	if err := s.hold(ctx, ref.ProjectRef()); err != nil {
+		return err
+	}
 	return s.wrap("set cursor", s.c.Set(ctx, k.cursor(), strconv.FormatInt(to, 10), 0).Err())
 }
 
@@ -255,6 +267,9 @@ type injectionDoc struct {
 func (s *Store) PutInjection(ctx context.Context, ref memory.SessionRef, turnID string, in memory.Injection, ttl time.Duration) error {
 	k, err := s.sessionKeys(ref)
 	if err != nil {
+		return err
+	}
+	if err := s.hold(ctx, ref.ProjectRef()); err != nil {
 		return err
 	}
 	if turnID == "" {
@@ -363,6 +378,9 @@ func (s *Store) BriefOnce(ctx context.Context, ref memory.SessionRef, ttl time.D
 	if err != nil {
 		return false, err
 	}
+	if err := s.hold(ctx, ref.ProjectRef()); err != nil {
+		return false, err
+	}
 	if err := memory.CheckTTL(ttl); err != nil {
 		return false, err
 	}
@@ -427,8 +445,8 @@ func (s *Store) lease(ctx context.Context, op string, ref memory.SessionRef, nam
 		return false, err
 	}
 	var bad []string
-	if name == "" {
-		bad = append(bad, "empty lease name")
+	if memory.CheckLeaseName(name) != nil {
+		bad = append(bad, fmt.Sprintf("lease name %q: want a non-empty name without ':', not a name of the session's other keys", name))
 	}
 	if owner == "" {
 		bad = append(bad, "empty lease owner")
@@ -438,6 +456,11 @@ func (s *Store) lease(ctx context.Context, op string, ref memory.SessionRef, nam
 	}
 	if len(bad) > 0 {
 		return false, fmt.Errorf("%w: lease: %s", memory.ErrInvalid, strings.Join(bad, "; "))
+	}
+	if op == "acquire" {
+		if err := s.hold(ctx, ref.ProjectRef()); err != nil {
+			return false, err
+		}
 	}
 	now := s.now().UnixNano()
 	ok, err := leaseScript.Run(ctx, s.c, []string{k.lease(name)}, op, owner, now, now+int64(ttl),
@@ -489,6 +512,9 @@ func (s *Store) EventProcessed(ctx context.Context, p memory.ProjectRef, consume
 func (s *Store) MarkEventProcessed(ctx context.Context, p memory.ProjectRef, consumer, eventID string, ttl time.Duration) error {
 	if consumer == "" || eventID == "" {
 		return fmt.Errorf("%w: a processed-event record needs a consumer and an event id", memory.ErrInvalid)
+	}
+	if err := s.hold(ctx, p); err != nil {
+		return err
 	}
 	key := s.keys(space(p)).events(consumer)
 	var exp int64

@@ -40,8 +40,9 @@ type Store struct {
 	projOf *projectCache // id -> project (immutable once written; locks itself)
 
 	mu   sync.Mutex
-	reg  map[string]struct{} // projects known to be in the registry
-	dims map[string]int      // model -> dimension (immutable once written)
+	reg  map[string]time.Time // projects known to be in the registry, and when this process last checked
+	held map[string]time.Time // spaces known to be in the held registry (heldKey), and when
+	dims map[string]int       // model -> dimension (immutable once written)
 	// The registry as cross-project reads last saw it (sorted, never
 	// mutated), and when (see recallProjects).
 	regList []string
@@ -145,7 +146,8 @@ func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
 		now:    time.Now,
 		quant:  "q8",
 		projOf: newProjectCache(200_000),
-		reg:    map[string]struct{}{},
+		reg:    map[string]time.Time{},
+		held:   map[string]time.Time{},
 		dims:   map[string]int{},
 		regTTL: registryTTL,
 
@@ -187,6 +189,9 @@ func (s *Store) Close() error {
 
 // Namespace returns the key prefix of the store.
 func (s *Store) Namespace() string { return s.ns }
+
+// Client returns the client the store uses (tests read the server with it).
+func (s *Store) Client() goredis.UniversalClient { return s.c }
 
 // DeleteNamespace removes every key under prefix ns (on every master of a
 // cluster). Tests use it to drop the namespace of a fresh store.
@@ -309,6 +314,7 @@ func (k keys) session(sid string) string { return k.p + "s:" + sid + ":" }
 func (k keys) events(c string) string    { return k.p + "ev:" + c }
 
 func (s *Store) registryKey() string { return s.ns + ":{r}:projects" }
+func (s *Store) heldKey() string     { return s.ns + ":{r}:held" }
 
 func (s *Store) idKey(id string) string {
 	return fmt.Sprintf("%s:{i:%d}:ids", s.ns, crc32.ChecksumIEEE([]byte(id))%idShards)
@@ -324,9 +330,9 @@ func (s *Store) register(ctx context.Context, project string) error {
 		return nil
 	}
 	s.mu.Lock()
-	_, ok := s.reg[project]
+	at, ok := s.reg[project]
 	s.mu.Unlock()
-	if ok {
+	if ok && time.Since(at) < registryRecheck {
 		return nil
 	}
 	added, err := s.c.SAdd(ctx, s.registryKey(), project).Result()
@@ -345,8 +351,37 @@ func (s *Store) register(ctx context.Context, project string) error {
 		}
 	}
 	s.mu.Lock()
-	s.reg[project] = struct{}{}
-	s.regAt, s.regGen = time.Time{}, s.regGen+1 // this process's reads see the new project at once
+	s.reg[project] = time.Now()
+	if added == 1 {
+		s.regAt, s.regGen = time.Time{}, s.regGen+1 // this process's reads see the new project at once
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// registryRecheck is how long a process trusts that a space it registered
+// is still in a registry: an erasure removes erased spaces from the
+// registries, and a write after it (another replica's included) registers
+// the space again once this has passed.
+const registryRecheck = 10 * time.Second
+
+// hold records a space that holds per-session or per-project records (not
+// only nodes and passes, which register) in the held registry, so that
+// the erasure of a tenant finds every space of the tenant (the hash tags
+// of a tenant's spaces are hashes: its keys cannot tell their tenant).
+func (s *Store) hold(ctx context.Context, p memory.ProjectRef) error {
+	sp := space(p)
+	s.mu.Lock()
+	at, ok := s.held[sp]
+	s.mu.Unlock()
+	if ok && time.Since(at) < registryRecheck {
+		return nil
+	}
+	if err := s.c.SAdd(ctx, s.heldKey(), sp).Err(); err != nil {
+		return s.wrap("register space", err)
+	}
+	s.mu.Lock()
+	s.held[sp] = time.Now()
 	s.mu.Unlock()
 	return nil
 }
@@ -367,8 +402,9 @@ const registryTTL = time.Second
 // recallProjects lists the registered projects, sorted, for cross-project
 // recall, from a copy read at most registryTTL ago: each channel of each
 // turn would otherwise pay a round trip before its first read. The
-// registry only grows, so the copy never names a project that is not
-// there; a project this process registers is seen at once, one that
+// registry only grows but for erasures (whose projects' reads then find
+// nothing), so the copy names no project that is not there but an erased
+// one; a project this process registers is seen at once, one that
 // another process registers within registryTTL. Scans and maintenance
 // read the registry itself (projects). The slice is shared: callers must
 // not modify it.

@@ -146,6 +146,22 @@
 // in LoadStatus().Err; the store keeps answering from what it loaded, and
 // internal/app fails its readiness check and holds every worker.
 //
+// # Erasure
+//
+// Erase (erase.go) deletes a scope's rows from every table in one
+// transaction (eraseTables names how for each table;
+// TestEveryTableIsErased fails for a table without) and then drops the
+// erased nodes from the in-memory side: heads, gates, ids, counters,
+// standing lists, live edges, lexical postings and the dictionary's
+// terms no other node holds (the index is compacted), interned ids no
+// node uses, and vectors, erased from the graph index at once
+// (vecindex.Index.Erase: no tombstone, the slots zeroed) rather than
+// removed. Purge rewrites the file (VACUUM) and truncates the write-ahead
+// log, so that neither keeps a deleted row in a free page or in the free
+// space of a page; ScanRaw reads both files raw for a verification
+// (TestPurgeLeavesNoTraceInTheFiles shows the texts there after the
+// delete alone, and gone after Purge).
+//
 // # Measured
 //
 // go test -run '^$' -bench 'Channels/100k' -benchtime 1x (memorytest.Bench:

@@ -75,9 +75,9 @@ func (x *index) internID(s string) uint32 {
 	if n := x.idOf(s); n != noID {
 		return n
 	}
-	n := uint32(len(x.ids) + 1)
-	x.ids[s] = n
-	return n
+	x.lastID++ // not len(x.ids)+1: an erasure prunes ids (pruneIDs)
+	x.ids[s] = x.lastID
+	return x.lastID
 }
 
 // setGate records the gate of h at rid (x.mu write-held).

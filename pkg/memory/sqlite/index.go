@@ -21,6 +21,7 @@ type index struct {
 	heads      []*memory.Node    // by rid; nil: no node
 	gates      []gate            // by rid: what the filters read of each head
 	ids        map[string]uint32 // interned project and session ids (gate)
+	lastID     uint32            // the last number internID gave
 	byID       map[string]uint32
 	edges      map[string][]memory.Edge // live edges by node id (both ends; edges.go)
 	lex        *lexIndex

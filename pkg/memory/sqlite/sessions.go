@@ -361,6 +361,9 @@ func checkLease(ref memory.SessionRef, name, owner string, ttl time.Duration) er
 	if name == "" || owner == "" {
 		return fmt.Errorf("%w: a lease needs a name and an owner", memory.ErrInvalid)
 	}
+	if err := memory.CheckLeaseName(name); err != nil {
+		return err
+	}
 	return memory.CheckTTL(ttl)
 }
 

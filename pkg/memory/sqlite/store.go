@@ -489,6 +489,9 @@ func (s *Store) buildVectors(model string) bool {
 			_ = ix.AddTagged(op.id, op.rid, op.vec)
 		}
 	}
+	if erased := s.idx.flat[model].erased; len(erased) > 0 {
+		ix.Erase(erased...) // the replay left them as tombstones
+	}
 	s.idx.vecs[model] = ix
 	delete(s.idx.flat, model)
 	return true

@@ -18,6 +18,9 @@ type flatVecs struct {
 	vecs [][]float32 // unit vectors; nil: removed
 	at   map[string]int
 	log  []vecOp
+	// erased are the ids an erasure removed (erase): the graph built from
+	// this set erases them after the replay.
+	erased []string
 }
 
 type vecOp struct {

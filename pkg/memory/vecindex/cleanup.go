@@ -75,6 +75,7 @@ func (ix *Index) cleanupLocked() {
 			ix.state[s] = slotFree
 			nd.friends, nd.sims = nil, nil
 			ix.clearRow(uint32(s))
+			ix.wipeLocked(uint32(s))
 			ix.free = append(ix.free, uint32(s))
 		case slotLive:
 			if nd.level > bestLevel {

@@ -1,0 +1,306 @@
+package erase
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/engram-memory/engram/internal/idle"
+	"github.com/engram-memory/engram/pkg/events"
+	"github.com/engram-memory/engram/pkg/memory"
+)
+
+// Bus is where the scope's copies on the bus are: the event streams and
+// the idle detector's activity bucket. The connection needs the admin's
+// rights (reading and deleting any stream's messages).
+type Bus struct {
+	JS       jetstream.JetStream
+	Subjects events.Subjects
+	// Streams are the event streams (ENGRAM_IN, ENGRAM_OUT, ENGRAM_DLQ by
+	// default); a stream that does not exist is skipped.
+	Streams []string
+	// Bucket is the activity bucket (idle.DefaultBucket); "" none.
+	Bucket string
+}
+
+// NewBus is the Bus of a topology, with the default activity bucket.
+func NewBus(js jetstream.JetStream, topo events.Topology) *Bus {
+	return &Bus{JS: js, Subjects: events.Subjects{Prefix: topo.Prefix},
+		Streams: []string{topo.In.Name, topo.Out.Name, topo.DLQ.Name}, Bucket: idle.DefaultBucket}
+}
+
+// kvStream is the stream behind the activity bucket.
+func (b *Bus) kvStream() string { return "KV_" + b.Bucket }
+
+func (b *Bus) all() []string {
+	out := append([]string(nil), b.Streams...)
+	if b.Bucket != "" {
+		out = append(out, b.kvStream())
+	}
+	return out
+}
+
+// erase deletes, with JetStream's secure delete (the message is
+// overwritten in the store's files), every message of the scope in each
+// stream from the sequences in from (nil: all), and returns how many per
+// stream and where to start next time.
+func (b *Bus) erase(ctx context.Context, sc Scope, from map[string]uint64, seen memory.Seen) (map[string]int, map[string]uint64, error) {
+	counts := map[string]int{}
+	next := map[string]uint64{}
+	for name, seq := range from {
+		next[name] = seq
+	}
+	for _, name := range b.all() {
+		st, err := b.JS.Stream(ctx, name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			continue
+		}
+		if err != nil {
+			return counts, next, fmt.Errorf("%s: %w", name, err)
+		}
+		counts[name] += 0 // searched: listed even when nothing was the scope's
+		var seqs []uint64
+		subjects := map[string]int{}
+		last, err := scanStream(ctx, st, max(from[name], 1), func(m jetstream.Msg, seq uint64) {
+			if b.holds(sc, name, m) {
+				seqs = append(seqs, seq)
+				subjects[m.Subject()]++
+				bodyTexts(m.Data(), seen)
+			}
+		})
+		if err != nil {
+			return counts, next, fmt.Errorf("%s: %w", name, err)
+		}
+		if last > 0 {
+			next[name] = last + 1
+		}
+		if b.Bucket != "" && name == b.kvStream() {
+			// A key-value bucket's stream denies message deletes: each
+			// key's revisions are purged (no delete marker left).
+			for subj, n := range subjects {
+				if err := st.Purge(ctx, jetstream.WithPurgeSubject(subj)); err != nil {
+					return counts, next, fmt.Errorf("%s: purge %s: %w", name, subj, err)
+				}
+				counts[name] += n
+			}
+			continue
+		}
+		for _, seq := range seqs {
+			err := st.SecureDeleteMsg(ctx, seq)
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				continue // removed meanwhile (acknowledged by every consumer, or aged out)
+			}
+			if err != nil {
+				return counts, next, fmt.Errorf("%s: secure delete of message %d: %w", name, seq, err)
+			}
+			counts[name]++
+		}
+	}
+	return counts, next, nil
+}
+
+// scanAll reads every message of every stream for a verification; it
+// returns what it read, as lines for the receipt.
+func (b *Bus) scanAll(ctx context.Context, sc Scope, fn func(where, keptBy string, data []byte)) ([]string, error) {
+	var out []string
+	for _, name := range b.all() {
+		st, err := b.JS.Stream(ctx, name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			out = append(out, fmt.Sprintf("stream %s: does not exist", name))
+			continue
+		}
+		if err != nil {
+			return out, fmt.Errorf("%s: %w", name, err)
+		}
+		n := 0
+		_, err = scanStream(ctx, st, 1, func(m jetstream.Msg, seq uint64) {
+			n++
+			keptBy := ""
+			if !b.holds(sc, name, m) {
+				keptBy = "a message of another scope (the same text)"
+			}
+			where := fmt.Sprintf("stream %s message %d", name, seq)
+			var raw []byte
+			raw = append(raw, m.Subject()...)
+			for k, vs := range m.Headers() {
+				raw = append(append(raw, '\n'), k...)
+				for _, v := range vs {
+					raw = append(append(raw, '\n'), v...)
+				}
+			}
+			raw = append(append(raw, '\n'), m.Data()...)
+			fn(where, keptBy, raw)
+		})
+		if err != nil {
+			return out, fmt.Errorf("%s: %w", name, err)
+		}
+		out = append(out, fmt.Sprintf("stream %s: %d messages (subjects, headers, bodies)", name, n))
+	}
+	return out, nil
+}
+
+// scanStream calls fn with every message of st from sequence from to the
+// stream's last at the start, through an ordered consumer, and returns
+// that last sequence (0: the stream was empty).
+func scanStream(ctx context.Context, st jetstream.Stream, from uint64, fn func(m jetstream.Msg, seq uint64)) (uint64, error) {
+	info, err := st.Info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	last := info.State.LastSeq
+	if info.State.Msgs == 0 || from > last {
+		return last, nil
+	}
+	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: max(from, info.State.FirstSeq),
+		InactiveThreshold: time.Minute,
+	})
+	if err != nil {
+		return 0, err
+	}
+	for {
+		batch, err := cons.FetchNoWait(500)
+		if err != nil {
+			return 0, err
+		}
+		got := 0
+		done := false
+		for m := range batch.Messages() {
+			got++
+			meta, err := m.Metadata()
+			if err != nil {
+				return 0, err
+			}
+			seq := meta.Sequence.Stream
+			if seq > last {
+				done = true
+				continue
+			}
+			fn(m, seq)
+			if seq == last || meta.NumPending == 0 {
+				done = true
+			}
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) {
+			return 0, err
+		}
+		if done || got == 0 {
+			return last, nil
+		}
+	}
+}
+
+// holds reports whether a message of stream name is the scope's: its
+// subject (an event's), its original subject (a dead letter's header), its
+// activity key (the bucket's) or its body (tenant_id, project_id,
+// session_id) names a session or project the scope holds.
+func (b *Bus) holds(sc Scope, name string, m jetstream.Msg) bool {
+	in := func(ref memory.SessionRef) bool {
+		if ref.Session == "" {
+			return sc.HoldsProject(ref.ProjectRef())
+		}
+		return sc.HoldsSession(ref)
+	}
+	if b.Bucket != "" && name == b.kvStream() {
+		ref, ok := activityKey(strings.TrimPrefix(m.Subject(), "$KV."+b.Bucket+"."))
+		return ok && in(ref)
+	}
+	if ref, ok := b.subjectRef(m.Subject()); ok && in(ref) {
+		return true
+	}
+	if h := m.Headers(); h != nil {
+		if ref, ok := b.subjectRef(h.Get(events.HeaderDLQSubject)); ok && in(ref) {
+			return true
+		}
+	}
+	var body struct {
+		Tenant  string `json:"tenant_id"`
+		Project string `json:"project_id"`
+		Session string `json:"session_id"`
+	}
+	if json.Unmarshal(m.Data(), &body) == nil && body.Project != "" {
+		return in(memory.SessionRef{Tenant: body.Tenant, Project: body.Project, Session: body.Session})
+	}
+	return false
+}
+
+// subjectRef reads the tenant, project and session an event subject names.
+func (b *Bus) subjectRef(subject string) (memory.SessionRef, bool) {
+	if subject == "" {
+		return memory.SessionRef{}, false
+	}
+	a, err := b.Subjects.Parse(subject)
+	if err != nil {
+		return memory.SessionRef{}, false
+	}
+	return addressRef(a)
+}
+
+// activityKey inverts idle.Key: [t.<tenant>.]<project>.<session>, each
+// base64url.
+func activityKey(key string) (memory.SessionRef, bool) {
+	parts := strings.Split(key, ".")
+	var ref memory.SessionRef
+	dec := func(s string, into *string) bool {
+		b, err := base64.RawURLEncoding.DecodeString(s)
+		*into = string(b)
+		return err == nil
+	}
+	switch {
+	case len(parts) == 2:
+		return ref, dec(parts[0], &ref.Project) && dec(parts[1], &ref.Session)
+	case len(parts) == 4 && parts[0] == "t":
+		return ref, dec(parts[1], &ref.Tenant) && dec(parts[2], &ref.Project) && dec(parts[3], &ref.Session)
+	}
+	return ref, false
+}
+
+// bodyTexts passes the strings of a JSON body to seen (a body that is not
+// JSON: the whole body), but those every event of every scope has: its
+// type, times, roles and statuses, the tenant and project ids (the
+// project's kept sessions have them too; the scope's own ids are looked
+// for anyway).
+func bodyTexts(data []byte, seen memory.Seen) {
+	if seen == nil || len(data) == 0 {
+		return
+	}
+	var v any
+	if json.Unmarshal(data, &v) != nil {
+		seen(string(data))
+		return
+	}
+	var walk func(key string, v any)
+	walk = func(key string, v any) {
+		switch x := v.(type) {
+		case string:
+			if commonKeys[key] || strings.HasSuffix(key, "_at") || events.Type(x).IsInput() || events.Type(x).IsOutput() {
+				return
+			}
+			if _, err := time.Parse(time.RFC3339Nano, x); err == nil {
+				return
+			}
+			seen(x)
+		case []any:
+			for _, e := range x {
+				walk(key, e)
+			}
+		case map[string]any:
+			for k, e := range x {
+				walk(k, e)
+			}
+		}
+	}
+	walk("", v)
+}
+
+// commonKeys hold values that are not the scope's own text.
+var commonKeys = map[string]bool{
+	"type": true, "tenant_id": true, "project_id": true, "timestamp": true, "time": true, "role": true,
+	"status": true, "model": true, "reason": true, "verdict": true, "kind": true, "scope": true,
+}
