@@ -15,6 +15,7 @@ import (
 
 	"github.com/engram-memory/engram/internal/app/apptest"
 	"github.com/engram-memory/engram/internal/console/consolefx"
+	"github.com/engram-memory/engram/internal/erase/erasefx"
 	"github.com/engram-memory/engram/internal/runner/dlq"
 	"github.com/engram-memory/engram/pkg/events"
 	"github.com/engram-memory/engram/pkg/llm/llmtest"
@@ -87,7 +88,7 @@ func serve(t *testing.T, ctx context.Context) *served {
 		st  memory.Store
 		con *consolefx.Console
 	)
-	run := apptest.StartConfig(ctx, t, cfg, "console-test", "", []fx.Option{consolefx.Module(), fx.Populate(&st, &con)})
+	run := apptest.StartConfig(ctx, t, cfg, "console-test", "", []fx.Option{erasefx.Module(), consolefx.Module(), fx.Populate(&st, &con)})
 	if con.URL() == "" {
 		t.Fatal("the console is not served")
 	}
@@ -368,6 +369,35 @@ func TestBrowser(t *testing.T) {
 	if m, err := in.GetLastMsgForSubject(ctx, subject); err != nil || string(m.Data) != `{"type":"turn_started"` {
 		t.Fatalf("the replayed letter is not back on %s: %v", subject, err)
 	}
+
+	// Erase session s1 of shop: the scope, the typed confirmation, the
+	// receipt; the session's transcript and records are gone, the other
+	// project's memory is not.
+	b.open("/erase?p=shop&session=s1")
+	b.has("#erase-hint", "erase session s1")
+	b.shot("erase")
+	b.do("confirm", chromedp.SendKeys(chromedp.CSS("#erase-confirm"), "erase session s1"))
+	b.eval(`window.confirm = () => true; "ok"`)
+	b.click("erase", "#erase-button")
+	b.has("#receipt", "tenant (default), project shop, session s1", "transcript messages")
+	if got := b.text("#complete"); got != "complete" {
+		t.Errorf("the receipt says %q, want complete", got)
+	}
+	if got := b.text("#receipt-text"); !strings.Contains(got, "nothing of the scope") || strings.Contains(got, "FOUND") || strings.Contains(got, "NOT DONE") {
+		t.Errorf("the receipt's verification:\n%s", got)
+	}
+	b.shot("receipt")
+	if msgs, err := s.st.Messages(ctx, memory.SessionRef{Project: "shop", Session: "s1"}, 0, 0); err != nil || len(msgs) != 0 {
+		t.Fatalf("after the erasure s1 holds %d messages (%v)", len(msgs), err)
+	}
+	if _, err := s.st.GetInjection(ctx, memory.SessionRef{Project: "shop", Session: "s1"}, "turn-1"); !memory.IsNotFound(err) {
+		t.Fatalf("after the erasure s1's injection record: %v", err)
+	}
+	if n, err := s.st.Get(ctx, s.blog.ID); err != nil || !n.Live() {
+		t.Fatalf("the other project's memory after the erasure: %v", err)
+	}
+	b.open("/session?p=shop&s=s1")
+	b.has("body", "No transcript stored for this session.")
 
 	// The session cookie is HttpOnly and SameSite=Strict.
 	if got := b.eval(`document.cookie`); strings.Contains(got, "engram_console") {

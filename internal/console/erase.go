@@ -101,6 +101,7 @@ func (s *Server) handleErasePage(w http.ResponseWriter, r *http.Request, ss *ses
 // in words ("erase <scope>"), typed by the person.
 func (s *Server) handleErase(w http.ResponseWriter, r *http.Request, ss *session) {
 	pg := &page{Title: "Erase", Nav: "erase", P: ss.p, CSRF: ss.csrf}
+	pg.Scope, pg.Projects, _ = s.resolve(r.Context(), r, ss) // the selector's; the erasure's scope is read below
 	if s.eraser == nil {
 		s.fail(w, r, pg, http.StatusServiceUnavailable, errors.New("erasure is not available in this build"))
 		return

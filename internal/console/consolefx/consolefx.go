@@ -1,7 +1,8 @@
 // Package consolefx wires the memory console (package console) into an fx
 // application: `engram serve` serves it by default on
 // config.DefaultConsoleAddr (a free port when that one is taken), a worker
-// binary when ENGRAM_CONSOLE_ADDR is set.
+// binary when ENGRAM_CONSOLE_ADDR is set. The erase page erases with
+// erasefx's *erase.Eraser when the process has it (serve does).
 package consolefx
 
 import (
@@ -20,6 +21,7 @@ import (
 	"github.com/engram-memory/engram/internal/app"
 	"github.com/engram-memory/engram/internal/config"
 	"github.com/engram-memory/engram/internal/console"
+	"github.com/engram-memory/engram/internal/erase"
 	"github.com/engram-memory/engram/internal/health"
 	"github.com/engram-memory/engram/internal/mcptool"
 	"github.com/engram-memory/engram/internal/mcptool/mcptoolfx"
@@ -70,6 +72,7 @@ type in struct {
 	Bus       *app.Bus        `optional:"true"`
 	Topology  events.Topology `optional:"true"`
 	Eraser    console.Eraser  `optional:"true"`
+	Erase     *erase.Eraser   `optional:"true"` // erasefx's (engram serve)
 }
 
 // Module serves the console when ENGRAM_CONSOLE_ADDR is on; it provides
@@ -104,6 +107,9 @@ func Module() fx.Option {
 			rk := cfg.Inject.RankingFor(emb)
 			d := console.Deps{Store: in.Store, Tool: tool, Embedder: emb, Tokens: tokens, AdminToken: admin, Log: log, Eraser: in.Eraser,
 				Search: console.Search{Ranking: &rk, MinConfidence: cfg.Inject.MinConfidence, CrossProject: cfg.Inject.CrossProject}}
+			if d.Eraser == nil && in.Erase != nil {
+				d.Eraser = eraser{in.Erase}
+			}
 			if in.Bus != nil && in.Telemetry != nil {
 				d.Ops = ops{Store: dlq.NewStore(in.Bus.JS, in.Topology.DLQ.Name), bus: in.Bus, topo: in.Topology, checks: in.Telemetry.Checks}
 			}
