@@ -78,6 +78,17 @@
 // entry, once the pass has finished (a running pass would write its
 // journal over it).
 //
+// # Erasure
+//
+// The erase page names a scope (a tenant, a project, a session), asks for
+// it to be typed back, and erases it with the erase package (what `engram
+// memory erase -verify` runs: the store, the streams' copies, the store's
+// files purged, then everything read again for any text of the scope); the
+// receipt is shown whole. A token erases within what it reaches (a whole
+// tenant only with a token of every project); the operator anything. The
+// console's own records (the change records, a held fact's resolution)
+// are journal records and are erased with the scope's journals.
+//
 // # Turns, and why
 //
 // A session's page shows each turn's messages and the block injected into
