@@ -400,9 +400,9 @@ func TestEraseScopeRules(t *testing.T) {
 	}
 }
 
-// TestWithoutDirectory: on a store without memory.Directory the list pages
-// through the timeline with the same filters, the sessions page asks for
-// an id, and a session shows its latest summary.
+// TestWithoutDirectory: on a store without memory.Directory and Finder the
+// list pages through the timeline with the same filters, the sessions page
+// lists the session ids, and a session shows its summaries.
 func TestWithoutDirectory(t *testing.T) {
 	u := newUnitOn(t, true)
 	c := client(t)
@@ -415,8 +415,8 @@ func TestWithoutDirectory(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(page, labelStaging) || strings.Contains(page, labelStripe) {
 		t.Errorf("the archived memories: %d\n%s", code, page)
 	}
-	if _, page := get(t, c, u.url+"/sessions"); !strings.Contains(page, "open one by its id") {
-		t.Errorf("the sessions page without a listing:\n%s", page)
+	if _, page := get(t, c, u.url+"/sessions"); !strings.Contains(page, "s=s1") || !strings.Contains(page, "keeps no sizes") {
+		t.Errorf("the sessions page without a Directory lists the session ids:\n%s", page)
 	}
 	if _, page := get(t, c, u.url+"/session?s=s1"); !strings.Contains(page, "9000 → 1200") {
 		t.Errorf("the session's latest summary:\n%s", page)

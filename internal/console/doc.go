@@ -95,12 +95,20 @@
 // it, as the injection record keeps it, and for each line the memory and
 // its score and whether it is a standing instruction.
 //
-// # Not here
+// # Changes made by hand
 //
-// Edits through the console or the memory tool are logged (with who made
-// them), not journaled: a memory's page lists the consolidation passes
-// that changed it, and its creation. The store's Directory (projects,
-// sessions, every summary of a session) is optional: SQLite has it; on
-// Redis the sessions page asks for a session id and shows the latest
-// summary only.
+// A change made through the console (edit, pin, forget, restore) is
+// journaled as a change record: a memory.Pass with By naming who, one
+// entry with the memory before and after. The memory's page lists it
+// beside the consolidation passes' changes; the passes page leaves it out
+// and undo refuses it (it is not a pass). The agent's own changes through
+// the memory tool are logged by the tool, not journaled.
+//
+// # What a store may lack
+//
+// memory.Directory (a tenant's projects, a project's sessions with their
+// sizes) and memory.Finder (a page of a filtered list in one pass) are
+// optional: SQLite has both, Redis has Finder; without Directory the
+// sessions page lists the session ids (Erasure.SessionIDs) and a token of
+// every project names its project.
 package console

@@ -29,6 +29,17 @@ func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request, ss *sess
 			return
 		}
 		data["Sessions"], data["Listed"] = list, true
+	} else {
+		ids, err := s.st.SessionIDs(r.Context(), pg.Scope.ref())
+		if err != nil {
+			s.fail(w, r, pg, 0, err)
+			return
+		}
+		list := make([]memory.SessionInfo, 0, min(len(ids), SessionsShown))
+		for _, id := range ids[:min(len(ids), SessionsShown)] {
+			list = append(list, memory.SessionInfo{Session: id})
+		}
+		data["Sessions"], data["Listed"], data["IDsOnly"] = list, true, true
 	}
 	pg.Data = data
 	s.render(w, r, "sessions", pg)
@@ -112,14 +123,8 @@ func (s *Server) sessionView(ctx context.Context, sc scope, p principal, id stri
 		}
 	}
 	var sums []summaryView
-	var all []memory.Summary
-	if d, ok := s.st.(memory.Directory); ok {
-		if all, err = d.SummaryList(ctx, ref); err != nil {
-			return nil, err
-		}
-	} else if sum, err := s.st.LatestSummary(ctx, ref); err == nil {
-		all = []memory.Summary{sum}
-	} else if !memory.IsNotFound(err) {
+	all, err := s.st.Summaries(ctx, ref)
+	if err != nil {
 		return nil, err
 	}
 	var prev int64

@@ -14,10 +14,9 @@ type SessionInfo struct {
 }
 
 // Directory lists what a store holds for people to browse (the memory
-// console): the projects of a tenant, the sessions of a project, and every
-// summary of a session. It is optional: a backend that does not have it
-// (Redis) leaves the console asking for a session id, showing the latest
-// summary.
+// console): the projects of a tenant and the sessions of a project with
+// their sizes. It is optional: without it (Redis) the console lists the
+// session ids (Erasure.SessionIDs) and asks for a project.
 type Directory interface {
 	// Projects lists the project ids of tenant that hold a memory or a
 	// transcript, sorted ("" , the tenant's global space, not included).
@@ -25,8 +24,6 @@ type Directory interface {
 	// SessionList lists the sessions of p with a stored transcript, the
 	// most recently active first; limit <= 0: DefaultChannelLimit.
 	SessionList(ctx context.Context, p ProjectRef, limit int) ([]SessionInfo, error)
-	// SummaryList lists every summary saved for s, oldest first.
-	SummaryList(ctx context.Context, s SessionRef) ([]Summary, error)
 }
 
 // Finder pages through a project's memories with filters of any kind (the

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"container/heap"
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -93,29 +92,6 @@ func (s *Store) SessionList(ctx context.Context, p memory.ProjectRef, limit int)
 		out = out[:l]
 	}
 	return out, nil
-}
-
-// SummaryList implements memory.Directory.
-func (s *Store) SummaryList(ctx context.Context, ref memory.SessionRef) ([]memory.Summary, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT doc FROM summaries WHERE tenant = ? AND project = ? AND session = ? ORDER BY seq`,
-		ref.Tenant, ref.Project, ref.Session)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: summaries: %w", err)
-	}
-	defer rows.Close()
-	var out []memory.Summary
-	for rows.Next() {
-		var doc []byte
-		if err := rows.Scan(&doc); err != nil {
-			return nil, fmt.Errorf("sqlite: summaries: %w", err)
-		}
-		var sum memory.Summary
-		if err := json.Unmarshal(doc, &sum); err != nil {
-			return nil, fmt.Errorf("sqlite: decode summary: %w", err)
-		}
-		out = append(out, sum)
-	}
-	return out, rows.Err()
 }
 
 // Find implements memory.Finder: one pass over the in-memory nodes

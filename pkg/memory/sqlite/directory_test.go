@@ -65,7 +65,7 @@ func TestDirectory(t *testing.T) {
 	if err2 != nil || len(ss) != 2 || ss[0].Turns != 1 || ss[0].Messages != 1 || ss[0].LastAt.IsZero() {
 		t.Fatalf("sessions %+v %v", ss, err2)
 	}
-	if sums, err := s.SummaryList(ctx, memory.SessionRef{Tenant: "acme", Project: "shop", Session: "a1"}); err != nil || len(sums) != 1 || sums[0].Content != "sum of acme:shop/a1" {
+	if sums, err := s.Summaries(ctx, memory.SessionRef{Tenant: "acme", Project: "shop", Session: "a1"}); err != nil || len(sums) != 1 || sums[0].Content != "sum of acme:shop/a1" {
 		t.Fatalf("acme's summaries %+v %v", sums, err)
 	}
 	user := func(n *memory.Node) bool { return n.AssertedBy == memory.AssertedUser }
