@@ -37,8 +37,8 @@ func read(t *testing.T, p ...string) []byte {
 func workerRoles() []string { return events.DefaultTopology().Roles() }
 
 // credentialRoles are the NATS users of deploy/nats/accounts.conf: every
-// process role, plus the platform and the operator.
-var credentialRoles = append(append(workerRoles(), idle.ConsumerName, "setup"), "platform", "admin")
+// process role, plus the platform, the outputs reader and the operator.
+var credentialRoles = append(append(workerRoles(), idle.ConsumerName, "setup"), "platform", "outputs", "admin")
 
 // natsCredentialEnv are the NATS credential variables every Engram process
 // reads (the nats-auth contract; they join internal/config's settings).

@@ -16,6 +16,6 @@
 # server configuration with every tenant's user (docs/tenants.md).
 set -eu
 umask 077
-for role in INJECTOR EXTRACTOR CONSOLIDATOR COMPACTOR IDLE SETUP PLATFORM ADMIN REDIS; do
+for role in INJECTOR EXTRACTOR CONSOLIDATOR COMPACTOR IDLE SETUP PLATFORM OUTPUTS ADMIN REDIS; do
 	printf 'ENGRAM_%s_PASSWORD=%s\n' "$role" "$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')"
 done

@@ -22,6 +22,7 @@ import (
 
 	"github.com/engram-memory/engram/internal/health"
 	"github.com/engram-memory/engram/internal/natsauth"
+	"github.com/engram-memory/engram/internal/nodetest"
 	"github.com/engram-memory/engram/pkg/events"
 )
 
@@ -456,6 +457,7 @@ func TestMain(m *testing.M) {
 		tmpDirs = append(tmpDirs, dir)
 	}
 	code := m.Run()
+	nodetest.Cleanup()
 	for _, d := range tmpDirs {
 		_ = os.RemoveAll(d)
 	}

@@ -1,6 +1,7 @@
 package natsauth_test
 
 import (
+	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
@@ -113,6 +114,54 @@ func TestEnsureCredentialsAndKey(t *testing.T) {
 	}
 	if st, _ := os.Stat(dir); st.Mode().Perm() != 0o700 {
 		t.Errorf("dir mode %v", st.Mode())
+	}
+}
+
+// TestCredentialsOfAnOlderVersion: a credentials file written before the
+// outputs role existed is read without it, and completed (the other
+// passwords kept) by the next EnsureCredentials.
+func TestCredentialsOfAnOlderVersion(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	c, _, err := natsauth.EnsureCredentials(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := map[string]string{}
+	for r, pw := range c.Users {
+		if r != natsauth.RoleOutputs {
+			old[r] = pw
+		}
+	}
+	data, _ := json.Marshal(map[string]any{"users": old})
+	if err := os.WriteFile(natsauth.CredentialsPath(dir), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	loaded, err := natsauth.LoadCredentials(dir)
+	if err != nil || loaded.Users[natsauth.RolePlatform] != old[natsauth.RolePlatform] || loaded.Users[natsauth.RoleOutputs] != "" {
+		t.Fatalf("load of the older file: %v, %v", err, loaded.Users)
+	}
+	done, created, err := natsauth.EnsureCredentials(dir)
+	if err != nil || created {
+		t.Fatalf("ensure: %v created=%v", err, created)
+	}
+	for r, pw := range old {
+		if done.Users[r] != pw {
+			t.Errorf("the password of %s changed", r)
+		}
+	}
+	if len(done.Users[natsauth.RoleOutputs]) < 20 {
+		t.Fatalf("no password for outputs: %q", done.Users[natsauth.RoleOutputs])
+	}
+	again, err := natsauth.LoadCredentials(dir)
+	if err != nil || again.Users[natsauth.RoleOutputs] != done.Users[natsauth.RoleOutputs] {
+		t.Fatalf("the completed file: %v", err)
+	}
+	// A role that was always there, missing, is still an error.
+	delete(old, natsauth.RoleInjector)
+	data, _ = json.Marshal(map[string]any{"users": old})
+	_ = os.WriteFile(natsauth.CredentialsPath(dir), data, 0o600)
+	if _, err := natsauth.LoadCredentials(dir); err == nil || !strings.Contains(err.Error(), "no password for injector") {
+		t.Fatalf("a file without the injector's password: %v", err)
 	}
 }
 

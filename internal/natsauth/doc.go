@@ -13,7 +13,13 @@
 // <prefix>.api.context.%.>, receives its replies on _INBOX.>; nothing else),
 // one platform user per named tenant (TenantUser, "tenant-<token>":
 // ForTenant, the same with the tenant's token and its inbox
-// _INBOX_TENANT.<token>.>), and one per worker: injector, extractor,
+// _INBOX_TENANT.<token>.>), outputs (a platform that only reads the
+// output events, to react to memory_changed: subscribes <prefix>.out.>
+// and its own inbox, publishes only $SYS.REQ.USER.INFO; no JetStream
+// request, because a consumer it created could deliver ENGRAM_OUT's
+// messages to any subject, unchecked by the server, nats-server#8274; it
+// sees every tenant's outputs, so it is the operator's, not a tenant's),
+// and one per worker: injector, extractor,
 // consolidator, compactor and idle. For gives each role's allow lists;
 // everything not listed is denied. What the lists hold was read off the
 // code, and is checked by running each real worker with its user

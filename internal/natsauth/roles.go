@@ -14,6 +14,7 @@ const (
 	RoleAdmin        = "admin"    // everything: engram serve's own connection, the CLI
 	RoleSetup        = "setup"    // creates and updates streams, consumers and the activity bucket (engram setup)
 	RolePlatform     = "platform" // a chat platform: publishes input events, receives its replies
+	RoleOutputs      = "outputs"  // reads ENGRAM_OUT and nothing else (a platform that reacts to memory_changed)
 	RoleInjector     = events.ConsumerInjector
 	RoleExtractor    = events.ConsumerExtractor
 	RoleConsolidator = events.ConsumerConsolidator
@@ -23,7 +24,7 @@ const (
 
 // Roles lists every role, admin first.
 func Roles() []string {
-	return []string{RoleAdmin, RoleSetup, RolePlatform, RoleInjector, RoleExtractor, RoleConsolidator, RoleCompactor, RoleIdle}
+	return []string{RoleAdmin, RoleSetup, RolePlatform, RoleOutputs, RoleInjector, RoleExtractor, RoleConsolidator, RoleCompactor, RoleIdle}
 }
 
 // WorkerRoles are the roles of the Engram processes that consume ENGRAM_IN.
@@ -55,14 +56,15 @@ func InboxPrefix(role string) string { return events.EngramInboxRoot + "." + rol
 
 // ClientInbox is the reply-inbox prefix (nats.CustomInboxPrefix) a client
 // connecting as the NATS user user must use, the only one its permissions
-// let it subscribe to: a worker role's or the setup role's own
-// (InboxPrefix), a tenant's (events.TenantInbox of TenantOfUser); ""
-// (nats.go's _INBOX) for the platform role, admin and unknown users.
+// let it subscribe to: a worker role's, the setup role's or the outputs
+// role's own (InboxPrefix), a tenant's (events.TenantInbox of
+// TenantOfUser); "" (nats.go's _INBOX) for the platform role, admin and
+// unknown users.
 func ClientInbox(user string) string {
 	if t, ok := TenantOfUser(user); ok {
 		return events.TenantInbox(t)
 	}
-	if user == RoleSetup || slices.Contains(WorkerRoles(), user) {
+	if user == RoleSetup || user == RoleOutputs || slices.Contains(WorkerRoles(), user) {
 		return InboxPrefix(user)
 	}
 	return ""
@@ -182,6 +184,21 @@ func For(role, prefix string) (perms *Permissions, ok bool) {
 		return p, true
 	case RolePlatform:
 		return ForTenant("", prefix), true
+	case RoleOutputs:
+		// Reads the output events as they are published (core NATS, a
+		// subscription under <prefix>.out.>) and nothing else: it
+		// publishes nothing but the who-am-I request and makes no
+		// JetStream request, since a consumer it could create would
+		// deliver ENGRAM_OUT's messages to any subject it names, which
+		// the server does not check against its permissions
+		// (nats-io/nats-server#8274), and a pull or direct get answers
+		// on any reply subject. It sees every tenant's outputs,
+		// injection blocks included: the operator's role, not a
+		// tenant's.
+		return &Permissions{
+			Publish:   []string{UserInfoSubject},
+			Subscribe: []string{events.Subjects{Prefix: prefix}.OutAll(), InboxPrefix(role) + ".>"},
+		}, true
 	case RoleInjector:
 		p := worker(role)
 		// The reply to the platform waiting on its inbox (reply_to): the

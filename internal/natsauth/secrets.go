@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 )
 
 // CredentialsFile is the file of the role passwords in the data dir of
@@ -45,19 +46,45 @@ func LoadCredentials(dataDir string) (Credentials, error) {
 		return c, fmt.Errorf("natsauth: credentials %s: %w", path, err)
 	}
 	for _, r := range Roles() {
-		if c.Users[r] == "" {
+		if c.Users[r] == "" && !slices.Contains(laterRoles, r) {
 			return c, fmt.Errorf("natsauth: credentials %s: no password for %s (delete the file to generate new ones)", path, r)
 		}
 	}
 	return c, nil
 }
 
+// laterRoles were added after data dirs with a credentials file existed:
+// LoadCredentials reads a file without them (their users are then absent
+// from the server), and EnsureCredentials adds them to it.
+var laterRoles = []string{RoleOutputs}
+
 // EnsureCredentials loads dataDir's credentials, generating and writing
 // them (0600; the data dir is created 0700) on first use. created says
 // whether they were generated now.
 func EnsureCredentials(dataDir string) (c Credentials, created bool, err error) {
 	c, err = LoadCredentials(dataDir)
-	if err == nil || !errors.Is(err, fs.ErrNotExist) {
+	if err == nil {
+		// A file of an older version lacks the roles added since: give
+		// them passwords, keeping the others.
+		added := false
+		for _, r := range Roles() {
+			if c.Users[r] == "" {
+				c.Users[r] = randomSecret(24)
+				added = true
+			}
+		}
+		if added {
+			data, err := json.MarshalIndent(c, "", "  ")
+			if err != nil {
+				return c, false, err
+			}
+			if err := writeNew(CredentialsPath(dataDir), append(data, '\n')); err != nil {
+				return c, false, fmt.Errorf("natsauth: credentials: %w", err)
+			}
+		}
+		return c, false, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
 		return c, false, err
 	}
 	if err := EnsurePrivateDir(dataDir); err != nil {

@@ -1,7 +1,10 @@
 // Package events is Engram's event contract: the envelope and typed payloads,
 // the subjects, the JetStream streams and consumers, and a Go client for chat
 // platforms. A platform in another language implements the same contract from
-// this page.
+// this page, or from its machine-readable form: api/asyncapi.yaml (AsyncAPI
+// 3) and the test vectors api/vectors.json, generated from these types by
+// internal/contract (`engram contract`; a test fails when they disagree);
+// clients/typescript is the TypeScript client.
 //
 // # Envelope
 //
