@@ -482,3 +482,30 @@ func (u *unit) get(t *testing.T, id string) memory.Node {
 	}
 	return n
 }
+
+// TestMemoryTextIsEscaped: a memory's text is untrusted; every page that
+// shows it escapes it (the list, its page, its neighbour's graph, a
+// pass's diff).
+func TestMemoryTextIsEscaped(t *testing.T) {
+	u := newUnit(t)
+	const evil = `<script>alert("x")</script><img src=x onerror=alert(1)>`
+	res, err := u.st.Upsert(u.ctx, memory.Node{Subkind: memory.Decision, Scope: memory.ScopeProject, ProjectID: "shop", Label: evil,
+		Source: memory.SourceAgent, AssertedBy: memory.AssertedInferred, Confidence: 0.7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := u.st.Link(u.ctx, memory.Edge{Src: res.Node.ID, Dst: u.stripe.ID, Relation: memory.RelatesTo}); err != nil {
+		t.Fatal(err)
+	}
+	c := client(t)
+	u.login(t, c, tokShop)
+	for _, path := range []string{"/memories", "/memory/" + res.Node.ID, "/memory/" + u.stripe.ID} {
+		code, page := get(t, c, u.url+path)
+		if code != http.StatusOK || strings.Contains(page, "<script>alert") || strings.Contains(page, "<img src=x") {
+			t.Errorf("%s: %d, the text unescaped:\n%s", path, code, page)
+		}
+		if !strings.Contains(page, "&lt;script&gt;") && !strings.Contains(page, "&lt;img") {
+			t.Errorf("%s does not show the text escaped", path)
+		}
+	}
+}
