@@ -3,6 +3,7 @@ module github.com/engram-memory/engram
 go 1.26.8
 
 require (
+	github.com/chromedp/chromedp v0.23.1
 	github.com/compose-spec/compose-go/v2 v2.16.2
 	github.com/google/jsonschema-go v0.4.3
 	github.com/kljensen/snowball v0.10.0
@@ -58,6 +59,7 @@ require (
 	github.com/buger/jsonparser v1.1.2 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/chai2010/gettext-go v1.0.2 // indirect
+	github.com/chromedp/cdproto v0.160.1 // indirect
 	github.com/cloudflare/circl v1.6.3 // indirect
 	github.com/containerd/typeurl/v2 v2.3.0 // indirect
 	github.com/cyphar/filepath-securejoin v0.7.0 // indirect
@@ -77,6 +79,7 @@ require (
 	github.com/fxamacker/cbor/v2 v2.9.1 // indirect
 	github.com/go-errors/errors v1.5.1 // indirect
 	github.com/go-gorp/gorp/v3 v3.1.0 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-openapi/jsonpointer v1.0.2 // indirect
 	github.com/go-openapi/jsonreference v1.0.2 // indirect

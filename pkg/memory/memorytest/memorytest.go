@@ -68,6 +68,7 @@ func Run(t *testing.T, newStore Factory) {
 	tests = append(tests, tenantTests...)
 	tests = append(tests, letterTests...)
 	tests = append(tests, eraseTests...)
+	tests = append(tests, findTests...)
 	for _, st := range tests {
 		t.Run(st.name, func(t *testing.T) {
 			c := NewClock()
