@@ -15,6 +15,7 @@ import (
 
 	"github.com/engram-memory/engram/internal/app"
 	"github.com/engram-memory/engram/internal/health"
+	"github.com/engram-memory/engram/internal/runner/dlq"
 	"github.com/engram-memory/engram/pkg/memory/sqlite"
 )
 
@@ -97,7 +98,11 @@ func processMetrics(t *testing.T) map[string]metricInfo {
 	if err := c.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := health.NewMetrics(c); err != nil {
+	m, err := health.NewMetrics(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.WatchParking(c, dlq.NewParking(nil, nil, dlq.ParkingOptions{})); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := health.NewLag(c, nil); err != nil {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole test suite with everything it needs: a Redis 8 server and a
-# three-node Redis 8 cluster (scripts/redis8.sh), and the pinned real Ollama
+# three-node Redis 8 cluster (scripts/redis8.sh), Debian's Chromium for the
+# memory console's browser tests (scripts/chromium.sh), and the pinned real Ollama
 # server (scripts/ollama.sh: built when CI is set or ENGRAM_BUILD_OLLAMA=1;
 # locally, without the cached binary, the real-Ollama tests skip with a hint).
 # Used by `make test` and .ci/run.
@@ -35,6 +36,8 @@ fi
 # A failing set-up script stops the run here, not as confusing test errors later.
 redis_env=$(setup "Redis 8 set-up (scripts/redis8.sh env)" "${ENGRAM_REDIS_SETUP_TIMEOUT:-900}" bash scripts/redis8.sh env)
 eval "$redis_env"
+chromium_env=$(setup "Chromium for the console's browser tests (scripts/chromium.sh env)" "${ENGRAM_CHROMIUM_SETUP_TIMEOUT:-900}" bash scripts/chromium.sh env)
+eval "$chromium_env"
 ollama_env=$(setup "Ollama build (scripts/ollama.sh env)" "${ENGRAM_OLLAMA_SETUP_TIMEOUT:-2700}" bash scripts/ollama.sh env)
 eval "$ollama_env"
 

@@ -9,9 +9,14 @@
 package main
 
 import (
+	"go.uber.org/fx"
+
 	"github.com/engram-memory/engram/internal/app"
 	"github.com/engram-memory/engram/internal/compact/compactfx"
+	"github.com/engram-memory/engram/internal/console/consolefx"
 	"github.com/engram-memory/engram/pkg/events"
 )
 
-func main() { app.RunWorker(events.ConsumerCompactor, compactfx.Module()) }
+func main() {
+	app.RunWorker(events.ConsumerCompactor, fx.Options(compactfx.Module(), consolefx.Module()))
+}

@@ -7,9 +7,14 @@
 package main
 
 import (
+	"go.uber.org/fx"
+
 	"github.com/engram-memory/engram/internal/app"
+	"github.com/engram-memory/engram/internal/console/consolefx"
 	"github.com/engram-memory/engram/internal/consolidate/consolidatefx"
 	"github.com/engram-memory/engram/pkg/events"
 )
 
-func main() { app.RunWorker(events.ConsumerConsolidator, consolidatefx.Module()) }
+func main() {
+	app.RunWorker(events.ConsumerConsolidator, fx.Options(consolidatefx.Module(), consolefx.Module()))
+}

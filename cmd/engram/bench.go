@@ -191,6 +191,10 @@ func benchRedis(url, ns string) (*redisstore.Store, *goredis.Client, func(), err
 		cleanup()
 		return nil, nil, nil, err
 	}
+	if _, err := s.EnsureConversationIndex(context.Background()); err != nil {
+		cleanup()
+		return nil, nil, nil, err
+	}
 	return s, client, cleanup, nil
 }
 

@@ -107,6 +107,6 @@ func eraseScope(ctx context.Context, cfg config.Config, sc memory.EraseScope, ve
 		return erase.Receipt{}, fmt.Errorf("erase: nothing answers erasure requests on the bus, and the store cannot be opened here (an engram serve older than this binary holds it?): %w", err)
 	}
 	defer st.Close()
-	e := erase.New(st, erase.WithBus(erase.NewBus(js, cfg.Topology())))
+	e := erase.New(st, erase.WithBus(erase.NewBus(js, cfg.Topology())), erase.WithShelf(erase.StoreShelf(st)))
 	return e.Erase(ctx, sc, erase.Options{Verify: verify})
 }

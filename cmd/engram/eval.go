@@ -23,7 +23,7 @@ func init() {
 	register("eval", "measure retrieval on a graph and its questions (engram eval DIR | GRAPH QUESTIONS)", evalCmd)
 }
 
-const evalHelp = `usage: engram eval [flags] DIR
+const evalHelp = `usage: engram eval [flags] DIR...
        engram eval [flags] GRAPH QUESTIONS
 
 Measures retrieval on real conversations: imports the graph into a fresh
@@ -34,7 +34,10 @@ through the injector's Compose, as a turn_started would, at the question's
 date. A plain BM25 (Okapi k1 1.5, b 0.75, English stop words, no stemming,
 label + body) over the same nodes is the reference, computed in the same run.
 
-DIR holds graph.jsonl(.gz) and questions.jsonl (../shared/eval/longmemeval-dev).
+DIR holds graph.jsonl(.gz) and questions.jsonl (../shared/eval/longmemeval-dev,
+../shared/eval/locomo-dev). Several DIRs are evaluated in one run, each in a
+store of its own, and printed side by side at the end (with the categories of
+20 or more questions in which the ranker is under plain BM25).
 
 GRAPH is the import format of 'engram memory import' (plain or gzip): one JSON
 object per line, {"type":"node","id":...,"project_id":...,"label":...,...} or
@@ -44,7 +47,9 @@ QUESTIONS is JSON lines (plain or gzip), one question per line:
   {"project": "p", "question": "...", "evidence": ["node id", ...],
    "category": "optional", "question_date": "2023-05-30T10:00:00Z (optional)"}
 evidence: the ids of the nodes that hold the answer; question_date: when the
-question is asked (the turn's time: recency and time words are judged from it).
+question is asked (the turn's time: recency and time words are judged from it;
+without it, when the project's latest memory was written: the question is asked
+right after the conversation).
 
 Reported, overall and per category:
   ranker  the fused ranking itself (relative floor 0, ceiling 20): recall@1/5/10/20
@@ -59,6 +64,9 @@ environment) in the same run and prints both and B - A: SPEC is an env file
 (KEY=VALUE lines, # comments) or KEY=VALUE pairs separated by commas or spaces,
 applied over A's environment (flags still win), e.g.
   engram eval -compare ENGRAM_INJECT_RELATIVE_FLOOR=0.5 ../shared/eval/longmemeval-dev
+With several DIRs, each set runs both, and the side-by-side table shows A, B
+and B - A per set:
+  engram eval -compare ENGRAM_RANK_FEEDBACK=0 ../shared/eval/*-dev
 
 Flags:
 `
@@ -73,8 +81,8 @@ func evalCmd(ctx context.Context, stdout io.Writer, args []string) error {
 		fs.BoolVar(&asJSON, "json", false, "print the result as JSON")
 		fs.BoolVar(&details, "details", false, "with -json: include every question's rankings")
 		fs.StringVar(&compare, "compare", "", "a second configuration to run beside this one: an env file or KEY=VALUE pairs")
-		fs.StringVar(&svg, "svg", "", "write the policy sweep as an SVG chart to this file")
-		fs.IntVar(&sample, "sample", 0, "ask only this many questions, evenly spaced through the file (0: all)")
+		fs.StringVar(&svg, "svg", "", "write the policy sweep as an SVG chart to this file (with several sets, one file each: NAME-SET.svg)")
+		fs.IntVar(&sample, "sample", 0, "ask only this many questions of each set, evenly spaced through its file (0: all)")
 		fs.Usage = func() {
 			fmt.Fprint(fs.Output(), evalHelp)
 			fs.PrintDefaults()
@@ -84,21 +92,10 @@ func evalCmd(ctx context.Context, stdout io.Writer, args []string) error {
 	if err != nil {
 		return err
 	}
-	graph, questions, err := evalInputs(fs.Args())
+	inputs, err := evalInputs(fs.Args())
 	if err != nil {
 		return err
 	}
-	qf, err := os.Open(questions)
-	if err != nil {
-		return err
-	}
-	qs, err := eval.ReadQuestions(qf)
-	qf.Close()
-	if err != nil {
-		return err
-	}
-	qs = eval.Sample(qs, sample)
-
 	setups := []evalSetup{{name: "A", cfg: cfgA}}
 	if compare != "" {
 		env, err := compareEnv(compare)
@@ -117,34 +114,73 @@ func evalCmd(ctx context.Context, stdout io.Writer, args []string) error {
 		setups[0].name = "A (as configured)"
 		setups = append(setups, evalSetup{name: "B (" + compare + ")", cfg: cfgB})
 	}
-	results, err := runEvals(ctx, setups, graph, qs)
-	if err != nil {
-		return err
-	}
-	if svg != "" {
-		if err := writeSVG(svg, results[len(results)-1]); err != nil {
+	sets := make([]eval.Set, 0, len(inputs))
+	for _, in := range inputs {
+		qf, err := os.Open(in.questions)
+		if err != nil {
 			return err
 		}
+		qs, err := eval.ReadQuestions(qf)
+		qf.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", in.name, err)
+		}
+		qs = eval.Sample(qs, sample)
+		results, err := runEvals(ctx, setups, in.graph, qs)
+		if err != nil {
+			return fmt.Errorf("%s: %w", in.name, err)
+		}
+		if svg != "" {
+			path := svg
+			if len(inputs) > 1 {
+				path = strings.TrimSuffix(svg, filepath.Ext(svg)) + "-" + in.name + filepath.Ext(svg)
+			}
+			if err := writeSVG(path, results[len(results)-1]); err != nil {
+				return err
+			}
+		}
+		sets = append(sets, eval.Set{Name: in.name, Results: results})
 	}
 	if asJSON {
 		if !details {
-			for i := range results {
-				results[i].Questions = nil
+			for _, s := range sets {
+				for i := range s.Results {
+					s.Results[i].Questions = nil
+				}
 			}
 		}
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		if len(results) == 1 {
-			return enc.Encode(results[0])
+		one := func(rs []eval.Result) any {
+			if len(rs) == 1 {
+				return rs[0]
+			}
+			return map[string]eval.Result{"a": rs[0], "b": rs[1]}
 		}
-		return enc.Encode(map[string]eval.Result{"a": results[0], "b": results[1]})
+		if len(sets) == 1 {
+			return enc.Encode(one(sets[0].Results))
+		}
+		bySet := make(map[string]any, len(sets))
+		for _, s := range sets {
+			bySet[s.Name] = one(s.Results)
+		}
+		return enc.Encode(map[string]any{"sets": bySet})
 	}
-	for _, r := range results {
-		eval.WriteText(stdout, r)
-		fmt.Fprintln(stdout)
+	for _, s := range sets {
+		for _, r := range s.Results {
+			if len(sets) > 1 {
+				fmt.Fprintf(stdout, "== %s ==\n", s.Name)
+			}
+			eval.WriteText(stdout, r)
+			fmt.Fprintln(stdout)
+		}
+		if len(s.Results) == 2 {
+			eval.WriteCompare(stdout, s.Results[0], s.Results[1])
+			fmt.Fprintln(stdout)
+		}
 	}
-	if len(results) == 2 {
-		eval.WriteCompare(stdout, results[0], results[1])
+	if len(sets) > 1 || len(setups) > 1 {
+		eval.WriteSets(stdout, sets)
 	}
 	return nil
 }
@@ -213,29 +249,44 @@ func sameLoad(a, b config.Config) bool {
 	return a.Store == b.Store && a.LLM.Embed == b.LLM.Embed && a.LLM.EmbedDim == b.LLM.EmbedDim && a.LLM.Host == b.LLM.Host
 }
 
-// evalInputs resolves DIR or GRAPH QUESTIONS.
-func evalInputs(args []string) (graph, questions string, err error) {
-	switch len(args) {
-	case 1:
-		dir := args[0]
+// evalInput is one evaluation set: its name (the directory's, or the
+// graph file's without extensions) and files.
+type evalInput struct{ name, graph, questions string }
+
+// evalInputs resolves DIR... or GRAPH QUESTIONS (two arguments that are
+// both files).
+func evalInputs(args []string) ([]evalInput, error) {
+	if len(args) == 0 {
+		return nil, fmt.Errorf("%w: engram eval DIR... | GRAPH QUESTIONS (engram eval -h)", errUsage)
+	}
+	isFile := func(p string) bool { st, err := os.Stat(p); return err == nil && !st.IsDir() }
+	if len(args) == 2 && isFile(args[0]) && isFile(args[1]) {
+		name := filepath.Base(args[0])
+		name = strings.TrimSuffix(strings.TrimSuffix(name, ".gz"), ".jsonl")
+		return []evalInput{{name: name, graph: args[0], questions: args[1]}}, nil
+	}
+	var out []evalInput
+	seen := map[string]int{}
+	for _, dir := range args {
+		in := evalInput{name: filepath.Base(filepath.Clean(dir)), questions: filepath.Join(dir, "questions.jsonl")}
 		for _, name := range []string{"graph.jsonl.gz", "graph.jsonl"} {
-			if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
-				graph = filepath.Join(dir, name)
+			if isFile(filepath.Join(dir, name)) {
+				in.graph = filepath.Join(dir, name)
 				break
 			}
 		}
-		questions = filepath.Join(dir, "questions.jsonl")
-		if graph == "" {
-			return "", "", fmt.Errorf("%w: %s holds no graph.jsonl(.gz)", errUsage, dir)
+		if in.graph == "" {
+			return nil, fmt.Errorf("%w: %s holds no graph.jsonl(.gz)", errUsage, dir)
 		}
-		if _, err := os.Stat(questions); err != nil {
-			return "", "", fmt.Errorf("%w: %s holds no questions.jsonl", errUsage, dir)
+		if !isFile(in.questions) {
+			return nil, fmt.Errorf("%w: %s holds no questions.jsonl", errUsage, dir)
 		}
-		return graph, questions, nil
-	case 2:
-		return args[0], args[1], nil
+		if seen[in.name]++; seen[in.name] > 1 {
+			in.name = fmt.Sprintf("%s-%d", in.name, seen[in.name])
+		}
+		out = append(out, in)
 	}
-	return "", "", fmt.Errorf("%w: engram eval DIR | GRAPH QUESTIONS (engram eval -h)", errUsage)
+	return out, nil
 }
 
 // compareEnv reads -compare's SPEC: an env file, or KEY=VALUE pairs.

@@ -90,4 +90,47 @@ func TestEvalCommand(t *testing.T) {
 	if code := run([]string{"eval", "-compare", "NOT_AN_ASSIGNMENT", dir}, &out, &errOut); code != 2 {
 		t.Errorf("a bad -compare: exit %d, want 2", code)
 	}
+
+	// Several sets in one run: each in its own store, printed side by
+	// side; -compare runs both configurations on each; JSON by set name.
+	other := filepath.Join(t.TempDir(), "second-set")
+	if err := os.MkdirAll(other, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for name, text := range map[string]string{"graph.jsonl": graph, "questions.jsonl": questions} {
+		if err := os.WriteFile(filepath.Join(other, name), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out.Reset()
+	if code := run([]string{"eval", "-compare", "ENGRAM_INJECT_RELATIVE_FLOOR=0.9", dir, other}, &out, &errOut); code != 0 {
+		t.Fatalf("eval of two sets: exit %d: %s", code, errOut.String())
+	}
+	for _, want := range []string{"== " + filepath.Base(dir) + " ==", "== second-set ==", "second-set (2)", "B-A", "under plain BM25"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("two-set output lacks %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	if code := run([]string{"eval", "-json", dir, other}, &out, &errOut); code != 0 {
+		t.Fatalf("eval -json of two sets: exit %d: %s", code, errOut.String())
+	}
+	var bySet struct {
+		Sets map[string]struct {
+			Overall struct {
+				N int `json:"questions"`
+			}
+		}
+	}
+	if err := json.Unmarshal(out.Bytes(), &bySet); err != nil || len(bySet.Sets) != 2 || bySet.Sets["second-set"].Overall.N != 2 {
+		t.Errorf("two-set JSON = %+v (%v), want both sets by name", bySet, err)
+	}
+	// Two files are one set (GRAPH QUESTIONS).
+	out.Reset()
+	if code := run([]string{"eval", "-json", filepath.Join(other, "graph.jsonl"), filepath.Join(other, "questions.jsonl")}, &out, &errOut); code != 0 {
+		t.Fatalf("eval GRAPH QUESTIONS: exit %d: %s", code, errOut.String())
+	}
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil || r.Overall.N != 2 {
+		t.Errorf("GRAPH QUESTIONS: %+v (%v)", r.Overall, err)
+	}
 }

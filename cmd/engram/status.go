@@ -83,6 +83,20 @@ func status(ctx context.Context, stdout io.Writer, args []string) error {
 	_ = tw.Flush()
 	var errs []error
 	failed, degraded := state.Problems()
+	// The process's own view (/readyz): what the server cannot show, such
+	// as dead letters parked because ENGRAM_DLQ refuses them, or an
+	// embedded NATS store that refuses writes after a full disk.
+	rep, rerr := readyz(ctx, cfg.HTTPURL())
+	if rerr == nil {
+		for _, c := range rep.Checks {
+			switch c.Status {
+			case health.StatusFailed:
+				failed = append(failed, c.Name+": "+credurl.Redact(c.Error))
+			case health.StatusDegraded:
+				degraded = append(degraded, c.Name+": "+credurl.Redact(c.Error))
+			}
+		}
+	}
 	if len(failed)+len(degraded) > 0 {
 		out(stdout, "\nproblems:\n")
 		for _, p := range failed {
@@ -95,9 +109,8 @@ func status(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 
 	out(stdout, "\n")
-	rep, err := readyz(ctx, cfg.HTTPURL())
-	if err != nil {
-		out(stdout, "readiness: %s unreachable: %v\n", credurl.Redact(cfg.HTTPURL()), credurl.Error(err))
+	if rerr != nil {
+		out(stdout, "readiness: %s unreachable: %v\n", credurl.Redact(cfg.HTTPURL()), credurl.Error(rerr))
 	} else {
 		out(stdout, "readiness (%s/readyz): %s\n", credurl.Redact(cfg.HTTPURL()), rep.Status)
 		tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)

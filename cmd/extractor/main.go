@@ -7,9 +7,14 @@
 package main
 
 import (
+	"go.uber.org/fx"
+
 	"github.com/engram-memory/engram/internal/app"
+	"github.com/engram-memory/engram/internal/console/consolefx"
 	"github.com/engram-memory/engram/internal/extract/extractfx"
 	"github.com/engram-memory/engram/pkg/events"
 )
 
-func main() { app.RunWorker(events.ConsumerExtractor, extractfx.Module()) }
+func main() {
+	app.RunWorker(events.ConsumerExtractor, fx.Options(extractfx.Module(), consolefx.Module()))
+}

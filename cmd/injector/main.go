@@ -5,9 +5,14 @@
 package main
 
 import (
+	"go.uber.org/fx"
+
 	"github.com/engram-memory/engram/internal/app"
+	"github.com/engram-memory/engram/internal/console/consolefx"
 	"github.com/engram-memory/engram/internal/inject/injectfx"
 	"github.com/engram-memory/engram/pkg/events"
 )
 
-func main() { app.RunWorker(events.ConsumerInjector, injectfx.Module()) }
+func main() {
+	app.RunWorker(events.ConsumerInjector, fx.Options(injectfx.Module(), consolefx.Module()))
+}

@@ -30,7 +30,11 @@ type Bus struct {
 	Conn     *nats.Conn
 	JS       jetstream.JetStream
 	Embedded *natsembed.Server // nil when connected to external servers
-	URL      string            // what clients connect to, without credentials
+	// Guard watches the embedded server's JetStream store and restarts
+	// JetStream once a store that failed (a full disk) has room again (nil
+	// with external servers).
+	Guard *natsembed.Guard
+	URL   string // what clients connect to, without credentials
 	// Role is the role this process connects as (natsauth.Roles).
 	Role string
 	// Granted is what the server lets this connection do (read at start).
@@ -214,6 +218,7 @@ func OpenBus(ctx context.Context, cfg config.Config, embed bool, name string, lo
 			return nil, err
 		}
 		b.Embedded = srv
+		b.Guard = srv.Guard(guardOptions(log.Named("nats-store"), b))
 		if roleUsers != nil {
 			b.stopTenants = watchTenants(cfg, srv, roleUsers, log)
 		}
@@ -231,7 +236,7 @@ func OpenBus(ctx context.Context, cfg config.Config, embed bool, name string, lo
 	b.URL = credurl.Redact(url)
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
-		b.Close() // the embedded server and the tenants watch
+		b.Close() // the embedded server, its guard and the tenants watch
 		return nil, fmt.Errorf("app: connect to NATS at %s as %s (credentials: %s): %w", credurl.Redact(b.URL), b.Role, from, credurl.Error(err))
 	}
 	b.Conn = nc
@@ -280,13 +285,43 @@ func (b *Bus) MaySetup() bool {
 	return true
 }
 
+// guardOptions log what the embedded store's guard sees. After a JetStream
+// restart the connection reconnects: the consumers were loaded from their
+// files, whose delivery counts may be behind, and a reconnect tells the
+// runners not to trust a first delivery of what was stored before it.
+func guardOptions(log *zap.Logger, b *Bus) natsembed.GuardOptions {
+	return natsembed.GuardOptions{
+		OnFailure: func(err error) {
+			log.Error("the NATS store refuses writes (disk full?): events are refused until JetStream restarts; it restarts by itself once there is room",
+				zap.Error(err))
+		},
+		OnRecovered: func(after time.Duration) {
+			log.Info("the NATS store takes writes again (JetStream restarted)", zap.Duration("after", after))
+			if b.Conn != nil {
+				if err := b.Conn.ForceReconnect(); err != nil {
+					log.Warn("reconnect after the JetStream restart failed", zap.Error(err))
+				}
+			}
+		},
+		OnRestartFailed: func(err error) {
+			log.Warn("JetStream restarted but the store still fails; retrying", zap.Error(err))
+		},
+	}
+}
+
 // Check is the bus's readiness check: connected (and the embedded server
-// running).
+// running, its JetStream store taking writes: after a full disk the
+// streams refuse every event until JetStream restarts, which the guard does
+// once there is room; meanwhile the check fails with the reason, the free
+// space and what the guard waits for).
 func (b *Bus) Check() health.Check {
 	return health.Check{Name: "nats", Run: func(ctx context.Context) error {
 		if b.Embedded != nil {
 			if err := b.Embedded.Ready(); err != nil {
 				return err
+			}
+			if p := b.Guard.Status().Problem(); p != "" {
+				return errors.New(p)
 			}
 		}
 		if !b.Conn.IsConnected() {
@@ -314,6 +349,7 @@ func (b *Bus) Close() {
 		b.stopTenants()
 	}
 	if b.Embedded != nil {
+		b.Guard.Stop()
 		b.Embedded.Shutdown()
 	}
 }

@@ -45,6 +45,23 @@
 // known point by supplying SQLiteOptions (sqlite.WithLoadHook) to the
 // graph. OpenStore, for the command-line tools, returns the store loaded.
 //
+// # When the bus fails
+//
+// StartWorkers gives every runner of the process one dead-letter parking
+// (dlq.Parking) on the first selected worker's Letters (or Processed, when
+// it is a dlq.Shelf: the memory store): a letter ENGRAM_DLQ refuses waits in
+// the store and its event is terminated, so poison never holds a
+// consumer's slots; the readiness check "dead-letters" says when letters
+// wait. OpenBus starts a guard on the embedded server's JetStream store
+// (natsembed.Guard): after a full disk the streams refuse every write until
+// JetStream is restarted, which the guard does once there is room, then
+// forces the connection to reconnect (the runners then distrust first
+// deliveries of what was stored before); the readiness check "nats" fails
+// meanwhile. A topology the store cannot hold (its streams' max bytes over
+// what JetStream may reserve) fails the start with one sizing line
+// (sizing.go), and every start-up failure is reported as its cause
+// (dig.RootCause), fx's graph of it at debug level.
+//
 // The workers module starts one runner per registered worker (those the
 // config's ENGRAM_WORKERS selects) after the topology exists, and stops them
 // (draining in-flight messages) on shutdown. `engram serve` registers every

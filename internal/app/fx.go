@@ -98,7 +98,11 @@ func TopologyModule() fx.Option {
 				// A least-privilege worker: `engram setup` made them.
 				return CheckTopology(ctx, bus.JS, cfg)
 			}
-			return EnsureTopology(ctx, bus.JS, cfg)
+			topo, err := EnsureTopology(ctx, bus.JS, cfg)
+			if storageRefused(err) {
+				return topo, sizingError(ctx, err, topo, bus)
+			}
+			return topo, err
 		}),
 		fx.Provide(func(cfg config.Config, bus *Bus, topo events.Topology) (*events.Client, error) {
 			return events.NewClient(bus.Conn, events.WithPrefix(topo.Prefix), events.WithJetStream(bus.JS),
@@ -228,6 +232,12 @@ func WorkersModule() fx.Option {
 					}
 					*w = *started
 					in.Telemetry.Checks.Add(w.Checks()...)
+					if p := w.Parking(); p != nil {
+						if err := in.Telemetry.Metrics.WatchParking(in.Telemetry.Registry, p); err != nil {
+							_ = w.Stop(ctx)
+							return err
+						}
+					}
 					return nil
 				},
 				OnStop: func(ctx context.Context) error {
@@ -299,7 +309,6 @@ func Core(cfg config.Config, embed bool, name string, rel *Releases) fx.Option {
 	)
 }
 
-// errStartup wraps a start-up failure.
 // errStartup is a start-up failure as one line: its cause, without the
 // dependency graph fx and dig wrap around it (a tokens file of mode 644
 // used to end 5.9 KB of graph and stack traces with "chmod 600 it").

@@ -26,6 +26,22 @@ type Process struct {
 	Log     *zap.Logger
 	// Started is how long start-up took, from Start's call to ready.
 	Started time.Duration
+	notes   []ReadyNote
+}
+
+// ReadyGroup is the fx value group of ReadyNotes.
+const ReadyGroup = `group:"ready"`
+
+// ReadyNote adds fields to the process's one "ready" line (the memory
+// console's URL and where its login link is): a module provides it in
+// ReadyGroup; Fields is called once the process has started.
+type ReadyNote struct {
+	Fields func() []zap.Field
+}
+
+type readyIn struct {
+	fx.In
+	Notes []ReadyNote `group:"ready"`
 }
 
 // Start builds and starts a process: Core(cfg, embed, name) plus extra
@@ -35,7 +51,7 @@ func Start(ctx context.Context, cfg config.Config, embed bool, name string, extr
 	p := &Process{}
 	rel := &Releases{}
 	opts := append([]fx.Option{Core(cfg, embed, name, rel)}, extra...)
-	opts = append(opts, fx.Populate(&p.Bus, &p.HTTP, &p.Workers, &p.Log))
+	opts = append(opts, fx.Populate(&p.Bus, &p.HTTP, &p.Workers, &p.Log), fx.Invoke(func(in readyIn) { p.notes = in.Notes }))
 	p.app = fx.New(opts...)
 	if err := p.app.Err(); err != nil {
 		rel.Release() // fx runs no OnStop hook when the graph fails to build
@@ -64,6 +80,11 @@ func (p *Process) LogReady(msg string) {
 		zap.Duration("startup", p.Started)}
 	if u := p.HTTP.URL(); u != "" {
 		fields = append(fields, zap.String("http", u))
+	}
+	for _, n := range p.notes {
+		if n.Fields != nil {
+			fields = append(fields, n.Fields()...)
+		}
 	}
 	switch {
 	case p.Bus.Credentials != "":
@@ -130,6 +151,8 @@ func runWorker(role string, worker fx.Option, args []string) int {
 	// One idle detector deployment is enough (several replicas of it are
 	// safe): worker binaries run it only when ENGRAM_IDLE or -idle asks.
 	cfg.Idle.Enabled = false
+	// Nor do they serve the memory console unless ENGRAM_CONSOLE_ADDR asks.
+	cfg.Console.Addr = ""
 	fs := flag.NewFlagSet(role, flag.ContinueOnError)
 	if err := cfg.Load(fs, args, os.LookupEnv, config.All); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -73,6 +73,12 @@ func openStore(ctx context.Context, cfg config.Config, sqliteOpts ...sqlite.Opti
 			_ = s.Close()
 			return nil, fmt.Errorf("app: redis store at %s: %w", credurl.Redact(cfg.Store.RedisURL), credurl.Error(err))
 		}
+		// And once per scope written before the conversation index: every
+		// node added to its conversation's set.
+		if _, err := s.EnsureConversationIndex(ctx); err != nil {
+			_ = s.Close()
+			return nil, fmt.Errorf("app: redis store at %s: %w", credurl.Redact(cfg.Store.RedisURL), credurl.Error(err))
+		}
 		return s, nil
 	case config.StoreSQLite:
 		return openSQLite(ctx, cfg.SQLitePath(), sqliteOpts...)

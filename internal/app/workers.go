@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
@@ -12,6 +13,7 @@ import (
 	"github.com/engram-memory/engram/internal/config"
 	"github.com/engram-memory/engram/internal/health"
 	"github.com/engram-memory/engram/internal/runner"
+	"github.com/engram-memory/engram/internal/runner/dlq"
 	"github.com/engram-memory/engram/pkg/events"
 )
 
@@ -32,6 +34,12 @@ type Worker struct {
 	// Processed, when set, keeps processed-event records (usually the
 	// memory store) so a redelivery is not applied twice.
 	Processed runner.Processed
+	// Letters, when set, is where the dead letters that ENGRAM_DLQ refuses
+	// (full, unreachable) wait (the memory store): their events are then
+	// terminated instead of holding the consumer's slots. Unset, a
+	// Processed that is also a dlq.Shelf (the memory store) serves. The
+	// process parks every worker's letters on the first selected worker's.
+	Letters dlq.Shelf
 	// Options are extra runner options.
 	Options []runner.Option
 }
@@ -48,6 +56,24 @@ func (w Worker) consumer() string {
 type Workers struct {
 	runners map[string]*runner.Runner
 	order   []string
+	parking *dlq.Parking // nil without a shelf
+}
+
+// WorkersOption configures StartWorkers.
+type WorkersOption func(*workersOptions)
+
+type workersOptions struct {
+	shelf dlq.Shelf
+	park  dlq.ParkingOptions
+}
+
+// ParkLettersOn parks the dead letters that ENGRAM_DLQ refuses (full,
+// unreachable) on shelf (the process's memory store) instead of keeping
+// their events in ENGRAM_IN: a poison event then never holds a consumer's
+// ack-pending slots, and the letters move to the DLQ once it has room (one
+// mover per process, dlq.Parking). o tunes the mover (zero: defaults).
+func ParkLettersOn(shelf dlq.Shelf, o dlq.ParkingOptions) WorkersOption {
+	return func(wo *workersOptions) { wo.shelf, wo.park = shelf, o }
 }
 
 // StartWorkers starts one runner per worker that cfg selects (ENGRAM_WORKERS,
@@ -55,7 +81,11 @@ type Workers struct {
 // obs. Two workers on the same consumer are an error, as is a consumer the
 // topology lacks or runs by another role.
 func StartWorkers(ctx context.Context, js jetstream.JetStream, topo events.Topology, cfg config.Config,
-	ws []Worker, obs runner.Observer, log *zap.Logger) (*Workers, error) {
+	ws []Worker, obs runner.Observer, log *zap.Logger, opts ...WorkersOption) (*Workers, error) {
+	var wo workersOptions
+	for _, o := range opts {
+		o(&wo)
+	}
 	w := &Workers{runners: map[string]*runner.Runner{}}
 	var errs []error
 	seen := map[string]bool{}
@@ -90,6 +120,19 @@ func StartWorkers(ctx context.Context, js jetstream.JetStream, topo events.Topol
 	}
 	sort.Slice(selected, func(i, j int) bool { return selected[i].consumer() < selected[j].consumer() })
 	for _, wk := range selected {
+		if wo.shelf != nil {
+			break
+		}
+		wo.shelf = wk.Letters
+		if sh, ok := wk.Processed.(dlq.Shelf); ok && wo.shelf == nil {
+			wo.shelf = sh
+		}
+	}
+	if wo.shelf != nil && len(selected) > 0 {
+		w.parking = dlq.NewParking(dlq.NewWriter(js, topo.Subjects()), wo.shelf, wo.park)
+		w.parking.Start(moverLog(log.Named("dlq")))
+	}
+	for _, wk := range selected {
 		name := wk.consumer()
 		// The alert rules' counters exist at 0 from the start (see
 		// health.Metrics.InitWorker).
@@ -104,6 +147,9 @@ func StartWorkers(ctx context.Context, js jetstream.JetStream, topo events.Topol
 		}
 		if wk.Processed != nil {
 			opts = append(opts, runner.WithProcessed(wk.Processed))
+		}
+		if w.parking != nil {
+			opts = append(opts, runner.WithParking(w.parking))
 		}
 		opts = append(opts, wk.Options...)
 		r, err := runner.New(js, rc, wk.Handler, opts...)
@@ -136,13 +182,48 @@ func (w *Workers) Stop(ctx context.Context) error {
 	for range w.order {
 		<-done
 	}
+	if w.parking != nil {
+		w.parking.Stop()
+	}
 	return errors.Join(errs...)
 }
 
+// Parking is the process's dead-letter parking (nil without a shelf).
+func (w *Workers) Parking() *dlq.Parking { return w.parking }
+
+// moverLog logs the parking mover's failures: the first one, then at most
+// one a minute while they go on (the DLQ can refuse for hours; /readyz and
+// engram_dlq_parked_letters say so all along).
+func moverLog(log *zap.Logger) func(error) {
+	var last time.Time
+	return func(err error) {
+		if time.Since(last) < time.Minute {
+			return
+		}
+		last = time.Now()
+		log.Warn("parked dead letters wait: ENGRAM_DLQ refuses them", zap.Error(err))
+	}
+}
+
 // Checks are the workers' readiness checks ("worker:<consumer>"): failed
-// when the runner is not running, degraded while it is paused.
+// when the runner is not running, degraded while it is paused; and, with a
+// parking, "dead-letters": degraded while dead letters wait in the store
+// because ENGRAM_DLQ refuses them (events keep flowing), failed when a
+// letter can be stored nowhere (its event then holds its consumer's slot).
 func (w *Workers) Checks() []health.Check {
 	var cs []health.Check
+	if p := w.parking; p != nil {
+		cs = append(cs, health.Check{Name: "dead-letters", Run: func(context.Context) error {
+			msg, failed := p.Status().Problem()
+			switch {
+			case msg == "":
+				return nil
+			case failed:
+				return errors.New(msg)
+			}
+			return health.Degraded(errors.New(msg))
+		}})
+	}
 	for _, role := range w.order {
 		r := w.runners[role]
 		cs = append(cs, health.Check{Name: "worker:" + role, Run: func(context.Context) error {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/engram-memory/engram/internal/chaos"
@@ -19,6 +20,9 @@ import (
 
 // report is the suite's figures (docs/benchmarks.md, "Reliability under chaos").
 type report struct {
+	Clustered     bool           `json:"clustered"`
+	NATSNodes     int            `json:"nats_nodes"`
+	RedisNodes    int            `json:"redis_nodes"`
 	Turns         int            `json:"turns"`
 	Sessions      int            `json:"sessions"`
 	Kills         int            `json:"kills"`
@@ -28,6 +32,10 @@ type report struct {
 	NATSDown      string         `json:"nats_down"`
 	RedisDown     string         `json:"redis_down"`
 	ModelOutage   string         `json:"model_outage"`
+	// The NATS and Redis kills, each with the turns late in its window,
+	// and the late turns outside every such window.
+	Infra         []*infraKill `json:"infra_kills"`
+	LateElsewhere int          `json:"late_outside_infra_kills"`
 	// Worker starts that failed because Redis or NATS was down (the worker
 	// exits with the reason; the suite restarts it, like a restart policy).
 	StartFailures    int `json:"start_failures"`
@@ -61,6 +69,9 @@ type report struct {
 	// the Redis kill): no record and a late redelivery (not judged), or a
 	// redelivery in time that composed the recorded block anew.
 	RepliedUnrecorded int `json:"replied_unrecorded"`
+	// Of them, turns answered by an injector killed -9 before it wrote the
+	// record (it answers first), whose redelivery was skipped as late.
+	KilledBeforeRecord int `json:"killed_between_reply_and_record"`
 	// Redeliveries of an answered and recorded turn_started answered with
 	// the recorded block (the injector's log), and those of them after the
 	// reply deadline (skipped, leaving the record unmatched, before the fix).
@@ -99,7 +110,7 @@ const (
 
 // check verifies what the deployment did against the script and returns
 // the figures; every violation is also a test error.
-func check(ctx context.Context, t *recT, c *cluster, d *driver, warm []*turnRec) report {
+func check(ctx context.Context, t *recT, c *cluster, d *driver, warm []*turnRec, injectorKills []time.Time) report {
 	t.Helper()
 	var r report
 	st := c.store()
@@ -308,7 +319,15 @@ func check(ctx context.Context, t *recT, c *cluster, d *driver, warm []*turnRec)
 				// Answered, but the record write failed and the
 				// redelivery came after the deadline: not judged.
 				r.RepliedUnrecorded++
-				if !unrecorded[tr.startedID] {
+				switch {
+				case unrecorded[tr.startedID]:
+				case skipped[tr.startedID] && injectorKilledDuring(injectorKills, tr.started, tr.started.Add(d.injectTimeout)):
+					// The injector answers before it records (for the
+					// reply's latency): killed -9 in between, it could
+					// log nothing, and its redelivery came after the
+					// deadline (skipped).
+					r.KilledBeforeRecord++
+				default:
 					r.AnswerNoRecord++
 					t.Errorf("turn %s/%s/%s: the platform got %v, no injection record, no record failure logged", tr.project, tr.session, tr.turn, seen)
 				}
@@ -425,17 +444,19 @@ func check(ctx context.Context, t *recT, c *cluster, d *driver, warm []*turnRec)
 	}
 	// Least privilege held: nothing any process did was refused.
 	r.NATSAuth = true
-	if err := c.nats.grep(func(line string) {
-		// "Publish Violation", "Subscription Violation", "Authorization
-		// Violation" (nats-server's log of a refused client operation).
-		if strings.Contains(line, " Violation") {
-			r.PermissionViolations++
-			if r.PermissionViolations <= 10 {
-				t.Errorf("nats-server: %.400s", line)
+	for _, n := range c.natsNodes {
+		if err := n.p.grep(func(line string) {
+			// "Publish Violation", "Subscription Violation", "Authorization
+			// Violation" (nats-server's log of a refused client operation).
+			if strings.Contains(line, " Violation") {
+				r.PermissionViolations++
+				if r.PermissionViolations <= 10 {
+					t.Errorf("%s: %.400s", n.p.name, line)
+				}
 			}
+		}); err != nil {
+			t.Error(err)
 		}
-	}); err != nil {
-		t.Error(err)
 	}
 	if r.RecordsMismatch > 0 || r.AnswerNoRecord > 0 {
 		t.Errorf("%d injection records unlike the turn's answers, %d answers without a record", r.RecordsMismatch, r.AnswerNoRecord)
@@ -446,6 +467,17 @@ func check(ctx context.Context, t *recT, c *cluster, d *driver, warm []*turnRec)
 	}
 	_ = warm
 	return r
+}
+
+// injectorKilledDuring reports whether an injector was killed -9 in
+// [from, to].
+func injectorKilledDuring(kills []time.Time, from, to time.Time) bool {
+	for _, k := range kills {
+		if !k.Before(from) && !k.After(to) {
+			return true
+		}
+	}
+	return false
 }
 
 // judgedEarlier reports whether every memory of tr's recorded block was
@@ -515,41 +547,57 @@ func nodeIDs(ns []memory.Node) []string {
 // readStream returns the bodies of every message of a stream.
 func readStream(ctx context.Context, t *recT, c *cluster, stream string) [][]byte {
 	t.Helper()
-	s, err := c.js.Stream(ctx, stream)
+	out, err := readStreamOnce(ctx, c, stream)
+	// In a cluster, a request may find no responder for a moment: the
+	// ordered consumer just created is not yet known on the server the
+	// checks are connected to (interest crosses the routes
+	// asynchronously). Read again.
+	for try := 1; errors.Is(err, nats.ErrNoResponders) && try < 50; try++ {
+		time.Sleep(200 * time.Millisecond)
+		out, err = readStreamOnce(ctx, c, stream)
+	}
 	if err != nil {
 		t.Fatalf("%s: %v", stream, err)
+	}
+	return out
+}
+
+func readStreamOnce(ctx context.Context, c *cluster, stream string) ([][]byte, error) {
+	s, err := c.js.Stream(ctx, stream)
+	if err != nil {
+		return nil, err
 	}
 	info, err := s.Info(ctx)
 	if err != nil {
-		t.Fatalf("%s: %v", stream, err)
+		return nil, err
 	}
 	if info.State.Msgs == 0 {
-		return nil
+		return nil, nil
 	}
 	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
 	if err != nil {
-		t.Fatalf("%s: %v", stream, err)
+		return nil, err
 	}
 	var out [][]byte
 	for uint64(len(out)) < info.State.Msgs {
 		batch, err := cons.Fetch(500, jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
-			t.Fatalf("%s: %v", stream, err)
+			return nil, err
 		}
 		n := 0
 		for m := range batch.Messages() {
 			out = append(out, m.Data())
 			n++
 			if md, err := m.Metadata(); err == nil && md.Sequence.Stream >= info.State.LastSeq {
-				return out
+				return out, nil
 			}
 		}
 		if n == 0 {
 			if err := batch.Error(); err != nil {
-				t.Fatalf("%s: %v", stream, err)
+				return nil, err
 			}
-			t.Fatalf("%s: read %d of %d messages", stream, len(out), info.State.Msgs)
+			return nil, fmt.Errorf("read %d of %d messages", len(out), info.State.Msgs)
 		}
 	}
-	return out
+	return out, nil
 }

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,22 +33,26 @@ const (
 	ackWait          = 8 * time.Second // ENGRAM_ACK_WAIT: a killed worker's events come back after this
 )
 
-// cluster is every process of the deployment: nats-server, a private
-// redis-server, the scripted model server, the four workers (injector and
-// extractor twice) and the idle detector.
+// cluster is every process of the deployment: nats-server (one, or a
+// JetStream cluster of three: clustered), a private redis-server (one, or a
+// Redis Cluster of three primaries each with a replica), the scripted model
+// server, the four workers (injector and extractor twice) and the idle
+// detector.
 type cluster struct {
-	t    *testing.T
-	root string // module root
-	dir  string // work dir
-	bin  string // built binaries
+	t         *testing.T
+	root      string // module root
+	dir       string // work dir
+	bin       string // built binaries
+	clustered bool   // NATS and Redis as clusters (clustered_test.go)
 
-	natsPort, redisPort int
-	natsURL, redisURL   string
-	modelURL, control   string
+	natsNodes         []*natsNode
+	redisNodes        []*redisNode
+	natsURL, redisURL string // comma-separated lists when clustered
+	modelURL, control string
 
-	nats, redis, model *proc
-	workers            []*proc // what the chaos loop kills: workers and the idle detector
-	byName             map[string]*proc
+	model   *proc
+	workers []*proc // what the chaos loop kills: workers and the idle detector
+	byName  map[string]*proc
 
 	// passwords are the NATS password of every role (natsauth.Roles): the
 	// server runs with the accounts `engram nats-config` generates, and
@@ -60,7 +65,25 @@ type cluster struct {
 	js     jetstream.JetStream // on admin
 }
 
-func newCluster(t *testing.T) *cluster {
+// natsNode is one nats-server: its process, server name and ports (the
+// cluster and monitoring ports only when clustered).
+type natsNode struct {
+	p                           *proc
+	name                        string
+	port, clusterPort, httpPort int
+}
+
+// redisNode is one redis-server of the deployment.
+type redisNode struct {
+	p    *proc
+	port int
+}
+
+func (n *redisNode) addr() string { return fmt.Sprintf("127.0.0.1:%d", n.port) }
+
+// newCluster prepares the work dir of a run named name: ENGRAM_CHAOS_DIR/name
+// when ENGRAM_CHAOS_DIR is set (kept), else a temporary one.
+func newCluster(t *testing.T, name string, clustered bool) *cluster {
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
@@ -68,14 +91,16 @@ func newCluster(t *testing.T) *cluster {
 	dir := os.Getenv("ENGRAM_CHAOS_DIR")
 	if dir == "" {
 		dir = t.TempDir()
+	} else {
+		dir = filepath.Join(dir, name)
 	}
-	c := &cluster{t: t, root: root, dir: dir, bin: filepath.Join(dir, "bin"), byName: map[string]*proc{}, passwords: map[string]string{}}
+	c := &cluster{t: t, root: root, dir: dir, clustered: clustered, byName: map[string]*proc{}, passwords: map[string]string{}}
 	for _, role := range natsauth.Roles() {
 		b := make([]byte, 24)
 		_, _ = rand.Read(b)
 		c.passwords[role] = hex.EncodeToString(b)
 	}
-	for _, d := range []string{c.bin, c.path("logs"), c.path("nats"), c.path("redis")} {
+	for _, d := range []string{c.path("logs"), c.path("nats"), c.path("redis")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -87,19 +112,46 @@ func (c *cluster) path(elem ...string) string {
 	return filepath.Join(append([]string{c.dir}, elem...)...)
 }
 
-// build compiles the binaries: the nats-server of go.mod's version, engram,
-// the four workers and the model server.
+// The binaries are built once per test binary, for every run of it
+// (TestChaos and TestChaosCluster): into ENGRAM_CHAOS_DIR/bin when it is
+// set, else into a temporary dir TestMain removes.
+var built struct {
+	once sync.Once
+	dir  string
+	temp bool
+	err  error
+}
+
+// build compiles the binaries (once): the nats-server of go.mod's version,
+// engram, the four workers and the model server.
 func (c *cluster) build() {
 	c.t.Helper()
-	t0 := time.Now()
-	cmd := exec.Command("go", "build", "-o", c.bin+string(os.PathSeparator),
-		"github.com/nats-io/nats-server/v2", "./cmd/engram", "./cmd/injector", "./cmd/extractor",
-		"./cmd/consolidator", "./cmd/compactor", "./internal/chaos/cmd/chaosmodel")
-	cmd.Dir = c.root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		c.t.Fatalf("build: %v\n%s", err, out)
+	built.once.Do(func() {
+		t0 := time.Now()
+		if d := os.Getenv("ENGRAM_CHAOS_DIR"); d != "" {
+			built.dir = filepath.Join(d, "bin")
+			built.err = os.MkdirAll(built.dir, 0o755)
+		} else {
+			built.dir, built.err = os.MkdirTemp("", "engram-chaos-bin-")
+			built.temp = built.err == nil
+		}
+		if built.err != nil {
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", built.dir+string(os.PathSeparator),
+			"github.com/nats-io/nats-server/v2", "./cmd/engram", "./cmd/injector", "./cmd/extractor",
+			"./cmd/consolidator", "./cmd/compactor", "./internal/chaos/cmd/chaosmodel")
+		cmd.Dir = c.root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("build: %w\n%s", err, out)
+			return
+		}
+		c.t.Logf("built the binaries in %v", time.Since(t0).Round(time.Millisecond))
+	})
+	if built.err != nil {
+		c.t.Fatal(built.err)
 	}
-	c.t.Logf("built the binaries in %v", time.Since(t0).Round(time.Millisecond))
+	c.bin = built.dir
 }
 
 func (c *cluster) newProc(name string, env []string, argv ...string) *proc {
@@ -112,25 +164,27 @@ func (c *cluster) newProc(name string, env []string, argv ...string) *proc {
 // startInfra starts NATS, Redis and the model server.
 func (c *cluster) startInfra(ctx context.Context) {
 	c.t.Helper()
-	c.natsPort, c.redisPort = freePort(c.t), freePort(c.t)
-	c.natsURL = fmt.Sprintf("nats://127.0.0.1:%d", c.natsPort)
-	c.redisURL = fmt.Sprintf("redis://127.0.0.1:%d/0", c.redisPort)
-	// JetStream with its file store in the work dir, and the role users
-	// of a real deployment (natsConf).
-	conf := c.natsConf()
-	var serverEnv []string
-	for _, role := range natsauth.Roles() {
-		serverEnv = append(serverEnv, natsauth.PasswordEnv(role)+"="+c.passwords[role])
+	c.writeAccounts()
+	if c.clustered {
+		c.startNATSCluster(ctx)
+		c.startRedisCluster(ctx)
+	} else {
+		n := &natsNode{name: "nats", port: freePort(c.t)}
+		c.natsURL = fmt.Sprintf("nats://127.0.0.1:%d", n.port)
+		// JetStream with its file store in the work dir, and the role
+		// users of a real deployment (natsConf).
+		n.p = c.newProc("nats", c.natsServerEnv(), filepath.Join(c.bin, "nats-server"), "-c", c.natsConf(n.port))
+		c.natsNodes = []*natsNode{n}
+		// A private Redis 8 with AOF (fsync every second; a process kill
+		// loses nothing the server acknowledged, since the AOF is written
+		// before the reply). Never the shared test servers.
+		r := &redisNode{port: freePort(c.t)}
+		c.redisURL = fmt.Sprintf("redis://127.0.0.1:%d/0", r.port)
+		r.p = c.newProc("redis", nil, c.redisArgv(r.port, c.path("redis"))...)
+		c.redisNodes = []*redisNode{r}
+		c.startNATS(ctx, n)
+		c.startRedis(ctx, r)
 	}
-	c.nats = c.newProc("nats", serverEnv, filepath.Join(c.bin, "nats-server"), "-c", conf)
-	// A private Redis 8 with AOF (fsync every second; a process kill loses
-	// nothing the server acknowledged, since the AOF is written before the
-	// reply). Never the shared test servers.
-	c.redis = c.newProc("redis", nil, "bash", filepath.Join(c.root, "scripts/redis8.sh"), "server",
-		"--port", fmt.Sprint(c.redisPort), "--bind", "127.0.0.1", "--dir", c.path("redis"),
-		"--appendonly", "yes", "--appendfsync", "everysec", "--save", "", "--protected-mode", "no")
-	c.startNATS(ctx)
-	c.startRedis(ctx)
 
 	c.model = c.newProc("model", nil, filepath.Join(c.bin, "chaosmodel"))
 	c.model.start(c.t)
@@ -153,12 +207,29 @@ func (c *cluster) startInfra(ctx context.Context) {
 	}
 }
 
-// natsConf writes the server's configuration like deploy/nats/nats.conf:
-// JetStream on a file store in the work dir, and `include ./accounts.conf`,
-// the accounts.conf that `engram nats-config` prints (one user per role,
-// least privilege, passwords from the server's environment,
-// ENGRAM_<ROLE>_PASSWORD). It returns the configuration's path.
-func (c *cluster) natsConf() string {
+// redisArgv runs a private Redis 8 (scripts/redis8.sh server) on port with
+// its data in dir: AOF with fsync every second, no RDB snapshots.
+func (c *cluster) redisArgv(port int, dir string, extra ...string) []string {
+	return append([]string{"bash", filepath.Join(c.root, "scripts/redis8.sh"), "server",
+		"--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--dir", dir,
+		"--appendonly", "yes", "--appendfsync", "everysec", "--save", "", "--protected-mode", "no"}, extra...)
+}
+
+// natsServerEnv is the environment of a nats-server: the password of
+// every role (accounts.conf reads them).
+func (c *cluster) natsServerEnv() []string {
+	var env []string
+	for _, role := range natsauth.Roles() {
+		env = append(env, natsauth.PasswordEnv(role)+"="+c.passwords[role])
+	}
+	return env
+}
+
+// writeAccounts writes the accounts.conf that `engram nats-config` prints
+// (one user per role, least privilege, passwords from the server's
+// environment, ENGRAM_<ROLE>_PASSWORD) into the work dir, beside the
+// servers' configurations that include it.
+func (c *cluster) writeAccounts() {
 	c.t.Helper()
 	cmd := exec.Command(filepath.Join(c.bin, "engram"), "nats-config")
 	cmd.Env = append(os.Environ(), "ENGRAM_DATA="+c.path("data", "nats-config"))
@@ -169,7 +240,15 @@ func (c *cluster) natsConf() string {
 	if err := os.WriteFile(c.path("accounts.conf"), accounts, 0o600); err != nil {
 		c.t.Fatal(err)
 	}
-	conf := fmt.Sprintf("host: 127.0.0.1\nport: %d\njetstream {\n  store_dir: %q\n}\ninclude ./accounts.conf\n", c.natsPort, c.path("nats"))
+}
+
+// natsConf writes the single server's configuration like
+// deploy/nats/nats.conf: JetStream on a file store in the work dir, and
+// `include ./accounts.conf` (writeAccounts). It returns the configuration's
+// path.
+func (c *cluster) natsConf(port int) string {
+	c.t.Helper()
+	conf := fmt.Sprintf("host: 127.0.0.1\nport: %d\njetstream {\n  store_dir: %q\n}\ninclude ./accounts.conf\n", port, c.path("nats"))
 	if err := os.WriteFile(c.path("nats.conf"), []byte(conf), 0o600); err != nil {
 		c.t.Fatal(err)
 	}
@@ -186,25 +265,27 @@ func role(name string) string {
 	return r
 }
 
-func (c *cluster) startNATS(ctx context.Context) {
+// startNATS starts a nats-server and waits until it accepts clients.
+func (c *cluster) startNATS(ctx context.Context, n *natsNode) {
 	c.t.Helper()
-	c.nats.start(c.t)
-	if err := waitTCP(ctx, fmt.Sprintf("127.0.0.1:%d", c.natsPort), 30*time.Second); err != nil {
-		c.t.Fatalf("nats: %v\n%s", err, c.nats.tail(20))
+	n.p.start(c.t)
+	if err := waitTCP(ctx, fmt.Sprintf("127.0.0.1:%d", n.port), 30*time.Second); err != nil {
+		c.t.Fatalf("%s: %v\n%s", n.p.name, err, n.p.tail(20))
 	}
 }
 
-func (c *cluster) startRedis(ctx context.Context) {
+// startRedis starts a redis-server and waits until it accepts clients.
+func (c *cluster) startRedis(ctx context.Context, n *redisNode) {
 	c.t.Helper()
-	c.redis.start(c.t)
-	if err := waitTCP(ctx, fmt.Sprintf("127.0.0.1:%d", c.redisPort), 60*time.Second); err != nil {
-		c.t.Fatalf("redis: %v\n%s", err, c.redis.tail(20))
+	n.p.start(c.t)
+	if err := waitTCP(ctx, n.addr(), 60*time.Second); err != nil {
+		c.t.Fatalf("%s: %v\n%s", n.p.name, err, n.p.tail(20))
 	}
 }
 
 // env is the configuration of every Engram process.
 func (c *cluster) env(name string) []string {
-	return []string{
+	env := []string{
 		"ENGRAM_NATS_URL=" + c.natsURL,
 		"ENGRAM_NATS_USER=" + role(name),
 		"ENGRAM_NATS_PASSWORD=" + c.passwords[role(name)],
@@ -222,6 +303,11 @@ func (c *cluster) env(name string) []string {
 		fmt.Sprintf("ENGRAM_COMPACT_THRESHOLD=%d", compactThreshold),
 		"ENGRAM_SHUTDOWN_TIMEOUT=5s",
 	}
+	if c.clustered {
+		// Every stream, consumer and the activity bucket on every node.
+		env = append(env, fmt.Sprintf("ENGRAM_STREAM_REPLICAS=%d", len(c.natsNodes)))
+	}
+	return env
 }
 
 // setup runs `engram setup` (streams and consumers) and starts the workers
@@ -329,11 +415,21 @@ func (c *cluster) modelStats() map[string]int {
 // store opens the deployment's Redis store (for the checks).
 func (c *cluster) store() *memredis.Store {
 	c.t.Helper()
-	opts, err := goredis.ParseURL(c.redisURL)
-	if err != nil {
-		c.t.Fatal(err)
+	var client goredis.UniversalClient
+	if c.clustered {
+		co := &goredis.ClusterOptions{}
+		for _, n := range c.redisNodes {
+			co.Addrs = append(co.Addrs, n.addr())
+		}
+		client = goredis.NewClusterClient(co)
+	} else {
+		opts, err := goredis.ParseURL(c.redisURL)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		client = goredis.NewClient(opts)
 	}
-	st, err := memredis.New(goredis.NewClient(opts), memredis.WithCloseClient())
+	st, err := memredis.New(client, memredis.WithCloseClient())
 	if err != nil {
 		c.t.Fatal(err)
 	}

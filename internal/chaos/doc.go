@@ -5,6 +5,10 @@
 // duplicated or dead-lettered. `make chaos` (scripts/chaos.sh) runs it; a
 // plain `go test ./...` skips it (it needs ENGRAM_CHAOS=1).
 //
+// Two runs share the binaries, the script and the checks: TestChaos on a
+// single nats-server and a single redis-server (what follows), and
+// TestChaosCluster on clusters (see "The clustered run" below).
+//
 // # What runs
 //
 // Each a process of its own, built by the test (go build):
@@ -69,8 +73,10 @@
 //     (injectors, extractors, consolidator, compactor, idle detector) at
 //     random points of the replay (uniform over 2%-95% of the turns; the
 //     victim restarts 0.2-2 s later); kill -9 of nats-server at 30% of the
-//     turns and of redis-server at 50%, each down 3-6 s, then restarted on
-//     the same store; the model down at 65% for ENGRAM_CHAOS_OUTAGE
+//     turns and of redis-server at 50% (10 s after reaching the mark; the
+//     injectors are spared from the mark until 10 s after the restart, so
+//     that the turns late around it are the server's), each down 3-6 s,
+//     then restarted on the same store; the model down at 65% for ENGRAM_CHAOS_OUTAGE
 //     (default 10m): the first half connection refused, the second half
 //     503 on every request, the workers' own settings unchanged (the
 //     default gate interval 2 s, unavailable delay 10 s, max deliveries
@@ -101,7 +107,11 @@
 //     recorded", the Redis kill): then either nothing is recorded (the
 //     redelivery came after the deadline; the turn is not judged:
 //     replied_unrecorded) or a redelivery in time composed the recorded
-//     block anew (recomposed_after_record_failure). The redeliveries the
+//     block anew (recomposed_after_record_failure). The same holds
+//     without the log line for a turn whose injector was killed -9 between
+//     its answer and the record (it answers first, for the reply's
+//     latency) when the turn's redelivery was skipped as late
+//     (killed_between_reply_and_record). The redeliveries the
 //     injector answered with their recorded block are counted
 //     (answered_from_record; _late: after the reply deadline, which used
 //     to be skipped with the record left for the extractor to judge). No
@@ -118,6 +128,50 @@
 //   - least privilege held: nats-server logged no permission or
 //     authorization violation (permission_violations) across the kills and
 //     the NATS restart.
+//
+// # The clustered run
+//
+// TestChaosCluster runs the same deployment on what Kubernetes runs
+// (deploy/k8s: NATS as a StatefulSet of three, Redis Cluster for scale):
+//
+//   - a JetStream cluster of three nats-servers (n0..n2, routed, each with
+//     its file store, the same accounts.conf and role users, monitoring on
+//     a port of its own for /healthz and /jsz); every process gets the
+//     three URLs (ENGRAM_NATS_URL, comma-separated) and
+//     ENGRAM_STREAM_REPLICAS=3, so ENGRAM_IN, ENGRAM_OUT, ENGRAM_DLQ,
+//     every consumer and the idle detector's ENGRAM_ACTIVITY bucket have
+//     three replicas (checked after the warm-up, and after the drain with
+//     every follower current);
+//   - a Redis Cluster of three primaries each with a replica: six
+//     redis-servers (scripts/redis8.sh server, cluster mode, AOF every
+//     second, cluster-node-timeout 5 s) joined by `redis-cli --cluster
+//     create --cluster-replicas 1`; every process gets the six addresses
+//     (ENGRAM_REDIS_URL, comma-separated: a cluster client).
+//
+// The chaos: ENGRAM_CHAOS_CLUSTER_NATS_KILLS kill -9 of a NATS node, the
+// first always the leader of ENGRAM_IN, then in turn the leader of the
+// injector's consumer, of the ENGRAM_ACTIVITY bucket and the meta leader;
+// the node stays down until a new leader of its target is elected (and
+// 3-6 s at least), then restarts and must be healthy (/healthz: caught up)
+// within 3 minutes. ENGRAM_CHAOS_CLUSTER_REDIS_KILLS kill -9 of a Redis
+// primary holding data (one not killed before first); it stays down until
+// its replica has taken over its slots with the cluster ok (the failover),
+// then restarts (as the replica of its former replica) and the cluster
+// must be whole again (every node ok, every primary with its replica in
+// sync). They alternate, NATS first, from 10% to 60% of the replay, one at
+// a time; ENGRAM_CHAOS_CLUSTER_KILLS kills of random workers go on
+// meanwhile, sparing the injectors from an ack wait before a node kill to
+// 10 s after it, so that the turns late in that window are the node's.
+// ENGRAM_CHAOS_CLUSTER_OUTAGE is its model outage (0: none). For each node
+// kill the report (infra_kills) gives the failover as the cluster saw it
+// (a new leader; the replica promoted), and as the platform saw it: the
+// turns of its window (from the reply deadline before the kill to 10 s
+// after the node is healthy) that got no block in time, when they
+// started, the longest pause between two turn_started publishes (how long
+// publishing was held up) and the turns with a publish repeated.
+//
+// The checks are the single run's. The single run reports its NATS and
+// Redis restarts the same way.
 //
 // # Figures
 //
@@ -138,8 +192,10 @@
 // A failed run repeats the first line of each failed check as its last
 // output lines (recT): CI shows only the tail of the output.
 //
-// ENGRAM_CHAOS_REPORT names a file for the figures (JSON);
-// ENGRAM_CHAOS_DIR keeps the work dir (binaries, stores, every process's
-// log, one file per start) instead of a temporary one; ENGRAM_CHAOS_SEED
-// repeats a run's chaos points.
+// ENGRAM_CHAOS_REPORT and ENGRAM_CHAOS_CLUSTER_REPORT name a file for each
+// run's figures (JSON); ENGRAM_CHAOS_DIR keeps the work dirs (bin/, the
+// binaries built once for both runs; single/ and cluster/: stores, every
+// process's log, one file per start, and turns.tsv, what the platform saw
+// of every turn) instead of temporary ones; ENGRAM_CHAOS_SEED repeats a
+// run's chaos points.
 package chaos

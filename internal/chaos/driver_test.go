@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,9 +20,11 @@ import (
 type turnRec struct {
 	project, session, turn string
 	index                  int
-	startedID              string   // the turn_started event id
-	replied                bool     // the injection arrived before the reply deadline
-	ids                    []string // the memories of the block it got
+	started                time.Time // when the platform published turn_started
+	startedID              string    // the turn_started event id
+	replied                bool      // the injection arrived before the reply deadline
+	repliedAt              time.Time // when
+	ids                    []string  // the memories of the block it got
 	block                  string
 	publishRetries         int // publishes repeated (the bus was down)
 }
@@ -126,7 +130,7 @@ func (d *driver) turn(ctx context.Context, proj, sid string, t int) (*turnRec, e
 	wait := make(chan events.InjectionReady, 1)
 	replyBy := time.Now().Add(d.injectTimeout)
 	e := events.NewTurnStarted(ref, events.TurnStarted{Text: chaos.UserText(sid, t), ReplyTo: inbox, ReplyBy: replyBy.UTC()})
-	rec.startedID = e.ID
+	rec.startedID, rec.started = e.ID, time.Now()
 	d.mu.Lock()
 	d.waiting[inbox] = wait
 	d.inbox[e.ID] = inbox
@@ -139,7 +143,7 @@ func (d *driver) turn(ctx context.Context, proj, sid string, t int) (*turnRec, e
 	timer := time.NewTimer(time.Until(replyBy))
 	select {
 	case ir := <-wait:
-		rec.replied, rec.ids, rec.block = true, ir.NodeIDs, ir.Block
+		rec.replied, rec.ids, rec.block, rec.repliedAt = true, ir.NodeIDs, ir.Block, time.Now()
 	case <-timer.C: // no memory for this turn
 	case <-ctx.Done():
 	}
@@ -215,4 +219,23 @@ func collect(ch <-chan error) []error {
 		out = append(out, err)
 	}
 	return out
+}
+
+// dump writes what the platform saw of every turn, one line each (tab
+// separated: session, turn, when turn_started was published, whether the
+// block came in time, publishes repeated, answers received), for a look
+// at a run (the work dir's turns.tsv).
+func (d *driver) dump(path string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var b strings.Builder
+	b.WriteString("session\tturn\tstarted\treplied\treplied_at\tpublish_retries\tanswers\n")
+	for _, tr := range d.turns {
+		at := "-"
+		if tr.replied {
+			at = tr.repliedAt.Format("15:04:05.000")
+		}
+		fmt.Fprintf(&b, "%s\t%s\t%s\t%v\t%s\t%d\t%d\n", tr.session, tr.turn, tr.started.Format("15:04:05.000"), tr.replied, at, tr.publishRetries, len(d.answers[tr.startedID]))
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
 }

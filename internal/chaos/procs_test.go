@@ -127,6 +127,21 @@ func (p *proc) exited() bool {
 	}
 }
 
+// running reports whether the process was started and has not exited.
+func (p *proc) running() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return false
+	}
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
 // grep calls fn for every line of every log of the process.
 func (p *proc) grep(fn func(line string)) error {
 	p.mu.Lock()

@@ -73,7 +73,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
 		return Classify(err)
 	}
 	if res.Outcome == Busy {
-		return ErrBusy
+		return runner.Wait(ErrBusy) // handled again shortly, no delivery spent
 	}
 	if res.Outcome == Compacted {
 		h.log.Info("conversation compacted", zap.String("event_id", ev.ID), zap.String("tenant", ev.TenantID), zap.String("project", ev.ProjectID),
@@ -97,7 +97,7 @@ func Classify(err error) error {
 	var budget *llm.BudgetError
 	switch {
 	case errors.Is(err, ErrTranscriptBehind):
-		return err // transient: the runner's backoff (1 s, doubling)
+		return runner.Wait(err) // not a failure: handled again shortly, no delivery spent
 	case errors.As(err, &failed):
 		if failed.Final {
 			return runner.Permanent(err)

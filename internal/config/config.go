@@ -79,6 +79,8 @@ type Config struct {
 	Extract extract.Config
 	// MCP is the `memory` tool's HTTP endpoint in serve (ENGRAM_MCP_*).
 	MCP MCP
+	// Console is the memory console (ENGRAM_CONSOLE_*).
+	Console Console
 	// Compact holds the compactor's constants (ENGRAM_COMPACT_*).
 	Compact compact.Config
 	// Consolidate holds the consolidator's constants (ENGRAM_CONSOLIDATE_*).
@@ -98,6 +100,52 @@ type MCP struct {
 	SessionsPerToken int
 	// SessionIdle closes an MCP session idle this long.
 	SessionIdle time.Duration
+}
+
+// DefaultConsoleAddr is where `engram serve` serves the memory console
+// unless told otherwise (a worker binary serves it only when
+// ENGRAM_CONSOLE_ADDR is set). When this default port is taken, serve
+// takes a free one and says so.
+const DefaultConsoleAddr = "127.0.0.1:7476"
+
+// Console is the memory console (package internal/console): server-rendered
+// pages over the store, behind the tokens of the memory tool and the
+// operator's admin token.
+type Console struct {
+	// Addr of the console; empty or "off": off.
+	Addr string
+	// Tokens is the tokens file people log in with (mcptool.ParseTokens);
+	// empty: the MCP endpoint's (ENGRAM_MCP_TOKENS), if any. Without
+	// either only the operator logs in.
+	Tokens string
+	// AdminTokenFile holds the operator's token; empty:
+	// <DataDir>/console-admin.token, generated on first start.
+	AdminTokenFile string
+	// TLSCert and TLSKey serve the console over HTTPS (cookies are then
+	// Secure). A console on an address other than loopback needs them.
+	TLSCert, TLSKey string
+}
+
+// On reports whether the console is served.
+func (c Console) On() bool { return c.Addr != "" && c.Addr != "off" }
+
+// ConsoleAdminTokenFile is the operator's console token file.
+func (c Config) ConsoleAdminTokenFile() string {
+	if c.Console.AdminTokenFile != "" {
+		return c.Console.AdminTokenFile
+	}
+	return filepath.Join(c.DataDir, "console-admin.token")
+}
+
+// ConsoleLinkFile holds the console's current one-time login link.
+func (c Config) ConsoleLinkFile() string { return filepath.Join(c.DataDir, "console-login") }
+
+// ConsoleTokens is the tokens file of the console ("" : none).
+func (c Config) ConsoleTokens() string {
+	if c.Console.Tokens != "" {
+		return c.Console.Tokens
+	}
+	return c.MCP.Tokens
 }
 
 // NATS says where the bus is.
@@ -224,6 +272,7 @@ func Default() Config {
 			ConnectTimeout: 5 * time.Second,
 		},
 		HTTP:         HTTP{Addr: "127.0.0.1:7474", LagRefresh: 15 * time.Second},
+		Console:      Console{Addr: DefaultConsoleAddr},
 		Store:        Store{Kind: StoreSQLite, RedisVectorQuant: "q8"},
 		Events:       eventsDefaults(),
 		Work:         Work{Concurrency: 2, ShutdownTimeout: 25 * time.Second},
@@ -555,6 +604,7 @@ func (c Config) Validate() error {
 	if err := c.Consolidate.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	c.validateConsole(bad)
 	c.validateSecurity(bad)
 	// A library's message may repeat a URL given in a setting.
 	return credurl.Error(errors.Join(errs...))
@@ -621,4 +671,33 @@ func validRole(s string) bool {
 		}
 	}
 	return true
+}
+
+// validateConsole: a console reached from other hosts is served over TLS
+// (its cookies carry a session; its login form a token).
+func (c Config) validateConsole(bad func(string, ...any)) {
+	if !c.Console.On() {
+		return
+	}
+	host, _, err := net.SplitHostPort(c.Console.Addr)
+	if err := checkHostPort(c.Console.Addr, false); err != nil {
+		bad("console address (ENGRAM_CONSOLE_ADDR) %q: %v", c.Console.Addr, err)
+		return
+	}
+	tls := c.Console.TLSCert != "" || c.Console.TLSKey != ""
+	if tls && (c.Console.TLSCert == "" || c.Console.TLSKey == "") {
+		bad("the console's TLS needs both ENGRAM_CONSOLE_TLS_CERT and ENGRAM_CONSOLE_TLS_KEY")
+	}
+	if err == nil && !tls && !loopback(host) {
+		bad("console address (ENGRAM_CONSOLE_ADDR) %q is not loopback: serve it over TLS (ENGRAM_CONSOLE_TLS_CERT and _KEY), "+
+			"or keep it on 127.0.0.1 behind a TLS proxy", c.Console.Addr)
+	}
+}
+
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -62,7 +62,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
 		return Classify(err)
 	}
 	if res.Busy {
-		return ErrBusy
+		return runner.Wait(ErrBusy) // handled again shortly, no delivery spent
 	}
 	if !res.Empty {
 		h.log.Debug("session consolidated", zap.String("event_id", ev.ID), zap.String("project", ev.ProjectID),
@@ -81,7 +81,7 @@ func Classify(err error) error {
 	var budget *llm.BudgetError
 	switch {
 	case errors.Is(err, ErrTranscriptBehind):
-		return err // transient: the runner's backoff (1 s, doubling)
+		return runner.Wait(err) // not a failure: handled again shortly, no delivery spent
 	case errors.As(err, &budget):
 		return runner.RetryAfter(err, max(time.Until(budget.Until), time.Second))
 	case errors.Is(err, llm.ErrUnavailable), errors.Is(err, llm.ErrModelMissing), errors.Is(err, memory.ErrUnavailable):

@@ -495,6 +495,9 @@ func changed(rec *memory.Pass) []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, e := range rec.Entries {
+		if e.Op == memory.OpHold { // held for review: nothing was written
+			continue
+		}
 		for _, id := range []string{e.NodeID, e.NewID} {
 			if id != "" && !seen[id] {
 				seen[id] = true

@@ -527,6 +527,13 @@ func (p *pass) remember(ctx context.Context, a RememberArgs) (result, error) {
 		}
 		if similar != nil {
 			p.l.Hold(norm)
+			// The held fact waits in the journal for a person's review
+			// (the console's queue: keep both, merge, discard).
+			held := p.newFact(text, kind, a.SaidByUser)
+			p.rec.Entries = append(p.rec.Entries, memory.JournalEntry{Op: memory.OpHold, NodeID: similar.ID, After: &held, Reason: why, At: p.now})
+			if err := p.c.save(ctx, p.rec, p.l); err != nil {
+				return result{}, err
+			}
 			r := result{Summary: fmt.Sprintf("held for review: close to %s (%s)", p.name(similar.ID), why), Outcome: Outcome{Held: 1},
 				Detail: fmt.Sprintf("Not stored: %q is close to %s. If it is a different fact, call %s again with confirm_similar true; if it says the same, leave it; if it replaces it, call %s.",
 					capChars(text, 120), memoryLine(similar, p.now, p.l.ShortID), ToolRemember, ToolRevise)}

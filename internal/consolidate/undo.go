@@ -54,6 +54,9 @@ func Undo(ctx context.Context, st UndoStore, project memory.ProjectRef, passID s
 		return UndoReport{}, fmt.Errorf("consolidate: undo %s: %w", passID, err)
 	}
 	rep := UndoReport{Pass: rec}
+	if rec.By != "" {
+		return rep, fmt.Errorf("consolidate: %s is a change %s made by hand, not a consolidation pass: %w", passID, rec.By, memory.ErrRefused)
+	}
 	switch rec.Status {
 	case memory.PassUndone:
 		return rep, fmt.Errorf("consolidate: pass %s was already undone at %s: %w", passID, rec.UndoneAt.Format(time.RFC3339), memory.ErrRefused)
@@ -352,6 +355,12 @@ func entryLine(e memory.JournalEntry) string {
 		return fmt.Sprintf("[%s] %s -> [%s] %s", e.NodeID, text(e.Before), e.NewID, text(e.After))
 	case memory.OpForget, memory.OpRestore:
 		return fmt.Sprintf("[%s] %s", e.NodeID, text(e.Before))
+	case memory.OpHold:
+		line := fmt.Sprintf("%s held for review: close to [%s] (%s)", text(e.After), e.NodeID, e.Reason)
+		if e.Resolution != "" {
+			line += "; " + e.Resolution
+		}
+		return line
 	case memory.OpLink, memory.OpUnlink:
 		if e.Edge != nil {
 			return fmt.Sprintf("[%s] %s [%s]", e.Edge.Src, e.Edge.Relation, e.Edge.Dst)

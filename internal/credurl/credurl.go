@@ -14,14 +14,21 @@ const Mask = "xxxxx"
 
 // Redact returns s with the user information of every URL in it masked:
 // the password of user:password@ (the user name is kept), or the whole of
-// a user information without a password (a token). Text without "://" is
-// returned as is.
+// a user information without a password (a token); and the values of the
+// URL's query parameters whose names say they hold a credential (api_key,
+// token, password, X-Amz-Signature, ...: SecretParam) masked too. Text
+// without "://" is returned as is.
 func Redact(s string) string {
 	if !strings.Contains(s, "://") {
 		return s
 	}
 	var b strings.Builder
 	last, i := 0, 0
+	mask := func(from, to int) {
+		b.WriteString(s[last:from])
+		b.WriteString(Mask)
+		last = to
+	}
 	for {
 		k := strings.Index(s[i:], "://")
 		if k < 0 {
@@ -34,24 +41,94 @@ func Redact(s string) string {
 			continue // "://" without a scheme before it
 		}
 		end := authorityEnd(s, start)
-		at := strings.LastIndexByte(s[start:end], '@')
-		if at < 0 {
-			continue
+		rest := start
+		if at := strings.LastIndexByte(s[start:end], '@'); at >= 0 {
+			at += start
+			user := s[start:at]
+			from := start
+			if c := strings.IndexByte(user, ':'); c >= 0 {
+				from = start + c + 1
+			}
+			mask(from, at)
+			rest = at
 		}
-		at += start
-		user := s[start:at]
-		b.WriteString(s[last:start])
-		if c := strings.IndexByte(user, ':'); c >= 0 {
-			b.WriteString(user[:c+1])
+		for _, v := range secretValues(s, rest, end) {
+			mask(v[0], v[1])
 		}
-		b.WriteString(Mask)
-		last, i = at, at
+		i = max(i, last)
 	}
 	if last == 0 {
 		return s
 	}
 	b.WriteString(s[last:])
 	return b.String()
+}
+
+// secretValues returns the spans of the values of the query parameters of
+// s[from:end] (a URL's host, path and query) whose names are SecretParam.
+// A value ends at '&', '#', whitespace, a quote, a backslash (an escaped
+// quote of JSON) or an angle bracket; punctuation that ends a sentence or
+// an error's prefix ("...?key=v: dial tcp") is left out of it.
+func secretValues(s string, from, end int) [][2]int {
+	q := strings.IndexByte(s[from:end], '?')
+	if q < 0 {
+		return nil
+	}
+	var out [][2]int
+	for p := from + q + 1; p < end; {
+		n := p
+		for n < end && !strings.ContainsRune("=&#", rune(s[n])) && !valueEnd(s[n]) {
+			n++
+		}
+		if n >= end || s[n] != '=' {
+			if n < end && s[n] == '&' {
+				p = n + 1
+				continue
+			}
+			break
+		}
+		v := n + 1
+		e := v
+		for e < end && s[e] != '&' && s[e] != '#' && !valueEnd(s[e]) {
+			e++
+		}
+		stop := e
+		for stop > v && strings.ContainsRune(":,.;)", rune(s[stop-1])) {
+			stop--
+		}
+		if stop > v && SecretParam(s[p:n]) {
+			out = append(out, [2]int{v, stop})
+		}
+		if e >= end || s[e] != '&' {
+			break
+		}
+		p = e + 1
+	}
+	return out
+}
+
+func valueEnd(c byte) bool {
+	switch c {
+	case ' ', '\t', '\n', '\r', '\f', '\v', '"', '\'', '\\', '<', '>', '`':
+		return true
+	}
+	return false
+}
+
+// SecretParam reports whether a URL query parameter's name says its value
+// is a credential: it holds key, token, secret, passw, pwd, signature,
+// credential or auth (case-insensitively; "sig" alone too).
+func SecretParam(name string) bool {
+	n := strings.ToLower(name)
+	if n == "sig" || n == "pass" || n == "pw" {
+		return true
+	}
+	for _, w := range []string{"key", "token", "secret", "passw", "pwd", "signature", "credential", "auth"} {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	return false
 }
 
 // schemeStart is where the scheme ending at k ("://" at k) begins: letters,

@@ -165,3 +165,28 @@ func TestCoreRedactsEveryFieldKind(t *testing.T) {
 		t.Errorf("log line shows the password, or no masked URL:\n%s", buf.String())
 	}
 }
+
+// A credential in a URL's query (an Ollama behind a gateway that takes
+// ?api_key=..., a presigned URL's signature) is as secret as a password in
+// its user information: the probe of 2026-12-06 found
+// ENGRAM_OLLAMA_HOST=http://host/?api_key=... printed whole on the
+// unauthenticated /readyz and in every "dependency unavailable" log line.
+func TestRedactQuerySecrets(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"http://127.0.0.1:11434/?api_key=SECRETQ123", "http://127.0.0.1:11434/?api_key=xxxxx"},
+		{`version at http://h:1/?api_key=S1: Get "http://h:1/api/version?api_key=S1": dial tcp`,
+			`version at http://h:1/?api_key=xxxxx: Get "http://h:1/api/version?api_key=xxxxx": dial tcp`},
+		{"https://gw.example/ollama?model=x&token=T0k3n&x=1", "https://gw.example/ollama?model=x&token=xxxxx&x=1"},
+		{"https://b.example/o?X-Amz-Signature=abc123&X-Amz-Credential=AKIA%2F1", "https://b.example/o?X-Amz-Signature=xxxxx&X-Amz-Credential=xxxxx"},
+		{"http://h/?password=p&user=u#frag", "http://h/?password=xxxxx&user=u#frag"},
+		{"redis://u:pw@h:1/0?client_secret=cs", "redis://u:xxxxx@h:1/0?client_secret=xxxxx"},
+		{`{"url":"http://h/?key=v\"}"}`, `{"url":"http://h/?key=xxxxx\"}"}`},
+		// what is not a credential stays
+		{"http://127.0.0.1:7474/readyz?verbose=1&page=2", "http://127.0.0.1:7474/readyz?verbose=1&page=2"},
+		{"no url: ?token=x", "no url: ?token=x"},
+	} {
+		if got := credurl.Redact(c.in); got != c.want {
+			t.Errorf("Redact(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}

@@ -16,7 +16,11 @@
 // path or query (http://host/a?mail=x@y) masks the host part too — a log
 // line loses a host, never a password. User information without a
 // password (nats://token@host, an API token as user name) is masked
-// entirely: for NATS it is a token.
+// entirely: for NATS it is a token. The values of query parameters whose
+// names say they hold a credential (?api_key=, &token=, X-Amz-Signature=:
+// SecretParam) are masked too: an Ollama behind a gateway may take its key
+// in the query, and every error of a call repeats the URL (the probe of
+// 2026-12-06 found one on the unauthenticated /readyz and in the logs).
 //
 // Core's cost: every string, error, stringer and byte-string field and the
 // message of each log entry is searched for "://" (a fast substring

@@ -1,10 +1,12 @@
 package erase
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"time"
@@ -67,9 +69,9 @@ func Serve(nc *nats.Conn, subject string, e *Eraser, onErr func(error)) (*Respon
 			return // stopped
 		}
 		var rep Reply
-		var req Request
-		if err := json.Unmarshal(m.Data, &req); err != nil {
-			rep = Reply{Error: fmt.Sprintf("erase: undecodable request: %v", err), Invalid: true}
+		req, err := DecodeRequest(m.Data)
+		if err != nil {
+			rep = Reply{Error: err.Error(), Invalid: true}
 		} else {
 			rctx, rcancel := context.WithTimeout(ctx, Timeout)
 			receipt, err := e.Erase(rctx, req.Scope, Options{Verify: req.Verify})
@@ -98,6 +100,25 @@ func Serve(nc *nats.Conn, subject string, e *Eraser, onErr func(error)) (*Respon
 	}
 	r.sub = sub
 	return r, nil
+}
+
+// DecodeRequest reads a request strictly: one JSON object whose keys are
+// the request's and its scope's, nothing after it. A key it does not know
+// is an error (wrapping ErrInvalid), not dropped: a scope of
+// {"tenant":"acme","project_id":"user-42"} (the events' name of the field,
+// or a typo) would otherwise be the whole tenant, and a typo must never
+// widen an erasure.
+func DecodeRequest(data []byte) (Request, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var req Request
+	if err := dec.Decode(&req); err != nil {
+		return Request{}, fmt.Errorf("%w: erase: undecodable request (want {\"scope\":{\"tenant\":...,\"project\":...,\"session\":...},\"verify\":...}): %v", ErrInvalid, err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return Request{}, fmt.Errorf("%w: erase: undecodable request: data after the request's object", ErrInvalid)
+	}
+	return req, nil
 }
 
 // Anonymous is err with the scope's ids taken out, for a log: an erased

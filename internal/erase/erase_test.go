@@ -578,11 +578,20 @@ func streamBodies(ctx context.Context, rt *rapid.T, b *testBus) [][]byte {
 // dirFiles reads every file of the JetStream store raw.
 func dirFiles(rt *rapid.T, dir string) [][]byte {
 	var out [][]byte
+	// The server keeps writing while the store is read: a consumer's state
+	// file is written as o.dat.tmp and renamed, so a file listed may be gone
+	// by the time it is read. What vanished held nothing to check.
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
 		if err != nil || d.IsDir() {
 			return err
 		}
 		b, err := os.ReadFile(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
 		if err == nil {
 			out = append(out, b)
 		}

@@ -37,6 +37,21 @@ func (f ShelfFuncs) ParkedLetters(ctx context.Context) ([]ParkedLetter, error) {
 // DropParkedLetter implements Shelf.
 func (f ShelfFuncs) DropParkedLetter(ctx context.Context, key string) error { return f.Drop(ctx, key) }
 
+// StoreShelf is the Shelf of a store's parked letters (memory.Letters).
+func StoreShelf(l memory.Letters) Shelf {
+	return ShelfFuncs{
+		List: func(ctx context.Context) ([]ParkedLetter, error) {
+			ls, err := l.ParkedLetters(ctx, 0)
+			out := make([]ParkedLetter, len(ls))
+			for i, pl := range ls {
+				out[i] = ParkedLetter{Key: pl.Key, Data: pl.Data}
+			}
+			return out, err
+		},
+		Drop: l.DropParkedLetter,
+	}
+}
+
 // WithShelf erases the scope's parked letters too (see Shelf).
 func WithShelf(s Shelf) Option { return func(e *Eraser) { e.shelf = s } }
 

@@ -66,3 +66,35 @@ func TestParkedLetters(t *testing.T) {
 		t.Fatalf("left on the shelf: %v", got)
 	}
 }
+
+// TestParkedLettersInTheStore: the store's own parked letters (SQLite's
+// parked_letters, through StoreShelf), parked by the runner's dlq.Parking
+// encoding, go with their scope.
+func TestParkedLettersInTheStore(t *testing.T) {
+	ctx := context.Background()
+	st := storetest.OpenSQLite(t)
+	subj := events.Subjects{}
+	for key, l := range map[string]dlq.Letter{
+		"mine":  {Consumer: "extractor", Subject: subj.In(events.TypeTurnEnded, "acme", "user-1", "s"), Data: []byte(`{"cut short`)},
+		"other": {Consumer: "extractor", Subject: subj.In(events.TypeTurnEnded, "acme", "user-2", "s"), Data: []byte(`{"cut short`)},
+	} {
+		b, err := json.Marshal(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.ParkLetter(ctx, key, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := New(st, WithShelf(StoreShelf(st))).Erase(ctx, Scope{Tenant: "acme", Project: "user-1"}, Options{Verify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, err := st.ParkedLetters(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.ParkedLetters != 1 || len(left) != 1 || left[0].Key != "other" {
+		t.Fatalf("receipt %+v, left %v", r, left)
+	}
+}

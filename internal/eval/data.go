@@ -21,7 +21,9 @@ type Question struct {
 	Evidence []string `json:"evidence"`
 	Category string   `json:"category,omitempty"`
 	// Date is the time the question is asked (question_date): the turn's
-	// time, from which recency and time words are judged. Zero: now.
+	// time, from which recency and time words are judged. Zero: right
+	// after the conversation, when its project's latest memory was
+	// written (memory.Written; LoCoMo's questions have no date).
 	Date   time.Time       `json:"question_date,omitzero"`
 	Answer json.RawMessage `json:"answer,omitempty"` // for reading (text or a number); retrieval metrics do not use it
 }

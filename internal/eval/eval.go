@@ -111,8 +111,14 @@ func Run(ctx context.Context, s Setup, qs []Question) (Result, error) {
 		if err := ctx.Err(); err != nil {
 			return Result{}, err
 		}
+		now := q.Date
+		if now.IsZero() {
+			// A question without a date is asked right after the
+			// conversation: at its project's latest memory.
+			now = bm.latest[q.Project]
+		}
 		req := inject.Request{Project: q.Project, Session: "eval", Turn: "q" + strconv.Itoa(i), Text: q.Question,
-			DryRun: true, Now: q.Date}
+			DryRun: true, Now: now}
 		rb, err := ranker.Compose(ctx, req)
 		if err != nil {
 			return Result{}, fmt.Errorf("eval: question %d: %w", i+1, err)
@@ -151,14 +157,15 @@ func lines(ls []inject.Line) []Ranked {
 func tokens(s string) float64 { return float64(utf8.RuneCountInString(s)) / 4 }
 
 type bm25Set struct {
-	index map[string]*bm25Index
-	nodes map[string]*memory.Node
+	index  map[string]*bm25Index
+	nodes  map[string]*memory.Node
+	latest map[string]time.Time // per project: when its latest memory was written
 }
 
 // buildBM25 indexes, per project asked about, the live nodes the project
 // sees: its own and the global ones.
 func buildBM25(ctx context.Context, st memio.Store, projects map[string]bool) (bm25Set, error) {
-	set := bm25Set{index: map[string]*bm25Index{}, nodes: map[string]*memory.Node{}}
+	set := bm25Set{index: map[string]*bm25Index{}, nodes: map[string]*memory.Node{}, latest: map[string]time.Time{}}
 	var global []*memory.Node
 	err := st.Scan(ctx, func(n memory.Node) error {
 		if !n.Live() || (n.ProjectID != "" && !projects[n.ProjectID]) {
@@ -166,6 +173,9 @@ func buildBM25(ctx context.Context, st memio.Store, projects map[string]bool) (b
 		}
 		n.Embedding = nil
 		set.nodes[n.ID] = &n
+		if t := memory.Written(&n); t.After(set.latest[n.ProjectID]) {
+			set.latest[n.ProjectID] = t
+		}
 		if n.ProjectID == "" {
 			global = append(global, &n)
 			return nil

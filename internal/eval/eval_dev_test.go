@@ -13,9 +13,14 @@ import (
 	"github.com/engram-memory/engram/pkg/llm/hashembed"
 )
 
-// devSet is the development set beside the repository (../shared in CI).
-func devSet(t testing.TB) string {
-	dir := filepath.Join("..", "..", "..", "shared", "eval", "longmemeval-dev")
+// devSet is a development set beside the repository (../shared in CI),
+// or in ENGRAM_TEST_EVAL_DIR: longmemeval-dev or locomo-dev.
+func devSet(t testing.TB, name string) string {
+	root := os.Getenv("ENGRAM_TEST_EVAL_DIR")
+	if root == "" {
+		root = filepath.Join("..", "..", "..", "shared", "eval")
+	}
+	dir := filepath.Join(root, name)
 	if _, err := os.Stat(filepath.Join(dir, "questions.jsonl")); err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("the development set is missing at %s (CI has ../shared): %v", dir, err)
@@ -25,8 +30,8 @@ func devSet(t testing.TB) string {
 	return dir
 }
 
-func runDev(t testing.TB, sample int) eval.Result {
-	dir := devSet(t)
+func runDev(t testing.TB, name string, sample int) eval.Result {
+	dir := devSet(t, name)
 	qf, err := os.Open(filepath.Join(dir, "questions.jsonl"))
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +54,7 @@ func runDev(t testing.TB, sample int) eval.Result {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := eval.Run(ctx, eval.Setup{Store: st.(eval.Store), Embedder: emb, Inject: inject.Defaults()}, qs)
+	r, err := eval.Run(ctx, eval.Setup{Name: name, Store: st.(eval.Store), Embedder: emb, Inject: inject.Defaults()}, qs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,34 +62,51 @@ func runDev(t testing.TB, sample int) eval.Result {
 	return r
 }
 
-// The regression guard: a fixed slice of the development set (20
-// questions spread over every category, about 5,000 nodes, SQLite and the
-// built-in embedder, as `engram eval -sample 20` runs it) must keep the
-// ranker's recall@10 and the block's recall above floors set a little
-// under what was measured when the ranker was tuned. It guards against
-// regressions; the targets are measured on the whole set.
+// The regression guard, on both development sets (SQLite and the
+// built-in embedder, as `engram eval -sample N` runs them): a fixed slice
+// of LongMemEval-dev (20 questions spread over every category, about
+// 5,000 nodes) and of LoCoMo-dev (120 of its 602 questions, all three
+// conversations) must keep the ranker's recall@10 and the block's recall
+// above floors set a little under what was measured, and the ranker's
+// recall@5 and @10 at or above plain BM25's over the same nodes. It
+// guards against regressions; the targets are measured on the whole sets
+// (a slice's R@20 moves by a question: on the LongMemEval slice BM25
+// finds one preference at 20th that the ranker does not).
 func TestDevSliceRegression(t *testing.T) {
-	const (
-		rankerR10Floor   = 0.80 // measured 0.850 (BM25 0.738; 0.825 before the exact-word lexical channel)
-		blockRecallFloor = 0.70 // measured 0.708 (0.725 before the exact-word lexical channel, 0.683 at the start of session 14)
-	)
-	r := runDev(t, 20)
-	var out strings.Builder
-	eval.WriteText(&out, r)
-	t.Logf("development slice:\n%s", out.String())
-	if r.Overall.N != 20 {
-		t.Fatalf("asked %d questions, want 20", r.Overall.N)
-	}
-	if got := r.Overall.Ranker.R10; got < rankerR10Floor {
-		t.Errorf("ranker recall@10 = %.3f, under the floor %.3f", got, rankerR10Floor)
-	}
-	if got := r.Overall.Block.Recall; got < blockRecallFloor {
-		t.Errorf("block recall = %.3f, under the floor %.3f", got, blockRecallFloor)
-	}
-	if got, bm := r.Overall.Ranker.R10, r.Overall.BM25.R10; got < bm {
-		t.Errorf("ranker recall@10 = %.3f, under plain BM25's %.3f over the same nodes", got, bm)
-	}
-	if r.Overall.Block.Empty > 0 {
-		t.Errorf("%.0f%% of the blocks are empty", 100*r.Overall.Block.Empty)
+	for _, set := range []struct {
+		name             string
+		sample           int
+		rankerR10Floor   float64
+		blockRecallFloor float64
+	}{
+		// measured R@10 0.850 (BM25 0.738), block 0.750 at 246 tokens
+		// (0.708 at 201 before issue 32)
+		{"longmemeval-dev", 20, 0.80, 0.70},
+		// measured R@10 0.649 (BM25 0.516), block 0.591 at 241 tokens
+		// (0.549 and 0.461 at 195 before issue 32)
+		{"locomo-dev", 120, 0.60, 0.55},
+	} {
+		t.Run(set.name, func(t *testing.T) {
+			r := runDev(t, set.name, set.sample)
+			var out strings.Builder
+			eval.WriteText(&out, r)
+			t.Logf("development slice:\n%s", out.String())
+			if r.Overall.N != set.sample {
+				t.Fatalf("asked %d questions, want %d", r.Overall.N, set.sample)
+			}
+			if got := r.Overall.Ranker.R10; got < set.rankerR10Floor {
+				t.Errorf("ranker recall@10 = %.3f, under the floor %.3f", got, set.rankerR10Floor)
+			}
+			if got := r.Overall.Block.Recall; got < set.blockRecallFloor {
+				t.Errorf("block recall = %.3f, under the floor %.3f", got, set.blockRecallFloor)
+			}
+			k, bm := r.Overall.Ranker, r.Overall.BM25
+			if k.R5 < bm.R5 || k.R10 < bm.R10 {
+				t.Errorf("ranker recall@5 / @10 = %.3f / %.3f, under plain BM25's %.3f / %.3f over the same nodes", k.R5, k.R10, bm.R5, bm.R10)
+			}
+			if r.Overall.Block.Empty > 0 {
+				t.Errorf("%.0f%% of the blocks are empty", 100*r.Overall.Block.Empty)
+			}
+		})
 	}
 }

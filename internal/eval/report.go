@@ -190,3 +190,130 @@ func WriteSVG(w io.Writer, r Result) error {
 func esc(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;").Replace(s)
 }
+
+// Set is one evaluation set's results: the configuration as run, and with
+// -compare the second one.
+type Set struct {
+	Name    string   `json:"set"`
+	Results []Result `json:"results"`
+}
+
+// WriteSets prints several sets side by side, one column group per set:
+// the ranker beside the reference BM25 (with a second configuration: A,
+// B and B - A), the block, and the categories of at least MinCategory
+// questions in which the ranker is under BM25 at some depth.
+func WriteSets(w io.Writer, sets []Set) {
+	compare := false
+	for _, s := range sets {
+		compare = compare || len(s.Results) > 1
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "\t")
+	for _, s := range sets {
+		if len(s.Results) == 0 {
+			continue
+		}
+		fmt.Fprintf(tw, "%s (%d)\t\t", s.Name, s.Results[0].Overall.N)
+		if compare {
+			fmt.Fprint(tw, "\t")
+		}
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprint(tw, "\t")
+	for range sets {
+		if compare {
+			fmt.Fprint(tw, "A\tB\tB-A\t")
+		} else {
+			fmt.Fprint(tw, "ranker\tbm25\t")
+		}
+	}
+	fmt.Fprintln(tw)
+	type metric struct {
+		name  string
+		get   func(Scores) float64
+		bm    func(Scores) float64 // nil: no reference value
+		digit int
+	}
+	metrics := []metric{
+		{"R@1", func(s Scores) float64 { return s.Ranker.R1 }, func(s Scores) float64 { return s.BM25.R1 }, 3},
+		{"R@5", func(s Scores) float64 { return s.Ranker.R5 }, func(s Scores) float64 { return s.BM25.R5 }, 3},
+		{"R@10", func(s Scores) float64 { return s.Ranker.R10 }, func(s Scores) float64 { return s.BM25.R10 }, 3},
+		{"R@20", func(s Scores) float64 { return s.Ranker.R20 }, func(s Scores) float64 { return s.BM25.R20 }, 3},
+		{"nDCG@10", func(s Scores) float64 { return s.Ranker.NDCG10 }, func(s Scores) float64 { return s.BM25.NDCG10 }, 3},
+		{"MRR", func(s Scores) float64 { return s.Ranker.MRR }, func(s Scores) float64 { return s.BM25.MRR }, 3},
+		{"block recall", func(s Scores) float64 { return s.Block.Recall }, nil, 3},
+		{"block tokens", func(s Scores) float64 { return s.Block.TokensMean }, nil, 0},
+		{"block tokens p95", func(s Scores) float64 { return s.Block.TokensP95 }, nil, 0},
+		{"block lines", func(s Scores) float64 { return s.Block.LinesMean }, nil, 1},
+	}
+	for _, m := range metrics {
+		fmt.Fprintf(tw, "%s\t", m.name)
+		for _, s := range sets {
+			if len(s.Results) == 0 {
+				continue
+			}
+			a := s.Results[0].Overall
+			switch {
+			case compare && len(s.Results) > 1:
+				b := s.Results[1].Overall
+				fmt.Fprintf(tw, "%.*f\t%.*f\t%+.*f\t", m.digit, m.get(a), m.digit, m.get(b), m.digit, m.get(b)-m.get(a))
+			case compare:
+				fmt.Fprintf(tw, "%.*f\t\t\t", m.digit, m.get(a))
+			case m.bm != nil:
+				fmt.Fprintf(tw, "%.*f\t%.*f\t", m.digit, m.get(a), m.digit, m.bm(a))
+			default:
+				fmt.Fprintf(tw, "%.*f\t\t", m.digit, m.get(a))
+			}
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+	var under []string
+	for _, s := range sets {
+		for _, r := range s.Results {
+			for _, u := range UnderBM25(r, MinCategory) {
+				under = append(under, fmt.Sprintf("%s %s: %s", s.Name, nameOr(r.Name), u))
+			}
+		}
+	}
+	if len(under) == 0 {
+		fmt.Fprintf(w, "\nunder plain BM25 (overall, or a category of %d+ questions, at R@1/5/10/20): none\n", MinCategory)
+		return
+	}
+	fmt.Fprintf(w, "\nunder plain BM25 (overall, or a category of %d+ questions, at R@1/5/10/20):\n", MinCategory)
+	for _, u := range under {
+		fmt.Fprintf(w, "  %s\n", u)
+	}
+}
+
+// MinCategory is the smallest category whose figures WriteSets holds to
+// the reference BM25 (a smaller one moves by a question).
+const MinCategory = 20
+
+// UnderBM25 lists where r's ranker is under the reference BM25: overall
+// and in each category of at least minN questions, at each depth
+// ("temporal R@10 0.637 < 0.639").
+func UnderBM25(r Result, minN int) []string {
+	var out []string
+	check := func(s Scores) {
+		name := s.Category
+		if name == "" {
+			name = "all"
+		}
+		for _, d := range []struct {
+			at   string
+			k, b float64
+		}{{"R@1", s.Ranker.R1, s.BM25.R1}, {"R@5", s.Ranker.R5, s.BM25.R5}, {"R@10", s.Ranker.R10, s.BM25.R10}, {"R@20", s.Ranker.R20, s.BM25.R20}} {
+			if d.k < d.b-1e-9 {
+				out = append(out, fmt.Sprintf("%s %s %.3f < %.3f", name, d.at, d.k, d.b))
+			}
+		}
+	}
+	check(r.Overall)
+	for _, c := range r.Categories {
+		if c.N >= minN {
+			check(c)
+		}
+	}
+	return out
+}

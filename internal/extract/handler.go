@@ -106,10 +106,11 @@ func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
 	}
 	if res.Busy {
 		// Not acknowledged until the turn is extracted: see ErrBusy. A
-		// transient error: the runner's backoff (1 s, doubling) finds the
-		// turn done soon after a live holder lets go, and outlasts a dead
-		// holder's lease.
-		return ErrBusy
+		// wait, not a failure (runner.Wait: handled again after 1 s
+		// doubling up to 15 s, for up to an hour, no delivery spent): it
+		// finds the turn done soon after a live holder lets go, and
+		// outlasts a dead holder's lease.
+		return runner.Wait(ErrBusy)
 	}
 	return nil
 }

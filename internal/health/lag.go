@@ -70,19 +70,33 @@ func NewLag(reg prometheus.Registerer, js jetstream.JetStream, streams ...string
 	return l, nil
 }
 
-// Refresh reads stream and consumer info once and updates the gauges;
-// consumers that disappeared are removed.
+// Refresh reads stream and consumer info once and updates the gauges. What
+// no longer exists loses its series: a consumer the server no longer lists
+// on its stream, and a stream the server says is gone (with its
+// consumers'). A stream that cannot be read for another reason (the server
+// unreachable) keeps its last values, and the error is returned.
 func (l *Lag) Refresh(ctx context.Context) error {
 	var errs []error
-	now := map[[2]string]bool{}
+	type result struct {
+		gone, failed bool
+		consumers    map[string]bool
+	}
+	res := map[string]*result{}
 	for _, name := range l.streams {
+		r := &result{consumers: map[string]bool{}}
+		res[name] = r
 		s, err := l.js.Stream(ctx, name)
-		if err != nil {
+		var si *jetstream.StreamInfo
+		if err == nil {
+			si, err = s.Info(ctx)
+		}
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			r.gone = true
 			errs = append(errs, fmt.Errorf("health: lag: stream %s: %w", name, err))
 			continue
 		}
-		si, err := s.Info(ctx)
 		if err != nil {
+			r.failed = true
 			errs = append(errs, fmt.Errorf("health: lag: stream %s: %w", name, err))
 			continue
 		}
@@ -95,29 +109,38 @@ func (l *Lag) Refresh(ctx context.Context) error {
 		l.fill.WithLabelValues(name).Set(fill)
 		lister := s.ListConsumers(ctx)
 		for ci := range lister.Info() {
-			k := [2]string{name, ci.Name}
-			now[k] = true
+			r.consumers[ci.Name] = true
 			l.pending.WithLabelValues(name, ci.Name).Set(float64(ci.NumPending))
 			l.ackPending.WithLabelValues(name, ci.Name).Set(float64(ci.NumAckPending))
 			l.redelivered.WithLabelValues(name, ci.Name).Set(float64(ci.NumRedelivered))
 			l.waiting.WithLabelValues(name, ci.Name).Set(float64(ci.NumWaiting))
 		}
 		if err := lister.Err(); err != nil && !errors.Is(err, jetstream.ErrEndOfData) {
+			r.failed = true // the list may be partial: keep what is not in it
 			errs = append(errs, fmt.Errorf("health: lag: consumers of %s: %w", name, err))
 		}
 	}
 	l.mu.Lock()
 	for k := range l.seen {
-		if !now[k] && len(errs) == 0 { // keep the old values when a read failed
-			l.pending.DeleteLabelValues(k[0], k[1])
-			l.ackPending.DeleteLabelValues(k[0], k[1])
-			l.redelivered.DeleteLabelValues(k[0], k[1])
-			l.waiting.DeleteLabelValues(k[0], k[1])
-			delete(l.seen, k)
+		r := res[k[0]]
+		if r == nil || r.failed || r.consumers[k[1]] {
+			continue
 		}
+		l.pending.DeleteLabelValues(k[0], k[1])
+		l.ackPending.DeleteLabelValues(k[0], k[1])
+		l.redelivered.DeleteLabelValues(k[0], k[1])
+		l.waiting.DeleteLabelValues(k[0], k[1])
+		delete(l.seen, k)
 	}
-	for k := range now {
-		l.seen[k] = true
+	for name, r := range res {
+		if r.gone {
+			l.messages.DeleteLabelValues(name)
+			l.bytes.DeleteLabelValues(name)
+			l.fill.DeleteLabelValues(name)
+		}
+		for c := range r.consumers {
+			l.seen[[2]string{name, c}] = true
+		}
 	}
 	l.mu.Unlock()
 	if len(errs) == 0 {

@@ -23,6 +23,7 @@ type Metrics struct {
 	paused       *prometheus.GaugeVec
 	captured     *prometheus.CounterVec
 	dlqFailed    *prometheus.CounterVec
+	dlqParked    *prometheus.CounterVec
 
 	idle prometheus.Counter
 
@@ -120,7 +121,11 @@ func NewMetrics(reg prometheus.Registerer, opts ...MetricsOption) (*Metrics, err
 		}, []string{"worker"}),
 		dlqFailed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "engram_dlq_write_failures_total",
-			Help: "Dead letters that could not be stored (ENGRAM_DLQ full or unreachable): the event was nak'ed with backoff and stays in its stream; alert when this grows.",
+			Help: "Dead letters that could be stored nowhere (ENGRAM_DLQ full or unreachable, and the store could not park them): the event was nak'ed with backoff and stays in its stream, holding its consumer's slot; alert when this grows.",
+		}, []string{"worker"}),
+		dlqParked: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "engram_dlq_parked_total",
+			Help: "Dead letters ENGRAM_DLQ refused (full or unreachable) that were parked in the store instead (the event terminated; the letter moves to the DLQ once it has room).",
 		}, []string{"worker"}),
 		idle: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "engram_idle_published_total",
@@ -156,7 +161,7 @@ func NewMetrics(reg prometheus.Registerer, opts ...MetricsOption) (*Metrics, err
 		o(m)
 	}
 	for _, c := range []prometheus.Collector{m.handled, m.failed, m.deadLettered, m.latency, m.paused,
-		m.captured, m.dlqFailed, m.idle, m.compactionRefused, m.consolidationPasses, m.consolidationMessages,
+		m.captured, m.dlqFailed, m.dlqParked, m.idle, m.compactionRefused, m.consolidationPasses, m.consolidationMessages,
 		m.llmCalls, m.llmLatency, m.llmTokens} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -173,6 +178,7 @@ func (m *Metrics) InitWorker(worker string) {
 	m.deadLettered.WithLabelValues(worker, "handler")
 	m.deadLettered.WithLabelValues(worker, "advisory")
 	m.dlqFailed.WithLabelValues(worker)
+	m.dlqParked.WithLabelValues(worker)
 	m.captured.WithLabelValues(worker)
 	m.paused.WithLabelValues(worker)
 }
@@ -201,12 +207,25 @@ func (m *Metrics) Delivered(o runner.Outcome) {
 	if o.DeadLetterFailed {
 		m.dlqFailed.WithLabelValues(o.Worker).Inc()
 	}
+	if o.Parked {
+		m.dlqParked.WithLabelValues(o.Worker).Inc()
+	}
 	if o.Result == runner.ResultDeadLettered {
 		m.deadLettered.WithLabelValues(o.Worker, "handler").Inc()
 	}
 	if o.Latency > 0 {
 		m.latency.WithLabelValues(o.Worker, typ).Observe(o.Latency.Seconds())
 	}
+}
+
+// WatchParking registers engram_dlq_parked_letters, the dead letters of p
+// waiting in the store for ENGRAM_DLQ to take them (alert when above 0 for
+// long: the DLQ is full or unreachable).
+func (m *Metrics) WatchParking(reg prometheus.Registerer, p *dlq.Parking) error {
+	return reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "engram_dlq_parked_letters",
+		Help: "Dead letters parked in the store because ENGRAM_DLQ refused them (full or unreachable), waiting to move there.",
+	}, func() float64 { return float64(p.Status().Waiting) }))
 }
 
 // Paused implements runner.Observer.

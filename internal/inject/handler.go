@@ -159,6 +159,24 @@ func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
 	return nil
 }
 
+// ReplyBy is a turn_started's reply deadline (zero for other events or
+// none): the runner's deadline for the injector (runner.WithDeadline).
+func ReplyBy(ev events.Envelope) time.Time {
+	if ts, ok := ev.Payload.(events.TurnStarted); ok {
+		return ts.ReplyBy
+	}
+	return time.Time{}
+}
+
+// Expired logs a turn_started that the runner acknowledged without calling
+// Handle because it was past its reply deadline on its first delivery
+// (nothing can have been answered or recorded for it), like a late turn
+// the handler skips.
+func (h *Handler) Expired(ev events.Envelope) {
+	h.log.Info(skipMessage, zap.String("event_id", ev.ID), zap.String("project", ev.ProjectID),
+		zap.String("session", ev.SessionID), zap.Time("reply_by", ReplyBy(ev)), zap.Bool("before_handler", true))
+}
+
 // skipMessage is logged for a turn_started that arrived after its reply
 // deadline with nothing recorded (the chaos suite reads it).
 const skipMessage = "turn_started arrived after its reply deadline; skipped"

@@ -44,9 +44,9 @@ type Config struct {
 	Hits             int           // hits asked of the ranker (24)
 	MaxStanding      int           // standing instructions per block (6)
 	LineChars        int           // characters per line of memory text (130)
-	RelativeFloor    float64       // kept hits score at least floor x best (0.5)
-	MaxRecalled      int           // recalled lines at most (12)
-	PlateauKeep      int           // lines kept when the ceiling is reached without a drop (3)
+	RelativeFloor    float64       // kept hits score at least floor x best (0.4)
+	MaxRecalled      int           // recalled lines at most (10)
+	PlateauKeep      int           // lines kept when the ceiling is reached without a drop (6)
 	MinQueryChars    int           // text channels run for queries at least this long (8)
 	AutoRecall       bool          // false: no block is built
 	CrossProject     bool          // recall memories of the tenant's other projects whose reach is anywhere
@@ -89,12 +89,13 @@ func (c Config) RankingFor(emb Embedder) memory.Ranking {
 }
 
 // Defaults returns the injector's constants: those of issue 4, with the
-// relative floor and the line length tuned on the development set with
-// `engram eval` (issue 19; see the package documentation).
+// line length tuned on the development set with `engram eval` (issue 19)
+// and the block policy (relative floor, ceiling, plateau) on both
+// development sets (issue 32; see the package documentation).
 func Defaults() Config {
 	return Config{
-		MinConfidence: 0.3, Hits: 24, MaxStanding: 6, LineChars: 130, RelativeFloor: 0.5,
-		MaxRecalled: 12, PlateauKeep: 3, MinQueryChars: 8, AutoRecall: true, CrossProject: true,
+		MinConfidence: 0.3, Hits: 24, MaxStanding: 6, LineChars: 130, RelativeFloor: 0.4,
+		MaxRecalled: 10, PlateauKeep: 6, MinQueryChars: 8, AutoRecall: true, CrossProject: true,
 		BriefingTTL: 24 * time.Hour, Ranking: Auto,
 	}
 }
@@ -175,6 +176,9 @@ type Line struct {
 
 // Render is the line as the block shows it, newline included.
 func (l Line) Render() string {
+	if len(l.Provenance) == 0 {
+		return "- [" + l.ID + "] " + l.Text + "\n"
+	}
 	return "- (" + strings.Join(l.Provenance, ", ") + ") [" + l.ID + "] " + l.Text + "\n"
 }
 
@@ -329,7 +333,7 @@ func (i *Injector) Compose(ctx context.Context, req Request) (Block, error) {
 	standingIDs := make(map[string]bool, len(standing))
 	for _, n := range standing {
 		standingIDs[n.ID] = true
-		b.Standing = append(b.Standing, Line{ID: n.ID, Text: i.LineText(&n), Provenance: memory.Provenance(&n, req.Project, req.ProjectNames)})
+		b.Standing = append(b.Standing, Line{ID: n.ID, Text: i.LineText(&n), Provenance: LineProvenance(&n, req.Project, req.ProjectNames)})
 	}
 	if skipped != "" {
 		b.Skipped = skipped
@@ -338,7 +342,7 @@ func (i *Injector) Compose(ctx context.Context, req Request) (Block, error) {
 		}
 	}
 	for _, h := range selectRecalled(hits, standingIDs, i.cfg) {
-		b.Recalled = append(b.Recalled, Line{ID: h.ID, Text: i.LineText(&h.Node), Provenance: memory.Provenance(&h.Node, req.Project, req.ProjectNames), Score: h.Score})
+		b.Recalled = append(b.Recalled, Line{ID: h.ID, Text: i.LineText(&h.Node), Provenance: LineProvenance(&h.Node, req.Project, req.ProjectNames), Score: h.Score})
 	}
 	if len(b.Standing) == 0 && len(b.Recalled) == 0 {
 		// The live check matters only here: a turn with lines has memory.
@@ -561,11 +565,31 @@ func Keep(scores []float64, cfg Config) int {
 	return kept
 }
 
+// LineProvenance is what a block line says of a memory's origin and
+// trust (memory.Provenance), less the kind when it is a plain
+// observation (most memories are: the other kinds are named), and then
+// the day it was written (memory.Written): "(2023-05-21)", "(decision,
+// any project, 2023-05-21)". The block is read weeks later: "last week"
+// in a line means nothing without it, and of two facts the later usually
+// holds.
+func LineProvenance(n *memory.Node, project string, names map[string]string) []string {
+	p := memory.Provenance(n, project, names)
+	if len(p) > 0 && p[0] == string(memory.Observation) {
+		p = p[1:]
+	}
+	if t := memory.Written(n); !t.IsZero() {
+		p = append(p, t.UTC().Format("2006-01-02"))
+	}
+	return p
+}
+
 // LineText is the label plus the first line of the body (the body's line
 // alone when there is no label), whitespace collapsed, cut to the line
-// length, then neutralised. It is neutralised before the cut as well: an
-// override phrase that straddles the cut would otherwise leave its first
-// words behind ("ignore all previous instr…").
+// length, then neutralised, and the date each relative time expression in
+// what is left means added after it (memory.DatedText, from when the
+// memory was written: "last Saturday (2023-05-20)"). It is neutralised
+// before the cut as well: an override phrase that straddles the cut would
+// otherwise leave its first words behind ("ignore all previous instr…").
 func (i *Injector) LineText(n *memory.Node) string {
 	text := strings.TrimSpace(n.Label)
 	if first, _, _ := strings.Cut(strings.TrimSpace(n.Body), "\n"); first != "" && !strings.EqualFold(strings.TrimSpace(first), text) {
@@ -579,7 +603,7 @@ func (i *Injector) LineText(n *memory.Node) string {
 		r := []rune(text)
 		text = memory.Neutralise(strings.TrimSpace(string(r[:i.cfg.LineChars-1])) + "…")
 	}
-	return text
+	return memory.DatedText(text, memory.Written(n))
 }
 
 // The fixed texts of the block.

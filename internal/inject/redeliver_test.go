@@ -123,8 +123,8 @@ func TestRedeliveredTurnAnsweredWithItsRecordedBlock(t *testing.T) {
 				t.Fatal(err)
 			}
 			got, ok := reply(10 * time.Second)
-			if !ok || !strings.Contains(got.Block, "make release") {
-				t.Fatalf("%s: first answer %v %+v", tc.turn, ok, got)
+			if !ok || !strings.Contains(got.Block, "make release") && !strings.Contains(got.Block, "argo") {
+				t.Fatalf("%s: first answer %v %+v, want a recalled deploy", tc.turn, ok, got)
 			}
 			// The record is written after the reply.
 			var rec memory.Injection

@@ -42,18 +42,18 @@ func TestSelectRecalled(t *testing.T) {
 		want     []string
 	}{
 		{name: "empty", hits: nil, want: nil},
-		{name: "floor stops at the first hit under 0.5 x best",
-			hits: hitsWithScores(1.0, 0.9, 0.51, 0.49, 0.95), want: []string{"m00", "m01", "m02"}},
-		{name: "exactly at the floor is kept", hits: hitsWithScores(1.0, 0.5, 0.3), want: []string{"m00", "m01"}},
-		{name: "plateau: twelve kept without a drop keeps three",
-			hits: hitsWithScores(flat...), want: []string{"m00", "m01", "m02"}},
-		{name: "eleven without a drop is not a plateau",
-			hits: hitsWithScores(flat[:11]...), want: ids(hitsWithScores(flat[:11]...))},
-		{name: "twelve kept then a drop is not a plateau",
-			hits: hitsWithScores(append(append([]float64{}, flat[:12]...), 0.1)...),
-			want: ids(hitsWithScores(flat[:12]...))},
+		{name: "floor stops at the first hit under 0.4 x best",
+			hits: hitsWithScores(1.0, 0.9, 0.41, 0.39, 0.95), want: []string{"m00", "m01", "m02"}},
+		{name: "exactly at the floor is kept", hits: hitsWithScores(1.0, 0.4, 0.3), want: []string{"m00", "m01"}},
+		{name: "plateau: ten kept without a drop keeps six",
+			hits: hitsWithScores(flat...), want: []string{"m00", "m01", "m02", "m03", "m04", "m05"}},
+		{name: "nine without a drop is not a plateau",
+			hits: hitsWithScores(flat[:9]...), want: ids(hitsWithScores(flat[:9]...))},
+		{name: "ten kept then a drop is not a plateau",
+			hits: hitsWithScores(append(append([]float64{}, flat[:10]...), 0.1)...),
+			want: ids(hitsWithScores(flat[:10]...))},
 		{name: "standing instructions are not repeated, floor from the best remaining",
-			hits: hitsWithScores(5.0, 1.0, 0.8, 0.4), standing: map[string]bool{"m00": true},
+			hits: hitsWithScores(5.0, 1.0, 0.8, 0.3), standing: map[string]bool{"m00": true},
 			want: []string{"m01", "m02"}},
 		{name: "low confidence hits are dropped before the floor",
 			hits: hitsWithScores(5.0, 1.0, 0.9), lowConf: []int{0}, want: []string{"m01", "m02"}},
@@ -142,14 +142,53 @@ func TestRender(t *testing.T) {
 	}
 }
 
+// A line is dated: its provenance ends with the day the memory was
+// written (an observation's kind is not named, the others are), and a
+// relative time in what the line shows is followed by the date it means
+// from that day; the line length cuts the memory's text, not the dates.
+func TestLineDates(t *testing.T) {
+	inj := &Injector{cfg: Defaults()}
+	written := time.Date(2023, 5, 25, 13, 14, 0, 0, time.UTC) // a Thursday
+	turn := memory.Node{Subkind: memory.Observation, ProjectID: "p", Confidence: 0.8, CreatedAt: written.Add(time.Hour),
+		UpdatedAt: written, Label: "Dave: I opened my car shop last week! We celebrated on Saturday."}
+	if got := inj.LineText(&turn); got != "Dave: I opened my car shop last week (~2023-05-18)! We celebrated on Saturday." {
+		t.Errorf("LineText = %q", got)
+	}
+	if got := strings.Join(LineProvenance(&turn, "p", nil), ", "); got != "2023-05-25" {
+		t.Errorf("provenance of an observation = %q, want its day alone", got)
+	}
+	rule := turn
+	rule.Subkind, rule.ProjectID = memory.Decision, ""
+	if got := strings.Join(LineProvenance(&rule, "p", nil), ", "); got != "decision, any project, 2023-05-25" {
+		t.Errorf("provenance of a global decision = %q", got)
+	}
+	l := Line{ID: "m1", Text: "x", Provenance: LineProvenance(&turn, "p", nil)}
+	if got := l.Render(); got != "- (2023-05-25) [m1] x\n" {
+		t.Errorf("Render = %q", got)
+	}
+	if got := (Line{ID: "m1", Text: "x"}).Render(); got != "- [m1] x\n" {
+		t.Errorf("Render without provenance = %q", got)
+	}
+	long := turn
+	long.Label = strings.Repeat("word ", 25) + "yesterday and more words after the cut" // cut within "yesterday"
+	got := inj.LineText(&long)
+	if !strings.HasSuffix(got, "…") || strings.Contains(got, "2023-05-24") {
+		t.Errorf("a relative time past the cut is not dated: %q", got)
+	}
+	long.Label = strings.Repeat("word ", 23) + "yesterday we met, and more words after the cut"
+	if got := inj.LineText(&long); !strings.Contains(got, "yesterday (2023-05-24)") || len([]rune(got)) <= inj.cfg.LineChars {
+		t.Errorf("a relative time before the cut is dated past the line length: %q", got)
+	}
+}
+
 func TestConfigValidate(t *testing.T) {
 	d := Defaults()
 	if err := d.Validate(); err != nil {
 		t.Fatalf("defaults invalid: %v", err)
 	}
-	// The issue's constants.
-	want := Config{MinConfidence: 0.3, Hits: 24, MaxStanding: 6, LineChars: 130, RelativeFloor: 0.5, MaxRecalled: 12,
-		PlateauKeep: 3, MinQueryChars: 8, AutoRecall: true, CrossProject: true, BriefingTTL: 24 * time.Hour, Ranking: Auto}
+	// The issue's constants, the block policy of issue 32.
+	want := Config{MinConfidence: 0.3, Hits: 24, MaxStanding: 6, LineChars: 130, RelativeFloor: 0.4, MaxRecalled: 10,
+		PlateauKeep: 6, MinQueryChars: 8, AutoRecall: true, CrossProject: true, BriefingTTL: 24 * time.Hour, Ranking: Auto}
 	if !reflect.DeepEqual(d, want) {
 		t.Errorf("Defaults() = %+v, want %+v", d, want)
 	}

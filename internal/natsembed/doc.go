@@ -18,5 +18,24 @@
 // server configured with deploy/nats/accounts.conf). Without Users the
 // server accepts anyone: tests only, or ENGRAM_INSECURE.
 //
+// # A full disk
+//
+// nats-server's file store keeps a write error: once a write to a stream's
+// files fails with "no space left on device", that stream refuses every
+// publish (the publisher gets no answer at all) until the stream is loaded
+// again, even after space has returned, while JetStream stays enabled and
+// the account looks healthy. Only the server's own health report
+// (Server.Healthz) names the write error. Server.StoreFailure reads it;
+// Server.RestartJetStream shuts JetStream down and enables it again on the
+// same store, which loads every stream and consumer from its files as a
+// process start would (clearing the error; acknowledged events are all
+// there, publishes refused meanwhile were never acknowledged, so their
+// publishers retry them; deliveries not yet acknowledged come again).
+// Server.Guard does both by itself: it checks the store every interval,
+// reports the failure (the readiness check "nats" of internal/app), waits
+// until the volume has GuardOptions.MinFree bytes free (64 MiB) and
+// restarts JetStream (at most every RetryAfter). TestGuardRecoversTheStoreAfterADiskFull
+// reproduces the real failure on a small tmpfs.
+//
 // The package does not log; pass a Logger to see the server's own messages.
 package natsembed

@@ -53,8 +53,9 @@ type Options struct {
 
 // Server is a running embedded NATS server.
 type Server struct {
-	ns   *server.Server
-	opts *server.Options // as started, for ReloadUsers
+	ns       *server.Server
+	opts     *server.Options // as started, for ReloadUsers
+	storeDir string
 }
 
 // Start starts the server and waits until it accepts connections.
@@ -136,7 +137,7 @@ func Start(o Options) (*Server, error) {
 		ns.WaitForShutdown()
 		return nil, fmt.Errorf("%w: JetStream did not start (store %s)", ErrNotReady, o.StoreDir)
 	}
-	return &Server{ns: ns, opts: base}, nil
+	return &Server{ns: ns, opts: base, storeDir: o.StoreDir}, nil
 }
 
 // ReloadUsers replaces the users the server accepts (Options.Users) while

@@ -19,25 +19,51 @@
 //     valid UTF-8), or the subject's type, project or session is not the
 //     body's (events.Subjects.Check): dead-lettered at once, the reason
 //     naming the field.
-//   - WithProcessed and the (consumer, event id) record exists: acked, the
-//     handler is not called (ResultDuplicate). After a successful handler
-//     the record is written (ttl Config.ProcessedTTL), then the message acked.
+//   - WithProcessed and the event id was handled by this consumer with the
+//     same content: acked, the handler is not called (ResultDuplicate). The
+//     records carry the SHA-256 of the decoded event (processed.go): an id
+//     handled before with other content (a publisher reusing an id for
+//     another turn, without the Nats-Msg-Id header that lets the stream drop
+//     a copy) is dead-lettered with the reason "event id reused with other
+//     content", never acknowledged and dropped. After a successful handler
+//     the records are written (ttl Config.ProcessedTTL), then the message
+//     acked.
 //   - nil: Ack.
 //   - Permanent(err), or an error wrapping events.ErrInvalidEvent: the
 //     message is copied to ENGRAM_DLQ (subject <prefix>.dlq.<consumer>, the
 //     Engram-Dlq-* headers: reason, consumer, original subject, stream,
 //     stream sequence, deliveries, original Nats-Msg-Id) and terminated
 //     (TermWithReason), in that order: Term only after the DLQ acknowledged
-//     the letter. If the letter cannot be stored (DLQ full, unreachable) the
-//     message is nak'ed with backoff instead (Outcome.DeadLetterFailed,
-//     metric engram_dlq_write_failures_total) and dead-lettered on a later
-//     delivery: nothing is lost. A letter over the server's maximum payload
-//     keeps the first bytes of the body (dlq.Letter.Truncated).
+//     the letter. If the DLQ refuses the letter (full, unreachable) and the
+//     runner has a parking (WithParking: the process's memory store, one
+//     dlq.Parking per process), the letter is parked in the store and the
+//     message terminated (Outcome.Parked, metric engram_dlq_parked_total):
+//     a poison event never holds the consumer's ack-pending slots, so valid
+//     events keep flowing while the DLQ refuses letters, and the parking
+//     moves the letters to the DLQ once it has room. Only when the letter
+//     can be stored nowhere (no parking, or the store refuses too) is the
+//     message nak'ed with backoff (Outcome.DeadLetterFailed, metric
+//     engram_dlq_write_failures_total) and dead-lettered on a later
+//     delivery: nothing is lost either way. A letter over the server's
+//     maximum payload keeps the first bytes of the body
+//     (dlq.Letter.Truncated).
 //   - Any other error (transient): NakWithDelay with Config.Backoff(delivery)
 //     = BackoffBase * 2^(delivery-1), at most BackoffMax.
 //     RetryAfter(err, d) asks for delay d instead (a token budget reset).
 //     Unavailable(err) (or an error with `Unavailable() bool` true) naks with
 //     UnavailableDelay and pauses pulling (below).
+//   - Wait(err) (or an error with `Wait() bool` true): not a failure, the
+//     event waits for another worker or another run (the transcript the
+//     extractor has not stored yet, a session another run holds). The
+//     runner keeps the message, frees its handler slot, sends InProgress
+//     while it waits, and calls the handler again after BackoffBase
+//     doubling up to Config.WaitMax (15s): no delivery is spent
+//     (ResultWaiting). A delivery that has waited Config.MaxWait (1h) in
+//     all is treated as a transient failure. Before, such waits were nak'ed
+//     with the failure backoff (up to 256 s apart, silently) and spent a
+//     delivery each: after an outage upstream the chaos suite's compactor
+//     held 13 events ack-pending for minutes with no log line, one wait
+//     away from dead-lettering valid events.
 //   - A panic is recovered, logged with its stack and is transient.
 //   - A transient failure on the last allowed delivery (delivery count ==
 //     Config.MaxDeliver, the topology consumer's MaxDeliver) is
@@ -77,12 +103,51 @@
 //
 // Config.Concurrency handlers run at once, on as many long-lived worker
 // goroutines (a worker keeps the stack a handler grew; a goroutine per
-// message would grow one each time); the runner pulls only as many
-// messages as it has free slots, so nothing sits in a client buffer while
-// its ack wait runs. Stop stops pulling and waits for the handlers in flight
-// until ctx is done, then cancels them and waits for them to return. Every
-// goroutine (pull loop, workers, heartbeats, advisory watcher) has ended
-// when Stop returns.
+// message would grow one each time). By default the runner pulls only as
+// many messages as it has free handlers, so nothing waits in the process
+// while its ack wait runs. Stop stops pulling, naks what no handler took
+// yet (for another replica), and waits for the handlers in flight until ctx
+// is done, then cancels them and waits for them to return. Every goroutine
+// (pull loop, workers, keeper, heartbeats, advisory watcher) has ended when
+// Stop returns.
+//
+// A session's events are handed to handlers one at a time, in stream order
+// (the queue keys each delivery by the tenant, project and session of its
+// subject): with two handlers the transcript worker used to store a
+// session's turns out of order now and then (t3 before t2), and events of
+// one session mostly wait for each other anyway (session leases). Other
+// sessions' events run beside them.
+//
+// # Fairness and deadlines
+//
+// A JetStream consumer delivers in stream order, so a flood from one
+// sender (the issue's 50 sessions x 1,000 turn_started) stands in front of
+// everyone else's events: 71% of other sessions' turns timed out, and the
+// stream's per-subject limit stops only one session. WithFairness makes
+// the runner hold a window of messages (the consumer's max ack pending)
+// instead of one per handler and hand them out round-robin over tenants,
+// then their projects, then their sessions (queue.go): another tenant's turn
+// is served within one round of the flood's, and one session's backlog
+// never comes before another session's next event. WithDeadline gives the
+// runner each event's deadline: a first delivery already past it is
+// acknowledged as soon as it is pulled (a decode and an ack, no store
+// work, no handler: ResultExpired), and a queued one is dropped by the
+// keeper the moment it expires, so late turns free their window slots at
+// once. "First delivery" means a delivery count of 1 and a message stored
+// after the connection's latest (re)connect: a server that restarts may
+// have lost its consumer's delivery records and deliver a message handled
+// before as a first delivery (the chaos suite caught a turn whose block was
+// recorded before a NATS kill dropped that way, its injection_ready never
+// published); every server restart makes the connection reconnect, and
+// what was stored before goes to the handler. The keeper also sends
+// InProgress for a message that waits in the window more than a third of
+// the ack wait. What the window cannot protect:
+// a flood whose turns still within their deadline outnumber the window
+// waits in the stream in front of the others' (the injector's window is
+// events.DefaultInjectorWindow, 16384 turns).
+//
+// Decoding moves to the pull loop for such a runner (the sender and the
+// deadline are in the body); the other runners decode in their handlers.
 //
 // # Observability
 //

@@ -87,3 +87,39 @@ type PanicError struct {
 }
 
 func (e *PanicError) Error() string { return fmt.Sprintf("handler panic: %v", e.Value) }
+
+// waitError marks an error as "not yet".
+type waitError struct{ err error }
+
+func (e *waitError) Error() string { return e.err.Error() }
+func (e *waitError) Unwrap() error { return e.err }
+
+// Wait marks err as "not yet": the event waits for something another worker
+// or another run does (the transcript the extractor has not stored yet, a
+// session another run holds), not for a failure to pass. The runner keeps
+// the message (InProgress while it waits, its handler slot free) and calls
+// the handler again after a short backoff (Config.WaitMax at most), so the
+// wait spends no delivery: a long outage upstream can no longer push a
+// valid event to its delivery limit and into the dead-letter stream. A wait
+// longer than Config.MaxWait in all is treated as a transient failure.
+// Wait(nil) is nil.
+//
+// An error with a method `Wait() bool` returning true is treated the same
+// way, so a handler's package can mark its errors without importing this
+// one.
+func Wait(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &waitError{err: err}
+}
+
+// IsWait reports whether err says the event must wait (Wait).
+func IsWait(err error) bool {
+	var w *waitError
+	if errors.As(err, &w) {
+		return true
+	}
+	var m interface{ Wait() bool }
+	return errors.As(err, &m) && m.Wait()
+}

@@ -110,6 +110,23 @@ func (h *harness) publish(n int) []events.Envelope {
 	return out
 }
 
+// publishSessions sends n turn_ended events, each of a session of its own
+// (the runner hands a session's events out one at a time).
+func (h *harness) publishSessions(n int) []events.Envelope {
+	h.t.Helper()
+	var out []events.Envelope
+	for i := range n {
+		e, err := h.client.PublishTurnEnded(context.Background(),
+			events.Ref{ProjectID: "proj", SessionID: fmt.Sprintf("sess%d", i), TurnID: "t"},
+			events.TurnEnded{Messages: []events.Message{{Role: events.RoleUser, Content: fmt.Sprintf("message %d", i)}}})
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
 func (h *harness) letters() []dlq.Letter {
 	h.t.Helper()
 	ls, err := dlq.NewStore(h.js, events.StreamDLQ).List(context.Background(), 0, 0)

@@ -55,6 +55,8 @@ const (
 	ResultRetried      Result = "retried"       // transient failure: nak with delay
 	ResultDeadLettered Result = "dead_lettered" // copied to the DLQ and terminated
 	ResultInterrupted  Result = "interrupted"   // shutdown cut the handler short: nak, redelivered at once
+	ResultExpired      Result = "expired"       // past its deadline on its first delivery (WithDeadline): acked, handler not called
+	ResultWaiting      Result = "waiting"       // the handler said Wait: kept, handled again later, no delivery spent
 )
 
 // Outcome describes one delivery, for metrics.
@@ -68,9 +70,14 @@ type Outcome struct {
 	Delay    time.Duration // the nak delay, for ResultRetried
 	Err      error         // the handler's (or the runner's) error, nil when acked
 	// DeadLetterFailed: the event was to be dead-lettered but its letter
-	// could not be stored (DLQ full or unreachable); it was nak'ed with
-	// backoff instead (Result is ResultRetried) and stays in the stream.
+	// could not be stored (DLQ full or unreachable, and no parking or the
+	// store refused it too); it was nak'ed with backoff instead (Result is
+	// ResultRetried) and stays in the stream.
 	DeadLetterFailed bool
+	// Parked: the DLQ refused the letter and it was parked in the store
+	// (WithParking; Result is ResultDeadLettered): the event is terminated,
+	// the letter moves to the DLQ once it has room.
+	Parked bool
 }
 
 // Observer receives what the runner does. The serve engineer adapts it to
@@ -132,6 +139,15 @@ type Config struct {
 	// handler's ctx is cancelled and the heartbeat stops (a stuck handler
 	// cannot hold its message forever); the failure is transient.
 	HandlerTimeout time.Duration
+	// WaitMax caps the delay between two calls of a handler that said
+	// Wait (the delay doubles from BackoffBase); default 15s. MaxWait bounds
+	// a delivery's waits in all; past it a Wait is a transient failure;
+	// default 1h.
+	WaitMax time.Duration
+	MaxWait time.Duration
+	// ServerClockSkew is how far the NATS server's clock may run ahead of
+	// this process's (firstDelivery); default 2s.
+	ServerClockSkew time.Duration
 	// CaptureMaxDeliveries watches the server's max-deliveries advisory;
 	// default on (set DisableCapture to turn it off).
 	DisableCapture bool
@@ -166,6 +182,9 @@ func (c *Config) setDefaults() {
 	def(&c.ProcessedTTL, 8*24*time.Hour)
 	def(&c.FetchWait, 5*time.Second)
 	def(&c.HandlerTimeout, 15*time.Minute)
+	def(&c.ServerClockSkew, 2*time.Second)
+	def(&c.WaitMax, 15*time.Second)
+	def(&c.MaxWait, time.Hour)
 }
 
 // Validate lists every problem of the configuration (after defaults).
@@ -187,7 +206,8 @@ func (c Config) Validate() error {
 	}
 	for name, d := range map[string]time.Duration{"backoff base": c.BackoffBase, "backoff max": c.BackoffMax,
 		"unavailable delay": c.UnavailableDelay, "gate interval": c.GateInterval,
-		"processed ttl": c.ProcessedTTL, "fetch wait": c.FetchWait, "handler timeout": c.HandlerTimeout} {
+		"processed ttl": c.ProcessedTTL, "fetch wait": c.FetchWait, "handler timeout": c.HandlerTimeout, "server clock skew": c.ServerClockSkew,
+		"wait max": c.WaitMax, "max wait": c.MaxWait} {
 		if d < 0 {
 			bad("%s %v is negative", name, d)
 		}
@@ -229,16 +249,62 @@ func WithProcessed(p Processed) Option { return func(r *Runner) { r.processed = 
 // WithObserver reports outcomes, pauses and captures.
 func WithObserver(o Observer) Option { return func(r *Runner) { r.obs = o } }
 
+// WithFairness makes the runner hold up to window messages (0: the
+// consumer's MaxAckPending) instead of one per handler, and hand them to
+// its handlers fairly across senders: round-robin over tenants, then their
+// projects, then their sessions, oldest first within a session (see
+// queue). A flood from one sender then waits behind everyone else's next
+// event instead of the other way round. Messages held longer than a third
+// of the ack wait are kept alive (InProgress).
+func WithFairness(window int) Option {
+	return func(r *Runner) { r.fair, r.window = true, window }
+}
+
+// WithDeadline gives the runner each event's deadline (zero: none): an
+// event past it on its first delivery is acknowledged without calling the
+// handler (ResultExpired), as soon as it is pulled or while it waits in
+// the queue, before any store work; expired reports each (may be nil). A
+// redelivery goes to the handler even when late: an earlier delivery may
+// have done part of the work. The injector's deadline is the turn's reply
+// deadline: a platform that went on without memory needs no block.
+func WithDeadline(deadline func(events.Envelope) time.Time, expired func(events.Envelope)) Option {
+	return func(r *Runner) { r.deadline, r.onExpired = deadline, expired }
+}
+
+// WithParking stores dead letters through p (one per process): a letter
+// the DLQ refuses is parked in the store and the event terminated, so a
+// poison event never holds the consumer's ack-pending slots while the DLQ
+// is full or unreachable. Without it such an event is nak'ed with backoff
+// and stays in the stream (holding its slot) until the DLQ takes its
+// letter.
+func WithParking(p *dlq.Parking) Option { return func(r *Runner) { r.parking = p } }
+
 // Runner pulls one durable consumer and runs a handler on each message.
 type Runner struct {
-	js        jetstream.JetStream
-	cfg       Config
-	h         Handler
-	log       *zap.Logger
-	gates     []Gate
-	processed Processed
-	obs       Observer
-	dlq       *dlq.Writer
+	js         jetstream.JetStream
+	cfg        Config
+	h          Handler
+	log        *zap.Logger
+	gates      []Gate
+	processed  Processed
+	obs        Observer
+	dlq        *dlq.Writer
+	parking    *dlq.Parking
+	fair       bool
+	window     int // messages held at once (queued + handled); 0 until Start
+	deadline   func(events.Envelope) time.Time
+	onExpired  func(events.Envelope)
+	queue      *queue
+	keeperDone chan struct{}
+	// Deliveries whose handler said Wait, until they are due again (the
+	// keeper queues them; they hold no window slot meanwhile).
+	waitMu  sync.Mutex
+	waiting []*delivery
+	// The connection's reconnects as last seen, and when they were seen
+	// to change (firstDelivery).
+	epochMu    sync.Mutex
+	reconnects uint64
+	epoch      time.Time
 
 	cons       jetstream.Consumer
 	ackWait    time.Duration
@@ -255,10 +321,9 @@ type Runner struct {
 	// goroutine per message: a handler's call chain (store client, JSON)
 	// outgrows a new goroutine's stack, and a worker keeps the stack it
 	// grew (on a Redis turn of the injector benchmark, stack growth fell
-	// from 5.2% to 3.8% of the process' CPU). Stop closes work once the
-	// loop has ended and waits for the workers: every message handed over
-	// has then been handled.
-	work    chan jetstream.Msg
+	// from 5.2% to 3.8% of the process' CPU). The loop puts what it pulls
+	// in queue; workers take from it. Stop closes the queue once the loop
+	// has ended, naks what no worker took, and waits for the workers.
 	workers sync.WaitGroup
 
 	mu          sync.Mutex
@@ -288,7 +353,11 @@ func New(js jetstream.JetStream, cfg Config, h Handler, opts ...Option) (*Runner
 		o(r)
 	}
 	r.log = r.log.With(zap.String("worker", cfg.Consumer))
-	r.dlq = dlq.NewWriter(js, cfg.Subjects)
+	if r.parking != nil {
+		r.dlq = r.parking.Writer()
+	} else {
+		r.dlq = dlq.NewWriter(js, cfg.Subjects)
+	}
 	return r, nil
 }
 
@@ -342,22 +411,152 @@ func (r *Runner) start(ctx context.Context) error {
 		}
 		r.watcher = w
 	}
-	r.sem = make(chan struct{}, r.cfg.Concurrency)
+	switch {
+	case !r.fair:
+		r.window = r.cfg.Concurrency // pull only for a free handler
+	case r.window <= 0:
+		r.window = info.Config.MaxAckPending
+	}
+	r.window = max(r.window, r.cfg.Concurrency)
+	r.sem = make(chan struct{}, r.window)
+	r.queue = newQueue(r.fair)
+	r.reconnects, r.epoch = r.js.Conn().Stats().Reconnects, time.Now()
 	r.pullCtx, r.stopPull = context.WithCancel(context.Background())
 	r.handlerCtx, r.cancelWork = context.WithCancel(context.Background())
 	r.loopDone = make(chan struct{})
-	// Buffered to the slots: the loop never waits for a worker to come
-	// back from releasing its slot.
-	r.work = make(chan jetstream.Msg, r.cfg.Concurrency)
 	for range r.cfg.Concurrency {
 		r.workers.Go(func() {
-			for msg := range r.work {
-				r.handle(msg)
+			for {
+				d, ok := r.queue.pop()
+				if !ok {
+					return
+				}
+				if d.expired(time.Now()) {
+					r.expire(d)
+				} else {
+					r.handle(d)
+				}
+				r.queue.release(d)
 			}
 		})
 	}
+	r.keeperDone = make(chan struct{})
+	go r.keeper()
 	go r.loop()
 	return nil
+}
+
+// keeper drops queued events that pass their deadline and keeps alive the
+// ones that wait long, until the loop ends.
+func (r *Runner) keeper() {
+	defer close(r.keeperDone)
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	keepAlive := max(r.ackWait/3, 10*time.Millisecond)
+	lastAlive := time.Now()
+	for {
+		select {
+		case <-r.pullCtx.Done():
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		r.noteReconnects(now)
+		if r.deadline != nil {
+			for _, d := range r.queue.purge(now) {
+				r.expire(d)
+			}
+		}
+		r.requeueDue(now)
+		if now.Sub(lastAlive) >= keepAlive/2 {
+			lastAlive = now
+			stale := append(r.queue.stale(now.Add(-keepAlive), now), r.staleWaiting(now.Add(-keepAlive), now)...)
+			for _, d := range stale {
+				if err := d.msg.InProgress(); err != nil {
+					r.log.Debug("in-progress of a held message failed", zap.Error(err))
+				}
+			}
+		}
+	}
+}
+
+// wait keeps a delivery whose handler said Wait; its slot is freed (by
+// handle) and it comes back slotless when the keeper queues it again.
+func (r *Runner) wait(d *delivery, herr error, o *Outcome) {
+	now := time.Now()
+	if d.waitSince.IsZero() {
+		d.waitSince = now
+	}
+	d.waits++
+	delay := r.cfg.BackoffBase
+	for i := 1; i < d.waits && delay < r.cfg.WaitMax; i++ {
+		delay *= 2
+	}
+	delay = min(delay, r.cfg.WaitMax)
+	d.due, d.queued, d.slotless = now.Add(delay), now, true
+	o.Result, o.Delay = ResultWaiting, delay
+	lvl := zap.DebugLevel
+	if waited := now.Sub(d.waitSince); waited >= time.Minute && waited-delay < time.Minute {
+		lvl = zap.WarnLevel // once, when the wait passes a minute
+	}
+	if ce := r.log.Check(lvl, "event waits"); ce != nil {
+		ce.Write(zap.String("event_id", o.EventID), zap.Uint64("stream_seq", d.meta.Sequence.Stream),
+			zap.Duration("waited", now.Sub(d.waitSince)), zap.Duration("next", delay), zap.Error(herr))
+	}
+	r.waitMu.Lock()
+	r.waiting = append(r.waiting, d)
+	r.waitMu.Unlock()
+}
+
+// requeueDue queues the waiting deliveries that are due. They hold no
+// window slot (slotless): the window bounds what is pulled, and a waiting
+// message was pulled already (the consumer's max ack pending still bounds
+// everything held).
+func (r *Runner) requeueDue(now time.Time) {
+	r.waitMu.Lock()
+	defer r.waitMu.Unlock()
+	keep := r.waiting[:0]
+	for _, d := range r.waiting {
+		if now.Before(d.due) {
+			keep = append(keep, d)
+			continue
+		}
+		r.queue.push(d)
+	}
+	clear(r.waiting[len(keep):])
+	r.waiting = keep
+}
+
+// staleWaiting returns the waiting deliveries last kept alive before
+// cutoff, marked kept alive at now.
+func (r *Runner) staleWaiting(cutoff, now time.Time) []*delivery {
+	r.waitMu.Lock()
+	defer r.waitMu.Unlock()
+	var out []*delivery
+	for _, d := range r.waiting {
+		if d.queued.Before(cutoff) {
+			d.queued = now
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// expire acknowledges an event past its deadline on its first delivery
+// without calling the handler, and frees its slot.
+func (r *Runner) expire(d *delivery) {
+	if !d.slotless {
+		defer func() { <-r.sem }()
+	}
+	o := Outcome{Worker: r.cfg.Consumer, Type: d.ev.Type, EventID: d.ev.ID, Result: ResultExpired, Delivery: d.meta.NumDelivered}
+	if err := d.msg.Ack(); err != nil {
+		o.Err = fmt.Errorf("runner: ack: %w", err)
+		r.log.Warn("ack failed", zap.Error(err), zap.String("event_id", d.ev.ID))
+	}
+	if r.onExpired != nil {
+		r.onExpired(d.ev)
+	}
+	r.obs.Delivered(o)
 }
 
 // Stop stops pulling and waits for the handlers in flight until ctx is
@@ -375,7 +574,28 @@ func (r *Runner) Stop(ctx context.Context) error {
 		}
 		r.stopPull()
 		<-r.loopDone
-		close(r.work) // the loop sends no more; workers end after their messages
+		if r.keeperDone != nil {
+			<-r.keeperDone
+		}
+		// Nothing more is queued. What no worker took yet goes back to
+		// the stream at once, for another replica (or the next start).
+		for _, d := range r.queue.drain() {
+			if err := d.msg.Nak(); err != nil {
+				r.log.Debug("nak of a queued message failed", zap.Error(err))
+			}
+			if !d.slotless {
+				<-r.sem
+			}
+		}
+		r.waitMu.Lock()
+		for _, d := range r.waiting { // they hold no slot
+			if err := d.msg.Nak(); err != nil {
+				r.log.Debug("nak of a waiting message failed", zap.Error(err))
+			}
+		}
+		r.waiting = nil
+		r.waitMu.Unlock()
+		r.queue.close()
 		done := make(chan struct{})
 		go func() { r.workers.Wait(); close(done) }()
 		select {
@@ -398,14 +618,24 @@ type Status struct {
 	Running  bool
 	Paused   bool
 	Cause    error // why paused
-	InFlight int
+	InFlight int   // handlers running
+	Queued   int   // pulled, waiting for a handler (WithFairness)
+	Waiting  int   // held after their handler said Wait
 }
 
 // Status returns the runner's state (for readiness and `engram status`).
 func (r *Runner) Status() Status {
+	queued := 0
+	if r.queue != nil {
+		queued = r.queue.len()
+	}
+	r.waitMu.Lock()
+	waiting := len(r.waiting)
+	r.waitMu.Unlock()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return Status{Running: r.started && !r.stopped, Paused: r.paused, Cause: r.pauseCause, InFlight: r.runningWork}
+	return Status{Running: r.started && !r.stopped, Paused: r.paused, Cause: r.pauseCause, InFlight: r.runningWork,
+		Queued: queued, Waiting: waiting}
 }
 
 // loop pulls while the gates are ready and a handler slot is free.
@@ -425,7 +655,7 @@ func (r *Runner) loop() {
 		}
 		n := 1
 	fill:
-		for n < r.cfg.Concurrency {
+		for n < r.window {
 			select {
 			case r.sem <- struct{}{}:
 				n++
@@ -467,7 +697,7 @@ func (r *Runner) fetch(n int) (int, error) {
 	got := 0
 	for msg := range batch.Messages() {
 		got++
-		r.work <- msg
+		r.intake(msg)
 	}
 	if err := batch.Error(); err != nil && fctx.Err() == nil &&
 		!errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) &&
@@ -569,9 +799,88 @@ func (r *Runner) sleep(d time.Duration) bool {
 	}
 }
 
+// intake queues a pulled message. When the runner schedules fairly or
+// knows deadlines it decodes the message first (the sender and the
+// deadline are in the body), and an event already past its deadline is
+// acknowledged at once: a flood of late turns costs a decode and an ack
+// each, no store work and no place in the queue.
+func (r *Runner) intake(msg jetstream.Msg) {
+	d := &delivery{msg: msg, queued: time.Now(), from: r.senderOf(msg.Subject())}
+	d.meta, d.metaErr = msg.Metadata()
+	if d.metaErr == nil && (r.fair || r.deadline != nil) {
+		d.first = r.firstDelivery(d.meta, d.queued)
+		r.decode(d)
+		if d.evErr == nil && r.deadline != nil {
+			d.deadline = r.deadline(d.ev)
+			if d.expired(d.queued) {
+				r.expire(d)
+				return
+			}
+		}
+	}
+	r.queue.push(d)
+}
+
+// firstDelivery reports whether nothing can have been done for a message
+// yet: its first delivery, stored after this connection's latest
+// (re)connect. The delivery count alone is not enough: a server that
+// restarts (kill -9, or the embedded store's recovery, which forces a
+// reconnect) may have lost its consumer state and deliver a message handled
+// before as a first delivery; the chaos suite saw a turn whose block was
+// recorded before a NATS kill come back with delivery count 1 and, dropped
+// as late, never get its injection_ready. Every server restart makes this
+// connection reconnect, so a message stored after the latest (re)connect
+// (Config.ServerClockSkew later, for the server's clock) was delivered only
+// by the server that counts its deliveries now; what was stored before the
+// runner started goes to the handler too. Called from the loop goroutine
+// only.
+func (r *Runner) firstDelivery(meta *jetstream.MsgMetadata, now time.Time) bool {
+	if meta.NumDelivered != 1 {
+		return false
+	}
+	epoch := r.noteReconnects(now)
+	return meta.Timestamp.After(epoch.Add(r.cfg.ServerClockSkew))
+}
+
+// noteReconnects moves the epoch to now when the connection reconnected
+// since the last look, and returns it. The keeper looks every 50 ms, so the
+// epoch follows a reconnect closely even while nothing is pulled.
+func (r *Runner) noteReconnects(now time.Time) time.Time {
+	n := r.js.Conn().Stats().Reconnects
+	r.epochMu.Lock()
+	defer r.epochMu.Unlock()
+	if n != r.reconnects {
+		r.reconnects, r.epoch = n, now
+	}
+	return r.epoch
+}
+
+// senderOf is the tenant, project and session a subject names; a subject
+// that does not parse is a sender of its own.
+func (r *Runner) senderOf(subject string) sender {
+	a, err := r.cfg.Subjects.Parse(subject)
+	if err != nil {
+		return sender{"\x00unparsable"}
+	}
+	return sender{a.TenantID, a.ProjectID, a.SessionID}
+}
+
+// decode reads the event and checks it against its subject.
+func (r *Runner) decode(d *delivery) {
+	d.decoded = true
+	d.ev, d.evErr = events.Decode(d.msg.Data())
+	if d.evErr == nil {
+		// The subject is what the bus's permissions vouch for; the body
+		// must say the same (type, project, session).
+		d.evErr = r.cfg.Subjects.Check(d.msg.Subject(), d.ev)
+	}
+}
+
 // handle runs one message to its outcome and frees its slot.
-func (r *Runner) handle(msg jetstream.Msg) {
-	defer func() { <-r.sem }()
+func (r *Runner) handle(d *delivery) {
+	if !d.slotless {
+		defer func() { <-r.sem }()
+	}
 	r.mu.Lock()
 	r.runningWork++
 	r.mu.Unlock()
@@ -581,8 +890,9 @@ func (r *Runner) handle(msg jetstream.Msg) {
 		r.mu.Unlock()
 	}()
 
+	msg := d.msg
 	o := Outcome{Worker: r.cfg.Consumer}
-	meta, err := msg.Metadata()
+	meta, err := d.meta, d.metaErr
 	if err != nil {
 		// Not a JetStream message: nothing to ack.
 		o.Result, o.Err = ResultRetried, fmt.Errorf("runner: message metadata: %w", err)
@@ -592,12 +902,10 @@ func (r *Runner) handle(msg jetstream.Msg) {
 	}
 	o.Delivery = meta.NumDelivered
 
-	ev, err := events.Decode(msg.Data())
-	if err == nil {
-		// The subject is what the bus's permissions vouch for; the body
-		// must say the same (type, project, session).
-		err = r.cfg.Subjects.Check(msg.Subject(), ev)
+	if !d.decoded {
+		r.decode(d)
 	}
+	ev, err := d.ev, d.evErr
 	if err != nil {
 		o.Err = err
 		r.deadLetter(msg, meta, "invalid event: "+err.Error(), &o)
@@ -607,20 +915,33 @@ func (r *Runner) handle(msg jetstream.Msg) {
 	o.Type, o.EventID = ev.Type, ev.ID
 
 	ctx := r.handlerCtx
+	var digest string
 	if r.processed != nil {
-		done, err := r.processed.EventProcessed(ctx, projectOf(ev), r.cfg.Consumer, ev.ID)
+		if digest, err = digestOf(ev); err != nil {
+			o.Err = err
+			r.deadLetter(msg, meta, "invalid event: "+err.Error(), &o)
+			r.obs.Delivered(o)
+			return
+		}
+		state, err := r.lookup(ctx, ev.ID, digest, projectOf(ev))
 		if err != nil {
 			o.Err = fmt.Errorf("runner: processed-event lookup: %w", err)
 			r.retry(msg, meta, o.Err, &o)
 			r.obs.Delivered(o)
 			return
 		}
-		if done {
+		if state == seenOther {
+			// Acknowledging it would drop a turn nobody handled.
+			o.Err = fmt.Errorf("runner: event id %q reused: this consumer handled an event with that id and other content", ev.ID)
+			r.deadLetter(msg, meta, fmt.Sprintf("event id reused with other content: %s handled an event with id %q before, "+
+				"and this one differs (a publisher must give every event its own id; republish this one with a new id)",
+				r.cfg.Consumer, ev.ID), &o)
+			r.obs.Delivered(o)
+			return
+		}
+		if state == seenSame {
 			o.Result = ResultDuplicate
-			if err := msg.Ack(); err != nil {
-				o.Err = fmt.Errorf("runner: ack: %w", err)
-				r.log.Warn("ack failed", zap.Error(err), zap.String("event_id", ev.ID))
-			}
+			r.ackDuplicate(msg, meta, ev, &o)
 			r.obs.Delivered(o)
 			return
 		}
@@ -647,7 +968,7 @@ func (r *Runner) handle(msg jetstream.Msg) {
 		o.Result = ResultAcked
 		if r.processed != nil {
 			mctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			if err := r.processed.MarkEventProcessed(mctx, projectOf(ev), r.cfg.Consumer, ev.ID, r.cfg.ProcessedTTL); err != nil {
+			if err := r.mark(mctx, ev.ID, digest, projectOf(ev)); err != nil {
 				// The effects are done; a redelivery would rely on the
 				// handler's own idempotency. Ack anyway.
 				o.Err = fmt.Errorf("runner: mark processed: %w", err)
@@ -666,6 +987,8 @@ func (r *Runner) handle(msg jetstream.Msg) {
 		if err := msg.Nak(); err != nil {
 			r.log.Warn("nak failed", zap.Error(err), zap.String("event_id", ev.ID))
 		}
+	case IsWait(herr) && (d.waitSince.IsZero() || time.Since(d.waitSince) < r.cfg.MaxWait) && r.pullCtx.Err() == nil:
+		r.wait(d, herr, &o)
 	default:
 		r.retry(msg, meta, herr, &o)
 	}
@@ -710,6 +1033,35 @@ func (r *Runner) call(ctx context.Context, msg jetstream.Msg, ev events.Envelope
 	return r.h(ctx, ev)
 }
 
+// ackDuplicate acks an event this consumer already handled. A first
+// delivery is acked like any other. A redelivery of a handled event means
+// an earlier ack did not take (lost with a connection, or refused by a
+// server whose state went back after a restart): its ack waits for the
+// server's confirmation, and one that is not confirmed is logged as an
+// error, so that a processed event the server keeps redelivering is never
+// silent; past the delivery limit each one is logged too.
+func (r *Runner) ackDuplicate(msg jetstream.Msg, meta *jetstream.MsgMetadata, ev events.Envelope, o *Outcome) {
+	fields := []zap.Field{zap.String("event_id", ev.ID), zap.Uint64("stream_seq", meta.Sequence.Stream),
+		zap.Uint64("delivery", meta.NumDelivered)}
+	if meta.NumDelivered <= 1 {
+		if err := msg.Ack(); err != nil {
+			o.Err = fmt.Errorf("runner: ack: %w", err)
+			r.log.Warn("ack failed", append(fields, zap.Error(err))...)
+		}
+		return
+	}
+	if r.maxDeliver > 0 && meta.NumDelivered > uint64(r.maxDeliver) {
+		r.log.Warn("an event already handled is delivered again past the delivery limit: its earlier acks did not take; acking it again",
+			append(fields, zap.Int("limit", r.maxDeliver))...)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := msg.DoubleAck(ctx); err != nil {
+		o.Err = fmt.Errorf("runner: ack not confirmed: %w", err)
+		r.log.Error("the server did not confirm the ack of an event already handled: it will deliver it again", append(fields, zap.Error(err))...)
+	}
+}
+
 // retry naks a transient failure with its delay, or dead-letters it on the
 // last allowed delivery.
 func (r *Runner) retry(msg jetstream.Msg, meta *jetstream.MsgMetadata, herr error, o *Outcome) {
@@ -727,6 +1079,18 @@ func (r *Runner) retry(msg jetstream.Msg, meta *jetstream.MsgMetadata, herr erro
 		r.pauseFor(herr)
 	}
 	o.Result, o.Delay = ResultRetried, delay
+	// A retry is silent while it is young and short: an event that keeps
+	// failing, or waits long, is logged, so that events held in the
+	// consumer's ack-pending set (a nak'ed event stays there until its
+	// redelivery) always have a line that says why.
+	lvl := zap.DebugLevel
+	if meta.NumDelivered >= 3 || delay >= 30*time.Second {
+		lvl = zap.WarnLevel
+	}
+	if ce := r.log.Check(lvl, "event retried"); ce != nil {
+		ce.Write(zap.String("event_id", o.EventID), zap.Uint64("stream_seq", meta.Sequence.Stream),
+			zap.Uint64("delivery", meta.NumDelivered), zap.Int("limit", r.maxDeliver), zap.Duration("delay", delay), zap.Error(herr))
+	}
 	if err := msg.NakWithDelay(delay); err != nil {
 		r.log.Warn("nak failed", zap.Error(err), zap.String("event_id", o.EventID))
 	}
@@ -754,7 +1118,13 @@ func (r *Runner) deadLetter(msg jetstream.Msg, meta *jetstream.MsgMetadata, reas
 		Header:     msg.Headers(),
 		Data:       msg.Data(),
 	}
-	if err := r.dlq.Put(ctx, l); err != nil {
+	var err error
+	if r.parking != nil {
+		o.Parked, err = r.parking.Put(ctx, l)
+	} else {
+		err = r.dlq.Put(ctx, l)
+	}
+	if err != nil {
 		delay := r.cfg.Backoff(meta.NumDelivered)
 		o.Result, o.Delay, o.DeadLetterFailed = ResultRetried, delay, true
 		o.Err = errors.Join(o.Err, err)
@@ -766,7 +1136,11 @@ func (r *Runner) deadLetter(msg jetstream.Msg, meta *jetstream.MsgMetadata, reas
 		return
 	}
 	o.Result = ResultDeadLettered
-	r.log.Warn("event dead-lettered", zap.String("reason", reason), zap.Uint64("stream_seq", meta.Sequence.Stream),
+	what := "event dead-lettered"
+	if o.Parked {
+		what = "event dead-lettered; ENGRAM_DLQ refuses letters, so its letter is parked in the store until it has room"
+	}
+	r.log.Warn(what, zap.String("reason", reason), zap.Uint64("stream_seq", meta.Sequence.Stream),
 		zap.Uint64("delivery", meta.NumDelivered), zap.String("event_id", o.EventID))
 	if err := msg.TermWithReason(clipReason(reason)); err != nil {
 		r.log.Warn("term failed", zap.Error(err))

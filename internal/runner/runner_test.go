@@ -3,6 +3,7 @@ package runner_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -236,11 +237,11 @@ func TestProcessedRecordSkipsAndMarks(t *testing.T) {
 	if h.obs.count(runner.ResultDuplicate) != 1 || h.obs.count(runner.ResultAcked) != 1 || calls.Load() != 1 {
 		t.Fatalf("outcomes %+v calls %d", h.obs.all(), calls.Load())
 	}
-	if done, _ := store.EventProcessed(context.Background(), memory.ProjectRef{Project: "proj"}, events.ConsumerExtractor, evOther.ID); !done {
+	if done, _ := store.EventProcessed(context.Background(), memory.ProjectRef{Project: "proj"}, events.ConsumerExtractor+"/seen", evOther.ID); !done {
 		t.Fatal("success not recorded")
 	}
 	store.mu.Lock()
-	ttl := store.done[store.key(memory.ProjectRef{Project: "proj"}, events.ConsumerExtractor, evOther.ID)]
+	ttl := store.done[store.key(memory.ProjectRef{Project: "proj"}, events.ConsumerExtractor+"/seen", evOther.ID)]
 	store.mu.Unlock()
 	if ttl != time.Hour {
 		t.Fatalf("ttl %v", ttl)
@@ -334,7 +335,7 @@ func TestConcurrency(t *testing.T) {
 			return ctx.Err()
 		}
 	})
-	h.publish(7)
+	h.publishSessions(7)
 	eventually(t, "3 running", func() bool { return running.Load() == 3 })
 	// The runner pulls only for free slots: 4 wait in the stream, none are
 	// held by this client.
@@ -367,7 +368,7 @@ func TestGracefulDrain(t *testing.T) {
 	if err := r.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	h.publish(2)
+	h.publishSessions(2)
 	eventually(t, "2 in flight", func() bool { return started.Load() == 2 })
 	stopped := make(chan error, 1)
 	go func() {
@@ -707,4 +708,52 @@ func TestInjectThroughRunner(t *testing.T) {
 	// Back up: the late turn_started is handled (no reply: past reply_by).
 	down.Store(false)
 	eventually(t, "late event settled", func() bool { return h.obs.count(runner.ResultAcked) == 2 })
+}
+
+// A session's events are handled one at a time, in stream order, however
+// many handlers run: with two handlers a worker used to store a session's
+// turns out of order now and then (t3 before t2), which the first-hour test
+// caught as a summary over the wrong messages. Other sessions' events run
+// beside them.
+func TestSessionEventsInStreamOrder(t *testing.T) {
+	h := newHarness(t, nil)
+	cfg := h.config()
+	cfg.Concurrency = 3
+	var mu sync.Mutex
+	var order []string
+	inSession := map[string]int{}
+	overlap := false
+	h.start(cfg, func(_ context.Context, ev events.Envelope) error {
+		mu.Lock()
+		inSession[ev.SessionID]++
+		if inSession[ev.SessionID] > 1 {
+			overlap = true
+		}
+		order = append(order, ev.SessionID+"/"+ev.TurnID)
+		mu.Unlock()
+		time.Sleep(5 * time.Millisecond) // long enough for the others to try
+		mu.Lock()
+		inSession[ev.SessionID]--
+		mu.Unlock()
+		return nil
+	})
+	h.publish(8) // one session: sess/t0..t7
+	h.publishSessions(4)
+	eventually(t, "all acked", func() bool { return h.obs.count(runner.ResultAcked) == 12 })
+	mu.Lock()
+	defer mu.Unlock()
+	if overlap {
+		t.Fatal("two events of one session in handlers at once")
+	}
+	var same []string
+	for _, o := range order {
+		if strings.HasPrefix(o, "sess/") {
+			same = append(same, o)
+		}
+	}
+	for i, o := range same {
+		if o != fmt.Sprintf("sess/t%d", i) {
+			t.Fatalf("the session's events out of stream order: %v", same)
+		}
+	}
 }

@@ -44,6 +44,11 @@ const (
 // DefaultInjectTimeout is how long Inject waits for the memory block.
 const DefaultInjectTimeout = 1500 * time.Millisecond
 
+// DefaultPublishAttemptTimeout bounds one attempt of Publish: how long it
+// waits for the stream's acknowledgement before it sends the event again
+// (see Publish).
+const DefaultPublishAttemptTimeout = 5 * time.Second
+
 // ErrEventTooLarge is returned by Publish for an input event whose body is over
 // the client's maximum event size (DefaultMaxEventBytes unless
 // WithMaxEventBytes): nothing is sent. Shorten the event (a turn's
@@ -62,6 +67,8 @@ type Client struct {
 	subjects      Subjects
 	injectTimeout time.Duration
 	maxEvent      int // body bytes; <= 0: unlimited
+	// publishAttempt bounds one publish request (Publish).
+	publishAttempt time.Duration
 	// contextTimeout bounds one page of Context (context.go).
 	contextTimeout time.Duration
 	replies        replies
@@ -198,6 +205,13 @@ func WithInjectTimeout(d time.Duration) ClientOption {
 	return func(c *Client) { c.injectTimeout = d }
 }
 
+// WithPublishAttemptTimeout sets how long one attempt of Publish waits for
+// the stream's acknowledgement before it sends the event again (default
+// DefaultPublishAttemptTimeout).
+func WithPublishAttemptTimeout(d time.Duration) ClientOption {
+	return func(c *Client) { c.publishAttempt = d }
+}
+
 // WithMaxEventBytes sets the largest event body Publish sends (default
 // DefaultMaxEventBytes; -1: no client-side limit). Match the deployment's
 // ENGRAM_MAX_EVENT_BYTES: ENGRAM_IN refuses bigger events anyway.
@@ -217,7 +231,7 @@ func NewClient(nc *nats.Conn, opts ...ClientOption) (*Client, error) {
 		return nil, errors.New("events: NewClient: nil connection")
 	}
 	c := &Client{nc: nc, injectTimeout: DefaultInjectTimeout, contextTimeout: DefaultContextTimeout,
-		maxEvent: DefaultMaxEventBytes}
+		maxEvent: DefaultMaxEventBytes, publishAttempt: DefaultPublishAttemptTimeout}
 	for _, o := range opts {
 		o(c)
 	}
@@ -229,6 +243,9 @@ func NewClient(nc *nats.Conn, opts ...ClientOption) (*Client, error) {
 	}
 	if c.injectTimeout <= 0 {
 		return nil, fmt.Errorf("events: inject timeout %v must be positive", c.injectTimeout)
+	}
+	if c.publishAttempt <= 0 {
+		return nil, fmt.Errorf("events: publish attempt timeout %v must be positive", c.publishAttempt)
 	}
 	if c.contextTimeout <= 0 {
 		return nil, fmt.Errorf("events: context timeout %v must be positive", c.contextTimeout)
@@ -276,6 +293,15 @@ func (s Subjects) Msg(e Envelope) (*nats.Msg, error) {
 // event size is refused before sending (ErrEventTooLarge). When ENGRAM_IN
 // refuses the event (full, or its subject holds the per-subject maximum)
 // the error says so; the event was not stored.
+//
+// One attempt waits at most the publish attempt timeout
+// (WithPublishAttemptTimeout) for the acknowledgement; unanswered, the
+// event is sent again, with the same id, until ctx ends. A request or its
+// acknowledgement can be lost for good when the server it went through is
+// killed or the stream's leader changes under it (a NATS cluster losing a
+// node): waiting for it until ctx ended held a worker's event, and its
+// session's lease, for the handler's whole deadline (the chaos suite's
+// clustered run). Any other error is returned at once.
 func (c *Client) Publish(ctx context.Context, e Envelope) error {
 	m, err := c.subjects.Msg(e)
 	if err != nil {
@@ -284,10 +310,18 @@ func (c *Client) Publish(ctx context.Context, e Envelope) error {
 	if c.maxEvent > 0 && e.Type.IsInput() && len(m.Data) > c.maxEvent {
 		return fmt.Errorf("%w: %s %s is %d bytes, the maximum is %d", ErrEventTooLarge, e.Type, e.ID, len(m.Data), c.maxEvent)
 	}
-	if _, err := c.js.PublishMsg(ctx, m); err != nil {
+	for {
+		actx, cancel := context.WithTimeout(ctx, c.publishAttempt)
+		_, err := c.js.PublishMsg(actx, m)
+		cancel()
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
+			continue // the attempt went unanswered: send it again
+		}
 		return fmt.Errorf("events: publish %s %s: %w", e.Type, e.ID, err)
 	}
-	return nil
 }
 
 // PublishTurnStarted publishes a turn_started event and returns it.

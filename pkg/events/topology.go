@@ -87,6 +87,12 @@ const (
 	// DefaultMaxMsgsPerSubject bounds the events kept per subject (one
 	// event type of one session) in ENGRAM_IN: 1000.
 	DefaultMaxMsgsPerSubject = 1000
+	// DefaultInjectorWindow is the injector's max ack pending: 16384. The
+	// injector's runner holds that many turn_started at once and serves
+	// their senders in turn (internal/runner WithFairness), so a flood
+	// from one tenant waits behind the others' turns as long as its turns
+	// still within their reply deadline fit in it.
+	DefaultInjectorWindow = 16384
 )
 
 // Topology is the whole JetStream layout: subject prefix, three streams and
@@ -126,7 +132,7 @@ func DefaultTopology() Topology {
 		DLQ:           stream(StreamDLQ, 30*24*time.Hour, 256<<20, jetstream.DiscardNew),
 		Consumers: []ConsumerConfig{
 			// A late injection is useless: few deliveries, short ack wait.
-			{Name: ConsumerInjector, Types: []Type{TypeTurnStarted}, AckWait: 10 * time.Second, MaxDeliver: 3, MaxAckPending: 256},
+			{Name: ConsumerInjector, Types: []Type{TypeTurnStarted}, AckWait: 10 * time.Second, MaxDeliver: 3, MaxAckPending: DefaultInjectorWindow},
 			{Name: ConsumerExtractor, Types: []Type{TypeTurnEnded}, AckWait: time.Minute, MaxDeliver: 10, MaxAckPending: 64},
 			{Name: ConsumerConsolidator, Types: []Type{TypeSessionIdle}, AckWait: 2 * time.Minute, MaxDeliver: 10, MaxAckPending: 16},
 			{Name: ConsumerCompactor, Types: []Type{TypeTokensReported}, AckWait: time.Minute, MaxDeliver: 10, MaxAckPending: 64},

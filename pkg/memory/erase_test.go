@@ -21,6 +21,8 @@ var storeMethods = map[string]string{
 	"BriefOnce": "briefing flags: Briefings", "AcquireLease": "leases: Leases", "RenewLease": "leases", "ReleaseLease": "deletes",
 	"MarkEventProcessed": "processed-event records: Processed", "PutPass": "pass journals: Passes (and JournalEntries)",
 	"Erase": "deletes", "Purge": "rewrites the files", "Close": "read",
+	"ParkLetter":       "parked dead letters (raw messages, no scope columns): erased by internal/erase through its StoreShelf",
+	"DropParkedLetter": "deletes", "ParkedLetters": "read", "CountParkedLetters": "read",
 
 	"Get": "read", "GetMany": "read", "PendingEmbeddings": "read", "HasPendingEmbeddings": "read", "HasLiveMemory": "read",
 	"Timeline": "read", "StandingInstructions": "read", "DigestOwners": "read", "Scan": "read", "Edges": "read",

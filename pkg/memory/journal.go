@@ -40,6 +40,22 @@ const (
 	// OpRestore: a forgotten (archived) or closed memory made live again
 	// (Before: as it was; After: restored).
 	OpRestore JournalOp = "restore"
+	// OpUpdate: a person changed a memory in place through the console
+	// (its text, kind or pin): Before and After. Only in a change record
+	// (Pass.By), which undo refuses.
+	OpUpdate JournalOp = "update"
+	// OpHold: remember held a near-duplicate for review instead of
+	// storing it. After is the fact it would have stored, NodeID the memory
+	// it resembles, Reason why (the cosine or the word overlap). Undo
+	// leaves it alone; a person resolves it (Resolution).
+	OpHold JournalOp = "hold"
+)
+
+// The resolutions of a held near-duplicate.
+const (
+	ResolveKeep    = "kept"      // stored beside the memory it resembles
+	ResolveMerge   = "merged"    // stored as the revision of the memory it resembles
+	ResolveDiscard = "discarded" // not stored
 )
 
 // JournalEntry is one change a pass made, with the state before and after.
@@ -55,19 +71,29 @@ type JournalEntry struct {
 	// Pending: journaled before the write and never settled (the pass was
 	// cut off in between); the change may or may not have been applied.
 	Pending bool `json:"pending,omitempty"`
+	// Resolution of a held entry (OpHold): ResolveKeep, ResolveMerge or
+	// ResolveDiscard, when, by whom, and the memory written (keep, merge).
+	Resolution string    `json:"resolution,omitempty"`
+	ResolvedAt time.Time `json:"resolved_at,omitzero"`
+	ResolvedBy string    `json:"resolved_by,omitempty"`
+	ResolvedID string    `json:"resolved_id,omitempty"`
 }
 
 // Pass is the journal of one consolidation pass: what it changed, and the
 // runtime state a parked or cut-off pass resumes from.
 type Pass struct {
-	ID        string     `json:"id"`
-	Tenant    string     `json:"tenant,omitempty"` // "": the default tenant
-	Project   string     `json:"project"`
-	Session   string     `json:"session"`
-	Status    PassStatus `json:"status"`
-	Verdict   string     `json:"verdict,omitempty"` // why it ended: done, budget, stuck, ...
-	StartedAt time.Time  `json:"started_at"`
-	UpdatedAt time.Time  `json:"updated_at"`
+	ID      string     `json:"id"`
+	Tenant  string     `json:"tenant,omitempty"` // "": the default tenant
+	Project string     `json:"project"`
+	Session string     `json:"session"`
+	Status  PassStatus `json:"status"`
+	Verdict string     `json:"verdict,omitempty"` // why it ended: done, budget, stuck, ...
+	// By is empty for a consolidation pass; a record of a change a person
+	// made by hand names them ("console:<principal>"): the memory's
+	// history shows it, undo refuses it.
+	By        string    `json:"by,omitempty"`
+	StartedAt time.Time `json:"started_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 	// From and UpTo are the transcript messages the pass read: the oldest
 	// and the newest message id it was shown (0: none yet).
 	From  int64 `json:"from,omitempty"`

@@ -55,6 +55,17 @@ func NeutraliseText(s string) string { return neutralise(s, false) }
 const ellipsis = "[...]"
 
 func neutralise(s string, oneLine bool) string {
+	k := cacheKey{s, oneLine}
+	if out, ok := neutralised.get(k); ok {
+		return out
+	}
+	out := neutraliseRules(s, oneLine)
+	neutralised.put(k, out)
+	return out
+}
+
+// neutraliseRules is neutralise without the cache.
+func neutraliseRules(s string, oneLine bool) string {
 	s = dropInvisible(s)
 	if len(s) > chunkSize && strings.Contains(s, "\n") {
 		if out, ok := neutraliseChunks(s); ok {
@@ -68,9 +79,13 @@ func neutralise(s string, oneLine bool) string {
 	// whatever word ends the line before); the one-line form collapses
 	// whitespace after, and settles once more (collapsing creates nothing
 	// the view did not see, but idempotence is checked, not assumed)
-	s = settle(s, false)
+	s, fixed := settleFixed(s)
 	if oneLine {
-		s = settle(strings.Join(strings.Fields(s), " "), true)
+		// settle(one, true) would run the rules on one to find nothing
+		// again when one is s and s is known to be a fixed point
+		if one := strings.Join(strings.Fields(s), " "); !fixed || one != s {
+			s = settle(one, true)
+		}
 	}
 	return s
 }
@@ -155,33 +170,53 @@ func firstLines(s string, n int) string {
 	return s[:min(i, chunkSize)]
 }
 
-// settle applies the rules until nothing changes.
+// settle applies the rules until nothing changes (oneLine: whitespace
+// collapsed after every pass).
 func settle(s string, oneLine bool) string {
+	if !oneLine {
+		s, _ = settleFixed(s)
+		return s
+	}
 	if s == "" {
 		return s
 	}
 	for range 8 {
-		next := neutraliseOnce(s, 0)
-		if oneLine {
-			next = strings.Join(strings.Fields(next), " ")
-		}
+		next := strings.Join(strings.Fields(neutraliseOnce(s, 0)), " ")
 		if next == s {
 			return s
 		}
 		s = next
 	}
-	// Still changing after 8 passes (adversarial nesting): take out every
-	// character a tag, a template token or a role marker needs.
-	s = strings.Map(func(r rune) rune {
+	// Still changing after 8 passes (adversarial nesting).
+	return strings.Join(strings.Fields(breakAll(s)), " ")
+}
+
+// settleFixed is settle(s, false), and whether the rules were seen to
+// change nothing in the result (neutraliseOnce(s) == s).
+func settleFixed(s string) (string, bool) {
+	if s == "" {
+		return s, false
+	}
+	for range 8 {
+		next := neutraliseOnce(s, 0)
+		if next == s {
+			return s, true
+		}
+		s = next
+	}
+	return breakAll(s), false
+}
+
+// breakAll takes out every character a tag, a template token or a role
+// marker needs (what settle does when the rules still change a text after
+// 8 passes: adversarial nesting).
+func breakAll(s string) string {
+	return strings.Map(func(r rune) rune {
 		if f := foldRune(r); len(f) == 1 && strings.ContainsRune("<>|:[]", f[0]) {
 			return ' '
 		}
 		return r
 	}, s)
-	if oneLine {
-		s = strings.Join(strings.Fields(s), " ")
-	}
-	return s
 }
 
 // dropInvisible removes format characters (zero-width spaces and joiners
@@ -240,28 +275,22 @@ type edit struct {
 // neutraliseOnce applies every rule once; depth counts decoding levels
 // (a decoded base64 run is checked, not decoded again).
 func neutraliseOnce(s string, depth int) string {
-	vs := buildViews(s)
+	vs := newViews(s)
 	var edits []edit
 	for i := range nrules() {
 		r := &nrules()[i]
-		if k := letterView(r); k >= 0 {
-			if vs.letterHits[k] == nil {
-				vs.letterHits[k] = anchorHits(vs.letterTexts()[k])
-			}
-			if !r.pre.holds(vs.letterHits[k]) {
-				continue
-			}
+		pv := vs.view(r.on.prefiltered())
+		if pv.hits == nil {
+			pv.hits = r.on.anchors().hits(pv.text)
 		}
-		v := r.on(vs)
-		if v == nil || v.text == "" {
+		if !r.pre.holds(pv.hits, pv.text) || !r.needs.holds(pv.hits, pv.text) {
 			continue
 		}
-		if v.hits == nil {
-			v.hits = anchorHits(v.text)
-		}
-		if !r.pre.holds(v.hits) || r.srcPre != nil && !r.srcPre(vs.src) || !r.re.MatchString(v.text) {
+		v := vs.view(r.on)
+		if v.text == "" || r.srcPre != nil && !r.srcPre(vs.src) || !r.re.MatchString(v.text) {
 			continue
 		}
+		v = vs.withOffsets(r.on)
 		for _, m := range r.re.FindAllStringSubmatchIndex(v.text, -1) {
 			i0, i1 := m[0], m[1]
 			for g, name := range r.re.SubexpNames() {

@@ -17,31 +17,15 @@ import (
 // has one): "[...]" unless repl says otherwise (ok false: leave it).
 type nrule struct {
 	name string
-	on   func(*views) *view
-	pre  pred // cheap test before the expression (no groups: always run)
+	on   viewKind
+	pre  pred // cheap test before the expression, on the view's anchors (no groups: always run)
+	// needs: what every match of the expression implies, tested with pre
+	// (a more precise prefilter that changes nothing: TestNeutraliseNeeds)
+	needs pred
 	// srcPre, when set, must accept the original text as well
 	srcPre func(src string) bool
 	re     *regexp.Regexp
 	repl   func(vs *views, v *view, re *regexp.Regexp, m []int, a, b int) (string, bool)
-}
-
-func onFolded(vs *views) *view   { return vs.folded }
-func onLetters(vs *views) *view  { vs.buildLetters(); return vs.letters }
-func onReversed(vs *views) *view { vs.buildLetters(); return vs.reversed }
-func onROT13(vs *views) *view    { vs.buildLetters(); return vs.rot13 }
-
-// letterView says which of the letter views a rule reads (-1: none); their
-// prefilter runs on the view's text before the view is built.
-func letterView(r *nrule) int {
-	switch r.name {
-	case "override-letters":
-		return 0
-	case "override-reversed":
-		return 1
-	case "override-rot13":
-		return 2
-	}
-	return -1
 }
 
 // sep is what may stand between two words of a phrase in the folded view:
@@ -243,43 +227,56 @@ func overridePattern(l overrideLang, leet bool) string {
 var englishForms = []struct {
 	anchors []string
 	re      string
+	// needs: for each group, the expression holds one of its phrases
+	// word for word (a more precise prefilter: see neutralise_prefilter.go)
+	needs [][]string
 }{
 	// "forget everything above", "ignore all of the above", "disregard what came before"
 	{[]string{"ignore", "disregard", "forget", "override", "skip", "discard", "drop", "dismiss", "erase", "wipe"},
 		`(?:^|[^\p{L}\p{N}])(?P<x>` + lit(true, "ignore", "disregard", "forget", "override", "skip", "discard", "drop", "dismiss", "erase", "wipe") + sep +
-			`(?:` + anyWord + `){0,4}?` + lit(false, "above", "before this", "so far", "up to now", "until now", "prior to this", "earlier", "previously", "you were told", "you have been told", "you've been told", "you were given", "that came before", "what came before", "everything", "all that", "the foregoing", "the preceding", "all of that", "what you know", "your training") + `)(?:[^\p{L}\p{N}]|$)`},
+			`(?:` + anyWord + `){0,4}?` + lit(false, "above", "before this", "so far", "up to now", "until now", "prior to this", "earlier", "previously", "you were told", "you have been told", "you've been told", "you were given", "that came before", "what came before", "everything", "all that", "the foregoing", "the preceding", "all of that", "what you know", "your training") + `)(?:[^\p{L}\p{N}]|$)`,
+		[][]string{{"above", "before this", "so far", "up to now", "until now", "prior to this", "earlier", "previously", "you were told", "you have been told", "you've been told", "you were given", "that came before", "what came before", "everything", "all that", "the foregoing", "the preceding", "all of that", "what you know", "your training"}}},
 	// "ignore your instructions", "bypass your safety filters"
 	{[]string{"ignore", "disregard", "forget", "override", "overrule", "bypass", "circumvent", "disable", "turn off", "switch off", "deactivate", "disobey", "break", "escape"},
 		`(?:^|[^\p{L}\p{N}])(?P<x>` + lit(true, "ignore", "disregard", "forget", "override", "overrule", "bypass", "circumvent", "disable", "turn off", "switch off", "deactivate", "disobey", "break", "escape") + sep +
 			`(?:` + lit(false, "your", "the system's", "the model's", "the assistant's", "any", "all", "its", "the") + sep + `)?` + `(?:` + anyWord + `){0,2}?` +
-			lit(true, "instruction*", "system prompt*", "prompt*", "guideline*", "programming", "directive*", "restriction*", "safety*", "guardrail*", "filter*", "rule*", "polic*", "training", "alignment", "constraint*", "limit*", "safeguard*", "content policy") + `)(?:[^\p{L}\p{N}]|$)`},
+			lit(true, "instruction*", "system prompt*", "prompt*", "guideline*", "programming", "directive*", "restriction*", "safety*", "guardrail*", "filter*", "rule*", "polic*", "training", "alignment", "constraint*", "limit*", "safeguard*", "content policy") + `)(?:[^\p{L}\p{N}]|$)`, nil},
 	// role-play takeovers
 	{[]string{"you"},
 		`(?:^|[^\p{L}\p{N}])(?P<x>you (?:are|re|'re|will be|shall be) (?:now |from now on |no longer |henceforth )+(?:` + anyWord + `){0,2}?` +
-			lit(false, "dan", "unrestricted", "unfiltered", "uncensored", "jailbroken", "evil", "free", "freed", "liberated", "not bound", "bound by nothing", "without restrictions", "without rules", "without limits", "in developer mode", "in god mode", "in jailbreak mode", "in dan mode", "in debug mode", "in admin mode", "in sudo mode", "in unrestricted mode", "the system", "root", "an ai without", "a different ai", "a new ai", "my assistant and", "not an ai", "not claude", "not chatgpt", "able to do anything", "allowed to do anything", "bound by", "bound", "restricted", "limited by", "required to follow", "obligated", "subject to") + `)`},
+			lit(false, "dan", "unrestricted", "unfiltered", "uncensored", "jailbroken", "evil", "free", "freed", "liberated", "not bound", "bound by nothing", "without restrictions", "without rules", "without limits", "in developer mode", "in god mode", "in jailbreak mode", "in dan mode", "in debug mode", "in admin mode", "in sudo mode", "in unrestricted mode", "the system", "root", "an ai without", "a different ai", "a new ai", "my assistant and", "not an ai", "not claude", "not chatgpt", "able to do anything", "allowed to do anything", "bound by", "bound", "restricted", "limited by", "required to follow", "obligated", "subject to") + `)`,
+		[][]string{{"now", "no longer", "henceforth"}, {"dan", "unrestricted", "unfiltered", "uncensored", "jailbroken", "evil", "free", "freed", "liberated", "not bound", "bound by nothing", "without restrictions", "without rules", "without limits", "in developer mode", "in god mode", "in jailbreak mode", "in dan mode", "in debug mode", "in admin mode", "in sudo mode", "in unrestricted mode", "the system", "root", "an ai without", "a different ai", "a new ai", "my assistant and", "not an ai", "not claude", "not chatgpt", "able to do anything", "allowed to do anything", "bound by", "bound", "restricted", "limited by", "required to follow", "obligated", "subject to"}}},
 	{[]string{"mode"},
-		`(?:^|[^\p{L}\p{N}])(?P<x>(?:developer|god|jailbreak|dan|unrestricted|admin|sudo|debug|maintenance|root) mode(?: is)?(?: now)? (?:on|enabled|activated|unlocked|engaged))`},
+		`(?:^|[^\p{L}\p{N}])(?P<x>(?:developer|god|jailbreak|dan|unrestricted|admin|sudo|debug|maintenance|root) mode(?: is)?(?: now)? (?:on|enabled|activated|unlocked|engaged))`,
+		[][]string{{"developer", "god", "jailbreak", "dan", "unrestricted", "admin", "sudo", "debug", "maintenance", "root"}, {"on", "enabled", "activated", "unlocked", "engaged"}}},
 	{[]string{"mode"},
-		`(?:^|[^\p{L}\p{N}])(?P<x>(?:enable|activate|enter|switch to|turn on|unlock) (?:the )?(?:developer|god|jailbreak|dan|unrestricted|sudo) mode)`},
+		`(?:^|[^\p{L}\p{N}])(?P<x>(?:enable|activate|enter|switch to|turn on|unlock) (?:the )?(?:developer|god|jailbreak|dan|unrestricted|sudo) mode)`,
+		[][]string{{"enable", "activate", "enter", "switch to", "turn on", "unlock"}, {"developer", "god", "jailbreak", "dan", "unrestricted", "sudo"}}},
 	{[]string{"anything", "jailbreak", "unrestricted", "unfiltered", "uncensored", "evil"},
-		`(?:^|[^\p{L}\p{N}])(?P<x>do anything now|jailbreak(?:ed|ing)? (?:the|this|your) (?:model|assistant|ai|system)|(?:act|behave|respond|answer) (?:as|like) (?:an? )?(?:unrestricted|unfiltered|uncensored|jailbroken|evil) (?:ai|model|assistant))`},
+		`(?:^|[^\p{L}\p{N}])(?P<x>do anything now|jailbreak(?:ed|ing)? (?:the|this|your) (?:model|assistant|ai|system)|(?:act|behave|respond|answer) (?:as|like) (?:an? )?(?:unrestricted|unfiltered|uncensored|jailbroken|evil) (?:ai|model|assistant))`, nil},
 	// asking for the system prompt
 	{[]string{"prompt", "instructions", "message", "memory block", "engram block", "context window"},
-		`(?:^|[^\p{L}\p{N}])(?P<x>(?:reveal|print|show|output|repeat|leak|dump|display|tell me|give me|write out|disclose|expose|share|recite|return|echo|paste|send|copy) (?:me |us )?(?:back )?(?:the |your |all |any |its )?(?:full |entire |complete |hidden |secret |original |initial |exact |verbatim |raw |whole )*(?:system prompt|system message|hidden prompt|hidden instructions|initial prompt|original prompt|instructions you were given|developer message|developer prompt|prompt above|confidential instructions|system instructions|pre-prompt|preprompt|internal instructions|memory block|engram block|context window))`},
+		`(?:^|[^\p{L}\p{N}])(?P<x>(?:reveal|print|show|output|repeat|leak|dump|display|tell me|give me|write out|disclose|expose|share|recite|return|echo|paste|send|copy) (?:me |us )?(?:back )?(?:the |your |all |any |its )?(?:full |entire |complete |hidden |secret |original |initial |exact |verbatim |raw |whole )*(?:system prompt|system message|hidden prompt|hidden instructions|initial prompt|original prompt|instructions you were given|developer message|developer prompt|prompt above|confidential instructions|system instructions|pre-prompt|preprompt|internal instructions|memory block|engram block|context window))`,
+		[][]string{{"reveal", "print", "show", "output", "repeat", "leak", "dump", "display", "tell me", "give me", "write out", "disclose", "expose", "share", "recite", "return", "echo", "paste", "send", "copy"}}},
 	// new orders posing as such
 	{[]string{"instruction", "rules", "directive", "orders", "prompt", "task", "policy", "command"},
-		`(?:^|[^\p{L}\p{N}])(?P<x>(?:your |the )?(?:new|updated|real|actual|true|revised|secret|hidden|additional|override|priority|urgent|important|overriding|current|latest) (?:system )?(?:instructions?|rules|directives?|orders|prompt|task|policy|commands?) (?:are|is|follow|apply|now apply)?\s*[:\-]+)`},
+		`(?:^|[^\p{L}\p{N}])(?P<x>(?:your |the )?(?:new|updated|real|actual|true|revised|secret|hidden|additional|override|priority|urgent|important|overriding|current|latest) (?:system )?(?:instructions?|rules|directives?|orders|prompt|task|policy|commands?) (?:are|is|follow|apply|now apply)?\s*[:\-]+)`,
+		[][]string{{"new", "updated", "real", "actual", "true", "revised", "secret", "hidden", "additional", "override", "priority", "urgent", "important", "overriding", "current", "latest"}, {":", "-"}}},
 	// stealth
 	{[]string{"user", "human", "operator", "developer", "anyone", "owner"},
-		`(?:^|[^\p{L}\p{N}])(?P<x>(?:do not|don't|dont|never|must not|mustn't|without) (?:tell(?:ing)?|inform(?:ing)?|mention(?:ing)?|reveal(?:ing)?|show(?:ing)?|alert(?:ing)?|notify(?:ing)?|let(?:ting)?|warn(?:ing)?|ask(?:ing)?) (?:(?:this|it|anything|that|about this|about it|them) )?(?:to )?(?:the |your )?(?:user|human|operator|developer|anyone|owner)s?)(?:[^\p{L}\p{N}]|$)`},
+		`(?:^|[^\p{L}\p{N}])(?P<x>(?:do not|don't|dont|never|must not|mustn't|without) (?:tell(?:ing)?|inform(?:ing)?|mention(?:ing)?|reveal(?:ing)?|show(?:ing)?|alert(?:ing)?|notify(?:ing)?|let(?:ting)?|warn(?:ing)?|ask(?:ing)?) (?:(?:this|it|anything|that|about this|about it|them) )?(?:to )?(?:the |your )?(?:user|human|operator|developer|anyone|owner)s?)(?:[^\p{L}\p{N}]|$)`,
+		[][]string{{"do not", "don't", "dont", "never", "must not", "mustn't", "without"}, {"tell", "inform", "mention", "reveal", "show", "alert", "notify", "let", "warn", "ask"}}},
 	{[]string{"secretly", "silently", "covertly", "quietly", "discreetly", "stealthily"},
-		`(?:^|[^\p{L}\p{N}])(?P<x>(?:secretly|silently|covertly|quietly|discreetly|stealthily) (?:send|exfiltrate|upload|post|email|e-mail|forward|add|insert|run|execute|delete|copy|include|append|embed|transmit|leak|install|disable))(?:[^\p{L}\p{N}]|$)`},
+		`(?:^|[^\p{L}\p{N}])(?P<x>(?:secretly|silently|covertly|quietly|discreetly|stealthily) (?:send|exfiltrate|upload|post|email|e-mail|forward|add|insert|run|execute|delete|copy|include|append|embed|transmit|leak|install|disable))(?:[^\p{L}\p{N}]|$)`,
+		[][]string{{"send", "exfiltrate", "upload", "post", "email", "e-mail", "forward", "add", "insert", "run", "execute", "delete", "copy", "include", "append", "embed", "transmit", "leak", "install", "disable"}}},
 	// orders to send secrets somewhere
 	{[]string{"//", "webhook", "server", "endpoint", "url", "address", "email", "@"},
-		`(?:^|[^\p{L}\p{N}])(?P<x>(?:send|post|upload|forward|email|e-mail|mail|transmit|exfiltrate|leak|copy|paste|share|submit|report|pipe|beacon|push|sync|deliver|write|dump|export)\b(?:[^.\n]|\.\S){0,80}?(?:\b(?:keys?|secrets?|tokens?|credentials?|passwords?|passwd|passphrases?|env vars?|environment variables?|ssh|id_rsa|id_ed25519|api[ _-]?keys?|cookies?|private|conversations?|transcripts?|chat history|system prompt|kubeconfig|wallet|seed phrase)\b|\.(?:env|aws|netrc|ssh)\b)(?:[^.\n]|\.\S){0,80}?(?:(?:https?|ftp|wss?)://\S*|//[a-z0-9]\S*|webhook\S*|[a-z0-9._%+\-]+@[a-z0-9\-]+(?:\.[a-z0-9\-]+)+|(?:to|at|via) (?:my|this|our|the following) (?:server|endpoint|url|webhook|address|email)))`},
+		`(?:^|[^\p{L}\p{N}])(?P<x>(?:send|post|upload|forward|email|e-mail|mail|transmit|exfiltrate|leak|copy|paste|share|submit|report|pipe|beacon|push|sync|deliver|write|dump|export)\b(?:[^.\n]|\.\S){0,80}?(?:\b(?:keys?|secrets?|tokens?|credentials?|passwords?|passwd|passphrases?|env vars?|environment variables?|ssh|id_rsa|id_ed25519|api[ _-]?keys?|cookies?|private|conversations?|transcripts?|chat history|system prompt|kubeconfig|wallet|seed phrase)\b|\.(?:env|aws|netrc|ssh)\b)(?:[^.\n]|\.\S){0,80}?(?:(?:https?|ftp|wss?)://\S*|//[a-z0-9]\S*|webhook\S*|[a-z0-9._%+\-]+@[a-z0-9\-]+(?:\.[a-z0-9\-]+)+|(?:to|at|via) (?:my|this|our|the following) (?:server|endpoint|url|webhook|address|email)))`,
+		[][]string{{"send", "post", "upload", "forward", "mail", "transmit", "exfiltrate", "leak", "copy", "paste", "share", "submit", "report", "pipe", "beacon", "push", "sync", "deliver", "write", "dump", "export"},
+			{"key", "secret", "token", "credential", "password", "passwd", "passphrase", "env", "ssh", "id_rsa", "id_ed25519", "api", "cookie", "private", "conversation", "transcript", "chat history", "system prompt", "kubeconfig", "wallet", "seed phrase", "aws", "netrc"}}},
 	// curl or wget shipping a secret file
 	{[]string{"curl", "wget", "nc ", "scp", "rsync", "http"},
-		`(?:^|[^\p{L}\p{N}])(?P<x>(?:curl|wget|nc|scp|rsync|http)\b[^\n]{0,120}?(?:@|<|--data[-a-z]*\s+@|-d\s*@|-F\s*\S*=@|--upload-file\s+|--post-file[= ])\s*~?/?[^\s]*(?:\.ssh|id_rsa|id_ed25519|\.env|\.aws|credentials|\.netrc|kubeconfig|\.npmrc|\.pypirc|\.git-credentials|secrets?|tokens?|passwd|shadow)[^\s]*)`},
+		`(?:^|[^\p{L}\p{N}])(?P<x>(?:curl|wget|nc|scp|rsync|http)\b[^\n]{0,120}?(?:@|<|--data[-a-z]*\s+@|-d\s*@|-F\s*\S*=@|--upload-file\s+|--post-file[= ])\s*~?/?[^\s]*(?:\.ssh|id_rsa|id_ed25519|\.env|\.aws|credentials|\.netrc|kubeconfig|\.npmrc|\.pypirc|\.git-credentials|secrets?|tokens?|passwd|shadow)[^\s]*)`, nil},
 }
 
 // Role words: strong ones are markers anywhere in a line, weak ones only
@@ -356,79 +353,6 @@ func nrules() []nrule {
 	return nruleList
 }
 
-// anyOf is a prefilter: the view holds one of subs.
-// A pred is a rule's prefilter: the view must hold, for every group, one
-// of the group's anchors (indexes into anchors). Every view is searched
-// for all anchors at once (anchorHits), one pass over its bytes.
-type pred struct{ groups [][]int }
-
-func (p pred) holds(hits []bool) bool {
-	for _, g := range p.groups {
-		if !slices.ContainsFunc(g, func(i int) bool { return hits[i] }) {
-			return false
-		}
-	}
-	return true
-}
-
-var (
-	anchors     []string
-	anchorIndex = map[string]int{}
-	anchorByte  [256][]int     // one-byte anchors
-	anchorPair  [1 << 16][]int // first two bytes -> longer anchors
-)
-
-// anyOf is a prefilter: the view holds one of words (folded).
-func anyOf(words ...string) pred {
-	var g []int
-	for _, w := range words {
-		w = fold(w)
-		if w == "" {
-			continue
-		}
-		i, ok := anchorIndex[w]
-		if !ok {
-			i = len(anchors)
-			anchorIndex[w] = i
-			anchors = append(anchors, w)
-			if len(w) == 1 {
-				anchorByte[w[0]] = append(anchorByte[w[0]], i)
-			} else {
-				p := uint16(w[0])<<8 | uint16(w[1])
-				anchorPair[p] = append(anchorPair[p], i)
-			}
-		}
-		g = append(g, i)
-	}
-	return pred{groups: [][]int{g}}
-}
-
-func allOf(ps ...pred) pred {
-	var out pred
-	for _, p := range ps {
-		out.groups = append(out.groups, p.groups...)
-	}
-	return out
-}
-
-// anchorHits says which anchors text holds.
-func anchorHits(text string) []bool {
-	hits := make([]bool, len(anchors))
-	for i := 0; i < len(text); i++ {
-		for _, k := range anchorByte[text[i]] {
-			hits[k] = true
-		}
-		if i+1 < len(text) {
-			for _, k := range anchorPair[uint16(text[i])<<8|uint16(text[i+1])] {
-				if !hits[k] && strings.HasPrefix(text[i:], anchors[k]) {
-					hits[k] = true
-				}
-			}
-		}
-	}
-	return hits
-}
-
 // anchorWords are the longest word of each phrase, to a prefilter.
 func anchorWords(phrases []string, cjk bool) []string {
 	var out []string
@@ -449,17 +373,20 @@ func anchorWords(phrases []string, cjk bool) []string {
 }
 
 func compileNRules() {
-	add := func(name string, on func(*views) *view, re string, repl func(*views, *view, *regexp.Regexp, []int, int, int) (string, bool)) {
+	add := func(name string, on viewKind, re string, repl func(*views, *view, *regexp.Regexp, []int, int, int) (string, bool)) {
 		nruleList = append(nruleList, nrule{name: name, on: on, re: regexp.MustCompile(re), repl: repl})
 	}
-	// setPre sets the prefilter of the rule added last.
+	// setPre sets the prefilter of the rule added last; setNeeds what its
+	// every match implies.
 	setPre := func(p pred) { nruleList[len(nruleList)-1].pre = p }
+	setNeeds := func(p pred) { nruleList[len(nruleList)-1].needs = p }
 	brackets := anyOf("<", "[", "{", "|")
 	lt, gt := `<`, `>`
 	// Chat-template tokens: <|...|>, |im_start| and its kin, bare special
 	// tokens, [INST] and other square-bracket role tokens, <<SYS>>.
 	add("template-pipe", onFolded, lt+`\s*\|[^|<>\n]{0,40}\|\s*`+gt+`?|`+lt+`\s*\|\s*[\p{L}_][^|<>\n]{0,40}`+gt, nil)
 	setPre(anyOf("|"))
+	setNeeds(anyOf("<"))
 	tok := joinSep(specialTokens, `[\s_\-]*`)
 	add("template-token", onFolded, `[<\[|{]\s*\|?\s*`+tok+`\s*\|?\s*[>\]}|]`, nil)
 	setPre(allOf(brackets, anyOf("im", "end", "eot", "eom", "start", "begin", "fim", "python", "tool", "available")))
@@ -479,6 +406,7 @@ func compileNRules() {
 			}
 			return ellipsis, true
 		})
+	setNeeds(allOf(anyOf("["), anyOf("]")))
 	add("template-sys", onFolded, `<<\s*/?\s*sys\s*>>`, nil)
 	setPre(anyOf("<<"))
 	// Tags of the blocks and of roles, with any brackets the view folds to
@@ -486,12 +414,16 @@ func compileNRules() {
 	names := joinSep(tagNames, `[\s_\-.:]*`)
 	add("tag", onFolded, `(?:`+lt+`|\[|\{)\s*(?P<n>[/\\]?\s*!?-*\s*/?\s*`+names+`)(?:\s+[^<>\n]{0,80}?)?\s*/?\s*(?:`+gt+`|\]|\})`, tagRepl)
 	setPre(anyOf("<", "[", "{"))
+	setNeeds(anyOf(">", "]", "}"))
 	add("tag-close", onFolded, lt+`\s*(?P<n>[/\\]\s*`+names+`)\b`, tagRepl)
 	setPre(anyOf("<"))
+	setNeeds(checked(func(t string) bool { return afterOpening(t, "<", "/", `\`) }))
 	add("tag-engram", onFolded, `(?P<n>[/\\]?\s*engram[\s_\-.]*(?:memory|summary|block|context))\s*(?:`+gt+`|\]|\})`, tagRepl)
 	setPre(anyOf("engram"))
+	setNeeds(allOf(anyOf("memory", "summary", "block", "context"), anyOf(">", "]", "}")))
 	add("tag-engram-open", onFolded, `(?:`+lt+`|\[|\{)\s*(?P<n>[/\\]?\s*engram[\s_\-.]*(?:memory|summary|block|context))`, tagRepl)
 	setPre(anyOf("engram"))
+	setNeeds(allOf(anyOf("memory", "summary", "block", "context"), anyOf("<", "[", "{")))
 	add("a-tag-query", onFolded, lt+`\s*a\s[^<>]{0,200}?href\s*=\s*["']?(?:[a-z][a-z0-9+.\-]*:)?//[^"'\s<>]*[?#][^<>]{0,300}`+gt+`?`, func(*views, *view, *regexp.Regexp, []int, int, int) (string, bool) {
 		return "[link removed]", true
 	})
@@ -500,15 +432,20 @@ func compileNRules() {
 		return "[embedded content removed]", true
 	})
 	setPre(anyOf("<"))
+	setNeeds(checked(func(t string) bool {
+		return afterOpening(t, "<", "img", "image", "iframe", "script", "object", "embed", "link", "meta", "svg", "video", "audio", "source")
+	}))
 	// Role markers: the colon goes, the word stays.
 	// the colon may follow a parenthesis ("Assistant (to itself):")
 	roleEnd := `(?P<c>(?:\s*\([^()\n]{0,40}\))?[\s*_"'\]\)}]*:)`
 	add("role-strong", onFolded, `(?:^|[^\p{L}\p{N}_./\\@$#%&=+\x60-])(?P<x>(?P<w>`+joinSep(strongRoles, `[\s_\-]*`)+`)`+roleEnd+`)`, roleRepl)
 	setPre(allOf(anyOf(":"), anyOf(anchorWords(strongRoles, false)...)))
+	setNeeds(phraseWhere(strongRoles, strongRoleStart, beforeRoleEnd))
 	add("role-strong-cjk", onFolded, `(?:^|[^\p{L}\p{N}])(?P<x>(?P<w>`+litCJK(strongRolesCJK...)+`)`+roleEnd+`)`, roleRepl)
 	setPre(allOf(anyOf(":"), anyOf(strongRolesCJK...)))
 	add("role-weak", onFolded, `(?:^|\n|[.!?;|>]\s)[\s>*#\-]*(?P<x>(?P<w>`+joinSep(weakRoles, `[\s_\-]*`)+`)`+roleEnd+`)`, roleRepl)
 	setPre(allOf(anyOf(":"), anyOf(anchorWords(weakRoles, false)...)))
+	setNeeds(phraseWhere(weakRoles, weakRoleStart, beforeRoleEnd))
 	add("role-heading", onFolded, `(?P<x>#{2,}\s*(?P<w>instruction|instructions|response|system|user|assistant|human|input|context|new instructions|system prompt|prompt))(?:[^\p{L}]|$)`, func(vs *views, v *view, re *regexp.Regexp, m []int, a, b int) (string, bool) {
 		i, j, _ := groupSpan(re, m, "w")
 		wa, wb := v.span(i, j)
@@ -520,37 +457,55 @@ func compileNRules() {
 	for lang, l := range overrideLangs {
 		add("override-"+lang, onFolded, overridePattern(l, false), unlessNegated)
 		setPre(allOf(anyOf(anchorWords(l.verbs, l.cjk)...), anyOf(append(anchorWords(l.nouns, l.cjk), anchorWords(l.before, l.cjk)...)...)))
+		setNeeds(overrideNeeds(l))
 	}
 	for i, f := range englishForms {
 		add("override-en-"+string(rune('a'+i)), onFolded, f.re, nil)
 		setPre(anyOf(f.anchors...))
+		var needs []pred
+		for _, n := range f.needs {
+			needs = append(needs, phrases(false, n...))
+		}
+		setNeeds(allOf(needs...))
 	}
 	en := overrideLangs["en"]
+	// the core needs one of coreAdjs, word for word: letters only, no
+	// separator (a verb or an adjective of several words cannot match)
+	coreAdjs := []string{"previous", "prior", "above", "earlier", "preceding", "former", "initial", "original", "system", "existing"}
 	coreNouns := []string{"instructions", "instruction", "prompts", "prompt", "rules", "directions", "directives", "guidelines", "commands", "context", "messages", "orders", "programming"}
 	core := lit(false, en.verbs...) + `(?:all|any|the|of|your|my|these|those|every|everything){0,3}` +
-		lit(false, "previous", "prior", "above", "earlier", "preceding", "former", "initial", "original", "system", "existing") +
+		lit(false, coreAdjs...) +
 		lit(false, coreNouns...)
 	stems := []string{"instruc", "prompt", "rules", "direct", "guidel", "comman", "context", "messag", "orders", "program"}
 	verbStems := []string{"ignor", "disreg", "forget", "overr", "skip", "bypass", "drop", "discard", "abandon", "neglect", "dismiss",
 		"nullif", "cancel", "erase", "delete", "clear", "aside", "throw", "attention", "follow", "obey", "listen", "break", "violat",
 		"ditch", "scrap", "unlearn", "wipe"}
 	letterPre := func(f func(string) string) pred {
-		return allOf(anyOf(mapStrings(stems, f)...), anyOf(mapStrings(verbStems, f)...))
+		return allOf(letterAnchors.anyOf(mapStrings(stems, f)...), letterAnchors.anyOf(mapStrings(verbStems, f)...))
 	}
-	// the reversed and ROT13 views read forwards: the same anchors
+	letterNeeds := func(f func(string) string) pred { return letterAnchors.anyOf(mapStrings(coreAdjs, f)...) }
+	// All three prefilters read the letters view: a word is in the
+	// reversed view when it is, reversed, in the letters view, and in the
+	// ROT13 view when its ROT13 is (so the reversed and ROT13 views are
+	// built only for a text that may hold an override there).
 	same := func(s string) string { return s }
 	add("override-letters", onLetters, core, nil)
 	setPre(letterPre(same))
+	setNeeds(letterNeeds(same))
 	add("override-reversed", onReversed, core, nil)
-	setPre(letterPre(same))
+	setPre(letterPre(reverseString))
+	setNeeds(letterNeeds(reverseString))
 	add("override-rot13", onROT13, core, nil)
-	setPre(letterPre(same))
+	setPre(letterPre(rot13String))
+	setNeeds(letterNeeds(rot13String))
 	// Fake headers.
 	add("header-own", onFolded, joinSep(ownHeaders, `[^\p{L}\p{N}\n]{1,3}`)+`(?:\s*\([^)\n]{0,120}\))?\s*[:\]]?`, nil)
 	setPre(anyOf("standing", "recalled", "compacted", "end of", "engram", "memory block", "reference only", "system prompt", "of instructions"))
+	setNeeds(phrases(false, ownHeaders...))
 	hdrEnd := `\s*(?:\([^)\n]{0,120}\)\s*)?[:\]|!]`
 	add("header-other", onFolded, `(?:^|[^\p{L}\p{N}])(?P<x>[\[#*=\-]*`+joinSep(otherHeaders, `[^\p{L}\p{N}\n]{1,3}`)+hdrEnd+`)`, nil)
 	setPre(allOf(anyOf(":", "]", "|", "!"), anyOf(anchorWords(otherHeaders, false)...)))
+	setNeeds(phraseWhere(otherHeaders, atStart, beforeHeaderEnd))
 	add("header-cjk", onFolded, `(?P<x>[\[#*]*`+litCJK(cjkHeaders...)+`\s*[:\]])`, nil)
 	setPre(anyOf(cjkHeaders...))
 	add("header-caps", onFolded, `(?:^|[^\p{L}\p{N}])(?P<x>`+joinSep(otherHeaders, `[^\p{L}\p{N}\n]{1,3}`)+`)(?:[^\p{L}\p{N}]|$)`,
@@ -569,6 +524,7 @@ func compileNRules() {
 			return ellipsis, letters > 0 && up*10 >= letters*8
 		})
 	setPre(anyOf(anchorWords(otherHeaders, false)...))
+	setNeeds(phraseWhere(otherHeaders, atStart, atEnd))
 	nruleList[len(nruleList)-1].srcPre = hasCapitalRun
 	// Exfiltrating links.
 	add("md-image", onFolded, `!\s*\[(?P<alt>[^\]\n]{0,300})\]\s*\(\s*<?(?P<u>(?:[a-z][a-z0-9+.\-]*:)?//[^)\s>]*)[^)\n]{0,300}\)?`, imageRepl)
@@ -579,6 +535,16 @@ func compileNRules() {
 	setPre(allOf(anyOf("]"), anyOf("//")))
 	add("md-ref-def-query", onFolded, `(?m)^\s*\[(?P<alt>[^\]\n]{1,100})\]:\s*<?(?P<u>(?:[a-z][a-z0-9+.\-]*:)?//\S*[?#]\S*)`, linkRepl)
 	setPre(allOf(anyOf("]"), anyOf("//")))
+	var folded, letter []*pred
+	for i := range nruleList {
+		if r := &nruleList[i]; r.on == onFolded {
+			folded = append(folded, &r.pre, &r.needs)
+		} else {
+			letter = append(letter, &r.pre, &r.needs)
+		}
+	}
+	foldedAnchors.finish(folded)
+	letterAnchors.finish(letter)
 }
 
 // negations before an override verb make it a reminder ("Не забудь всё

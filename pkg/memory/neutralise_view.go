@@ -45,11 +45,13 @@ type vitem struct {
 }
 
 // view is a normalised text with, for each of its bytes, the original span
-// the byte's character stands for.
+// the byte's character stands for. The text is built first; the offsets
+// only when a rule matches (most texts match no rule: they never need
+// them).
 type view struct {
 	text string
 	a, b []int32
-	hits []bool // the anchors text holds (anchorHits), on first use
+	hits bits // the anchors text holds (anchorSet.hits), on first use
 }
 
 // span maps the view's bytes [i, j) to the original bytes they stand for
@@ -71,27 +73,42 @@ func (v *view) span(i, j int) (int, int) {
 	return int(a), int(b)
 }
 
-func makeView(items []vitem) *view {
+// itemsText is the text of items.
+func itemsText(items []vitem) string {
 	n := 0
 	for _, it := range items {
-		n += utf8.RuneLen(it.r)
+		n += runeLen(it.r)
 	}
-	v := &view{a: make([]int32, 0, n), b: make([]int32, 0, n)}
 	var sb strings.Builder
 	sb.Grow(n)
 	for _, it := range items {
-		k := utf8.RuneLen(it.r)
-		if k < 0 {
-			it.r, k = utf8.RuneError, 3
+		if utf8.RuneLen(it.r) < 0 {
+			it.r = utf8.RuneError
 		}
 		sb.WriteRune(it.r)
-		for range k {
+	}
+	return sb.String()
+}
+
+// runeLen is the length of r as WriteRune writes it (an invalid rune is
+// written as U+FFFD).
+func runeLen(r rune) int {
+	if k := utf8.RuneLen(r); k > 0 {
+		return k
+	}
+	return 3
+}
+
+// setOffsets fills v's offsets from items (v.text is their text).
+func (v *view) setOffsets(items []vitem) {
+	n := len(v.text)
+	v.a, v.b = make([]int32, 0, n), make([]int32, 0, n)
+	for _, it := range items {
+		for range runeLen(it.r) {
 			v.a = append(v.a, it.a)
 			v.b = append(v.b, it.b)
 		}
 	}
-	v.text = sb.String()
-	return v
 }
 
 // rawItems are s's characters as items.
@@ -332,9 +349,8 @@ func foldItems(in []vitem) []vitem {
 	out := make([]vitem, 0, len(in))
 	space := -1 // index in out of the current whitespace item
 	for _, it := range in {
-		isNL := it.r == '\n' || it.r == '\r' || it.r == '\u2028' || it.r == '\u2029' || it.r == '\v' || it.r == '\f' || it.r == '\u0085'
 		fs := foldRune(it.r)
-		if isNL {
+		if isLineBreak(it.r) {
 			fs = []rune{'\n'}
 		}
 		for _, f := range fs {
@@ -360,67 +376,224 @@ func foldItems(in []vitem) []vitem {
 	return out
 }
 
-// views are the normalised forms of a text the rules match on.
+// viewKind names the views the rules read.
+type viewKind int
+
+const (
+	// onFolded: decoded, folded, whitespace collapsed.
+	onFolded viewKind = iota
+	// onLetters: only the letters and digits of the folded view, with the
+	// usual digit stand-ins read as letters (spaced-out, hyphenated,
+	// dotted and leetspeak words joined); onReversed: the letters
+	// backwards (right-to-left override tricks); onROT13: the letters
+	// under ROT13.
+	onLetters
+	onReversed
+	onROT13
+	nViews
+)
+
+// views are the normalised forms of a text the rules match on. Each
+// view's text is built on first use, straight from the text (folded:
+// foldText; the letter views: from the folded text); the items that map
+// it back to the original only when a rule matches it (the texts are the
+// items' texts: TestNeutraliseViewTexts).
 type views struct {
-	src    string
-	items  []vitem
-	folded *view // decoded, folded, whitespace collapsed
-	// letters: only the letters and digits of folded, with the usual
-	// digit stand-ins read as letters (spaced-out, hyphenated, dotted and
-	// leetspeak words joined); reversed: letters backwards (right-to-left
-	// override tricks); rot13: letters under ROT13. Built on first use.
-	letters, reversed, rot13 *view
-	letterItems              [3][]vitem
-	letterText               [3]string
-	letterHits               [3][]bool
+	src     string
+	v       [nViews]view
+	built   [nViews]bool
+	items   []vitem // the folded view's items, on first need
+	hasItem bool
+	offsets [nViews]bool
 }
 
-func buildViews(s string) *views {
-	items := foldItems(decodeEscapes(decodeEscapes(rawItems(s))))
-	return &views{src: s, items: items, folded: makeView(items)}
+func newViews(s string) *views {
+	vs := &views{src: s}
+	if needsDecoding(s) {
+		vs.foldedItems()
+		vs.v[onFolded].text = itemsText(vs.items)
+	} else {
+		vs.v[onFolded].text = foldText(s)
+	}
+	vs.built[onFolded] = true
+	return vs
+}
+
+// needsDecoding says whether s holds an escape decodeEscapes reads (else
+// the folded view is foldText(s)).
+func needsDecoding(s string) bool {
+	return strings.ContainsAny(s, `&\%`)
+}
+
+func (vs *views) foldedItems() []vitem {
+	if !vs.hasItem {
+		vs.items = foldItems(decodeEscapes(decodeEscapes(rawItems(vs.src))))
+		vs.hasItem = true
+	}
+	return vs.items
+}
+
+// view is the view k, its text built (not its offsets).
+func (vs *views) view(k viewKind) *view {
+	if !vs.built[k] {
+		vs.buildLetterTexts(k)
+	}
+	return &vs.v[k]
+}
+
+// withOffsets is the view k with its offsets.
+func (vs *views) withOffsets(k viewKind) *view {
+	v := vs.view(k)
+	if !vs.offsets[k] {
+		items := vs.foldedItems()
+		if k != onFolded {
+			items = letterItems(items)[k-onLetters]
+		}
+		v.setOffsets(items)
+		vs.offsets[k] = true
+	}
+	return v
+}
+
+// foldText is the text of foldItems(rawItems(s)) (s holds no escape),
+// built without the items.
+func foldText(s string) string {
+	buf := make([]byte, 0, len(s))
+	space := byte(0) // the whitespace run being read: ' ' or '\n' (0: none)
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			i++
+			switch {
+			case c == ' ' || c == '\t':
+				if space == 0 {
+					space = ' '
+				}
+				continue
+			case c == '\n' || c == '\r' || c == '\v' || c == '\f':
+				space = '\n'
+				continue
+			case 'A' <= c && c <= 'Z':
+				c += 'a' - 'A'
+			}
+			if space != 0 {
+				buf = append(buf, space)
+				space = 0
+			}
+			buf = append(buf, c)
+			continue
+		}
+		r, w := utf8.DecodeRuneInString(s[i:])
+		i += w
+		if isLineBreak(r) {
+			space = '\n'
+			continue
+		}
+		for _, f := range foldRune(r) {
+			switch f {
+			case ' ', '\t':
+				if space == 0 {
+					space = ' '
+				}
+			case '\n':
+				space = '\n'
+			default:
+				if space != 0 {
+					buf = append(buf, space)
+					space = 0
+				}
+				buf = utf8.AppendRune(buf, f)
+			}
+		}
+	}
+	if space != 0 {
+		buf = append(buf, space)
+	}
+	return string(buf)
+}
+
+func isLineBreak(r rune) bool {
+	return r == '\n' || r == '\r' || r == '\u2028' || r == '\u2029' || r == '\v' || r == '\f' || r == '\u0085'
 }
 
 // deleet reads the usual stand-ins of leetspeak as letters.
 var deleet = map[rune]rune{'0': 'o', '1': 'i', '3': 'e', '4': 'a', '5': 's', '7': 't', '@': 'a', '$': 's', '!': 'i', '|': 'l'}
 
-func (vs *views) buildLetters() {
-	if vs.letters != nil {
-		return
+// asciiLetter is, for each ASCII character, what the letter views read
+// (0: nothing).
+var asciiLetter = func() (t [utf8.RuneSelf]rune) {
+	for r := range rune(utf8.RuneSelf) {
+		if d, ok := deleet[r]; ok {
+			t[r] = d
+		} else if unicode.IsLetter(r) || unicode.IsDigit(r) {
+			t[r] = r
+		}
 	}
-	vs.buildLetterItems()
-	vs.letters, vs.reversed, vs.rot13 = makeView(vs.letterItems[0]), makeView(vs.letterItems[1]), makeView(vs.letterItems[2])
+	return t
+}()
+
+// letterRune is what the letter views read for r of the folded view (ok
+// false: nothing).
+func letterRune(r rune) (rune, bool) {
+	if r < utf8.RuneSelf {
+		l := asciiLetter[r]
+		return l, l != 0
+	}
+	if d, ok := deleet[r]; ok {
+		return d, true
+	}
+	return r, unicode.IsLetter(r) || unicode.IsDigit(r)
 }
 
-// letterTexts are the texts of the letters, reversed and ROT13 views,
-// without their offsets (enough for the prefilters).
-func (vs *views) letterTexts() [3]string {
-	if vs.letterText[0] == "" && len(vs.letterItems[0]) == 0 {
-		vs.buildLetterItems()
-		for k, items := range vs.letterItems {
-			var b strings.Builder
-			for _, it := range items {
-				b.WriteRune(it.r)
+func rot13(r rune) rune {
+	if 'a' <= r && r <= 'z' {
+		return 'a' + (r-'a'+13)%26
+	}
+	return r
+}
+
+// buildLetterTexts builds the text of the letter view k from the folded
+// text (the reversed and ROT13 views from the letters view).
+func (vs *views) buildLetterTexts(k viewKind) {
+	if !vs.built[onLetters] {
+		folded := vs.v[onFolded].text
+		buf := make([]byte, 0, len(folded))
+		for i := 0; i < len(folded); {
+			if c := folded[i]; c < utf8.RuneSelf {
+				if l := asciiLetter[c]; l != 0 {
+					buf = append(buf, byte(l))
+				}
+				i++
+				continue
 			}
-			vs.letterText[k] = b.String()
+			r, w := utf8.DecodeRuneInString(folded[i:])
+			i += w
+			if l, ok := letterRune(r); ok {
+				buf = utf8.AppendRune(buf, l)
+			}
 		}
+		vs.v[onLetters].text, vs.built[onLetters] = string(buf), true
 	}
-	return vs.letterText
-}
-
-func (vs *views) buildLetterItems() {
-	if vs.letterItems[0] != nil {
+	if vs.built[k] {
 		return
 	}
-	var letters []vitem
-	for _, it := range vs.items {
-		if d, ok := deleet[it.r]; ok {
-			letters = append(letters, vitem{d, it.a, it.b})
-		} else if unicode.IsLetter(it.r) || unicode.IsDigit(it.r) {
-			letters = append(letters, it)
-		}
+	letters := vs.v[onLetters].text
+	switch k {
+	case onReversed:
+		vs.v[k].text = reverseString(letters)
+	case onROT13:
+		vs.v[k].text = rot13String(letters)
 	}
-	if letters == nil {
-		letters = []vitem{}
+	vs.built[k] = true
+}
+
+// letterItems are the items of the letters, reversed and ROT13 views.
+func letterItems(items []vitem) [3][]vitem {
+	letters := make([]vitem, 0, len(items))
+	for _, it := range items {
+		if l, ok := letterRune(it.r); ok {
+			letters = append(letters, vitem{l, it.a, it.b})
+		}
 	}
 	rev := make([]vitem, len(letters))
 	for i, it := range letters {
@@ -428,10 +601,17 @@ func (vs *views) buildLetterItems() {
 	}
 	rot := make([]vitem, len(letters))
 	for i, it := range letters {
-		if r := it.r; 'a' <= r && r <= 'z' {
-			it.r = 'a' + (r-'a'+13)%26
-		}
+		it.r = rot13(it.r)
 		rot[i] = it
 	}
-	vs.letterItems = [3][]vitem{letters, rev, rot}
+	return [3][]vitem{letters, rev, rot}
 }
+
+// reverseString is s backwards (character by character).
+func reverseString(s string) string {
+	r := []rune(s)
+	slices.Reverse(r)
+	return string(r)
+}
+
+func rot13String(s string) string { return strings.Map(rot13, s) }

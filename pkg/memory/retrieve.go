@@ -291,11 +291,15 @@ type Hit struct {
 	Vector     int     `json:"vector_rank,omitempty"`
 	Path       bool    `json:"path,omitempty"`
 	Graph      bool    `json:"graph,omitempty"` // reached only through the graph
-	Foreign    bool    `json:"foreign,omitempty"`
+	// Conversation: its score is the share a leading hit next to it in
+	// the conversation passed it (more than its own text score).
+	Conversation bool `json:"conversation,omitempty"`
+	Foreign      bool `json:"foreign,omitempty"`
 }
 
 type cand struct {
 	fused, activation float64
+	conv              float64 // the largest share a neighbour in the conversation passed (see converse)
 	lexRank, vecRank  int
 	path, direct      bool
 }
@@ -304,7 +308,9 @@ type cand struct {
 // stemmed at query time: LexTerms), vector cosine and pseudo-relevance
 // feedback fused as Query.Ranking says (by default each channel's scores
 // over its best, weighted: FuseScores), anchor paths, optional one-hop
-// graph expansion, a prior from feedback, recency, staleness and
+// graph expansion, the conversation around the leading hits (when the
+// store implements Conversations: see converse), a prior from feedback,
+// recency, staleness and
 // confidence (moved by Ranking.Prior), and contradictions settled at read
 // time. Hits are best first.
 func Retrieve(ctx context.Context, st RetrievalStore, q Query) ([]Hit, error) {
@@ -408,6 +414,11 @@ func Retrieve(ctx context.Context, st RetrievalStore, q Query) ([]Hit, error) {
 	if exp != nil {
 		exp.spread(q, byID, get)
 	}
+	if cs, ok := st.(Conversations); ok {
+		if err := converse(ctx, cs, st, q, cands, byID, get); err != nil {
+			return nil, err
+		}
+	}
 	ps := rk.Prior
 	// Score every visible candidate, sort the scores, and make Hits (each
 	// carries its whole node) only of those that can still make the cut,
@@ -432,7 +443,9 @@ func Retrieve(ctx context.Context, st RetrievalStore, q Query) ([]Hit, error) {
 		}
 		base := c.activation
 		if c.direct {
-			base += c.fused
+			base += max(c.fused, c.conv)
+		} else {
+			base += c.conv
 		}
 		r.foreign = n.ProjectID != "" && n.ProjectID != q.Filter.ProjectID
 		r.score = base * r.prior
@@ -448,7 +461,8 @@ func Retrieve(ctx context.Context, st RetrievalStore, q Query) ([]Hit, error) {
 	for i := range hits {
 		r := &rs[i]
 		hits[i] = Hit{Node: *r.n, ID: r.n.ID, Score: r.score, Fused: r.c.fused, Activation: r.c.activation, Prior: r.prior,
-			Lexical: r.c.lexRank, Vector: r.c.vecRank, Path: r.c.path, Graph: !r.c.direct, Foreign: r.foreign}
+			Lexical: r.c.lexRank, Vector: r.c.vecRank, Path: r.c.path, Graph: !r.c.direct && r.c.activation > 0,
+			Conversation: r.c.conv > r.c.fused, Foreign: r.foreign}
 	}
 	hits, err = settleContradictions(ctx, st, hits, hints, q.Limit)
 	if err != nil {
@@ -982,6 +996,17 @@ func feedback(ctx context.Context, st RetrievalStore, q Query, lex []Scored) ([]
 	return out, nil
 }
 
+// Written is when a memory was first written: its creation time, or its
+// last update when that is earlier (an import keeps the update time it is
+// given and stamps the creation with the time of the import).
+func Written(n *Node) time.Time {
+	t := n.CreatedAt
+	if t.IsZero() || (!n.UpdatedAt.IsZero() && t.After(n.UpdatedAt)) {
+		t = n.UpdatedAt
+	}
+	return t
+}
+
 func notWord(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }
 
 // timeChannel is the time channel: of the lexical candidates (deep), those
@@ -1003,11 +1028,7 @@ func timeChannel(ctx context.Context, st RetrievalStore, deep []Scored, w Window
 	}
 	in := make(map[string]bool, len(nodes))
 	for i := range nodes {
-		t := nodes[i].CreatedAt
-		if t.IsZero() || t.After(nodes[i].UpdatedAt) {
-			t = nodes[i].UpdatedAt
-		}
-		if w.Contains(t) {
+		if w.Contains(Written(&nodes[i])) {
 			in[nodes[i].ID] = true
 		}
 	}

@@ -18,11 +18,15 @@ import (
 func TestRetrieveOnStores(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
 		now := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
-		st := b.Open(t, storetest.WithClock(func() time.Time { return now }))
+		clock := now.Add(-24 * time.Hour)
+		st := b.Open(t, storetest.WithClock(func() time.Time { return clock }))
 		ctx := context.Background()
 		emb := hashembed.New(384)
 		add := func(n memory.Node) memory.Node {
 			t.Helper()
+			// Written hours apart: no two are one conversation (see
+			// TestRetrieveConversationNeighbours).
+			clock = clock.Add(2 * memory.ConversationGap)
 			if n.ProjectID == "" && n.Scope != memory.ScopeGlobal {
 				n.ProjectID = "p1"
 			}
@@ -113,8 +117,10 @@ func TestFeedbackChannel(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
 		ctx := context.Background()
 		now := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
-		st := b.Open(t, storetest.WithClock(func() time.Time { return now }))
+		clock := now.Add(-24 * time.Hour)
+		st := b.Open(t, storetest.WithClock(func() time.Time { return clock }))
 		add := func(label string) string {
+			clock = clock.Add(2 * memory.ConversationGap) // not one conversation
 			r, err := st.Upsert(ctx, memory.Node{Subkind: memory.Observation, ProjectID: "p1", Label: label})
 			if err != nil {
 				t.Fatal(err)

@@ -134,3 +134,46 @@ func TestPreciseCut(t *testing.T) {
 		t.Errorf("weak list kept %v, want nothing", got)
 	}
 }
+
+func TestNaturalCompare(t *testing.T) {
+	ordered := []string{"", "0", "1", "9", "01", "10", "99", "010", "100", "a", "a1", "a2", "a9", "a10", "a10b", "a10c", "a11", "ab",
+		"conv-43-D1-2", "conv-43-D1-10", "conv-43-D2-1", "conv-43-D10-1"}
+	for i, a := range ordered {
+		for j, b := range ordered {
+			want := 0
+			if i < j {
+				want = -1
+			} else if i > j {
+				want = 1
+			}
+			if got := NaturalCompare(a, b); got != want {
+				t.Errorf("NaturalCompare(%q, %q) = %d, want %d", a, b, got, want)
+			}
+		}
+	}
+}
+
+func TestCompareConversation(t *testing.T) {
+	t0 := time.Date(2023, 5, 1, 10, 0, 0, 0, time.UTC)
+	a := &Node{ID: "t-10", CreatedAt: t0, UpdatedAt: t0.Add(time.Hour)}
+	b := &Node{ID: "t-9", CreatedAt: t0.Add(time.Hour), UpdatedAt: t0} // imported: written at its update
+	c := &Node{ID: "t-1", CreatedAt: t0.Add(time.Millisecond)}
+	if CompareConversation(b, a) >= 0 || CompareConversation(a, c) >= 0 || CompareConversation(a, a) != 0 {
+		t.Errorf("order of %v %v %v: want t-9, t-10 (same time, natural order), then t-1 (a millisecond later)", a, b, c)
+	}
+}
+
+func TestIsQuestion(t *testing.T) {
+	for label, want := range map[string]bool{
+		"Audrey: How long do you walk them for?": true,
+		"Tim: Have you read \"Dune?\" ":          true,
+		"Tim: Did you see it (the game?)":        true,
+		"What's up? I got a new job!":            false,
+		"I wonder why":                           false,
+		"":                                       false,
+	} {
+		if got := IsQuestion(&Node{Label: label}); got != want {
+			t.Errorf("IsQuestion(%q) = %v, want %v", label, got, want)
+		}
+	}
+}

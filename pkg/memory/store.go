@@ -198,7 +198,8 @@ type Channels interface {
 	// (memory.Terms of a text), OR-ed and stemmed at query time as
 	// memory.LexTerms groups them: each group's prefix matches the tokens
 	// it prefixes (one term, one idf from the group's summed document
-	// frequency), and each word its own token for memory.ExactWeight more.
+	// frequency), and each word its own token for memory.ExactWeight more;
+	// a term of stop words weighs memory.StopWordWeight (LexTerm.Weight).
 	// No terms: no candidates.
 	Lexical(ctx context.Context, terms []string, f Filter, limit int) ([]Scored, error)
 	// Vector is cosine similarity against embeddings made by model (nodes
@@ -267,6 +268,7 @@ type Store interface {
 	Sessions
 	Counter // counts.go
 	Journal
+	Letters // letters.go
 	Erasure // erase.go
 	Close() error
 }

@@ -96,17 +96,23 @@ func TestStemPrefix(t *testing.T) {
 }
 
 func TestLexTerms(t *testing.T) {
-	got := LexTerms(Terms("Korean restaurants: deploy, deploys, deployed, restaurant"))
+	got := LexTerms(Terms("What did the Korean restaurants do: deploy, deploys, deployed, restaurant"))
 	want := []LexTerm{
-		{Prefix: "restaur", Words: []string{"restaurants", "restaurant"}},
-		{Prefix: "deploy", Words: []string{"deployed", "deploys", "deploy"}},
-		{Prefix: "korean", Words: []string{"korean"}},
+		{Prefix: "restaur", Words: []string{"restaurants", "restaurant"}, Weight: 1},
+		{Prefix: "deploy", Words: []string{"deployed", "deploys", "deploy"}, Weight: 1},
+		{Prefix: "korean", Words: []string{"korean"}, Weight: 1},
+		{Prefix: "what", Words: []string{"what"}, Weight: StopWordWeight},
+		{Prefix: "did", Words: []string{"did"}, Weight: StopWordWeight},
+		{Prefix: "the", Words: []string{"the"}, Weight: StopWordWeight},
+		{Prefix: "do", Words: []string{"do"}, Weight: StopWordWeight},
 	}
-	if !slices.EqualFunc(got, want, func(a, b LexTerm) bool { return a.Prefix == b.Prefix && slices.Equal(a.Words, b.Words) }) {
-		t.Errorf("LexTerms = %q, want %q", got, want)
+	if !slices.EqualFunc(got, want, func(a, b LexTerm) bool {
+		return a.Prefix == b.Prefix && slices.Equal(a.Words, b.Words) && a.Weight == b.Weight
+	}) {
+		t.Errorf("LexTerms = %+v, want %+v", got, want)
 	}
-	if got := LexTerms([]string{"", "go", "go"}); len(got) != 1 || got[0].Prefix != "go" || !slices.Equal(got[0].Words, []string{"go"}) {
-		t.Errorf("LexTerms of a repeated short word = %q", got)
+	if got := LexTerms([]string{"", "go", "go"}); len(got) != 1 || got[0].Prefix != "go" || !slices.Equal(got[0].Words, []string{"go"}) || got[0].Weight != 1 {
+		t.Errorf("LexTerms of a repeated short word = %+v", got)
 	}
 }
 

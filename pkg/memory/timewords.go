@@ -38,6 +38,16 @@ var weekdays = map[string]time.Weekday{
 //	  "a couple of", ...)         N units back, ± a day, 3 days, 15 days,
 //	                              2 months
 //
+// A calendar date is read first, and wins over those: a day ("on October
+// 3, 2023", "3 July, 2023", "1st September"; the day and a day either
+// side), a month ("in May 2023", "in October"; three days either side) or
+// a year ("in 2022"; 15 days either side). Without a year it is the
+// latest such date not after now. A conversation's questions name its
+// dates ("What did Dave open in May 2023?" of a turn "I opened my car
+// shop last week!" written on 25 May); on LoCoMo-dev these took R@10 of
+// its 79 questions that name one from 0.671 to 0.749 (all questions:
+// 0.638 -> 0.648).
+//
 // Words such as "when", "first" or "most recently" name no span and find
 // nothing: ordering questions are left to the ranking. ok is false when
 // text names no span.
@@ -47,6 +57,9 @@ func TimeWindow(text string, now time.Time) (Window, bool) {
 	at := func(back, margin time.Duration) (Window, bool) {
 		c := now.Add(-back)
 		return Window{From: c.Add(-margin), To: c.Add(margin)}, true
+	}
+	if w, ok := absoluteWindow(words, now); ok {
+		return w, true
 	}
 	for i, w := range words {
 		switch {
@@ -108,4 +121,99 @@ func count(words []string) (int, bool) {
 		return 0, false
 	}
 	return n, true
+}
+
+// months are the month names and their usual abbreviations.
+var months = map[string]time.Month{
+	"january": time.January, "jan": time.January, "february": time.February, "feb": time.February,
+	"march": time.March, "mar": time.March, "april": time.April, "apr": time.April, "may": time.May,
+	"june": time.June, "jun": time.June, "july": time.July, "jul": time.July, "august": time.August,
+	"aug": time.August, "september": time.September, "sep": time.September, "sept": time.September,
+	"october": time.October, "oct": time.October, "november": time.November, "nov": time.November,
+	"december": time.December, "dec": time.December,
+}
+
+// dayOf reads a day of the month: "3", "03", "3rd", "21st".
+func dayOf(w string) (int, bool) {
+	for _, suf := range []string{"st", "nd", "rd", "th"} {
+		if strings.HasSuffix(w, suf) && len(w) > len(suf) {
+			w = strings.TrimSuffix(w, suf)
+			break
+		}
+	}
+	d, err := strconv.Atoi(w)
+	if err != nil || d < 1 || d > 31 || len(w) > 2 {
+		return 0, false
+	}
+	return d, true
+}
+
+// yearOf reads a year of four digits (1900-2199).
+func yearOf(w string) (int, bool) {
+	if len(w) != 4 {
+		return 0, false
+	}
+	y, err := strconv.Atoi(w)
+	if err != nil || y < 1900 || y > 2199 {
+		return 0, false
+	}
+	return y, true
+}
+
+// absoluteWindow finds the first calendar date of words (lower-cased
+// words of a question): a day ("3 July, 2023", "October 3, 2023", "on 1st
+// September"), a month ("in May 2023", "in October") or a year ("in
+// 2022"). A year left out is the latest that puts the date before now. A
+// month name that is also a word ("may", "march") counts only beside a
+// number; another needs a number or "in" before it.
+func absoluteWindow(words []string, now time.Time) (Window, bool) {
+	day := 24 * time.Hour
+	for i, w := range words {
+		m, isMonth := months[w]
+		if !isMonth {
+			if y, ok := yearOf(w); ok && i > 0 && (words[i-1] == "in" || words[i-1] == "during" || words[i-1] == "of") {
+				from := time.Date(y, time.January, 1, 0, 0, 0, 0, now.Location())
+				return Window{From: from.Add(-15 * day), To: from.AddDate(1, 0, 0).Add(15 * day)}, true
+			}
+			continue
+		}
+		d, y := 0, 0
+		if i > 0 {
+			if v, ok := dayOf(words[i-1]); ok {
+				d = v
+			}
+		}
+		if i+1 < len(words) {
+			if v, ok := dayOf(words[i+1]); ok && d == 0 {
+				d = v
+				if i+2 < len(words) {
+					if v, ok := yearOf(words[i+2]); ok {
+						y = v
+					}
+				}
+			} else if v, ok := yearOf(words[i+1]); ok {
+				y = v
+			}
+		}
+		if d == 0 && y == 0 {
+			ambiguous := w == "may" || w == "march" || len(w) <= 4 && w != "june" && w != "july"
+			if ambiguous || i == 0 || words[i-1] != "in" {
+				continue
+			}
+		}
+		if y == 0 {
+			// The latest such date not after now.
+			y = now.Year()
+			if time.Date(y, m, max(d, 1), 0, 0, 0, 0, now.Location()).After(now) {
+				y--
+			}
+		}
+		if d > 0 {
+			at := time.Date(y, m, d, 0, 0, 0, 0, now.Location())
+			return Window{From: at.Add(-day), To: at.Add(2 * day)}, true
+		}
+		from := time.Date(y, m, 1, 0, 0, 0, 0, now.Location())
+		return Window{From: from.Add(-3 * day), To: from.AddDate(0, 1, 0).Add(3 * day)}, true
+	}
+	return Window{}, false
 }

@@ -47,3 +47,44 @@ func TestTimeWindow(t *testing.T) {
 		}
 	}
 }
+
+func TestTimeWindowCalendarDates(t *testing.T) {
+	now := time.Date(2023, 3, 9, 15, 47, 0, 0, time.UTC) // a Thursday
+	day := 24 * time.Hour
+	date := func(y int, m time.Month, d int) time.Time { return time.Date(y, m, d, 0, 0, 0, 0, time.UTC) }
+	cases := []struct {
+		text     string
+		ok       bool
+		from, to time.Time
+	}{
+		// A day: the day itself and a day either side.
+		{"Which city was Calvin at on October 3, 2023?", true, date(2023, 10, 2), date(2023, 10, 5)},
+		{"What is Audrey's favorite recipe that she shares with Andrew on 3 July, 2023?", true, date(2023, 7, 2), date(2023, 7, 5)},
+		{"Where did Dave come back from on 1st September 2023?", true, date(2023, 8, 31), date(2023, 9, 3)},
+		{"the weekend before 4th October, 2023", true, date(2023, 10, 3), date(2023, 10, 6)},
+		// A month: three days either side.
+		{"What did Dave open in May 2023?", true, date(2023, 5, 1).Add(-3 * day), date(2023, 6, 1).Add(3 * day)},
+		{"Where was Calvin located in the last week of October 2023?", true, date(2023, 10, 1).Add(-3 * day), date(2023, 11, 1).Add(3 * day)},
+		// No year: the latest one before now.
+		{"Who headlined the festival in October?", true, date(2022, 10, 1).Add(-3 * day), date(2022, 11, 1).Add(3 * day)},
+		{"what did I buy on February 2", true, date(2023, 2, 1), date(2023, 2, 4)},
+		{"what happened on 20 March", true, date(2022, 3, 19), date(2022, 3, 22)},
+		// A year: 15 days either side.
+		{"Which cities did Dave travel to in 2022?", true, date(2022, 1, 1).Add(-15 * day), date(2023, 1, 1).Add(15 * day)},
+		// Month names that are also words need a number beside them.
+		{"May I ask what you did?", false, time.Time{}, time.Time{}},
+		{"the protesters march on", false, time.Time{}, time.Time{}},
+		{"in may we trust", false, time.Time{}, time.Time{}},
+		{"a year without a date: 2023", false, time.Time{}, time.Time{}},
+	}
+	for _, c := range cases {
+		w, ok := TimeWindow(c.text, now)
+		if ok != c.ok {
+			t.Errorf("%q: ok = %v, want %v", c.text, ok, c.ok)
+			continue
+		}
+		if ok && (!w.From.Equal(c.from) || !w.To.Equal(c.to)) {
+			t.Errorf("%q: window %v .. %v, want %v .. %v", c.text, w.From, w.To, c.from, c.to)
+		}
+	}
+}

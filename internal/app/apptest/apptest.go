@@ -33,7 +33,7 @@ type Running struct {
 // Start starts a process named name running modules, with models from
 // models (llmtest.Server.Config), and fails the test unless the worker role
 // runs.
-func Start(ctx context.Context, t *testing.T, name, role string, models llm.Config, modules []fx.Option, opts ...events.ClientOption) Running {
+func Start(ctx context.Context, t testing.TB, name, role string, models llm.Config, modules []fx.Option, opts ...events.ClientOption) Running {
 	t.Helper()
 	return StartConfig(ctx, t, Config(t, models), name, role, modules, opts...)
 }
@@ -42,7 +42,7 @@ func Start(ctx context.Context, t *testing.T, name, role string, models llm.Conf
 // random port, no HTTP endpoint, no idle detector, errors-only JSON logs
 // and the models of models. A test that seeds the data dir first (the
 // SQLite store at cfg.SQLitePath()) passes it to StartConfig.
-func Config(t *testing.T, models llm.Config) config.Config {
+func Config(t testing.TB, models llm.Config) config.Config {
 	cfg := config.Default()
 	cfg.DataDir = t.TempDir()
 	cfg.NATS.StoreKeyDir = t.TempDir()
@@ -55,7 +55,7 @@ func Config(t *testing.T, models llm.Config) config.Config {
 }
 
 // StartConfig is Start with the configuration cfg (see Config).
-func StartConfig(ctx context.Context, t *testing.T, cfg config.Config, name, role string, modules []fx.Option, opts ...events.ClientOption) Running {
+func StartConfig(ctx context.Context, t testing.TB, cfg config.Config, name, role string, modules []fx.Option, opts ...events.ClientOption) Running {
 	t.Helper()
 	p, err := app.Start(ctx, cfg, true, name, modules...)
 	if err != nil {

@@ -25,7 +25,7 @@ import (
 func Module() fx.Option {
 	return fx.Module("erase",
 		fx.Provide(func(st memory.Store, bus *app.Bus, topo events.Topology) *erase.Eraser {
-			return erase.New(st, erase.WithBus(erase.NewBus(bus.JS, topo)))
+			return erase.New(st, erase.WithBus(erase.NewBus(bus.JS, topo)), erase.WithShelf(erase.StoreShelf(st)))
 		}),
 		fx.Invoke(func(lc fx.Lifecycle, rel *app.Releases, e *erase.Eraser, bus *app.Bus, topo events.Topology, log *zap.Logger) error {
 			log = log.Named("erase")

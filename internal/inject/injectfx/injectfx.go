@@ -41,9 +41,19 @@ func NewWorker(cfg config.Config, st memory.Store, c *llm.Client, ec *events.Cli
 	if err != nil {
 		return app.Worker{}, err
 	}
+	h := inject.NewHandler(inj, ec, log, inject.WithReplyPrefixes(cfg.Events.ReplyPrefixes...))
 	return app.Worker{
 		Role:    events.ConsumerInjector,
-		Handler: inject.NewHandler(inj, ec, log, inject.WithReplyPrefixes(cfg.Events.ReplyPrefixes...)).Handle,
+		Handler: h.Handle,
 		Gates:   []runner.Gate{app.ServingStoreGate(st)},
+		// A flood from one tenant, project or session cannot push the
+		// others' turns past their reply deadline: the runner holds what
+		// the consumer allows (its max ack pending) and serves senders in
+		// turn, and a turn past its deadline is acknowledged before any
+		// store work (counted as expired, logged like a late turn).
+		Options: []runner.Option{runner.WithFairness(0), runner.WithDeadline(inject.ReplyBy, h.Expired)},
+		// A poison turn_started whose letter ENGRAM_DLQ refuses waits in
+		// the store, not in the injector's ack-pending slots.
+		Letters: st,
 	}, nil
 }

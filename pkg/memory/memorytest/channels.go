@@ -3,6 +3,7 @@ package memorytest
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/engram-memory/engram/pkg/memory"
@@ -13,6 +14,9 @@ var channelTests = []subtest{
 	{"Lexical/Fields", testLexicalFields},
 	{"Lexical/LabelWeight", testLexicalLabelWeight},
 	{"Lexical/StemFamily", testLexicalStemFamily},
+	{"Lexical/StopWords", testLexicalStopWords},
+	{"Lexical/CommonWords", testLexicalCommonWords},
+	{"Conversations/Adjacent", testAdjacent},
 	{"Vector/Ranking", testVectorRanking},
 	{"Vector/Scores", testVectorScores},
 	{"ByPaths/Ranking", testByPaths},
@@ -363,3 +367,130 @@ func testFilterMatrix(e *env) {
 }
 
 func clone(ss []string) []string { return append([]string(nil), ss...) }
+
+// testLexicalStopWords: a stop word of the query weighs
+// memory.StopWordWeight: of two memories of one length, each holding one
+// of the query's words once (each word in one memory: the same idf), the
+// one with the content word ranks first, at twice the score.
+func testLexicalStopWords(e *env) {
+	content := e.upsert(node("p", memory.Observation, "zebra alpha beta gamma")).ID
+	stop := e.upsert(node("p", memory.Observation, "what delta epsilon eta")).ID
+	for i := range 6 {
+		e.upsert(node("p", memory.Observation, fmt.Sprintf("filler %c note text", 'a'+i)))
+	}
+	got := e.lexical([]string{"what", "zebra"}, memory.Filter{ProjectID: "p"}, 10)
+	e.sameList("content word first", ids(got), []string{content, stop})
+	if r := got[1].Score / got[0].Score; !near(r, memory.StopWordWeight, 1e-4) {
+		e.t.Fatalf("the stop word scores %v of the content word, want %v", r, memory.StopWordWeight)
+	}
+}
+
+// testAdjacent: memory.Conversations, which every backend implements,
+// names a memory's neighbours in its conversation: the same tenant,
+// project and session, in memory.CompareConversation order (turns written
+// at the same time in the natural order of their ids: t-9 before t-10),
+// within memory.ConversationGap, nearest first, whatever their state; a
+// write that moves a memory moves it in the index.
+func testAdjacent(e *env) {
+	cs, ok := e.s.(memory.Conversations)
+	if !ok {
+		e.t.Fatal("the store does not implement memory.Conversations")
+	}
+	at := Epoch.Add(-24 * time.Hour) // a session of yesterday: every turn written at once
+	mk := func(id, tenant, project, session string, written time.Time) memory.Node {
+		return memory.Node{ID: id, Subkind: memory.Observation, Scope: memory.ScopeProject, TenantID: tenant,
+			ProjectID: project, SessionID: session, Label: "turn " + id, CreatedAt: written, UpdatedAt: written}
+	}
+	var batch []memory.Node
+	for _, i := range []int{7, 3, 12, 1, 10, 5, 2, 9, 11, 4, 8, 6} { // out of order
+		batch = append(batch, mk(fmt.Sprintf("t-%d", i), "", "p", "s1", at))
+	}
+	batch = append(batch,
+		mk("t-0", "", "p", "s1", at.Add(-30*time.Minute)),  // within the gap before
+		mk("t-13", "", "p", "s1", at.Add(2*time.Hour)),     // past the gap after
+		mk("u-1", "", "p", "s2", at),                       // another session
+		mk("q-1", "", "q", "s1", at),                       // another project
+		mk("x-1", "other", "p", "s1", at.Add(time.Minute)), // another tenant
+	)
+	e.ok(e.s.PutBatch(e.ctx, batch, nil), "PutBatch")
+	stored := func(ids ...string) []memory.Node {
+		ns, err := e.s.GetMany(e.ctx, ids)
+		e.ok(err, "GetMany")
+		return ns
+	}
+	check := func(what string, got map[string]memory.Adjacency, id string, before, after []string) {
+		e.t.Helper()
+		a, ok := got[id]
+		if !ok {
+			e.t.Fatalf("%s: no entry for %s in %v", what, id, got)
+		}
+		if !slices.Equal(a.Before, before) || !slices.Equal(a.After, after) {
+			e.t.Fatalf("%s: %s has %v before and %v after, want %v and %v", what, id, a.Before, a.After, before, after)
+		}
+	}
+	got, err := cs.Adjacent(e.ctx, stored("t-5", "t-1", "t-9", "t-12", "u-1", "x-1"), 2)
+	e.ok(err, "Adjacent")
+	check("middle", got, "t-5", []string{"t-4", "t-3"}, []string{"t-6", "t-7"})
+	check("first of its time", got, "t-1", []string{"t-0"}, []string{"t-2", "t-3"})
+	check("natural order", got, "t-9", []string{"t-8", "t-7"}, []string{"t-10", "t-11"})
+	check("last within the gap", got, "t-12", []string{"t-11", "t-10"}, nil)
+	check("alone in its session", got, "u-1", nil, nil)
+	check("alone in its tenant", got, "x-1", nil, nil)
+	if len(got) != 6 {
+		e.t.Fatalf("entries for %d nodes, want 6: %v", len(got), got)
+	}
+	// Archived memories still count (the caller filters); a write that
+	// keeps a memory's place keeps it, one that moves it moves it.
+	e.ok(e.s.Archive(e.ctx, "t-6"), "Archive")
+	e.ok(e.s.Touch(e.ctx, []string{"t-4"}), "Touch")
+	moved := stored("t-7")[0]
+	moved.SessionID = "s2"
+	e.ok(e.s.PutBatch(e.ctx, []memory.Node{moved}, nil), "PutBatch moving t-7")
+	got, err = cs.Adjacent(e.ctx, stored("t-5", "u-1", "t-7"), 1)
+	e.ok(err, "Adjacent after writes")
+	check("after writes", got, "t-5", []string{"t-4"}, []string{"t-6"})
+	check("t-7 joined s2", got, "t-7", nil, []string{"u-1"}) // at the same time: "t-7" < "u-1"
+	check("u-1 has t-7 before it", got, "u-1", []string{"t-7"}, nil)
+	got, err = cs.Adjacent(e.ctx, append(stored("t-6"), memory.Node{ID: "no-such-node", ProjectID: "p", SessionID: "s1"}), 3)
+	e.ok(err, "Adjacent of an unknown node")
+	check("skipping the moved one", got, "t-6", []string{"t-5", "t-4", "t-3"}, []string{"t-8", "t-9", "t-10"})
+	if _, ok := got["no-such-node"]; ok {
+		e.t.Fatalf("an unknown node has neighbours: %v", got)
+	}
+	if got, err := cs.Adjacent(e.ctx, stored("t-5"), 0); err != nil || len(got["t-5"].Before)+len(got["t-5"].After) != 0 {
+		e.t.Fatalf("k 0: %v, %v", got, err)
+	}
+}
+
+// testLexicalCommonWords: a common word (memory.CommonShare of the
+// memories) brings in no memory once the rarer words found enough, but
+// when the filter rejects what they found, the memories only the common
+// word matches are searched too.
+func testLexicalCommonWords(e *env) {
+	var batch []memory.Node
+	mk := func(id, label string, k memory.Subkind) {
+		batch = append(batch, memory.Node{ID: id, Subkind: k, Scope: memory.ScopeProject, ProjectID: "p", Label: label + " u" + id, Confidence: 0.9})
+	}
+	for i := range 12 { // the rare word's memories: decisions
+		mk(fmt.Sprintf("b%02d", i), "beta alpha", memory.Decision)
+	}
+	for i := range 30 { // the common word alone: five of them observations
+		k := memory.Decision
+		if i < 5 {
+			k = memory.Observation
+		}
+		mk(fmt.Sprintf("a%02d", i), "alpha", k)
+	}
+	for i := range 40 {
+		mk(fmt.Sprintf("g%02d", i), "gamma", memory.Decision)
+	}
+	e.ok(e.s.PutBatch(e.ctx, batch, nil), "PutBatch")
+	got := e.lexical([]string{"alpha", "beta"}, memory.Filter{ProjectID: "p"}, 5)
+	for _, s := range got {
+		if s.ID[0] != 'b' {
+			e.t.Fatalf("the rare word's memories must lead: %v", got)
+		}
+	}
+	got = e.lexical([]string{"alpha", "beta"}, memory.Filter{ProjectID: "p", Subkinds: []memory.Subkind{memory.Observation}}, 5)
+	e.sameSet("observations only", ids(got), []string{"a00", "a01", "a02", "a03", "a04"})
+}

@@ -66,7 +66,9 @@ func Run(t *testing.T, newStore Factory) {
 	tests = append(tests, countTests...)
 	tests = append(tests, journalTests...)
 	tests = append(tests, tenantTests...)
+	tests = append(tests, letterTests...)
 	tests = append(tests, eraseTests...)
+	tests = append(tests, findTests...)
 	for _, st := range tests {
 		t.Run(st.name, func(t *testing.T) {
 			c := NewClock()

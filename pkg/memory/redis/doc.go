@@ -66,6 +66,13 @@
 //	K t:<term>        zset: BM25 postings of a term (impact, tf, length packed in the score)
 //	K terms           zset: the term dictionary (all scores 0, for ZRANGEBYLEX prefixes)
 //	K bm              hash: n documents, l total length (BM25 statistics)
+//	K cv:<session>    zset: the session's memories (conversation.go) scored by
+//	                  memory.ConversationAt, each member the id encoded so that equal
+//	                  scores order as memory.NaturalCompare does (naturalKey):
+//	                  Adjacent (memory.Conversations) is a ZRANK and a ZRANGE per memory,
+//	                  one script, one pipeline; EnsureConversationIndex fills the sets of
+//	                  scopes written before them (the bm hash's "cv" field marks a scope
+//	                  complete)
 //	K vis             hash: id -> the node's filter fields packed in one value, so the
 //	                  channels judge a page of candidates with one HMGET
 //	K pa:<path>       set: nodes attached to a path (ByPaths, MarkStale)
@@ -102,23 +109,31 @@
 // Lexical is BM25 scored in Go from postings read on the project's slot,
 // in three pipelined round trips (see Store.Lexical): a small script
 // prefix-expands the query's stem prefixes (memory.LexTerms) over the term
-// dictionary (beside a prefix that is itself in the dictionary only short
-// expansion lists join; the query words' own lists always do, and weigh
-// memory.ExactWeight x their own idf more) and returns document
-// frequencies;
-// posting lists are read best impact first under a budget (whole when
-// short, so small corpora and rare terms are exact; of a common term only
-// the best postings make candidates, and the rarer of the common terms get
-// the larger shares); the leading candidates get the rest of their score
-// by ZMSCORE and their filter fields by one HMGET of the vis hash, judged
-// by memory.Visible itself. On natural text (TestLexicalQuality) the
-// budgeted top 10 hold 98% of the score of exact BM25's top 10 and 85% of
-// its documents, and 78% of its top 24 (lexicalBudget trades this against
-// time). Scoring in Go rather than Lua took the channel from about 4.5 to
-// 2 ms of server time per query on the injector benchmark's corpus at
-// 100,000 nodes (the server's one thread is what concurrent turns queue for). The scope
-// tags of one read (the project, the global memories, other projects) share
-// each round trip.
+// dictionary (the prefix and up to 32 longer terms, and the query words'
+// own tokens) and returns document frequencies; posting lists are read
+// best impact first under a budget (whole when short, so small corpora
+// and rare terms are exact; of a common term only the best postings make
+// candidates, and the rarer of the common terms get the larger shares);
+// the leading candidates get the rest of their score by ZMSCORE and their
+// filter fields by one HMGET of the vis hash, judged by memory.Visible
+// itself. The postings are scored as the SQLite store scores its index
+// (lexscore.go): a query term's family summed and saturated once, with
+// one idf from the documents holding any of it, its words' own tokens
+// memory.ExactWeight more, stop words memory.StopWordWeight, and a common
+// term (memory.CommonShare) left out once the rarer ones found enough.
+// TestLexicalParityDev (ENGRAM_TEST_LEXICAL_PARITY=DIRs) compares the two
+// stores on the development sets: read whole, every top 10 is the
+// SQLite store's, documents, order and scores (602 of 602 LoCoMo-dev
+// questions, 100 of 100 LongMemEval-dev); with the default budget 99.5%
+// and 99.9% of their documents are, in the same order for 320 of 602 and
+// 56 of 100 (a truncated list reorders near ties; 2026-12-06). On natural
+// text (TestLexicalQuality) the budgeted top 10 hold 98% of the score of
+// exact BM25's top 10 and 85% of its documents, and 78% of its top 24
+// (lexicalBudget trades this against time). Scoring in Go rather than Lua
+// took the channel from about 4.5 to 2 ms of server time per query on the
+// injector benchmark's corpus at 100,000 nodes (the server's one thread is
+// what concurrent turns queue for). The scope tags of one read (the
+// project, the global memories, other projects) share each round trip.
 // Vector sets store int8 codes (Q8, WithVectorQuantization): at 100,000
 // 384-dimension vectors a VSIM (count 98, EF 120) took p50 1.63 ms against
 // 2.45 ms on float32, serially on the same set; cosines are within 0.004

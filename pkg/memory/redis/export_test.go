@@ -77,3 +77,9 @@ func WithLabelRepeats(n int, f func()) {
 
 // StatsKey is the key of a scope's corpus statistics.
 func StatsKey(s *Store, project string) string { return s.keys(project).stats() }
+
+// The default lexical read budget (SetLexicalBudget restores it).
+const (
+	DefaultLexicalBudget     = lexicalBudget
+	DefaultLexicalMinPerTerm = lexicalMinPerTerm
+)

@@ -313,6 +313,9 @@ func (s *Store) writeNode(ctx context.Context, pipe goredis.Pipeliner, old, n *m
 		pipe.ZAdd(ctx, k.all(), goredis.Z{Score: timeScore(n), Member: id})
 	}
 
+	// Conversation set.
+	s.writeConversation(ctx, pipe, k, old, n)
+
 	// Live set.
 	live := n.Live()
 	if old == nil || old.Live() != live {

@@ -3,7 +3,6 @@ package redis
 import (
 	"context"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,9 +15,14 @@ import (
 	"github.com/engram-memory/engram/pkg/memory"
 )
 
-// maxExpansions is how many dictionary terms one query term may expand to
-// as a prefix (the exact term first: it sorts first).
-const maxExpansions = 12
+// lexDictFirstTerm is the ARGV index (Lua's, 1-based) of lexDictScript's
+// first query term, by which its reply names a list's query term.
+const lexDictFirstTerm = 3
+
+// maxExpansions is how many longer dictionary terms one query term may
+// expand to as a prefix (the first in dictionary order), besides the
+// prefix itself and the query's words: the SQLite store's prefixMax.
+const maxExpansions = 32
 
 // lexicalBudget is about how many postings one lexical query reads in a
 // project, spread over its terms (see lexRead.plan), at least
@@ -44,30 +48,30 @@ const (
 // lexDictScript finds the posting lists of one project's lexical query.
 // Each query term (memory.LexTerm: a stem prefix and the query's words
 // that have it) is expanded as a prefix over the term dictionary
-// (ZRANGEBYLEX); beside a prefix that is itself in the dictionary only
-// expansions held by few documents (at most the minimum per term) join.
-// The words' own tokens always join, also past the first expansions. It is
-// a script so that the dictionary and the document frequencies cost one
-// round trip.
+// (ZRANGEBYLEX): the prefix itself and up to maxExpansions longer terms,
+// as in the SQLite store (how much of each list is read is the budget's
+// business, see plan). The words' own tokens always join, also past the
+// first expansions. It is a script so that the dictionary and the
+// document frequencies cost one round trip.
 //
 // A prefix of fewer than memory.PrefixMin runes matches only itself
 // (marked with a leading '=': "in" would otherwise match "income" and
 // "inch"), as in the SQLite store.
 //
 // KEYS: term dictionary, corpus statistics. ARGV: key prefix, max
-// expansions, minimum postings per term, then per query term its prefix
+// expansions, then per query term its prefix
 // and its words separated by spaces (tokens hold none). Reply: document
 // count, total length, then per list its key, document frequency and its
 // kind: "0:<i>" for a word of query term i, "1:<i>" for another expansion
-// of its prefix.
+// of its prefix (i: the term's index in ARGV, 1-based as Lua counts, so
+// the first query term is lexDictFirstTerm).
 var lexDictScript = goredis.NewScript(`
 local p = ARGV[1]
 local maxExp = tonumber(ARGV[2])
-local minPer = tonumber(ARGV[3])
 local st = redis.call('HMGET', KEYS[2], 'n', 'l')
 local out = {st[1] or '0', st[2] or '0'}
 if (tonumber(out[1]) or 0) <= 0 then return out end
-for qi = 4, #ARGV do
+for qi = 3, #ARGV do
   local parts = {}
   for w in string.gmatch(ARGV[qi], '%S+') do parts[#parts + 1] = w end
   local q = parts[1]
@@ -75,13 +79,14 @@ for qi = 4, #ARGV do
   if whole then q = string.sub(q, 2) end
   local words = {}
   for i = 2, #parts do words[parts[i]] = true end
-  local terms = redis.call('ZRANGEBYLEX', KEYS[1], '[' .. q, '[' .. q .. '\255', 'LIMIT', 0, maxExp)
-  local exact = terms[1] == q
+  local terms = redis.call('ZRANGEBYLEX', KEYS[1], '[' .. q, '[' .. q .. '\255', 'LIMIT', 0, maxExp + 1)
   local seen = {}
+  local longer = 0
   for _, t in ipairs(terms) do
     local key = p .. 't:' .. t
     local df = redis.call('ZCARD', key)
-    if df > 0 and (t == q or words[t] or (not whole and (not exact or df <= minPer))) then
+    if t ~= q then longer = longer + 1 end
+    if df > 0 and (t == q or words[t] or (not whole and longer <= maxExp)) then
       seen[t] = true
       out[#out + 1] = key
       out[#out + 1] = tostring(df)
@@ -107,7 +112,7 @@ return out
 
 // Lexical is BM25 over label, body, paths and entity names (k1 1.2, b 0.75,
 // the current document count and average length of the scopes read
-// together: see weigh).
+// together: see weigh), scored as the SQLite store scores it (see score).
 //
 // The server does only what needs the data: the dictionary (lexDictScript),
 // the posting reads and, for the leading candidates, the filter fields and
@@ -127,7 +132,9 @@ return out
 //  3. for the leading candidates, the missing contributions of the
 //     truncated lists that can still matter (ZMSCORE), and the filter
 //     fields of the 2*limit+20 best candidates (one HMGET of the vis hash);
-//  4. only when too few of those pass: the filter fields of the rest.
+//  4. only when too few of those pass: the filter fields of the rest;
+//     when that still leaves fewer than limit and common terms were left
+//     out (see score), steps 3 and 4 again with every term scored.
 //
 // The steps are separate reads, not a snapshot: a node deleted in between
 // has no filter fields and is left out, which is what a later read returns.
@@ -161,15 +168,34 @@ func (s *Store) Lexical(ctx context.Context, terms []string, f memory.Filter, li
 	if err := s.readPostings(ctx, reads); err != nil {
 		return nil, err
 	}
-	k := 2*limit + 20
-	for _, r := range reads {
-		r.rank(k)
-	}
-	if err := s.completeLeaders(ctx, reads, limit); err != nil {
+	all, left, err := s.judge(ctx, reads, qs, f, limit, limit)
+	if err != nil {
 		return nil, err
 	}
+	if left && len(all) < limit {
+		// The filter rejected documents the rarer terms matched, and
+		// documents only the common terms match may pass: every term
+		// scored (the SQLite store does the same).
+		if all, _, err = s.judge(ctx, reads, qs, f, limit, 0); err != nil {
+			return nil, err
+		}
+	}
+	return topScored(all, limit), nil
+}
+
+// judge is steps 3 and 4 of Lexical for reads whose postings are read:
+// score and rank the candidates (want: see score), complete the leaders,
+// and take the visible ones, reading more filter fields when too few
+// pass. left reports whether common terms were left out.
+func (s *Store) judge(ctx context.Context, reads []*lexRead, qs []memory.LexTerm, f memory.Filter, limit, want int) (all []memory.Scored, left bool, err error) {
+	for _, r := range reads {
+		r.ranked, r.read, r.next, r.vis, r.out = 0, 0, 0, nil, nil
+	}
+	left = score(reads, qs, want, 2*limit+20)
+	if err := s.completeLeaders(ctx, reads, limit); err != nil {
+		return nil, left, err
+	}
 	now := s.now()
-	var all []memory.Scored
 	var more []*lexRead
 	for _, r := range reads {
 		if r.take(f, now, limit) < limit && r.read < len(r.cands) {
@@ -178,7 +204,7 @@ func (s *Store) Lexical(ctx context.Context, terms []string, f memory.Filter, li
 	}
 	if len(more) > 0 {
 		if err := s.readRestVisibility(ctx, more); err != nil {
-			return nil, err
+			return nil, left, err
 		}
 		for _, r := range more {
 			r.take(f, now, limit)
@@ -187,7 +213,7 @@ func (s *Store) Lexical(ctx context.Context, terms []string, f memory.Filter, li
 	for _, r := range reads {
 		all = append(all, r.out...)
 	}
-	return topScored(all, limit), nil
+	return all, left, nil
 }
 
 // planReads is step 1 of Lexical: the dictionary script over the tags,
@@ -204,14 +230,14 @@ func (s *Store) planReads(ctx context.Context, tags []scopeTag, qs []memory.LexT
 	}
 	dicts, err := s.evalTags(ctx, lexDictScript, len(tags), func(i int) ([]string, []any) {
 		k := s.keys(tags[i].project)
-		return []string{k.terms(), k.stats()}, append([]any{k.p, maxExpansions, minPer}, args...)
+		return []string{k.terms(), k.stats()}, append([]any{k.p, maxExpansions}, args...)
 	})
 	if err != nil {
 		return nil, s.wrap("lexical", err)
 	}
 	reads := make([]*lexRead, 0, len(tags))
 	for i, d := range dicts {
-		r, err := parseLexDict(tags[i], s.keys(tags[i].project), d)
+		r, err := parseLexDict(tags[i], s.keys(tags[i].project), d, qs)
 		if err != nil {
 			return nil, err
 		}
@@ -219,7 +245,7 @@ func (s *Store) planReads(ctx context.Context, tags []scopeTag, qs []memory.LexT
 			reads = append(reads, r)
 		}
 	}
-	weigh(reads)
+	weigh(reads, qs)
 	reads = slices.DeleteFunc(reads, func(r *lexRead) bool { return len(r.lists) == 0 })
 	for _, r := range reads {
 		r.plan(s.lexBudget, minPer)
@@ -235,41 +261,40 @@ func (s *Store) planReads(ctx context.Context, tags []scopeTag, qs []memory.LexT
 // idf of a term that every document holds, and a block's relative floor
 // would drop it beside the project's own matches.
 //
-// One idf per query term, from the summed document frequency of the term
-// and its expansions (at most the document count), as the SQLite store
-// counts a prefix term: scored apart, each rare expansion ("mythology" of
-// "my") would weigh more than the question's content words. A word's own
-// token counts once more, memory.ExactWeight x its own idf.
-func weigh(reads []*lexRead) {
-	var n, total float64
-	groupDF := map[string]int64{}
-	wordDF := map[string]int64{}
+// The lists' weights (w) plan the read budget: the idf of the query
+// term's summed document frequency (an upper bound of the documents its
+// group holds), and a word's own token memory.ExactWeight x its own idf
+// more, both times the term's weight (memory.LexTerm: a stop word counts
+// memory.StopWordWeight). The scores themselves are score's.
+func weigh(reads []*lexRead, qs []memory.LexTerm) {
+	q := &lexStats{tw: make([]float64, len(qs)), groupDF: make([]int64, len(qs)), wordDF: map[string]int64{}}
+	for g, lt := range qs {
+		q.tw[g] = lt.Weight
+	}
+	var total float64
 	for _, r := range reads {
-		n += r.n
+		q.n += r.n
 		total += r.total
+		r.q = q
 		for _, l := range r.lists {
-			groupDF[l.group] += l.df
+			q.groupDF[l.gi] += l.df
 			if !l.exp {
-				wordDF[l.term()] += l.df
+				q.wordDF[l.term()] += l.df
 			}
 		}
 	}
-	avgdl := total / n
+	avgdl := total / q.n
 	if !(avgdl > 0) {
 		avgdl = 1
-	}
-	idf := func(df int64) float64 {
-		d := min(float64(df), n)
-		return math.Log(1 + (n-d+0.5)/(d+0.5))
 	}
 	for _, r := range reads {
 		r.c1, r.c2 = bm25K1*(1-bm25B), bm25K1*bm25B/avgdl
 		for _, l := range r.lists {
-			w := idf(groupDF[l.group])
+			w := q.idf(q.groupDF[l.gi])
 			if !l.exp {
-				w += memory.ExactWeight * idf(wordDF[l.term()])
+				w += memory.ExactWeight * q.idf(q.wordDF[l.term()])
 			}
-			l.w = w * (bm25K1 + 1)
+			l.w = w * q.tw[l.gi] * (bm25K1 + 1)
 		}
 	}
 }
@@ -283,7 +308,10 @@ type lexRead struct {
 	c1, c2   float64 // BM25 length normalisation: k1*(1-b), k1*b/avgdl (see weigh)
 	lists    []*postingList
 
-	cands  []memory.Scored // every document a read posting names, ranked by rank
+	q      *lexStats // the query's statistics over every scope read (weigh)
+	docs   []lexDoc  // every document a read posting names (score), at index[id]
+	index  map[string]int
+	cands  []memory.Scored // the documents ranked by score (the leaders first)
 	ranked int             // cands[:ranked] are the leading ones, whose filter fields step 3 reads
 	read   int             // cands[:read] have their filter fields in vis
 	vis    map[string]any  // filter fields by document (nil: no entry)
@@ -296,9 +324,16 @@ type postingList struct {
 	key   string
 	df    int64
 	exp   bool    // an expansion of a query term, not the term itself
-	group string  // the query term it belongs to (its index)
-	w     float64 // (idf of the group, + ExactWeight x its own for a word) * (k1+1) (see weigh)
-	read  int64   // postings to read, best first
+	group string  // the query term it belongs to (lexDictScript's index)
+	gi    int     // the query term it belongs to (its index in the query)
+	w     float64 // its weight for the read budget (see weigh)
+	// How score counts it: its frequency in its group's sum (inGroup), and
+	// its own part at weight ew (a word's own token), only for documents
+	// the rarer units found (foundOnly: a common word).
+	inGroup   bool
+	ew        float64
+	foundOnly bool
+	read      int64 // postings to read, best first
 
 	postings *goredis.ZSliceCmd
 	// Where reading stopped in a truncated list (equal scores come in
@@ -311,8 +346,9 @@ type postingList struct {
 	missing    *goredis.FloatSliceCmd // the leading candidates' scores in this list
 }
 
-// parseLexDict reads the reply of lexDictScript (nil: an empty scope).
-func parseLexDict(tag scopeTag, k keys, d []string) (*lexRead, error) {
+// parseLexDict reads the reply of lexDictScript to the query terms qs
+// (nil: an empty scope).
+func parseLexDict(tag scopeTag, k keys, d []string, qs []memory.LexTerm) (*lexRead, error) {
 	if len(d) < 2 || (len(d)-2)%3 != 0 {
 		return nil, fmt.Errorf("redis lexical: dictionary reply of %d values", len(d))
 	}
@@ -332,7 +368,11 @@ func parseLexDict(tag scopeTag, k keys, d []string) (*lexRead, error) {
 		if err != nil || df <= 0 || !ok || (kind != "0" && kind != "1") {
 			return nil, fmt.Errorf("redis lexical: document frequency %q or kind %q of %s", d[i+1], d[i+2], d[i])
 		}
-		r.lists = append(r.lists, &postingList{key: d[i], df: df, exp: kind == "1", group: group})
+		gi, ok := groupIndex(group, len(qs))
+		if !ok {
+			return nil, fmt.Errorf("redis lexical: query term %q of %s", group, d[i])
+		}
+		r.lists = append(r.lists, &postingList{key: d[i], df: df, exp: kind == "1", group: group, gi: gi})
 	}
 	return r, nil
 }
@@ -390,52 +430,6 @@ func (s *Store) readPostings(ctx context.Context, reads []*lexRead) error {
 	return nil
 }
 
-// contribution is a posting's BM25 term: w * tf / (tf + k1*(1-b+b*len/avgdl)).
-func (r *lexRead) contribution(w, packed float64) float64 {
-	rest := int64(packed) % postingShift
-	tf := float64(rest >> 16)
-	return w * tf / (tf + r.c1 + r.c2*float64(rest&0xffff))
-}
-
-// rank scores the read postings and orders the candidates, the best k
-// first (ties: the smaller id).
-func (r *lexRead) rank(k int) {
-	n := 0
-	for _, l := range r.lists {
-		if l.postings != nil {
-			n += len(l.postings.Val())
-		}
-	}
-	r.cands = make([]memory.Scored, 0, n)
-	index := make(map[string]int, n) // document -> position in cands
-	for _, l := range r.lists {
-		if l.postings == nil {
-			continue
-		}
-		ps := l.postings.Val()
-		for _, p := range ps {
-			id, _ := p.Member.(string)
-			v := r.contribution(l.w, p.Score)
-			if i, ok := index[id]; ok {
-				r.cands[i].Score += v
-			} else {
-				index[id] = len(r.cands)
-				r.cands = append(r.cands, memory.Scored{ID: id, Score: v})
-			}
-		}
-		if l.truncated && len(ps) > 0 {
-			last := ps[len(ps)-1]
-			l.stop = last.Score
-			l.stopMember, _ = last.Member.(string)
-			l.last = r.contribution(l.w, last.Score)
-		}
-	}
-	// Only the leaders need their order now; the rest is sorted when
-	// readRestVisibility reaches it.
-	r.ranked = min(k, len(r.cands))
-	sortBest(r.cands, r.ranked)
-}
-
 // completeLeaders is step 3. The leading limit+10 candidates get the
 // contributions of truncated lists they hold beyond where reading stopped,
 // from the lists whose unread postings can still matter (more than 5% of
@@ -444,6 +438,11 @@ func (r *lexRead) rank(k int) {
 func (s *Store) completeLeaders(ctx context.Context, reads []*lexRead, limit int) error {
 	pipe := s.c.Pipeline()
 	vis := make([]*goredis.SliceCmd, len(reads))
+	for _, r := range reads {
+		for _, l := range r.lists {
+			l.missing = nil
+		}
+	}
 	for i, r := range reads {
 		if r.ranked == 0 {
 			continue
@@ -475,9 +474,14 @@ func (s *Store) completeLeaders(ctx context.Context, reads []*lexRead, limit int
 					continue
 				}
 				if c := &r.cands[j]; sc < l.stop || (sc == l.stop && c.ID < l.stopMember) {
-					c.Score += r.contribution(l.w, sc)
+					tf, length := posting(sc)
+					r.add(&r.docs[r.index[c.ID]], l.gi, tf, length, l.inGroup, l.ew)
 				}
 			}
+		}
+		for j := range min(r.ranked, limit+10) {
+			c := &r.cands[j]
+			c.Score = r.docScore(&r.docs[r.index[c.ID]])
 		}
 		r.keepVisibility(vis[i].Val())
 		sortScored(r.cands[:r.ranked])

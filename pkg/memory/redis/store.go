@@ -345,8 +345,9 @@ func (s *Store) register(ctx context.Context, project string) error {
 		if err := s.c.SAdd(ctx, s.keys(project).contradicting(), hintsComplete).Err(); err != nil {
 			return s.wrap("register project", err)
 		}
-		// Nor postings of an earlier lexical index version.
-		if err := s.c.HSet(ctx, s.keys(project).stats(), lexVersionField, lexVersion).Err(); err != nil {
+		// Nor postings of an earlier lexical index version, nor memories
+		// outside the conversation index.
+		if err := s.c.HSet(ctx, s.keys(project).stats(), lexVersionField, lexVersion, convVersionField, 1).Err(); err != nil {
 			return s.wrap("register project", err)
 		}
 	}

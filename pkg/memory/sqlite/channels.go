@@ -30,7 +30,7 @@ func (s *Store) Lexical(ctx context.Context, terms []string, f memory.Filter, li
 	gf := x.compile(&f, now)
 	more := func() bool { return len(t.items) < t.k }
 	accept := func(rid uint32) bool { return x.pass(rid, &gf) }
-	x.lex.search(terms, sc, t.k, accept, more, func(rid uint32, score float64) bool {
+	visit := func(rid uint32, score float64) bool {
 		if len(t.items) == t.k {
 			// Cannot enter: skip the filter check. Ties with the last
 			// are common (same term, same length) and lose on the id.
@@ -46,7 +46,14 @@ func (s *Store) Lexical(ctx context.Context, terms []string, f memory.Filter, li
 			t.add(scoredItem{rid: rid, id: x.heads[rid].ID, score: score})
 		}
 		return true
-	})
+	}
+	if left := x.lex.search(terms, sc, t.k, accept, more, visit); left && len(t.items) < t.k {
+		// The filter rejected documents the rarer terms matched, and
+		// documents only the common terms match may pass: every term
+		// scored (the Redis store does the same).
+		t.items = t.items[:0]
+		x.lex.search(terms, sc, 0, accept, nil, visit)
+	}
 	return t.scored(), nil
 }
 

@@ -54,6 +54,14 @@
 //     for bit (TestLexSearchOnePassMatchesGeneral). BenchmarkLexIndex at
 //     100,000 documents, CPU per query, four alternating pairs: p50 0.351 ->
 //     0.314 ms, p99 1.62 -> 1.36 ms;
+//   - the conversation index (conversation.go): per conversation (tenant,
+//     project, session) its memories' rids in memory.CompareConversation
+//     order, so that Adjacent (memory.Conversations) finds a memory's
+//     neighbours with one binary search. A write moves its memories in it
+//     (a commit's batch merged in at once); the load appends the rows it
+//     reads and sorts each list once it is done (outside the lock, swapped
+//     in when no write changed the list meanwhile), so Adjacent answers
+//     nothing for a conversation until the load has sorted it;
 //   - one vector index per embedding model (pkg/memory/vecindex), filtered
 //     while searching (each vector is tagged with its row id, so the filter
 //     reads the gate without an id look-up). These graphs are built in the

@@ -36,6 +36,10 @@ var eraseTables = map[string]string{
 	"leases":       "tenant, project, session",
 	"processed":    "tenant, project (tenant and project scopes)",
 	"passes":       "tenant, project, session; the tenant's other passes are scrubbed (memory.ScrubPass)",
+	// Raw messages with no columns of their own: internal/erase reads each
+	// (memory.Letters through its StoreShelf) and drops those whose
+	// subject or body names the scope.
+	"parked_letters": "not by Erase: internal/erase drops the letters whose original subject or body names the scope",
 }
 
 // sessionTables are the per-session tables Erase deletes by the scope's

@@ -32,6 +32,7 @@ type index struct {
 	touched    map[uint32]struct{}        // rows mirrored by writes while loading: the load leaves them alone
 	vecOpts    []vecindex.Option
 	standing   map[memory.ProjectRef][]uint32 // per tenant's project (Project "": global): standing rids in memory.CompareStanding order
+	convs      map[convKey]*convList          // per conversation: rids in memory.CompareConversation order (conversation.go)
 	liveBy     map[memory.ProjectRef]int      // live nodes per tenant's project (Project "": global)
 	embeddedBy map[projectModel]int           // live nodes per tenant's project (Project "": global) and embedding model
 	scratch    scratchPool
@@ -48,6 +49,7 @@ func newIndex(vecOpts []vecindex.Option) *index {
 		vecOpts:    vecOpts,
 		touched:    map[uint32]struct{}{},
 		standing:   map[memory.ProjectRef][]uint32{},
+		convs:      map[convKey]*convList{},
 		liveBy:     map[memory.ProjectRef]int{},
 		embeddedBy: map[projectModel]int{},
 	}
@@ -207,13 +209,19 @@ func (x *index) commit(changes []change, edges []edgeChange) {
 // load read, which do not count as written meanwhile.
 func (x *index) commitLocked(changes []change, edges []edgeChange, load bool) {
 	x.applyEdges(edges)
-	var batch map[string][]int // model -> change indexes, for bulk vector adds
+	var batch map[string][]int                 // model -> change indexes, for bulk vector adds
+	olds := make([]*memory.Node, len(changes)) // the previous heads and gates, for the conversation index
+	oldGates := make([]gate, len(changes))
+	defer func() { x.convCommit(changes, olds, oldGates, load) }()
 	for i := range changes {
 		c := &changes[i]
 		for int(c.rid) >= len(x.heads) {
 			x.heads = append(x.heads, nil)
 		}
 		prev := x.heads[c.rid]
+		if olds[i] = prev; prev != nil {
+			oldGates[i] = x.gates[c.rid]
+		}
 		if x.loading && !load && x.touched != nil {
 			x.touched[c.rid] = struct{}{}
 			if prev == nil {

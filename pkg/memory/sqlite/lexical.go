@@ -303,19 +303,17 @@ type scratch struct {
 	best    []ranked
 }
 
-// commonShare: a query term (a stem group, or a word's own token) held by
-// more than this share of the documents (a group: summed over its prefix
-// expansions) is "common". Its BM25 weight is tiny (idf < ln 4 against
-// about 7-11 for a rare term), so when the rarer terms already matched at
-// least 2 x want documents a common term brings no candidates: a common
+// commonShare is memory.CommonShare: when the rarer terms already matched
+// at least 2 x want documents a common term brings no candidates: a common
 // group is not scored at all, a common word's own token only for the
 // candidates found (see search); otherwise every term is scored (exact
 // BM25).
-const commonShare = 0.25
+const commonShare = memory.CommonShare
 
 // search scores the documents matching any query word (memory.LexTerms:
 // a stem prefix counting as one term whose frequency sums its expansions,
-// plus memory.ExactWeight x BM25 of each word's own token) and calls visit
+// plus memory.ExactWeight x BM25 of each word's own token, both times the
+// term's weight: memory.StopWordWeight for a stop word) and calls visit
 // for each with its score. want (> 0) is how many candidates the caller
 // needs: it allows skipping common terms (see commonShare) and visiting the
 // best documents first, best first while visit returns true, the others
@@ -324,10 +322,12 @@ const commonShare = 0.25
 //
 // accept is the caller's filter (nil: it takes every document): the
 // common words score only the documents that can still be among the want
-// best accepted ones (see commonCut).
-func (x *lexIndex) search(words []string, sc *scratch, want int, accept func(rid uint32) bool, more func() bool, visit func(rid uint32, score float64) bool) {
+// best accepted ones (see commonCut). It reports whether common terms
+// were left out (a caller whose filter then leaves it short of want may
+// search again with want 0: every term scored).
+func (x *lexIndex) search(words []string, sc *scratch, want int, accept func(rid uint32) bool, more func() bool, visit func(rid uint32, score float64) bool) (left bool) {
 	if x.nDocs == 0 {
-		return
+		return false
 	}
 	n := len(x.docLen)
 	if len(sc.tf) < n {
@@ -348,9 +348,10 @@ func (x *lexIndex) search(words []string, sc *scratch, want int, accept func(rid
 	// "useful", ...) is common enough to be left out.
 	type unit struct {
 		lists []*term
-		w     float64 // the weight of the unit's idf: 1 for a group, ExactWeight for a word
-		we    float64 // a one-list group that is also its word's token: ExactWeight (else 0)
+		w     float64 // the weight of the unit's idf: the term's weight for a group, ExactWeight x it for a word
+		we    float64 // a one-list group that is also its word's token: ExactWeight x the term's weight (else 0)
 		df    int     // upper bound: the sum over lists
+		group bool    // the unit is a term's group, not a word's own token
 	}
 	lts := memory.LexTerms(words)
 	us := make([]unit, 0, 2*len(lts))
@@ -368,17 +369,17 @@ func (x *lexIndex) search(words []string, sc *scratch, want int, accept func(rid
 		if len(exp) == 0 {
 			continue
 		}
-		g := unit{lists: exp, w: 1}
+		g := unit{lists: exp, w: lt.Weight, group: true}
 		for _, tm := range exp {
 			g.df += tm.df
 		}
 		if len(exp) == 1 && len(exact) == 1 {
-			g.we = memory.ExactWeight
+			g.we = memory.ExactWeight * lt.Weight
 			exact = nil
 		}
 		us = append(us, g)
 		for _, tm := range exact {
-			us = append(us, unit{lists: []*term{tm}, w: memory.ExactWeight, df: tm.df})
+			us = append(us, unit{lists: []*term{tm}, w: memory.ExactWeight * lt.Weight, df: tm.df})
 		}
 	}
 	slices.SortStableFunc(us, func(a, b unit) int { return a.df - b.df })
@@ -402,7 +403,7 @@ func (x *lexIndex) search(words []string, sc *scratch, want int, accept func(rid
 			spare := 0.0
 			for _, c := range us[i:] {
 				w := c.we
-				if c.w != 1 {
+				if !c.group {
 					w = c.w
 				}
 				if w > 0 && c.lists[0].df > 0 {
@@ -412,7 +413,7 @@ func (x *lexIndex) search(words []string, sc *scratch, want int, accept func(rid
 			sc.markFrom(n, x.commonCut(sc, top, want, spare, accept))
 		}
 		if common {
-			if u.w == 1 { // a group: only its word's own token counts
+			if u.group { // a group: only its word's own token counts
 				if u.we == 0 {
 					continue
 				}
@@ -493,6 +494,7 @@ func (x *lexIndex) search(words []string, sc *scratch, want int, accept func(rid
 		sc.unmarkTouched()
 	}
 	x.visitBest(sc, top, want, more, visit)
+	return common
 }
 
 // bm25 holds the query's length normalisation: a posting's contribution

@@ -59,7 +59,8 @@ func TestLexIndexBM25(t *testing.T) {
 
 // TestLexSearchCommonWords: once the rarer words found 2 x want documents,
 // a common word brings in no document; a common word's stem family is not
-// scored, and its own token adds ExactWeight x its idf to the documents
+// scored, and its own token adds ExactWeight x its idf (x StopWordWeight:
+// "the" is a stop word) to the documents
 // found that can still be among the want best accepted ones (commonCut),
 // the same sum on the one-pass and the general path.
 func TestLexSearchCommonWords(t *testing.T) {
@@ -82,7 +83,7 @@ func TestLexSearchCommonWords(t *testing.T) {
 	bm := func(w, tf, dl float64) float64 { return w * tf * (bm25K1 + 1) / (tf + bm25K1*(1-bm25B+bm25B*dl/avg)) }
 	zebra := func(dl float64) float64 { return bm((1+memory.ExactWeight)*idf(4), 1, dl) }
 	exact := map[uint32]float64{
-		1: zebra(2) + bm(memory.ExactWeight*idf(44), 1, 2), // "the" itself, at its own idf
+		1: zebra(2) + bm(memory.StopWordWeight*memory.ExactWeight*idf(44), 1, 2), // "the" itself, at its own idf (a stop word: at StopWordWeight)
 		2: zebra(1),
 		3: zebra(2), // "theme" is of the family of "the": not scored
 		4: zebra(1),

@@ -1,9 +1,12 @@
 package sqlite_test
 
 import (
+	"cmp"
 	"context"
+	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -43,8 +46,15 @@ func TestBackgroundLoad(t *testing.T) {
 	}
 	c := memorytest.NewBenchCorpus()
 	var seeded []memory.Node
-	for range 300 {
-		seeded = append(seeded, c.Node())
+	base := time.Now().Add(-24 * time.Hour).Truncate(time.Hour)
+	for i := range 300 {
+		n := c.Node()
+		// Four conversations of turns written together in bursts 20
+		// minutes apart (ties, and gaps past memory.ConversationGap), in
+		// rows out of their order.
+		n.SessionID = fmt.Sprintf("s%d", i%4)
+		n.CreatedAt = base.Add(time.Duration((i*5)%7) * 20 * time.Minute)
+		seeded = append(seeded, n)
 	}
 	// A standing instruction among the rows the held load has not reached.
 	rule := &seeded[280]
@@ -151,6 +161,25 @@ func TestBackgroundLoad(t *testing.T) {
 	if hits, err := s.Lexical(ctx, []string{"n251"}, f0, 5); err != nil || slices.ContainsFunc(hits, func(h memory.Scored) bool { return h.ID == seeded[250].ID }) {
 		t.Errorf("lexical of the old label = %v (%v): the loader put back the text written before it", hits, err)
 	}
+	// The conversation index, filled by the load and sorted at its end,
+	// then written to (a batch placed all over its conversations), names
+	// the neighbours that sorting every memory names.
+	var later []memory.Node
+	for i := range 40 {
+		n := c.Node()
+		n.SessionID = fmt.Sprintf("s%d", i%4)
+		n.CreatedAt = base.Add(time.Duration((i*3)%7)*20*time.Minute + time.Duration(i)*time.Second)
+		later = append(later, n)
+		all = append(all, n.ID)
+	}
+	if err := s.PutBatch(ctx, later, nil); err != nil {
+		t.Fatal(err)
+	}
+	everything, err := s.GetMany(ctx, all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkAdjacent(t, s, everything)
 	// The vector set during the load is the one in the graph.
 	f260 := memory.Filter{ProjectID: memorytest.BenchProject, SessionID: seeded[260].SessionID}
 	if hits, err := s.Vector(ctx, memorytest.BenchModel, vec, f260, 1); err != nil || len(hits) != 1 || hits[0].ID != seeded[260].ID || hits[0].Score < 0.999 {
@@ -164,4 +193,41 @@ func ids(ns []memory.Node) []string {
 		out[i] = n.ID
 	}
 	return out
+}
+
+// checkAdjacent holds the store's memory.Conversations to an oracle: every
+// memory of nodes sorted by conversation and memory.CompareConversation,
+// its neighbours those within memory.ConversationGap (nodes must be all
+// of the store's memories).
+func checkAdjacent(t *testing.T, s *sqlite.Store, nodes []memory.Node) {
+	t.Helper()
+	const k = 2
+	sorted := slices.Clone(nodes)
+	slices.SortFunc(sorted, func(a, b memory.Node) int {
+		if c := cmp.Or(strings.Compare(a.TenantID, b.TenantID), strings.Compare(a.ProjectID, b.ProjectID),
+			strings.Compare(a.SessionID, b.SessionID)); c != 0 {
+			return c
+		}
+		return memory.CompareConversation(&a, &b)
+	})
+	gap := memory.ConversationGap.Milliseconds()
+	got, err := s.Adjacent(t.Context(), nodes, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range sorted {
+		n := &sorted[i]
+		var want memory.Adjacency
+		for j := i - 1; j >= 0 && len(want.Before) < k && memory.SameConversation(&sorted[j], n) &&
+			memory.ConversationAt(n)-memory.ConversationAt(&sorted[j]) <= gap; j-- {
+			want.Before = append(want.Before, sorted[j].ID)
+		}
+		for j := i + 1; j < len(sorted) && len(want.After) < k && memory.SameConversation(&sorted[j], n) &&
+			memory.ConversationAt(&sorted[j])-memory.ConversationAt(n) <= gap; j++ {
+			want.After = append(want.After, sorted[j].ID)
+		}
+		if a := got[n.ID]; !slices.Equal(a.Before, want.Before) || !slices.Equal(a.After, want.After) {
+			t.Fatalf("neighbours of %s: %+v, want %+v", n.ID, a, want)
+		}
+	}
 }

@@ -186,6 +186,16 @@ CREATE INDEX passes_id ON passes(id);
 ALTER TABLE injections ADD COLUMN expires INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX injections_expires ON injections(expires) WHERE expires > 0;
 `,
+	// 5: dead letters the dead-letter stream refused, until it takes them
+	// (memory.Letters).
+	`
+CREATE TABLE parked_letters (
+	seq    INTEGER PRIMARY KEY,
+	key    TEXT NOT NULL UNIQUE,
+	parked INTEGER NOT NULL,
+	data   BLOB NOT NULL
+);
+`,
 }
 
 // SchemaVersion is the version of the schema this binary writes (PRAGMA

@@ -341,6 +341,7 @@ func (s *Store) loadNodes(ctx context.Context) bool {
 	s.idx.loading = s.idx.bulk // bulk writes: every vector stays in the exact-search sets
 	s.idx.touched = nil
 	s.idx.mu.Unlock()
+	s.idx.sortConversations()
 	s.ld.mu.Lock()
 	s.ld.nodesIn = time.Since(s.opened)
 	s.ld.mu.Unlock()

@@ -1,0 +1,239 @@
+package redis
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"strconv"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/engram-memory/engram/pkg/memory"
+)
+
+// The conversation index: per session of a project, a sorted set of its
+// memories (K cv:<session>) scored by memory.ConversationAt, each member
+// the memory's id as naturalKey encodes it, so that the set's own order
+// (score, then member bytes) is memory.CompareConversation's and a
+// memory's neighbours are a ZRANK and a ZRANGE away (adjacentScript).
+
+// convVersionField marks, in a scope's corpus statistics (k.stats()), that
+// its conversation index is complete (EnsureConversationIndex).
+const convVersionField = "cv"
+
+func (k keys) conversation(session string) string { return k.p + "cv:" + session }
+
+// naturalKey encodes an id so that comparing keys byte by byte orders ids
+// as memory.NaturalCompare does: every run of digits becomes '0', its
+// length in two bytes (big-endian; a longer run is capped, ids are far
+// shorter), then the digits. A digit run's '0' meets a byte that is not a
+// digit where the ids compared the run's first digit with it, and both
+// lie on the same side of it (digits are '0' to '9'); two runs compare
+// by length, then digit by digit. naturalID decodes it.
+func naturalKey(id string) string {
+	b := make([]byte, 0, len(id)+8)
+	for i := 0; i < len(id); {
+		if id[i] < '0' || id[i] > '9' {
+			b = append(b, id[i])
+			i++
+			continue
+		}
+		j := i
+		for j < len(id) && id[j] >= '0' && id[j] <= '9' {
+			j++
+		}
+		b = append(b, '0')
+		b = binary.BigEndian.AppendUint16(b, uint16(min(j-i, 0xffff)))
+		b = append(b, id[i:j]...)
+		i = j
+	}
+	return string(b)
+}
+
+// naturalID inverts naturalKey ("" for a key it did not make).
+func naturalID(key string) string {
+	b := make([]byte, 0, len(key))
+	for i := 0; i < len(key); {
+		if key[i] != '0' {
+			b = append(b, key[i])
+			i++
+			continue
+		}
+		if i+3 > len(key) {
+			return ""
+		}
+		n := int(binary.BigEndian.Uint16([]byte(key[i+1 : i+3])))
+		if i+3+n > len(key) {
+			return ""
+		}
+		b = append(b, key[i+3:i+3+n]...)
+		i += 3 + n
+	}
+	return string(b)
+}
+
+// convMoved reports whether a write moves a node in the conversation
+// index (old nil: a new node).
+func convMoved(old, n *memory.Node) bool {
+	return old == nil || old.SessionID != n.SessionID || old.ID != n.ID ||
+		memory.ConversationAt(old) != memory.ConversationAt(n)
+}
+
+// writeConversation puts n in its conversation set (taking old out of
+// its own when it moved), within the write's transaction.
+func (s *Store) writeConversation(ctx context.Context, pipe goredis.Pipeliner, k keys, old, n *memory.Node) {
+	if !convMoved(old, n) {
+		return
+	}
+	if old != nil && spaceOf(old) == spaceOf(n) {
+		pipe.ZRem(ctx, k.conversation(old.SessionID), naturalKey(old.ID))
+	}
+	pipe.ZAdd(ctx, k.conversation(n.SessionID), goredis.Z{Score: float64(memory.ConversationAt(n)), Member: naturalKey(n.ID)})
+}
+
+// adjacentScript answers one memory's neighbours: its score and the
+// members around it with theirs.
+//
+// KEYS: the conversation set. ARGV: the memory's member, how many on each
+// side. Reply: empty when the member is not in the set; else its score,
+// then member, score pairs from k before it to k after it (it included).
+var adjacentScript = goredis.NewScript(`
+local r = redis.call('ZRANK', KEYS[1], ARGV[1])
+if not r then return {} end
+local k = tonumber(ARGV[2])
+local lo = r - k
+if lo < 0 then lo = 0 end
+local out = {redis.call('ZSCORE', KEYS[1], ARGV[1])}
+local around = redis.call('ZRANGE', KEYS[1], lo, r + k, 'WITHSCORES')
+for i = 1, #around do out[#out + 1] = around[i] end
+return out
+`)
+
+// Adjacent implements memory.Conversations: one script per memory (a
+// ZRANK and a ZRANGE of its conversation set), all in one pipeline.
+func (s *Store) Adjacent(ctx context.Context, nodes []memory.Node, k int) (map[string]memory.Adjacency, error) {
+	out := make(map[string]memory.Adjacency, len(nodes))
+	if k <= 0 || len(nodes) == 0 {
+		return out, nil
+	}
+	replies, err := s.evalTags(ctx, adjacentScript, len(nodes), func(i int) ([]string, []any) {
+		n := &nodes[i]
+		return []string{s.keys(spaceOf(n)).conversation(n.SessionID)}, []any{naturalKey(n.ID), k}
+	})
+	if err != nil {
+		return nil, s.wrap("adjacent", err)
+	}
+	gap := float64(memory.ConversationGap.Milliseconds())
+	for i, r := range replies {
+		if len(r) < 3 || len(r)%2 != 1 {
+			continue
+		}
+		at, err := strconv.ParseFloat(r[0], 64)
+		if err != nil {
+			return nil, fmt.Errorf("redis adjacent: score %q", r[0])
+		}
+		me := naturalKey(nodes[i].ID)
+		pos := -1
+		for j := 1; j < len(r); j += 2 {
+			if r[j] == me {
+				pos = j
+			}
+		}
+		if pos < 0 {
+			continue
+		}
+		var a memory.Adjacency
+		for j := pos - 2; j >= 1; j -= 2 {
+			if v, err := strconv.ParseFloat(r[j+1], 64); err != nil || at-v > gap {
+				break
+			}
+			a.Before = append(a.Before, naturalID(r[j]))
+		}
+		for j := pos + 2; j < len(r); j += 2 {
+			if v, err := strconv.ParseFloat(r[j+1], 64); err != nil || v-at > gap {
+				break
+			}
+			a.After = append(a.After, naturalID(r[j]))
+		}
+		out[nodes[i].ID] = a
+	}
+	return out, nil
+}
+
+var _ memory.Conversations = (*Store)(nil)
+
+// EnsureConversationIndex fills the conversation sets of every scope
+// written before they existed (its statistics lack convVersionField): it
+// reads every node of such a scope once (a ZSCAN of its timeline, a
+// GetMany per page), so it belongs at start-up (app.OpenStore calls it);
+// scopes that are complete cost one pipelined HGET each. It is idempotent
+// (ZADD of the same member and score) and safe beside writers, which keep
+// the sets themselves. Until it has run, the memories of such a scope have
+// no neighbours. It returns how many memories it indexed.
+func (s *Store) EnsureConversationIndex(ctx context.Context) (int, error) {
+	projects, err := s.projects(ctx)
+	if err != nil {
+		return 0, err
+	}
+	projects = append([]string{""}, projects...)
+	pipe := s.c.Pipeline()
+	vs := make([]*goredis.StringCmd, len(projects))
+	for i, p := range projects {
+		vs[i] = pipe.HGet(ctx, s.keys(p).stats(), convVersionField)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && err != goredis.Nil {
+		return 0, s.wrap("conversation index version", err)
+	}
+	total := 0
+	for i, p := range projects {
+		if vs[i].Val() != "" {
+			continue
+		}
+		n, err := s.indexConversations(ctx, p)
+		total += n
+		if err != nil {
+			return total, s.wrap(fmt.Sprintf("conversation index of %q", p), err)
+		}
+	}
+	return total, nil
+}
+
+// indexConversations puts every node of one scope in its conversation
+// set, then marks the scope complete.
+func (s *Store) indexConversations(ctx context.Context, project string) (int, error) {
+	k := s.keys(project)
+	done := 0
+	var cursor uint64
+	for {
+		pairs, next, err := s.c.ZScan(ctx, k.all(), cursor, "", 500).Result()
+		if err != nil {
+			return done, err
+		}
+		ids := make([]string, 0, len(pairs)/2)
+		for i := 0; i+1 < len(pairs); i += 2 {
+			ids = append(ids, pairs[i])
+		}
+		if len(ids) > 0 {
+			nodes, err := s.GetMany(ctx, ids)
+			if err != nil {
+				return done, err
+			}
+			pipe := s.c.Pipeline()
+			for i := range nodes {
+				n := &nodes[i]
+				if spaceOf(n) != project {
+					continue
+				}
+				pipe.ZAdd(ctx, k.conversation(n.SessionID), goredis.Z{Score: float64(memory.ConversationAt(n)), Member: naturalKey(n.ID)})
+				done++
+			}
+			if _, err := pipe.Exec(ctx); err != nil {
+				return done, err
+			}
+		}
+		if cursor = next; cursor == 0 {
+			break
+		}
+	}
+	return done, s.c.HSet(ctx, k.stats(), convVersionField, 1).Err()
+}

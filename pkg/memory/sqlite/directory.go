@@ -1,0 +1,168 @@
+package sqlite
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/engram-memory/engram/pkg/memory"
+)
+
+var (
+	_ memory.Directory = (*Store)(nil)
+	_ memory.Finder    = (*Store)(nil)
+)
+
+// Projects implements memory.Directory.
+func (s *Store) Projects(ctx context.Context, tenant string) ([]string, error) {
+	if err := s.memRead(ctx); err != nil {
+		return nil, fmt.Errorf("sqlite: projects: %w", err)
+	}
+	seen := map[string]bool{}
+	s.idx.mu.RLock()
+	for _, h := range s.idx.heads {
+		if h != nil && h.TenantID == tenant && h.ProjectID != "" {
+			seen[h.ProjectID] = true
+		}
+	}
+	s.idx.mu.RUnlock()
+	rows, err := s.db.QueryContext(ctx, `SELECT DISTINCT project FROM turns WHERE tenant = ?`, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: projects: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var p string
+		if err := rows.Scan(&p); err != nil {
+			return nil, fmt.Errorf("sqlite: projects: %w", err)
+		}
+		seen[p] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: projects: %w", err)
+	}
+	out := make([]string, 0, len(seen))
+	for p := range seen {
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// SessionList implements memory.Directory.
+func (s *Store) SessionList(ctx context.Context, p memory.ProjectRef, limit int) ([]memory.SessionInfo, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT session, COUNT(DISTINCT turn_id), COUNT(*), MAX(json_extract(doc, '$.created_at'))
+		FROM messages WHERE tenant = ? AND project = ? GROUP BY session`, p.Tenant, p.Project)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: sessions: %w", err)
+	}
+	defer rows.Close()
+	var out []memory.SessionInfo
+	for rows.Next() {
+		var (
+			si   memory.SessionInfo
+			last *string
+		)
+		if err := rows.Scan(&si.Session, &si.Turns, &si.Messages, &last); err != nil {
+			return nil, fmt.Errorf("sqlite: sessions: %w", err)
+		}
+		if last != nil {
+			si.LastAt, _ = time.Parse(time.RFC3339Nano, *last)
+		}
+		out = append(out, si)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: sessions: %w", err)
+	}
+	slices.SortFunc(out, func(a, b memory.SessionInfo) int {
+		if c := b.LastAt.Compare(a.LastAt); c != 0 {
+			return c
+		}
+		switch {
+		case a.Session < b.Session:
+			return -1
+		case a.Session > b.Session:
+			return 1
+		}
+		return 0
+	})
+	if l := memory.Limit(limit); len(out) > l {
+		out = out[:l]
+	}
+	return out, nil
+}
+
+// Find implements memory.Finder: one pass over the in-memory nodes
+// keeping the first offset+limit+1 by CompareTimeline in a heap (the worst
+// on top), then the page copied (nothing is read from the file).
+func (s *Store) Find(ctx context.Context, q memory.TimelineQuery, keep func(*memory.Node) bool, offset int) ([]memory.Node, bool, error) {
+	if err := s.memRead(ctx); err != nil {
+		return nil, false, fmt.Errorf("sqlite: find: %w", err)
+	}
+	now := s.now()
+	limit := memory.Limit(q.Limit)
+	offset = max(offset, 0)
+	h := &worst{k: offset + limit + 1}
+	s.idx.mu.RLock()
+	defer s.idx.mu.RUnlock()
+	for rid, n := range s.idx.heads {
+		if n == nil || (q.OnlySession && n.SessionID != q.SessionID) {
+			continue
+		}
+		ok := false
+		if q.AsOf.IsZero() {
+			ok = memory.Visible(n, q.Filter, now)
+		} else {
+			ok = memory.AsOfVisible(n, q.Filter, q.AsOf)
+		}
+		if ok && (keep == nil || keep(n)) {
+			h.offer(found{uint32(rid), n})
+		}
+	}
+	ms := h.items
+	slices.SortFunc(ms, func(a, b found) int { return memory.CompareTimeline(a.n, b.n) })
+	if offset >= len(ms) {
+		return nil, false, nil
+	}
+	end := min(offset+limit, len(ms))
+	rids := make([]uint32, 0, end-offset)
+	for _, m := range ms[offset:end] {
+		rids = append(rids, m.rid)
+	}
+	return s.idx.copyHeads(make([]memory.Node, 0, len(rids)), rids), len(ms) > end, nil
+}
+
+type found struct {
+	rid uint32
+	n   *memory.Node
+}
+
+// worst keeps the k best nodes by CompareTimeline, the worst of them at
+// the root of a heap.
+type worst struct {
+	k     int
+	items []found
+}
+
+func (w *worst) Len() int           { return len(w.items) }
+func (w *worst) Less(i, j int) bool { return memory.CompareTimeline(w.items[i].n, w.items[j].n) > 0 }
+func (w *worst) Swap(i, j int)      { w.items[i], w.items[j] = w.items[j], w.items[i] }
+func (w *worst) Push(x any)         { w.items = append(w.items, x.(found)) }
+func (w *worst) Pop() any {
+	x := w.items[len(w.items)-1]
+	w.items = w.items[:len(w.items)-1]
+	return x
+}
+
+func (w *worst) offer(f found) {
+	if len(w.items) < w.k {
+		heap.Push(w, f)
+		return
+	}
+	if memory.CompareTimeline(f.n, w.items[0].n) < 0 { // better than the worst kept
+		w.items[0] = f
+		heap.Fix(w, 0)
+	}
+}
