@@ -365,7 +365,7 @@ func (er *eraser) references() error {
 }
 
 // erase drops erased nodes from the in-memory side: heads, gates, ids,
-// counters, standing instructions, lexical postings (and the dictionary's
+// counters, standing instructions, conversation lists, lexical postings (and the dictionary's
 // terms no other node holds), vectors (erased from the graphs, not left
 // as tombstones) and live edges; interned ids no node uses any more go.
 // While the load runs, the rows are marked touched so that a chunk read
@@ -388,6 +388,16 @@ func (x *index) erase(rids []uint32, ids []string) {
 					x.standing[pp] = slices.DeleteFunc(x.standing[pp], func(r uint32) bool { return r == rid })
 					if len(x.standing[pp]) == 0 {
 						delete(x.standing, pp)
+					}
+				}
+				// Out of its conversation too: a list holding an
+				// erased row would compare a missing head (Adjacent,
+				// sortConversations).
+				if int(rid) < len(x.gates) {
+					key := x.gates[rid].conv()
+					x.convRemove(key, rid, prev)
+					if l := x.convs[key]; l != nil && len(l.rids) == 0 {
+						delete(x.convs, key)
 					}
 				}
 				x.heads[rid] = nil

@@ -134,6 +134,13 @@ func TestEraseLeavesNoTraceInMemory(t *testing.T) {
 			if live != len(kept) {
 				t.Fatalf("%d heads, want %d", live, len(kept))
 			}
+			for key, l := range x.convs {
+				for _, rid := range l.rids {
+					if x.heads[rid] == nil {
+						t.Fatalf("conversation %v still lists erased row %d", key, rid)
+					}
+				}
+			}
 			onlyErased := []string{"gone", "quokkagone"}
 			for i := 0; i < 12; i += 2 {
 				onlyErased = append(onlyErased, fmt.Sprint("marmalade", i))
