@@ -67,6 +67,9 @@ func (x *index) convAdd(key convKey, rids []uint32, load bool) {
 	}
 	l.gen++
 	if load || l.unsorted {
+		if !l.unsorted {
+			x.convFilled = append(x.convFilled, l)
+		}
 		l.unsorted = true
 		l.rids = append(l.rids, rids...)
 		return
@@ -121,9 +124,12 @@ func (x *index) convCommit(changes []change, olds []*memory.Node, oldGates []gat
 	}
 }
 
-// sortConversations sorts the lists the load filled: each is copied and
-// sorted under the read lock only, and swapped in under the write lock
-// when nothing changed it meanwhile (else sorted there).
+// sortConversations sorts the lists the load filled so far: each is
+// copied and sorted under the read lock only, and swapped in under the
+// write lock when nothing changed it meanwhile (else sorted there). The
+// load runs it when it has loaded a project (so that the project a turn
+// asked for has its conversations before the rest of the store is loaded)
+// and when it is done; a list it appends to again later is sorted again.
 func (x *index) sortConversations() {
 	type job struct {
 		l    *convList
@@ -131,8 +137,12 @@ func (x *index) sortConversations() {
 		rids []uint32
 	}
 	var jobs []job
+	x.mu.Lock()
+	filled := x.convFilled
+	x.convFilled = nil
+	x.mu.Unlock()
 	x.mu.RLock()
-	for _, l := range x.convs {
+	for _, l := range filled {
 		if l.unsorted {
 			jobs = append(jobs, job{l, l.gen, slices.Clone(l.rids)})
 		}

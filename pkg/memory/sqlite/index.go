@@ -33,6 +33,7 @@ type index struct {
 	vecOpts    []vecindex.Option
 	standing   map[memory.ProjectRef][]uint32 // per tenant's project (Project "": global): standing rids in memory.CompareStanding order
 	convs      map[convKey]*convList          // per conversation: rids in memory.CompareConversation order (conversation.go)
+	convFilled []*convList                    // lists the load appended to since they were last sorted (sortConversations)
 	liveBy     map[memory.ProjectRef]int      // live nodes per tenant's project (Project "": global)
 	embeddedBy map[projectModel]int           // live nodes per tenant's project (Project "": global) and embedding model
 	scratch    scratchPool

@@ -98,6 +98,23 @@ func (o *loadOrder) finished(p memory.ProjectRef) {
 	}
 }
 
+// chunkLoaded marks a chunk of p's rows mirrored (finished); when it was p's
+// last, p's conversation lists are sorted before a read waiting for p is
+// released (Adjacent answers nothing from a list the load is filling).
+func (s *Store) chunkLoaded(p memory.ProjectRef) {
+	if s.order.last(p) {
+		s.idx.sortConversations()
+	}
+	s.order.finished(p)
+}
+
+// last reports whether p has no rows pending any more.
+func (o *loadOrder) last(p memory.ProjectRef) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.pending[p]) == 0
+}
+
 // end marks the load over (done or failed): every waiter is released.
 func (o *loadOrder) end() {
 	o.mu.Lock()
@@ -226,7 +243,7 @@ func (s *Store) loadAsked(ctx context.Context) (int, error) {
 		if err := s.loadRids(ctx, int64s(part)); err != nil {
 			return n, err
 		}
-		s.order.finished(p)
+		s.chunkLoaded(p)
 		n += len(part)
 	}
 }

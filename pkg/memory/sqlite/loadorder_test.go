@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -35,7 +36,7 @@ func TestBackgroundLoadServesTheAskedProjectFirst(t *testing.T) {
 	for j := range each {
 		for p := range projects { // projects interleaved in row order
 			nodes = append(nodes, memory.Node{ID: fmt.Sprintf("p%02d-%02d", p, j), Subkind: memory.Observation, Scope: memory.ScopeProject,
-				ProjectID: fmt.Sprintf("p%02d", p), Label: fmt.Sprintf("widget note %d of p%02d", j, p), Body: "the widget works"})
+				ProjectID: fmt.Sprintf("p%02d", p), SessionID: "conversation", Label: fmt.Sprintf("widget note %d of p%02d", j, p), Body: "the widget works"})
 		}
 	}
 	if err := s.PutBatch(ctx, nodes, nil); err != nil {
@@ -72,6 +73,12 @@ func TestBackgroundLoadServesTheAskedProjectFirst(t *testing.T) {
 		holdOnce.Do(func() { close(hold) })
 	}()
 	last := memory.ProjectRef{Project: fmt.Sprintf("p%02d", projects-1)}
+	var lastNodes []memory.Node
+	for _, n := range nodes {
+		if n.ProjectID == last.Project {
+			lastNodes = append(lastNodes, n)
+		}
+	}
 	f := memory.Filter{ProjectID: last.Project}
 	type answer struct {
 		got []memory.Scored
@@ -100,10 +107,17 @@ func TestBackgroundLoadServesTheAskedProjectFirst(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("the read did not return")
 	}
+	var adjDuring map[string]memory.Adjacency
 	select {
 	case loaded := <-held:
 		if st := s.LoadStatus(); st.Nodes || loaded >= len(nodes) {
 			t.Fatalf("the store was loaded (%d of %d) before the read answered", loaded, len(nodes))
+		}
+		// The asked project's conversation is in order already (the
+		// retrieval's conversation neighbours), not only once the whole
+		// store is loaded.
+		if adjDuring, err = s.Adjacent(ctx, lastNodes, 2); err != nil {
+			t.Fatal(err)
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("the load did not reach the asked project")
@@ -118,6 +132,16 @@ func TestBackgroundLoadServesTheAskedProjectFirst(t *testing.T) {
 	full, err := s.Lexical(ctx, []string{"widget"}, f, 100)
 	if err != nil {
 		t.Fatal(err)
+	}
+	adjFull, err := s.Adjacent(ctx, lastNodes, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(adjFull) != each || len(adjFull[lastNodes[1].ID].Before) != 1 || len(adjFull[lastNodes[1].ID].After) != 2 {
+		t.Fatalf("loaded store: conversation neighbours %v", adjFull)
+	}
+	if !reflect.DeepEqual(adjDuring, adjFull) {
+		t.Fatalf("conversation neighbours during the load (%d of %d memories) differ from the loaded store's", len(adjDuring), each)
 	}
 	if len(full) != each+5 {
 		t.Fatalf("loaded store: %d hits, want %d", len(full), each+5)

@@ -371,7 +371,7 @@ func (s *Store) loadByProject(ctx context.Context, fail func(error) bool) bool {
 		if err := s.loadRids(ctx, int64s(part)); err != nil {
 			return fail(fmt.Errorf("load nodes: %w", err))
 		}
-		s.order.finished(p)
+		s.chunkLoaded(p)
 		loaded += len(part)
 		s.ld.mu.Lock()
 		s.ld.loaded = loaded
