@@ -52,6 +52,7 @@ func benchInject(ctx context.Context, stdout io.Writer, args []string) error {
 		projects  int
 		dbPath    string
 		namespace string
+		cpuProf   string
 	)
 	_, _, err := loadConfig("bench inject", args, config.Conn, func(fs *flag.FlagSet) {
 		fs.StringVar(&storeKind, "store", "sqlite", "store to measure: sqlite (temporary file) or redis (ENGRAM_REDIS_URL, a throw-away namespace)")
@@ -60,6 +61,7 @@ func benchInject(ctx context.Context, stdout io.Writer, args []string) error {
 		fs.StringVar(&dbPath, "db", "", "sqlite: use and keep this database file, seeded only if it holds no memory yet (a fixture reused between runs; opened as engram serve opens it)")
 		fs.StringVar(&namespace, "namespace", "", "redis: use and keep this namespace, seeded only if it holds no memory yet")
 		fs.StringVar(&clients, "clients", "1,8", "concurrent clients, comma-separated: one measurement each")
+		fs.StringVar(&cpuProf, "cpuprofile", "", "write a CPU profile of each measurement's turns to FILE-c<clients> (go tool pprof)")
 		fs.IntVar(&turns, "turns", 1000, "measured turns per measurement")
 		fs.IntVar(&conc, "concurrency", 8, "injector handlers in flight")
 		fs.BoolVar(&asJSON, "json", false, "print one JSON object per measurement")
@@ -134,7 +136,7 @@ func benchInject(ctx context.Context, stdout io.Writer, args []string) error {
 	progress := io.Writer(os.Stderr)
 	results, lineCounts, err := injectbench.Run(ctx, st, injectbench.Options{
 		StoreName: storeKind, Memories: memories, Projects: projects, Seeded: seeded, Clients: cs, Turns: turns, Warmup: min(100, turns),
-		Dir: dir, Concurrency: conc, Progress: progress, ServerCPU: serverCPU,
+		Dir: dir, Concurrency: conc, Progress: progress, ServerCPU: serverCPU, CPUProfile: cpuProf,
 	})
 	if err != nil {
 		return err
