@@ -146,9 +146,12 @@
 // proposed, so that no conversation of one project (one end user, on a
 // platform) can write a rule the tenant's other projects follow. Verdicts for ids that were not injected
 // are dropped. A memory the model marks as stated by the user whose label
-// shares no content word with the transcript (a small model copying the
-// prompt's example, or inventing a rule) is kept as an inferred memory of
-// confidence <= 0.4, so it never becomes a standing instruction; a rule the
+// shares no content word with the user's messages of the span
+// (memory.Grounded, shared with the consolidator; the assistant's replies
+// and tool output do not count, an injection can fill them) — a small
+// model copying the prompt's example, inventing a rule or obeying a tool
+// result — is kept as an inferred memory of confidence <= 0.4, so it never
+// becomes a standing instruction; a rule the
 // model translated into another language than the user's can be caught by
 // this too (it is then recalled, not standing). New memories carry their vector when the embedder answered;
 // otherwise RunBacklog embeds them (in batches) when it is back, which is

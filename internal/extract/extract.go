@@ -499,7 +499,7 @@ func (x *Extractor) extractSpan(ctx context.Context, ref memory.SessionRef, caus
 		return nil, true, fmt.Errorf("extract: read span record: %w", err)
 	}
 	if !done {
-		changes, err = x.write(ctx, ref, reply, shown, transcript)
+		changes, err = x.write(ctx, ref, reply, shown, userSaid(msgs))
 		if err != nil {
 			return changes, true, err
 		}
