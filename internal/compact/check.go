@@ -22,8 +22,9 @@ const (
 	// (RequiredSections) is missing or empty: "ok", "Sure! Here is...",
 	// an answer to the user.
 	RefusedMissingSection Refusal = "missing_section"
-	// RefusedNotSmaller: the summary is not smaller than what it replaces
-	// (the covered messages plus the previous summary).
+	// RefusedNotSmaller: the summary's block (Block: the summary in its
+	// frame, what the context holds) is not smaller than what it replaces
+	// (the covered messages plus the previous summary's block).
 	RefusedNotSmaller Refusal = "not_smaller"
 )
 
@@ -58,9 +59,13 @@ func (e *RefusedError) Is(target error) bool { return target == ErrRefused }
 // Check checks a model reply before it replaces anything and returns the
 // summary (Clean) or a *RefusedError: a reply cut off by the output limit
 // (cutOff, llm.Response.CutOff), an empty one, one without a required
-// section with content (RequiredSections), or one not smaller (in
-// characters / 4) than the covered messages plus the previous summary
-// (coveredTokens, prevTokens).
+// section with content (RequiredSections), or one whose block is not
+// smaller (in characters / 4) than the covered messages plus the previous
+// summary's block (coveredTokens; prevTokens, BlockTokens of the previous
+// summary: 0 without one). The summary is measured as its block, the
+// summary in its ~110-token frame, because that is what replaces the
+// messages in the context: counting the summary alone let a compaction of
+// a short conversation grow the context (347 -> 431 tokens).
 func Check(reply string, cutOff bool, coveredTokens, prevTokens int64) (string, error) {
 	if cutOff {
 		return "", &RefusedError{Reason: RefusedCutOff, Detail: fmt.Sprintf(
@@ -81,10 +86,10 @@ func Check(reply string, cutOff bool, coveredTokens, prevTokens int64) (string, 
 			return "", &RefusedError{Reason: RefusedMissingSection, Detail: fmt.Sprintf("the reply's %q section is empty", want)}
 		}
 	}
-	if n, limit := int64(llm.EstimateTokens(s)), coveredTokens+prevTokens; n >= limit {
+	if n, limit := BlockTokens(s), coveredTokens+prevTokens; n >= limit {
 		return "", &RefusedError{Reason: RefusedNotSmaller, Detail: fmt.Sprintf(
-			"the summary (%d tokens) is not smaller than what it replaces (%d tokens of messages and %d of the previous summary)",
-			n, coveredTokens, prevTokens)}
+			"the summary's block (%d tokens, %d of them the summary) is not smaller than what it replaces (%d tokens of messages and %d of the previous summary's block)",
+			n, llm.EstimateTokens(s), coveredTokens, prevTokens)}
 	}
 	return s, nil
 }

@@ -20,7 +20,7 @@ func TestCheck(t *testing.T) {
 		want          compact.Refusal // "": accepted
 	}{
 		{"a summary", good, false, 500, 0, ""},
-		{"an update", good, false, 10, 40, ""},
+		{"an update", good, false, 10, 170, ""}, // prev: the previous summary's block
 		{"cut off by the output limit", good, true, 500, 0, compact.RefusedCutOff},
 		{"empty", " \n\t", false, 500, 0, compact.RefusedEmpty},
 		{"only the block's markers", compact.SummaryOpen + compact.SummaryClose, false, 500, 0, compact.RefusedEmpty},
@@ -30,6 +30,9 @@ func TestCheck(t *testing.T) {
 		{"no active task", "## Goal\nShip it.\n\n## Completed actions\n1. Read deploy.sh - bash\n", false, 500, 0, compact.RefusedMissingSection},
 		{"an empty active task", "## Active task\n\n## Goal\nShip it.\n", false, 500, 0, compact.RefusedMissingSection},
 		{"not smaller than the messages", good, false, 15, 0, compact.RefusedNotSmaller},
+		// What replaces the messages is the block, the summary in its frame.
+		{"smaller than the messages, its block is not", good, false, compact.BlockTokens(good) - 1, 0, compact.RefusedNotSmaller},
+		{"its block smaller than the messages", good, false, compact.BlockTokens(good) + 1, 0, ""},
 		{"not smaller than messages and previous summary", good + strings.Repeat("More detail. ", 40), false, 80, 60, compact.RefusedNotSmaller},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
