@@ -43,8 +43,11 @@
 //   - update: label, body and/or subkind replaced through Store.Update with
 //     source agent, as the issue has it: the text is replaced and the
 //     source becomes the agent (a user-sourced memory too: the patch names
-//     its writer, memory.ApplyPatch); the authority (asserted-by) is never
-//     touched, so an agent cannot turn an inference into a user's rule. The new
+//     its writer, memory.ApplyPatch); the authority (asserted-by) never
+//     rises, so an agent cannot turn an inference into a user's rule, and
+//     a user's rule the agent rewrites is asserted by the assistant and
+//     unpinned (the text is no longer what the user said or a person
+//     pinned): it leaves the block's standing instructions. The new
 //     text is embedded at once; if that fails the memory waits in the
 //     embedding backlog (the extractor embeds it) and the result's note
 //     says so.
