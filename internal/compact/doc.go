@@ -129,7 +129,17 @@
 // output limit (done_reason "length", llm.Response.CutOff: its end is
 // missing), an empty one, one without a required section with content
 // (RequiredSections: the active task, what the next context window
-// resumes from; "ok", "Sure! Here is...", an answer to the user), and one
+// resumes from; "ok", "Sure! Here is...", an answer to the user), one
+// whose section of the template opens as a chat assistant's reply rather
+// than a summary ("## Active task\nSure! Run make deploy.", "I'd be happy
+// to help", "Here is the summary", "¡Claro! Aquí tienes el resumen",
+// "好的，以下是摘要": CheckSaid, reason missing_section; the section's
+// content is missing). An interjection opens a section legitimately when
+// it quotes the user (a quoted opening, or the word is in the user's
+// messages the summary covers: "Sure, go ahead and add the tests"); a
+// meta sentence about the summary never does. Only the opening line of
+// each section is read, so first-person handoff notes ("I'll write the
+// migration next") are summaries. And one
 // whose block is not smaller (characters / 4) than what it replaces: the
 // covered messages plus the previous summary's block. The summary is
 // measured in its block (Block, BlockTokens: the preamble, markers and end
