@@ -36,17 +36,24 @@ func BenchmarkExplain(b *testing.B) {
 			b.Run(map[bool]string{false: "off", true: "on"}[explain], func(b *testing.B) {
 				qs := Corpus()
 				lat := make([]float64, 0, b.N)
+				recalled := 0
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
 					t0 := time.Now()
 					req := inject.Request{Project: Project, Session: "bench", Turn: fmt.Sprint(i), Text: qs[i%len(qs)], DryRun: true}
 					req.Explain = explain
-					if _, err := inj.Compose(ctx, req); err != nil {
+					blk, err := inj.Compose(ctx, req)
+					if err != nil {
 						b.Fatal(err)
 					}
+					recalled += len(blk.Recalled)
 					lat = append(lat, float64(time.Since(t0).Microseconds())/1000)
 				}
 				b.StopTimer()
+				if recalled == 0 {
+					b.Fatal("no block recalled anything: the benchmark measures nothing")
+				}
+				b.ReportMetric(float64(recalled)/float64(b.N), "lines/block")
 				sort.Float64s(lat)
 				b.ReportMetric(lat[len(lat)/2], "p50_ms")
 				b.ReportMetric(lat[min(len(lat)-1, len(lat)*99/100)], "p99_ms")
