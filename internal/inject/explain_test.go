@@ -169,5 +169,12 @@ func TestExplanationIsRecorded(t *testing.T) {
 		if in.Why == nil || !reflect.DeepEqual(*in.Why, *blk.Why) {
 			t.Errorf("recorded explanation %+v, want %+v", in.Why, blk.Why)
 		}
+		with, err := memory.EncodeInjection(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in.Why = nil
+		without, _ := memory.EncodeInjection(in)
+		t.Logf("record: %d bytes, %d without the explanation (%d lines, %d cut)", len(with), len(without), len(blk.IDs), len(blk.Why.Cut))
 	})
 }

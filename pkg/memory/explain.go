@@ -115,58 +115,56 @@ type explainInput struct {
 }
 
 // explainHits sets Why on every hit. It reads the lists and candidates
-// Retrieve fused and changes none of them.
+// Retrieve fused and changes none of them: one pass over each channel's
+// list, looking its ids up among the hits.
 func explainHits(hits []Hit, in explainInput) {
-	type pos struct {
-		rank  int
-		score float64
-		best  float64
-	}
-	index := func(sc []Scored) map[string]pos {
-		m := make(map[string]pos, len(sc))
-		for i, s := range sc {
-			if _, dup := m[s.ID]; !dup {
-				m[s.ID] = pos{i + 1, s.Score, sc[0].Score}
-			}
-		}
-		return m
-	}
-	share := func(p pos, w float64) float64 {
-		if in.rk.Fusion == FuseRanks {
-			return w / (RRFK + float64(p.rank))
-		}
-		if p.best > 0 {
-			return w * p.score / p.best
-		}
-		return 0
-	}
-	text := []struct {
-		name string
-		w    float64
-		at   map[string]pos
-	}{
-		{ChannelLexical, in.lw, index(in.lex)},
-		{ChannelVector, in.vw, index(in.vec)},
-		{ChannelFeedback, in.rk.Feedback, index(in.fb)},
-		{ChannelTime, in.rk.Time, index(in.inWindow)},
-	}
-	paths := index(in.byPath)
+	at := make(map[string]int, len(hits))
 	for i := range hits {
 		h := &hits[i]
-		w := &Why{Rank: i + 1, Score: h.Score, Fused: h.Fused, Activation: h.Activation, Foreign: h.Foreign,
-			Channels: []ChannelWhy{}}
-		for _, ch := range text {
-			if p, ok := ch.at[h.ID]; ok {
-				w.Channels = append(w.Channels, ChannelWhy{Channel: ch.name, Rank: p.rank, Score: p.score, Weight: ch.w, Share: share(p, ch.w)})
+		at[h.ID] = i
+		h.Why = &Why{Rank: i + 1, Score: h.Score, Fused: h.Fused, Activation: h.Activation, Foreign: h.Foreign,
+			Channels: make([]ChannelWhy, 0, 4)}
+	}
+	text := [...]struct {
+		name string
+		w    float64
+		list []Scored
+	}{
+		{ChannelLexical, in.lw, in.lex},
+		{ChannelVector, in.vw, in.vec},
+		{ChannelFeedback, in.rk.Feedback, in.fb},
+		{ChannelTime, in.rk.Time, in.inWindow},
+	}
+	for _, ch := range text {
+		for r, s := range ch.list {
+			i, ok := at[s.ID]
+			if !ok || last(hits[i].Why.Channels) == ch.name {
+				continue // not a hit, or listed twice (the first counts)
 			}
+			share := 0.0
+			if in.rk.Fusion == FuseRanks {
+				share = ch.w / (RRFK + float64(r+1))
+			} else if ch.list[0].Score > 0 {
+				share = ch.w * s.Score / ch.list[0].Score
+			}
+			hits[i].Why.Channels = append(hits[i].Why.Channels, ChannelWhy{Channel: ch.name, Rank: r + 1, Score: s.Score, Weight: ch.w, Share: share})
 		}
-		graph := h.Activation
-		if p, ok := paths[h.ID]; ok {
-			w.Channels = append(w.Channels, ChannelWhy{Channel: ChannelPaths, Rank: p.rank, Score: in.anchor, Share: in.anchor})
-			graph -= in.anchor
+	}
+	graph := make([]float64, len(hits))
+	for i := range hits {
+		graph[i] = hits[i].Activation
+	}
+	for r, s := range in.byPath {
+		if i, ok := at[s.ID]; ok && last(hits[i].Why.Channels) != ChannelPaths {
+			hits[i].Why.Channels = append(hits[i].Why.Channels, ChannelWhy{Channel: ChannelPaths, Rank: r + 1, Score: in.anchor, Share: in.anchor})
+			graph[i] -= in.anchor
 		}
-		if graph > 1e-12 {
-			w.Channels = append(w.Channels, ChannelWhy{Channel: ChannelGraph, Score: graph, Share: graph})
+	}
+	for i := range hits {
+		h := &hits[i]
+		w := h.Why
+		if graph[i] > 1e-12 {
+			w.Channels = append(w.Channels, ChannelWhy{Channel: ChannelGraph, Score: graph[i], Share: graph[i]})
 		}
 		if c := in.cands[h.ID]; c != nil && c.conv > 0 {
 			w.Conversation = c.conv
@@ -176,8 +174,15 @@ func explainHits(hits []Hit, in explainInput) {
 		w.Prior = PriorWhy{Value: h.Prior, Raw: Prior(n, in.now), Pinned: n.Pinned, Strength: in.rk.Prior,
 			Useful: n.Useful, Unhelpful: n.Unhelpful}
 		w.Prior.Reinforcement, w.Prior.Recency, w.Prior.Staleness, w.Prior.Confidence = priorParts(n, in.now)
-		h.Why = w
 	}
+}
+
+// last is the name of the last channel of cs ("" for none).
+func last(cs []ChannelWhy) string {
+	if len(cs) == 0 {
+		return ""
+	}
+	return cs[len(cs)-1].Channel
 }
 
 // BlockWhy is why each line of a memory block is there (Injection.Why):
