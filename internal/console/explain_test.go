@@ -60,6 +60,16 @@ func TestTurnsShowWhy(t *testing.T) {
 		if !strings.Contains(turn2, "["+cut.ID+"]") || !strings.Contains(turn2, inject.RuleText(cut.Rule, cut.Score, why)) {
 			t.Errorf("cut %+v not shown", cut)
 		}
+		n, err := u.st.Get(u.ctx, cut.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(turn2, "["+cut.ID+"]</a> "+n.Label) {
+			t.Errorf("cut %+v shown without its label %q", cut, n.Label)
+		}
+	}
+	if len(why.Cut) == 0 {
+		t.Error("the seeded turn cut nothing: the cut list is not exercised")
 	}
 	if turn1 := section(t, page, "turn-turn-1"); !strings.Contains(turn1, "keeps no explanation") || strings.Contains(turn1, "block policy of this turn") {
 		t.Errorf("turn 1 (a record without the explanation):\n%s", turn1)

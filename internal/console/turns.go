@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -83,7 +84,8 @@ type channelView struct {
 // cutView is a candidate the block policy cut.
 type cutView struct {
 	memory.CutWhy
-	Text string // the rule in words
+	Text string       // the rule in words
+	Node *memory.Node // nil when it no longer exists or is not visible
 }
 
 // explainTurn fills t's explanation from its record's (the record is
@@ -159,6 +161,7 @@ func (s *Server) sessionView(ctx context.Context, sc scope, p principal, id stri
 	}
 	c := sc.caller(p)
 	c.Session = id
+	loaded := map[string]*memory.Node{} // the cut candidates, read once for the page
 	for _, t := range turns {
 		in, err := s.st.GetInjection(ctx, ref, t.ID)
 		switch {
@@ -183,6 +186,20 @@ func (s *Server) sessionView(ctx context.Context, sc scope, p principal, id stri
 			t.Lines = append(t.Lines, l)
 		}
 		explainTurn(t)
+		for i := range t.Cut {
+			n, ok := loaded[t.Cut[i].ID]
+			if !ok {
+				// A record's ids are data: one that is not an id is shown
+				// as not visible, never fails the page.
+				if got, err := s.tool.Load(ctx, c, t.Cut[i].ID, false); err == nil {
+					n = &got
+				} else if !memory.IsNotFound(err) && !errors.Is(err, memory.ErrInvalid) {
+					return nil, err
+				}
+				loaded[t.Cut[i].ID] = n
+			}
+			t.Cut[i].Node = n
+		}
 	}
 	var sums []summaryView
 	all, err := s.st.Summaries(ctx, ref)
