@@ -676,8 +676,23 @@ func (r *Runner) loop() {
 
 // fetch pulls up to n messages and hands each to a worker. It returns how
 // many it handed over.
+//
+// The pull request expires on the server (after about 90% of FetchWait),
+// and the client reads its answers until the server says so (a 408 status,
+// which follows every message of the request on the connection): the
+// fetch's context has no deadline, only the stop and a pause cancel it.
+// With a deadline (FetchWait) the client gave up on its own clock, 10%
+// after the server's expiry, and a message the server had delivered to
+// the request just before was dropped with the subscription: it stayed
+// pending on the server, unseen, until the consumer's ack wait ran out,
+// and each such loss spent a delivery. A process starved of CPU for a
+// moment at a request's end lost one so: the TypeScript client's test
+// waited 60 s for the compactor's tokens_reported (its ack wait is a
+// minute) with nothing in serve's log; TestPullWaitsForTheServersExpiry.
+// The library's own guard (a pull not answered FetchWait + 1 s after its
+// last message ends) still applies, a second after the server's expiry.
 func (r *Runner) fetch(n int) (int, error) {
-	fctx, cancel := context.WithTimeout(r.pullCtx, r.cfg.FetchWait)
+	fctx, cancel := context.WithCancel(r.pullCtx)
 	defer cancel()
 	r.mu.Lock()
 	r.cancelFetch = cancel // a pause ends the pull request early
@@ -687,7 +702,13 @@ func (r *Runner) fetch(n int) (int, error) {
 		r.cancelFetch = nil
 		r.mu.Unlock()
 	}()
-	batch, err := r.cons.Fetch(n, jetstream.FetchContext(fctx))
+	// The request's expiry comes from a context with FetchWait's deadline
+	// (FetchContext sets it from a deadline; FetchMaxWait cannot be
+	// combined with a context); the second FetchContext replaces the
+	// context and keeps that expiry, since fctx has no deadline.
+	expiry, stopExpiry := context.WithTimeout(context.Background(), r.cfg.FetchWait)
+	defer stopExpiry()
+	batch, err := r.cons.Fetch(n, jetstream.FetchContext(expiry), jetstream.FetchContext(fctx))
 	if err != nil {
 		if fctx.Err() != nil {
 			return 0, nil
