@@ -493,7 +493,14 @@ func (r *Runner) wait(d *delivery, herr error, o *Outcome) {
 		delay *= 2
 	}
 	delay = min(delay, r.cfg.WaitMax)
-	d.due, d.queued, d.slotless = now.Add(delay), now, true
+	// d.queued stays the time of its last keep-alive (or its pull): the
+	// keeper sends InProgress once it is a third of the ack wait old.
+	// Setting it to now here, without an InProgress, kept a delivery that
+	// waits at most WaitMax (15 s) between calls from ever looking stale
+	// to the keeper under a longer ack wait (the compactor's minute), and
+	// the server redelivered it after its ack wait: a second copy, a
+	// delivery spent (TestLongWaitIsKeptAlive).
+	d.due, d.slotless = now.Add(delay), true
 	o.Result, o.Delay = ResultWaiting, delay
 	lvl := zap.DebugLevel
 	if waited := now.Sub(d.waitSince); waited >= time.Minute && waited-delay < time.Minute {
