@@ -941,6 +941,15 @@ func (r *Runner) handle(d *delivery) {
 		return
 	}
 	o.Type, o.EventID = ev.Type, ev.ID
+	if meta.NumDelivered > 1 && d.waits == 0 {
+		// A redelivery: after a nak, an ack wait that ran out or a server
+		// restart. At debug, so that a delay no other line explains (a
+		// delivery lost on its way, a kept message whose ack wait ran out)
+		// shows in a debug log.
+		if ce := r.log.Check(zap.DebugLevel, "event delivered again"); ce != nil {
+			ce.Write(zap.String("event_id", ev.ID), zap.Uint64("stream_seq", meta.Sequence.Stream), zap.Uint64("delivery", meta.NumDelivered))
+		}
+	}
 
 	ctx := r.handlerCtx
 	var digest string
