@@ -38,7 +38,10 @@ describe("against engram serve", { skip: needsServe() }, () => {
     await engram(d.dataDir, d.configDir, ["memory", "import", path.join(repo, "examples", "graph.jsonl")]);
     const out = await engram(d.dataDir, d.configDir, ["tenant", "add", TENANT]);
     tenantPassword = /ENGRAM_NATS_PASSWORD=(\S+)/.exec(out)[1];
-    serve = await startServe(d.dataDir, d.configDir, { ENGRAM_COMPACT_KEEP_RECENT: "2" });
+    // Debug logs (the Go test prints them when a test fails): the runners'
+    // waits with their reasons and every redelivery, so a slow turn loop
+    // says where its time went.
+    serve = await startServe(d.dataDir, d.configDir, { ENGRAM_COMPACT_KEEP_RECENT: "2", ENGRAM_LOG_LEVEL: "debug" });
   });
 
   after(async () => {
