@@ -390,6 +390,12 @@ func (x *index) erase(rids []uint32, ids []string) {
 						delete(x.standing, pp)
 					}
 				}
+				// Out of its conversation's list while its head still
+				// places it (a list must hold live heads only: it is
+				// sorted and searched by them).
+				if int(rid) < len(x.gates) {
+					x.convRemove(x.gates[rid].conv(), rid, prev)
+				}
 				x.heads[rid] = nil
 			}
 		}
