@@ -52,6 +52,10 @@ describe("against engram serve", { skip: needsServe() }, () => {
     d?.cleanup();
   });
 
+  // The file the agent reads each turn: long enough that a summary makes
+  // the context smaller (a compaction that cannot shrink it is not done).
+  const DEPLOY_DOC = "# Deploying\n" + "Tag a release vX.Y.Z on main; the release workflow builds the image, runs the migration and deploys.\n".repeat(12);
+
   test("a whole platform turn loop: inject, turn_ended, tokens_reported, context, and the outputs", async () => {
     const platform = await open({ user: "platform", password: serve.creds.platform });
     const reader = await open({ user: "outputs", password: serve.creds.outputs });
@@ -77,7 +81,7 @@ describe("against engram serve", { skip: needsServe() }, () => {
         messages: [
           { role: "user", content: question },
           { role: "assistant", content: "Let me check.", tool_calls: [{ id: `c${i}`, name: "read_file", arguments: '{"path":"docs/deploy.md"}' }] },
-          { role: "tool", content: "Tag a release.", tool_name: "read_file", tool_call_id: `c${i}`, tool_status: "ok" },
+          { role: "tool", content: DEPLOY_DOC, tool_name: "read_file", tool_call_id: `c${i}`, tool_status: "ok" },
           { role: "assistant", content: `Answer ${i}: tag vX.Y.Z; the release workflow deploys. Use pnpm.` },
         ],
         input_tokens: 1000 * i,
