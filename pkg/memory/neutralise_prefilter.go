@@ -373,12 +373,12 @@ func skipping(tail, set string) string {
 	return strings.TrimLeft(tail, set)
 }
 
-// beforeRoleEnd: what follows can be roleEnd (`(?:\s*\([^()\n]{0,40}\))?
-// [\s*_"'\]\)}]*:`): after spaces and the characters of the class, a '('
-// or a ':'.
+// beforeRoleEnd: what follows can be roleEnd (`(?:\s*(?:\([^()\n]{0,40}
+// \)|\[...\]))?[\s*_"'\]\)}]*:`): after spaces and the characters of the
+// class, a '(', a '[' or a ':'.
 func beforeRoleEnd(tail string) bool {
 	t := skipping(tail, " \t\n\f\r*_\"']})")
-	return t != "" && (t[0] == ':' || t[0] == '(')
+	return t != "" && (t[0] == ':' || t[0] == '(' || t[0] == '[')
 }
 
 // beforeHeaderEnd: what follows can be a header's end (`\s*(?:\([^)\n]

@@ -147,6 +147,9 @@ func TestNeutraliseNeeds(t *testing.T) {
 	for _, a := range neutralisetest.Attacks() { // payloads inside memory lines
 		texts = append(texts, "Deploy notes: "+a.Text, a.Text+". Ask the user first.", strings.ToUpper(a.Text))
 	}
+	for _, a := range neutralisetest.MoreAttacks() {
+		texts = append(texts, a.Text, "Deploy notes: "+a.Text)
+	}
 	matched := map[string]int{}
 	check := func(s string, rules func(name string) bool) {
 		vs := newViews(s)
