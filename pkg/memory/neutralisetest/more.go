@@ -84,7 +84,7 @@ func MoreOrdinary() []string {
 		"The previous rules were replaced by the new lint config.", "Show the lines above the error in the log.",
 		"Print everything above 80 columns in red.", "Hide the delete button from users without admin rights.",
 		"Keep this secret from the competitors until launch.", "Send the weekly report to https://reports.example/upload",
-		"Post messages to https://hooks.slack.com/services/T000/B000/XXX via the webhook.", "Debug mode only logs requests.",
+		"Post messages to https://chat.example/hooks/T000/B000 via the webhook.", "Debug mode only logs requests.",
 		"From now on you are responsible for the deploys.", "From now on you are free to merge on Fridays.",
 		"Understanding instructions is the hard part of onboarding.", "The system [1]: see the appendix for the citation style.",
 		"Our admin team rotates the on-call every week.", "Write docs in the style of the existing ones, IPA /ɪɡˈnɔːr/.",
