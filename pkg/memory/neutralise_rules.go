@@ -343,7 +343,7 @@ var englishForms = []struct {
 	{[]string{"above", "before", "preceding", "earlier", "so far", "starting", "beginning"},
 		`(?:^|[^\p{L}\p{N}])(?P<x>` + lit(false, echoVerbs...) + ` (?:me |us )?(?:back )?(?:(?:all|every|each) (?:of )?)?(?:the |your )?(?:everything|all|text|words?|content|contents|messages?|instructions?|sentences?|tokens?|prompt)(?: (?:written|that (?:is|was|came|comes|appears?)|you (?:were given|see|saw|received)))? (?:(?:above|before|preceding)(?:(?: this| that| the)? (?:line|message|text|point|prompt|conversation)|\s?[.!?:;,"]|$)|prior to this|so far|at the (?:start|beginning|top))` +
 			`|` + lit(false, echoVerbs...) + `\b[^\n]{0,60}?(?:starting|beginning|that starts?|which starts?) with\s?["'“”‘’]*\s?you are)`,
-		[][]string{echoVerbs}},
+		[][]string{echoVerbs, {"above", "before", "preceding", "prior", "so far", "start", "beginning", "top"}}},
 	// curl or wget shipping a secret file
 	{[]string{"curl", "wget", "nc ", "scp", "rsync", "http"},
 		`(?:^|[^\p{L}\p{N}])(?P<x>(?:curl|wget|nc|scp|rsync|http)\b[^\n]{0,120}?(?:@|<|--data[-a-z]*\s+@|-d\s*@|-F\s*\S*=@|--upload-file\s+|--post-file[= ])\s*~?/?[^\s]*(?:\.ssh|id_rsa|id_ed25519|\.env|\.aws|credentials|\.netrc|kubeconfig|\.npmrc|\.pypirc|\.git-credentials|secrets?|tokens?|passwd|shadow)[^\s]*)`, nil},

@@ -77,27 +77,24 @@ var ownRules = []ruleSpec{
 	// Credential assignments: name = value, name: "value", "name": "value"
 	// (also escaped inside a JSON string), name := value, NAME=value in
 	// env files. The keyword may be anywhere in the name. The name stays.
-	{id: "assignment", keywords: []string{"pass", "pwd", "secret", "key", "token", "credential", "creds"}, group: 3, check: assignedSecret, nested: true,
-		re: `(?i)(?:^|[^A-Za-z0-9_.\-])((?:[A-Za-z0-9_.\-]*(?:password|passwd|passphrase|passcode|pwd|secret|api[_\-]?key|apikey|access[_\-]?key|private[_\-]?key|account[_\-]?key|signing[_\-]?key|encryption[_\-]?key|master[_\-]?key|license[_\-]?key|token|credentials?|creds)|(?:[A-Za-z0-9]+[_\-])+pass)(?:[_.\-][A-Za-z0-9]+)*)` +
+	// A bare "pass" or "pw" as the name (pass=..., pw: ...) needs a value
+	// that looks like a password: "pass: the cursor" is prose.
+	{id: "assignment", keywords: []string{"pass", "pwd", "secret", "key", "token", "credential", "creds", "pw=", "pw:", "pw ", "pw\t", "pw\"", "pw'", "pw\\"}, group: 3, check: assignedSecret, nested: true,
+		re: `(?i)(?:^|[^A-Za-z0-9_.\-])((?:[A-Za-z0-9_.\-]*(?:password|passwd|passphrase|passcode|pwd|secret|api[_\-]?key|apikey|access[_\-]?key|private[_\-]?key|account[_\-]?key|signing[_\-]?key|encryption[_\-]?key|master[_\-]?key|license[_\-]?key|token|credentials?|creds)|(?:[A-Za-z0-9]+[_\-])+pass|pass|pw)(?:[_.\-][A-Za-z0-9]+)*)` +
 			`(\\?["']?[ \t]*(?::=|=>|[:=])[ \t]*)` +
-			`(?:\\"([^"\\\r\n]*)\\"|"((?:[^"\\\r\n]|\\.)*)"|'([^'\r\n]*)'|([^\s"'\x60,;&\\=][^\s"'\x60,;&\\]*))`},
-	// A bare "pass" or "pw" as the name (pass=..., pw: ...): the value
-	// must look like a password (secretish), "pass: the cursor" is prose.
-	{id: "pass-assignment", keywords: []string{"pass", "pw"}, group: 3, check: passAssigned, nested: true,
-		re: `(?i)(?:^|[^A-Za-z0-9_.\-])(pass|pw)(\\?["']?[ \t]*(?::=|=>|[:=])[ \t]*)` +
 			`(?:\\"([^"\\\r\n]*)\\"|"((?:[^"\\\r\n]|\\.)*)"|'([^'\r\n]*)'|([^\s"'\x60,;&\\=][^\s"'\x60,;&\\]*))`},
 	// The name, a space, the value: "PASSWORD Hunter2Hunter2Y", "twilio
 	// auth token 5f4dcc...", "wallet private key 4c08...": a value that
 	// looks like a generated one (letters and digits, long).
-	{id: "password-space-value", keywords: []string{"pass", "pwd"}, group: 1, check: spacedPassword,
+	{id: "password-space-value", keywords: []string{"password ", "password\t", "passwd ", "passwd\t", "passphrase ", "passphrase\t", "passcode ", "passcode\t", "pwd ", "pwd\t"}, group: 1, check: spacedPassword,
 		re: `(?i)\b(?:password|passwd|passphrase|passcode|pwd)[ \t]+([^\s"'\x60\\]+)`},
-	{id: "named-secret-value", keywords: []string{"key", "token", "secret"}, group: 1, check: spacedKey,
+	{id: "named-secret-value", keywords: []string{"key ", "key\t", "token ", "token\t", "secret ", "secret\t"}, group: 1, check: spacedKey,
 		re: `(?i)\b(?:secret access key|secret key|access key|api key|api token|auth token|access token|bearer token|bot token|private key|client secret|signing secret|webhook secret|refresh token|session token|token|secret)[ \t]+([^\s"'\x60\\]+)`},
 	// Passphrases of words: "the wifi password is correct horse battery
 	// staple", "my seed phrase is abandon ability ... accident" (4 to 8
 	// words that read as no sentence, or 12 to 24 for a wallet's seed).
-	{id: "passphrase-words", keywords: []string{"pass", "phrase", "mnemonic", "seed words", "recovery words"}, group: 1, check: wordsPassphrase,
-		re: `(?i)\b(?:password|passphrase|passcode|pass phrase|seed phrase|recovery phrase|mnemonic(?: phrase)?|secret phrase|backup phrase|seed words|recovery words)(?:\s+(?:for|of|to)\s+[^\s:]+)?\s*(?:is|was|is now|are|were|:)[ \t]+((?:[a-z]{2,10}[ \t]+){3,23}[a-z]{2,10})[ \t]*(?:[.!?;,)]|$)`},
+	{id: "passphrase-words", keywords: []string{"password", "passphrase", "passcode", "pass phrase", "phrase", "mnemonic", "seed words", "recovery words"}, group: 1, check: wordsPassphrase,
+		re: `(?i)\b(?:password|passphrase|passcode|pass phrase|seed phrase|recovery phrase|mnemonic(?: phrase)?|secret phrase|backup phrase|seed words|recovery words)(?:\s+(?:for|of|to)\s+[^\s:]+)?\s*(?:is|was|is now|are|were|:)[ \t]+((?:[a-z]+[ \t]+)+[a-z]+)[ \t]*(?:[.!?;,)]|$)`},
 	// .pgpass: host:port:database:user:password, one a line.
 	{id: "pgpass", line: pgpassShape, group: 1, check: pgpassSecret,
 		re: `^[ \t]*(?:\*|[A-Za-z0-9_.\-]*[A-Za-z][A-Za-z0-9_.\-]*|[0-9]{1,3}(?:\.[0-9]{1,3}){3}|\[[0-9A-Fa-f:]+\]):(?:\*|[0-9]{1,5}):[^\s:]+:[^\s:]+:(\S+?)[ \t]*$`},
@@ -505,6 +502,11 @@ func assignedSecret(v string, quoted bool, match string) bool {
 	if !notPlaceholder(v, quoted, match) || !secretName(match) {
 		return false
 	}
+	if name := strings.ToLower(strings.TrimLeft(match, "\"'\\ \t{,")); strings.HasPrefix(name, "pass") && !strings.HasPrefix(name, "passw") && !strings.HasPrefix(name, "passp") && !strings.HasPrefix(name, "passc") || strings.HasPrefix(name, "pw") && !strings.HasPrefix(name, "pwd") {
+		if !passAssigned(v, quoted, match) {
+			return false
+		}
+	}
 	if quoted {
 		return true // a quoted literal is a value
 	}
@@ -669,10 +671,10 @@ func proseSecret(v string, quoted bool, match string) bool {
 	return len(t) >= 4
 }
 
-// passAssigned: an assignment to a bare "pass" or "pw" whose value looks
+// passAssigned: the value of an assignment to a bare "pass" or "pw" looks
 // like a password.
 func passAssigned(v string, quoted bool, match string) bool {
-	if !assignedSecret(v, quoted, match) || !secretish(v, quoted, match) {
+	if !secretish(v, quoted, match) {
 		return false
 	}
 	// "this pass: confirm_similar" is prose: after a colon, an unquoted
@@ -742,6 +744,11 @@ func init() {
 // a seed or recovery phrase's name, 12 to 24 words of 3 to 8 letters.
 func wordsPassphrase(v string, _ bool, match string) bool {
 	words := strings.Fields(v)
+	for _, w := range words {
+		if len(w) < 2 || len(w) > 10 {
+			return false
+		}
+	}
 	m := strings.ToLower(match)
 	if strings.Contains(m, "seed") || strings.Contains(m, "recovery") || strings.Contains(m, "mnemonic") || strings.Contains(m, "backup phrase") || strings.Contains(m, "secret phrase") {
 		if len(words) < 12 || len(words) > 24 {
