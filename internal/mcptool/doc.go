@@ -39,7 +39,10 @@
 //     configured embedder: the injector's readiness gate
 //     (HasPendingEmbeddings), because lexical-only hits look complete and
 //     are not. A failed query embedding is refused for the same reason.
-//     The hits are touched (a deliberate access counts).
+//     The hits are touched (a deliberate access counts). With explain,
+//     each memory carries why it ranks there (memory.Why, from
+//     memory.Query.Explain: computed after the ranking, which it does not
+//     change).
 //   - update: label, body and/or subkind replaced through Store.Update with
 //     source agent, as the issue has it: the text is replaced and the
 //     source becomes the agent (a user-sourced memory too: the patch names

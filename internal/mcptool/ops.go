@@ -74,6 +74,7 @@ func (t *Tool) recall(ctx context.Context, c Caller, op Op) (Result, error) {
 		Precise: true,
 		Now:     now,
 		Ranking: t.cfg.Ranking,
+		Explain: op.Explain,
 	})
 	if err != nil {
 		return Result{}, err
@@ -82,7 +83,7 @@ func (t *Tool) recall(ctx context.Context, c Caller, op Op) (Result, error) {
 	ids := make([]string, len(hits))
 	for i := range hits {
 		m := t.memoryOf(&hits[i].Node, c)
-		m.Score = hits[i].Score
+		m.Score, m.Why = hits[i].Score, hits[i].Why
 		r.Memories = append(r.Memories, m)
 		ids[i] = hits[i].ID
 	}
