@@ -21,7 +21,8 @@ import (
 // The view of a text is built in steps, each item remembering the
 // original bytes it stands for:
 //   - escapes a model decodes are decoded: HTML entities (also doubly
-//     encoded, &amp;lt;), \uXXXX and \xXX, %XX of ASCII;
+//     encoded, &amp;lt;), \uXXXX, \xXX and octal \ooo, %XX of ASCII; an
+//     HTML comment with no letter or digit in it is dropped;
 //   - Unicode tag characters (U+E0020-E007E, invisible "ASCII smuggling")
 //     become the ASCII they encode; other format characters (zero-width
 //     spaces and joiners, bidi controls, the soft hyphen) are dropped;
@@ -29,8 +30,10 @@ import (
 //     (golang.org/x/text/unicode/norm, NFKD) without combining marks, lower
 //     case, then, for non-ASCII, its Unicode TR39 confusable prototype
 //     (go.mau.fi/util/confusable: Cyrillic о and і, ˂, the fullwidth colon
-//     become o, i, <, :), then lower case again, and a few bracket and bar
-//     look-alikes the table maps elsewhere (〈 « ｜) become < > |;
+//     become o, i, <, :), then lower case again, and what the table maps
+//     elsewhere or not at all: bracket and bar look-alikes (〈 « ｜ ‖)
+//     become < > |, small capitals and enclosed letters (ɪ, 🅸, 🇮) their
+//     letter; a Hangul syllable stays whole;
 //   - whitespace of every kind becomes one space, or one newline when the
 //     run held a line break.
 //

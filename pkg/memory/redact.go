@@ -778,8 +778,10 @@ func wordsPassphrase(v string, _ bool, match string) bool {
 
 // pgpassShape: a line of one word with four colons or more.
 func pgpassShape(line string) bool {
-	t := strings.TrimSpace(line)
-	return strings.Count(t, ":") >= 4 && !strings.ContainsAny(t, " \t")
+	if strings.Count(line, ":") < 4 {
+		return false
+	}
+	return !strings.ContainsAny(strings.TrimSpace(line), " \t")
 }
 
 // pgpassSecret: a .pgpass password, not the last group of a MAC or IPv6
