@@ -82,3 +82,35 @@ func TestProbeRedactsVariants(t *testing.T) {
 		}
 	}
 }
+
+// Passwords in prose in the languages the probe found outside the list (tr,
+// pl, sv, vi, ar, hi) and el; ordinary sentences about passwords in them
+// stay.
+func TestProbeRedactsMoreLanguages(t *testing.T) {
+	for _, c := range []struct{ text, secret string }{
+		{"Wi-Fi şifresi: Kedi2024!x", "Kedi2024!x"},
+		{"şifrem Ankara1923x", "Ankara1923x"},
+		{"Moje hasło to Zubr_77wod", "Zubr_77wod"},
+		{"hasło do routera: Krak0w!99", "Krak0w!99"},
+		{"Mitt lösenord är Sommar2024!", "Sommar2024!"},
+		{"lösenordet till routern är Gr0da-77", "Gr0da-77"},
+		{"mật khẩu của tôi là HaNoi2024@", "HaNoi2024@"},
+		{"كلمة المرور هي Qamar2024x!", "Qamar2024x!"},
+		{"मेरा पासवर्ड Dilli2024x है", "Dilli2024x"},
+		{"ο κωδικός μου είναι Athina2024!", "Athina2024!"},
+	} {
+		if got := memory.Redact(c.text); strings.Contains(got, c.secret) {
+			t.Errorf("Redact(%q) = %q keeps %q", c.text, got, c.secret)
+		}
+	}
+	for _, s := range []string{
+		"Şifre sıfırlama bağlantısı bir saat geçerlidir.", "Şifremi unuttum, yeni bir tane istedim.", "Parola politikası değişti.",
+		"Hasło jest za krótkie.", "Zmień hasło co kwartał.", "Mitt lösenord är för kort.", "Lösenordet måste bytas varje år.",
+		"Mật khẩu của tôi là bí mật.", "Mật khẩu phải dài ít nhất mười hai ký tự.", "كلمة المرور قصيرة جدا.", "نسيت كلمة السر الخاصة بي.",
+		"पासवर्ड बदलना ज़रूरी है।", "मेरा पासवर्ड बहुत लंबा है।", "Ο κωδικός μου είναι λάθος.", "Ο κωδικός πρέπει να αλλάξει.",
+	} {
+		if out := memory.Redact(s); out != s {
+			t.Errorf("ordinary %q -> %q", s, out)
+		}
+	}
+}

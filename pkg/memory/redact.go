@@ -153,6 +153,13 @@ var ownRules = []ruleSpec{
 		re: `(?i)(?:пароль|пин-код|пин|код доступа)(?:\s+(?:от|для|к)(?:\s+\S+){1,3}?)?\s*(?:—|–|-|:|это|будет|был)?\s*` + proseValue},
 	{id: "prose-password-cjk", keywords: []string{"密码", "密碼", "口令", "パスワード", "暗証番号", "パスコード", "비밀번호"}, group: 1, check: secretish,
 		re: `(?:密码|密碼|口令|パスワード|暗証番号|パスコード|비밀번호)[^\s：:是为為はは는은]{0,8}?\s*(?:是|为|為|は|는|은|：|:)?\s*([\x21-\x7e]{4,})`},
+	// tr, pl, sv, vi, ar, hi, el: the word for a password, what it is for,
+	// a copula or a colon where the language puts one before the value (tr
+	// and hi put it after: "şifrem X'dir", "पासवर्ड X है").
+	{id: "prose-password-more", keywords: []string{"şifre", "Şifre", "ŞİFRE", "parola", "hasł", "Hasł", "HASŁ", "hasło", "lösenord", "Lösenord", "LÖSENORD",
+		"mật khẩu", "Mật khẩu", "MẬT KHẨU", "كلمة المرور", "كلمة السر", "الرقم السري", "पासवर्ड", "κωδικ", "Κωδικ", "συνθηματικ"}, group: 1, check: secretish,
+		re: `(?i)(?:şifre(?:m|miz|si|niz)?|parola(?:m|mız|sı|nız)?|hasło|hasła|lösenord(?:et)?|mật khẩu|كلمة المرور|كلمة السر|الرقم السري|पासवर्ड|κωδικός|κωδικό|συνθηματικό)` +
+			`(?:(?:\s+(?:do|dla|od|till|för|på|của|cho|wifi|wi-fi|للواي|للراوتر|का|की|के|του|της|για|μου|σου)(?:\s+[^\s:=]+){0,2}?)?\s*(?:to|jest|brzmi|är|var|là|هي|هو|είναι|:|=|-|–)|\s)\s*` + proseValue},
 	// Secrets in English prose: "my aws secret access key is ...", "the
 	// API key is ...": a value that looks like one (secretish).
 	{id: "prose-secret-en", keywords: []string{"key", "token", "secret"}, group: 1, check: secretLike,
