@@ -56,6 +56,9 @@ func TestCompactAndContextCommands(t *testing.T) {
 		_ = r.Stop(ctx)
 	})
 	ref := memory.SessionRef{Project: "acme/web", Session: "chat 1"}
+	// A tool result of a realistic size: a turn smaller than a summary's
+	// block cannot be compacted (compact.TooSmall).
+	makeOutput := strings.Repeat("go build ./... && go test ./internal/deploy/... ok\n", 16)
 	for _, ref := range []memory.SessionRef{ref, {Project: "acme/web", Session: "chat 2"}} {
 		texts := []string{"Fix the deploy.", "Add a rollback.", "Run the tests."}
 		if ref.Session == "chat 2" {
@@ -66,7 +69,7 @@ func TestCompactAndContextCommands(t *testing.T) {
 			if _, _, err := st.AppendTranscript(context.Background(), ref, turn, []memory.Message{
 				{Role: memory.RoleUser, Content: text},
 				{Role: memory.RoleAssistant, Content: "On it.", ToolCalls: []memory.ToolCall{{ID: "c" + turn, Name: "bash", Arguments: `{"cmd":"make"}`}}},
-				{Role: memory.RoleTool, ToolName: "bash", ToolCallID: "c" + turn, ToolStatus: memory.ToolOK, Content: "ok"},
+				{Role: memory.RoleTool, ToolName: "bash", ToolCallID: "c" + turn, ToolStatus: memory.ToolOK, Content: makeOutput},
 				{Role: memory.RoleAssistant, Content: "Done: " + text},
 			}); err != nil {
 				t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/engram-memory/engram/internal/config"
 	"github.com/engram-memory/engram/internal/inject"
 	"github.com/engram-memory/engram/pkg/events"
+	"github.com/engram-memory/engram/pkg/memory"
 )
 
 func init() {
@@ -30,7 +31,7 @@ func injectCmd(ctx context.Context, stdout io.Writer, args []string) error {
 	var (
 		tenant, project, session, turn string
 		paths                          pathList
-		asJSON, direct                 bool
+		asJSON, direct, explain        bool
 		timeout                        time.Duration
 	)
 	cfg, fs, err := loadConfig("inject", args, config.All, func(fs *flag.FlagSet) {
@@ -41,6 +42,7 @@ func injectCmd(ctx context.Context, stdout io.Writer, args []string) error {
 		fs.Var(&paths, "path", "repo-relative path the session works in (repeatable)")
 		fs.BoolVar(&asJSON, "json", false, "print JSON: the block, the ids and (with -direct) the scores")
 		fs.BoolVar(&direct, "direct", false, "build the block in this process on the configured store (the data dir's SQLite, which `engram serve` must not hold, or ENGRAM_REDIS_URL) instead of asking the running serve; a preview: no briefing is spent and no injection is recorded")
+		fs.BoolVar(&explain, "explain", false, "with -direct: after the block, why each line is there (each retrieval channel's rank and score, the prior, the rule of the block policy that admitted it) and the candidates the policy cut; with -json, as \"why\"")
 		fs.DurationVar(&timeout, "timeout", 5*time.Second, "how long to wait for the running serve's answer")
 	})
 	if err != nil {
@@ -57,6 +59,9 @@ func injectCmd(ctx context.Context, stdout io.Writer, args []string) error {
 	if strings.TrimSpace(query) == "" {
 		problems = append(problems, "the question is required (after the flags)")
 	}
+	if explain && !direct {
+		problems = append(problems, "-explain needs -direct (the running serve answers with the block alone; the explanation of its turns is on the console's session page)")
+	}
 	if len(problems) > 0 {
 		return fmt.Errorf("%w: %s", errUsage, strings.Join(problems, "; "))
 	}
@@ -65,7 +70,7 @@ func injectCmd(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 
 	if direct {
-		return injectDirect(ctx, stdout, cfg, inject.Request{Tenant: tenant, Project: project, Session: session, Turn: turn, Text: query, Paths: paths, DryRun: true}, asJSON)
+		return injectDirect(ctx, stdout, cfg, inject.Request{Tenant: tenant, Project: project, Session: session, Turn: turn, Text: query, Paths: paths, DryRun: true, Explain: explain}, asJSON)
 	}
 	nc, _, err := connect(cfg)
 	if err != nil {
@@ -117,8 +122,12 @@ func injectDirect(ctx context.Context, stdout io.Writer, cfg config.Config, req 
 		for i, p := range b.Problems {
 			problems[i] = p.Error()
 		}
-		return writeJSON(stdout, map[string]any{"block": b.Text, "ids": b.IDs, "scores": b.Scores(), "standing": b.Standing,
-			"recalled": b.Recalled, "skipped": b.Skipped, "problems": problems, "tokens": b.Tokens()})
+		v := map[string]any{"block": b.Text, "ids": b.IDs, "scores": b.Scores(), "standing": b.Standing,
+			"recalled": b.Recalled, "skipped": b.Skipped, "problems": problems, "tokens": b.Tokens()}
+		if b.Why != nil {
+			v["why"] = b.Why
+		}
+		return writeJSON(stdout, v)
 	}
 	for _, p := range b.Problems {
 		out(stdout, "warning: %v\n", p)
@@ -131,7 +140,49 @@ func injectDirect(ctx context.Context, stdout io.Writer, cfg config.Config, req 
 	default:
 		out(stdout, "(no block: nothing to inject for this turn)\n")
 	}
+	if b.Why != nil {
+		writeWhy(stdout, b)
+	}
 	return nil
+}
+
+// writeWhy prints why each line of b is there, then what the policy cut.
+func writeWhy(w io.Writer, b inject.Block) {
+	why := b.Why
+	out(w, "\nWHY EACH LINE IS THERE (relative floor %.2f x best %.3f = %.3f; ceiling %d lines; plateau keeps %d)\n",
+		why.RelativeFloor, why.Best, why.Floor, why.MaxRecalled, why.PlateauKeep)
+	if len(why.Lines) == 0 {
+		out(w, "  (no line)\n")
+	}
+	for i, l := range why.Lines {
+		score := 0.0
+		if l.Why != nil {
+			score = l.Why.Score
+		}
+		out(w, "%2d. [%s] %s\n", i+1, l.ID, inject.RuleText(l.Rule, score, why))
+		if l.Why == nil {
+			continue
+		}
+		out(w, "    score %.3f, rank %d = (", l.Why.Score, l.Why.Rank)
+		for j, c := range l.Why.Channels {
+			if j > 0 {
+				out(w, "; ")
+			}
+			out(w, "%s", inject.ChannelText(c))
+		}
+		out(w, ")\n    %s", inject.PriorText(l.Why.Prior))
+		if l.Why.Foreign {
+			out(w, " x%.2f (another project's)", memory.ForeignFactor)
+		}
+		out(w, "\n")
+	}
+	out(w, "\nCUT BY THE BLOCK POLICY (%d)\n", len(why.Cut))
+	if len(why.Cut) == 0 {
+		out(w, "  (nothing)\n")
+	}
+	for _, c := range why.Cut {
+		out(w, "  rank %2d [%s] score %.3f: %s\n", c.Rank, c.ID, c.Score, inject.RuleText(c.Rule, c.Score, why))
+	}
 }
 
 func writeJSON(w io.Writer, v any) error {

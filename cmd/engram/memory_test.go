@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/engram-memory/engram/pkg/memory"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,6 +53,40 @@ func TestMemoryImportExportInject(t *testing.T) {
 	}
 	if !strings.Contains(blk.Block, "Use pnpm") || !strings.Contains(blk.Block, "make release") {
 		t.Errorf("block:\n%s", blk.Block)
+	}
+
+	// -explain prints the same block, then why each line is there: the
+	// standing rule, the recalled decision with its channels and prior,
+	// and what the policy cut; the block itself is unchanged.
+	out.Reset()
+	if code := run([]string{"inject", "-direct", "-explain", "-project", "acme", "-session", "s1", "how do deploys run?"}, &out, &errOut); code != 0 {
+		t.Fatalf("inject -explain: exit %d: %s", code, errOut.String())
+	}
+	text := out.String()
+	blockText, whyText, ok := strings.Cut(text, "\nWHY EACH LINE IS THERE")
+	if !ok || strings.TrimSpace(blockText) != strings.TrimSpace(blk.Block) {
+		t.Errorf("inject -explain: the block differs from the one without it or no explanation:\n%s", text)
+	}
+	for _, want := range []string{"1. [rule1] standing instruction", "2. [dec1] best recalled hit", "lexical #1 (BM25 ", "prior (", "CUT BY THE BLOCK POLICY"} {
+		if !strings.Contains(whyText, want) {
+			t.Errorf("inject -explain lacks %q:\n%s", want, whyText)
+		}
+	}
+	out.Reset()
+	if code := run([]string{"inject", "-direct", "-explain", "-json", "-project", "acme", "-session", "s1", "how do deploys run?"}, &out, &errOut); code != 0 {
+		t.Fatalf("inject -explain -json: exit %d: %s", code, errOut.String())
+	}
+	var withWhy struct {
+		Block string          `json:"block"`
+		Why   memory.BlockWhy `json:"why"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &withWhy); err != nil || withWhy.Block != blk.Block || len(withWhy.Why.Lines) != len(blk.IDs) ||
+		withWhy.Why.Lines[1].Why == nil || len(withWhy.Why.Lines[1].Why.Channels) == 0 {
+		t.Errorf("inject -explain -json: %v\n%s", err, out.String())
+	}
+	errOut.Reset()
+	if code := run([]string{"inject", "-explain", "-project", "acme", "-session", "s1", "how do deploys run?"}, &out, &errOut); code == 0 || !strings.Contains(errOut.String(), "-explain needs -direct") {
+		t.Errorf("inject -explain without -direct: exit %d: %s", code, errOut.String())
 	}
 
 	exported := filepath.Join(dir, "out.jsonl")

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/engram-memory/engram/pkg/events"
@@ -206,22 +207,27 @@ const (
 	Compacted      Outcome = "compacted"
 	BelowThreshold Outcome = "below_threshold"
 	NothingToSplit Outcome = "nothing_to_split" // too few messages, or no user message to split at
-	Ephemeral      Outcome = "ephemeral"
-	SubStack       Outcome = "sub_conversation" // a stack id: Engram stores the session's main conversation only
-	Busy           Outcome = "busy"             // another run compacts the session: the handler retries the report (ErrBusy)
-	Covered        Outcome = "covered"          // the report predates the latest summary
+	// TooSmall: what a summary would replace (the messages before the
+	// boundary and the previous summary's block) is no larger than the
+	// smallest block a summary makes: the context cannot shrink, so the
+	// model is not asked (a forced compaction of a short conversation).
+	TooSmall  Outcome = "too_small"
+	Ephemeral Outcome = "ephemeral"
+	SubStack  Outcome = "sub_conversation" // a stack id: Engram stores the session's main conversation only
+	Busy      Outcome = "busy"             // another run compacts the session: the handler retries the report (ErrBusy)
+	Covered   Outcome = "covered"          // the report predates the latest summary
 )
 
 // Result says what handling a report did.
 type Result struct {
 	Outcome      Outcome
 	Effective    int64 // the tokens the trigger compared
-	Estimated    bool  // Effective is an estimate of the stored messages
+	Estimated    bool  // Effective is an estimate of the context: the block and the stored messages after it
 	Threshold    int64
 	UpTo         int64 // the boundary: the last message id the summary covers
 	Covered      int   // messages summarised
 	Kept         int   // messages after the boundary
-	TokensBefore int64 // Effective: the platform's reported prompt, or the estimate of the stored messages
+	TokensBefore int64 // Effective: the platform's reported prompt, or the estimate of the context (block and messages)
 	TokensAfter  int64 // an estimate (characters / 4) of the block plus the kept messages
 	Window       int   // the summarize model's context window (tokens)
 	Steps        int   // summary calls made: more than one when the covered messages did not fit one prompt
@@ -304,7 +310,9 @@ func (c *Compactor) compact(ctx context.Context, ref memory.SessionRef, r Report
 	}
 	res := Result{Effective: r.InputTokens, Threshold: threshold}
 	if res.Effective <= 0 {
-		res.Effective, res.Estimated = Tokens(msgs), true
+		// The context the platform sends: the block and the messages
+		// after it (Context).
+		res.Effective, res.Estimated = BlockTokens(prev.Content)+Tokens(msgs), true
 	}
 	if !r.Force && res.Effective < res.Threshold {
 		res.Outcome = BelowThreshold
@@ -321,6 +329,10 @@ func (c *Compactor) compact(ctx context.Context, ref memory.SessionRef, r Report
 	covered, kept := msgs[:b], msgs[b:]
 	res.UpTo, res.Covered, res.Kept = covered[b-1].ID, len(covered), len(kept)
 	res.TokensBefore = res.Effective
+	if Tokens(covered)+BlockTokens(prev.Content) <= minBlockTokens {
+		res.Outcome = TooSmall
+		return res, c.behind(ctx, ref)
+	}
 	if res.Window, err = c.window(ctx); err != nil {
 		return res, err
 	}
@@ -343,7 +355,7 @@ func (c *Compactor) compact(ctx context.Context, ref memory.SessionRef, r Report
 		if !st.Boundary {
 			continue
 		}
-		after := int64(llm.EstimateTokens(Block(summary))) + Tokens(msgs[from:])
+		after := BlockTokens(summary) + Tokens(msgs[from:])
 		sum := memory.Summary{Content: summary, UpTo: covered[from-1].ID, TokensBefore: res.TokensBefore, TokensAfter: after}
 		if err := c.store.SaveSummary(ctx, ref, sum); err != nil {
 			return res, fmt.Errorf("compact: save summary of %s: %w", ref, err)
@@ -418,7 +430,7 @@ func (c *Compactor) summarise(ctx context.Context, ref memory.SessionRef, prev s
 		}
 		return "", c.failed(ctx, ref, upTo, err)
 	}
-	summary, err := Check(resp.Message.Content, resp.CutOff(), Tokens(chunk), int64(llm.EstimateTokens(prev)))
+	summary, err := CheckSaid(resp.Message.Content, resp.CutOff(), Tokens(chunk), BlockTokens(prev), userSaid(chunk)+"\n"+prev)
 	if err != nil {
 		var re *RefusedError
 		if c.metrics != nil && errors.As(err, &re) {
@@ -427,6 +439,18 @@ func (c *Compactor) summarise(ctx context.Context, ref memory.SessionRef, prev s
 		return "", c.failed(ctx, ref, upTo, err)
 	}
 	return summary, nil
+}
+
+// userSaid is the text of the user's messages among msgs.
+func userSaid(msgs []memory.Message) string {
+	var b strings.Builder
+	for _, m := range msgs {
+		if m.Role == memory.RoleUser {
+			b.WriteString(m.Content)
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
 }
 
 // modelFailed reports whether an llm.ErrUnavailable from the summary call

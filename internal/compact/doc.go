@@ -129,9 +129,28 @@
 // output limit (done_reason "length", llm.Response.CutOff: its end is
 // missing), an empty one, one without a required section with content
 // (RequiredSections: the active task, what the next context window
-// resumes from; "ok", "Sure! Here is...", an answer to the user), and one
-// not smaller (characters / 4) than what it replaces: the covered messages
-// plus the previous summary. The reply is redacted with memory.Redact (the
+// resumes from; "ok", "Sure! Here is...", an answer to the user), one
+// whose section of the template opens as a chat assistant's reply rather
+// than a summary ("## Active task\nSure! Run make deploy.", "I'd be happy
+// to help", "Here is the summary", "¡Claro! Aquí tienes el resumen",
+// "好的，以下是摘要": CheckSaid, reason missing_section; the section's
+// content is missing). An interjection opens a section legitimately when
+// it quotes the user (a quoted opening, or the word is in the user's
+// messages the summary covers: "Sure, go ahead and add the tests"); a
+// meta sentence about the summary never does. Only the opening line of
+// each section is read, so first-person handoff notes ("I'll write the
+// migration next") are summaries. And one
+// whose block is not smaller (characters / 4) than what it replaces: the
+// covered messages plus the previous summary's block. The summary is
+// measured in its block (Block, BlockTokens: the preamble, markers and end
+// marker add about 140 tokens) because the block is what the context holds
+// instead of the messages: counting the summary alone let a forced
+// compaction of a short conversation grow the context (the probe of
+// 2026-12-06, the README's demo: "compacted up to message 10: 347 -> 431
+// tokens"). The first summary's length target leaves room for the frame. A
+// compaction whose covered messages and previous block are no larger than
+// the smallest block a summary makes (an active task of one word) is not
+// attempted: Outcome TooSmall, no model call, no failure. The reply is redacted with memory.Redact (the
 // prompt asks for [REDACTED] too). A refusal is a failed attempt (see
 // Failures): the previous summary and the context stay as they were, the
 // compactor logs "summary refused" with the reason, counts it
@@ -145,8 +164,9 @@
 // measured differently: tokens_before is the effective count the trigger
 // compared, i.e. the platform's reported prompt (its whole input: system
 // prompt, memory block, tools and messages) or, when it reported 0, the
-// characters / 4 estimate of the stored messages since the previous
-// boundary; tokens_after is always an estimate (characters / 4) of the new
+// characters / 4 estimate of the context the platform gets (the previous
+// summary's block and the stored messages after its boundary, as the
+// context API counts it); tokens_after is always an estimate (characters / 4) of the new
 // block plus the kept messages, without the platform's system prompt or
 // tools. Their difference therefore overstates the saving by the
 // platform's fixed part of the prompt; the next tokens_reported gives the

@@ -112,7 +112,14 @@ func (p *planner) step(prev string, prevTokens int64, from, to, room int) Step {
 		stored += n
 	}
 	budget := OutputBudget(stored, prevTokens, room, p.cfg)
-	words := Words(budget, stored, prevTokens)
+	replaced := stored
+	if prev == "" {
+		// The first summary adds its block's frame to the context (an
+		// update's frame replaces the previous one): its target leaves
+		// room for it (Check counts the block).
+		replaced = max(0, stored-frameTokens)
+	}
+	words := Words(budget, replaced, prevTokens)
 	msgs := promptWith(prev, joinRendered(p.parts[from:to]), words)
 	return Step{From: from, To: to, Budget: budget, Words: words, Boundary: p.valid[to],
 		Prompt: msgs, PromptTokens: llm.RequestTokens(llm.Request{Messages: msgs})}

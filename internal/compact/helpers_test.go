@@ -92,7 +92,7 @@ func newFixture(t testing.TB, open func(t testing.TB) memory.Store, mod ...func(
 
 // grepOutput pads a turn's tool result to a realistic size (a summary
 // must be smaller than what it covers).
-var grepOutput = strings.Repeat("deploy.sh:12: kubectl rollout status deployment/web --timeout=120s\n", 6)
+var grepOutput = strings.Repeat("deploy.sh:12: kubectl rollout status deployment/web --timeout=120s\n", 16)
 
 // turn stores one turn: the user's text, an assistant message with a tool
 // call, its result and the assistant's answer.

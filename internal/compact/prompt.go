@@ -282,6 +282,21 @@ func Block(summary string) string {
 	return Preamble + "\n\n" + SummaryOpen + "\n" + defuse(memory.NeutraliseText(summary)) + "\n" + SummaryClose + "\n" + EndMarker
 }
 
+// BlockTokens estimates the block of summary (Block) in tokens: what the
+// context holds for it. 0 for no summary.
+func BlockTokens(summary string) int64 {
+	return int64(llm.EstimateTokens(Block(summary)))
+}
+
+// frameTokens is what a block adds to its summary (Block: the preamble,
+// the markers, the end marker), in tokens.
+var frameTokens = BlockTokens("x") - int64(llm.EstimateTokens("x"))
+
+// minBlockTokens is the smallest block a summary can make: the frame and
+// an active task of one word. A compaction that would replace no more than
+// this cannot make the context smaller (TooSmall).
+var minBlockTokens = BlockTokens("## Active task\nNone")
+
 // MessageTokens estimates a stored message (content, tool calls and their
 // arguments) in tokens: characters / 4.
 func MessageTokens(m memory.Message) int64 {

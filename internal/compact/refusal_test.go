@@ -56,6 +56,7 @@ func TestRefusedSummaryChangesNothing(t *testing.T) {
 		{"ok", llmtest.Text("ok"), compact.RefusedMissingSection},
 		{"an answer to the user", llmtest.Text("Sure! To deploy, run `kubectl apply -f k8s/` and then watch the rollout with `kubectl rollout status deployment/web`."), compact.RefusedMissingSection},
 		{"cut off by the output limit", llmtest.Truncated(summaryText("Add the rollback step")), compact.RefusedCutOff},
+		{"a chat reply under the heading", llmtest.Text("## Active task\nSure! To deploy, run `kubectl apply -f k8s/` and watch the rollout.\n\n## Goal\nDeploy."), compact.RefusedMissingSection},
 		{"no active task", llmtest.Text("## Goal\nShip the deploy script.\n\n## Completed actions\n1. Read deploy.sh - bash\n"), compact.RefusedMissingSection},
 		{"larger than what it replaces", llmtest.Text(summaryText("Add the rollback step") + strings.Repeat("## Critical context\nThe deploy uses kubectl.\n", 120)), compact.RefusedNotSmaller},
 	} {

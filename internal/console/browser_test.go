@@ -194,6 +194,20 @@ func (b *tab) shot(name string) {
 	}
 }
 
+// shotOf writes a PNG of the element sel to dir/name.png.
+func (b *tab) shotOf(name, sel string) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.Screenshot(chromedp.CSS(sel)))
+	if err != nil {
+		b.t.Fatalf("screenshot %s of %s: %v", name, sel, err)
+	}
+	if err := os.WriteFile(filepath.Join(b.dir, name+".png"), png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
 func (b *tab) login(token string) {
 	b.t.Helper()
 	b.open("/login")
@@ -269,11 +283,27 @@ func TestBrowser(t *testing.T) {
 		t.Fatal("a change without the CSRF token was made")
 	}
 
-	// A turn's block and why each line is there.
+	// A turn's block as it was injected and why each line is there: the
+	// rule that admitted it, and for a recalled line each retrieval
+	// channel's rank and score and the prior; the candidates the policy
+	// cut. The first turn's record keeps no explanation and says so.
 	b.open("/session?p=shop&s=s1")
-	b.has("#turn-turn-2", "[Engram memory]", labelStripe, labelFly, "standing instruction", "recalled")
+	b.has("#turn-turn-2", "<engram-memory>", labelStripe, labelFly, "standing instruction: the user stated it",
+		"best recalled hit", "block policy of this turn: relative floor", "lexical #", "cosine", "prior (", "ranked candidates the block policy cut")
+	b.has("#turn-turn-1", "[Engram memory]", "keeps no explanation")
 	b.has("#summaries", "9000 → 1200", "1–2")
+	lines := b.eval(`String(document.querySelectorAll("#turn-turn-2 tr.line").length)`)
+	ruled := b.eval(`String(document.querySelectorAll("#turn-turn-2 tr.line .rule").length)`)
+	scored := b.eval(`String([...document.querySelectorAll("#turn-turn-2 tr.line")].filter(r => r.querySelectorAll("ul.channels li").length > 0).length)`)
+	if want := fmt.Sprint(len(s.block.IDs)); lines != want || ruled != want {
+		t.Errorf("turn 2 shows %s lines, %s with their rule; the block has %s", lines, ruled, want)
+	}
+	if want := fmt.Sprint(len(s.block.Recalled)); scored != want {
+		t.Errorf("turn 2 shows the channels of %s lines; the block recalled %s", scored, want)
+	}
 	b.shot("session")
+	b.eval(`document.querySelector("#turn-turn-2 details.cut-list").open = true; "ok"`)
+	b.shotOf("turn-why", "#turn-turn-2")
 
 	// The pass as a diff, then undo it: the forgotten memory comes back.
 	b.open("/pass/" + s.pass.Pass.ID + "?p=shop")

@@ -92,8 +92,16 @@
 // # Turns, and why
 //
 // A session's page shows each turn's messages and the block injected into
-// it, as the injection record keeps it, and for each line the memory and
-// its score and whether it is a standing instruction.
+// it, as the injection record keeps it, and for each line the memory, the
+// rule that admitted it and, for a recalled line, each retrieval
+// channel's rank, own score and share and the prior's parts; then the
+// candidates the block policy cut. All of it is the record's
+// (memory.Injection.Why, written by the injector when it answered the
+// turn): a turn is explained as it was answered. A ranking run again now
+// would read memory that has changed since (accesses move the recency
+// prior, passes revise and forget), so a record that keeps no
+// explanation (written before it was kept) is shown without one, and the
+// page says so instead of recomputing.
 //
 // # Changes made by hand
 //

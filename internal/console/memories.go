@@ -493,7 +493,7 @@ func (s *Server) handleEdit(w http.ResponseWriter, r *http.Request, ss *session)
 		if err != nil {
 			return "", "", err
 		}
-		flash := "Saved. The text is now the agent's (its source); who asserted it is unchanged."
+		flash := "Saved. The text is now the agent's (its source): a rule the user stated is now asserted by the assistant and unpinned (pin it to keep it a standing instruction)."
 		if res.Note != "" {
 			flash += " " + res.Note
 		}

@@ -2,10 +2,12 @@ package console
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 
+	"github.com/engram-memory/engram/internal/inject"
 	"github.com/engram-memory/engram/pkg/memory"
 )
 
@@ -52,7 +54,10 @@ type turnView struct {
 	Messages  []memory.Message
 	Injection *memory.Injection
 	Lines     []lineView
-	NoRecord  string // why there is no injection record
+	NoRecord  string           // why there is no injection record
+	Why       *memory.BlockWhy // as recorded with the block; nil for a record that keeps none
+	Policy    string           // the block policy's numbers in words
+	Cut       []cutView        // the ranked candidates the policy left out
 }
 
 // lineView is one memory of a turn's block.
@@ -62,6 +67,64 @@ type lineView struct {
 	HasScore bool
 	Node     *memory.Node // nil when it no longer exists or is not visible
 	Standing bool
+	// From the recorded explanation (empty without one):
+	Rule     string        // the rule that admitted it (inject.Rule*)
+	RuleText string        // in words
+	Why      *memory.Why   // how retrieval scored it (nil for a standing instruction)
+	Channels []channelView // each channel that found it
+	Prior    string        // the prior in words
+}
+
+// channelView is one channel's part of a line's score.
+type channelView struct {
+	memory.ChannelWhy
+	Text string // inject.ChannelText
+}
+
+// cutView is a candidate the block policy cut.
+type cutView struct {
+	memory.CutWhy
+	Text string       // the rule in words
+	Node *memory.Node // nil when it no longer exists or is not visible
+}
+
+// explainTurn fills t's explanation from its record's (the record is
+// what the injector answered the turn with: nothing is recomputed).
+func explainTurn(t *turnView) {
+	why := t.Injection.Why
+	if why == nil {
+		return
+	}
+	t.Why = why
+	t.Policy = fmt.Sprintf("relative floor %.2f × best %.3f = %.3f · ceiling %d recalled lines · plateau keeps %d",
+		why.RelativeFloor, why.Best, why.Floor, why.MaxRecalled, why.PlateauKeep)
+	byID := make(map[string]memory.LineWhy, len(why.Lines))
+	for _, l := range why.Lines {
+		byID[l.ID] = l
+	}
+	for i := range t.Lines {
+		l := &t.Lines[i]
+		lw, ok := byID[l.ID]
+		if !ok {
+			continue
+		}
+		l.Rule, l.Why = lw.Rule, lw.Why
+		score := l.Score
+		if lw.Why != nil {
+			score = lw.Why.Score
+			for _, c := range lw.Why.Channels {
+				l.Channels = append(l.Channels, channelView{ChannelWhy: c, Text: inject.ChannelText(c)})
+			}
+			l.Prior = inject.PriorText(lw.Why.Prior)
+			if lw.Why.Foreign {
+				l.Prior += fmt.Sprintf(" × %.2f (another project's)", memory.ForeignFactor)
+			}
+		}
+		l.RuleText = inject.RuleText(lw.Rule, score, why)
+	}
+	for _, c := range why.Cut {
+		t.Cut = append(t.Cut, cutView{CutWhy: c, Text: inject.RuleText(c.Rule, c.Score, why)})
+	}
 }
 
 // summaryView is one compaction summary with the messages it covers.
@@ -98,6 +161,7 @@ func (s *Server) sessionView(ctx context.Context, sc scope, p principal, id stri
 	}
 	c := sc.caller(p)
 	c.Session = id
+	loaded := map[string]*memory.Node{} // the cut candidates, read once for the page
 	for _, t := range turns {
 		in, err := s.st.GetInjection(ctx, ref, t.ID)
 		switch {
@@ -120,6 +184,21 @@ func (s *Server) sessionView(ctx context.Context, sc scope, p principal, id stri
 				return nil, err
 			}
 			t.Lines = append(t.Lines, l)
+		}
+		explainTurn(t)
+		for i := range t.Cut {
+			n, ok := loaded[t.Cut[i].ID]
+			if !ok {
+				// A record's ids are data: one that is not an id is shown
+				// as not visible, never fails the page.
+				if got, err := s.tool.Load(ctx, c, t.Cut[i].ID, false); err == nil {
+					n = &got
+				} else if !memory.IsNotFound(err) && !errors.Is(err, memory.ErrInvalid) {
+					return nil, err
+				}
+				loaded[t.Cut[i].ID] = n
+			}
+			t.Cut[i].Node = n
 		}
 	}
 	var sums []summaryView

@@ -11,6 +11,7 @@ import (
 	"github.com/ollama/ollama/api"
 
 	"github.com/engram-memory/engram/internal/consolidate"
+	"github.com/engram-memory/engram/internal/inject"
 	"github.com/engram-memory/engram/pkg/llm/llmtest"
 	"github.com/engram-memory/engram/pkg/memory"
 )
@@ -47,7 +48,8 @@ type world struct {
 	stripe, fly, staging, race, global, blog memory.Node
 	acme                                     memory.Node
 	pass                                     consolidate.Result
-	tokens                                   string // the tokens file
+	block                                    inject.Block // the second turn's, as the injector built and recorded it
+	tokens                                   string       // the tokens file
 }
 
 func writeTokens(t testing.TB) string {
@@ -118,6 +120,24 @@ func seed(t testing.TB, ctx context.Context, st memory.Store, srv *llmtest.Serve
 		if _, _, err := st.AppendTranscript(ctx, s1, id, []memory.Message{{Role: memory.RoleUser, Content: turn.user}, {Role: memory.RoleAssistant, Content: turn.assistant}}); err != nil {
 			t.Fatal(err)
 		}
+		if i == 1 {
+			// The second turn's block is the injector's own, recorded as
+			// the turn_started handler records it: with why each line is
+			// there.
+			inj, err := inject.New(st, emb, inject.Defaults())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w.block, err = inj.Build(ctx, inject.Request{Project: "shop", Session: "s1", Turn: id, Text: turn.user, Explain: true}); err != nil {
+				t.Fatal(err)
+			}
+			if w.block.Why == nil || len(w.block.Recalled) == 0 || len(w.block.Standing) == 0 {
+				t.Fatalf("the second turn's block: %+v", w.block)
+			}
+			continue
+		}
+		// The first turn's record is one written before records kept
+		// their explanation.
 		if err := st.PutInjection(ctx, s1, id, memory.Injection{IDs: []string{w.stripe.ID, w.fly.ID}, Scores: []float64{1, 0.62}, Text: blockText}, 0); err != nil {
 			t.Fatal(err)
 		}

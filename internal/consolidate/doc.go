@@ -171,7 +171,14 @@
 // revise closes the old fact (memory.Store Revise: superseded, valid-to
 // set; an "as of" read still finds it). forget archives; it refuses what
 // the user wrote or pinned. Facts are written with asserted-by user when
-// the model says the user said it (said_by_user), else inferred. link and
+// the model says the user said it (said_by_user) and the fact shares a
+// content word with the user's messages in the pass's window
+// (memory.Grounded, the rule the extractor applies), else inferred; a
+// said_by_user fact that shares none is inferred of confidence 0.4, never
+// a standing instruction: a small model copying an example, inventing a
+// rule or obeying text in an assistant reply or a tool result would
+// otherwise write a rule into every later block in the user's name. The
+// assistant's words do not count (an injection reaches them). link and
 // unlink take a topic by name (created on first link, identified by its
 // entity key) and a topic relation; unlink says whether an edge existed.
 //

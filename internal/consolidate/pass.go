@@ -309,7 +309,7 @@ func (c *Consolidator) pass(ctx context.Context, ref memory.SessionRef, req Requ
 		rec.From, rec.UpTo, l.Shown = w.From, w.Newest, w.Count
 	}
 	rec.Status = memory.PassRunning
-	p := &pass{c: c, ref: ref, rec: rec, l: l}
+	p := &pass{c: c, ref: ref, rec: rec, l: l, said: w.Said}
 	for {
 		if v := l.Verdict(lim); v != VerdictContinue {
 			return end(v, c.finish(ctx, rec, l, v))

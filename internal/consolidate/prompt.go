@@ -46,6 +46,9 @@ type window struct {
 	// Tail is the newest message id read past the shown ones when none
 	// was shown (tool messages only): the cursor may skip them.
 	Tail int64
+	// Said is the text of the user's messages shown, what a fact the
+	// model says the user said must share a word with (memory.Grounded).
+	Said string
 }
 
 // windowPage is how many messages a window reads from the store at a time.
@@ -61,7 +64,7 @@ func (c *Consolidator) readWindow(ctx context.Context, ref memory.SessionRef, af
 	var w window
 	budget := b.Transcript
 	chars, tokens := 0, 0
-	var lines []string
+	var lines, said []string
 	page := windowPage(maxMessages)
 	for {
 		msgs, err := c.store.Messages(ctx, ref, after, page)
@@ -86,6 +89,9 @@ func (c *Consolidator) readWindow(ctx context.Context, ref memory.SessionRef, af
 				n, t = len([]rune(line))+1, EstimateTokens(line)+1
 			}
 			lines = append(lines, line)
+			if m.Role == memory.RoleUser {
+				said = append(said, m.Content)
+			}
 			chars, tokens = chars+n, tokens+t
 			w.Count++
 			if w.From == 0 {
@@ -99,6 +105,7 @@ func (c *Consolidator) readWindow(ctx context.Context, ref memory.SessionRef, af
 		after = msgs[len(msgs)-1].ID
 	}
 	w.Text = strings.Join(lines, "\n")
+	w.Said = strings.Join(said, "\n")
 	return w, nil
 }
 

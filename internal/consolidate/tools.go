@@ -122,6 +122,8 @@ type pass struct {
 	rec *memory.Pass
 	l   *Ledger
 	now time.Time
+	// said is what the user said in the pass's window (window.Said).
+	said string
 }
 
 // intend journals a change before it is written, as pending: a pass cut
@@ -392,11 +394,21 @@ func factText(n *memory.Node) string {
 	return n.Label
 }
 
+// newFact is the memory a remember or revise writes. A fact the model says
+// the user said (said_by_user) is asserted by the user only when it shares
+// a word with what the user said in the window (memory.Grounded, the
+// extractor's rule): otherwise it is inferred, of confidence
+// memory.UngroundedConfidence, so that no pass writes a standing
+// instruction in the user's name from a model's invention, a copied
+// example or text in a tool result.
 func (p *pass) newFact(text string, kind memory.Subkind, byUser bool) memory.Node {
 	n := memory.Node{TenantID: p.ref.Tenant, Subkind: kind, Scope: memory.ScopeProject, ProjectID: p.ref.Project, SessionID: p.ref.Session,
 		Source: memory.SourceAgent, AssertedBy: memory.AssertedInferred, Confidence: 0.6}
 	if byUser {
 		n.AssertedBy, n.Confidence = memory.AssertedUser, 0.9
+		if !memory.Grounded(text, p.said) {
+			n.AssertedBy, n.Confidence = memory.AssertedInferred, memory.UngroundedConfidence
+		}
 	}
 	if r := []rune(text); len(r) > 200 {
 		n.Label, n.Body = capChars(text, 200), text

@@ -78,7 +78,28 @@
 // spans the model reads whole; one span of the whole backlog would have
 // been cut at its head (Render keeps the tail) and its first turns marked
 // done unread, and would have let a reply's 5 memories stand for all of
-// them. The holder extracts up to Config.MaxSpanLoops spans, lets go and
+// them.
+//
+// A reply holds at most 5 memories (the schema's maxItems,
+// Config.MaxMemories), so a span of 8 turns that each state a rule lost
+// three of them (the probe of 2026-12-06: 14 of 20 rules stored after an
+// outage, with no trace). A reply that is full (as many memories as it may
+// hold) to a span of several turns is therefore not applied: the span is
+// asked again in halves, down to a single turn, and the following spans
+// hold as many turns as the last applied reply's density says fit one
+// reply with room to spare (turns x (MaxMemories-1) / memories, at most
+// SpanTurns; a reply with no memory resets it to SpanTurns). Measured with
+// the demo model (one rule a turn): 20 turns queued during an outage, all
+// 20 stored in 6 calls (8 turns: full, not applied; then spans of 4), where
+// a call per turn takes 20 (TestDenseBacklogSpansShrinkToOneReply). The choice
+// against the alternatives: asking the model again for "more" on the same
+// span depends on a model that honours a list of what it already gave (a
+// small model repeats its first five, as the demo does); a higher cap for
+// user-stated rules does not bound anything (the ninth rule of a span of
+// 9); spans of one turn would cost a call per turn during every catch-up.
+// The cost is one wasted call per full span, and a single turn that states
+// more than 5 memories still keeps only 5 (a span cannot be split below a
+// turn). The holder extracts up to Config.MaxSpanLoops spans, lets go and
 // takes the lease again for the rest. A turn that ends while another
 // replica holds the lease is stored and retried with the runner's backoff
 // (Result.Busy, ErrBusy, 1 s doubling), not acknowledged: the holder looks
@@ -133,7 +154,8 @@
 //
 // # Write rules
 //
-// At most 5 memories per reply; confidence clamped to [0.1, 1] (0.5 when
+// At most 5 memories per reply (a full reply to several turns is asked
+// again in halves: see Spans); confidence clamped to [0.1, 1] (0.5 when
 // missing); labels cut to 300 characters; at most 8 entities and paths;
 // secrets redacted again from what the model wrote. "same" as a shown
 // memory, or cosine >= 0.85 against one written earlier in the span,
@@ -146,9 +168,12 @@
 // proposed, so that no conversation of one project (one end user, on a
 // platform) can write a rule the tenant's other projects follow. Verdicts for ids that were not injected
 // are dropped. A memory the model marks as stated by the user whose label
-// shares no content word with the transcript (a small model copying the
-// prompt's example, or inventing a rule) is kept as an inferred memory of
-// confidence <= 0.4, so it never becomes a standing instruction; a rule the
+// shares no content word with the user's messages of the span
+// (memory.Grounded, shared with the consolidator; the assistant's replies
+// and tool output do not count, an injection can fill them) — a small
+// model copying the prompt's example, inventing a rule or obeying a tool
+// result — is kept as an inferred memory of confidence <= 0.4, so it never
+// becomes a standing instruction; a rule the
 // model translated into another language than the user's can be caught by
 // this too (it is then recalled, not standing). New memories carry their vector when the embedder answered;
 // otherwise RunBacklog embeds them (in batches) when it is back, which is

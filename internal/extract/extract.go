@@ -301,6 +301,12 @@ func (x *Extractor) ExtractTurn(ctx context.Context, t Turn) (Result, error) {
 
 func (x *Extractor) drain(ctx context.Context, ref memory.SessionRef, cause string, hint int64, res Result) (Result, error) {
 	var seen int64 // the newest message id looked at
+	// turns is the most turns a span holds: Config.SpanTurns, halved
+	// after a full reply (errSpanFull), and after a reply that was not
+	// full as many as that reply's density says fit one reply
+	// (nextSpanTurns): a backlog dense with memories is not asked again and
+	// again in spans too long for one reply.
+	turns := x.cfg.SpanTurns
 	for {
 		owner := memory.NewID()
 		ok, err := x.store.AcquireLease(ctx, ref, LeaseName, owner, x.cfg.LeaseTTL)
@@ -317,21 +323,31 @@ func (x *Extractor) drain(ctx context.Context, ref memory.SessionRef, cause stri
 			if err != nil {
 				return err
 			}
-			span = x.bound(span)
+			span = x.bound(span, turns)
 			seen = max(seen, newest)
 			for range x.cfg.MaxSpanLoops {
 				if len(span) == 0 {
 					return nil
 				}
-				changes, called, err := x.extractSpan(ctx, ref, cause, span)
+				changes, called, proposed, err := x.extractSpan(ctx, ref, cause, span)
 				if called {
 					res.Spans++
 				} else if err == nil {
 					res.Skipped++
 				}
 				res.Changes = append(res.Changes, changes...)
+				if errors.Is(err, errSpanFull) {
+					// The reply was full: the span may hold more than one
+					// reply can carry. Its first half is the next span.
+					turns = max(1, len(span)/2)
+					span = span[:turns]
+					continue
+				}
 				if err != nil {
 					return err
+				}
+				if called {
+					turns = x.nextSpanTurns(len(span), proposed)
 				}
 				// Turns appended while this span was extracted come after
 				// its last message and are not done: the next span.
@@ -345,7 +361,7 @@ func (x *Extractor) drain(ctx context.Context, ref memory.SessionRef, cause stri
 				if n := len(msgs); n > 0 {
 					seen = max(seen, msgs[n-1].ID)
 				}
-				span = x.bound(groupTurns(msgs))
+				span = x.bound(groupTurns(msgs), turns)
 			}
 			leftover = len(span) > 0
 			return nil
@@ -377,6 +393,33 @@ func (x *Extractor) holding(ctx context.Context, ref memory.SessionRef, owner st
 	}
 	return nil
 }
+
+// full reports whether a reply that proposed n memories was full: as many
+// as one reply may hold (Config.MaxMemories), so the span may have
+// established more.
+func (x *Extractor) full(n int) bool {
+	return x.cfg.MaxMemories > 0 && n >= x.cfg.MaxMemories
+}
+
+// nextSpanTurns is the most turns of the next span after a reply to n
+// turns that proposed m memories and was applied: the turns that, at the
+// same density, give a reply with room to spare (MaxMemories - 1), never
+// fewer than n (a reply that was applied had room) nor more than
+// Config.SpanTurns; a single turn's full reply keeps spans of one turn.
+func (x *Extractor) nextSpanTurns(n, m int) int {
+	if x.full(m) {
+		return max(1, min(n, x.cfg.SpanTurns))
+	}
+	if m == 0 {
+		return x.cfg.SpanTurns
+	}
+	return max(1, min(x.cfg.SpanTurns, max(n, n*(x.cfg.MaxMemories-1)/m)))
+}
+
+// errSpanFull says that a span of several turns got a full reply (as many
+// memories as one reply may hold): nothing was applied and the span is
+// extracted again in halves.
+var errSpanFull = errors.New("extract: the reply is full: the span is extracted again in halves")
 
 // spanTurn is one turn of a span with its messages.
 type spanTurn struct {
@@ -431,8 +474,8 @@ func (x *Extractor) findSpan(ctx context.Context, ref memory.SessionRef, hint in
 // Config.TranscriptChars, at least one (Render cuts a single turn longer
 // than that). The rest are the next spans: a backlog is extracted oldest
 // first in spans the model reads whole.
-func (x *Extractor) bound(span []spanTurn) []spanTurn {
-	span = span[:min(len(span), x.cfg.SpanTurns)]
+func (x *Extractor) bound(span []spanTurn, turns int) []spanTurn {
+	span = span[:min(len(span), turns)]
 	chars := 0
 	for i, t := range span {
 		chars += utf8.RuneCountInString(render(t.Msgs, x.cfg))
@@ -458,8 +501,10 @@ func groupTurns(msgs []memory.Message) []spanTurn {
 }
 
 // extractSpan makes the one model call of a span and applies its reply. It
-// reports whether the model was called.
-func (x *Extractor) extractSpan(ctx context.Context, ref memory.SessionRef, cause string, span []spanTurn) ([]events.Change, bool, error) {
+// reports whether the model was called and how many memories its reply
+// proposed; a full reply (as many memories as one reply may hold) to a
+// span of several turns is not applied (errSpanFull).
+func (x *Extractor) extractSpan(ctx context.Context, ref memory.SessionRef, cause string, span []spanTurn) (changes []events.Change, called bool, proposed int, err error) {
 	var msgs []memory.Message
 	for _, t := range span {
 		msgs = append(msgs, t.Msgs...)
@@ -470,17 +515,17 @@ func (x *Extractor) extractSpan(ctx context.Context, ref memory.SessionRef, caus
 
 	injected, err := x.readInjected(ctx, ref, span)
 	if err != nil {
-		return nil, false, err
+		return nil, false, 0, err
 	}
 
 	transcript := Render(msgs, x.cfg)
 	if len([]rune(strings.TrimSpace(transcript))) < x.cfg.MinSpanChars {
-		return nil, false, x.finish(ctx, ref, span, injected)
+		return nil, false, 0, x.finish(ctx, ref, span, injected)
 	}
 
 	p, shown, err := x.prompt(ctx, ref, transcript, injected)
 	if err != nil {
-		return nil, false, err
+		return nil, false, 0, err
 	}
 	req := llm.Request{Role: llm.RoleExtract, Project: ref.ProjectRef().String(), Messages: p.Messages(), Timeout: x.cfg.CallTimeout}
 	temp := x.cfg.Temperature
@@ -488,36 +533,46 @@ func (x *Extractor) extractSpan(ctx context.Context, ref memory.SessionRef, caus
 	reply, resp, err := llm.Structured[Reply](ctx, x.chat, req)
 	if err != nil {
 		if errors.Is(err, llm.ErrMisbehaved) {
-			return nil, true, x.invalid(ctx, ref, span, injected, invalidKey, resp, err)
+			return nil, true, proposed, x.invalid(ctx, ref, span, injected, invalidKey, resp, err)
 		}
-		return nil, true, fmt.Errorf("extract: model call for %s: %w", ref, err)
+		return nil, true, proposed, fmt.Errorf("extract: model call for %s: %w", ref, err)
 	}
 
-	var changes []events.Change
+	proposed = len(reply.Memories)
 	done, err := x.store.EventProcessed(ctx, ref.ProjectRef(), recWritten, spanKey)
 	if err != nil {
-		return nil, true, fmt.Errorf("extract: read span record: %w", err)
+		return nil, true, proposed, fmt.Errorf("extract: read span record: %w", err)
+	}
+	if x.full(proposed) && len(span) > 1 && !done {
+		// A reply holds at most MaxMemories memories: a span of several
+		// turns whose reply is full may have established more (a backlog
+		// of turns that each state a rule), and what did not fit would be
+		// lost with the span marked done. Nothing is applied; the span is
+		// extracted again in halves (see drain), down to a single turn. (A
+		// span whose memories were written before a crash is finished as
+		// it was.)
+		return nil, true, proposed, errSpanFull
 	}
 	if !done {
-		changes, err = x.write(ctx, ref, reply, shown, transcript)
+		changes, err = x.write(ctx, ref, reply, shown, userSaid(msgs))
 		if err != nil {
-			return changes, true, err
+			return changes, true, proposed, err
 		}
 		if err := x.store.MarkEventProcessed(ctx, ref.ProjectRef(), recWritten, spanKey, x.cfg.RecordTTL); err != nil {
-			return changes, true, fmt.Errorf("extract: record span: %w", err)
+			return changes, true, proposed, fmt.Errorf("extract: record span: %w", err)
 		}
 	}
 	fb, err := x.feedback(ctx, ref, span, injected, reply.Verdicts)
 	changes = append(changes, fb...)
 	if err != nil {
-		return changes, true, err
+		return changes, true, proposed, err
 	}
 	if len(changes) > 0 {
 		if err := x.publish(ctx, ref, cause, "span:"+spanKey, changes); err != nil {
-			return changes, true, err
+			return changes, true, proposed, err
 		}
 	}
-	return changes, true, x.finish(ctx, ref, span, injected)
+	return changes, true, proposed, x.finish(ctx, ref, span, injected)
 }
 
 // injectedTurn is what the injector recorded for one turn of the span.

@@ -93,22 +93,3 @@ func TestRenderKeepsTail(t *testing.T) {
 		t.Fatalf("tail not kept at a line start: %q ... %q", out[:60], out[len(out)-40:])
 	}
 }
-
-func TestGrounded(t *testing.T) {
-	cases := []struct {
-		label, transcript string
-		want              bool
-	}{
-		{"Always answer in Indonesian.", "user: tolong selalu jawab dalam bahasa indonesia", true},
-		{"Always answer in Indonesian.", "user: please fix the failing build", false},
-		{"Never use yarn in this project; use pnpm.", "user: we use pnpm here", true},
-		{"Never use yarn in this project; use pnpm.", "user: what time is it", false},
-		{"Always answer briefly.", "user: keep answers brief", true},
-		{"Never do that.", "user: anything", true}, // no content word: cannot judge
-	}
-	for _, c := range cases {
-		if got := grounded(c.label, c.transcript); got != c.want {
-			t.Errorf("grounded(%q, %q) = %v, want %v", c.label, c.transcript, got, c.want)
-		}
-	}
-}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math"
 	"strings"
-	"unicode"
 
 	"github.com/engram-memory/engram/pkg/events"
 	"github.com/engram-memory/engram/pkg/memory"
@@ -197,22 +196,26 @@ type writtenMemory struct {
 // contradicts edge to the shown memory; everything else is upserted (an
 // identical digest reinforces). New memories carry their vector when the
 // embedder answered; otherwise the backlog embedder fills it in later.
-func (x *Extractor) write(ctx context.Context, ref memory.SessionRef, reply Reply, shown map[string]bool, transcript string) ([]events.Change, error) {
+//
+// said is what the user said in the span (their messages only): a memory
+// the model marks as stated by the user must share a word with it
+// (memory.Grounded).
+func (x *Extractor) write(ctx context.Context, ref memory.SessionRef, reply Reply, shown map[string]bool, said string) ([]events.Change, error) {
 	mems := reply.Memories
 	if len(mems) > x.cfg.MaxMemories {
 		mems = mems[:x.cfg.MaxMemories]
 	}
 	var nodes []memory.Node
 	var props []ReplyMemory
-	lower := strings.ToLower(transcript)
 	for _, m := range mems {
 		if n, ok := toNode(m, ref, x.cfg.CrossProject); ok {
-			if n.AssertedBy == memory.AssertedUser && !grounded(n.Label, lower) {
-				// A rule "the user stated" that shares no word with the
-				// transcript is most likely copied from the prompt's example
-				// or invented: it must not become a standing instruction.
+			if n.AssertedBy == memory.AssertedUser && !memory.Grounded(n.Label, said) {
+				// A rule "the user stated" that shares no word with what
+				// the user said is most likely copied from the prompt's
+				// example, invented or taken from a tool's output: it must
+				// not become a standing instruction.
 				n.AssertedBy = memory.AssertedInferred
-				n.Confidence = math.Min(n.Confidence, 0.4)
+				n.Confidence = math.Min(n.Confidence, memory.UngroundedConfidence)
 			}
 			nodes = append(nodes, n)
 			props = append(props, m)
@@ -300,44 +303,6 @@ func (x *Extractor) write(ctx context.Context, ref memory.SessionRef, reply Repl
 		earlier = append(earlier, writtenMemory{id: id, vec: vec})
 	}
 	return changes, nil
-}
-
-// ruleWords are the words of a rule's phrasing that say nothing about its
-// subject ("always answer in X": only X tells whether the user said it).
-var ruleWords = map[string]bool{
-	"always": true, "never": true, "every": true, "should": true, "must": true, "dont": true, "don": true,
-	"answer": true, "answers": true, "reply": true, "respond": true, "write": true, "with": true, "from": true,
-	"this": true, "that": true, "these": true, "those": true, "project": true, "user": true, "users": true,
-	"prefer": true, "prefers": true, "preferred": true, "please": true, "instead": true, "only": true,
-	"when": true, "into": true, "them": true, "they": true, "their": true, "here": true, "there": true,
-	"work": true, "code": true, "make": true, "sure": true, "avoid": true, "wants": true, "want": true,
-	"have": true, "does": true, "doing": true, "will": true, "would": true, "about": true, "other": true,
-	"uses": true, "using": true, "used": true, "like": true, "likes": true, "rule": true, "rules": true,
-}
-
-// grounded reports whether a label shares a content word with the
-// (lower-cased) transcript: a word of at least 4 letters or digits that is
-// not rule phrasing, matched on its first 5 characters so that inflections
-// and near forms count ("Indonesian" / "Indonesia"). A label without
-// content words is taken as grounded.
-func grounded(label, transcript string) bool {
-	words := strings.FieldsFunc(strings.ToLower(label), func(r rune) bool {
-		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
-	})
-	content := 0
-	for _, w := range words {
-		if len([]rune(w)) < 4 || ruleWords[w] {
-			continue
-		}
-		content++
-		if r := []rune(w); len(r) > 5 {
-			w = string(r[:5])
-		}
-		if strings.Contains(transcript, w) {
-			return true
-		}
-	}
-	return content == 0
 }
 
 func cosine(a, b []float32) float64 {

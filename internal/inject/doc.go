@@ -47,6 +47,25 @@
 // Dating a line costs no token: "(2023-05-25)" is as long as the
 // "(observation)" it replaces on most lines.
 //
+// # Why a line is there
+//
+// Request.Explain sets Block.Why (memory.BlockWhy): for every line the rule
+// that admitted it (RuleStanding, RuleBest, RuleFloor, RulePlateau) and how
+// retrieval scored it (memory.Why: each channel's rank, own score and
+// share, the activations, the prior's parts), and every ranked candidate
+// the policy cut with the rule that cut it (RuleUnderFloor, RulePlateau,
+// RuleCeiling, RuleLowConfidence). Explain derives the rules with the same
+// keep as Keep (TestExplainAgreesWithKeep holds them together over random
+// rankings); memory.Retrieve computes the channels' part after ranking from
+// the lists it fused, so the block is the same with or without it
+// (TestExplainChangesNothing) and a caller that does not ask pays nothing.
+// The handler asks on every turn and the record keeps it (ids and numbers:
+// about 500 bytes a recalled line and 70 a cut candidate as JSON; a block
+// of 3 lines and 1 cut records 2.3 kB instead of 1.2 kB): a turn is
+// explained as it was answered, not
+// by a ranking run again later over memory that has changed since — which
+// is what the console's turns page shows.
+//
 // # Reply deadline
 //
 // A turn_started carries reply_by: when the platform stops waiting (the

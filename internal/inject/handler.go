@@ -82,6 +82,9 @@ func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
 	req := Request{
 		Tenant: ev.TenantID, Project: ev.ProjectID, Session: ev.SessionID, Turn: ev.TurnID,
 		Text: ts.Text, Paths: ts.Paths, ProjectNames: ts.ProjectNames,
+		// The record keeps why each line is there, for the console's
+		// turns page (ids and numbers: a few hundred bytes a line).
+		Explain: true,
 	}
 	// One block per turn: a turn already recorded was composed and
 	// answered by an earlier delivery of this event, which then failed

@@ -155,6 +155,10 @@ type Request struct {
 	// flag is neither read nor set (the block carries the reminder) and no
 	// injection is recorded. For previews (`engram inject -direct`).
 	DryRun bool
+	// Explain sets Block.Why: for every line the rule that admitted it and
+	// how retrieval scored it, and the candidates the policy cut. It
+	// changes nothing in the block (see Explain).
+	Explain bool
 	// Now is the time of the turn (zero: the injector's clock): recency,
 	// validity and time words are judged from it. `engram eval` sets it to
 	// the question's date.
@@ -195,6 +199,8 @@ type Block struct {
 	// Problems lists what failed but did not stop the block (standing
 	// selection, embedding the query); the caller logs them.
 	Problems []error `json:"-"`
+	// Why is why each line is there (Request.Explain); nil otherwise.
+	Why *memory.BlockWhy `json:"why,omitempty"`
 }
 
 // Scores are the scores of IDs, index for index: 0 for a standing
@@ -213,7 +219,7 @@ func (b Block) Scores() []float64 {
 
 // Injection is the block as the turn's record and answer hold it.
 func (b Block) Injection() memory.Injection {
-	return memory.Injection{IDs: b.IDs, Scores: b.Scores(), Text: b.Text, Briefing: b.Briefing}
+	return memory.Injection{IDs: b.IDs, Scores: b.Scores(), Text: b.Text, Briefing: b.Briefing, Why: b.Why}
 }
 
 // Tokens estimates the block's size in tokens (characters / 4).
@@ -341,7 +347,8 @@ func (i *Injector) Compose(ctx context.Context, req Request) (Block, error) {
 			b.Problems = append(b.Problems, fmt.Errorf("inject: %s", skipped))
 		}
 	}
-	for _, h := range selectRecalled(hits, standingIDs, i.cfg) {
+	recalled := selectRecalled(hits, standingIDs, i.cfg)
+	for _, h := range recalled {
 		b.Recalled = append(b.Recalled, Line{ID: h.ID, Text: i.LineText(&h.Node), Provenance: LineProvenance(&h.Node, req.Project, req.ProjectNames), Score: h.Score})
 	}
 	if len(b.Standing) == 0 && len(b.Recalled) == 0 {
@@ -361,6 +368,9 @@ func (i *Injector) Compose(ctx context.Context, req Request) (Block, error) {
 	}
 	for _, l := range b.Recalled {
 		b.IDs = append(b.IDs, l.ID)
+	}
+	if req.Explain {
+		b.Why = Explain(hits, standingIDs, b.Standing, len(recalled), i.cfg)
 	}
 	if !req.DryRun {
 		first, err := i.store.BriefOnce(ctx, ref, i.cfg.BriefingTTL)
@@ -464,6 +474,7 @@ func (i *Injector) recall(ctx context.Context, req Request, now time.Time) ([]me
 		TextMin: i.cfg.MinQueryChars,
 		Now:     now,
 		Ranking: &i.ranking,
+		Explain: req.Explain,
 	}
 	skipped := ""
 	if text := strings.TrimSpace(req.Text); !i.searchesText(text) {
@@ -544,11 +555,17 @@ func selectRecalled(hits []memory.Hit, standing map[string]bool, cfg Config) []m
 // under the floor (a ranking that never falls away is not a ranking).
 // `engram eval` sweeps the policy with it.
 func Keep(scores []float64, cfg Config) int {
+	kept, _ := keep(scores, cfg)
+	return kept
+}
+
+// keep is Keep, and whether the plateau rule cut the block.
+func keep(scores []float64, cfg Config) (kept int, plateau bool) {
 	if len(scores) == 0 || cfg.MaxRecalled == 0 {
-		return 0
+		return 0, false
 	}
 	floor := cfg.RelativeFloor * scores[0]
-	kept, dropped := 0, false
+	dropped := false
 	for _, s := range scores {
 		if s < floor {
 			dropped = true
@@ -560,9 +577,9 @@ func Keep(scores []float64, cfg Config) int {
 		kept++
 	}
 	if kept == cfg.MaxRecalled && !dropped {
-		kept = min(cfg.PlateauKeep, kept)
+		return min(cfg.PlateauKeep, kept), cfg.PlateauKeep < kept
 	}
-	return kept
+	return kept, false
 }
 
 // LineProvenance is what a block line says of a memory's origin and

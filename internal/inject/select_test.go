@@ -2,6 +2,7 @@ package inject
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strings"
@@ -228,6 +229,65 @@ func TestContentFree(t *testing.T) {
 	} {
 		if got := ContentFree(tc.text); got != tc.want {
 			t.Errorf("ContentFree(%q) = %v, want %v", tc.text, got, tc.want)
+		}
+	}
+}
+
+// TestExplainAgreesWithKeep: over random rankings, the explanation admits
+// exactly the lines the block policy keeps, with the plateau rule exactly
+// when the ceiling was reached without a drop, and cuts every other
+// candidate with a rule that holds for its score.
+func TestExplainAgreesWithKeep(t *testing.T) {
+	cfg := Defaults()
+	rng := rand.New(rand.NewPCG(33, 1))
+	for range 2000 {
+		n := rng.IntN(25)
+		scores := make([]float64, n)
+		s := 1 + rng.Float64()
+		for i := range scores {
+			s -= rng.Float64() * 0.15
+			scores[i] = s
+		}
+		hits := hitsWithScores(scores...)
+		standing := map[string]bool{}
+		if n > 0 && rng.IntN(4) == 0 {
+			standing[hits[rng.IntN(n)].ID] = true
+		}
+		if n > 0 && rng.IntN(4) == 0 {
+			hits[rng.IntN(n)].Node.Confidence = 0.1
+		}
+		kept := selectRecalled(hits, standing, cfg)
+		w := Explain(hits, standing, nil, len(kept), cfg)
+		var admitted []string
+		for _, l := range w.Lines {
+			admitted = append(admitted, l.ID)
+		}
+		if !slices.Equal(admitted, ids(kept)) && (len(admitted) > 0 || len(kept) > 0) {
+			t.Fatalf("scores %v standing %v: explained %v, kept %v", scores, standing, admitted, ids(kept))
+		}
+		if len(w.Lines)+len(w.Cut)+len(standing) != n {
+			t.Fatalf("%d lines + %d cut + %d standing for %d hits", len(w.Lines), len(w.Cut), len(standing), n)
+		}
+		for _, c := range w.Cut {
+			switch c.Rule {
+			case RuleUnderFloor:
+				if c.Score >= w.Floor {
+					t.Fatalf("%+v cut under the floor %v", c, w.Floor)
+				}
+			case RulePlateau, RuleCeiling:
+				if c.Score < w.Floor {
+					t.Fatalf("%+v above the floor %v", c, w.Floor)
+				}
+			case RuleLowConfidence:
+			default:
+				t.Fatalf("rule %q", c.Rule)
+			}
+		}
+		plateau := len(kept) == cfg.PlateauKeep && slices.ContainsFunc(w.Cut, func(c memory.CutWhy) bool { return c.Rule == RulePlateau })
+		for i, l := range w.Lines {
+			if i > 0 && (l.Rule == RulePlateau) != plateau {
+				t.Fatalf("scores %v: line %d rule %q, plateau %v", scores, i, l.Rule, plateau)
+			}
 		}
 	}
 }

@@ -92,7 +92,7 @@ func TestTypeScriptSDK(t *testing.T) {
 	mods := mcpclients.Modules(t)
 	calls := []any{
 		map[string]any{"ops": []any{
-			map[string]any{"op": "recall", "query": "stripe webhook signature"},
+			map[string]any{"op": "recall", "query": "stripe webhook signature", "explain": true},
 			map[string]any{"op": "stats"},
 			map[string]any{"op": "timeline", "limit": 5},
 			map[string]any{"op": "update", "id": "no-such-memory", "label": "a new label"},
@@ -132,6 +132,8 @@ func TestTypeScriptSDK(t *testing.T) {
 		}
 		if r := resp.Results[0]; !r.OK || len(r.Memories) == 0 || !strings.Contains(r.Memories[0].Text, "webhook") {
 			t.Errorf("recall: %+v", r)
+		} else if w := r.Memories[0].Why; w == nil || w.Rank != 1 || len(w.Channels) == 0 {
+			t.Errorf("recall with explain: why %+v", w)
 		}
 		if r := resp.Results[1]; !r.OK || r.Stats == nil || r.Stats.Project != "shop" {
 			t.Errorf("stats: %+v", r)
@@ -164,7 +166,7 @@ func TestTypeScriptSDK(t *testing.T) {
 // calls it too (it could not while ops was typed ["null", "array"]).
 func TestInspector(t *testing.T) {
 	mods := mcpclients.Modules(t)
-	const ops = `ops=[{"op":"recall","query":"stripe webhook signature"},{"op":"stats"}]`
+	const ops = `ops=[{"op":"recall","query":"stripe webhook signature","explain":true},{"op":"stats"}]`
 	type target struct {
 		args []string
 		env  []string
@@ -195,7 +197,8 @@ func TestInspector(t *testing.T) {
 			t.Fatalf("%s: %v\nstdout: %s", name, err, r.Stdout)
 		}
 		rs := res.StructuredContent.Results
-		if res.IsError || len(rs) != 2 || !rs[0].OK || len(rs[0].Memories) == 0 || !rs[1].OK || rs[1].Stats.Project != "shop" {
+		if res.IsError || len(rs) != 2 || !rs[0].OK || len(rs[0].Memories) == 0 || rs[0].Memories[0].Why == nil ||
+			len(rs[0].Memories[0].Why.Channels) == 0 || !rs[1].OK || rs[1].Stats.Project != "shop" {
 			t.Fatalf("%s: %s", name, r.Stdout)
 		}
 	}

@@ -39,12 +39,18 @@
 //     configured embedder: the injector's readiness gate
 //     (HasPendingEmbeddings), because lexical-only hits look complete and
 //     are not. A failed query embedding is refused for the same reason.
-//     The hits are touched (a deliberate access counts).
+//     The hits are touched (a deliberate access counts). With explain,
+//     each memory carries why it ranks there (memory.Why, from
+//     memory.Query.Explain: computed after the ranking, which it does not
+//     change).
 //   - update: label, body and/or subkind replaced through Store.Update with
 //     source agent, as the issue has it: the text is replaced and the
 //     source becomes the agent (a user-sourced memory too: the patch names
-//     its writer, memory.ApplyPatch); the authority (asserted-by) is never
-//     touched, so an agent cannot turn an inference into a user's rule. The new
+//     its writer, memory.ApplyPatch); the authority (asserted-by) never
+//     rises, so an agent cannot turn an inference into a user's rule, and
+//     a user's rule the agent rewrites is asserted by the assistant and
+//     unpinned (the text is no longer what the user said or a person
+//     pinned): it leaves the block's standing instructions. The new
 //     text is embedded at once; if that fails the memory waits in the
 //     embedding backlog (the extractor embeds it) and the result's note
 //     says so.

@@ -74,6 +74,7 @@ func (t *Tool) recall(ctx context.Context, c Caller, op Op) (Result, error) {
 		Precise: true,
 		Now:     now,
 		Ranking: t.cfg.Ranking,
+		Explain: op.Explain,
 	})
 	if err != nil {
 		return Result{}, err
@@ -82,7 +83,7 @@ func (t *Tool) recall(ctx context.Context, c Caller, op Op) (Result, error) {
 	ids := make([]string, len(hits))
 	for i := range hits {
 		m := t.memoryOf(&hits[i].Node, c)
-		m.Score = hits[i].Score
+		m.Score, m.Why = hits[i].Score, hits[i].Why
 		r.Memories = append(r.Memories, m)
 		ids[i] = hits[i].ID
 	}
@@ -96,8 +97,9 @@ func (t *Tool) recall(ctx context.Context, c Caller, op Op) (Result, error) {
 
 // update replaces a memory's text (label, body, kind). The source becomes
 // the agent, a user-sourced memory's too (the patch names its writer,
-// memory.ApplyPatch); the authority stays what it was, so an agent cannot
-// turn an inference into a user's rule. The memory is re-embedded at once; if that fails it
+// memory.ApplyPatch); the authority never rises (an agent cannot turn an
+// inference into a user's rule) and a user's rule becomes the assistant's
+// (an edited text is no longer what the user said). The memory is re-embedded at once; if that fails it
 // waits in the embedding backlog (the extractor embeds it).
 func (t *Tool) update(ctx context.Context, c Caller, op Op) (Result, error) {
 	if op.Label == nil && op.Body == nil && op.Subkind == "" {

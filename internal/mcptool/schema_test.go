@@ -84,14 +84,30 @@ func TestSchemaIsExact(t *testing.T) {
 			t.Errorf("%s: type %v, want string", name, typ)
 		}
 	}
+	if typ := props["explain"].(map[string]any)["type"]; typ != "boolean" {
+		t.Errorf("explain: type %v, want boolean", typ)
+	}
 	if h := props["hops"].(map[string]any); h["minimum"] != 1.0 || h["maximum"] != 3.0 {
 		t.Errorf("hops: %v", h)
 	}
 	if req, _ := item["required"].([]any); len(req) != 1 || req[0] != "op" {
 		t.Errorf("an operation's required: %v", item["required"])
 	}
-	if out := tool["outputSchema"].(map[string]any); out["type"] != "object" {
+	out := tool["outputSchema"].(map[string]any)
+	if out["type"] != "object" {
 		t.Errorf("outputSchema: %v", out)
+	}
+	// recall's why (explain): an object whose channels are an array of
+	// objects, with no null anywhere (checked above).
+	why := dig(t, out, "properties", "results", "items", "properties", "memories", "items", "properties", "why")
+	if why["type"] != "object" {
+		t.Errorf("why: %v", why)
+	}
+	if ch := dig(t, why, "properties", "channels"); ch["type"] != "array" || dig(t, ch, "items")["type"] != "object" {
+		t.Errorf("why.channels: %v", ch)
+	}
+	if p := dig(t, why, "properties", "prior", "properties", "staleness"); p["type"] != "number" {
+		t.Errorf("why.prior.staleness: %v", p)
 	}
 	ann, _ := tool["annotations"].(map[string]any)
 	want := map[string]any{"title": "Engram memory", "readOnlyHint": false, "destructiveHint": true,
@@ -239,4 +255,17 @@ func initialize(t *testing.T, url, token string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// dig follows keys through nested schema objects.
+func dig(t *testing.T, m map[string]any, keys ...string) map[string]any {
+	t.Helper()
+	for _, k := range keys {
+		next, ok := m[k].(map[string]any)
+		if !ok {
+			t.Fatalf("schema: no object at %q in %v", k, m)
+		}
+		m = next
+	}
+	return m
 }

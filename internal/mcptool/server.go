@@ -21,7 +21,7 @@ const Description = "Look up and correct Engram's long-term memory of this proje
 	"Engram records decisions, preferences and lessons from the conversation by itself: there is no remember; " +
 	"use this tool to look something up mid-task, to ask about another project, or to correct what is stored. " +
 	"Give ops, a list of operations answered in order (one that fails reports its error, the others still run):\n" +
-	"- recall {query, scope: project|all, kind, limit 1-40}: memories ranked as the memory block ranks them\n" +
+	"- recall {query, scope: project|all, kind, limit 1-40, explain}: memories ranked as the memory block ranks them (explain: true adds why, each retrieval channel's rank and score and the prior)\n" +
 	"- update {id, label, body, subkind}: replace a memory's text (it becomes yours; who asserted it stays)\n" +
 	"- neighbours {id, hops 1-3}: memories linked to one\n" +
 	"- timeline {limit 1-60, since, until}: this session's memories, or those updated in a time range\n" +

@@ -177,13 +177,15 @@ func testUpdate(t *testing.T, f *fixture) {
 		t.Fatalf("an agent's update changed the authority: %+v", n)
 	}
 	// A user-sourced memory: the text is replaced and the source becomes
-	// the agent, the user's authority stays (as the issue has it).
+	// the agent; the new text is the agent's, not what the user said, so
+	// the user's authority does not carry over (issue 31's probe:
+	// TestProbeAgentCannotWriteTheUsersStandingInstructions).
 	if before := f.get("pnpm"); before.Source != memory.SourceUser || before.AssertedBy != memory.AssertedUser {
 		t.Fatalf("the seed is not the user's: %+v", before)
 	}
 	r = f.one(shop, Op{Op: OpUpdate, ID: f.ids["pnpm"], Body: str("The user wants pnpm, and bun for scripts.")})
 	if n := f.get("pnpm"); n.Body != "The user wants pnpm, and bun for scripts." || n.Source != memory.SourceAgent ||
-		n.AssertedBy != memory.AssertedUser || r.Memory.Source != memory.SourceAgent || r.Memory.AssertedBy != memory.AssertedUser {
+		n.AssertedBy != memory.AssertedAssistant || r.Memory.Source != memory.SourceAgent || r.Memory.AssertedBy != memory.AssertedAssistant {
 		t.Fatalf("update of a user-sourced memory: %+v / %+v", n, r.Memory)
 	}
 	f.fails(shop, Op{Op: OpUpdate, ID: f.ids["stripe"]}, "needs a label, a body or a subkind")

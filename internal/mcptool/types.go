@@ -39,6 +39,7 @@ type Op struct {
 	Scope    string  `json:"scope,omitempty" jsonschema:"recall: project (default: this project and global memories) or all (also other projects' shareable memories)"`
 	Kind     string  `json:"kind,omitempty" jsonschema:"recall: only memories of this kind (decision, pattern, failure, preference, observation, entity, topic)"`
 	Limit    int     `json:"limit,omitempty" jsonschema:"recall: 1-40 (default 10); timeline: 1-60 (default 20)"`
+	Explain  bool    `json:"explain,omitempty" jsonschema:"recall: also say why each memory ranks where it does (each retrieval channel's rank and score, the graph and path activations, the prior and its parts)"`
 	ID       string  `json:"id,omitempty" jsonschema:"update, neighbours, forget, restore: the memory's id as shown in [brackets] in the memory block"`
 	Label    *string `json:"label,omitempty" jsonschema:"update: the new label (short title)"`
 	Body     *string `json:"body,omitempty" jsonschema:"update: the new body"`
@@ -78,6 +79,7 @@ type Memory struct {
 	Provenance []string         `json:"provenance"`
 	Text       string           `json:"text"`
 	Score      float64          `json:"score,omitempty"` // recall
+	Why        *memory.Why      `json:"why,omitempty"`   // recall with explain: how it was scored
 	Validity   Validity         `json:"validity"`
 	AssertedBy memory.Authority `json:"asserted_by"`
 	Source     memory.Source    `json:"source"`

@@ -111,6 +111,19 @@
 // (pull loop, workers, keeper, heartbeats, advisory watcher) has ended when
 // Stop returns.
 //
+// A pull request is read until the server ends it (its expiry, about 90%
+// of Config.FetchWait, answered with a 408 status that follows every
+// message of the request); only the stop and a pause cancel one early.
+// The runner used to give up on its own deadline, a tenth of FetchWait
+// after the server's expiry, and a message the server had delivered to the
+// request just before was dropped with the subscription: pending on the
+// server, never seen, it came back only when the consumer's ack wait ran
+// out, a delivery spent. A process short of CPU at a request's end lost
+// one so, with no log line (the TypeScript client's test waited 60 s, the
+// compactor's ack wait, for a compaction). A delivery that waits (Wait) is
+// kept alive with InProgress every third of the ack wait, whatever its
+// backoff. Every redelivery is logged at debug ("event delivered again").
+//
 // A session's events are handed to handlers one at a time, in stream order
 // (the queue keys each delivery by the tenant, project and session of its
 // subject): with two handlers the transcript worker used to store a

@@ -493,7 +493,14 @@ func (r *Runner) wait(d *delivery, herr error, o *Outcome) {
 		delay *= 2
 	}
 	delay = min(delay, r.cfg.WaitMax)
-	d.due, d.queued, d.slotless = now.Add(delay), now, true
+	// d.queued stays the time of its last keep-alive (or its pull): the
+	// keeper sends InProgress once it is a third of the ack wait old.
+	// Setting it to now here, without an InProgress, kept a delivery that
+	// waits at most WaitMax (15 s) between calls from ever looking stale
+	// to the keeper under a longer ack wait (the compactor's minute), and
+	// the server redelivered it after its ack wait: a second copy, a
+	// delivery spent (TestLongWaitIsKeptAlive).
+	d.due, d.slotless = now.Add(delay), true
 	o.Result, o.Delay = ResultWaiting, delay
 	lvl := zap.DebugLevel
 	if waited := now.Sub(d.waitSince); waited >= time.Minute && waited-delay < time.Minute {
@@ -676,8 +683,29 @@ func (r *Runner) loop() {
 
 // fetch pulls up to n messages and hands each to a worker. It returns how
 // many it handed over.
+//
+// The pull request expires on the server (after about 90% of FetchWait),
+// and the client reads its answers until the server says so (a 408 status,
+// which follows every message of the request on the connection): the
+// fetch's context has no deadline, only the stop and a pause cancel it.
+// With a deadline (FetchWait) the client gave up on its own clock, 10%
+// after the server's expiry, and a message the server had delivered to
+// the request just before was dropped with the subscription: it stayed
+// pending on the server, unseen, until the consumer's ack wait ran out,
+// and each such loss spent a delivery. A process starved of CPU for a
+// moment at a request's end lost one so (most likely what kept the
+// TypeScript client's test waiting 60 s, the compactor's ack wait, for a
+// compaction, with nothing in serve's log). Measured in this package's harness
+// with GOMAXPROCS=1 and busy goroutines: at FetchWait 100 ms 29 of 100
+// events lost deliveries before, 0 after; at FetchWait 5 s with 40 busy
+// goroutines 4 of 25 before, 0 of 25 after. TestPullWaitsForTheServersExpiry.
+// The library's own guard still applies: a pull that gets nothing for its
+// expiry plus a second (counted from its start or its last message) ends,
+// so a client that reads a message more than a second late can still drop
+// it (with the deadline, half a second late was enough at FetchWait 5 s,
+// and 10 ms at the 100 ms of the measurement above).
 func (r *Runner) fetch(n int) (int, error) {
-	fctx, cancel := context.WithTimeout(r.pullCtx, r.cfg.FetchWait)
+	fctx, cancel := context.WithCancel(r.pullCtx)
 	defer cancel()
 	r.mu.Lock()
 	r.cancelFetch = cancel // a pause ends the pull request early
@@ -687,7 +715,13 @@ func (r *Runner) fetch(n int) (int, error) {
 		r.cancelFetch = nil
 		r.mu.Unlock()
 	}()
-	batch, err := r.cons.Fetch(n, jetstream.FetchContext(fctx))
+	// The request's expiry comes from a context with FetchWait's deadline
+	// (FetchContext sets it from a deadline; FetchMaxWait cannot be
+	// combined with a context); the second FetchContext replaces the
+	// context and keeps that expiry, since fctx has no deadline.
+	expiry, stopExpiry := context.WithTimeout(context.Background(), r.cfg.FetchWait)
+	defer stopExpiry()
+	batch, err := r.cons.Fetch(n, jetstream.FetchContext(expiry), jetstream.FetchContext(fctx))
 	if err != nil {
 		if fctx.Err() != nil {
 			return 0, nil
@@ -913,6 +947,15 @@ func (r *Runner) handle(d *delivery) {
 		return
 	}
 	o.Type, o.EventID = ev.Type, ev.ID
+	if meta.NumDelivered > 1 && d.waits == 0 {
+		// A redelivery: after a nak, an ack wait that ran out or a server
+		// restart. At debug, so that a delay no other line explains (a
+		// delivery lost on its way, a kept message whose ack wait ran out)
+		// shows in a debug log.
+		if ce := r.log.Check(zap.DebugLevel, "event delivered again"); ce != nil {
+			ce.Write(zap.String("event_id", ev.ID), zap.Uint64("stream_seq", meta.Sequence.Stream), zap.Uint64("delivery", meta.NumDelivered))
+		}
+	}
 
 	ctx := r.handlerCtx
 	var digest string

@@ -76,3 +76,47 @@ func TestWaitPastMaxWaitIsAFailure(t *testing.T) {
 		t.Fatalf("outcomes %+v", h.obs.all())
 	}
 }
+
+// A delivery that waits longer than the consumer's ack wait is kept alive
+// (InProgress) while it waits: the server does not deliver it again, and
+// the wait spends no delivery. The wait used to reset the time the keeper
+// measures keep-alives from without sending one, so with waits shorter
+// than a third of the ack wait (the compactor: at most 15 s apart, ack
+// wait a minute) no InProgress was ever sent and the server redelivered
+// the waiting event after its ack wait: a second copy, a delivery spent.
+func TestLongWaitIsKeptAlive(t *testing.T) {
+	const ackWait = 3 * time.Second
+	h := newHarness(t, func(c *events.ConsumerConfig) { c.AckWait = ackWait })
+	cfg := h.config()
+	cfg.WaitMax = 300 * time.Millisecond // well under a third of the ack wait
+	var mu sync.Mutex
+	var first time.Time
+	calls := 0
+	h.start(cfg, func(_ context.Context, ev events.Envelope) error {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		if first.IsZero() {
+			first = time.Now()
+		}
+		if time.Since(first) < 2*ackWait+ackWait/2 {
+			return runner.Wait(errBehind)
+		}
+		return nil
+	})
+	h.publish(1)
+	eventually(t, "acked", func() bool { return h.obs.count(runner.ResultAcked) >= 1 })
+	for _, o := range h.obs.all() {
+		if o.Delivery != 1 {
+			t.Fatalf("the server delivered the waiting event again (no InProgress while it waited): %+v", o)
+		}
+	}
+	if ci := h.consumer(); ci.NumRedelivered != 0 || ci.NumAckPending != 0 {
+		t.Fatalf("redelivered %d, ack pending %d", ci.NumRedelivered, ci.NumAckPending)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if w := h.obs.count(runner.ResultWaiting); w < 5 || w != calls-1 {
+		t.Fatalf("%d waits in %d calls", w, calls)
+	}
+}

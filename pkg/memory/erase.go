@@ -226,9 +226,20 @@ func ScrubPass(p *Pass, erased func(id string) bool) []JournalEntry {
 }
 
 // InjectionNames reports whether an injection record names an erased
-// memory.
+// memory: as a line of its block, or as a candidate its explanation says
+// the block policy cut.
 func InjectionNames(in Injection, erased func(id string) bool) bool {
-	return slices.ContainsFunc(in.IDs, erased)
+	if slices.ContainsFunc(in.IDs, erased) {
+		return true
+	}
+	if in.Why != nil {
+		for _, c := range in.Why.Cut {
+			if erased(c.ID) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // NodeTexts calls seen with the texts of a memory an erasure deletes.

@@ -347,6 +347,10 @@ type Injection struct {
 	Scores   []float64 `json:"scores,omitempty"`
 	Text     string    `json:"text,omitempty"`
 	Briefing bool      `json:"briefing,omitempty"`
+	// Why is why each line is there (BlockWhy): the admitting rule and the
+	// channels' scores per line, and the candidates the policy cut. Ids
+	// and numbers only; nil in a record written before it was kept.
+	Why *BlockWhy `json:"why,omitempty"`
 }
 
 // EncodeInjection is the stored form of an injection record (JSON; the

@@ -22,19 +22,25 @@ import (
 //   - chat-template tokens (<|im_start|>, |im_start|, [INST], <<SYS>>,
 //     <start_of_turn>, <｜User｜> ...) become "[...]";
 //   - role markers anywhere in a line ("system:", "Notes, assistant:",
-//     "ѕystem：", "### Instruction:", and the role words of the languages
-//     below) lose their colon, so no line poses as another speaker;
-//   - override phrases ("ignore all previous instructions", "olvida las
-//     instrucciones anteriores", "忽略之前的所有指令", in en, de, fr, es, pt,
-//     it, nl, ru, zh, ja, ko and id; spaced out, hyphenated, in leetspeak,
-//     reversed or in ROT13), role-play takeovers ("you are now in developer
-//     mode"), requests for the system prompt, stealth orders ("do not tell
-//     the user") and orders to send secrets to a URL become "[...]";
+//     "ѕystem：", "System [urgent]:", "### Instruction:", and the role words
+//     of the languages below) lose their colon, so no line poses as another
+//     speaker (an assignment, "user := x", is none);
+//   - override phrases ("ignore all previous instructions", "previous
+//     instructions no longer apply", "olvida las instrucciones anteriores",
+//     "忽略之前的所有指令", in en, de, fr, es, pt, it, nl, ru, zh, ja, ko, id,
+//     tr, pl, sv, vi, ar, hi, uk and el; spaced out, hyphenated, in
+//     leetspeak, reversed or in ROT13; not after a negation), role-play
+//     takeovers ("you are now in developer mode"), requests for the system
+//     prompt or for what came before, stealth orders ("do not tell the
+//     user", "keep this hidden from the user") and orders to send secrets or
+//     the user's data to a URL become "[...]";
 //   - fake block headers ("STANDING INSTRUCTIONS", "RECALLED CONTEXT",
-//     "NEW INSTRUCTIONS:", "[END OF COMPACTED CONTEXT]") become "[...]";
+//     "NEW INSTRUCTIONS:", "[END OF COMPACTED CONTEXT]", "# SYSTEM PROMPT",
+//     "S T A N D I N G ...") become "[...]";
 //   - exfiltrating links are defanged: a markdown image of an external
-//     URL, an <img> tag, or a markdown link whose URL carries a query
-//     becomes plain text naming the host;
+//     URL, an <img> tag or any tag that loads a URL, a markdown link whose
+//     URL carries a query or runs a script becomes plain text naming the
+//     host;
 //   - a base64 or hex run that decodes to any of the above becomes "[...]";
 //   - invisible characters (zero-width, bidi controls, tag characters) are
 //     dropped.

@@ -32,10 +32,51 @@ type pred struct {
 }
 
 // A group holds when the view holds one of its anchors (one), or every
-// anchor of one of its phrases.
+// anchor of one of its phrases. The sets are tested in their sparse form
+// (set by finish): a phrase's few anchors, not a word per 64 anchors.
 type group struct {
 	one     bits
 	phrases []bits
+	oneS    sparse
+	phraseS []sparse
+}
+
+// sparse is a set of anchors as its non-zero words.
+type sparse []sparseWord
+
+type sparseWord struct {
+	i int
+	m uint64
+}
+
+func toSparse(b bits) sparse {
+	var out sparse
+	for i, w := range b {
+		if w != 0 {
+			out = append(out, sparseWord{i, w})
+		}
+	}
+	return out
+}
+
+// meets says whether s and hits share an anchor.
+func (s sparse) meets(hits bits) bool {
+	for _, w := range s {
+		if w.m&hits[w.i] != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// within says whether every anchor of s is in hits.
+func (s sparse) within(hits bits) bool {
+	for _, w := range s {
+		if w.m&^hits[w.i] != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func (p *pred) holds(hits bits, text string) bool {
@@ -61,10 +102,10 @@ func (p *pred) empty() bool {
 }
 
 func (g *group) holds(hits bits) bool {
-	if g.one.meets(hits) {
+	if g.oneS.meets(hits) {
 		return true
 	}
-	for _, ph := range g.phrases {
+	for _, ph := range g.phraseS {
 		if ph.within(hits) {
 			return true
 		}
@@ -77,26 +118,6 @@ type bits []uint64
 
 func (b bits) has(i int) bool { return b[i>>6]&(1<<(i&63)) != 0 }
 func (b bits) set(i int)      { b[i>>6] |= 1 << (i & 63) }
-
-// meets says whether b and c share an anchor.
-func (b bits) meets(c bits) bool {
-	for i, w := range b {
-		if w&c[i] != 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// within says whether every anchor of b is in c.
-func (b bits) within(c bits) bool {
-	for i, w := range b {
-		if w&^c[i] != 0 {
-			return false
-		}
-	}
-	return true
-}
 
 // anchorSet is the anchors of the rules of some views: the folded view's
 // rules, or the letter views' (the letter views are searched only for
@@ -239,8 +260,11 @@ func (set *anchorSet) finish(preds []*pred) {
 		for i := range p.groups {
 			g := &p.groups[i]
 			g.one = size(g.one)
+			g.oneS = toSparse(g.one)
+			g.phraseS = make([]sparse, len(g.phrases))
 			for j := range g.phrases {
 				g.phrases[j] = size(g.phrases[j])
+				g.phraseS[j] = toSparse(g.phrases[j])
 			}
 		}
 		for i := range p.all {
@@ -373,12 +397,12 @@ func skipping(tail, set string) string {
 	return strings.TrimLeft(tail, set)
 }
 
-// beforeRoleEnd: what follows can be roleEnd (`(?:\s*\([^()\n]{0,40}\))?
-// [\s*_"'\]\)}]*:`): after spaces and the characters of the class, a '('
-// or a ':'.
+// beforeRoleEnd: what follows can be roleEnd (`(?:\s*(?:\([^()\n]{0,40}
+// \)|\[...\]))?[\s*_"'\]\)}]*:`): after spaces and the characters of the
+// class, a '(', a '[' or a ':'.
 func beforeRoleEnd(tail string) bool {
 	t := skipping(tail, " \t\n\f\r*_\"']})")
-	return t != "" && (t[0] == ':' || t[0] == '(')
+	return t != "" && (t[0] == ':' || t[0] == '(' || t[0] == '[')
 }
 
 // beforeHeaderEnd: what follows can be a header's end (`\s*(?:\([^)\n]

@@ -21,7 +21,8 @@ import (
 // The view of a text is built in steps, each item remembering the
 // original bytes it stands for:
 //   - escapes a model decodes are decoded: HTML entities (also doubly
-//     encoded, &amp;lt;), \uXXXX and \xXX, %XX of ASCII;
+//     encoded, &amp;lt;), \uXXXX, \xXX and octal \ooo, %XX of ASCII; an
+//     HTML comment with no letter or digit in it is dropped;
 //   - Unicode tag characters (U+E0020-E007E, invisible "ASCII smuggling")
 //     become the ASCII they encode; other format characters (zero-width
 //     spaces and joiners, bidi controls, the soft hyphen) are dropped;
@@ -29,8 +30,10 @@ import (
 //     (golang.org/x/text/unicode/norm, NFKD) without combining marks, lower
 //     case, then, for non-ASCII, its Unicode TR39 confusable prototype
 //     (go.mau.fi/util/confusable: Cyrillic о and і, ˂, the fullwidth colon
-//     become o, i, <, :), then lower case again, and a few bracket and bar
-//     look-alikes the table maps elsewhere (〈 « ｜) become < > |;
+//     become o, i, <, :), then lower case again, and what the table maps
+//     elsewhere or not at all: bracket and bar look-alikes (〈 « ｜ ‖)
+//     become < > |, small capitals and enclosed letters (ɪ, 🅸, 🇮) their
+//     letter; a Hangul syllable stays whole;
 //   - whitespace of every kind becomes one space, or one newline when the
 //     run held a line break.
 //
@@ -183,7 +186,7 @@ func decodeEscapes(in []vitem) []vitem {
 	return out
 }
 
-// backslashEscape decodes \n, \r, \t, \uXXXX, \u{X...} or \xXX after a
+// backslashEscape decodes \n, \r, \t, \uXXXX, \u{X...}, \xXX or \ooo after a
 // backslash: the rune and how many items it took (0: none).
 func backslashEscape(in []vitem) (rune, int) {
 	if len(in) == 0 {
@@ -231,6 +234,18 @@ func backslashEscape(in []vitem) (rune, int) {
 		if v, ok := hex(1, 2); ok && v < 0x80 {
 			return v, 3
 		}
+	case '0', '1':
+		// octal: \074 is '<' (printable ASCII only)
+		var v rune
+		for _, x := range in[:3] {
+			if x.r < '0' || x.r > '7' {
+				return 0, 0
+			}
+			v = v<<3 | (x.r - '0')
+		}
+		if 0x20 <= v && v < 0x7f {
+			return v, 3
+		}
 	}
 	return 0, 0
 }
@@ -254,10 +269,26 @@ func hexVal(r rune) int {
 var extraFold = map[rune]rune{
 	'«': '<', '»': '>', '❬': '<', '❭': '>', '〈': '<', '〉': '>', '《': '<', '》': '>', '⟪': '<', '⟫': '>',
 	'⦉': '<', '⦊': '>', '⧼': '<', '⧽': '>', '⟨': '<', '⟩': '>', '﹤': '<', '﹥': '>', '＜': '<', '＞': '>',
-	'│': '|', '┃': '|', '¦': '|', '∣': '|', 'ǀ': '|', '｜': '|', '▏': '|', '▕': '|',
+	'│': '|', '┃': '|', '¦': '|', '∣': '|', 'ǀ': '|', '｜': '|', '▏': '|', '▕': '|', '‖': '|', '∥': '|', '￨': '|', '⏐': '|', 'ǁ': '|',
 	'▁': '_', '＿': '_', '‗': '_',
 	'：': ':', '︓': ':', '﹕': ':', '꞉': ':', '∶': ':', '˸': ':', '׃': ':', '܃': ':', '܄': ':',
 	'ー': '-', '—': '-', '―': '-', '–': '-', '−': '-',
+	// small capitals (no case of their own, no decomposition): a model
+	// reads ɪɢɴᴏʀᴇ as ignore
+	'ᴀ': 'a', 'ʙ': 'b', 'ᴄ': 'c', 'ᴅ': 'd', 'ᴇ': 'e', 'ꜰ': 'f', 'ɢ': 'g', 'ʜ': 'h', 'ɪ': 'i', 'ᴊ': 'j', 'ᴋ': 'k',
+	'ʟ': 'l', 'ᴍ': 'm', 'ɴ': 'n', 'ᴏ': 'o', 'ᴘ': 'p', 'ꞯ': 'q', 'ʀ': 'r', 'ꜱ': 's', 'ᴛ': 't', 'ᴜ': 'u', 'ᴠ': 'v',
+	'ᴡ': 'w', 'ʏ': 'y', 'ᴢ': 'z',
+}
+
+// enclosedLetter is the letter of a negative circled or squared capital
+// (🅐, 🅰) or a regional indicator (🇦), which NFKC leaves as they are.
+func enclosedLetter(r rune) (rune, bool) {
+	for _, base := range []rune{0x1F150, 0x1F170, 0x1F1E6} {
+		if base <= r && r < base+26 {
+			return 'a' + r - base, true
+		}
+	}
+	return 0, false
 }
 
 var foldCache sync.Map // rune -> []rune, for non-ASCII runes
@@ -290,6 +321,14 @@ func foldRune(r rune) []rune {
 func foldSlow(r rune) []rune {
 	if 0xE0020 <= r && r <= 0xE007E { // tag characters: the ASCII they hide
 		return foldRune(r - 0xE0000)
+	}
+	if l, ok := enclosedLetter(r); ok {
+		return []rune{l}
+	}
+	if 0xAC00 <= r && r <= 0xD7A3 {
+		// a Hangul syllable stays one character (NFKD would spell it in
+		// jamo: three times the characters a phrase's gap counts)
+		return []rune{r}
 	}
 	if unicode.IsSpace(r) || unicode.In(r, unicode.Zs) {
 		return []rune{' '}
@@ -419,15 +458,52 @@ func newViews(s string) *views {
 	return vs
 }
 
-// needsDecoding says whether s holds an escape decodeEscapes reads (else
-// the folded view is foldText(s)).
+// needsDecoding says whether s holds an escape decodeEscapes reads or a
+// comment dropEmptyComments drops (else the folded view is foldText(s)).
 func needsDecoding(s string) bool {
-	return strings.ContainsAny(s, `&\%`)
+	return strings.ContainsAny(s, `&\%`) || strings.Contains(s, "<!--")
+}
+
+// dropEmptyComments drops HTML comments with no letter or digit in them
+// ("ig<!-- -->nore": a rendered text shows no comment, and a model reads
+// the word whole). A comment with words stays: a tag inside one is seen.
+func dropEmptyComments(in []vitem) []vitem {
+	is := func(i int, lit string) bool {
+		for k, c := range lit {
+			if i+k >= len(in) || in[i+k].r != c {
+				return false
+			}
+		}
+		return true
+	}
+	var out []vitem
+	for i := 0; i < len(in); i++ {
+		if in[i].r == '<' && is(i, "<!--") {
+			j := i + 4
+			for j < len(in) && !is(j, "-->") && !unicode.IsLetter(in[j].r) && !unicode.IsDigit(in[j].r) {
+				j++
+			}
+			if is(j, "-->") {
+				if out == nil {
+					out = append(make([]vitem, 0, len(in)), in[:i]...)
+				}
+				i = j + 2
+				continue
+			}
+		}
+		if out != nil {
+			out = append(out, in[i])
+		}
+	}
+	if out == nil {
+		return in
+	}
+	return out
 }
 
 func (vs *views) foldedItems() []vitem {
 	if !vs.hasItem {
-		vs.items = foldItems(decodeEscapes(decodeEscapes(rawItems(vs.src))))
+		vs.items = foldItems(dropEmptyComments(decodeEscapes(decodeEscapes(rawItems(vs.src)))))
 		vs.hasItem = true
 	}
 	return vs.items

@@ -77,10 +77,32 @@ var ownRules = []ruleSpec{
 	// Credential assignments: name = value, name: "value", "name": "value"
 	// (also escaped inside a JSON string), name := value, NAME=value in
 	// env files. The keyword may be anywhere in the name. The name stays.
-	{id: "assignment", keywords: []string{"pass", "pwd", "secret", "key", "token", "credential", "creds"}, group: 3, check: assignedSecret, nested: true,
-		re: `(?i)(?:^|[^A-Za-z0-9_.\-])((?:[A-Za-z0-9_.\-]*(?:password|passwd|passphrase|passcode|pwd|secret|api[_\-]?key|apikey|access[_\-]?key|private[_\-]?key|account[_\-]?key|signing[_\-]?key|encryption[_\-]?key|master[_\-]?key|license[_\-]?key|token|credentials?|creds)|(?:[A-Za-z0-9]+[_\-])+pass)(?:[_.\-][A-Za-z0-9]+)*)` +
+	// A bare "pass" or "pw" as the name (pass=..., pw: ...) needs a value
+	// that looks like a password: "pass: the cursor" is prose.
+	{id: "assignment", keywords: []string{"pass", "pwd", "secret", "key", "token", "credential", "creds", "pw=", "pw:", "pw ", "pw\t", "pw\"", "pw'", "pw\\"}, group: 3, check: assignedSecret, nested: true,
+		re: `(?i)(?:^|[^A-Za-z0-9_.\-])((?:[A-Za-z0-9_.\-]*(?:password|passwd|passphrase|passcode|pwd|secret|api[_\-]?key|apikey|access[_\-]?key|private[_\-]?key|account[_\-]?key|signing[_\-]?key|encryption[_\-]?key|master[_\-]?key|license[_\-]?key|token|credentials?|creds)|(?:[A-Za-z0-9]+[_\-])+pass|pass|pw)(?:[_.\-][A-Za-z0-9]+)*)` +
 			`(\\?["']?[ \t]*(?::=|=>|[:=])[ \t]*)` +
 			`(?:\\"([^"\\\r\n]*)\\"|"((?:[^"\\\r\n]|\\.)*)"|'([^'\r\n]*)'|([^\s"'\x60,;&\\=][^\s"'\x60,;&\\]*))`},
+	// The name, a space, the value: "PASSWORD Hunter2Hunter2Y", "twilio
+	// auth token 5f4dcc...", "wallet private key 4c08...": a value that
+	// looks like a generated one (letters and digits, long).
+	{id: "password-space-value", keywords: []string{"password ", "password\t", "passwd ", "passwd\t", "passphrase ", "passphrase\t", "passcode ", "passcode\t", "pwd ", "pwd\t"}, group: 1, check: spacedPassword,
+		re: `(?i)\b(?:password|passwd|passphrase|passcode|pwd)[ \t]+([^\s"'\x60\\]+)`},
+	{id: "named-secret-value", keywords: []string{"key ", "key\t", "token ", "token\t", "secret ", "secret\t"}, group: 1, check: spacedKey,
+		re: `(?i)\b(?:secret access key|secret key|access key|api key|api token|auth token|access token|bearer token|bot token|private key|client secret|signing secret|webhook secret|refresh token|session token|token|secret)[ \t]+([^\s"'\x60\\]+)`},
+	// Passphrases of words: "the wifi password is correct horse battery
+	// staple", "my seed phrase is abandon ability ... accident" (4 to 8
+	// words that read as no sentence, or 12 to 24 for a wallet's seed).
+	{id: "passphrase-words", keywords: []string{"password", "passphrase", "passcode", "pass phrase", "phrase", "mnemonic", "seed words", "recovery words"}, group: 1, check: wordsPassphrase,
+		re: `(?i)\b(?:password|passphrase|passcode|pass phrase|seed phrase|recovery phrase|mnemonic(?: phrase)?|secret phrase|backup phrase|seed words|recovery words)(?:\s+(?:for|of|to)\s+[^\s:]+)?\s*(?:is|was|is now|are|were|:)[ \t]+((?:[a-z]+[ \t]+)+[a-z]+)[ \t]*(?:[.!?;,)]|$)`},
+	// .pgpass: host:port:database:user:password, one a line.
+	{id: "pgpass", line: pgpassShape, group: 1, check: pgpassSecret,
+		re: `^[ \t]*(?:\*|[A-Za-z0-9_.\-]*[A-Za-z][A-Za-z0-9_.\-]*|[0-9]{1,3}(?:\.[0-9]{1,3}){3}|\[[0-9A-Fa-f:]+\]):(?:\*|[0-9]{1,5}):[^\s:]+:[^\s:]+:(\S+?)[ \t]*$`},
+	// 2FA backup and recovery codes: "my 2FA backup codes are 8391-2274
+	// 5521-9087", "recovery code: 7hk2-99xq" (every code holds a digit).
+	{id: "backup-codes", keywords: []string{"code"}, group: 1, check: codeList,
+		re: `(?i)\b(?:2fa|mfa|two-factor|2-factor|backup|recovery|otp|one-time|verification|authenticator|totp|security|scratch)\s+(?:(?:backup|recovery|login|auth|authentication|verification|security)\s+)?codes?\s*(?:are|is|were|was|:|=)?\s*` +
+			`([A-Za-z0-9]*[0-9][A-Za-z0-9]*(?:-[A-Za-z0-9]+)?(?:[ \t]*[,;]?[ \t]+(?:and[ \t]+)?[A-Za-z0-9]*[0-9][A-Za-z0-9]*(?:-[A-Za-z0-9]+)?)*)`},
 	// CLI forms with a space instead of '=': aws configure set
 	// aws_secret_access_key <secret>, --password <pw>, --token <t>.
 	{id: "aws-configure-set", keywords: []string{"aws", "configure"}, group: 1,
@@ -131,6 +153,13 @@ var ownRules = []ruleSpec{
 		re: `(?i)(?:пароль|пин-код|пин|код доступа)(?:\s+(?:от|для|к)(?:\s+\S+){1,3}?)?\s*(?:—|–|-|:|это|будет|был)?\s*` + proseValue},
 	{id: "prose-password-cjk", keywords: []string{"密码", "密碼", "口令", "パスワード", "暗証番号", "パスコード", "비밀번호"}, group: 1, check: secretish,
 		re: `(?:密码|密碼|口令|パスワード|暗証番号|パスコード|비밀번호)[^\s：:是为為はは는은]{0,8}?\s*(?:是|为|為|は|는|은|：|:)?\s*([\x21-\x7e]{4,})`},
+	// tr, pl, sv, vi, ar, hi, el: the word for a password, what it is for,
+	// a copula or a colon where the language puts one before the value (tr
+	// and hi put it after: "şifrem X'dir", "पासवर्ड X है").
+	{id: "prose-password-more", keywords: []string{"şifre", "Şifre", "ŞİFRE", "parola", "hasł", "Hasł", "HASŁ", "hasło", "lösenord", "Lösenord", "LÖSENORD",
+		"mật khẩu", "Mật khẩu", "MẬT KHẨU", "كلمة المرور", "كلمة السر", "الرقم السري", "पासवर्ड", "κωδικ", "Κωδικ", "συνθηματικ"}, group: 1, check: secretish,
+		re: `(?i)(?:şifre(?:m|miz|si|niz)?|parola(?:m|mız|sı|nız)?|hasło|hasła|lösenord(?:et)?|mật khẩu|كلمة المرور|كلمة السر|الرقم السري|पासवर्ड|κωδικός|κωδικό|συνθηματικό)` +
+			`(?:(?:\s+(?:do|dla|od|till|för|på|của|cho|wifi|wi-fi|للواي|للراوتر|का|की|के|του|της|για|μου|σου)(?:\s+[^\s:=]+){0,2}?)?\s*(?:to|jest|brzmi|är|var|là|هي|هو|είναι|:|=|-|–)|\s)\s*` + proseValue},
 	// Secrets in English prose: "my aws secret access key is ...", "the
 	// API key is ...": a value that looks like one (secretish).
 	{id: "prose-secret-en", keywords: []string{"key", "token", "secret"}, group: 1, check: secretLike,
@@ -228,9 +257,12 @@ func compileRules() {
 
 // Redact replaces the secrets found in s with "[redacted]": private key
 // blocks, Authorization headers, bearer tokens, credential assignments
-// (password=..., "api_key": "...", DB_PASS=...: the name stays, the value
-// goes), passwords in prose and on command lines (sshpass -p, mysql -p,
-// curl -u), credentials inside URLs, card numbers, and the vendor key formats
+// (password=..., "api_key": "...", DB_PASS=..., pass=...: the name stays, the
+// value goes), a password's or a key's name followed by a generated value
+// ("auth token 5f4d..."), passwords in prose and on command lines (sshpass
+// -p, mysql -p, curl -u), passphrases of words and wallet seed phrases,
+// .netrc and .pgpass lines, 2FA backup codes, credentials inside URLs, card
+// numbers, and the vendor key formats
 // of gitleaks' default rule set (ported in redact_gitleaks.go) plus our own.
 // Inside JSON only string contents are replaced, so JSON stays valid. It is
 // idempotent: Redact(Redact(s)) == Redact(s). Every backend applies it to
@@ -477,6 +509,11 @@ func assignedSecret(v string, quoted bool, match string) bool {
 	if !notPlaceholder(v, quoted, match) || !secretName(match) {
 		return false
 	}
+	if name := strings.ToLower(strings.TrimLeft(match, "\"'\\ \t{,")); strings.HasPrefix(name, "pass") && !strings.HasPrefix(name, "passw") && !strings.HasPrefix(name, "passp") && !strings.HasPrefix(name, "passc") || strings.HasPrefix(name, "pw") && !strings.HasPrefix(name, "pwd") {
+		if !passAssigned(v, quoted, match) {
+			return false
+		}
+	}
 	if quoted {
 		return true // a quoted literal is a value
 	}
@@ -639,6 +676,138 @@ func proseSecret(v string, quoted bool, match string) bool {
 		return false
 	}
 	return len(t) >= 4
+}
+
+// passAssigned: the value of an assignment to a bare "pass" or "pw" looks
+// like a password.
+func passAssigned(v string, quoted bool, match string) bool {
+	if !secretish(v, quoted, match) {
+		return false
+	}
+	// "this pass: confirm_similar" is prose: after a colon, an unquoted
+	// value needs letters and digits
+	sep := strings.TrimRight(match[:strings.LastIndex(match, v)], " \t\"'\\")
+	return quoted || !strings.HasSuffix(sep, ":") || spacedPassword(v, quoted, match)
+}
+
+// spacedPassword: after a password's name and a space, a value of 8 or
+// more characters with letters and digits ("password reset" is prose).
+func spacedPassword(v string, quoted bool, match string) bool {
+	v = strings.TrimRight(v, ".,;:!?)")
+	if !notPlaceholder(v, quoted, match) || proseWords[strings.ToLower(v)] || strings.ContainsAny(v, "()[]{}<>") {
+		return false
+	}
+	letters, digits := 0, 0
+	for _, r := range v {
+		if unicode.IsDigit(r) {
+			digits++
+		} else if unicode.IsLetter(r) {
+			letters++
+		}
+	}
+	return utf8.RuneCountInString(v) >= 8 && letters > 0 && digits > 0
+}
+
+// spacedKey: after a key's or a token's name and a space, a generated
+// value: 16 token characters with 3 digits or more, or 24 with upper and
+// lower case and digits ("token bucket-algorithm-v2" is a name).
+func spacedKey(v string, quoted bool, match string) bool {
+	v = strings.TrimRight(v, ".,;:!?)")
+	if !notPlaceholder(v, quoted, match) || len(v) < 16 {
+		return false
+	}
+	upper, lower, digits := 0, 0, 0
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case '0' <= c && c <= '9':
+			digits++
+		case 'a' <= c && c <= 'z':
+			lower++
+		case 'A' <= c && c <= 'Z':
+			upper++
+		case !strings.ContainsRune("_-./+=~:", rune(c)):
+			return false
+		}
+	}
+	return upper+lower > 0 && (digits >= 3 || len(v) >= 24 && upper > 0 && lower > 0 && digits > 0)
+}
+
+// passphraseStop are words that make a run after "password is" a sentence
+// rather than a passphrase.
+var passphraseStop = map[string]bool{}
+
+func init() {
+	for _, w := range strings.Fields(`the a an and or but nor to of in on at for with by from into onto about as if then than
+		when where which who whom whose what how why all any some each every no not never always also only now still again just
+		very too so is are was were be been being am it its this that these those my your his her their our we you he she they
+		me him them us can will would should could must may might has have had do does did same new old here there set stored
+		saved written used needed required kept sent shown given changed reset rotated expired hashed encrypted`) {
+		passphraseStop[w] = true
+	}
+}
+
+// wordsPassphrase: 4 to 8 lower-case words of which none (but the first)
+// is a word of a sentence and at most one reads as a participle, or, after
+// a seed or recovery phrase's name, 12 to 24 words of 3 to 8 letters.
+func wordsPassphrase(v string, _ bool, match string) bool {
+	words := strings.Fields(v)
+	for _, w := range words {
+		if len(w) < 2 || len(w) > 10 {
+			return false
+		}
+	}
+	m := strings.ToLower(match)
+	if strings.Contains(m, "seed") || strings.Contains(m, "recovery") || strings.Contains(m, "mnemonic") || strings.Contains(m, "backup phrase") || strings.Contains(m, "secret phrase") {
+		if len(words) < 12 || len(words) > 24 {
+			return false
+		}
+		for _, w := range words {
+			if len(w) < 3 || len(w) > 8 {
+				return false
+			}
+		}
+		return true
+	}
+	if len(words) < 4 || len(words) > 8 || passphraseStop[words[0]] {
+		return false
+	}
+	inflected := 0
+	for i, w := range words {
+		if i > 0 && passphraseStop[w] || strings.HasSuffix(w, "ly") {
+			return false
+		}
+		if strings.HasSuffix(w, "ed") || strings.HasSuffix(w, "ing") {
+			inflected++
+		}
+	}
+	return inflected <= 1
+}
+
+// pgpassShape: a line of one word with four colons or more.
+func pgpassShape(line string) bool {
+	if strings.Count(line, ":") < 4 {
+		return false
+	}
+	return !strings.ContainsAny(strings.TrimSpace(line), " \t")
+}
+
+// pgpassSecret: a .pgpass password, not the last group of a MAC or IPv6
+// address (hex digits and colons only).
+func pgpassSecret(v string, quoted bool, match string) bool {
+	return len(v) >= 4 && notPlaceholder(v, quoted, match) && strings.Trim(strings.TrimSpace(match), "0123456789abcdefABCDEF:") != ""
+}
+
+// codeList: the first code has 4 digits, or 6 characters with a digit.
+func codeList(v string, _ bool, _ string) bool {
+	first, _, _ := strings.Cut(v, " ")
+	first = strings.TrimRight(first, ",;")
+	digits := 0
+	for i := 0; i < len(first); i++ {
+		if '0' <= first[i] && first[i] <= '9' {
+			digits++
+		}
+	}
+	return digits >= 4 || len(first) >= 6 && digits > 0
 }
 
 // twilioShape: SK or AC and 32 lower-case hex digits.

@@ -277,6 +277,9 @@ type Query struct {
 	// Ranking weighs the channels and the prior (nil: LexicalEmbedderRanking,
 	// the ranking of the built-in embedder).
 	Ranking *Ranking
+	// Explain sets Hit.Why: how each hit was scored, channel by channel.
+	// It is computed after the ranking and changes nothing in it.
+	Explain bool
 }
 
 // Hit is one retrieved memory with how it was scored.
@@ -295,6 +298,8 @@ type Hit struct {
 	// the conversation passed it (more than its own text score).
 	Conversation bool `json:"conversation,omitempty"`
 	Foreign      bool `json:"foreign,omitempty"`
+	// Why is how it was scored, channel by channel (only with Query.Explain).
+	Why *Why `json:"why,omitempty"`
 }
 
 type cand struct {
@@ -470,6 +475,10 @@ func Retrieve(ctx context.Context, st RetrievalStore, q Query) ([]Hit, error) {
 	}
 	if len(hits) > q.Limit {
 		hits = hits[:q.Limit]
+	}
+	if q.Explain {
+		explainHits(hits, explainInput{rk: rk, lw: lw, vw: vw, anchor: anchor, lex: lex, vec: vec, fb: fb,
+			inWindow: inWindow, byPath: byPath, cands: cands, now: q.Now})
 	}
 	return hits, nil
 }
@@ -725,22 +734,8 @@ func Prior(n *Node, now time.Time) float64 {
 	if n.Pinned {
 		return PinnedPrior
 	}
-	reinf := 1 + 0.15*math.Log1p(math.Max(0, n.Weight-1)) + 0.18*math.Log1p(float64(n.Useful)) -
-		0.1*math.Log1p(float64(n.Unhelpful))
-	reinf = math.Max(0.5, reinf)
-	ref := n.AccessedAt
-	if ref.IsZero() {
-		ref = n.UpdatedAt
-	}
-	age := 0.0
-	if !ref.IsZero() {
-		age = math.Max(0, now.Sub(ref).Hours()/24)
-	}
-	p := reinf * (0.6 + 0.4*math.Exp(-age/RecencyHalfDays))
-	if n.Stale() {
-		p *= StalePrior
-	}
-	return p * (0.5 + 0.5*n.Confidence)
+	reinf, recency, stale, conf := priorParts(n, now)
+	return reinf * recency * stale * conf
 }
 
 // preciseCut keeps the vector candidates scoring at least max(mean + 1 sd,

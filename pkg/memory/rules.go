@@ -281,8 +281,16 @@ func Reinforce(old, incoming Node, now time.Time) Node {
 // ErrRefused when a patch that names no writer (Source nil) would change the
 // text of a user-sourced memory. A patch that names its writer takes the
 // text over: its Source becomes the node's (an agent's deliberate correction
-// through the `memory` tool makes a user's memory agent-sourced), while the
-// authority (AssertedBy) is never changed by a patch. Extraction does not
+// through the `memory` tool makes a user's memory agent-sourced). A patch
+// never raises the authority (AssertedBy), and a change of text that the
+// user did not write (Source not the user) lowers it: an edited text is no
+// longer what the user said, so a user-asserted memory becomes asserted by
+// the assistant (by an agent's patch; inferred by an unattributed one) and
+// a pinned one is unpinned (a person pinned the text they saw). Otherwise
+// an agent (following text from a tool's output, say) could rewrite a
+// user's rule and keep it under the block's "STANDING INSTRUCTIONS (the
+// user stated these ...)". The user restating the rule raises it again
+// (Reinforce: authority only rises). Extraction does not
 // patch: it upserts, and Reinforce keeps a user's text from a model's. A
 // change of label, body, subkind or entities re-derives the digest and
 // drops the vector so that the node is re-embedded. The backend must still
@@ -358,6 +366,15 @@ func ApplyPatch(n Node, p Patch, now time.Time) (Node, error) {
 	}
 	if textChange && p.Source != nil {
 		n.Source = *p.Source
+	}
+	if textChange && (p.Source == nil || *p.Source != SourceUser) {
+		if n.AssertedBy == AssertedUser {
+			n.AssertedBy = AssertedInferred
+			if p.Source != nil && *p.Source == SourceAgent {
+				n.AssertedBy = AssertedAssistant
+			}
+		}
+		n.Pinned = false
 	}
 	if d := n.ComputeDigest(); d != old.Digest && (textChange || p.Entities != nil) {
 		n.Digest = d

@@ -153,11 +153,30 @@ func TestApplyPatch(t *testing.T) {
 		t.Fatalf("user patch: %+v %v", got, err)
 	}
 	// An agent's deliberate correction takes the text over: the source
-	// becomes the agent, the authority stays the user's.
+	// becomes the agent, and the text is no longer what the user said: it
+	// is asserted by the assistant, not the user, and no longer pinned (a
+	// standing instruction the user stated no more).
 	agent := SourceAgent
-	got, err = ApplyPatch(user, Patch{Label: &label, Source: &agent}, later)
-	if err != nil || got.Label != "new label token=[redacted]" || got.Source != SourceAgent || got.AssertedBy != AssertedUser {
+	pinned := user
+	pinned.Pinned = true
+	got, err = ApplyPatch(pinned, Patch{Label: &label, Source: &agent}, later)
+	if err != nil || got.Label != "new label token=[redacted]" || got.Source != SourceAgent || got.AssertedBy != AssertedAssistant ||
+		got.Pinned || IsStanding(&got) {
 		t.Fatalf("agent patch of user text: %+v %v", got, err)
+	}
+	// The user's own patch keeps both.
+	if got, err := ApplyPatch(pinned, Patch{Label: &label, Source: &src}, later); err != nil || got.AssertedBy != AssertedUser || !got.Pinned {
+		t.Fatalf("user patch of a pinned user rule: %+v %v", got, err)
+	}
+	// An unattributed patch of an agent-sourced user rule: inferred.
+	agentWritten := user
+	agentWritten.Source = SourceAgent
+	if got, err := ApplyPatch(agentWritten, Patch{Label: &label}, later); err != nil || got.AssertedBy != AssertedInferred {
+		t.Fatalf("unattributed patch of a user rule: %+v %v", got, err)
+	}
+	// A patch that changes no text keeps the authority and the pin.
+	if got, err := ApplyPatch(pinned, Patch{Confidence: &conf, Source: &agent}, later); err != nil || got.AssertedBy != AssertedUser || !got.Pinned {
+		t.Fatalf("a non-text agent patch of a pinned user rule: %+v %v", got, err)
 	}
 	// A patch that changes no text leaves the source alone.
 	if got, err := ApplyPatch(user, Patch{Confidence: &conf, Source: &agent}, later); err != nil || got.Source != SourceUser {

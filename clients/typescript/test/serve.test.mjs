@@ -38,7 +38,10 @@ describe("against engram serve", { skip: needsServe() }, () => {
     await engram(d.dataDir, d.configDir, ["memory", "import", path.join(repo, "examples", "graph.jsonl")]);
     const out = await engram(d.dataDir, d.configDir, ["tenant", "add", TENANT]);
     tenantPassword = /ENGRAM_NATS_PASSWORD=(\S+)/.exec(out)[1];
-    serve = await startServe(d.dataDir, d.configDir, { ENGRAM_COMPACT_KEEP_RECENT: "2" });
+    // Debug logs (the Go test prints them when a test fails): the runners'
+    // waits with their reasons and every redelivery, so a slow turn loop
+    // says where its time went.
+    serve = await startServe(d.dataDir, d.configDir, { ENGRAM_COMPACT_KEEP_RECENT: "2", ENGRAM_LOG_LEVEL: "debug" });
   });
 
   after(async () => {
@@ -48,6 +51,10 @@ describe("against engram serve", { skip: needsServe() }, () => {
     if (serve && process.env.ENGRAM_TS_SERVE_LOG) writeFileSync(process.env.ENGRAM_TS_SERVE_LOG, serve.log());
     d?.cleanup();
   });
+
+  // The file the agent reads each turn: long enough that a summary makes
+  // the context smaller (a compaction that cannot shrink it is not done).
+  const DEPLOY_DOC = "# Deploying\n" + "Tag a release vX.Y.Z on main; the release workflow builds the image, runs the migration and deploys.\n".repeat(12);
 
   test("a whole platform turn loop: inject, turn_ended, tokens_reported, context, and the outputs", async () => {
     const platform = await open({ user: "platform", password: serve.creds.platform });
@@ -74,7 +81,7 @@ describe("against engram serve", { skip: needsServe() }, () => {
         messages: [
           { role: "user", content: question },
           { role: "assistant", content: "Let me check.", tool_calls: [{ id: `c${i}`, name: "read_file", arguments: '{"path":"docs/deploy.md"}' }] },
-          { role: "tool", content: "Tag a release.", tool_name: "read_file", tool_call_id: `c${i}`, tool_status: "ok" },
+          { role: "tool", content: DEPLOY_DOC, tool_name: "read_file", tool_call_id: `c${i}`, tool_status: "ok" },
           { role: "assistant", content: `Answer ${i}: tag vX.Y.Z; the release workflow deploys. Use pnpm.` },
         ],
         input_tokens: 1000 * i,

@@ -19,7 +19,12 @@ import (
 // does (embedded NATS, SQLite in the data dir, the extractor storing the
 // transcript and this module) and drives a conversation from turn_ended
 // and tokens_reported to a compacted context from the context API.
+//
+// The assistant's answers are of a realistic size: a summary's block (the
+// summary in its ~140-token frame) replaces the first turn, and a turn
+// smaller than that cannot be compacted (compact.TooSmall).
 func TestServeRunsTheCompactor(t *testing.T) {
+	work := strings.Repeat("I read deploy.sh and the k8s manifests, then ran the checks. ", 20)
 	srv := llmtest.New(t)
 	srv.OnChatAlways(llmtest.SystemContains("handoff summaries"), llmtest.Text("## Active task\n\"Add the rollback step\"\n\n## Goal\nDeploy."))
 	srv.SetDefault(llmtest.Example()) // the extractor's structured calls
@@ -32,7 +37,7 @@ func TestServeRunsTheCompactor(t *testing.T) {
 		ref.TurnID = "t" + string(rune('1'+i))
 		if _, err := client.PublishTurnEnded(ctx, ref, events.TurnEnded{Messages: []events.Message{
 			{Role: events.RoleUser, Content: text},
-			{Role: events.RoleAssistant, Content: "Working on it: " + text},
+			{Role: events.RoleAssistant, Content: "Working on it: " + text + " " + work},
 		}}); err != nil {
 			t.Fatal(err)
 		}

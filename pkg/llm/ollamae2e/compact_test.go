@@ -24,7 +24,7 @@ func summarySession(t *testing.T, ctx context.Context) (memory.Store, memory.Ses
 		_, _, err := st.AppendTranscript(ctx, ref, "t"+turn, []memory.Message{
 			{Role: memory.RoleUser, Content: text},
 			{Role: memory.RoleAssistant, Content: "Checking.", ToolCalls: []memory.ToolCall{{ID: "c" + turn, Name: "bash", Arguments: `{"cmd":"make test"}`}}},
-			{Role: memory.RoleTool, ToolName: "bash", ToolCallID: "c" + turn, ToolStatus: memory.ToolFailed, Content: "exit status 2\n" + strings.Repeat("--- FAIL: TestDeploy (0.01s)\n", 8)},
+			{Role: memory.RoleTool, ToolName: "bash", ToolCallID: "c" + turn, ToolStatus: memory.ToolFailed, Content: "exit status 2\n" + strings.Repeat("--- FAIL: TestDeploy (0.01s)\n", 40)},
 			{Role: memory.RoleAssistant, Content: "The tests fail; looking into it."},
 		})
 		if err != nil {

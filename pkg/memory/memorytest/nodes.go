@@ -305,13 +305,15 @@ func testUpdate(e *env) {
 	_, err = e.s.Update(e.ctx, u.ID, memory.Patch{Label: &other, Source: &src})
 	e.ok(err, "user patch")
 	// an agent's deliberate correction (a patch naming the agent) takes a
-	// user's text over; the authority is kept
-	ua := e.upsert(memory.Node{Subkind: memory.Preference, ProjectID: "p", Label: "user rule", Source: memory.SourceUser, AssertedBy: memory.AssertedUser})
+	// user's text over; the text is no longer what the user said: asserted
+	// by the assistant, unpinned (memory.ApplyPatch)
+	ua := e.upsert(memory.Node{Subkind: memory.Preference, ProjectID: "p", Label: "user rule", Source: memory.SourceUser, AssertedBy: memory.AssertedUser,
+		Pinned: true})
 	agent := memory.SourceAgent
 	corrected := "agent's correction"
 	_, err = e.s.Update(e.ctx, ua.ID, memory.Patch{Label: &corrected, Source: &agent})
 	e.ok(err, "agent patch of user text")
-	if got := e.get(ua.ID); got.Label != corrected || got.Source != memory.SourceAgent || got.AssertedBy != memory.AssertedUser {
+	if got := e.get(ua.ID); got.Label != corrected || got.Source != memory.SourceAgent || got.AssertedBy != memory.AssertedAssistant || got.Pinned {
 		e.t.Fatalf("agent patch of user text stored as %+v", got)
 	}
 	bad := memory.Subkind("bad")

@@ -2,6 +2,7 @@ package memorytest
 
 import (
 	"fmt"
+	"reflect"
 	"sync"
 	"time"
 
@@ -175,12 +176,19 @@ func testInjection(e *env) {
 
 	// The whole block: text, ids, scores and the briefing flag; a get does
 	// not consume it.
-	block := memory.Injection{IDs: []string{"s1", "r1"}, Scores: []float64{0, 0.75}, Text: "<memory>\n- [s1] x\n- [r1] y\n</memory>\n", Briefing: true}
+	// With it, why each line is there (memory.BlockWhy), kept whole.
+	block := memory.Injection{IDs: []string{"s1", "r1"}, Scores: []float64{0, 0.75}, Text: "<memory>\n- [s1] x\n- [r1] y\n</memory>\n", Briefing: true,
+		Why: &memory.BlockWhy{Best: 0.75, Floor: 0.3, RelativeFloor: 0.4, MaxRecalled: 10, PlateauKeep: 6,
+			Lines: []memory.LineWhy{{ID: "s1", Rule: "standing"}, {ID: "r1", Rule: "best", Why: &memory.Why{Rank: 1, Score: 0.75, Fused: 0.8,
+				Channels: []memory.ChannelWhy{{Channel: memory.ChannelLexical, Rank: 1, Score: 7.25, Weight: 1, Share: 0.8}},
+				Prior:    memory.PriorWhy{Value: 0.9375, Raw: 0.8, Reinforcement: 1, Recency: 1, Staleness: 1, Confidence: 0.8, Strength: 0.3}}}},
+			Cut: []memory.CutWhy{{ID: "c1", Rank: 2, Score: 0.125, Rule: "under-floor"}}}}
 	e.ok(e.s.PutInjection(e.ctx, s1, "tb", block, time.Hour), "PutInjection block")
 	for range 2 {
 		got, err = e.s.GetInjection(e.ctx, s1, "tb")
 		e.ok(err, "GetInjection")
-		if got.Text != block.Text || !got.Briefing || fmt.Sprint(got.IDs) != fmt.Sprint(block.IDs) || fmt.Sprint(got.Scores) != fmt.Sprint(block.Scores) {
+		if got.Text != block.Text || !got.Briefing || fmt.Sprint(got.IDs) != fmt.Sprint(block.IDs) || fmt.Sprint(got.Scores) != fmt.Sprint(block.Scores) ||
+			!reflect.DeepEqual(got.Why, block.Why) {
 			e.t.Fatalf("GetInjection = %+v, want %+v", got, block)
 		}
 	}

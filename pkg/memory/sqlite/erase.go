@@ -365,7 +365,7 @@ func (er *eraser) references() error {
 }
 
 // erase drops erased nodes from the in-memory side: heads, gates, ids,
-// counters, standing instructions, conversation lists, lexical postings (and the dictionary's
+// counters, standing instructions, lexical postings (and the dictionary's
 // terms no other node holds), vectors (erased from the graphs, not left
 // as tombstones) and live edges; interned ids no node uses any more go.
 // While the load runs, the rows are marked touched so that a chunk read
@@ -390,15 +390,11 @@ func (x *index) erase(rids []uint32, ids []string) {
 						delete(x.standing, pp)
 					}
 				}
-				// Out of its conversation too: a list holding an
-				// erased row would compare a missing head (Adjacent,
-				// sortConversations).
+				// Out of its conversation's list while its head still
+				// places it (a list must hold live heads only: it is
+				// sorted and searched by them).
 				if int(rid) < len(x.gates) {
-					key := x.gates[rid].conv()
-					x.convRemove(key, rid, prev)
-					if l := x.convs[key]; l != nil && len(l.rids) == 0 {
-						delete(x.convs, key)
-					}
+					x.convRemove(x.gates[rid].conv(), rid, prev)
 				}
 				x.heads[rid] = nil
 			}
