@@ -59,9 +59,11 @@
 //     order, so that Adjacent (memory.Conversations) finds a memory's
 //     neighbours with one binary search. A write moves its memories in it
 //     (a commit's batch merged in at once); the load appends the rows it
-//     reads and sorts each list once it is done (outside the lock, swapped
-//     in when no write changed the list meanwhile), so Adjacent answers
-//     nothing for a conversation until the load has sorted it;
+//     reads and sorts the lists it filled each time it has loaded a project
+//     (outside the lock, swapped in when no write changed the list
+//     meanwhile), so Adjacent answers nothing for a conversation until the
+//     load has loaded its project, and the project a read asked for has its
+//     conversations in order when the read is released;
 //   - one vector index per embedding model (pkg/memory/vecindex), filtered
 //     while searching (each vector is tagged with its row id, so the filter
 //     reads the gate without an id look-up). These graphs are built in the
