@@ -58,7 +58,7 @@ func benchInject(ctx context.Context, stdout io.Writer, args []string) error {
 		fs.StringVar(&storeKind, "store", "sqlite", "store to measure: sqlite (temporary file) or redis (ENGRAM_REDIS_URL, a throw-away namespace)")
 		fs.IntVar(&memories, "memories", 10000, "memories in the store (all in one project unless -projects)")
 		fs.IntVar(&projects, "projects", 1, "spread the memories (and the turns) over this many projects")
-		fs.StringVar(&dbPath, "db", "", "sqlite: use and keep this database file, seeded only if it holds no memory yet (a fixture reused between runs; opened as engram serve opens it)")
+		fs.StringVar(&dbPath, "db", "", "sqlite: use and keep this database file, seeded only if it holds no memory yet (a fixture reused between runs; loaded before the turns are measured, without a vector graph: the injector with the built-in embedder reads no vector)")
 		fs.StringVar(&namespace, "namespace", "", "redis: use and keep this namespace, seeded only if it holds no memory yet")
 		fs.StringVar(&clients, "clients", "1,8", "concurrent clients, comma-separated: one measurement each")
 		fs.StringVar(&cpuProf, "cpuprofile", "", "write a CPU profile of each measurement's turns to FILE-c<clients> (go tool pprof)")
