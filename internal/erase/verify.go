@@ -3,6 +3,7 @@ package erase
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -270,12 +271,24 @@ func (e *Eraser) verify(ctx context.Context, sc Scope, t *texts) (*Verification,
 		v.Searched = append(v.Searched, fmt.Sprintf("parked letters: %d", len(letters)))
 	}
 	for _, root := range e.files {
-		n, size := 0, int64(0)
+		n, size, gone := 0, int64(0), 0
+		// The server writes while the files are read: a consumer's or a
+		// stream's state is written to a .tmp file and renamed, so a file
+		// listed may be gone when it is read. It is counted, not an error
+		// (what it held is in the file it was renamed to or was replaced).
 		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if errors.Is(err, fs.ErrNotExist) && path != root {
+				gone++
+				return nil
+			}
 			if err != nil || d.IsDir() {
 				return err
 			}
 			b, err := os.ReadFile(path)
+			if errors.Is(err, fs.ErrNotExist) {
+				gone++
+				return nil
+			}
 			if err != nil {
 				return err
 			}
@@ -287,7 +300,11 @@ func (e *Eraser) verify(ctx context.Context, sc Scope, t *texts) (*Verification,
 		if err != nil {
 			return v, fmt.Errorf("read %s: %w", root, err)
 		}
-		v.Searched = append(v.Searched, fmt.Sprintf("%s, raw: %d files, %d bytes", root, n, size))
+		line := fmt.Sprintf("%s, raw: %d files, %d bytes", root, n, size)
+		if gone > 0 {
+			line += fmt.Sprintf(" (%d renamed away while read)", gone)
+		}
+		v.Searched = append(v.Searched, line)
 	}
 	return v, nil
 }
