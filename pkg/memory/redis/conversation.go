@@ -171,69 +171,15 @@ var _ memory.Conversations = (*Store)(nil)
 // the sets themselves. Until it has run, the memories of such a scope have
 // no neighbours. It returns how many memories it indexed.
 func (s *Store) EnsureConversationIndex(ctx context.Context) (int, error) {
-	projects, err := s.projects(ctx)
-	if err != nil {
-		return 0, err
-	}
-	projects = append([]string{""}, projects...)
-	pipe := s.c.Pipeline()
-	vs := make([]*goredis.StringCmd, len(projects))
-	for i, p := range projects {
-		vs[i] = pipe.HGet(ctx, s.keys(p).stats(), convVersionField)
-	}
-	if _, err := pipe.Exec(ctx); err != nil && err != goredis.Nil {
-		return 0, s.wrap("conversation index version", err)
-	}
-	total := 0
-	for i, p := range projects {
-		if vs[i].Val() != "" {
-			continue
+	return s.upgradeScopes(ctx, "conversation index", convVersionField, 1, func(ctx context.Context, k keys, nodes []memory.Node) (int, error) {
+		pipe := s.c.Pipeline()
+		for i := range nodes {
+			n := &nodes[i]
+			pipe.ZAdd(ctx, k.conversation(n.SessionID), goredis.Z{Score: float64(memory.ConversationAt(n)), Member: naturalKey(n.ID)})
 		}
-		n, err := s.indexConversations(ctx, p)
-		total += n
-		if err != nil {
-			return total, s.wrap(fmt.Sprintf("conversation index of %q", p), err)
+		if _, err := pipe.Exec(ctx); err != nil {
+			return 0, err
 		}
-	}
-	return total, nil
-}
-
-// indexConversations puts every node of one scope in its conversation
-// set, then marks the scope complete.
-func (s *Store) indexConversations(ctx context.Context, project string) (int, error) {
-	k := s.keys(project)
-	done := 0
-	var cursor uint64
-	for {
-		pairs, next, err := s.c.ZScan(ctx, k.all(), cursor, "", 500).Result()
-		if err != nil {
-			return done, err
-		}
-		ids := make([]string, 0, len(pairs)/2)
-		for i := 0; i+1 < len(pairs); i += 2 {
-			ids = append(ids, pairs[i])
-		}
-		if len(ids) > 0 {
-			nodes, err := s.GetMany(ctx, ids)
-			if err != nil {
-				return done, err
-			}
-			pipe := s.c.Pipeline()
-			for i := range nodes {
-				n := &nodes[i]
-				if spaceOf(n) != project {
-					continue
-				}
-				pipe.ZAdd(ctx, k.conversation(n.SessionID), goredis.Z{Score: float64(memory.ConversationAt(n)), Member: naturalKey(n.ID)})
-				done++
-			}
-			if _, err := pipe.Exec(ctx); err != nil {
-				return done, err
-			}
-		}
-		if cursor = next; cursor == 0 {
-			break
-		}
-	}
-	return done, s.c.HSet(ctx, k.stats(), convVersionField, 1).Err()
+		return len(nodes), nil
+	})
 }

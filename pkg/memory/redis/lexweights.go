@@ -2,10 +2,10 @@ package redis
 
 import (
 	"context"
-	"fmt"
-	"strconv"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/engram-memory/engram/pkg/memory"
 )
 
 // Lexical index versions. The version of a scope's postings is the field
@@ -73,83 +73,27 @@ return 1
 // match, with their old weights. It returns how many documents it
 // rewrote.
 func (s *Store) EnsureLexicalIndex(ctx context.Context) (int, error) {
-	projects, err := s.projects(ctx)
-	if err != nil {
-		return 0, err
-	}
-	projects = append([]string{""}, projects...)
-	pipe := s.c.Pipeline()
-	vs := make([]*goredis.StringCmd, len(projects))
-	for i, p := range projects {
-		vs[i] = pipe.HGet(ctx, s.keys(p).stats(), lexVersionField)
-	}
-	if _, err := pipe.Exec(ctx); err != nil && err != goredis.Nil {
-		return 0, s.wrap("lexical index version", err)
-	}
-	total := 0
-	for i, p := range projects {
-		if v, _ := strconv.Atoi(vs[i].Val()); v >= lexVersion {
-			continue
-		}
-		n, err := s.relexProject(ctx, p)
-		total += n
-		if err != nil {
-			return total, s.wrap(fmt.Sprintf("lexical index of %q", p), err)
-		}
-	}
-	return total, nil
-}
-
-// relexProject rewrites the postings of one scope's nodes (project is the
-// scope's space: a project id, or a tenant's, see space), then marks the
-// scope current.
-func (s *Store) relexProject(ctx context.Context, project string) (int, error) {
-	k := s.keys(project)
-	done := 0
-	var cursor uint64
-	for {
-		pairs, next, err := s.c.ZScan(ctx, k.all(), cursor, "", 500).Result()
-		if err != nil {
-			return done, err
-		}
-		ids := make([]string, 0, len(pairs)/2)
-		for i := 0; i+1 < len(pairs); i += 2 {
-			ids = append(ids, pairs[i])
-		}
-		if len(ids) > 0 {
-			nodes, err := s.GetMany(ctx, ids)
-			if err != nil {
-				return done, err
+	return s.upgradeScopes(ctx, "lexical index", lexVersionField, lexVersion, func(ctx context.Context, k keys, nodes []memory.Node) (int, error) {
+		pipe := s.c.Pipeline()
+		cmds := make([]*goredis.Cmd, 0, len(nodes))
+		for i := range nodes {
+			tf, length := docTokens(&nodes[i])
+			args := make([]any, 0, 3+2*len(tf))
+			args = append(args, k.p, nodes[i].ID, length)
+			for t, c := range tf {
+				args = append(args, t, c)
 			}
-			pipe := s.c.Pipeline()
-			cmds := make([]*goredis.Cmd, 0, len(nodes))
-			for i := range nodes {
-				n := &nodes[i]
-				if spaceOf(n) != project {
-					continue
-				}
-				tf, length := docTokens(n)
-				args := make([]any, 0, 3+2*len(tf))
-				args = append(args, k.p, n.ID, length)
-				for t, c := range tf {
-					args = append(args, t, c)
-				}
-				cmds = append(cmds, relexScript.Eval(ctx, pipe, []string{k.terms(), k.stats()}, args...))
-			}
-			if len(cmds) > 0 {
-				if _, err := pipe.Exec(ctx); err != nil {
-					return done, err
-				}
-				for _, c := range cmds {
-					if v, _ := c.Int(); v == 1 {
-						done++
-					}
-				}
+			cmds = append(cmds, relexScript.Eval(ctx, pipe, []string{k.terms(), k.stats()}, args...))
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return 0, err
+		}
+		done := 0
+		for _, c := range cmds {
+			if v, _ := c.Int(); v == 1 {
+				done++
 			}
 		}
-		if cursor = next; cursor == 0 {
-			break
-		}
-	}
-	return done, s.c.HSet(ctx, k.stats(), lexVersionField, lexVersion).Err()
+		return done, nil
+	})
 }
