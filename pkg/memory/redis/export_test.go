@@ -83,3 +83,7 @@ const (
 	DefaultLexicalBudget     = lexicalBudget
 	DefaultLexicalMinPerTerm = lexicalMinPerTerm
 )
+
+func ConversationKey(s *Store, project, session string) string {
+	return s.keys(project).conversation(session)
+}
