@@ -196,26 +196,7 @@ func (q *queue) take() *delivery {
 	if leaf == nil {
 		return nil
 	}
-	d := leaf.items[leaf.head]
-	leaf.items[leaf.head] = nil
-	leaf.head++
-	if leaf.head == len(leaf.items) {
-		leaf.items, leaf.head = leaf.items[:0], 0
-	}
-	q.n--
-	q.root.n--
-	for n := leaf; n != q.root; n = n.parent {
-		n.n--
-		p := n.parent
-		if n.n == 0 {
-			p.ring.Remove(n.elem)
-			n.elem = nil
-			delete(p.children, n.key)
-		} else {
-			p.ring.MoveToBack(n.elem)
-		}
-	}
-	return d
+	return q.removeHead(leaf, true)
 }
 
 // freeLeaf is the first session in ring order with something queued and
@@ -236,8 +217,11 @@ func (q *queue) freeLeaf(n *qnode) *qnode {
 	return nil
 }
 
-// removeHead drops the leaf's first delivery (lock held; used by purge).
-func (q *queue) removeHead(leaf *qnode) *delivery {
+// removeHead takes the leaf's first delivery out of the queue (lock held).
+// served: it is handed out (take), so the leaf and its ancestors that still
+// hold something move to the back of their rings (round-robin); purge
+// drops expired ones without touching the order.
+func (q *queue) removeHead(leaf *qnode, served bool) *delivery {
 	d := leaf.items[leaf.head]
 	leaf.items[leaf.head] = nil
 	leaf.head++
@@ -248,10 +232,13 @@ func (q *queue) removeHead(leaf *qnode) *delivery {
 	q.root.n--
 	for n := leaf; n != q.root; n = n.parent {
 		n.n--
+		p := n.parent
 		if n.n == 0 {
-			n.parent.ring.Remove(n.elem)
+			p.ring.Remove(n.elem)
 			n.elem = nil
-			delete(n.parent.children, n.key)
+			delete(p.children, n.key)
+		} else if served {
+			p.ring.MoveToBack(n.elem)
 		}
 	}
 	return d
@@ -283,7 +270,7 @@ func (q *queue) purge(now time.Time) []*delivery {
 	q.collectLeaves(q.root, &leaves)
 	for _, leaf := range leaves {
 		for leaf.n > 0 && leaf.items[leaf.head].expired(now) {
-			out = append(out, q.removeHead(leaf))
+			out = append(out, q.removeHead(leaf, false))
 		}
 	}
 	return out
