@@ -18,18 +18,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/engram-memory/engram/internal/nodetest"
 )
 
-// Root is the repository's root directory.
-func Root() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}
 
 var (
 	once    sync.Once
@@ -42,19 +38,11 @@ var (
 // npm is missing (fails it under CI) and fails it when the install fails.
 func Modules(t testing.TB) string {
 	t.Helper()
-	for _, tool := range []string{"node", "npm"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			msg := "mcpclients: " + tool + " is not installed: the MCP client tests (TypeScript SDK, Inspector) need Node 20+ and npm"
-			if os.Getenv("CI") != "" {
-				t.Fatal(msg + " (required under CI)")
-			}
-			t.Skip(msg)
-		}
-	}
+	nodetest.RequireFor(t, "the MCP client tests (TypeScript SDK, Inspector)")
 	once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, "bash", filepath.Join(Root(), "scripts", "mcp-clients.sh"), "path")
+		cmd := exec.CommandContext(ctx, "bash", filepath.Join(nodetest.Root(), "scripts", "mcp-clients.sh"), "path")
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		if err := cmd.Run(); err != nil {
@@ -124,7 +112,7 @@ func TypeScript(t testing.TB, mods string, token string, calls []any, env []stri
 		t.Fatal(err)
 	}
 	env = append(env, "MCP_CLIENTS_MODULES="+mods, "MCP_CALLS="+string(b), "MCP_TOKEN="+token)
-	args := append([]string{filepath.Join(Root(), "internal", "mcptool", "testdata", "clients", "client.mjs"), mode}, target...)
+	args := append([]string{filepath.Join(nodetest.Root(), "internal", "mcptool", "testdata", "clients", "client.mjs"), mode}, target...)
 	r := run(t, env, "node", args...)
 	var rep TSReport
 	if err := json.Unmarshal([]byte(r.Stdout), &rep); err != nil || r.Code != 0 {

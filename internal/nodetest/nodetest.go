@@ -40,9 +40,17 @@ func PackageDir() string { return filepath.Join(Root(), "clients", "typescript")
 // Require skips t when node or npm is missing (fails it under CI).
 func Require(t testing.TB) {
 	t.Helper()
+	RequireFor(t, "the TypeScript client's tests")
+}
+
+// RequireFor skips t when node or npm is missing (fails it under CI: the
+// suite must not pass there without running them); who names the tests
+// in the message.
+func RequireFor(t testing.TB, who string) {
+	t.Helper()
 	for _, tool := range []string{"node", "npm"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			msg := "nodetest: " + tool + " is not installed: the TypeScript client's tests need Node 20+ and npm"
+			msg := "nodetest: " + tool + " is not installed: " + who + " need Node 20+ and npm"
 			if os.Getenv("CI") != "" {
 				t.Fatal(msg + " (required under CI)")
 			}
