@@ -196,6 +196,28 @@ type Erasure interface {
 	Summaries(ctx context.Context, s SessionRef) ([]Summary, error)
 }
 
+// ScrubPassDoc is ScrubPass on a stored journal document: the document
+// rewritten without the entries that name an erased memory, and how many
+// it dropped (their texts go to seen). 0 and nil: nothing to change, or a
+// document that does not decode (an unreadable journal names nothing that
+// can be found).
+func ScrubPassDoc(doc []byte, erased func(id string) bool, seen Seen) ([]byte, int, error) {
+	p, err := DecodePass(doc)
+	if err != nil {
+		return nil, 0, nil
+	}
+	removed := ScrubPass(&p, erased)
+	if len(removed) == 0 {
+		return nil, 0, nil
+	}
+	PassTexts(&Pass{Entries: removed}, seen)
+	b, err := EncodePass(p)
+	if err != nil {
+		return nil, 0, err
+	}
+	return b, len(removed), nil
+}
+
 // ScrubPass removes from a kept pass every journal entry that holds an
 // erased memory (its id, its replacement, a node before or after, or an
 // end of its edge: erased reports which ids are), and the pass's runtime

@@ -597,20 +597,14 @@ func (er *redisEraser) references(ctx context.Context) error {
 			return err
 		}
 		for id, doc := range docs {
-			p, err := memory.DecodePass([]byte(doc))
-			if err != nil {
-				continue // an unreadable journal names nothing we can find
-			}
-			removed := memory.ScrubPass(&p, erased)
-			if len(removed) == 0 {
-				continue
-			}
-			er.out.JournalEntries += len(removed)
-			memory.PassTexts(&memory.Pass{Entries: removed}, er.seen)
-			b, err := memory.EncodePass(p)
+			b, removed, err := memory.ScrubPassDoc([]byte(doc), erased, er.seen)
 			if err != nil {
 				return err
 			}
+			if removed == 0 {
+				continue
+			}
+			er.out.JournalEntries += removed
 			if err := s.c.HSet(ctx, key, id, b).Err(); err != nil {
 				return err
 			}

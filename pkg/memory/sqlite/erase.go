@@ -323,32 +323,29 @@ func (er *eraser) references() error {
 		doc         []byte
 	}
 	var scrubbed []passDoc
-	rows, err = er.tx.QueryContext(er.ctx, `SELECT doc FROM passes WHERE tenant = ?`, er.sc.Tenant)
+	rows, err = er.tx.QueryContext(er.ctx, `SELECT project, id, doc FROM passes WHERE tenant = ?`, er.sc.Tenant)
 	if err != nil {
 		return err
 	}
 	for rows.Next() {
-		var doc []byte
-		if err := rows.Scan(&doc); err != nil {
+		var (
+			project, id string
+			doc         []byte
+		)
+		if err := rows.Scan(&project, &id, &doc); err != nil {
 			rows.Close()
 			return err
 		}
-		p, err := memory.DecodePass(doc)
+		b, removed, err := memory.ScrubPassDoc(doc, erased, er.seen)
 		if err != nil {
-			continue // an unreadable journal names nothing we can find
+			rows.Close()
+			return err
 		}
-		removed := memory.ScrubPass(&p, erased)
-		if len(removed) == 0 {
+		if removed == 0 {
 			continue
 		}
-		er.out.JournalEntries += len(removed)
-		memory.PassTexts(&memory.Pass{Entries: removed}, er.seen)
-		b, err := memory.EncodePass(p)
-		if err != nil {
-			rows.Close()
-			return err
-		}
-		scrubbed = append(scrubbed, passDoc{p.Project, p.ID, b})
+		er.out.JournalEntries += removed
+		scrubbed = append(scrubbed, passDoc{project, id, b})
 	}
 	err = rows.Err()
 	rows.Close()
