@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/engram-memory/engram/pkg/events"
@@ -430,7 +429,7 @@ func (c *Compactor) summarise(ctx context.Context, ref memory.SessionRef, prev s
 		}
 		return "", c.failed(ctx, ref, upTo, err)
 	}
-	summary, err := CheckSaid(resp.Message.Content, resp.CutOff(), Tokens(chunk), BlockTokens(prev), userSaid(chunk)+"\n"+prev)
+	summary, err := CheckSaid(resp.Message.Content, resp.CutOff(), Tokens(chunk), BlockTokens(prev), memory.UserSaid(chunk)+"\n"+prev)
 	if err != nil {
 		var re *RefusedError
 		if c.metrics != nil && errors.As(err, &re) {
@@ -439,18 +438,6 @@ func (c *Compactor) summarise(ctx context.Context, ref memory.SessionRef, prev s
 		return "", c.failed(ctx, ref, upTo, err)
 	}
 	return summary, nil
-}
-
-// userSaid is the text of the user's messages among msgs.
-func userSaid(msgs []memory.Message) string {
-	var b strings.Builder
-	for _, m := range msgs {
-		if m.Role == memory.RoleUser {
-			b.WriteString(m.Content)
-			b.WriteByte('\n')
-		}
-	}
-	return b.String()
 }
 
 // modelFailed reports whether an llm.ErrUnavailable from the summary call

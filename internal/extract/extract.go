@@ -554,7 +554,7 @@ func (x *Extractor) extractSpan(ctx context.Context, ref memory.SessionRef, caus
 		return nil, true, proposed, errSpanFull
 	}
 	if !done {
-		changes, err = x.write(ctx, ref, reply, shown, userSaid(msgs))
+		changes, err = x.write(ctx, ref, reply, shown, memory.UserSaid(msgs))
 		if err != nil {
 			return changes, true, proposed, err
 		}

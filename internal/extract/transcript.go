@@ -65,20 +65,6 @@ func render(msgs []memory.Message, cfg Config) string {
 	return b.String()
 }
 
-// userSaid is the text of the user's messages among msgs, what a memory
-// the model says the user stated must be grounded in (memory.Grounded):
-// not the assistant's replies or tool output, which an injection can fill.
-func userSaid(msgs []memory.Message) string {
-	var b strings.Builder
-	for _, m := range msgs {
-		if m.Role == memory.RoleUser {
-			b.WriteString(m.Content)
-			b.WriteByte('\n')
-		}
-	}
-	return b.String()
-}
-
 func writeLine(b *strings.Builder, prefix, text string) {
 	b.WriteString(prefix)
 	b.WriteString(text)

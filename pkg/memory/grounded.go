@@ -53,3 +53,18 @@ func Grounded(text, said string) bool {
 // said the user stated it but Grounded found no word of it in what the user
 // said: it is stored as inferred and recalled, never standing.
 const UngroundedConfidence = 0.4
+
+// UserSaid is the text of the user's messages among msgs, one a line: what
+// a memory the model says the user stated must be grounded in (Grounded),
+// and what a summary may quote; not the assistant's replies or tool
+// output, which an injection can fill.
+func UserSaid(msgs []Message) string {
+	var b strings.Builder
+	for _, m := range msgs {
+		if m.Role == RoleUser {
+			b.WriteString(m.Content)
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}
