@@ -26,7 +26,6 @@ import (
 	"github.com/engram-memory/engram/internal/nodetest"
 )
 
-
 var (
 	once    sync.Once
 	modules string
