@@ -658,16 +658,24 @@ func secretLike(v string, quoted bool, match string) bool {
 	if !secretish(v, quoted, match) {
 		return false
 	}
-	letters, digits := 0, 0
+	n := utf8.RuneCountInString(v)
+	return n >= 8 && lettersAndDigits(v) || n >= 24
+}
+
+// lettersAndDigits: v holds at least one letter and one digit.
+func lettersAndDigits(v string) bool {
+	letters, digits := false, false
 	for _, r := range v {
 		if unicode.IsDigit(r) {
-			digits++
+			digits = true
 		} else if unicode.IsLetter(r) {
-			letters++
+			letters = true
+		}
+		if letters && digits {
+			return true
 		}
 	}
-	n := utf8.RuneCountInString(v)
-	return n >= 8 && letters > 0 && digits > 0 || n >= 24
+	return false
 }
 
 func proseSecret(v string, quoted bool, match string) bool {
@@ -697,15 +705,7 @@ func spacedPassword(v string, quoted bool, match string) bool {
 	if !notPlaceholder(v, quoted, match) || proseWords[strings.ToLower(v)] || strings.ContainsAny(v, "()[]{}<>") {
 		return false
 	}
-	letters, digits := 0, 0
-	for _, r := range v {
-		if unicode.IsDigit(r) {
-			digits++
-		} else if unicode.IsLetter(r) {
-			letters++
-		}
-	}
-	return utf8.RuneCountInString(v) >= 8 && letters > 0 && digits > 0
+	return utf8.RuneCountInString(v) >= 8 && lettersAndDigits(v)
 }
 
 // spacedKey: after a key's or a token's name and a space, a generated
