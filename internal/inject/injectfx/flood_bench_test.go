@@ -11,12 +11,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/fx"
 
+	"github.com/engram-memory/engram/internal/app"
 	"github.com/engram-memory/engram/internal/app/apptest"
 	"github.com/engram-memory/engram/internal/inject/injectbench"
 	"github.com/engram-memory/engram/internal/inject/injectfx"
+	"github.com/engram-memory/engram/internal/natsauth"
 	"github.com/engram-memory/engram/pkg/events"
 	"github.com/engram-memory/engram/pkg/llm/llmtest"
 	"github.com/engram-memory/engram/pkg/memory"
@@ -47,6 +50,14 @@ func BenchmarkFlood(b *testing.B) {
 	}
 }
 
+func victimNames(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("victim%d", i)
+	}
+	return out
+}
+
 func floodOnce(b *testing.B, sessions, perSession, victims int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -57,6 +68,16 @@ func floodOnce(b *testing.B, sessions, perSession, victims int) {
 	}
 	if n := envInt("ENGRAM_FLOOD_MAX_ACK_PENDING", 0); n > 0 {
 		cfg.Events.MaxAckPending = n
+	}
+	// A multi-tenant deployment: every tenant has its platform
+	// credentials (the tenants file), hence its injector lane
+	// (ENGRAM_FLOOD_LANES=0: the tenants unregistered, no lanes).
+	if os.Getenv("ENGRAM_FLOOD_LANES") != "0" {
+		for _, tenant := range append([]string{"flood"}, victimNames(victims)...) {
+			if _, err := natsauth.AddTenant(cfg.DataDir, tenant, false); err != nil {
+				b.Fatal(err)
+			}
+		}
 	}
 	var st memory.Store
 	run := apptest.StartConfig(ctx, b, cfg, "injectfx-flood", events.ConsumerInjector,
@@ -76,6 +97,22 @@ func floodOnce(b *testing.B, sessions, perSession, victims int) {
 		seedProject(fmt.Sprintf("victim%d", v), "p")
 	}
 
+	// The flood comes from its own platform: a connection of its own, as
+	// another tenant's platform would have (on the victims' connection
+	// its publishes would queue in front of theirs in the client).
+	auth, _, err := app.ConnectOptions(cfg, natsauth.RoleAdmin)
+	if err != nil {
+		b.Fatal(err)
+	}
+	fnc, err := nats.Connect(run.Process.Bus.URL, auth...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer fnc.Close()
+	flooder, err := events.NewClient(fnc, events.WithPrefix(cfg.Events.SubjectPrefix))
+	if err != nil {
+		b.Fatal(err)
+	}
 	var published atomic.Int64
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -84,7 +121,7 @@ func floodOnce(b *testing.B, sessions, perSession, victims int) {
 			for i := range perSession {
 				ref := events.Ref{TenantID: "flood", ProjectID: "f", SessionID: fmt.Sprintf("s%d", s), TurnID: fmt.Sprintf("t%d", i)}
 				// What Inject sends, without waiting for the answer.
-				if _, err := run.Client.PublishTurnStarted(ctx, ref, events.TurnStarted{Text: "status of the deploy pipeline?",
+				if _, err := flooder.PublishTurnStarted(ctx, ref, events.TurnStarted{Text: "status of the deploy pipeline?",
 					ReplyBy: time.Now().Add(events.DefaultInjectTimeout)}); err == nil {
 					published.Add(1)
 				}
