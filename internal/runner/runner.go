@@ -861,12 +861,13 @@ func (r *Runner) sleep(d time.Duration) bool {
 // acknowledged at once: a flood of late turns costs a decode and an ack
 // each, no store work and no place in the queue.
 func (r *Runner) intake(l *lane, msg jetstream.Msg) {
-	d := &delivery{msg: msg, queued: time.Now(), from: r.senderOf(msg.Subject()), lane: l}
+	d := &delivery{msg: msg, lane: l}
 	d.meta, d.metaErr = msg.Metadata()
 	if l == r.main && d.metaErr == nil && r.lanes.delivers(r, msg.Subject(), d.meta.Sequence.Stream) {
 		r.laned(d)
 		return
 	}
+	d.queued, d.from = time.Now(), r.senderOf(msg.Subject())
 	if d.metaErr == nil && (r.fair || r.deadline != nil) {
 		d.first = r.firstDelivery(d.meta, d.queued)
 		r.decode(d)
