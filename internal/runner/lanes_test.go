@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,25 +36,12 @@ func TestLanesServeAnotherTenantBehindABacklog(t *testing.T) {
 				}
 			})
 			release := make(chan struct{})
-			var mu sync.Mutex
-			var order []events.Envelope
-			var first atomic.Bool
 			opts := []runner.Option{runner.WithFairness(0)}
 			if lanes {
 				opts = append(opts, runner.WithLanes(events.LaneNames(), 50*time.Millisecond))
 			}
-			r := h.start(h.injectorConfig(), func(ctx context.Context, ev events.Envelope) error {
-				if first.CompareAndSwap(false, true) {
-					select {
-					case <-release:
-					case <-ctx.Done():
-					}
-				}
-				mu.Lock()
-				order = append(order, ev)
-				mu.Unlock()
-				return nil
-			}, opts...)
+			rec := holdFirst(release)
+			r := h.start(h.injectorConfig(), rec.handle, opts...)
 			h.turn("flood", "s0", "t0", time.Time{})
 			eventually(t, "the first turn in its handler", func() bool { return r.Status().InFlight == 1 })
 			for i := range flood {
@@ -68,19 +54,14 @@ func TestLanesServeAnotherTenantBehindABacklog(t *testing.T) {
 			}
 			eventually(t, "the runner holding what it may", func() bool { return r.Status().Queued == held })
 			close(release)
-			eventually(t, "every turn handled", func() bool {
-				mu.Lock()
-				defer mu.Unlock()
-				return len(order) >= flood+2
-			})
-			mu.Lock()
+			eventually(t, "every turn handled", func() bool { return len(rec.handled()) >= flood+2 })
+			order := rec.handled()
 			pos := slices.IndexFunc(order, func(ev events.Envelope) bool { return ev.TenantID == "victim" })
 			ids := map[string]int{}
 			for _, ev := range order {
 				ids[ev.ID]++
 			}
 			n := len(order)
-			mu.Unlock()
 			for id, c := range ids {
 				if c != 1 {
 					t.Errorf("event %s handled %d times", id, c)
@@ -100,14 +81,7 @@ func TestLanesServeAnotherTenantBehindABacklog(t *testing.T) {
 					return h.obs.count(runner.ResultLaned) == flood+2
 				})
 			}
-			st, err := h.js.Stream(context.Background(), events.StreamIn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			eventually(t, "the stream empty (every consumer acknowledged)", func() bool {
-				si, err := st.Info(context.Background())
-				return err == nil && si.State.Msgs == 0
-			})
+			h.streamEmpties()
 		})
 	}
 }
@@ -150,15 +124,22 @@ func TestLaneAddedWhileTurnsFlowLosesNothing(t *testing.T) {
 		defer mu.Unlock()
 		return len(handled) == turns
 	})
-	st, err := h.js.Stream(context.Background(), events.StreamIn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the stream empty", func() bool {
-		si, err := st.Info(context.Background())
-		return err == nil && si.State.Msgs == 0
-	})
+	h.streamEmpties()
 	if n := h.obs.count(runner.ResultLaned); n == 0 {
 		t.Error("no turn was left to the new lane: the test did not exercise it")
 	}
+}
+
+// streamEmpties waits until ENGRAM_IN holds nothing: every consumer that
+// receives an event acknowledged it (interest retention).
+func (h *harness) streamEmpties() {
+	h.t.Helper()
+	st, err := h.js.Stream(context.Background(), events.StreamIn)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	eventually(h.t, "the stream empty (every consumer acknowledged)", func() bool {
+		si, err := st.Info(context.Background())
+		return err == nil && si.State.Msgs == 0
+	})
 }
