@@ -25,55 +25,8 @@ import (
 // part (text of the heads, the rest of the heads, BM25 postings, the
 // per-document term lists, gates, vectors), per memory.
 func BenchmarkResidentBytes(b *testing.B) {
-	dir := os.Getenv("ENGRAM_EVAL_DIR")
-	if dir == "" {
-		dir = "../../../../shared/eval/longmemeval-dev"
-	}
-	f, err := os.Open(filepath.Join(dir, "graph.jsonl.gz"))
-	if err != nil {
-		b.Skipf("no evaluation graph: %v", err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		b.Fatal(err)
-	}
-	var texts []string
-	sc := bufio.NewScanner(zr)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for sc.Scan() {
-		var n struct{ Type, Label, Body string }
-		if json.Unmarshal(sc.Bytes(), &n) == nil && n.Type == "node" {
-			texts = append(texts, n.Label+"\n"+n.Body)
-		}
-	}
-	const per, count = 20, 1000
-	emb := hashembed.New(384)
-	var nodes []memory.Node
-	for i := 0; len(nodes) < count && (i+1)*per <= len(texts); i++ {
-		body := strings.Join(texts[i*per:(i+1)*per], "\n")
-		n := memory.Node{ID: fmt.Sprintf("m%05d", i), Subkind: memory.Observation, Scope: memory.ScopeProject, ProjectID: "p",
-			Label: fmt.Sprintf("session %d", i), Body: body}
-		v, err := emb.Embed(context.Background(), []string{memory.EmbedText(&n)})
-		if err != nil {
-			b.Fatal(err)
-		}
-		n.Embedding, n.EmbeddingModel = v[0], emb.Model()
-		nodes = append(nodes, n)
-	}
 	path := filepath.Join(b.TempDir(), "engram.db")
-	s, err := Open(context.Background(), path, WithBulkWrites())
-	if err != nil {
-		b.Fatal(err)
-	}
-	for i := 0; i < len(nodes); i += 100 {
-		if err := s.PutBatch(context.Background(), nodes[i:min(i+100, len(nodes))], nil); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if err := s.Close(); err != nil {
-		b.Fatal(err)
-	}
+	nodes := seedLongMemEval(b, path, 1000)
 	textBytes := 0
 	for i := range nodes {
 		textBytes += len(nodes[i].Label) + len(nodes[i].Body)
@@ -86,7 +39,7 @@ func BenchmarkResidentBytes(b *testing.B) {
 		return ms.HeapAlloc
 	}
 	before := heap()
-	s, err = Open(context.Background(), path, WithBulkWrites())
+	s, err := Open(context.Background(), path, WithBulkWrites())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -124,4 +77,119 @@ func BenchmarkResidentBytes(b *testing.B) {
 	b.ReportMetric(float64(docTerms)/n, "docterms-bytes/memory")
 	b.ReportMetric(float64(gates)/n, "gate-bytes/memory")
 	b.ReportMetric(float64(vecs)/n, "vector-bytes/memory")
+}
+
+// seedLongMemEval writes count LongMemEval-size memories (twenty
+// consecutive memories of the development set's graph joined, about 15 KB
+// of text, from ENGRAM_EVAL_DIR, default ../../../../shared/eval/longmemeval-dev)
+// with a 384-dimension vector each into a new store at path, and returns
+// them (skipping the benchmark without the set).
+func seedLongMemEval(b *testing.B, path string, count int) []memory.Node {
+	b.Helper()
+	dir := os.Getenv("ENGRAM_EVAL_DIR")
+	if dir == "" {
+		dir = "../../../../shared/eval/longmemeval-dev"
+	}
+	f, err := os.Open(filepath.Join(dir, "graph.jsonl.gz"))
+	if err != nil {
+		b.Skipf("no evaluation graph: %v", err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var texts []string
+	sc := bufio.NewScanner(zr)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		var n struct{ Type, Label, Body string }
+		if json.Unmarshal(sc.Bytes(), &n) == nil && n.Type == "node" {
+			texts = append(texts, n.Label+"\n"+n.Body)
+		}
+	}
+	const per = 20
+	emb := hashembed.New(384)
+	var nodes []memory.Node
+	for i := 0; len(nodes) < count && (i+1)*per <= len(texts); i++ {
+		body := strings.Join(texts[i*per:(i+1)*per], "\n")
+		n := memory.Node{ID: fmt.Sprintf("m%05d", i), Subkind: memory.Observation, Scope: memory.ScopeProject, ProjectID: "p",
+			Label: fmt.Sprintf("session %d", i), Body: body}
+		v, err := emb.Embed(context.Background(), []string{memory.EmbedText(&n)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		n.Embedding, n.EmbeddingModel = v[0], emb.Model()
+		nodes = append(nodes, n)
+	}
+	s, err := Open(context.Background(), path, WithBulkWrites())
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < len(nodes); i += 100 {
+		if err := s.PutBatch(context.Background(), nodes[i:min(i+100, len(nodes))], nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		b.Fatal(err)
+	}
+	return nodes
+}
+
+// BenchmarkReadTexts measures what the lines of a block cost now that the
+// heads hold no body: GetHeads and FillTexts of twelve memories of a
+// loaded store of 1,000, every body read from the file (the text cache
+// off), for LongMemEval-size memories (about 15 KB each) and extractor-size
+// ones (the first 600 characters of them, the extractor's cap).
+func BenchmarkReadTexts(b *testing.B) {
+	for _, size := range []struct {
+		name string
+		cut  int
+	}{{"longmemeval", 0}, {"extracted", 600}} {
+		b.Run(size.name, func(b *testing.B) {
+			path := filepath.Join(b.TempDir(), "engram.db")
+			nodes := seedLongMemEval(b, path, 1000)
+			if size.cut > 0 {
+				s, err := Open(context.Background(), path, WithBulkWrites())
+				if err != nil {
+					b.Fatal(err)
+				}
+				for i := range nodes {
+					body := nodes[i].Body[:size.cut]
+					if _, err := s.Update(context.Background(), nodes[i].ID, memory.Patch{Body: &body}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := s.Close(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			s, err := Open(context.Background(), path, WithBulkWrites(), WithTextCache(1))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			ids := make([]string, 12)
+			var bytes int
+			i := 0
+			for b.Loop() {
+				for j := range ids {
+					ids[j] = nodes[(i*131+j*977)%len(nodes)].ID
+				}
+				i++
+				heads, err := s.GetHeads(context.Background(), ids)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := s.FillTexts(context.Background(), heads); err != nil {
+					b.Fatal(err)
+				}
+				for _, h := range heads {
+					bytes += len(h.Body)
+				}
+			}
+			b.ReportMetric(float64(bytes)/float64(b.N*len(ids)), "body-bytes/text")
+		})
+	}
 }
