@@ -4,7 +4,7 @@ import (
 	"container/list"
 	"context"
 	"database/sql"
-		"fmt"
+	"fmt"
 	"strings"
 	"sync"
 
