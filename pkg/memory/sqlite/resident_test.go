@@ -173,6 +173,7 @@ func BenchmarkReadTexts(b *testing.B) {
 			ids := make([]string, 12)
 			var bytes int
 			i := 0
+			cpu := processCPU()
 			for b.Loop() {
 				for j := range ids {
 					ids[j] = nodes[(i*131+j*977)%len(nodes)].ID
@@ -189,6 +190,7 @@ func BenchmarkReadTexts(b *testing.B) {
 					bytes += len(h.Body)
 				}
 			}
+			b.ReportMetric(float64(processCPU()-cpu)/float64(b.N)/1e3, "cpu-µs/op")
 			b.ReportMetric(float64(bytes)/float64(b.N*len(ids)), "body-bytes/text")
 		})
 	}
