@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"testing"
 	"unsafe"
@@ -23,7 +24,8 @@ import (
 // ENGRAM_EVAL_DIR, default ../../../../shared/eval/longmemeval-dev), with
 // a 384-dimension vector each: the Go heap the loaded store holds, and by
 // part (text of the heads, the rest of the heads, BM25 postings, the
-// per-document term lists, gates, vectors), per memory.
+// per-document term lists, gates, vectors), per memory. With
+// ENGRAM_HEAP_PROFILE=FILE it writes the loaded store's heap profile there.
 func BenchmarkResidentBytes(b *testing.B) {
 	path := filepath.Join(b.TempDir(), "engram.db")
 	nodes := seedLongMemEval(b, path, 1000)
@@ -45,6 +47,20 @@ func BenchmarkResidentBytes(b *testing.B) {
 	}
 	defer s.Close()
 	after := heap()
+	if out := os.Getenv("ENGRAM_HEAP_PROFILE"); out != "" {
+		// The heap of the loaded store, by allocation site (go tool pprof
+		// -sample_index=inuse_space; run with -memprofilerate 512).
+		f, err := os.Create(out)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := pprof.WriteHeapProfile(f); err != nil {
+			b.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
 	x := s.idx
 	n := float64(len(x.byID))
 	var text, heads, postings, docTerms, vecs int
