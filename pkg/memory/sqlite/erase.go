@@ -454,7 +454,7 @@ func (x *index) pruneIDs() {
 // tombstone.
 func (f *flatVecs) erase(id string) {
 	if i, ok := f.at[id]; ok {
-		f.vecs[i], f.ids[i] = nil, ""
+		f.codes[i], f.ids[i] = nil, ""
 		delete(f.at, id)
 	}
 	for i := range f.log {

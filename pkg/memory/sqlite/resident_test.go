@@ -78,8 +78,8 @@ func BenchmarkResidentBytes(b *testing.B) {
 		docTerms += 4 * cap(d)
 	}
 	for _, fv := range x.flat {
-		for _, v := range fv.vecs {
-			vecs += 4 * cap(v)
+		for _, c := range fv.codes {
+			vecs += cap(c) + 4 // the code and its scale
 		}
 	}
 	gates := cap(x.gates) * int(unsafe.Sizeof(gate{}))

@@ -185,7 +185,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	if o.textCache == 0 {
 		o.textCache = DefaultTextCache
 	}
-	s := &Store{db: db, now: o.now, idx: newIndex(o.vecOpts), unlock: unlock, path: path,
+	s := &Store{db: db, now: o.now, idx: newIndex(append([]vecindex.Option{vecindex.WithCodesOnly()}, o.vecOpts...)), unlock: unlock, path: path,
 		stop: make(chan struct{}), loaded: make(chan struct{}), indexed: make(chan struct{}),
 		opened: time.Now(), chunk: o.loadChunk, hook: o.loadHook, background: o.background,
 		texts: newTextCache(o.textCache)}
@@ -542,11 +542,13 @@ func (s *Store) buildAll() {
 // meanwhile and swaps it in.
 func (s *Store) buildVectors(model string) bool {
 	s.idx.mu.Lock()
-	ids, rids, vecs := s.idx.flat[model].snapshot()
-	dim := s.idx.flat[model].dim
+	fl := s.idx.flat[model]
+	ids, rids, codes, scales := fl.snapshot()
+	dim := fl.dim
 	s.idx.mu.Unlock()
 	ix := vecindex.New(dim, s.idx.vecOpts...)
 	const step = 2000
+	vecs := make([][]float32, 0, step)
 	for off := 0; off < len(ids); off += step {
 		select {
 		case <-s.stop:
@@ -554,7 +556,11 @@ func (s *Store) buildVectors(model string) bool {
 		default:
 		}
 		end := min(off+step, len(ids))
-		_ = ix.AddBatchTagged(ids[off:end], rids[off:end], vecs[off:end]) // checked when written
+		vecs = vecs[:0]
+		for i := off; i < end; i++ {
+			vecs = append(vecs, decode(codes[i], scales[i]))
+		}
+		_ = ix.AddBatchTagged(ids[off:end], rids[off:end], vecs) // checked when written
 	}
 	s.idx.mu.Lock()
 	defer s.idx.mu.Unlock()
