@@ -138,6 +138,7 @@ func head(n *memory.Node) *memory.Node {
 	if !keepsText(n) {
 		h.Body = ""
 	}
+	shareStrings(&h)
 	h.Paths = slices.Clone(n.Paths)
 	h.Entities = slices.Clone(n.Entities)
 	return &h
