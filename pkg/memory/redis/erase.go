@@ -379,7 +379,7 @@ func (s *Store) dropNode(ctx context.Context, pipe goredis.Pipeliner, n *memory.
 	for t := range tf {
 		args = append(args, t)
 	}
-	reindexLexScript.Eval(ctx, pipe, []string{k.terms(), k.stats()}, args...)
+	reindexLexScript.Eval(ctx, pipe, []string{k.terms(), k.stats(), k.heads()}, args...)
 }
 
 // space erases a space whole: every key of its hash tag, counted by kind

@@ -335,7 +335,8 @@ type postingList struct {
 	foundOnly bool
 	read      int64 // postings to read, best first
 
-	postings *goredis.ZSliceCmd
+	ps  []goredis.Z        // the postings read, best first
+	cmd *goredis.ZSliceCmd // a read of postings past headMax
 	// Where reading stopped in a truncated list (equal scores come in
 	// reverse member order) and the contribution of that last posting: no
 	// unread posting contributes more.
@@ -412,22 +413,6 @@ func (r *lexRead) plan(budget, minPer int) {
 		l.truncated = l.read > 0 && l.read < l.df
 		left = max(0, left-l.read)
 	}
-}
-
-// readPostings is step 2: every planned list of every tag, in one pipeline.
-func (s *Store) readPostings(ctx context.Context, reads []*lexRead) error {
-	pipe := s.c.Pipeline()
-	for _, r := range reads {
-		for _, l := range r.lists {
-			if l.read > 0 {
-				l.postings = pipe.ZRangeArgsWithScores(ctx, goredis.ZRangeArgs{Key: l.key, Start: 0, Stop: l.read - 1, Rev: true})
-			}
-		}
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return s.wrap("lexical postings", err)
-	}
-	return nil
 }
 
 // completeLeaders is step 3. The leading limit+10 candidates get the

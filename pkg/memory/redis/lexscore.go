@@ -151,8 +151,8 @@ func score(reads []*lexRead, qs []memory.LexTerm, want, k int) bool {
 			}
 		}
 		for _, l := range r.lists {
-			if l.inGroup && l.truncated && l.postings != nil {
-				docsOf[l.gi] += l.df - int64(len(l.postings.Val()))
+			if l.inGroup && l.truncated && len(l.ps) > 0 {
+				docsOf[l.gi] += l.df - int64(len(l.ps))
 			}
 		}
 	}
@@ -168,8 +168,8 @@ func score(reads []*lexRead, qs []memory.LexTerm, want, k int) bool {
 			r.cands[i] = memory.Scored{ID: id, Score: r.docScore(&r.docs[i])}
 		}
 		for _, l := range r.lists {
-			if l.truncated && l.postings != nil {
-				if ps := l.postings.Val(); len(ps) > 0 {
+			if l.truncated {
+				if ps := l.ps; len(ps) > 0 {
 					last := ps[len(ps)-1]
 					l.stop = last.Score
 					l.stopMember, _ = last.Member.(string)
@@ -194,10 +194,7 @@ func score(reads []*lexRead, qs []memory.LexTerm, want, k int) bool {
 // (group), and their own part (ew > 0); foundOnly: only to documents
 // already found.
 func (r *lexRead) accumulate(l *postingList, group bool, ew float64, foundOnly bool) {
-	if l.postings == nil {
-		return
-	}
-	for _, p := range l.postings.Val() {
+	for _, p := range l.ps {
 		id, _ := p.Member.(string)
 		i, ok := r.index[id]
 		if !ok {
