@@ -29,7 +29,11 @@ func TestLexicalHeadsExact(t *testing.T) {
 	var nodes []memory.Node
 	for i := range 400 {
 		// Lengths vary, so impacts do.
-		nodes = append(nodes, node(fmt.Sprintf("a%03d", i), "alpha "+strings.Repeat("word ", i%40), "", ""))
+		label := "alpha " + strings.Repeat("word ", i%40)
+		if i%4 == 0 {
+			label += "delta" // 100 documents
+		}
+		nodes = append(nodes, node(fmt.Sprintf("a%03d", i), label, "", ""))
 	}
 	if err := s.PutBatch(ctx, nodes, nil); err != nil {
 		t.Fatal(err)
@@ -60,6 +64,14 @@ func TestLexicalHeadsExact(t *testing.T) {
 		return slices.ContainsFunc(l, func(sc memory.Scored) bool { return strings.HasPrefix(sc.ID, prefix) })
 	}
 	check("built")
+
+	// Two lists read in part (one of them, delta, whole in its head), the
+	// leaders completed by ZMSCORE: the same answer as the sorted sets give.
+	redis.SetLexicalBudget(s, 40, 10)
+	terms = []string{"delta", "alpha"}
+	check("completed from the heads")
+	redis.SetLexicalBudget(s, 150, 150)
+	terms = []string{"alpha"}
 
 	// Short documents that say alpha three times: the best postings.
 	var top []memory.Node
