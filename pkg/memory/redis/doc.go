@@ -189,7 +189,7 @@
 // range built a key and a ZCARD per term it then dropped), the leaders'
 // ZMSCORE, the filter fields' HMGET and the replies' system calls.
 // Conversation neighbours (Adjacent) were a script call per memory, eight
-// a turn; one call per scope tag now. Together: 2.2-2.5 ms of server CPU a
+// a turn; one call per scope tag now. Together: 2.1-2.5 ms of server CPU a
 // turn before, 1.4-1.7 ms after (medians of alternated runs, see
 // docs/benchmarks.md). The 0.5 ms that issue 35 asks for needs fewer
 // commands a turn, not cheaper ones: the node loads and the filter fields
