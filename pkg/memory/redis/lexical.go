@@ -135,8 +135,10 @@ return out
 //     only the best postings make candidates;
 //  3. for the leading candidates, the missing contributions of the
 //     truncated lists that can still matter (ZMSCORE), and the filter
-//     fields of the 2*limit+20 best candidates (one HMGET of the vis hash);
-//  4. only when too few of those pass: the filter fields of the rest;
+//     fields of those limit+10 (one HMGET of the vis hash: a field of a
+//     100,000-entry hash costs the server about 1.5 us);
+//  4. only when too few of those pass: the filter fields of the next
+//     2*limit+20, then of the rest;
 //     when that still leaves fewer than limit and common terms were left
 //     out (see score), steps 3 and 4 again with every term scored.
 //
@@ -195,7 +197,7 @@ func (s *Store) judge(ctx context.Context, reads []*lexRead, qs []memory.LexTerm
 	for _, r := range reads {
 		r.ranked, r.read, r.next, r.vis, r.out = 0, 0, 0, nil, nil
 	}
-	left = score(reads, qs, want, 2*limit+20)
+	left = score(reads, qs, want, limit+10)
 	if err := s.completeLeaders(ctx, reads, limit); err != nil {
 		return nil, left, err
 	}
@@ -206,13 +208,19 @@ func (s *Store) judge(ctx context.Context, reads []*lexRead, qs []memory.LexTerm
 			more = append(more, r)
 		}
 	}
-	if len(more) > 0 {
-		if err := s.readRestVisibility(ctx, more); err != nil {
+	// Past the leaders a page of 2*limit+20 candidates, then every one
+	// left: the filter rejects few in most queries.
+	for page := 2*limit + 20; len(more) > 0; page = 0 {
+		if err := s.readRestVisibility(ctx, more, page); err != nil {
 			return nil, left, err
 		}
+		short := more[:0]
 		for _, r := range more {
-			r.take(f, now, limit)
+			if r.take(f, now, limit) < limit && r.read < len(r.cands) {
+				short = append(short, r)
+			}
 		}
+		more = short
 	}
 	for _, r := range reads {
 		all = append(all, r.out...)
@@ -422,8 +430,8 @@ func (r *lexRead) plan(budget, minPer int) {
 // completeLeaders is step 3. The leading limit+10 candidates get the
 // contributions of truncated lists they hold beyond where reading stopped,
 // from the lists whose unread postings can still matter (more than 5% of
-// the limit-th score; on the benchmark corpus 1% ranks the same); the
-// 2*limit+20 best get their filter fields.
+// the limit-th score; on the benchmark corpus 1% ranks the same); they
+// get their filter fields too.
 func (s *Store) completeLeaders(ctx context.Context, reads []*lexRead, limit int) error {
 	pipe := s.c.Pipeline()
 	vis := make([]*goredis.SliceCmd, len(reads))
@@ -478,14 +486,19 @@ func (s *Store) completeLeaders(ctx context.Context, reads []*lexRead, limit int
 	return nil
 }
 
-// readRestVisibility is step 4: the filter fields of every candidate past
-// the leading ones, for the reads that found too few visible leaders.
-func (s *Store) readRestVisibility(ctx context.Context, reads []*lexRead) error {
+// readRestVisibility is step 4: the filter fields of the next page
+// candidates past those read (page 0: all of them), for the reads that
+// found too few visible ones.
+func (s *Store) readRestVisibility(ctx context.Context, reads []*lexRead, page int) error {
 	pipe := s.c.Pipeline()
 	cmds := make([]*goredis.SliceCmd, len(reads))
 	for i, r := range reads {
-		sortScored(r.cands[r.read:]) // past the leaders, still in no order (see rank)
-		cmds[i] = pipe.HMGet(ctx, r.keys.vis(), r.ids(r.read, len(r.cands))...)
+		to := len(r.cands)
+		if page > 0 {
+			to = min(to, r.read+page)
+		}
+		sortBest(r.cands[r.read:], to-r.read) // past those read, still in no order (see score)
+		cmds[i] = pipe.HMGet(ctx, r.keys.vis(), r.ids(r.read, to)...)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return s.wrap("lexical filter fields", err)
