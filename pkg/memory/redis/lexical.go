@@ -356,7 +356,9 @@ type postingList struct {
 	stop       float64
 	stopMember string
 	last       float64
-	missing    *goredis.FloatSliceCmd // the leading candidates' scores in this list
+	missing    *goredis.FloatSliceCmd // the scores in this list of the leading candidates asked
+	ask        []int                  // their indexes among the candidates
+	idx        int                    // its index in the read's lists (lexDoc.lists)
 }
 
 // parseLexDict reads the reply of lexDictScript to the query terms qs
@@ -446,9 +448,21 @@ func (s *Store) completeLeaders(ctx context.Context, reads []*lexRead, limit int
 		}
 		kth := r.cands[min(r.ranked, limit)-1].Score
 		lead := r.ids(0, min(r.ranked, limit+10))
-		for _, l := range r.lists {
+		for li, l := range r.lists {
 			if l.truncated && l.last*1.25 >= 0.05*kth {
-				l.missing = pipe.ZMScore(ctx, l.key, lead...)
+				// A leader whose posting of the list was read has it
+				// counted: only the others are asked.
+				l.ask = l.ask[:0]
+				var ids []string
+				for j, id := range lead {
+					if li >= 64 || r.docs[r.index[id]].lists&(1<<li) == 0 {
+						l.ask = append(l.ask, j)
+						ids = append(ids, id)
+					}
+				}
+				if len(ids) > 0 {
+					l.missing = pipe.ZMScore(ctx, l.key, ids...)
+				}
 			}
 		}
 		vis[i] = pipe.HMGet(ctx, r.keys.vis(), r.ids(0, r.ranked)...)
@@ -466,11 +480,11 @@ func (s *Store) completeLeaders(ctx context.Context, reads []*lexRead, limit int
 			}
 			// ZMSCORE answers 0 for a member the list lacks (go-redis reads
 			// nil as 0); a posting's packed score is at least 1<<16.
-			for j, sc := range l.missing.Val() {
+			for m, sc := range l.missing.Val() {
 				if sc <= 0 {
 					continue
 				}
-				if c := &r.cands[j]; sc < l.stop || (sc == l.stop && c.ID < l.stopMember) {
+				if c := &r.cands[l.ask[m]]; sc < l.stop || (sc == l.stop && c.ID < l.stopMember) {
 					tf, length := posting(sc)
 					r.add(&r.docs[r.index[c.ID]], l.gi, tf, length, l.inGroup, l.ew)
 				}

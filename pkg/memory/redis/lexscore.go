@@ -39,6 +39,7 @@ type lexDoc struct {
 	length float64
 	exact  float64   // the words' own parts, weighted
 	tf     []groupTF // per group of a scored (not common) unit: the summed frequency
+	lists  uint64    // the read's lists (their index, below 64) whose read postings hold it
 }
 
 type groupTF struct {
@@ -102,8 +103,8 @@ func score(reads []*lexRead, qs []memory.LexTerm, want, k int) bool {
 	for _, r := range reads {
 		r.index = map[string]int{}
 		r.docs = r.docs[:0]
-		for _, l := range r.lists {
-			l.inGroup, l.ew, l.foundOnly = false, 0, false
+		for li, l := range r.lists {
+			l.inGroup, l.ew, l.foundOnly, l.idx = false, 0, false, li
 		}
 	}
 	found := func() int {
@@ -207,6 +208,9 @@ func (r *lexRead) accumulate(l *postingList, group bool, ew float64, foundOnly b
 		}
 		tf, length := posting(p.Score)
 		r.add(&r.docs[i], l.gi, tf, length, group, ew)
+		if l.idx < 64 {
+			r.docs[i].lists |= 1 << l.idx
+		}
 	}
 }
 
