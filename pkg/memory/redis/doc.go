@@ -183,17 +183,21 @@
 // what reading the sorted set cost before. At 100,000 memories the
 // benchmark kept about 220 heads, 550 KB.
 //
-// The rest of a turn's server time is spread thin: node loads (an HMGET of
-// the packed value per candidate, about 90 a turn: asking for the id field
-// as well cost a quarter more), the dictionary script (a short prefix's
-// range built a key and a ZCARD per term it then dropped), the leaders'
-// ZMSCORE, the filter fields' HMGET and the replies' system calls.
-// Conversation neighbours (Adjacent) were a script call per memory, eight
-// a turn; one call per scope tag now. Together: 2.1-2.5 ms of server CPU a
-// turn before, 1.4-1.7 ms after (medians of alternated runs, see
-// docs/benchmarks.md). The 0.5 ms that issue 35 asks for needs fewer
-// commands a turn, not cheaper ones: the node loads and the filter fields
-// in fewer, larger reads (a per-project hash of packed values), and the
+// The rest of a turn's server time is spread thin, and some of it was
+// waste: node loads asked for the id field as well as the packed value (a
+// quarter of each HMGET); the dictionary script built a key and counted a
+// list for every term of a short prefix's range that it then dropped; the
+// lexical leaders' filter fields were read for 2*limit+20 candidates when
+// the limit+10 completed ones suffice unless the filter rejects more than
+// ten of them (a field of the
+// 100,000-entry filter hash costs about 1.5 us); the leaders' ZMSCORE
+// asked each list for every leader, also those whose posting of it was
+// read; and conversation neighbours (Adjacent) were a script call per
+// memory, eight a turn, one per scope tag now. Together: 2.1-2.5 ms of
+// server CPU a turn before, 1.3-1.7 ms after (medians of alternated runs,
+// see docs/benchmarks.md). The 0.5 ms that issue 35 asks for needs fewer
+// commands a turn, not cheaper ones: the node loads in one read per
+// project (a per-project hash of packed values), and the
 // dictionary's document frequencies kept where one HMGET reads them. This
 // Redis build has no query engine (FT.SEARCH: MODULE LIST shows only
 // vectorset), so the lexical channel cannot move there.
