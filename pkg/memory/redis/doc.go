@@ -193,9 +193,9 @@
 // 100,000-entry filter hash costs about 1.5 us); the leaders' ZMSCORE
 // asked each list for every leader, also those whose posting of it was
 // read; and conversation neighbours (Adjacent) were a script call per
-// memory, eight a turn, one per scope tag now. Together: 2.1-2.5 ms of
-// server CPU a turn before, 1.3-1.7 ms after (medians of alternated runs,
-// see docs/benchmarks.md). The 0.5 ms that issue 35 asks for needs fewer
+// memory, eight a turn, one per scope tag now. Together: 1.9-2.5 ms of
+// server CPU a turn before, 1.1-1.7 ms after (medians of alternated runs
+// in four sittings, with the machine's load; see docs/benchmarks.md). The 0.5 ms that issue 35 asks for needs fewer
 // commands a turn, not cheaper ones: the node loads in one read per
 // project (a per-project hash of packed values), and the
 // dictionary's document frequencies kept where one HMGET reads them. This
