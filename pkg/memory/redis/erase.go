@@ -374,12 +374,9 @@ func (s *Store) dropNode(ctx context.Context, pipe goredis.Pipeliner, n *memory.
 		pipe.SRem(ctx, k.path(p), id)
 	}
 	tf, length := docTokens(n)
-	args := make([]any, 0, 6+len(tf))
-	args = append(args, k.p, id, -1, length, 0, len(tf))
-	for t := range tf {
-		args = append(args, t)
-	}
-	reindexLexScript.Eval(ctx, pipe, []string{k.terms(), k.stats(), k.heads()}, args...)
+	lw := newPostingWrites(k)
+	lw.add(id, -1, length, 0, tf, nil)
+	lw.flush(ctx, pipe)
 }
 
 // space erases a space whole: every key of its hash tag, counted by kind

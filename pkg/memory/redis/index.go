@@ -217,9 +217,18 @@ end
 return redis.call('VADD', KEYS[1], 'FP32', ARGV[3], ARGV[2], q, 'SETATTR', ARGV[4])
 `)
 
-// reindexLexScript moves a document's postings from its old terms to its
-// new ones, drops emptied terms from the term dictionary and keeps the
-// corpus statistics (document count n, total length l) for BM25.
+// reindexLexScript moves documents' postings from their old terms to
+// their new ones, drops emptied terms from the term dictionary and keeps
+// the corpus statistics (document count n, total length l) for BM25. One
+// call takes any number of documents of one project (a PutBatch chunk:
+// postingWrites), in order, as that many calls one after the other would
+// leave the keys: each document is weighted with the statistics the ones
+// before it left. The writes are grouped by term: one ZADD (and one ZREM)
+// per term with every member of the call, one ZADD and one ZREM of the
+// dictionary, one HINCRBY of each statistic, and one HMGET of the heads
+// hash. Per (document, term) the script only computes; an import of short
+// memories changes about fifteen terms a document, most of them shared
+// with the others of its chunk (see the package doc, "Import").
 //
 // A posting's score packs three numbers: the document's BM25 term weight
 // at indexing time (tf*(k1+1)/(tf + k1*(1-b+b*dl/avgdl)) with the average
@@ -229,51 +238,155 @@ return redis.call('VADD', KEYS[1], 'FP32', ARGV[3], ARGV[2], q, 'SETATTR', ARGV[
 // a very common term first, while tf and length are exact for scoring.
 //
 // A change to a posting in a list's cached head (see lexhead.go) drops
-// that head (headGuardLua), in the same script as the change.
+// that head, in the same script as the change: a head is dropped when any
+// posting of the call falls in it (a new score, or the score it replaces
+// or removes, no lower than the head's lowest), which is what dropping it
+// at the first such change of one call per document leaves.
 //
 // KEYS: term dictionary, corpus statistics, heads hash. ARGV: key
-// prefix, id, document count delta, old length, new length, the number of
-// old terms, the old terms, then the new terms and frequencies.
+// prefix, then per document: id, document count delta, old length, new
+// length, the number of old terms, the number of new terms, the old
+// terms, then the new terms and frequencies.
 var reindexLexScript = goredis.NewScript(`
-local p, id = ARGV[1], ARGV[2]
-local nold = tonumber(ARGV[6])
-local newtf = {}
-local i = 7 + nold
-local touched = {}
-while i <= #ARGV do newtf[ARGV[i]] = tonumber(ARGV[i + 1]); touched[#touched + 1] = ARGV[i]; i = i + 2 end
-for j = 7, 6 + nold do
-  if not newtf[ARGV[j]] then touched[#touched + 1] = ARGV[j] end
-end
-` + headGuardLua + `
-for j = 7, 6 + nold do
-  local t = ARGV[j]
-  if not newtf[t] then
-    local k = p .. 't:' .. t
-    guard(t, nil)
-    redis.call('ZREM', k, id)
-    if redis.call('ZCARD', k) == 0 then redis.call('ZREM', KEYS[1], t) end
-  end
-end
-local dl = tonumber(ARGV[5])
-if dl > 65535 then dl = 65535 end
+local p = ARGV[1]
 local st = redis.call('HMGET', KEYS[2], 'n', 'l')
 local n, l = tonumber(st[1]) or 0, tonumber(st[2]) or 0
-local avg = dl
-if n > 0 and l > 0 then avg = l / n end
-if avg < 1 then avg = 1 end
-for t, tf in pairs(newtf) do
-  if tf > 8191 then tf = 8191 end
-  local imp = tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * dl / avg))
-  local q = math.floor(imp / 2.2 * 65535)
-  local sc = q * 536870912 + tf * 65536 + dl
-  guard(t, sc)
-  redis.call('ZADD', p .. 't:' .. t, sc, id)
-  redis.call('ZADD', KEYS[1], 0, t)
+local dn, dlsum = 0, 0
+local order, post = {}, {}
+local function put(t, id, sc)
+  local e = post[t]
+  if not e then
+    e = {ids = {}, sc = {}}
+    post[t] = e
+    order[#order + 1] = t
+  end
+  if e.sc[id] == nil then e.ids[#e.ids + 1] = id end
+  e.sc[id] = sc
+  if sc then
+    if not e.top or sc > e.top then e.top = sc end
+  end
 end
-redis.call('HINCRBY', KEYS[2], 'n', ARGV[3])
-redis.call('HINCRBY', KEYS[2], 'l', tonumber(ARGV[5]) - tonumber(ARGV[4]))
+local i = 2
+while i <= #ARGV do
+  local id = ARGV[i]
+  local delta, oldLen, newLen = tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
+  local nold, nnew = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])
+  local o = i + 6
+  local nw = o + nold
+  local last = nw + 2 * nnew - 1
+  local newtf = {}
+  for j = nw, last, 2 do newtf[ARGV[j]] = tonumber(ARGV[j + 1]) end
+  for j = o, nw - 1 do
+    if not newtf[ARGV[j]] then put(ARGV[j], id, false) end
+  end
+  local dl = newLen
+  if dl > 65535 then dl = 65535 end
+  local avg = dl
+  if n > 0 and l > 0 then avg = l / n end
+  if avg < 1 then avg = 1 end
+  for j = nw, last, 2 do
+    local tf = newtf[ARGV[j]]
+    if tf > 8191 then tf = 8191 end
+    local imp = tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * dl / avg))
+    local q = math.floor(imp / 2.2 * 65535)
+    put(ARGV[j], id, q * 536870912 + tf * 65536 + dl)
+  end
+  n, l = n + delta, l + newLen - oldLen
+  dn, dlsum = dn + delta, dlsum + newLen - oldLen
+  i = last + 1
+end
+local heads = {}
+for j0 = 1, #order, 1000 do
+  local part = {}
+  for j = j0, math.min(j0 + 999, #order) do part[#part + 1] = order[j] end
+  local hv = redis.call('HMGET', KEYS[3], unpack(part))
+  for j, t in ipairs(part) do
+    if hv[j] then heads[t] = tonumber(string.match(hv[j], ' (.*)$')) end
+  end
+end
+local dictAdd, dictRem = {}, {}
+for _, t in ipairs(order) do
+  local e, k = post[t], p .. 't:' .. t
+  local m = heads[t]
+  if m then
+    local drop = e.top and e.top >= m
+    if not drop then
+      for _, id in ipairs(e.ids) do
+        local old = redis.call('ZSCORE', k, id)
+        if old and tonumber(old) >= m then drop = true break end
+      end
+    end
+    if drop then
+      redis.call('DEL', p .. 'th:' .. t)
+      redis.call('HDEL', KEYS[3], t)
+    end
+  end
+  local adds, rems = {}, {}
+  for _, id in ipairs(e.ids) do
+    local sc = e.sc[id]
+    if sc then
+      adds[#adds + 1] = sc
+      adds[#adds + 1] = id
+    else
+      rems[#rems + 1] = id
+    end
+  end
+  for j0 = 1, #rems, 1000 do
+    redis.call('ZREM', k, unpack(rems, j0, math.min(j0 + 999, #rems)))
+  end
+  for j0 = 1, #adds, 2000 do
+    redis.call('ZADD', k, unpack(adds, j0, math.min(j0 + 1999, #adds)))
+  end
+  if #adds > 0 then
+    dictAdd[#dictAdd + 1] = 0
+    dictAdd[#dictAdd + 1] = t
+  elseif redis.call('ZCARD', k) == 0 then
+    dictRem[#dictRem + 1] = t
+  end
+end
+for j0 = 1, #dictAdd, 2000 do
+  redis.call('ZADD', KEYS[1], unpack(dictAdd, j0, math.min(j0 + 1999, #dictAdd)))
+end
+for j0 = 1, #dictRem, 1000 do
+  redis.call('ZREM', KEYS[1], unpack(dictRem, j0, math.min(j0 + 999, #dictRem)))
+end
+redis.call('HINCRBY', KEYS[2], 'n', dn)
+redis.call('HINCRBY', KEYS[2], 'l', dlsum)
 return 1
 `)
+
+// postingWrites gathers the posting changes of documents of one project
+// for one reindexLexScript call (flush), in the order they were added.
+type postingWrites struct {
+	k    keys
+	args []any
+}
+
+func newPostingWrites(k keys) *postingWrites {
+	return &postingWrites{k: k, args: []any{k.p}}
+}
+
+// add queues a document's move from oldTF (oldLen tokens) to newTF
+// (newLen); delta is its change to the document count (1 new, -1 gone).
+func (w *postingWrites) add(id string, delta, oldLen, newLen int, oldTF, newTF map[string]int) {
+	w.args = slices.Grow(w.args, 6+len(oldTF)+2*len(newTF))
+	w.args = append(w.args, id, delta, oldLen, newLen, len(oldTF), len(newTF))
+	for t := range oldTF {
+		w.args = append(w.args, t)
+	}
+	for t, c := range newTF {
+		w.args = append(w.args, t, c)
+	}
+}
+
+// flush queues the script call on pipe (nothing when no document was
+// added) and empties w.
+func (w *postingWrites) flush(ctx context.Context, pipe goredis.Pipeliner) {
+	if len(w.args) > 1 {
+		reindexLexScript.Eval(ctx, pipe, []string{w.k.terms(), w.k.stats(), w.k.heads()}, w.args...)
+	}
+	w.args = w.args[:1]
+}
 
 // hdelIfScript deletes a hash field only while it holds the given value.
 var hdelIfScript = goredis.NewScript(`
@@ -286,6 +399,15 @@ return 0
 // node (nil for a new one). The caller has WATCHed the node key, the
 // digest hash and the vector set, and checked the vector's dimension.
 func (s *Store) writeNode(ctx context.Context, pipe goredis.Pipeliner, old, n *memory.Node) {
+	lw := newPostingWrites(s.keys(spaceOf(n)))
+	s.writeNodeTo(ctx, pipe, lw, old, n)
+	lw.flush(ctx, pipe)
+}
+
+// writeNodeTo is writeNode with the posting changes queued on lw (of n's
+// project), for the caller to flush with those of the other nodes it
+// writes in the same MULTI.
+func (s *Store) writeNodeTo(ctx context.Context, pipe goredis.Pipeliner, lw *postingWrites, old, n *memory.Node) {
 	k := s.keys(spaceOf(n))
 	id := n.ID
 
@@ -396,19 +518,11 @@ func (s *Store) writeNode(ctx context.Context, pipe goredis.Pipeliner, old, n *m
 		oldTF, oldLen = docTokens(old)
 	}
 	if old == nil || oldLen != newLen || !sameTF(oldTF, newTF) {
-		args := make([]any, 0, 6+len(oldTF)+2*len(newTF))
 		docDelta := 0
 		if old == nil {
 			docDelta = 1
 		}
-		args = append(args, k.p, id, docDelta, oldLen, newLen, len(oldTF))
-		for t := range oldTF {
-			args = append(args, t)
-		}
-		for t, c := range newTF {
-			args = append(args, t, c)
-		}
-		reindexLexScript.Eval(ctx, pipe, []string{k.terms(), k.stats(), k.heads()}, args...)
+		lw.add(id, docDelta, oldLen, newLen, oldTF, newTF)
 	}
 
 	// Path sets.

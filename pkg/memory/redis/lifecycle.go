@@ -546,9 +546,11 @@ func (s *Store) putTag(ctx context.Context, project string, nodes []memory.Node,
 			}
 		}
 		_, err := tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+			lw := newPostingWrites(k)
 			for i := range nodes {
-				s.writeNode(ctx, p, olds[i], &nodes[i])
+				s.writeNodeTo(ctx, p, lw, olds[i], &nodes[i])
 			}
+			lw.flush(ctx, p)
 			for _, e := range edges {
 				s.writeEdge(ctx, p, project, project, e, false)
 			}

@@ -515,9 +515,11 @@ func (s *Store) modifyTag(ctx context.Context, op, project string, ids []string,
 			return nil
 		}
 		_, err := tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+			lw := newPostingWrites(k)
 			for i := range writes {
-				s.writeNode(ctx, p, &writes[i].old, &writes[i].n)
+				s.writeNodeTo(ctx, p, lw, &writes[i].old, &writes[i].n)
 			}
+			lw.flush(ctx, p)
 			return nil
 		})
 		return err
