@@ -81,14 +81,14 @@ func convMoved(old, n *memory.Node) bool {
 
 // writeConversation puts n in its conversation set (taking old out of
 // its own when it moved), within the write's transaction.
-func (s *Store) writeConversation(ctx context.Context, pipe goredis.Pipeliner, k keys, old, n *memory.Node) {
+func (s *Store) writeConversation(ctx context.Context, pipe goredis.Pipeliner, lw *tagWrites, k keys, old, n *memory.Node) {
 	if !convMoved(old, n) {
 		return
 	}
 	if old != nil && spaceOf(old) == spaceOf(n) {
 		pipe.ZRem(ctx, k.conversation(old.SessionID), naturalKey(old.ID))
 	}
-	pipe.ZAdd(ctx, k.conversation(n.SessionID), goredis.Z{Score: float64(memory.ConversationAt(n)), Member: naturalKey(n.ID)})
+	lw.zadd(k.conversation(n.SessionID), float64(memory.ConversationAt(n)), naturalKey(n.ID))
 }
 
 // adjacentScript answers memories' neighbours: per memory its score and

@@ -374,8 +374,8 @@ func (s *Store) dropNode(ctx context.Context, pipe goredis.Pipeliner, n *memory.
 		pipe.SRem(ctx, k.path(p), id)
 	}
 	tf, length := docTokens(n)
-	lw := newPostingWrites(k)
-	lw.add(id, -1, length, 0, tf, nil)
+	lw := newTagWrites(k)
+	lw.reindex(id, -1, length, 0, tf, nil)
 	lw.flush(ctx, pipe)
 }
 

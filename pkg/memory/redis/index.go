@@ -355,20 +355,33 @@ redis.call('HINCRBY', KEYS[2], 'l', dlsum)
 return 1
 `)
 
-// postingWrites gathers the posting changes of documents of one project
-// for one reindexLexScript call (flush), in the order they were added.
-type postingWrites struct {
+// tagWrites gathers writes of one project's keys (one hash tag) that
+// writeNodeTo queues for one MULTI, so that a batch of nodes costs one
+// command per key rather than one per node and key: the posting changes
+// of every document (one reindexLexScript call), and the fields and
+// members added to the project's shared hashes, sets and sorted sets (the
+// filter fields, digests, timeline, live set, standing and backlog sets,
+// conversation sets). flush queues them after everything writeNodeTo
+// queued directly; what it queues directly (removals, conditional
+// deletes, the node hashes) never depends on an addition to the same key
+// by another node of the batch.
+type tagWrites struct {
 	k    keys
-	args []any
+	args []any // reindexLexScript's ARGV
+
+	order []string // the keys added to, in first-use order
+	hsets map[string][]any
+	zadds map[string][]goredis.Z
+	sadds map[string][]any
 }
 
-func newPostingWrites(k keys) *postingWrites {
-	return &postingWrites{k: k, args: []any{k.p}}
+func newTagWrites(k keys) *tagWrites {
+	return &tagWrites{k: k, args: []any{k.p}}
 }
 
-// add queues a document's move from oldTF (oldLen tokens) to newTF
+// reindex queues a document's move from oldTF (oldLen tokens) to newTF
 // (newLen); delta is its change to the document count (1 new, -1 gone).
-func (w *postingWrites) add(id string, delta, oldLen, newLen int, oldTF, newTF map[string]int) {
+func (w *tagWrites) reindex(id string, delta, oldLen, newLen int, oldTF, newTF map[string]int) {
 	w.args = slices.Grow(w.args, 6+len(oldTF)+2*len(newTF))
 	w.args = append(w.args, id, delta, oldLen, newLen, len(oldTF), len(newTF))
 	for t := range oldTF {
@@ -379,9 +392,51 @@ func (w *postingWrites) add(id string, delta, oldLen, newLen int, oldTF, newTF m
 	}
 }
 
-// flush queues the script call on pipe (nothing when no document was
-// added) and empties w.
-func (w *postingWrites) flush(ctx context.Context, pipe goredis.Pipeliner) {
+func (w *tagWrites) use(key string) {
+	if w.hsets == nil {
+		w.hsets, w.zadds, w.sadds = map[string][]any{}, map[string][]goredis.Z{}, map[string][]any{}
+	}
+	if _, ok := w.hsets[key]; ok {
+		return
+	}
+	if _, ok := w.zadds[key]; ok {
+		return
+	}
+	if _, ok := w.sadds[key]; ok {
+		return
+	}
+	w.order = append(w.order, key)
+}
+
+func (w *tagWrites) hset(key, field, value string) {
+	w.use(key)
+	w.hsets[key] = append(w.hsets[key], field, value)
+}
+
+func (w *tagWrites) zadd(key string, score float64, member string) {
+	w.use(key)
+	w.zadds[key] = append(w.zadds[key], goredis.Z{Score: score, Member: member})
+}
+
+func (w *tagWrites) sadd(key, member string) {
+	w.use(key)
+	w.sadds[key] = append(w.sadds[key], member)
+}
+
+// flush queues the gathered writes on pipe and empties w.
+func (w *tagWrites) flush(ctx context.Context, pipe goredis.Pipeliner) {
+	for _, key := range w.order {
+		if v := w.hsets[key]; len(v) > 0 {
+			pipe.HSet(ctx, key, v...)
+		}
+		if v := w.zadds[key]; len(v) > 0 {
+			pipe.ZAdd(ctx, key, v...)
+		}
+		if v := w.sadds[key]; len(v) > 0 {
+			pipe.SAdd(ctx, key, v...)
+		}
+	}
+	w.order, w.hsets, w.zadds, w.sadds = nil, nil, nil, nil
 	if len(w.args) > 1 {
 		reindexLexScript.Eval(ctx, pipe, []string{w.k.terms(), w.k.stats(), w.k.heads()}, w.args...)
 	}
@@ -399,7 +454,7 @@ return 0
 // node (nil for a new one). The caller has WATCHed the node key, the
 // digest hash and the vector set, and checked the vector's dimension.
 func (s *Store) writeNode(ctx context.Context, pipe goredis.Pipeliner, old, n *memory.Node) {
-	lw := newPostingWrites(s.keys(spaceOf(n)))
+	lw := newTagWrites(s.keys(spaceOf(n)))
 	s.writeNodeTo(ctx, pipe, lw, old, n)
 	lw.flush(ctx, pipe)
 }
@@ -407,7 +462,7 @@ func (s *Store) writeNode(ctx context.Context, pipe goredis.Pipeliner, old, n *m
 // writeNodeTo is writeNode with the posting changes queued on lw (of n's
 // project), for the caller to flush with those of the other nodes it
 // writes in the same MULTI.
-func (s *Store) writeNodeTo(ctx context.Context, pipe goredis.Pipeliner, lw *postingWrites, old, n *memory.Node) {
+func (s *Store) writeNodeTo(ctx context.Context, pipe goredis.Pipeliner, lw *tagWrites, old, n *memory.Node) {
 	k := s.keys(spaceOf(n))
 	id := n.ID
 
@@ -434,12 +489,12 @@ func (s *Store) writeNodeTo(ctx context.Context, pipe goredis.Pipeliner, lw *pos
 
 	// The filter fields the server-side scripts judge visibility by.
 	if ff := filterFields(enc); old == nil || filterFields(oldEnc) != ff {
-		pipe.HSet(ctx, k.vis(), id, ff)
+		lw.hset(k.vis(), id, ff)
 	}
 
 	// Digest -> id.
 	if old == nil || old.Digest != n.Digest {
-		pipe.HSet(ctx, k.digests(), n.Digest, id)
+		lw.hset(k.digests(), n.Digest, id)
 		if old != nil && old.Digest != "" {
 			hdelIfScript.Eval(ctx, pipe, []string{k.digests()}, old.Digest, id)
 		}
@@ -447,17 +502,17 @@ func (s *Store) writeNodeTo(ctx context.Context, pipe goredis.Pipeliner, lw *pos
 
 	// Timeline.
 	if old == nil || !old.UpdatedAt.Equal(n.UpdatedAt) {
-		pipe.ZAdd(ctx, k.all(), goredis.Z{Score: timeScore(n), Member: id})
+		lw.zadd(k.all(), timeScore(n), id)
 	}
 
 	// Conversation set.
-	s.writeConversation(ctx, pipe, k, old, n)
+	s.writeConversation(ctx, pipe, lw, k, old, n)
 
 	// Live set.
 	live := n.Live()
 	if old == nil || old.Live() != live {
 		if live {
-			pipe.SAdd(ctx, k.live(), id)
+			lw.sadd(k.live(), id)
 		} else if old != nil {
 			pipe.SRem(ctx, k.live(), id)
 		}
@@ -466,7 +521,7 @@ func (s *Store) writeNodeTo(ctx context.Context, pipe goredis.Pipeliner, lw *pos
 	// Standing candidates.
 	if memory.IsStanding(n) {
 		if old == nil || !memory.IsStanding(old) || standingScore(old) != standingScore(n) {
-			pipe.ZAdd(ctx, k.standing(), goredis.Z{Score: standingScore(n), Member: id})
+			lw.zadd(k.standing(), standingScore(n), id)
 		}
 	} else if old != nil && memory.IsStanding(old) {
 		pipe.ZRem(ctx, k.standing(), id)
@@ -490,10 +545,10 @@ func (s *Store) writeNodeTo(ctx context.Context, pipe goredis.Pipeliner, lw *pos
 	}
 	if live && (old == nil || !old.Live() || oldModel != newModel) {
 		if newModel == "" {
-			pipe.ZAdd(ctx, k.pending(), goredis.Z{Score: createdScore(n), Member: id})
+			lw.zadd(k.pending(), createdScore(n), id)
 		} else {
-			pipe.ZAdd(ctx, k.embedded(newModel), goredis.Z{Score: createdScore(n), Member: id})
-			pipe.SAdd(ctx, k.models(), newModel)
+			lw.zadd(k.embedded(newModel), createdScore(n), id)
+			lw.sadd(k.models(), newModel)
 		}
 	}
 
@@ -522,7 +577,7 @@ func (s *Store) writeNodeTo(ctx context.Context, pipe goredis.Pipeliner, lw *pos
 		if old == nil {
 			docDelta = 1
 		}
-		lw.add(id, docDelta, oldLen, newLen, oldTF, newTF)
+		lw.reindex(id, docDelta, oldLen, newLen, oldTF, newTF)
 	}
 
 	// Path sets.

@@ -546,7 +546,7 @@ func (s *Store) putTag(ctx context.Context, project string, nodes []memory.Node,
 			}
 		}
 		_, err := tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
-			lw := newPostingWrites(k)
+			lw := newTagWrites(k)
 			for i := range nodes {
 				s.writeNodeTo(ctx, p, lw, olds[i], &nodes[i])
 			}

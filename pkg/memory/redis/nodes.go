@@ -515,7 +515,7 @@ func (s *Store) modifyTag(ctx context.Context, op, project string, ids []string,
 			return nil
 		}
 		_, err := tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
-			lw := newPostingWrites(k)
+			lw := newTagWrites(k)
 			for i := range writes {
 				s.writeNodeTo(ctx, p, lw, &writes[i].old, &writes[i].n)
 			}
