@@ -82,21 +82,23 @@ func docText(n *memory.Node) string {
 	return sb.String()
 }
 
+// posting is a document's entry in a term's list, as searches read it
+// (a list keeps its rids and tfs in two arrays: 6 bytes a posting).
 type posting struct {
 	rid uint32
-	gen uint32 // the document generation it was written for; stale entries are skipped
 	tf  uint16
 }
 
 type term struct {
-	name     string
-	postings []posting // postings[:sorted] by rid (ascending), the rest in the order written
-	df       int       // live documents holding the term
-	stale    int       // postings of an older generation (until compact)
-	sorted   int       // how many postings from the first are in rid order (see sortTail)
-	maxTF    uint16    // the highest tf of a posting written (a bound for pruning: never lowered)
-	minLen   uint32    // the shortest document a posting was written for (a bound: never raised)
-	ver      uint32    // bumped when the term's live documents change (the union df cache)
+	name   string
+	rids   []uint32 // the documents: rids[:sorted] ascending, the rest in the order written
+	tfs    []uint16 // by posting: the term's count in the document; 0: a removed document's (until compact)
+	df     int      // live documents holding the term
+	stale  int      // postings of removed or re-indexed documents (tf 0, until compact)
+	sorted int      // how many postings from the first are in rid order (see sortTail)
+	maxTF  uint16   // the highest tf of a posting written (a bound for pruning: never lowered)
+	minLen uint32   // the shortest document a posting was written for (a bound: never raised)
+	ver    uint32   // bumped when the term's live documents change (the union df cache)
 }
 
 // lexIndex is an in-memory BM25 index over node rids. Postings are appended;
@@ -115,7 +117,6 @@ type lexIndex struct {
 	recent   []string          // sorted terms added since dict was last merged (kept small)
 	docTerms [][]uint32        // per rid: the distinct terms (ids) of the live document
 	docLen   []uint32          // per rid: tokens
-	gen      []uint32          // per rid
 	nDocs    int
 	totalLen int64
 	dead     int // stale postings
@@ -140,18 +141,19 @@ func (x *lexIndex) term(t string) *term {
 func (x *lexIndex) grow(rid uint32) {
 	for int(rid) >= len(x.docLen) {
 		x.docLen = append(x.docLen, 0)
-		x.gen = append(x.gen, 0)
 		x.docTerms = append(x.docTerms, nil)
 	}
 }
 
-// remove drops a document (its postings become dead).
+// remove drops a document: its postings get tf 0 (stale, skipped by
+// searches, dropped by compact).
 func (x *lexIndex) remove(rid uint32) {
 	if int(rid) >= len(x.docLen) || x.docTerms[rid] == nil {
 		return
 	}
 	for _, id := range x.docTerms[rid] {
 		tm := &x.tms[id]
+		tm.kill(rid)
 		tm.df--
 		tm.stale++
 		tm.ver++
@@ -162,7 +164,6 @@ func (x *lexIndex) remove(rid uint32) {
 	x.totalLen -= int64(x.docLen[rid])
 	x.docTerms[rid] = nil
 	x.docLen[rid] = 0
-	x.gen[rid]++
 }
 
 // set (re)indexes a document.
@@ -193,7 +194,7 @@ func (x *lexIndex) setCounts(rid uint32, counts map[string]int) {
 		}
 		tm := &x.tms[id]
 		tf := uint16(min(c, math.MaxUint16))
-		tm.add(posting{rid: rid, gen: x.gen[rid], tf: tf}, length)
+		tm.add(rid, tf, length)
 		ids = append(ids, id)
 	}
 	x.docTerms[rid] = ids
@@ -252,19 +253,20 @@ func (x *lexIndex) compact() {
 		if tm.name == "" {
 			continue // a free slot
 		}
-		kept := tm.postings[:0]
-		for _, p := range tm.postings {
-			if x.gen[p.rid] == p.gen && x.docTerms[p.rid] != nil {
-				kept = append(kept, p)
+		kept := 0
+		for i, tf := range tm.tfs {
+			if tf != 0 {
+				tm.rids[kept], tm.tfs[kept] = tm.rids[i], tf
+				kept++
 			}
 		}
-		if len(kept) == 0 {
+		if kept == 0 {
 			delete(x.ids, tm.name)
 			*tm = term{ver: tm.ver + 1}
 			x.free = append(x.free, uint32(id))
 			continue
 		}
-		tm.postings, tm.stale = slices.Clip(kept), 0
+		tm.rids, tm.tfs, tm.stale = slices.Clip(tm.rids[:kept]), slices.Clip(tm.tfs[:kept]), 0
 		tm.sortAll()
 	}
 	x.dead = 0
@@ -500,28 +502,31 @@ func (x *lexIndex) searchPruned(words []string, sc *scratch, want int, accept fu
 				continue
 			}
 			k := (u.w + u.we) * idf(float64(tm.df)) * (bm25K1 + 1)
-			for _, p := range tm.postings {
-				old := sc.score[p.rid]
+			tfs := tm.tfs[:len(tm.rids)]
+			for i, rid := range tm.rids {
+				old := sc.score[rid]
 				if old == 0 {
-					sc.touched = append(sc.touched, p.rid)
+					sc.touched = append(sc.touched, rid)
 				}
-				f := float64(p.tf)
-				v := old + bm.score(k, f, x.docLen[p.rid])
-				sc.score[p.rid] = v
+				f := float64(tfs[i])
+				v := old + bm.score(k, f, x.docLen[rid])
+				sc.score[rid] = v
 				top = max(top, v)
 			}
 			continue
 		}
 		sc.touchT = sc.touchT[:0]
 		for _, tm := range u.lists {
-			for _, p := range tm.postings {
-				if tm.stale > 0 && x.gen[p.rid] != p.gen {
-					continue
+			tfs := tm.tfs[:len(tm.rids)]
+			for i, rid := range tm.rids {
+				tf := tfs[i]
+				if tf == 0 {
+					continue // stale
 				}
-				if sc.tf[p.rid] == 0 {
-					sc.touchT = append(sc.touchT, p.rid)
+				if sc.tf[rid] == 0 {
+					sc.touchT = append(sc.touchT, rid)
 				}
-				sc.tf[p.rid] += float32(p.tf)
+				sc.tf[rid] += float32(tf)
 			}
 		}
 		df := float64(len(sc.touchT))

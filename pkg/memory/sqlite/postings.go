@@ -19,20 +19,40 @@ import (
 // grow before it is merged (a sixteenth of the sorted part, at least 64).
 func tailMax(sorted int) int { return 64 + sorted/16 }
 
-// add appends p, a posting of a document of length tokens.
-func (tm *term) add(p posting, length uint32) {
-	n := len(tm.postings)
-	tm.postings = append(tm.postings, p)
-	if tm.sorted == n && (n == 0 || tm.postings[n-1].rid <= p.rid) {
+// add appends the posting of document rid (tf its count of the term, of
+// length tokens).
+func (tm *term) add(rid uint32, tf uint16, length uint32) {
+	n := len(tm.rids)
+	tm.rids = append(tm.rids, rid)
+	tm.tfs = append(tm.tfs, tf)
+	if tm.sorted == n && (n == 0 || tm.rids[n-1] <= rid) {
 		tm.sorted++
-	} else if len(tm.postings)-tm.sorted > tailMax(tm.sorted) {
+	} else if len(tm.rids)-tm.sorted > tailMax(tm.sorted) {
 		tm.sortTail()
 	}
 	tm.df++
 	tm.ver++
-	tm.maxTF = max(tm.maxTF, p.tf)
+	tm.maxTF = max(tm.maxTF, tf)
 	if n == 0 || length < tm.minLen {
 		tm.minLen = length
+	}
+}
+
+// kill marks the live posting of document rid stale (tf 0): found by
+// binary search in the sorted part, else in the tail (newest first).
+func (tm *term) kill(rid uint32) {
+	at, _ := slices.BinarySearch(tm.rids[:tm.sorted], rid)
+	for ; at < tm.sorted && tm.rids[at] == rid; at++ {
+		if tm.tfs[at] != 0 {
+			tm.tfs[at] = 0
+			return
+		}
+	}
+	for i := len(tm.rids) - 1; i >= tm.sorted; i-- {
+		if tm.rids[i] == rid && tm.tfs[i] != 0 {
+			tm.tfs[i] = 0
+			return
+		}
 	}
 }
 
@@ -41,49 +61,55 @@ func byRid(a, b posting) int { return cmp.Compare(a.rid, b.rid) }
 // sortTail sorts the tail and merges it into the sorted part (in place,
 // from the end).
 func (tm *term) sortTail() {
-	ps := tm.postings
-	tail := slices.Clone(ps[tm.sorted:])
+	tail := make([]posting, len(tm.rids)-tm.sorted)
+	for k := range tail {
+		tail[k] = posting{tm.rids[tm.sorted+k], tm.tfs[tm.sorted+k]}
+	}
 	slices.SortStableFunc(tail, byRid)
+	rids, tfs := tm.rids, tm.tfs
 	i, j := tm.sorted-1, len(tail)-1
-	for k := len(ps) - 1; j >= 0; k-- {
-		if i >= 0 && ps[i].rid > tail[j].rid {
-			ps[k] = ps[i]
+	for k := len(rids) - 1; j >= 0; k-- {
+		if i >= 0 && rids[i] > tail[j].rid {
+			rids[k], tfs[k] = rids[i], tfs[i]
 			i--
 		} else {
-			ps[k] = tail[j]
+			rids[k], tfs[k] = tail[j].rid, tail[j].tf
 			j--
 		}
 	}
-	tm.sorted = len(ps)
+	tm.sorted = len(rids)
 }
 
 // sortAll puts every posting in rid order (compact, after dropping the
 // stale ones).
 func (tm *term) sortAll() {
-	if !slices.IsSortedFunc(tm.postings, byRid) {
-		slices.SortStableFunc(tm.postings, byRid)
+	tm.sorted = 0
+	for tm.sorted < len(tm.rids) && (tm.sorted == 0 || tm.rids[tm.sorted-1] <= tm.rids[tm.sorted]) {
+		tm.sorted++
 	}
-	tm.sorted = len(tm.postings)
+	if tm.sorted < len(tm.rids) {
+		tm.sortTail()
+	}
 }
 
 // seek returns the index of the first sorted posting at or after from
 // whose rid is at least rid (galloping: cheap when the next candidate is
 // near).
 func (tm *term) seek(from int, rid uint32) int {
-	ps := tm.postings[:tm.sorted]
-	if from >= len(ps) || ps[from].rid >= rid {
+	rs := tm.rids[:tm.sorted]
+	if from >= len(rs) || rs[from] >= rid {
 		return from
 	}
 	lo, step := from, 1
 	hi := from + step
-	for hi < len(ps) && ps[hi].rid < rid {
+	for hi < len(rs) && rs[hi] < rid {
 		lo = hi
 		step *= 2
 		hi = lo + step
 	}
-	hi = min(hi, len(ps))
-	// ps[lo].rid < rid; the answer is in (lo, hi].
-	i, _ := slices.BinarySearchFunc(ps[lo+1:hi], rid, func(p posting, r uint32) int { return cmp.Compare(p.rid, r) })
+	hi = min(hi, len(rs))
+	// rs[lo] < rid; the answer is in (lo, hi].
+	i, _ := slices.BinarySearch(rs[lo+1:hi], rid)
 	return lo + 1 + i
 }
 
@@ -92,25 +118,27 @@ func (tm *term) seek(from int, rid uint32) int {
 // the sorted part when the candidates are few against the list, by
 // reading it otherwise, and by reading the tail.
 func (x *lexIndex) candidates(tm *term, cands []uint32, mark []uint64, out []posting) []posting {
-	ps := tm.postings
+	rids, tfs := tm.rids, tm.tfs[:len(tm.rids)]
+	from := 0
 	if sorted := tm.sorted; len(cands)*seekCost(sorted) < sorted {
 		at := 0
 		for _, rid := range cands {
 			at = tm.seek(at, rid)
-			for ; at < sorted && ps[at].rid == rid; at++ {
-				if p := ps[at]; tm.stale == 0 || x.gen[p.rid] == p.gen {
-					out = append(out, p)
+			for ; at < sorted && rids[at] == rid; at++ {
+				if tfs[at] != 0 {
+					out = append(out, posting{rid, tfs[at]})
 				}
 			}
 			if at >= sorted {
 				break
 			}
 		}
-		ps = ps[sorted:]
+		from = sorted
 	}
-	for _, p := range ps {
-		if mark[p.rid>>6]&(1<<(p.rid&63)) != 0 && (tm.stale == 0 || x.gen[p.rid] == p.gen) {
-			out = append(out, p)
+	for i := from; i < len(rids); i++ {
+		rid := rids[i]
+		if mark[rid>>6]&(1<<(rid&63)) != 0 && tfs[i] != 0 {
+			out = append(out, posting{rid, tfs[i]})
 		}
 	}
 	return out
@@ -150,11 +178,11 @@ func (x *lexIndex) unionDF(lists []*term, sc *scratch) int {
 	}
 	df := 0
 	for _, tm := range lists {
-		for _, p := range tm.postings {
-			if tm.stale > 0 && x.gen[p.rid] != p.gen {
+		for i, rid := range tm.rids {
+			if tm.tfs[i] == 0 {
 				continue
 			}
-			w, b := p.rid>>6, uint64(1)<<(p.rid&63)
+			w, b := rid>>6, uint64(1)<<(rid&63)
 			if sc.seen[w]&b == 0 {
 				sc.seen[w] |= b
 				df++
@@ -162,8 +190,8 @@ func (x *lexIndex) unionDF(lists []*term, sc *scratch) int {
 		}
 	}
 	for _, tm := range lists {
-		for _, p := range tm.postings {
-			sc.seen[p.rid>>6] = 0
+		for _, rid := range tm.rids {
+			sc.seen[rid>>6] = 0
 		}
 	}
 	x.dfCache.put(string(key), ver, df)

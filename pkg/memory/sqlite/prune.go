@@ -379,19 +379,19 @@ func (x *lexIndex) touchedAtLeast(sc *scratch, done []lexUnit, restricted bool, 
 	defer func() {
 		for _, u := range done {
 			for _, tm := range u.lists {
-				for _, p := range tm.postings {
-					sc.seen[p.rid>>6] = 0
+				for _, rid := range tm.rids {
+					sc.seen[rid>>6] = 0
 				}
 			}
 		}
 	}()
 	for _, u := range done {
 		for _, tm := range u.lists {
-			for _, p := range tm.postings {
-				if tm.stale > 0 && x.gen[p.rid] != p.gen {
+			for i, rid := range tm.rids {
+				if tm.tfs[i] == 0 {
 					continue
 				}
-				w, b := p.rid>>6, uint64(1)<<(p.rid&63)
+				w, b := rid>>6, uint64(1)<<(rid&63)
 				if sc.seen[w]&b == 0 {
 					sc.seen[w] |= b
 					if count++; count >= need {
