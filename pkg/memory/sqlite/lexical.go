@@ -115,7 +115,7 @@ type lexIndex struct {
 	free     []uint32          // ids of terms compact deleted, for new terms
 	dict     []string          // sorted terms, for prefix expansion
 	recent   []string          // sorted terms added since dict was last merged (kept small)
-	docTerms [][]uint32        // per rid: the distinct terms (ids) of the live document
+	docTerms [][]byte          // per rid: the distinct terms (ids) of the live document, encoded (docterms.go); nil: none
 	docLen   []uint32          // per rid: tokens
 	nDocs    int
 	totalLen int64
@@ -151,15 +151,15 @@ func (x *lexIndex) remove(rid uint32) {
 	if int(rid) >= len(x.docLen) || x.docTerms[rid] == nil {
 		return
 	}
-	for _, id := range x.docTerms[rid] {
+	n := eachTerm(x.docTerms[rid], func(id uint32) {
 		tm := &x.tms[id]
 		tm.kill(rid)
 		tm.df--
 		tm.stale++
 		tm.ver++
-	}
-	x.dead += len(x.docTerms[rid])
-	x.live -= len(x.docTerms[rid])
+	})
+	x.dead += n
+	x.live -= n
 	x.nDocs--
 	x.totalLen -= int64(x.docLen[rid])
 	x.docTerms[rid] = nil
@@ -178,7 +178,7 @@ func (x *lexIndex) setCounts(rid uint32, counts map[string]int) {
 	x.grow(rid)
 	x.remove(rid)
 	if len(counts) == 0 {
-		x.docTerms[rid] = []uint32{}
+		x.docTerms[rid] = []byte{}
 		x.nDocs++
 		return
 	}
@@ -197,7 +197,7 @@ func (x *lexIndex) setCounts(rid uint32, counts map[string]int) {
 		tm.add(rid, tf, length)
 		ids = append(ids, id)
 	}
-	x.docTerms[rid] = ids
+	x.docTerms[rid] = encodeTerms(ids)
 	x.docLen[rid] = length
 	x.nDocs++
 	x.totalLen += int64(length)

@@ -155,3 +155,34 @@ func TestPrunedSearchMatchesExhaustive(t *testing.T) {
 		t.Errorf("only %d queries were pruned: the test does not exercise pruning", pruned)
 	}
 }
+
+// TestTermListRoundTrip: a document's encoded term list gives back its
+// ids, in a slice of exactly their encoded size.
+func TestTermListRoundTrip(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 200 {
+		ids := make([]uint32, rng.IntN(50))
+		seen := map[uint32]bool{}
+		for i := range ids {
+			for {
+				id := uint32(rng.Int64N(1 << uint(1+rng.IntN(32))))
+				if !seen[id] {
+					ids[i], seen[id] = id, true
+					break
+				}
+			}
+		}
+		enc := encodeTerms(slices.Clone(ids))
+		if len(enc) != cap(enc) {
+			t.Fatalf("%d bytes in a slice of %d", len(enc), cap(enc))
+		}
+		var got []uint32
+		if n := eachTerm(enc, func(id uint32) { got = append(got, id) }); n != len(ids) {
+			t.Fatalf("%d ids counted, %d encoded", n, len(ids))
+		}
+		slices.Sort(ids)
+		if !slices.Equal(got, ids) {
+			t.Fatalf("decoded %v, encoded %v", got, ids)
+		}
+	}
+}

@@ -106,7 +106,7 @@ func BenchmarkResidentBytes(b *testing.B) {
 		postings += cap(x.lex.tms[i].rids)*4 + cap(x.lex.tms[i].tfs)*2 + len(x.lex.tms[i].name)
 	}
 	for _, d := range x.lex.docTerms {
-		docTerms += 4 * cap(d)
+		docTerms += cap(d)
 	}
 	for _, fv := range x.flat {
 		for _, v := range fv.vecs {
