@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/engram-memory/engram/internal/app"
 	"github.com/engram-memory/engram/internal/config"
 	"github.com/engram-memory/engram/internal/credurl"
 	"github.com/engram-memory/engram/internal/natsauth"
@@ -32,7 +33,10 @@ func setup(ctx context.Context, stdout io.Writer, args []string) error {
 	// limits would delete dead letters) leaves it as it is and says what
 	// waits for an admin.
 	var o events.EnsureOptions
-	topo := cfg.Topology()
+	topo, err := app.TopologyWithLanes(cfg)
+	if err != nil {
+		return err
+	}
 	if g, err := natsauth.Query(ctx, nc); err == nil && !g.MayPublish("$JS.API.STREAM.UPDATE."+topo.DLQ.Name) {
 		o.Frozen = append(o.Frozen, topo.DLQ.Name)
 	}
@@ -51,6 +55,22 @@ func setup(ctx context.Context, stdout io.Writer, args []string) error {
 	out(stdout, "consumers on %s:\n", topo.In.Name)
 	for _, c := range topo.Consumers {
 		out(stdout, "  %-12s %v (ack wait %s, max deliver %d (by the worker), max ack pending %d)\n", c.Name, c.Types, c.AckWait, c.MaxDeliver, c.MaxAckPending)
+	}
+	if len(topo.Lanes) > 0 {
+		lanes, err := events.CurrentLanes(ctx, js, topo)
+		if err != nil {
+			return err
+		}
+		out(stdout, "injector lanes (the default tenant and %d named):\n", len(topo.Lanes))
+		for i, name := range events.LaneNames() {
+			if len(lanes[i]) > 0 {
+				labels := make([]string, len(lanes[i]))
+				for j, t := range lanes[i] {
+					labels[j] = events.EncodeToken(t) // the default tenant is %
+				}
+				out(stdout, "  %-18s %s\n", name, strings.Join(labels, ", "))
+			}
+		}
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -46,6 +47,9 @@ type Bus struct {
 	Insecure bool
 
 	stopTenants func() // ends the tenants file watch (embedded server)
+	// lanes updates the injector's lanes to a tenants file that changed
+	// (set once the connection is up).
+	lanes atomic.Pointer[func(natsauth.Tenants)]
 }
 
 // ProcessRole is the NATS role of a process: admin for `engram serve` with
@@ -220,7 +224,11 @@ func OpenBus(ctx context.Context, cfg config.Config, embed bool, name string, lo
 		b.Embedded = srv
 		b.Guard = srv.Guard(guardOptions(log.Named("nats-store"), b))
 		if roleUsers != nil {
-			b.stopTenants = watchTenants(cfg, srv, roleUsers, log)
+			b.stopTenants = watchTenants(cfg, srv, roleUsers, log, func(t natsauth.Tenants) {
+				if f := b.lanes.Load(); f != nil {
+					(*f)(t)
+				}
+			})
 		}
 		url = srv.ClientURL()
 		opts = append(opts, nats.InProcessServer(srv.NATS()))
@@ -246,6 +254,20 @@ func OpenBus(ctx context.Context, cfg config.Config, embed bool, name string, lo
 		return nil, fmt.Errorf("app: jetstream: %w", err)
 	}
 	b.JS = js
+	// A change of the tenants file changes the injector's lanes too.
+	ensure := func(t natsauth.Tenants) {
+		if !b.MaySetup() {
+			return
+		}
+		topo := cfg.Topology()
+		topo.Lanes = t.Names()
+		ctx, cancel := context.WithTimeout(context.Background(), cfg.NATS.ConnectTimeout+10*time.Second)
+		defer cancel()
+		if err := events.EnsureLanes(ctx, js, topo); err != nil {
+			log.Error("injector lanes not updated to the tenants file", zap.Error(err))
+		}
+	}
+	b.lanes.Store(&ensure)
 	vctx, cancel := context.WithTimeout(ctx, cfg.NATS.ConnectTimeout)
 	defer cancel()
 	need := natsauth.Need{Roles: RunningRoles(cfg), Inbox: inbox, Prefix: cfg.Events.SubjectPrefix}
@@ -361,7 +383,7 @@ var TenantsPoll = 2 * time.Second
 // watchTenants reloads the embedded server's tenant users whenever the
 // tenants file changes, until the returned function is called (it waits
 // for the watch to end).
-func watchTenants(cfg config.Config, srv *natsembed.Server, roleUsers []*server.User, log *zap.Logger) func() {
+func watchTenants(cfg config.Config, srv *natsembed.Server, roleUsers []*server.User, log *zap.Logger, changed func(natsauth.Tenants)) func() {
 	path := natsauth.TenantsPath(cfg.DataDir)
 	stamp := func() string {
 		st, err := os.Stat(path)
@@ -399,6 +421,7 @@ func watchTenants(cfg config.Config, srv *natsembed.Server, roleUsers []*server.
 			}
 			last = now
 			log.Info("tenant credentials reloaded", zap.Int("tenants", len(tenants.Hashes)), zap.String("file", path))
+			changed(tenants)
 		}
 	}()
 	var once sync.Once
@@ -426,10 +449,30 @@ func CheckTopology(ctx context.Context, js jetstream.JetStream, cfg config.Confi
 
 // EnsureTopology creates or updates the streams and consumers of cfg.
 func EnsureTopology(ctx context.Context, js jetstream.JetStream, cfg config.Config) (events.Topology, error) {
-	topo := cfg.Topology()
+	topo, err := TopologyWithLanes(cfg)
+	if err != nil {
+		return topo, err
+	}
 	if err := events.EnsureTopology(ctx, js, topo); err != nil {
 		return topo, err
 	}
+	return topo, nil
+}
+
+// TopologyWithLanes is cfg's topology with an injector lane for each named
+// tenant of the data dir's tenants file (events.EnsureLanes); none when
+// NATS authentication is off (no tenant credentials, so nothing to tell
+// tenants apart on the bus) or there are no named tenants.
+func TopologyWithLanes(cfg config.Config) (events.Topology, error) {
+	topo := cfg.Topology()
+	if cfg.NATS.Insecure {
+		return topo, nil
+	}
+	tenants, err := natsauth.LoadTenants(cfg.DataDir)
+	if err != nil {
+		return topo, err
+	}
+	topo.Lanes = tenants.Names()
 	return topo, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -103,6 +104,14 @@ func TestServeBindsTenants(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	// Each named tenant has its injector lane, and the victim's turn was
+	// delivered by its own.
+	lanes, err := events.CurrentLanes(ctx, p.Bus.JS, events.DefaultTopology())
+	if err != nil || fmt.Sprint(lanes) != fmt.Sprint(map[int][]string{0: {""}, 1: {"attacker"}, 2: {"victim"}}) {
+		t.Errorf("injector lanes %v (%v)", lanes, err)
+	} else if c, err := p.Bus.JS.Consumer(ctx, events.StreamIn, events.LaneName(2)); err != nil || c.CachedInfo().Delivered.Consumer == 0 {
+		t.Errorf("the victim's lane delivered nothing (%v)", err)
+	}
 	for _, sub := range spies {
 		if m, err := sub.NextMsg(200 * time.Millisecond); err == nil {
 			t.Errorf("the attacker received %s on %s: %s", m.Subject, sub.Subject, m.Data)
@@ -179,9 +188,46 @@ func TestServeBindsTenants(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	// Removed: refused again.
+	// It gets its lane too, and its turns are answered.
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		lanes, err := events.CurrentLanes(ctx, p.Bus.JS, events.DefaultTopology())
+		if err == nil && fmt.Sprint(lanes[3]) == "[late]" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no lane for the tenant added while serve runs: %v %v", lanes, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	{
+		nc, err := nats.Connect(p.Bus.URL, nats.UserInfo(natsauth.TenantUser("late"), pw), nats.CustomInboxPrefix(events.TenantInbox("late")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl, err := events.NewClient(nc, events.WithInjectTimeout(10*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cl.Inject(ctx, events.Ref{TenantID: "late", ProjectID: "p", SessionID: "s", TurnID: "t1"}, events.TurnStarted{Text: "hello"}); err != nil {
+			t.Errorf("the late tenant's turn: %v", err)
+		}
+		nc.Close()
+	}
+	// Removed: refused again, and its lane gone.
 	if err := natsauth.RemoveTenant(cfg.DataDir, "late"); err != nil {
 		t.Fatal(err)
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		lanes, err := events.CurrentLanes(ctx, p.Bus.JS, events.DefaultTopology())
+		if err == nil && len(lanes[3]) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the removed tenant keeps its lane: %v %v", lanes, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	deadline = time.Now().Add(30 * time.Second)
 	for {

@@ -181,6 +181,15 @@ func For(role, prefix string) (perms *Permissions, ok bool) {
 				jsAPI+"CONSUMER.DURABLE.CREATE."+in+"."+c,
 				jsAPI+"CONSUMER.INFO."+in+"."+c)
 		}
+		// The injector's lanes (events.EnsureLanes): created, changed
+		// and deleted as tenants come and go.
+		for _, c := range events.LaneNames() {
+			p.Publish = append(p.Publish,
+				jsAPI+"CONSUMER.CREATE."+in+"."+c,
+				jsAPI+"CONSUMER.CREATE."+in+"."+c+".>",
+				jsAPI+"CONSUMER.INFO."+in+"."+c,
+				jsAPI+"CONSUMER.DELETE."+in+"."+c)
+		}
 		return p, true
 	case RolePlatform:
 		return ForTenant("", prefix), true
@@ -201,6 +210,11 @@ func For(role, prefix string) (perms *Permissions, ok bool) {
 		}, true
 	case RoleInjector:
 		p := worker(role)
+		// Its lanes (events.InjectorLanes), read like its own consumer.
+		for _, c := range events.LaneNames() {
+			p.Publish = append(p.Publish, jsAPI+"CONSUMER.INFO."+in+"."+c, jsAPI+"CONSUMER.MSG.NEXT."+in+"."+c,
+				"$JS.ACK."+in+"."+c+".>")
+		}
 		// The reply to the platform waiting on its inbox (reply_to): the
 		// default tenant's and every other tenant's inboxes; the handler
 		// answers a tenant only in its own (events.CheckReplyFor).

@@ -3,6 +3,7 @@ package runner_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -53,26 +54,13 @@ func TestFairnessServesAnotherTenantBeforeTheFlood(t *testing.T) {
 		t.Run(fmt.Sprintf("fair=%v", fair), func(t *testing.T) {
 			h := newHarness(t, nil)
 			release := make(chan struct{})
-			var mu sync.Mutex
-			var order []events.Envelope
-			var first atomic.Bool
 			var opts []runner.Option
 			if fair {
 				opts = append(opts, runner.WithFairness(0))
 			}
 			h.turn("flood", "s0", "t0", time.Time{}) // taken at once; its handler waits
-			r := h.start(h.injectorConfig(), func(ctx context.Context, ev events.Envelope) error {
-				if first.CompareAndSwap(false, true) {
-					select {
-					case <-release:
-					case <-ctx.Done():
-					}
-				}
-				mu.Lock()
-				order = append(order, ev)
-				mu.Unlock()
-				return nil
-			}, opts...)
+			rec := holdFirst(release)
+			r := h.start(h.injectorConfig(), rec.handle, opts...)
 			eventually(t, "the first turn in its handler", func() bool { return r.Status().InFlight == 1 })
 			for i := range sessions * perSession {
 				h.turn("flood", fmt.Sprintf("s%d", i%sessions), fmt.Sprintf("t%d", i/sessions+1), time.Time{})
@@ -82,11 +70,8 @@ func TestFairnessServesAnotherTenantBeforeTheFlood(t *testing.T) {
 				eventually(t, "everything pulled", func() bool { return r.Status().Queued == sessions*perSession+1 })
 			}
 			close(release)
-			eventually(t, "everything handled", func() bool {
-				mu.Lock()
-				defer mu.Unlock()
-				return len(order) == sessions*perSession+2
-			})
+			eventually(t, "everything handled", func() bool { return len(rec.handled()) == sessions*perSession+2 })
+			order := rec.handled()
 			pos := -1
 			for i, ev := range order {
 				if ev.TenantID == "victim" {
@@ -247,4 +232,35 @@ func contains(xs []string, x string) bool {
 		}
 	}
 	return false
+}
+
+// holder records what its handler handles, holding the first event until
+// release is closed (or the handler's context ends).
+type holder struct {
+	release <-chan struct{}
+	first   atomic.Bool
+	mu      sync.Mutex
+	order   []events.Envelope
+}
+
+func holdFirst(release <-chan struct{}) *holder { return &holder{release: release} }
+
+func (h *holder) handle(ctx context.Context, ev events.Envelope) error {
+	if h.first.CompareAndSwap(false, true) {
+		select {
+		case <-h.release:
+		case <-ctx.Done():
+		}
+	}
+	h.mu.Lock()
+	h.order = append(h.order, ev)
+	h.mu.Unlock()
+	return nil
+}
+
+// handled is what was handled so far, in order.
+func (h *holder) handled() []events.Envelope {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.order)
 }

@@ -33,6 +33,8 @@ type delivery struct {
 	waitSince time.Time
 	due       time.Time
 	slotless  bool // back from a wait: holds no window slot
+	// lane is the consumer it came from, whose window slot it holds.
+	lane *lane
 }
 
 // expired: past its deadline on its first delivery, so it can be dropped

@@ -306,17 +306,19 @@ type Runner struct {
 	reconnects uint64
 	epoch      time.Time
 
-	cons       jetstream.Consumer
 	ackWait    time.Duration
 	maxDeliver int
 	watcher    *dlq.Watcher
 
-	sem        chan struct{}
+	// main is the runner's consumer; lanes (WithLanes) are more
+	// consumers feeding the same queue and handlers.
+	main       *lane
+	lanes      laneSet
 	pullCtx    context.Context
 	stopPull   context.CancelFunc
 	handlerCtx context.Context
 	cancelWork context.CancelFunc
-	loopDone   chan struct{}
+	loops      sync.WaitGroup // the pull loops: main's and the lanes'
 	// Handlers run on Concurrency long-lived workers rather than a
 	// goroutine per message: a handler's call chain (store client, JSON)
 	// outgrows a new goroutine's stack, and a worker keeps the stack it
@@ -332,7 +334,7 @@ type Runner struct {
 	paused      bool
 	pauseCause  error
 	holdUntil   time.Time // Unavailable: do not resume before
-	cancelFetch context.CancelFunc
+	cancelFetch map[*lane]context.CancelFunc
 	lastGateOK  time.Time
 	stopOnce    sync.Once
 	stopErr     error
@@ -387,7 +389,7 @@ func (r *Runner) start(ctx context.Context) error {
 		return fmt.Errorf("runner: consumer %s on %s: %w", r.cfg.Consumer, r.cfg.Stream, err)
 	}
 	info := cons.CachedInfo()
-	r.cons = cons
+	r.main = &lane{name: r.cfg.Consumer, cons: cons}
 	r.ackWait = info.Config.AckWait
 	if r.ackWait <= 0 {
 		r.ackWait = 30 * time.Second // the server's default
@@ -418,12 +420,13 @@ func (r *Runner) start(ctx context.Context) error {
 		r.window = info.Config.MaxAckPending
 	}
 	r.window = max(r.window, r.cfg.Concurrency)
-	r.sem = make(chan struct{}, r.window)
+	r.main.window = r.window
+	r.main.sem = make(chan struct{}, r.window)
 	r.queue = newQueue(r.fair)
 	r.reconnects, r.epoch = r.js.Conn().Stats().Reconnects, time.Now()
 	r.pullCtx, r.stopPull = context.WithCancel(context.Background())
 	r.handlerCtx, r.cancelWork = context.WithCancel(context.Background())
-	r.loopDone = make(chan struct{})
+	r.main.ctx = r.pullCtx
 	for range r.cfg.Concurrency {
 		r.workers.Go(func() {
 			for {
@@ -442,7 +445,11 @@ func (r *Runner) start(ctx context.Context) error {
 	}
 	r.keeperDone = make(chan struct{})
 	go r.keeper()
-	go r.loop()
+	r.loops.Go(func() { r.loop(r.main) })
+	if r.lanes.names != nil {
+		r.lanes.refresh(ctx, r)
+		r.loops.Go(r.laneKeeper)
+	}
 	return nil
 }
 
@@ -553,7 +560,7 @@ func (r *Runner) staleWaiting(cutoff, now time.Time) []*delivery {
 // without calling the handler, and frees its slot.
 func (r *Runner) expire(d *delivery) {
 	if !d.slotless {
-		defer func() { <-r.sem }()
+		defer d.lane.release()
 	}
 	o := Outcome{Worker: r.cfg.Consumer, Type: d.ev.Type, EventID: d.ev.ID, Result: ResultExpired, Delivery: d.meta.NumDelivered}
 	if err := d.msg.Ack(); err != nil {
@@ -580,7 +587,7 @@ func (r *Runner) Stop(ctx context.Context) error {
 			return
 		}
 		r.stopPull()
-		<-r.loopDone
+		r.loops.Wait()
 		if r.keeperDone != nil {
 			<-r.keeperDone
 		}
@@ -591,7 +598,7 @@ func (r *Runner) Stop(ctx context.Context) error {
 				r.log.Debug("nak of a queued message failed", zap.Error(err))
 			}
 			if !d.slotless {
-				<-r.sem
+				d.lane.release()
 			}
 		}
 		r.waitMu.Lock()
@@ -646,40 +653,52 @@ func (r *Runner) Status() Status {
 }
 
 // loop pulls while the gates are ready and a handler slot is free.
-func (r *Runner) loop() {
-	defer close(r.loopDone)
-	for r.pullCtx.Err() == nil {
+func (r *Runner) loop(l *lane) {
+	for l.ctx.Err() == nil {
 		// At least one free slot, then every other free one; the gates are
 		// checked after a slot frees (a handler may just have paused us).
 		select {
-		case r.sem <- struct{}{}:
-		case <-r.pullCtx.Done():
+		case l.sem <- struct{}{}:
+		case <-l.ctx.Done():
 			return
 		}
-		if !r.waitReady() {
-			<-r.sem
+		if !r.waitReady() || l.ctx.Err() != nil {
+			l.release()
 			return
 		}
 		n := 1
 	fill:
-		for n < r.window {
+		for n < min(l.window, maxFetch) {
 			select {
-			case r.sem <- struct{}{}:
+			case l.sem <- struct{}{}:
 				n++
 			default:
 				break fill
 			}
 		}
-		got, err := r.fetch(n)
+		got, err := r.fetch(l, n)
 		for i := got; i < n; i++ {
-			<-r.sem
+			l.release()
 		}
-		if err != nil && r.pullCtx.Err() == nil {
-			r.log.Warn("pull failed", zap.Error(err))
+		if err != nil && l.ctx.Err() == nil {
+			if l != r.main && (errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerDeleted)) {
+				r.lanes.gone(r, l) // deleted by setup: its tenants are the main consumer's again
+				return
+			}
+			r.log.Warn("pull failed", zap.String("consumer", l.name), zap.Error(err))
 			r.sleep(time.Second)
 		}
 	}
 }
+
+// maxFetch caps one pull request. The server sends a request's messages
+// back to back on the process's connection, and the connection carries
+// every consumer's: a request for 16,384 (the injector's window) under a
+// flood put up to 5 MB of one tenant's turns in front of another tenant's
+// lane delivery, whose reply then waited for the client to read through
+// them. Smaller requests interleave the consumers on the connection; the
+// window, not the request, bounds what is held.
+const maxFetch = 256
 
 // fetch pulls up to n messages and hands each to a worker. It returns how
 // many it handed over.
@@ -704,15 +723,18 @@ func (r *Runner) loop() {
 // so a client that reads a message more than a second late can still drop
 // it (with the deadline, half a second late was enough at FetchWait 5 s,
 // and 10 ms at the 100 ms of the measurement above).
-func (r *Runner) fetch(n int) (int, error) {
-	fctx, cancel := context.WithCancel(r.pullCtx)
+func (r *Runner) fetch(l *lane, n int) (int, error) {
+	fctx, cancel := context.WithCancel(l.ctx)
 	defer cancel()
 	r.mu.Lock()
-	r.cancelFetch = cancel // a pause ends the pull request early
+	if r.cancelFetch == nil {
+		r.cancelFetch = map[*lane]context.CancelFunc{}
+	}
+	r.cancelFetch[l] = cancel // a pause ends the pull request early
 	r.mu.Unlock()
 	defer func() {
 		r.mu.Lock()
-		r.cancelFetch = nil
+		delete(r.cancelFetch, l)
 		r.mu.Unlock()
 	}()
 	// The request's expiry comes from a context with FetchWait's deadline
@@ -721,7 +743,7 @@ func (r *Runner) fetch(n int) (int, error) {
 	// context and keeps that expiry, since fctx has no deadline.
 	expiry, stopExpiry := context.WithTimeout(context.Background(), r.cfg.FetchWait)
 	defer stopExpiry()
-	batch, err := r.cons.Fetch(n, jetstream.FetchContext(expiry), jetstream.FetchContext(fctx))
+	batch, err := l.cons.Fetch(n, jetstream.FetchContext(expiry), jetstream.FetchContext(fctx))
 	if err != nil {
 		if fctx.Err() != nil {
 			return 0, nil
@@ -731,7 +753,7 @@ func (r *Runner) fetch(n int) (int, error) {
 	got := 0
 	for msg := range batch.Messages() {
 		got++
-		r.intake(msg)
+		r.intake(l, msg)
 	}
 	if err := batch.Error(); err != nil && fctx.Err() == nil &&
 		!errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) &&
@@ -814,8 +836,8 @@ func (r *Runner) setPaused(cause error) {
 func (r *Runner) pauseFor(cause error) {
 	r.mu.Lock()
 	r.holdUntil = time.Now().Add(r.cfg.GateInterval)
-	if r.cancelFetch != nil {
-		r.cancelFetch()
+	for _, cancel := range r.cancelFetch {
+		cancel()
 	}
 	r.mu.Unlock()
 	r.setPaused(cause)
@@ -838,9 +860,14 @@ func (r *Runner) sleep(d time.Duration) bool {
 // deadline are in the body), and an event already past its deadline is
 // acknowledged at once: a flood of late turns costs a decode and an ack
 // each, no store work and no place in the queue.
-func (r *Runner) intake(msg jetstream.Msg) {
-	d := &delivery{msg: msg, queued: time.Now(), from: r.senderOf(msg.Subject())}
+func (r *Runner) intake(l *lane, msg jetstream.Msg) {
+	d := &delivery{msg: msg, lane: l}
 	d.meta, d.metaErr = msg.Metadata()
+	if l == r.main && d.metaErr == nil && r.lanes.delivers(r, msg.Subject(), d.meta.Sequence.Stream) {
+		r.laned(d)
+		return
+	}
+	d.queued, d.from = time.Now(), r.senderOf(msg.Subject())
 	if d.metaErr == nil && (r.fair || r.deadline != nil) {
 		d.first = r.firstDelivery(d.meta, d.queued)
 		r.decode(d)
@@ -913,7 +940,7 @@ func (r *Runner) decode(d *delivery) {
 // handle runs one message to its outcome and frees its slot.
 func (r *Runner) handle(d *delivery) {
 	if !d.slotless {
-		defer func() { <-r.sem }()
+		defer d.lane.release()
 	}
 	r.mu.Lock()
 	r.runningWork++

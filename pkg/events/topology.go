@@ -107,6 +107,9 @@ type Topology struct {
 	Out           StreamConfig
 	DLQ           StreamConfig
 	Consumers     []ConsumerConfig
+	// Lanes are the named tenants that get an injector lane (EnsureLanes;
+	// the default tenant gets one whenever any does). Empty: no lanes.
+	Lanes []string
 }
 
 // DefaultTopology returns the defaults: file storage, one replica, a
@@ -474,6 +477,9 @@ func EnsureTopologyWith(ctx context.Context, js jetstream.JetStream, t Topology,
 		if _, err := js.CreateOrUpdateConsumer(ctx, t.In.Name, t.JetStreamConsumerConfig(c)); err != nil {
 			return done, fmt.Errorf("events: ensure consumer %s on %s: %w", c.Name, t.In.Name, err)
 		}
+	}
+	if err := EnsureLanes(ctx, js, t); err != nil {
+		return done, err
 	}
 	for _, sc := range switches {
 		if _, err := js.UpdateStream(ctx, sc); err != nil {

@@ -11,12 +11,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/fx"
 
+	"github.com/engram-memory/engram/internal/app"
 	"github.com/engram-memory/engram/internal/app/apptest"
 	"github.com/engram-memory/engram/internal/inject/injectbench"
 	"github.com/engram-memory/engram/internal/inject/injectfx"
+	"github.com/engram-memory/engram/internal/natsauth"
 	"github.com/engram-memory/engram/pkg/events"
 	"github.com/engram-memory/engram/pkg/llm/llmtest"
 	"github.com/engram-memory/engram/pkg/memory"
@@ -37,6 +40,11 @@ func envInt(name string, def int) int {
 // the other, until the injector has drained the flood. Every project holds
 // 300 memories. Reported: the other tenants' turn latency (p50, p99, max),
 // their timeouts, and what became of the flood (answered or expired).
+// Every tenant is a named one (the tenants file), so each has its injector
+// lane; ENGRAM_FLOOD_LANES=0 leaves them unnamed (one consumer for all, as
+// a deployment without tenant credentials has). ENGRAM_FLOOD_ACKS=1 also
+// reports how long the victims' publishes waited for the stream's
+// acknowledgement.
 //
 //	go test -run '^$' -bench Flood -benchtime 1x ./internal/inject/injectfx/
 func BenchmarkFlood(b *testing.B) {
@@ -45,6 +53,14 @@ func BenchmarkFlood(b *testing.B) {
 	for range b.N {
 		floodOnce(b, sessions, perSession, victims)
 	}
+}
+
+func victimNames(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("victim%d", i)
+	}
+	return out
 }
 
 func floodOnce(b *testing.B, sessions, perSession, victims int) {
@@ -57,6 +73,16 @@ func floodOnce(b *testing.B, sessions, perSession, victims int) {
 	}
 	if n := envInt("ENGRAM_FLOOD_MAX_ACK_PENDING", 0); n > 0 {
 		cfg.Events.MaxAckPending = n
+	}
+	// A multi-tenant deployment: every tenant has its platform
+	// credentials (the tenants file), hence its injector lane
+	// (ENGRAM_FLOOD_LANES=0: the tenants unregistered, no lanes).
+	if os.Getenv("ENGRAM_FLOOD_LANES") != "0" {
+		for _, tenant := range append([]string{"flood"}, victimNames(victims)...) {
+			if _, err := natsauth.AddTenant(cfg.DataDir, tenant, false); err != nil {
+				b.Fatal(err)
+			}
+		}
 	}
 	var st memory.Store
 	run := apptest.StartConfig(ctx, b, cfg, "injectfx-flood", events.ConsumerInjector,
@@ -76,6 +102,22 @@ func floodOnce(b *testing.B, sessions, perSession, victims int) {
 		seedProject(fmt.Sprintf("victim%d", v), "p")
 	}
 
+	// The flood comes from its own platform: a connection of its own, as
+	// another tenant's platform would have (on the victims' connection
+	// its publishes would queue in front of theirs in the client).
+	auth, _, err := app.ConnectOptions(cfg, natsauth.RoleAdmin)
+	if err != nil {
+		b.Fatal(err)
+	}
+	fnc, err := nats.Connect(run.Process.Bus.URL, auth...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer fnc.Close()
+	flooder, err := events.NewClient(fnc, events.WithPrefix(cfg.Events.SubjectPrefix))
+	if err != nil {
+		b.Fatal(err)
+	}
 	var published atomic.Int64
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -84,7 +126,7 @@ func floodOnce(b *testing.B, sessions, perSession, victims int) {
 			for i := range perSession {
 				ref := events.Ref{TenantID: "flood", ProjectID: "f", SessionID: fmt.Sprintf("s%d", s), TurnID: fmt.Sprintf("t%d", i)}
 				// What Inject sends, without waiting for the answer.
-				if _, err := run.Client.PublishTurnStarted(ctx, ref, events.TurnStarted{Text: "status of the deploy pipeline?",
+				if _, err := flooder.PublishTurnStarted(ctx, ref, events.TurnStarted{Text: "status of the deploy pipeline?",
 					ReplyBy: time.Now().Add(events.DefaultInjectTimeout)}); err == nil {
 					published.Add(1)
 				}
@@ -92,7 +134,7 @@ func floodOnce(b *testing.B, sessions, perSession, victims int) {
 		})
 	}
 	var mu sync.Mutex
-	var lat []float64
+	var lat, acks []float64
 	var timeouts atomic.Int64
 	var vwg sync.WaitGroup
 	stop := make(chan struct{})
@@ -105,8 +147,26 @@ func floodOnce(b *testing.B, sessions, perSession, victims int) {
 				default:
 				}
 				t0 := time.Now()
-				_, err := run.Client.Inject(ctx, events.Ref{TenantID: fmt.Sprintf("victim%d", v), ProjectID: "p",
-					SessionID: "s", TurnID: fmt.Sprintf("t%d", i)}, events.TurnStarted{Text: "what did we decide about the deploys?"})
+				var err error
+				if os.Getenv("ENGRAM_FLOOD_ACKS") != "" {
+					// What Inject does, with the publish's acknowledgement
+					// timed apart: the stream's share of the latency.
+					tenant := fmt.Sprintf("victim%d", v)
+					inbox := events.TenantInbox(tenant) + "." + nats.NewInbox()
+					sub, _ := run.Conn.SubscribeSync(inbox)
+					e := events.NewTurnStarted(events.Ref{TenantID: tenant, ProjectID: "p", SessionID: "s", TurnID: fmt.Sprintf("t%d", i)},
+						events.TurnStarted{Text: "what did we decide about the deploys?", ReplyTo: inbox, ReplyBy: time.Now().Add(1500 * time.Millisecond)})
+					err = run.Client.Publish(ctx, e)
+					ta := time.Since(t0)
+					_, err = sub.NextMsg(1500 * time.Millisecond)
+					sub.Unsubscribe()
+					mu.Lock()
+					acks = append(acks, float64(ta.Microseconds())/1000)
+					mu.Unlock()
+				} else {
+					_, err = run.Client.Inject(ctx, events.Ref{TenantID: fmt.Sprintf("victim%d", v), ProjectID: "p",
+						SessionID: "s", TurnID: fmt.Sprintf("t%d", i)}, events.TurnStarted{Text: "what did we decide about the deploys?"})
+				}
 				d := time.Since(t0)
 				if err != nil {
 					timeouts.Add(1)
@@ -150,6 +210,10 @@ func floodOnce(b *testing.B, sessions, perSession, victims int) {
 			return 0
 		}
 		return lat[min(len(lat)-1, int(p*float64(len(lat))))]
+	}
+	if len(acks) > 0 {
+		slices.Sort(acks)
+		b.Logf("publish acks p50 %.1f p99 %.1f max %.1f", acks[len(acks)/2], acks[len(acks)*99/100], acks[len(acks)-1])
 	}
 	b.ReportMetric(pct(0.50), "victim-p50-ms")
 	b.ReportMetric(pct(0.99), "victim-p99-ms")

@@ -4,6 +4,8 @@
 package injectfx
 
 import (
+	"time"
+
 	"go.uber.org/fx"
 	"go.uber.org/zap"
 
@@ -15,6 +17,10 @@ import (
 	"github.com/engram-memory/engram/pkg/llm"
 	"github.com/engram-memory/engram/pkg/memory"
 )
+
+// LaneRefresh is how often the injector looks for lanes created, changed
+// or deleted by setup.
+var LaneRefresh = 5 * time.Second
 
 // Module is the injector's fx module.
 func Module() fx.Option {
@@ -51,7 +57,11 @@ func NewWorker(cfg config.Config, st memory.Store, c *llm.Client, ec *events.Cli
 		// the consumer allows (its max ack pending) and serves senders in
 		// turn, and a turn past its deadline is acknowledged before any
 		// store work (counted as expired, logged like a late turn).
-		Options: []runner.Option{runner.WithFairness(0), runner.WithDeadline(inject.ReplyBy, h.Expired)},
+		// Each named tenant's turns are also pulled from its own lane
+		// (events.EnsureLanes): another tenant's backlog in the stream is
+		// never in front of them.
+		Options: []runner.Option{runner.WithFairness(0), runner.WithDeadline(inject.ReplyBy, h.Expired),
+			runner.WithLanes(events.LaneNames(), LaneRefresh)},
 		// A poison turn_started whose letter ENGRAM_DLQ refuses waits in
 		// the store, not in the injector's ack-pending slots.
 		Letters: st,
