@@ -484,10 +484,24 @@ func (x *lexIndex) searchPruned(words []string, sc *scratch, want int, accept fu
 				continue
 			}
 			k := u.w * idf(float64(tm.df)) * (bm25K1 + 1)
-			sc.found = x.candidates(tm, sc.cands, sc.mark, sc.found[:0])
-			for _, p := range sc.found {
-				v := sc.score[p.rid] + bm.score(k, float64(p.tf), x.docLen[p.rid])
-				sc.score[p.rid] = v
+			if tm.seekable(len(sc.cands)) {
+				sc.found = x.candidates(tm, sc.cands, sc.mark, sc.found[:0])
+				for _, p := range sc.found {
+					v := sc.score[p.rid] + bm.score(k, float64(p.tf), x.docLen[p.rid])
+					sc.score[p.rid] = v
+					top = max(top, v)
+				}
+				continue
+			}
+			// Many candidates: one read of the list against their bit set
+			// (a few kilobytes, in the cache), scoring as it goes.
+			tfs := tm.tfs[:len(tm.rids)]
+			for i, rid := range tm.rids {
+				if sc.mark[rid>>6]&(1<<(rid&63)) == 0 || tfs[i] == 0 {
+					continue
+				}
+				v := sc.score[rid] + bm.score(k, float64(tfs[i]), x.docLen[rid])
+				sc.score[rid] = v
 				top = max(top, v)
 			}
 			continue

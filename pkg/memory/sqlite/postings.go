@@ -120,7 +120,7 @@ func (tm *term) seek(from int, rid uint32) int {
 func (x *lexIndex) candidates(tm *term, cands []uint32, mark []uint64, out []posting) []posting {
 	rids, tfs := tm.rids, tm.tfs[:len(tm.rids)]
 	from := 0
-	if sorted := tm.sorted; len(cands)*seekCost(sorted) < sorted {
+	if sorted := tm.sorted; tm.seekable(len(cands)) {
 		at := 0
 		for _, rid := range cands {
 			at = tm.seek(at, rid)
@@ -143,6 +143,10 @@ func (x *lexIndex) candidates(tm *term, cands []uint32, mark []uint64, out []pos
 	}
 	return out
 }
+
+// seekable reports whether n candidates are looked up in tm's sorted
+// part by binary search rather than by reading it.
+func (tm *term) seekable(n int) bool { return n*seekCost(tm.sorted) < tm.sorted }
 
 // seekCost estimates the postings' worth of work of one seek in a sorted
 // list of n (a binary search's steps, each a cache miss).
