@@ -348,6 +348,11 @@ func (i *Injector) Compose(ctx context.Context, req Request) (Block, error) {
 		}
 	}
 	recalled := selectRecalled(hits, standingIDs, i.cfg)
+	// The hits came without their bodies (Query.LeaveText): only the
+	// lines shown read theirs.
+	if err := memory.FillHitTexts(ctx, i.store, recalled); err != nil {
+		return b, fmt.Errorf("inject: %w", err)
+	}
 	for _, h := range recalled {
 		b.Recalled = append(b.Recalled, Line{ID: h.ID, Text: i.LineText(&h.Node), Provenance: LineProvenance(&h.Node, req.Project, req.ProjectNames), Score: h.Score})
 	}
@@ -475,6 +480,9 @@ func (i *Injector) recall(ctx context.Context, req Request, now time.Time) ([]me
 		Now:     now,
 		Ranking: &i.ranking,
 		Explain: req.Explain,
+		// The lines shown read their bodies (Compose): a dozen of the
+		// hits, not all of them.
+		LeaveText: true,
 	}
 	skipped := ""
 	if text := strings.TrimSpace(req.Text); !i.searchesText(text) {

@@ -162,6 +162,28 @@ func TestStandingRecalledBriefingAndRecord(t *testing.T) {
 	})
 }
 
+// The lines carry the first line of their memory's body, standing and
+// recalled alike, from a store that keeps the bodies out of memory too
+// (the SQLite store: Retrieve returns the hits without them and Compose
+// reads those of the lines it shows).
+func TestLinesCarryTheBody(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		f := newFixture(t, b, nil)
+		f.add(memory.Node{Subkind: memory.Preference, Label: "Never use the rm tool", Body: "Ask before deleting files.\nIt happened twice.",
+			AssertedBy: memory.AssertedUser, Source: memory.SourceUser})
+		f.add(memory.Node{Subkind: memory.Decision, Label: "Deploys to production run through make release",
+			Body: "The release target tags the image.\nThen it rolls the deployment."})
+		blk := f.build("s1", "t1", "how do we deploy to production?")
+		if len(blk.Standing) != 1 || !strings.Contains(blk.Standing[0].Text, "Ask before deleting files.") {
+			t.Fatalf("standing lines = %+v, want the rule with its body's first line", blk.Standing)
+		}
+		if len(blk.Recalled) == 0 || !strings.Contains(blk.Recalled[0].Text, "The release target tags the image.") ||
+			strings.Contains(blk.Recalled[0].Text, "Then it rolls") {
+			t.Fatalf("recalled lines = %+v, want the decision with its body's first line only", blk.Recalled)
+		}
+	})
+}
+
 func TestAnchorPathsRecallForShortTurns(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
 		f := newFixture(t, b, nil)

@@ -187,7 +187,7 @@ func converse(ctx context.Context, cs Conversations, st RetrievalStore, q Query,
 		}
 	}
 	if len(missing) > 0 {
-		more, err := st.GetMany(ctx, missing)
+		more, err := getHeads(ctx, st, missing)
 		if err != nil {
 			return fmt.Errorf("retrieve: conversation: %w", err)
 		}

@@ -170,6 +170,17 @@
 // 5 and 4 (see package inject). A backend without it still works; its
 // vector channel is then only what its search found.
 //
+// A backend may implement TextStore (retrieve.go) when it keeps the
+// memories' text out of its memory (the SQLite store: the file holds it,
+// and a body of LongMemEval size is 15 KB against the few hundred bytes
+// that rank it). GetHeads is GetMany without the bodies, FillTexts reads
+// them; Retrieve then loads its candidates, the time channel's and the
+// conversation's nodes as heads and reads the bodies of the hits it
+// returns, or none with Query.LeaveText (the injector reads those of the
+// lines it shows, FillHitTexts). The feedback channel reads its five
+// documents with GetMany. The suite checks that GetHeads and FillTexts
+// give what GetMany gives (Get/HeadsAndTexts).
+//
 // memorytest.Bench measures the channels at a given size with the same
 // factory. Backends today: memory/sqlite (embedded default), memory/redis.
 package memory

@@ -235,6 +235,50 @@ type RetrievalStore interface {
 	EdgesOf(ctx context.Context, ids []string) (map[string][]Edge, error)
 }
 
+// TextStore is an optional capability of a RetrievalStore that keeps the
+// memories' text out of its memory and reads it on demand (the SQLite
+// store: a body is 15 KB at LongMemEval size, and ranking reads none of
+// it). GetHeads is GetMany without the bodies: every other field as
+// GetMany returns it (the label too); a body may be there or empty.
+// FillTexts sets the Body of each of nodes (matched by ID) as stored; a
+// node rewritten since it was read may come back whole, as stored now.
+// With it, Retrieve ranks on heads and reads the bodies of the hits it
+// returns only (none with Query.LeaveText) and of the feedback channel's
+// documents.
+type TextStore interface {
+	GetHeads(ctx context.Context, ids []string) ([]Node, error)
+	FillTexts(ctx context.Context, nodes []Node) error
+}
+
+// FillHitTexts reads the bodies of hits that Retrieve returned with
+// Query.LeaveText, when st keeps text out of memory (TextStore); from
+// any other store the hits hold them already.
+func FillHitTexts(ctx context.Context, st any, hits []Hit) error {
+	ts, ok := st.(TextStore)
+	if !ok || len(hits) == 0 {
+		return nil
+	}
+	nodes := make([]Node, len(hits))
+	for i := range hits {
+		nodes[i] = hits[i].Node
+	}
+	if err := ts.FillTexts(ctx, nodes); err != nil {
+		return fmt.Errorf("retrieve: texts: %w", err)
+	}
+	for i := range hits {
+		hits[i].Node = nodes[i]
+	}
+	return nil
+}
+
+// getHeads is st's GetHeads when it has one (TextStore), else GetMany.
+func getHeads(ctx context.Context, st RetrievalStore, ids []string) ([]Node, error) {
+	if ts, ok := st.(TextStore); ok {
+		return ts.GetHeads(ctx, ids)
+	}
+	return st.GetMany(ctx, ids)
+}
+
 // ContradictionHints is an optional capability of a RetrievalStore: telling
 // cheaply which nodes may be an end of a contradicts edge. Retrieve asks it
 // beside the candidate load and then reads the edges of the hits only when
@@ -280,6 +324,11 @@ type Query struct {
 	// Explain sets Hit.Why: how each hit was scored, channel by channel.
 	// It is computed after the ranking and changes nothing in it.
 	Explain bool
+	// LeaveText returns the hits without their bodies when the store
+	// keeps text out of memory (TextStore): the caller reads those it
+	// shows with FillHitTexts (the injector shows a dozen lines of 24
+	// hits).
+	LeaveText bool
 }
 
 // Hit is one retrieved memory with how it was scored.
@@ -480,6 +529,11 @@ func Retrieve(ctx context.Context, st RetrievalStore, q Query) ([]Hit, error) {
 		explainHits(hits, explainInput{rk: rk, lw: lw, vw: vw, anchor: anchor, lex: lex, vec: vec, fb: fb,
 			inWindow: inWindow, byPath: byPath, cands: cands, now: q.Now})
 	}
+	if !q.LeaveText {
+		if err := FillHitTexts(ctx, st, hits); err != nil {
+			return nil, err
+		}
+	}
 	return hits, nil
 }
 
@@ -523,7 +577,7 @@ func loadCandidates(ctx context.Context, st RetrievalStore, q Query, cands map[s
 				if len(more) > 0 {
 					wg.Go(func() {
 						var err error
-						nbs, err = st.GetMany(ctx, more)
+						nbs, err = getHeads(ctx, st, more)
 						errs[2] = wrap("load neighbours", err)
 					})
 				}
@@ -536,7 +590,7 @@ func loadCandidates(ctx context.Context, st RetrievalStore, q Query, cands map[s
 		})
 	}
 	var err error
-	loaded, err = st.GetMany(ctx, ids)
+	loaded, err = getHeads(ctx, st, ids)
 	errs[0] = wrap("load candidates", err)
 	wg.Wait()
 	if err := errors.Join(errs[:]...); err != nil {
@@ -1017,7 +1071,7 @@ func timeChannel(ctx context.Context, st RetrievalStore, deep []Scored, w Window
 	for i, s := range deep {
 		ids[i] = s.ID
 	}
-	nodes, err := st.GetMany(ctx, ids)
+	nodes, err := getHeads(ctx, st, ids)
 	if err != nil {
 		return nil, fmt.Errorf("retrieve: time channel: %w", err)
 	}

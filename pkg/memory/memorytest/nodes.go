@@ -19,6 +19,7 @@ var nodeTests = []subtest{
 	{"DigestOwners", testDigestOwners},
 	{"Upsert/ArchivedMatch", testUpsertArchived},
 	{"Get/NotFoundAndMany", testGetMany},
+	{"Get/HeadsAndTexts", testHeadsAndTexts},
 	{"Embeddings/PendingPerProject", testHasPendingEmbeddings},
 	{"Update", testUpdate},
 	{"ArchiveRestore", testArchiveRestore},
@@ -249,6 +250,44 @@ func testGetMany(e *env) {
 		!slices.Equal(again[1].Paths, d.Paths) || !slices.Equal(again[1].Entities, d.Entities) {
 		e.t.Fatalf("changing nodes returned by GetMany changed the store: %v %v / %v %v",
 			again[0].Paths, again[0].Entities, again[1].Paths, again[1].Entities)
+	}
+}
+
+// testHeadsAndTexts: a store that keeps text out of memory
+// (memory.TextStore) gives by GetHeads and FillTexts the nodes GetMany
+// gives, and fills a head read before a rewrite with the node as stored.
+func testHeadsAndTexts(e *env) {
+	ts, ok := e.s.(memory.TextStore)
+	if !ok {
+		e.t.Skip("the store keeps its texts in memory (no memory.TextStore)")
+	}
+	a := node("p", memory.Observation, "a label")
+	a.Body = "a body\nof two lines"
+	rule := node("p", memory.Preference, "a rule")
+	rule.Body, rule.AssertedBy = "its reason", memory.AssertedUser
+	a, rule = e.upsert(a), e.upsert(rule)
+	want, err := e.s.GetMany(e.ctx, []string{a.ID, rule.ID})
+	e.ok(err, "GetMany")
+	heads, err := ts.GetHeads(e.ctx, []string{a.ID, "nope", rule.ID, a.ID})
+	e.ok(err, "GetHeads")
+	e.sameList("GetHeads", nodeIDs(heads), []string{a.ID, rule.ID})
+	if heads[0].Label != "a label" {
+		e.t.Fatalf("GetHeads label = %q", heads[0].Label)
+	}
+	e.ok(ts.FillTexts(e.ctx, heads), "FillTexts")
+	for i := range want {
+		if heads[i].Body != want[i].Body || heads[i].Body == "" {
+			e.t.Fatalf("FillTexts body of %s = %q, GetMany's %q", want[i].ID, heads[i].Body, want[i].Body)
+		}
+	}
+	old, err := ts.GetHeads(e.ctx, []string{a.ID})
+	e.ok(err, "GetHeads")
+	label, body := "another label", "another body"
+	_, err = e.s.Update(e.ctx, a.ID, memory.Patch{Label: &label, Body: &body})
+	e.ok(err, "Update")
+	e.ok(ts.FillTexts(e.ctx, old), "FillTexts")
+	if old[0].Label != label || old[0].Body != body {
+		e.t.Fatalf("a head read before a rewrite filled as %q / %q, want the stored %q / %q", old[0].Label, old[0].Body, label, body)
 	}
 }
 

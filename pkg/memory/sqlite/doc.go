@@ -21,9 +21,11 @@
 //
 // Open loads every node and live edge once (see Loading) and builds, in
 // memory:
-//   - a head per node (the node without its vector), from which GetMany and
-//     StandingInstructions are served and on which timeline order, standing
-//     selection, the embedding backlog and HasLiveMemory are evaluated;
+//   - a head per node (the node without its vector and, but for the
+//     standing instructions, without its body: see Text off the heap),
+//     from which GetHeads and StandingInstructions are served (GetMany
+//     adds the bodies) and on which timeline order, standing selection,
+//     the embedding backlog and HasLiveMemory are evaluated;
 //   - a gate per node (gate.go): the fields the Filter rules read, packed,
 //     with tenant, project and session ids interned, so that the channels judge
 //     thousands of nodes per query with integer compares;
@@ -87,7 +89,8 @@
 //     meanwhile), so Adjacent answers nothing for a conversation until the
 //     load has loaded its project, and the project a read asked for has its
 //     conversations in order when the read is released;
-//   - one vector index per embedding model (pkg/memory/vecindex), filtered
+//   - one vector index per embedding model (pkg/memory/vecindex, with
+//     vecindex.WithCodesOnly: see Vectors as int8 codes), filtered
 //     while searching (each vector is tagged with its row id, so the filter
 //     reads the gate without an id look-up). These graphs are built in the
 //     background once the nodes are loaded (Close stops the build;
@@ -105,17 +108,81 @@
 // lock) and a flag never clears before it expires, so the store remembers
 // each session's expiry (memory.BriefMemo).
 //
-// GetMany copies the heads it returns into the caller's nodes with one
-// backing array per slice kind for the batch, each node's part capped, so
-// a caller may change or grow them (the conformance suite checks it).
+// GetMany and GetHeads copy the heads they return into the caller's nodes
+// with one backing array per slice kind for the batch, each node's part
+// capped, so a caller may change or grow them (the conformance suite
+// checks it).
 //
 // Writes are serialised; after each commit the changed nodes are mirrored in
 // the indexes, so a reader never sees an index ahead of the file. Because the
 // indexes live in one process, a data file is locked (flock on <path>.lock)
 // and a second Open of it fails.
 //
-// Costs: memory holds the heads, postings and vectors (roughly 2-3 KB per
-// node with a 384-dimension vector); Open reads every node.
+// Costs: memory holds the heads (without bodies), postings and vector
+// codes (see BenchmarkResidentBytes and docs/benchmarks.md for where each
+// byte goes); Open reads every node.
+//
+// # Text off the heap
+//
+// A memory's body is what the heap held most of: 15.2 KB of 55 KB a memory
+// at LongMemEval size (twenty turns of a conversation in one memory), and
+// the file holds it anyway. Ranking reads none of it: the channels score
+// postings, gates and vectors, and Retrieve weighs heads (times, counters,
+// confidence, the label for a question mark). What reads a body, and how
+// it gets it now:
+//   - the injector's lines (label and the body's first line, a dozen at
+//     most; Retrieve with Query.LeaveText, then memory.FillHitTexts of
+//     the lines kept): FillTexts, from the cache or the file;
+//   - the standing instructions (a few a project, on every turn): their
+//     heads keep their bodies (keepsText);
+//   - the feedback channel (the words of the five best lexical documents,
+//     every turn): GetMany, from the cache or the file;
+//   - the hits of every other Retrieve (the memory tool, the console, the
+//     extractor's and the consolidator's near-duplicate checks, which
+//     compare words and vectors of 24 hits at most) and every other
+//     GetMany (extraction, consolidation, the console; explain's lines are
+//     the injector's): the cache or the file;
+//   - the upsert's exact-duplicate check reads digests (the digest
+//     column); export (Scan), Get, Timeline and the embedding backlog read
+//     whole rows from the file, as before; the conversation index and
+//     Adjacent read heads only; erasure reads the rows it deletes.
+//
+// The bodies read are kept in a small LRU (textCache, DefaultTextCache 4
+// MB, WithTextCache) keyed by row and checked against the head's digest,
+// which changes with the text; a commit that rewrites a node's text and
+// an erasure drop its entry, so an old or erased text does not stay in
+// the process. A miss reads the row's digest and json_extract(doc,
+// '$.body') in one query per batch (IN lists padded to 4..64 rows, so the
+// prepared statements stay few); a row whose digest is no longer the
+// head's (written since the head was copied) comes back whole, as
+// stored, instead of a new body under an old label (TestFillTextsAfterARewrite).
+// Measured (BenchmarkReadTexts, twelve bodies from the file, the cache
+// off, CPU, 2026-12-06): 87 us for twelve bodies of extractor size (600
+// characters: what the extractor writes), 527 us for twelve of LongMemEval
+// size (15 KB); decoding the document in Go instead of json_extract took
+// 143 and 1,283 us. A block shows 5-6 lines on the development sets.
+//
+// A dictionary term keeps a copy of its name: the token it came from is a
+// substring of the document's whole indexed text (label twice, body,
+// paths, entities), which it kept alive, 15.7 KB a memory at LongMemEval
+// size, invisible in the per-part sums (found with BenchmarkResidentBytes's
+// ENGRAM_HEAP_PROFILE).
+//
+// # Vectors as int8 codes
+//
+// The graphs keep only the int8 code and scale of each unit vector
+// (vecindex.WithCodesOnly: 842 bytes a 384-dimension vector with its
+// links, against 2,378), and the exact-search sets keep codes and scales
+// too (388 bytes against 1,536); a graph is built from the codes made back
+// into vectors, which quantise to the same codes. Scores are the float32
+// query times the code (about 2e-3 from the exact cosine at worst in
+// TestCodesOnlyRecall); the exact scans run the integer kernel first and
+// rescore the best 4k+16. Recall@10 on 10,000 embedding-like vectors:
+// 0.994 -> 0.985 (graph), 1.0 -> 0.988 (exact scan) (BenchmarkCodesOnly);
+// on the development sets, the injector ranking by the vector channel
+// alone (ENGRAM_RANK_LEXICAL=0 ENGRAM_RANK_VECTOR=1, feedback and time
+// off, the hashing embedder) kept R@5/10/20 the same to the third decimal
+// and moved R@1 by 0.002-0.005 either way (docs/benchmarks.md).
 //
 // # Loading
 //

@@ -99,6 +99,7 @@ func (s *Store) Erase(ctx context.Context, sc memory.EraseScope, seen memory.See
 		return memory.Erased{}, fmt.Errorf("sqlite: erase %s: commit: %w", sc, err)
 	}
 	s.idx.erase(er.rids, er.ids)
+	s.texts.drop(er.rids)
 	s.briefs.Forget(sc.HoldsSession)
 	return er.out, nil
 }
@@ -453,7 +454,7 @@ func (x *index) pruneIDs() {
 // tombstone.
 func (f *flatVecs) erase(id string) {
 	if i, ok := f.at[id]; ok {
-		f.vecs[i], f.ids[i] = nil, ""
+		f.codes[i], f.ids[i] = nil, ""
 		delete(f.at, id)
 	}
 	for i := range f.log {

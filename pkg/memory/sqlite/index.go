@@ -128,11 +128,16 @@ func growTo[S ~[]E, E any](s S, n int) S {
 	return s
 }
 
-// head is what the index keeps of a node: all of it but the vector, so
-// that GetMany (the hot path of retrieval) is served from memory.
+// head is what the index keeps of a node: all of it but the vector and,
+// unless keepsText, the body (texts.go), so that GetHeads (the hot path
+// of retrieval) is served from memory.
 func head(n *memory.Node) *memory.Node {
 	h := *n
 	h.Embedding = nil
+	if !keepsText(n) {
+		h.Body = ""
+	}
+	shareStrings(&h)
 	h.Paths = slices.Clone(n.Paths)
 	h.Entities = slices.Clone(n.Entities)
 	return &h

@@ -212,6 +212,9 @@ func (x *lexIndex) setCounts(rid uint32, counts map[string]int) {
 
 // newTerm adds the term t (not in the index) and returns its id.
 func (x *lexIndex) newTerm(t string) uint32 {
+	// t is a substring of the document's whole text (tokens): kept as it
+	// is, it pinned that text, 15 KB a memory at LongMemEval size.
+	t = strings.Clone(t)
 	var id uint32
 	if n := len(x.free); n > 0 {
 		id, x.free = x.free[n-1], x.free[:n-1]

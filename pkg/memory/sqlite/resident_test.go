@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"testing"
 	"unsafe"
@@ -23,8 +24,84 @@ import (
 // ENGRAM_EVAL_DIR, default ../../../../shared/eval/longmemeval-dev), with
 // a 384-dimension vector each: the Go heap the loaded store holds, and by
 // part (text of the heads, the rest of the heads, BM25 postings, the
-// per-document term lists, gates, vectors), per memory.
+// per-document term lists, gates, vectors), per memory. With
+// ENGRAM_HEAP_PROFILE=FILE it writes the loaded store's heap profile there.
 func BenchmarkResidentBytes(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "engram.db")
+	nodes := seedLongMemEval(b, path, 1000)
+	textBytes := 0
+	for i := range nodes {
+		textBytes += len(nodes[i].Label) + len(nodes[i].Body)
+	}
+	nodes = nil
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	before := heap()
+	s, err := Open(context.Background(), path, WithBulkWrites())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	after := heap()
+	if out := os.Getenv("ENGRAM_HEAP_PROFILE"); out != "" {
+		// The heap of the loaded store, by allocation site (go tool pprof
+		// -sample_index=inuse_space; run with -memprofilerate 512).
+		f, err := os.Create(out)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := pprof.WriteHeapProfile(f); err != nil {
+			b.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	x := s.idx
+	n := float64(len(x.byID))
+	var text, heads, postings, docTerms, vecs int
+	for _, h := range x.heads {
+		if h == nil {
+			continue
+		}
+		text += len(h.Label) + len(h.Body)
+		heads += int(unsafe.Sizeof(*h)) + len(h.ID) + len(h.Digest) + len(h.ProjectID)
+	}
+	for i := range x.lex.tms {
+		postings += cap(x.lex.tms[i].rids)*4 + cap(x.lex.tms[i].tfs)*2 + len(x.lex.tms[i].name)
+	}
+	for _, d := range x.lex.docTerms {
+		docTerms += cap(d)
+	}
+	for _, fv := range x.flat {
+		for _, c := range fv.codes {
+			vecs += cap(c) + 4 // the code and its scale
+		}
+	}
+	gates := cap(x.gates) * int(unsafe.Sizeof(gate{}))
+	for b.Loop() {
+	}
+	b.ReportMetric(float64(textBytes)/n, "text-bytes/memory")
+	b.ReportMetric(float64(after-before)/n, "heap-bytes/memory")
+	b.ReportMetric(float64(text)/n, "head-text-bytes/memory")
+	b.ReportMetric(float64(heads)/n, "head-rest-bytes/memory")
+	b.ReportMetric(float64(postings)/n, "postings-bytes/memory")
+	b.ReportMetric(float64(docTerms)/n, "docterms-bytes/memory")
+	b.ReportMetric(float64(gates)/n, "gate-bytes/memory")
+	b.ReportMetric(float64(vecs)/n, "vector-bytes/memory")
+}
+
+// seedLongMemEval writes count LongMemEval-size memories (twenty
+// consecutive memories of the development set's graph joined, about 15 KB
+// of text, from ENGRAM_EVAL_DIR, default ../../../../shared/eval/longmemeval-dev)
+// with a 384-dimension vector each into a new store at path, and returns
+// them (skipping the benchmark without the set).
+func seedLongMemEval(b *testing.B, path string, count int) []memory.Node {
+	b.Helper()
 	dir := os.Getenv("ENGRAM_EVAL_DIR")
 	if dir == "" {
 		dir = "../../../../shared/eval/longmemeval-dev"
@@ -47,7 +124,7 @@ func BenchmarkResidentBytes(b *testing.B) {
 			texts = append(texts, n.Label+"\n"+n.Body)
 		}
 	}
-	const per, count = 20, 1000
+	const per = 20
 	emb := hashembed.New(384)
 	var nodes []memory.Node
 	for i := 0; len(nodes) < count && (i+1)*per <= len(texts); i++ {
@@ -61,7 +138,6 @@ func BenchmarkResidentBytes(b *testing.B) {
 		n.Embedding, n.EmbeddingModel = v[0], emb.Model()
 		nodes = append(nodes, n)
 	}
-	path := filepath.Join(b.TempDir(), "engram.db")
 	s, err := Open(context.Background(), path, WithBulkWrites())
 	if err != nil {
 		b.Fatal(err)
@@ -74,54 +150,64 @@ func BenchmarkResidentBytes(b *testing.B) {
 	if err := s.Close(); err != nil {
 		b.Fatal(err)
 	}
-	textBytes := 0
-	for i := range nodes {
-		textBytes += len(nodes[i].Label) + len(nodes[i].Body)
+	return nodes
+}
+
+// BenchmarkReadTexts measures what the lines of a block cost now that the
+// heads hold no body: GetHeads and FillTexts of twelve memories of a
+// loaded store of 1,000, every body read from the file (the text cache
+// off), for LongMemEval-size memories (about 15 KB each) and extractor-size
+// ones (the first 600 characters of them, the extractor's cap).
+func BenchmarkReadTexts(b *testing.B) {
+	for _, size := range []struct {
+		name string
+		cut  int
+	}{{"longmemeval", 0}, {"extracted", 600}} {
+		b.Run(size.name, func(b *testing.B) {
+			path := filepath.Join(b.TempDir(), "engram.db")
+			nodes := seedLongMemEval(b, path, 1000)
+			if size.cut > 0 {
+				s, err := Open(context.Background(), path, WithBulkWrites())
+				if err != nil {
+					b.Fatal(err)
+				}
+				for i := range nodes {
+					body := nodes[i].Body[:size.cut]
+					if _, err := s.Update(context.Background(), nodes[i].ID, memory.Patch{Body: &body}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := s.Close(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			s, err := Open(context.Background(), path, WithBulkWrites(), WithTextCache(1))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			ids := make([]string, 12)
+			var bytes int
+			i := 0
+			cpu := processCPU()
+			for b.Loop() {
+				for j := range ids {
+					ids[j] = nodes[(i*131+j*977)%len(nodes)].ID
+				}
+				i++
+				heads, err := s.GetHeads(context.Background(), ids)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := s.FillTexts(context.Background(), heads); err != nil {
+					b.Fatal(err)
+				}
+				for _, h := range heads {
+					bytes += len(h.Body)
+				}
+			}
+			b.ReportMetric(float64(processCPU()-cpu)/float64(b.N)/1e3, "cpu-µs/op")
+			b.ReportMetric(float64(bytes)/float64(b.N*len(ids)), "body-bytes/text")
+		})
 	}
-	nodes = nil
-	heap := func() uint64 {
-		runtime.GC()
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		return ms.HeapAlloc
-	}
-	before := heap()
-	s, err = Open(context.Background(), path, WithBulkWrites())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	after := heap()
-	x := s.idx
-	n := float64(len(x.byID))
-	var text, heads, postings, docTerms, vecs int
-	for _, h := range x.heads {
-		if h == nil {
-			continue
-		}
-		text += len(h.Label) + len(h.Body)
-		heads += int(unsafe.Sizeof(*h)) + len(h.ID) + len(h.Digest) + len(h.ProjectID)
-	}
-	for i := range x.lex.tms {
-		postings += cap(x.lex.tms[i].rids)*4 + cap(x.lex.tms[i].tfs)*2 + len(x.lex.tms[i].name)
-	}
-	for _, d := range x.lex.docTerms {
-		docTerms += cap(d)
-	}
-	for _, fv := range x.flat {
-		for _, v := range fv.vecs {
-			vecs += 4 * cap(v)
-		}
-	}
-	gates := cap(x.gates) * int(unsafe.Sizeof(gate{}))
-	for b.Loop() {
-	}
-	b.ReportMetric(float64(textBytes)/n, "text-bytes/memory")
-	b.ReportMetric(float64(after-before)/n, "heap-bytes/memory")
-	b.ReportMetric(float64(text)/n, "head-text-bytes/memory")
-	b.ReportMetric(float64(heads)/n, "head-rest-bytes/memory")
-	b.ReportMetric(float64(postings)/n, "postings-bytes/memory")
-	b.ReportMetric(float64(docTerms)/n, "docterms-bytes/memory")
-	b.ReportMetric(float64(gates)/n, "gate-bytes/memory")
-	b.ReportMetric(float64(vecs)/n, "vector-bytes/memory")
 }

@@ -36,6 +36,7 @@ type options struct {
 	loadHook    func(loaded int)
 	bulk        bool
 	projectWait time.Duration
+	textCache   int
 }
 
 // WithClock makes the store read the time from now (tests drive a fake clock).
@@ -101,6 +102,7 @@ type Store struct {
 	closed atomic.Bool // set by Close: the reads served from memory fail too
 	path   string
 
+	texts       *textCache       // bodies read from the file (texts.go)
 	briefs      memory.BriefMemo // sessions whose briefing flag is known to be taken (BriefOnce)
 	order       *loadOrder       // the background load's plan by project (nil: not loading in the background)
 	projectWait time.Duration    // WithProjectWait
@@ -180,9 +182,13 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	if o.loadChunk == 0 {
 		o.loadChunk = 1000
 	}
-	s := &Store{db: db, now: o.now, idx: newIndex(o.vecOpts), unlock: unlock, path: path,
+	if o.textCache == 0 {
+		o.textCache = DefaultTextCache
+	}
+	s := &Store{db: db, now: o.now, idx: newIndex(append([]vecindex.Option{vecindex.WithCodesOnly()}, o.vecOpts...)), unlock: unlock, path: path,
 		stop: make(chan struct{}), loaded: make(chan struct{}), indexed: make(chan struct{}),
-		opened: time.Now(), chunk: o.loadChunk, hook: o.loadHook, background: o.background}
+		opened: time.Now(), chunk: o.loadChunk, hook: o.loadHook, background: o.background,
+		texts: newTextCache(o.textCache)}
 	s.idx.loading, s.idx.bulk = true, o.bulk
 	if o.background {
 		s.order, s.projectWait = newLoadOrder(), o.projectWait
@@ -536,11 +542,13 @@ func (s *Store) buildAll() {
 // meanwhile and swaps it in.
 func (s *Store) buildVectors(model string) bool {
 	s.idx.mu.Lock()
-	ids, rids, vecs := s.idx.flat[model].snapshot()
-	dim := s.idx.flat[model].dim
+	fl := s.idx.flat[model]
+	ids, rids, codes, scales := fl.snapshot()
+	dim := fl.dim
 	s.idx.mu.Unlock()
 	ix := vecindex.New(dim, s.idx.vecOpts...)
 	const step = 2000
+	vecs := make([][]float32, 0, step)
 	for off := 0; off < len(ids); off += step {
 		select {
 		case <-s.stop:
@@ -548,7 +556,11 @@ func (s *Store) buildVectors(model string) bool {
 		default:
 		}
 		end := min(off+step, len(ids))
-		_ = ix.AddBatchTagged(ids[off:end], rids[off:end], vecs[off:end]) // checked when written
+		vecs = vecs[:0]
+		for i := off; i < end; i++ {
+			vecs = append(vecs, decode(codes[i], scales[i]))
+		}
+		_ = ix.AddBatchTagged(ids[off:end], rids[off:end], vecs) // checked when written
 	}
 	s.idx.mu.Lock()
 	defer s.idx.mu.Unlock()
@@ -697,6 +709,7 @@ func (s *Store) writeLocked(ctx context.Context, fn func(w *wtx) error) (*wtx, e
 		return w, fmt.Errorf("sqlite: commit: %w", err)
 	}
 	s.idx.commit(w.changes, w.edges)
+	s.texts.dropChanged(w.changes)
 	return w, nil
 }
 
@@ -935,18 +948,36 @@ func (s *Store) Get(ctx context.Context, id string) (memory.Node, error) {
 
 // GetMany implements memory.Nodes.
 func (s *Store) GetMany(ctx context.Context, ids []string) ([]memory.Node, error) {
-	// The index mirrors every committed node (without its vector): no
-	// query, no decoding. A closed store still fails like every read.
+	// The index mirrors every committed node without its vector and, but
+	// for the standing instructions, its body: the heads are copied from
+	// memory and the bodies read from the text cache or the file
+	// (texts.go). A closed store still fails like every read.
 	if err := s.memRead(ctx); err != nil {
 		return nil, fmt.Errorf("sqlite: get many: %w", err)
 	}
+	s.idx.mu.RLock()
+	rids := s.idx.ridsOf(ids)
+	out := s.idx.copyHeads(make([]memory.Node, 0, len(rids)), rids)
+	for i, r := range rids {
+		if keepsText(s.idx.heads[r]) {
+			rids[i] = noRid
+		}
+	}
+	s.idx.mu.RUnlock()
+	if err := s.fillTexts(ctx, out, rids); err != nil {
+		return nil, fmt.Errorf("sqlite: get many: %w", err)
+	}
+	return out, nil
+}
+
+// ridsOf is the rids of the ids that have a head, each once, in the order
+// of ids (x.mu held).
+func (x *index) ridsOf(ids []string) []uint32 {
 	rids := make([]uint32, 0, len(ids))
 	seen := make(map[uint32]struct{}, len(ids))
-	s.idx.mu.RLock()
-	defer s.idx.mu.RUnlock()
 	for _, id := range ids {
-		rid, ok := s.idx.byID[id]
-		if !ok || int(rid) >= len(s.idx.heads) || s.idx.heads[rid] == nil {
+		rid, ok := x.byID[id]
+		if !ok || int(rid) >= len(x.heads) || x.heads[rid] == nil {
 			continue
 		}
 		if _, dup := seen[rid]; dup {
@@ -955,7 +986,7 @@ func (s *Store) GetMany(ctx context.Context, ids []string) ([]memory.Node, error
 		seen[rid] = struct{}{}
 		rids = append(rids, rid)
 	}
-	return s.idx.copyHeads(make([]memory.Node, 0, len(rids)), rids), nil
+	return rids
 }
 
 // byRids fetches nodes by rid in the given order.

@@ -249,3 +249,38 @@ func reportLatency(b *testing.B, wall, cpu []time.Duration) {
 		b.ReportMetric(pct(cpu, 0.99), "p99-cpu-µs/query")
 	}
 }
+
+// BenchmarkCodesOnly compares the index with and without the float32
+// vectors (WithCodesOnly) at 10,000 embedding-like vectors: memory per
+// vector, then top-10 search (graph walk, and a filter of 10%) and the
+// exact scan, CPU per query and recall@10 against exact search on the
+// float32 vectors.
+func BenchmarkCodesOnly(b *testing.B) {
+	const n = 10000
+	d := benchData(n)
+	want := exactAnswers(d, 10, nil)
+	wantTenth := exactAnswers(d, 10, tenth)
+	for _, mode := range []struct {
+		name string
+		opts []Option
+	}{{"float32", nil}, {"codes", []Option{WithCodesOnly()}}} {
+		before := heapInUse()
+		ix := New(benchDim, append([]Option{WithSeed(1)}, mode.opts...)...)
+		if err := ix.AddBatch(d.names, d.vecs); err != nil {
+			b.Fatal(err)
+		}
+		bytes := heapInUse() - before
+		b.Run(mode.name+"/search", func(b *testing.B) {
+			runQueries(b, ix, d, want, nil)
+			b.ReportMetric(float64(bytes)/n, "bytes/vector")
+		})
+		b.Run(mode.name+"/filter=10pct", func(b *testing.B) { runQueries(b, ix, d, wantTenth, tenth) })
+		b.Run(mode.name+"/exact", func(b *testing.B) {
+			exact := New(benchDim, append([]Option{WithSeed(1), WithExactThreshold(1 << 30)}, mode.opts...)...)
+			if err := exact.AddBatch(d.names, d.vecs); err != nil {
+				b.Fatal(err)
+			}
+			runQueries(b, exact, d, want, nil)
+		})
+	}
+}

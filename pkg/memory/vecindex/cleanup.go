@@ -129,14 +129,13 @@ func (ix *Index) repair(slot uint32, sc *scratch) {
 		sc.links = queue
 		sc.keep = keep
 		// Similarities of kept links are cached; new ones are computed.
-		nv := ix.vec(slot)
 		cands := sc.prune[:0]
 		for _, f := range keep {
 			var s float32
 			if i := slices.Index(list, f); i >= 0 {
 				s = nd.sims[l][i]
 			} else {
-				s = dot(nv, ix.vec(f))
+				s = ix.pairDot(slot, f)
 			}
 			cands = append(cands, scored{sim: s, slot: f})
 		}

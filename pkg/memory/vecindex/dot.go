@@ -151,6 +151,45 @@ func (ix *Index) dots(q []float32, slots []uint32, out []float32) {
 	}
 }
 
+// dotF32I8 is the inner product of a float32 vector and an int8 code of
+// one length (the code's scale left out), eight-way unrolled.
+func dotF32I8(q []float32, c []int8) float32 {
+	n := len(q)
+	c = c[:n]
+	var s0, s1, s2, s3, s4, s5, s6, s7 float32
+	i := 0
+	for ; i+8 <= n; i += 8 {
+		qq := q[i : i+8 : i+8]
+		cc := c[i : i+8 : i+8]
+		s0 += qq[0] * float32(cc[0])
+		s1 += qq[1] * float32(cc[1])
+		s2 += qq[2] * float32(cc[2])
+		s3 += qq[3] * float32(cc[3])
+		s4 += qq[4] * float32(cc[4])
+		s5 += qq[5] * float32(cc[5])
+		s6 += qq[6] * float32(cc[6])
+		s7 += qq[7] * float32(cc[7])
+	}
+	for ; i < n; i++ {
+		s0 += q[i] * float32(c[i])
+	}
+	return (s0 + s1) + (s2 + s3) + (s4 + s5) + (s6 + s7)
+}
+
+// Quantize writes unit vector v as int8 codes into dst (len(dst) ==
+// len(v)) and returns their scale, as the index quantises (for callers
+// that keep vectors themselves, such as the SQLite store's exact search
+// while its graph is built).
+func Quantize(dst []int8, v []float32) float32 { return quantize(dst, v) }
+
+// DotCodes is the inner product of two int8 codes of one length (their
+// scales left out), exact, with the AVX2 kernel where the CPU has it.
+func DotCodes(a, b []int8) int32 { return dotI8(a, b) }
+
+// DotCode is the similarity of a float32 query to a vector kept as a code
+// and its scale (Quantize): the query times the code, times the scale.
+func DotCode(q []float32, code []int8, scale float32) float32 { return scale * dotF32I8(q, code) }
+
 // dotI8Generic is dotI8 in plain Go.
 func dotI8Generic(a, b []int8) int32 {
 	n := len(a)

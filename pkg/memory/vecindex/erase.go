@@ -25,7 +25,9 @@ func (ix *Index) Erase(ids ...string) int {
 // wipeLocked zeroes a freed slot's vector, code and tag (ix.mu
 // write-held).
 func (ix *Index) wipeLocked(slot uint32) {
-	clear(ix.vec(slot))
+	if !ix.codesOnly() {
+		clear(ix.vec(slot))
+	}
 	if ix.codes != nil {
 		clear(ix.code(slot))
 		ix.scales[slot] = 0

@@ -123,7 +123,6 @@ func (g *graph) insertMany(ix *Index, slots []uint32) {
 // whether other goroutines are linking at the same time.
 func (g *graph) link(ix *Index, q uint32, locked bool, sc *scratch) {
 	qn := ix.nodes[q]
-	qv := ix.vec(q)
 	lq := qn.level
 
 	g.epMu.Lock()
@@ -143,8 +142,15 @@ func (g *graph) link(ix *Index, q uint32, locked bool, sc *scratch) {
 	}
 
 	cur := uint32(ep)
-	qq := &query{v: qv}
-	curSim := dot(qv, ix.vec(cur))
+	// The new vector is the query: on the vectors, or with WithCodesOnly
+	// on its code (the walk's code-times-code similarity).
+	qq := &query{}
+	if ix.codesOnly() {
+		qq.code, qq.scale = ix.code(q), ix.scales[q]
+	} else {
+		qq.v = ix.vec(q)
+	}
+	curSim := ix.sim(qq, cur)
 	for l := top; l > lq; l-- {
 		cur, curSim = g.greedy(ix, qq, cur, curSim, l, locked, sc)
 	}
@@ -254,10 +260,9 @@ func (g *graph) selectNeighbours(ix *Index, cands []scored, m int, sc *scratch) 
 		if len(out) >= m {
 			break
 		}
-		cv := ix.vec(c.slot)
 		good := true
 		for _, r := range out {
-			if dot(cv, ix.vec(r.slot)) > c.sim {
+			if ix.pairDot(c.slot, r.slot) > c.sim {
 				good = false
 				break
 			}
@@ -442,7 +447,7 @@ func (g *graph) search(ix *Index, q []float32, k int, accept func(slot uint32) b
 	}
 	if qq.scale != 0 {
 		for i := range res {
-			res[i].sim = dot(q, ix.vec(res[i].slot))
+			res[i].sim = ix.qdot(q, res[i].slot)
 		}
 	}
 	slices.SortFunc(res, bySimDesc)

@@ -338,3 +338,64 @@ func TestQuantizedWalk(t *testing.T) {
 		}
 	}
 }
+
+// TestCodesOnlyRecall: an index that keeps only the int8 codes
+// (WithCodesOnly) finds about what the float32 one finds (graph walk and
+// exact scan), keeps no float32 vector, scores within the quantisation
+// error of the exact cosine, and still removes and erases.
+func TestCodesOnlyRecall(t *testing.T) {
+	n, dim := 8000, 128
+	if raceEnabled {
+		n, dim = 2000, 64
+	}
+	d := embeddingData(4, n, 100, dim)
+	codes := New(dim, WithSeed(9), WithExactThreshold(1), WithCodesOnly())
+	plain := New(dim, WithSeed(9), WithExactThreshold(1))
+	for _, ix := range []*Index{codes, plain} {
+		must(t, ix.AddBatch(d.names, d.vecs))
+	}
+	if codes.vecs != nil || plain.vecs == nil {
+		t.Fatalf("float32 vectors kept: WithCodesOnly %v, default %v", codes.vecs != nil, plain.vecs != nil)
+	}
+	rc, rp := recallAt(t, codes, d.names, d.vecs, d.qs, 10, nil), recallAt(t, plain, d.names, d.vecs, d.qs, 10, nil)
+	t.Logf("recall@10: codes only %.4f, with the float32 vectors %.4f", rc, rp)
+	// The codes cost about a point of recall@10 on this data (the exact
+	// scan below loses as much: it is the quantisation, not the graph).
+	if rc < rp-0.025 || rc < 0.94 {
+		t.Errorf("codes-only recall@10 = %.4f, with the float32 vectors %.4f", rc, rp)
+	}
+	half := func(id string) bool { return id[len(id)-1]%2 == 0 }
+	for _, ix := range []*Index{codes, plain} {
+		ix.cfg.exactThreshold = 1 << 30 // the exact scan
+	}
+	re, rpe := recallAt(t, codes, d.names, d.vecs, d.qs, 10, half), recallAt(t, plain, d.names, d.vecs, d.qs, 10, half)
+	t.Logf("exact scan recall@10 (filter of half): codes only %.4f, float32 %.4f", re, rpe)
+	if re < 0.97 {
+		t.Errorf("codes-only exact scan recall@10 = %.4f", re)
+	}
+	byID := map[string][]float32{}
+	for i, name := range d.names {
+		u := make([]float32, dim)
+		normalize(u, d.vecs[i])
+		byID[name] = u
+	}
+	var worst float64
+	for _, q := range d.qs[:20] {
+		qu := make([]float32, dim)
+		normalize(qu, q)
+		for _, h := range codes.Search(q, 10, nil) {
+			worst = max(worst, math.Abs(float64(h.Score-dot(qu, byID[h.ID]))))
+		}
+	}
+	t.Logf("largest score error: %.5f", worst)
+	if worst > 0.01 {
+		t.Errorf("a codes-only score is %.5f off the exact cosine", worst)
+	}
+	codes.Remove(d.names[0])
+	codes.Erase(d.names[1])
+	for _, h := range codes.Search(d.vecs[0], 10, nil) {
+		if h.ID == d.names[0] || h.ID == d.names[1] {
+			t.Fatalf("removed or erased %s found", h.ID)
+		}
+	}
+}
