@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/engram-memory/engram/pkg/memory"
@@ -184,5 +185,43 @@ func TestTermListRoundTrip(t *testing.T) {
 		if !slices.Equal(got, ids) {
 			t.Fatalf("decoded %v, encoded %v", got, ids)
 		}
+	}
+}
+
+// TestPrunedSearchConcurrent: searches share the index under the read
+// lock (the union counts' cache, the counters): concurrent ones answer as
+// one alone (run with -race).
+func TestPrunedSearchConcurrent(t *testing.T) {
+	c := memorytest.NewBenchCorpus()
+	x := newLexIndex()
+	for i := range 3000 {
+		n := c.Node()
+		x.set(uint32(i+1), docText(&n))
+	}
+	queries := make([][]string, 40)
+	want := make([][]scoredItem, len(queries))
+	var sc scratch
+	for i := range queries {
+		queries[i] = append(c.Query(), "the")
+		want[i] = topOf(x, &sc, queries[i], 20, nil)
+	}
+	x.dfCache = dfCache{} // counted afresh, concurrently
+	var wg sync.WaitGroup
+	errs := make(chan string, 4*len(queries))
+	for g := range 4 {
+		wg.Go(func() {
+			var sc scratch
+			for i := range queries {
+				i := (i + g*7) % len(queries)
+				if got := topOf(x, &sc, queries[i], 20, nil); !slices.Equal(got, want[i]) {
+					errs <- fmt.Sprintf("query %v: %v, alone %v", queries[i], got, want[i])
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
 	}
 }
