@@ -91,37 +91,79 @@ func (s *Store) writeConversation(ctx context.Context, pipe goredis.Pipeliner, k
 	pipe.ZAdd(ctx, k.conversation(n.SessionID), goredis.Z{Score: float64(memory.ConversationAt(n)), Member: naturalKey(n.ID)})
 }
 
-// adjacentScript answers one memory's neighbours: its score and the
-// members around it with theirs.
+// adjacentScript answers memories' neighbours: per memory its score and
+// the members around it with theirs. One call answers every memory of a
+// scope tag (their conversation sets share its slot): a script call costs
+// the server more than its ZRANK and ZRANGE did, when it was one a memory.
 //
-// KEYS: the conversation set. ARGV: the memory's member, how many on each
-// side. Reply: empty when the member is not in the set; else its score,
-// then member, score pairs from k before it to k after it (it included).
+// KEYS: per memory its conversation set. ARGV: how many on each side,
+// then per memory its member. Reply: per memory the number of values that
+// follow for it (0 when the member is not in the set), then its score and
+// member, score pairs from k before it to k after it (it included).
 var adjacentScript = goredis.NewScript(`
-local r = redis.call('ZRANK', KEYS[1], ARGV[1])
-if not r then return {} end
-local k = tonumber(ARGV[2])
-local lo = r - k
-if lo < 0 then lo = 0 end
-local out = {redis.call('ZSCORE', KEYS[1], ARGV[1])}
-local around = redis.call('ZRANGE', KEYS[1], lo, r + k, 'WITHSCORES')
-for i = 1, #around do out[#out + 1] = around[i] end
+local k = tonumber(ARGV[1])
+local out = {}
+for i = 1, #KEYS do
+  local m = ARGV[i + 1]
+  local r = redis.call('ZRANK', KEYS[i], m)
+  if not r then
+    out[#out + 1] = '0'
+  else
+    local lo = r - k
+    if lo < 0 then lo = 0 end
+    local around = redis.call('ZRANGE', KEYS[i], lo, r + k, 'WITHSCORES')
+    out[#out + 1] = tostring(#around + 1)
+    out[#out + 1] = redis.call('ZSCORE', KEYS[i], m)
+    for j = 1, #around do out[#out + 1] = around[j] end
+  end
+end
 return out
 `)
 
-// Adjacent implements memory.Conversations: one script per memory (a
-// ZRANK and a ZRANGE of its conversation set), all in one pipeline.
+// Adjacent implements memory.Conversations: one script per scope tag (a
+// ZRANK and a ZRANGE of each memory's conversation set), all in one
+// pipeline.
 func (s *Store) Adjacent(ctx context.Context, nodes []memory.Node, k int) (map[string]memory.Adjacency, error) {
 	out := make(map[string]memory.Adjacency, len(nodes))
 	if k <= 0 || len(nodes) == 0 {
 		return out, nil
 	}
-	replies, err := s.evalTags(ctx, adjacentScript, len(nodes), func(i int) ([]string, []any) {
-		n := &nodes[i]
-		return []string{s.keys(spaceOf(n)).conversation(n.SessionID)}, []any{naturalKey(n.ID), k}
+	var spaces []string
+	byTag := map[string][]int{}
+	for i := range nodes {
+		sp := spaceOf(&nodes[i])
+		if byTag[sp] == nil {
+			spaces = append(spaces, sp)
+		}
+		byTag[sp] = append(byTag[sp], i)
+	}
+	flat, err := s.evalTags(ctx, adjacentScript, len(spaces), func(j int) ([]string, []any) {
+		k2 := s.keys(spaces[j])
+		idx := byTag[spaces[j]]
+		keys := make([]string, len(idx))
+		args := make([]any, 0, 1+len(idx))
+		args = append(args, k)
+		for m, i := range idx {
+			keys[m] = k2.conversation(nodes[i].SessionID)
+			args = append(args, naturalKey(nodes[i].ID))
+		}
+		return keys, args
 	})
 	if err != nil {
 		return nil, s.wrap("adjacent", err)
+	}
+	replies := make([][]string, len(nodes))
+	for j, f := range flat {
+		for _, i := range byTag[spaces[j]] {
+			if len(f) == 0 {
+				return nil, fmt.Errorf("redis adjacent: short reply")
+			}
+			c, err := strconv.Atoi(f[0])
+			if err != nil || c < 0 || c > len(f)-1 {
+				return nil, fmt.Errorf("redis adjacent: count %q", f[0])
+			}
+			replies[i], f = f[1:1+c], f[1+c:]
+		}
 	}
 	gap := float64(memory.ConversationGap.Milliseconds())
 	for i, r := range replies {

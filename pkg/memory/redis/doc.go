@@ -64,6 +64,10 @@
 //	K v:<model>       vector set (VADD ... Q8 SETATTR {sc,ss,rc,ar,sb,vt,cf,sk}; a set
 //	                  made float32, NOQUANT, by an earlier version keeps that, see vaddScript)
 //	K t:<term>        zset: BM25 postings of a term (impact, tf, length packed in the score)
+//	K th:<term>       string: the cached head of t:<term> (its first 128-1,024 postings
+//	                  packed, see lexhead.go), kept a minute after it is built
+//	K hh              hash: term -> "<head size> <lowest score in the head>" for the
+//	                  cached heads (what the posting writers check to drop a head)
 //	K terms           zset: the term dictionary (all scores 0, for ZRANGEBYLEX prefixes)
 //	K bm              hash: n documents, l total length (BM25 statistics)
 //	K cv:<session>    zset: the session's memories (conversation.go) scored by
@@ -111,7 +115,8 @@
 // prefix-expands the query's stem prefixes (memory.LexTerms) over the term
 // dictionary (the prefix and up to 32 longer terms, and the query words'
 // own tokens) and returns document frequencies; posting lists are read
-// best impact first under a budget (whole when short, so small corpora
+// (from their cached heads: one GET each, see below) best impact first
+// under a budget (whole when short, so small corpora
 // and rare terms are exact; of a common term only the best postings make
 // candidates, and the rarer of the common terms get the larger shares);
 // the leading candidates get the rest of their score by ZMSCORE and their
@@ -154,6 +159,48 @@
 // search missed) reads each element's stored vector with one pipelined VEMB
 // RAW per id and computes the cosine here, on the codes for a Q8 set, as
 // VSIM does (TestVectorScoresEachQuantization covers Q8, float32 and bin).
+//
+// # Where a turn's Redis time goes (issue 35)
+//
+// On the injector benchmark (engram bench inject -store redis, 100,000
+// memories in one project, 2026-12-06) the server spent about 2.2 ms of
+// CPU a turn; perf and INFO commandstats put a third of it in ZRANGE:
+// reading about 1,000 postings a turn, best first, from the posting
+// sorted sets. A skip list read in reverse visits nodes scattered over
+// the heap, a cache miss or two each: 0.6-0.8 us a posting there, against
+// 0.07 us for the same read repeated on a warm cache. So the first
+// postings of a list are kept packed in one string, its head (lexhead.go):
+// a read is a GET (about 2 us) and the reply is copied from one
+// allocation. The read that first needs a head builds it (lexHeadScript:
+// ZRANGE and pack, once), for a minute; a writer whose change falls in a
+// cached head (a posting added, rescored or removed at a score no lower
+// than the head's lowest) drops it in the same script, so a head is always
+// the list's current first postings and the channel answers exactly what
+// it answered from the sorted sets (TestLexicalHeadsExact; the development
+// sets' figures and TestLexicalQuality are unchanged). A write below the
+// head keeps it, so a common term's head survives most writes; a write
+// that lands in many heads makes the next reads rebuild them, which costs
+// what reading the sorted set cost before. At 100,000 memories the
+// benchmark kept about 220 heads, 550 KB.
+//
+// The rest of a turn's server time is spread thin, and some of it was
+// waste: node loads asked for the id field as well as the packed value (a
+// quarter of each HMGET); the dictionary script built a key and counted a
+// list for every term of a short prefix's range that it then dropped; the
+// lexical leaders' filter fields were read for 2*limit+20 candidates when
+// the limit+10 completed ones suffice unless the filter rejects more than
+// ten of them (a field of the
+// 100,000-entry filter hash costs about 1.5 us); the leaders' ZMSCORE
+// asked each list for every leader, also those whose posting of it was
+// read; and conversation neighbours (Adjacent) were a script call per
+// memory, eight a turn, one per scope tag now. Together: 1.9-2.5 ms of
+// server CPU a turn before, 1.1-1.7 ms after (medians of alternated runs
+// in four sittings, with the machine's load; see docs/benchmarks.md). The 0.5 ms that issue 35 asks for needs fewer
+// commands a turn, not cheaper ones: the node loads in one read per
+// project (a per-project hash of packed values), and the
+// dictionary's document frequencies kept where one HMGET reads them. This
+// Redis build has no query engine (FT.SEARCH: MODULE LIST shows only
+// vectorset), so the lexical channel cannot move there.
 //
 // # Measured
 //

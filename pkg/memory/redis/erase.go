@@ -379,7 +379,7 @@ func (s *Store) dropNode(ctx context.Context, pipe goredis.Pipeliner, n *memory.
 	for t := range tf {
 		args = append(args, t)
 	}
-	reindexLexScript.Eval(ctx, pipe, []string{k.terms(), k.stats()}, args...)
+	reindexLexScript.Eval(ctx, pipe, []string{k.terms(), k.stats(), k.heads()}, args...)
 }
 
 // space erases a space whole: every key of its hash tag, counted by kind
@@ -842,8 +842,12 @@ func (s *Store) Purge(ctx context.Context) (memory.PurgeReport, error) {
 	var err error
 	switch c := s.c.(type) {
 	case *goredis.ClusterClient:
+		// ForEachShard calls back from a goroutine per node.
+		var mu sync.Mutex
 		var nodes []*goredis.Client
 		err = c.ForEachShard(ctx, func(_ context.Context, n *goredis.Client) error {
+			mu.Lock()
+			defer mu.Unlock()
 			nodes = append(nodes, n)
 			return nil
 		})

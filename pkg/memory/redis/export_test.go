@@ -26,6 +26,13 @@ func SetLexicalBudget(s *Store, budget, minPerTerm int) {
 	s.lexBudget, s.lexMinPer = budget, minPerTerm
 }
 
+// ReadHeads sets whether lexical reads use the cached heads of posting
+// lists (on by default) or the sorted sets themselves.
+func ReadHeads(s *Store, on bool) { s.noHeads = !on }
+
+// HeadKey is the key of a term's cached head in a project.
+func HeadKey(s *Store, project, term string) string { return s.keys(project).head(term) }
+
 // BriefKnown reports whether s remembers ref's briefing flag as taken now.
 func BriefKnown(s *Store, ref memory.SessionRef) bool { return s.briefs.Taken(ref, s.now().UnixNano()) }
 

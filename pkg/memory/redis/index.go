@@ -227,16 +227,29 @@ return redis.call('VADD', KEYS[1], 'FP32', ARGV[3], ARGV[2], q, 'SETATTR', ARGV[
 // bits) times 2^16, plus the document length (16 bits). Postings therefore
 // sort by impact, which lets the lexical channel read the best postings of
 // a very common term first, while tf and length are exact for scoring.
+//
+// A change to a posting in a list's cached head (see lexhead.go) drops
+// that head (headGuardLua), in the same script as the change.
+//
+// KEYS: term dictionary, corpus statistics, heads hash. ARGV: key
+// prefix, id, document count delta, old length, new length, the number of
+// old terms, the old terms, then the new terms and frequencies.
 var reindexLexScript = goredis.NewScript(`
 local p, id = ARGV[1], ARGV[2]
 local nold = tonumber(ARGV[6])
 local newtf = {}
 local i = 7 + nold
-while i <= #ARGV do newtf[ARGV[i]] = tonumber(ARGV[i + 1]); i = i + 2 end
+local touched = {}
+while i <= #ARGV do newtf[ARGV[i]] = tonumber(ARGV[i + 1]); touched[#touched + 1] = ARGV[i]; i = i + 2 end
+for j = 7, 6 + nold do
+  if not newtf[ARGV[j]] then touched[#touched + 1] = ARGV[j] end
+end
+` + headGuardLua + `
 for j = 7, 6 + nold do
   local t = ARGV[j]
   if not newtf[t] then
     local k = p .. 't:' .. t
+    guard(t, nil)
     redis.call('ZREM', k, id)
     if redis.call('ZCARD', k) == 0 then redis.call('ZREM', KEYS[1], t) end
   end
@@ -252,7 +265,9 @@ for t, tf in pairs(newtf) do
   if tf > 8191 then tf = 8191 end
   local imp = tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * dl / avg))
   local q = math.floor(imp / 2.2 * 65535)
-  redis.call('ZADD', p .. 't:' .. t, q * 536870912 + tf * 65536 + dl, id)
+  local sc = q * 536870912 + tf * 65536 + dl
+  guard(t, sc)
+  redis.call('ZADD', p .. 't:' .. t, sc, id)
   redis.call('ZADD', KEYS[1], 0, t)
 end
 redis.call('HINCRBY', KEYS[2], 'n', ARGV[3])
@@ -393,7 +408,7 @@ func (s *Store) writeNode(ctx context.Context, pipe goredis.Pipeliner, old, n *m
 		for t, c := range newTF {
 			args = append(args, t, c)
 		}
-		reindexLexScript.Eval(ctx, pipe, []string{k.terms(), k.stats()}, args...)
+		reindexLexScript.Eval(ctx, pipe, []string{k.terms(), k.stats(), k.heads()}, args...)
 	}
 
 	// Path sets.

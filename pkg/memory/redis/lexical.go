@@ -56,7 +56,9 @@ const (
 //
 // A prefix of fewer than memory.PrefixMin runes matches only itself
 // (marked with a leading '=': "in" would otherwise match "income" and
-// "inch"), as in the SQLite store.
+// "inch"), as in the SQLite store. A term that cannot be kept costs no
+// key and no ZCARD: a short prefix's range (a stop word's: "to") is
+// mostly such terms, and building their keys was half the script's time.
 //
 // KEYS: term dictionary, corpus statistics. ARGV: key prefix, max
 // expansions, then per query term its prefix
@@ -83,14 +85,16 @@ for qi = 3, #ARGV do
   local seen = {}
   local longer = 0
   for _, t in ipairs(terms) do
-    local key = p .. 't:' .. t
-    local df = redis.call('ZCARD', key)
     if t ~= q then longer = longer + 1 end
-    if df > 0 and (t == q or words[t] or (not whole and longer <= maxExp)) then
-      seen[t] = true
-      out[#out + 1] = key
-      out[#out + 1] = tostring(df)
-      out[#out + 1] = (words[t] and '0' or '1') .. ':' .. tostring(qi)
+    if t == q or words[t] or (not whole and longer <= maxExp) then
+      local key = p .. 't:' .. t
+      local df = redis.call('ZCARD', key)
+      if df > 0 then
+        seen[t] = true
+        out[#out + 1] = key
+        out[#out + 1] = tostring(df)
+        out[#out + 1] = (words[t] and '0' or '1') .. ':' .. tostring(qi)
+      end
     end
   end
   for i = 2, #parts do
@@ -131,8 +135,10 @@ return out
 //     only the best postings make candidates;
 //  3. for the leading candidates, the missing contributions of the
 //     truncated lists that can still matter (ZMSCORE), and the filter
-//     fields of the 2*limit+20 best candidates (one HMGET of the vis hash);
-//  4. only when too few of those pass: the filter fields of the rest;
+//     fields of those limit+10 (one HMGET of the vis hash: a field of a
+//     100,000-entry hash costs the server about 1.5 us);
+//  4. only when too few of those pass: the filter fields of the next
+//     2*limit+20, then of the rest;
 //     when that still leaves fewer than limit and common terms were left
 //     out (see score), steps 3 and 4 again with every term scored.
 //
@@ -191,7 +197,7 @@ func (s *Store) judge(ctx context.Context, reads []*lexRead, qs []memory.LexTerm
 	for _, r := range reads {
 		r.ranked, r.read, r.next, r.vis, r.out = 0, 0, 0, nil, nil
 	}
-	left = score(reads, qs, want, 2*limit+20)
+	left = score(reads, qs, want, limit+10)
 	if err := s.completeLeaders(ctx, reads, limit); err != nil {
 		return nil, left, err
 	}
@@ -202,13 +208,19 @@ func (s *Store) judge(ctx context.Context, reads []*lexRead, qs []memory.LexTerm
 			more = append(more, r)
 		}
 	}
-	if len(more) > 0 {
-		if err := s.readRestVisibility(ctx, more); err != nil {
+	// Past the leaders a page of 2*limit+20 candidates, then every one
+	// left: the filter rejects few in most queries.
+	for page := 2*limit + 20; len(more) > 0; page = 0 {
+		if err := s.readRestVisibility(ctx, more, page); err != nil {
 			return nil, left, err
 		}
+		short := more[:0]
 		for _, r := range more {
-			r.take(f, now, limit)
+			if r.take(f, now, limit) < limit && r.read < len(r.cands) {
+				short = append(short, r)
+			}
 		}
+		more = short
 	}
 	for _, r := range reads {
 		all = append(all, r.out...)
@@ -335,7 +347,8 @@ type postingList struct {
 	foundOnly bool
 	read      int64 // postings to read, best first
 
-	postings *goredis.ZSliceCmd
+	ps  []goredis.Z        // the postings read, best first
+	cmd *goredis.ZSliceCmd // a read of postings past headMax
 	// Where reading stopped in a truncated list (equal scores come in
 	// reverse member order) and the contribution of that last posting: no
 	// unread posting contributes more.
@@ -343,7 +356,9 @@ type postingList struct {
 	stop       float64
 	stopMember string
 	last       float64
-	missing    *goredis.FloatSliceCmd // the leading candidates' scores in this list
+	missing    *goredis.FloatSliceCmd // the scores in this list of the leading candidates asked
+	ask        []int                  // their indexes among the candidates
+	idx        int                    // its index in the read's lists (lexDoc.lists)
 }
 
 // parseLexDict reads the reply of lexDictScript to the query terms qs
@@ -414,27 +429,11 @@ func (r *lexRead) plan(budget, minPer int) {
 	}
 }
 
-// readPostings is step 2: every planned list of every tag, in one pipeline.
-func (s *Store) readPostings(ctx context.Context, reads []*lexRead) error {
-	pipe := s.c.Pipeline()
-	for _, r := range reads {
-		for _, l := range r.lists {
-			if l.read > 0 {
-				l.postings = pipe.ZRangeArgsWithScores(ctx, goredis.ZRangeArgs{Key: l.key, Start: 0, Stop: l.read - 1, Rev: true})
-			}
-		}
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return s.wrap("lexical postings", err)
-	}
-	return nil
-}
-
 // completeLeaders is step 3. The leading limit+10 candidates get the
 // contributions of truncated lists they hold beyond where reading stopped,
 // from the lists whose unread postings can still matter (more than 5% of
-// the limit-th score; on the benchmark corpus 1% ranks the same); the
-// 2*limit+20 best get their filter fields.
+// the limit-th score; on the benchmark corpus 1% ranks the same); they
+// get their filter fields too.
 func (s *Store) completeLeaders(ctx context.Context, reads []*lexRead, limit int) error {
 	pipe := s.c.Pipeline()
 	vis := make([]*goredis.SliceCmd, len(reads))
@@ -449,9 +448,21 @@ func (s *Store) completeLeaders(ctx context.Context, reads []*lexRead, limit int
 		}
 		kth := r.cands[min(r.ranked, limit)-1].Score
 		lead := r.ids(0, min(r.ranked, limit+10))
-		for _, l := range r.lists {
+		for li, l := range r.lists {
 			if l.truncated && l.last*1.25 >= 0.05*kth {
-				l.missing = pipe.ZMScore(ctx, l.key, lead...)
+				// A leader whose posting of the list was read has it
+				// counted: only the others are asked.
+				l.ask = l.ask[:0]
+				var ids []string
+				for j, id := range lead {
+					if li >= 64 || r.docs[r.index[id]].lists&(1<<li) == 0 {
+						l.ask = append(l.ask, j)
+						ids = append(ids, id)
+					}
+				}
+				if len(ids) > 0 {
+					l.missing = pipe.ZMScore(ctx, l.key, ids...)
+				}
 			}
 		}
 		vis[i] = pipe.HMGet(ctx, r.keys.vis(), r.ids(0, r.ranked)...)
@@ -469,11 +480,11 @@ func (s *Store) completeLeaders(ctx context.Context, reads []*lexRead, limit int
 			}
 			// ZMSCORE answers 0 for a member the list lacks (go-redis reads
 			// nil as 0); a posting's packed score is at least 1<<16.
-			for j, sc := range l.missing.Val() {
+			for m, sc := range l.missing.Val() {
 				if sc <= 0 {
 					continue
 				}
-				if c := &r.cands[j]; sc < l.stop || (sc == l.stop && c.ID < l.stopMember) {
+				if c := &r.cands[l.ask[m]]; sc < l.stop || (sc == l.stop && c.ID < l.stopMember) {
 					tf, length := posting(sc)
 					r.add(&r.docs[r.index[c.ID]], l.gi, tf, length, l.inGroup, l.ew)
 				}
@@ -489,14 +500,19 @@ func (s *Store) completeLeaders(ctx context.Context, reads []*lexRead, limit int
 	return nil
 }
 
-// readRestVisibility is step 4: the filter fields of every candidate past
-// the leading ones, for the reads that found too few visible leaders.
-func (s *Store) readRestVisibility(ctx context.Context, reads []*lexRead) error {
+// readRestVisibility is step 4: the filter fields of the next page
+// candidates past those read (page 0: all of them), for the reads that
+// found too few visible ones.
+func (s *Store) readRestVisibility(ctx context.Context, reads []*lexRead, page int) error {
 	pipe := s.c.Pipeline()
 	cmds := make([]*goredis.SliceCmd, len(reads))
 	for i, r := range reads {
-		sortScored(r.cands[r.read:]) // past the leaders, still in no order (see rank)
-		cmds[i] = pipe.HMGet(ctx, r.keys.vis(), r.ids(r.read, len(r.cands))...)
+		to := len(r.cands)
+		if page > 0 {
+			to = min(to, r.read+page)
+		}
+		sortBest(r.cands[r.read:], to-r.read) // past those read, still in no order (see score)
+		cmds[i] = pipe.HMGet(ctx, r.keys.vis(), r.ids(r.read, to)...)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return s.wrap("lexical filter fields", err)

@@ -39,6 +39,7 @@ type lexDoc struct {
 	length float64
 	exact  float64   // the words' own parts, weighted
 	tf     []groupTF // per group of a scored (not common) unit: the summed frequency
+	lists  uint64    // the read's lists (their index, below 64) whose read postings hold it
 }
 
 type groupTF struct {
@@ -100,11 +101,15 @@ func score(reads []*lexRead, qs []memory.LexTerm, want, k int) bool {
 	slices.SortStableFunc(units, func(a, b lexUnit) int { return int(a.df - b.df) })
 
 	for _, r := range reads {
-		r.index = map[string]int{}
-		r.docs = r.docs[:0]
-		for _, l := range r.lists {
-			l.inGroup, l.ew, l.foundOnly = false, 0, false
+		// Sized for every posting read (an upper bound of the documents):
+		// growing the map was most of accumulate's time.
+		n := 0
+		for li, l := range r.lists {
+			l.inGroup, l.ew, l.foundOnly, l.idx = false, 0, false, li
+			n += len(l.ps)
 		}
+		r.index = make(map[string]int, n)
+		r.docs = slices.Grow(r.docs[:0], n)
 	}
 	found := func() int {
 		n := 0
@@ -151,8 +156,8 @@ func score(reads []*lexRead, qs []memory.LexTerm, want, k int) bool {
 			}
 		}
 		for _, l := range r.lists {
-			if l.inGroup && l.truncated && l.postings != nil {
-				docsOf[l.gi] += l.df - int64(len(l.postings.Val()))
+			if l.inGroup && l.truncated && len(l.ps) > 0 {
+				docsOf[l.gi] += l.df - int64(len(l.ps))
 			}
 		}
 	}
@@ -168,8 +173,8 @@ func score(reads []*lexRead, qs []memory.LexTerm, want, k int) bool {
 			r.cands[i] = memory.Scored{ID: id, Score: r.docScore(&r.docs[i])}
 		}
 		for _, l := range r.lists {
-			if l.truncated && l.postings != nil {
-				if ps := l.postings.Val(); len(ps) > 0 {
+			if l.truncated {
+				if ps := l.ps; len(ps) > 0 {
 					last := ps[len(ps)-1]
 					l.stop = last.Score
 					l.stopMember, _ = last.Member.(string)
@@ -194,10 +199,7 @@ func score(reads []*lexRead, qs []memory.LexTerm, want, k int) bool {
 // (group), and their own part (ew > 0); foundOnly: only to documents
 // already found.
 func (r *lexRead) accumulate(l *postingList, group bool, ew float64, foundOnly bool) {
-	if l.postings == nil {
-		return
-	}
-	for _, p := range l.postings.Val() {
+	for _, p := range l.ps {
 		id, _ := p.Member.(string)
 		i, ok := r.index[id]
 		if !ok {
@@ -210,6 +212,9 @@ func (r *lexRead) accumulate(l *postingList, group bool, ew float64, foundOnly b
 		}
 		tf, length := posting(p.Score)
 		r.add(&r.docs[i], l.gi, tf, length, group, ew)
+		if l.idx < 64 {
+			r.docs[i].lists |= 1 << l.idx
+		}
 	}
 }
 

@@ -32,7 +32,9 @@ const (
 // idempotent: a document already at the new length is left alone, so an
 // interrupted migration can simply run again.
 //
-// KEYS: term dictionary, corpus statistics. ARGV: key prefix, id, new
+// It drops the cached heads of the terms it rewrites (lexhead.go).
+//
+// KEYS: term dictionary, corpus statistics, heads hash. ARGV: key prefix, id, new
 // length, then term, tf pairs (the document's terms under the new
 // weighting). Reply: 1 when rewritten, 0 when already current or not
 // indexed.
@@ -53,6 +55,8 @@ if n > 0 and l > 0 then avg = l / n end
 if avg < 1 then avg = 1 end
 for i = 4, #ARGV, 2 do
   local t, tf = ARGV[i], tonumber(ARGV[i + 1])
+  redis.call('DEL', p .. 'th:' .. t)
+  redis.call('HDEL', KEYS[3], t)
   if tf > 8191 then tf = 8191 end
   local imp = tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * cdl / avg))
   local q = math.floor(imp / 2.2 * 65535)
@@ -83,7 +87,7 @@ func (s *Store) EnsureLexicalIndex(ctx context.Context) (int, error) {
 			for t, c := range tf {
 				args = append(args, t, c)
 			}
-			cmds = append(cmds, relexScript.Eval(ctx, pipe, []string{k.terms(), k.stats()}, args...))
+			cmds = append(cmds, relexScript.Eval(ctx, pipe, []string{k.terms(), k.stats(), k.heads()}, args...))
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			return 0, err

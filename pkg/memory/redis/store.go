@@ -56,7 +56,8 @@ type Store struct {
 	// smallSet: searched on the server's main thread (see noteSetSize).
 	smallSets sync.Map // vector set key -> struct{}
 
-	lexBudget, lexMinPer int // postings a lexical query reads per project; at least per term
+	lexBudget, lexMinPer int  // postings a lexical query reads per project; at least per term
+	noHeads              bool // read postings from the sorted sets only (tests: lexhead.go)
 	closeCli             bool
 }
 
@@ -305,6 +306,8 @@ func (k keys) models() string            { return k.p + "models" }
 func (k keys) vectors(m string) string   { return k.p + "v:" + m }
 func (k keys) terms() string             { return k.p + "terms" }
 func (k keys) stats() string             { return k.p + "bm" }
+func (k keys) heads() string             { return k.p + "hh" }
+func (k keys) head(term string) string   { return k.p + "th:" + term }
 func (k keys) vis() string               { return k.p + "vis" }
 func (k keys) path(p string) string      { return k.p + "pa:" + p }
 func (k keys) edgesOut(id string) string { return k.p + "eo:" + id }
