@@ -51,11 +51,34 @@
 //     costs one read instead of three dependent ones (TestIDCmpMatchesStrings).
 //     A query term with one posting list that holds no stale postings (each
 //     list counts them until it is compacted) is scored in one pass, without
-//     the generation check and the frequency accumulator that prefix
-//     expansions and re-indexed documents need; the scores are the same bit
-//     for bit (TestLexSearchOnePassMatchesGeneral). BenchmarkLexIndex at
-//     100,000 documents, CPU per query, four alternating pairs: p50 0.351 ->
-//     0.314 ms, p99 1.62 -> 1.36 ms;
+//     the frequency accumulator that prefix expansions need; the scores are
+//     the same bit for bit (TestLexSearchOnePassMatchesGeneral).
+//     BenchmarkLexIndex at 100,000 documents, CPU per query, four
+//     alternating pairs: p50 0.351 -> 0.314 ms, p99 1.62 -> 1.36 ms.
+//     A posting list is two arrays, rids (4 bytes) and term frequencies (2),
+//     in rid order but for a short tail of writes out of order, merged once
+//     it outgrows a sixteenth of the list (postings.go); a removed or
+//     re-indexed document's postings are found by binary search from its
+//     term list and marked stale in place (tf 0) until the list is
+//     compacted. Before, a posting was 12 bytes (rid, the document's
+//     generation, tf) and every read of a list checked the generation in a
+//     per-document array. A document's term list is its term ids as uvarint
+//     deltas (docterms.go): about 2 bytes a term instead of 4.
+//     Rid order lets a search look a few documents up in a long list:
+//     dynamic pruning (MaxScore, prune.go). Once, where the units left
+//     (query terms in the order scored, rarest first) first outnumber the
+//     documents found, the search scores a sample of the best of those in
+//     full; when their want-th best beats the most the units left can add to
+//     a document not found yet (bounds from each list's highest tf and
+//     shortest document; the stem group's idf from its union count, cached
+//     per group while its terms do not change), no new document can enter,
+//     and the units left are looked up for the documents found only, those
+//     that cannot reach the want-th best dropped after each unit. The want
+//     best and their scores are the exhaustive ones bit for bit
+//     (TestPrunedSearchMatchesExhaustive: random corpora with prefix groups,
+//     common words, filters, churn, and against an index built afresh).
+//     Why it saves little on engram bench inject's corpus (and what would):
+//     see docs/benchmarks.md, "Scale (issue 35)";
 //   - the conversation index (conversation.go): per conversation (tenant,
 //     project, session) its memories' rids in memory.CompareConversation
 //     order, so that Adjacent (memory.Conversations) finds a memory's
@@ -213,7 +236,7 @@
 // garbage collector marks it again at every cycle while turns are served
 // (on 2 cores a quarter of the CPU, plus assists charged to whatever
 // allocates). What it must scan is kept small: the BM25 index holds its
-// terms in one slice by id and a document's terms as ids (no pointers:
+// terms in one slice by id and a document's terms as encoded ids (no pointers:
 // the per-document lists as strings were tens of millions of pointers),
 // the gates hold no time.Time; the load allocates a node's head and unit
 // vector before it takes the index lock and reserves the per-rid slices

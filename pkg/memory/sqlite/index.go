@@ -117,7 +117,6 @@ func (x *index) reserve(last int) {
 	x.heads = growTo(x.heads, n)
 	x.gates = growTo(x.gates, n)
 	x.lex.docLen = growTo(x.lex.docLen, n)
-	x.lex.gen = growTo(x.lex.gen, n)
 	x.lex.docTerms = growTo(x.lex.docTerms, n)
 }
 

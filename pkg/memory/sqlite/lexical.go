@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
 
@@ -81,17 +82,23 @@ func docText(n *memory.Node) string {
 	return sb.String()
 }
 
+// posting is a document's entry in a term's list, as searches read it
+// (a list keeps its rids and tfs in two arrays: 6 bytes a posting).
 type posting struct {
 	rid uint32
-	gen uint32 // the document generation it was written for; stale entries are skipped
 	tf  uint16
 }
 
 type term struct {
-	name     string
-	postings []posting
-	df       int // live documents holding the term
-	stale    int // postings of an older generation (until compact)
+	name   string
+	rids   []uint32 // the documents: rids[:sorted] ascending, the rest in the order written
+	tfs    []uint16 // by posting: the term's count in the document; 0: a removed document's (until compact)
+	df     int      // live documents holding the term
+	stale  int      // postings of removed or re-indexed documents (tf 0, until compact)
+	sorted int      // how many postings from the first are in rid order (see sortTail)
+	maxTF  uint16   // the highest tf of a posting written (a bound for pruning: never lowered)
+	minLen uint32   // the shortest document a posting was written for (a bound: never raised)
+	ver    uint32   // bumped when the term's live documents change (the union df cache)
 }
 
 // lexIndex is an in-memory BM25 index over node rids. Postings are appended;
@@ -108,13 +115,16 @@ type lexIndex struct {
 	free     []uint32          // ids of terms compact deleted, for new terms
 	dict     []string          // sorted terms, for prefix expansion
 	recent   []string          // sorted terms added since dict was last merged (kept small)
-	docTerms [][]uint32        // per rid: the distinct terms (ids) of the live document
+	docTerms [][]byte          // per rid: the distinct terms (ids) of the live document, encoded (docterms.go); nil: none
 	docLen   []uint32          // per rid: tokens
-	gen      []uint32          // per rid
 	nDocs    int
 	totalLen int64
 	dead     int // stale postings
 	live     int // live postings
+	dfCache  dfCache
+	noPrune  bool         // tests: score every unit in full (the reference pruning must match)
+	pruned   atomic.Int64 // searches pruned (MaxScore: the units left scored for the documents found only)
+	failed   atomic.Int64 // searches that tried to prune and scored every unit in full after all
 }
 
 func newLexIndex() *lexIndex { return &lexIndex{ids: map[string]uint32{}} }
@@ -131,28 +141,29 @@ func (x *lexIndex) term(t string) *term {
 func (x *lexIndex) grow(rid uint32) {
 	for int(rid) >= len(x.docLen) {
 		x.docLen = append(x.docLen, 0)
-		x.gen = append(x.gen, 0)
 		x.docTerms = append(x.docTerms, nil)
 	}
 }
 
-// remove drops a document (its postings become dead).
+// remove drops a document: its postings get tf 0 (stale, skipped by
+// searches, dropped by compact).
 func (x *lexIndex) remove(rid uint32) {
 	if int(rid) >= len(x.docLen) || x.docTerms[rid] == nil {
 		return
 	}
-	for _, id := range x.docTerms[rid] {
+	n := eachTerm(x.docTerms[rid], func(id uint32) {
 		tm := &x.tms[id]
+		tm.kill(rid)
 		tm.df--
 		tm.stale++
-	}
-	x.dead += len(x.docTerms[rid])
-	x.live -= len(x.docTerms[rid])
+		tm.ver++
+	})
+	x.dead += n
+	x.live -= n
 	x.nDocs--
 	x.totalLen -= int64(x.docLen[rid])
 	x.docTerms[rid] = nil
 	x.docLen[rid] = 0
-	x.gen[rid]++
 }
 
 // set (re)indexes a document.
@@ -167,24 +178,26 @@ func (x *lexIndex) setCounts(rid uint32, counts map[string]int) {
 	x.grow(rid)
 	x.remove(rid)
 	if len(counts) == 0 {
-		x.docTerms[rid] = []uint32{}
+		x.docTerms[rid] = []byte{}
 		x.nDocs++
 		return
 	}
 	ids := make([]uint32, 0, len(counts))
 	var length uint32
+	for _, c := range counts {
+		length += uint32(c)
+	}
 	for t, c := range counts {
 		id, ok := x.ids[t]
 		if !ok {
 			id = x.newTerm(t)
 		}
 		tm := &x.tms[id]
-		tm.postings = append(tm.postings, posting{rid: rid, gen: x.gen[rid], tf: uint16(min(c, math.MaxUint16))})
-		tm.df++
+		tf := uint16(min(c, math.MaxUint16))
+		tm.add(rid, tf, length)
 		ids = append(ids, id)
-		length += uint32(c)
 	}
-	x.docTerms[rid] = ids
+	x.docTerms[rid] = encodeTerms(ids)
 	x.docLen[rid] = length
 	x.nDocs++
 	x.totalLen += int64(length)
@@ -205,7 +218,9 @@ func (x *lexIndex) newTerm(t string) uint32 {
 	var id uint32
 	if n := len(x.free); n > 0 {
 		id, x.free = x.free[n-1], x.free[:n-1]
-		x.tms[id] = term{name: t}
+		// The version goes on from the freed term's: a cached union
+		// count that named this id cannot be taken for the new term's.
+		x.tms[id] = term{name: t, ver: x.tms[id].ver + 1}
 	} else {
 		id = uint32(len(x.tms))
 		x.tms = append(x.tms, term{name: t})
@@ -241,19 +256,21 @@ func (x *lexIndex) compact() {
 		if tm.name == "" {
 			continue // a free slot
 		}
-		kept := tm.postings[:0]
-		for _, p := range tm.postings {
-			if x.gen[p.rid] == p.gen && x.docTerms[p.rid] != nil {
-				kept = append(kept, p)
+		kept := 0
+		for i, tf := range tm.tfs {
+			if tf != 0 {
+				tm.rids[kept], tm.tfs[kept] = tm.rids[i], tf
+				kept++
 			}
 		}
-		if len(kept) == 0 {
+		if kept == 0 {
 			delete(x.ids, tm.name)
-			*tm = term{}
+			*tm = term{ver: tm.ver + 1}
 			x.free = append(x.free, uint32(id))
 			continue
 		}
-		tm.postings, tm.stale = slices.Clip(kept), 0
+		tm.rids, tm.tfs, tm.stale = slices.Clip(tm.rids[:kept]), slices.Clip(tm.tfs[:kept]), 0
+		tm.sortAll()
 	}
 	x.dead = 0
 	gone := func(t string) bool { _, ok := x.ids[t]; return !ok }
@@ -304,6 +321,9 @@ type scratch struct {
 	touchT  []uint32
 	touched []uint32
 	best    []ranked
+	seen    []uint64 // bit set for unionDF
+	cands   []uint32 // the documents a pruned search still scores, in rid order
+	found   []posting
 }
 
 // commonShare is memory.CommonShare: when the rarer terms already matched
@@ -329,6 +349,11 @@ const commonShare = memory.CommonShare
 // were left out (a caller whose filter then leaves it short of want may
 // search again with want 0: every term scored).
 func (x *lexIndex) search(words []string, sc *scratch, want int, accept func(rid uint32) bool, more func() bool, visit func(rid uint32, score float64) bool) (left bool) {
+	return x.searchPruned(words, sc, want, accept, more, visit, want > 0 && more != nil && !x.noPrune)
+}
+
+// searchPruned is search, pruned (MaxScore, see prune.go) when prune is set.
+func (x *lexIndex) searchPruned(words []string, sc *scratch, want int, accept func(rid uint32) bool, more func() bool, visit func(rid uint32, score float64) bool, prune bool) (left bool) {
 	if x.nDocs == 0 {
 		return false
 	}
@@ -349,15 +374,8 @@ func (x *lexIndex) search(words []string, sc *scratch, want int, accept func(rid
 	// idf). Units are scored rarest first and each is judged common on its
 	// own: "use" stays scored as a word when its family ("used", "user",
 	// "useful", ...) is common enough to be left out.
-	type unit struct {
-		lists []*term
-		w     float64 // the weight of the unit's idf: the term's weight for a group, ExactWeight x it for a word
-		we    float64 // a one-list group that is also its word's token: ExactWeight x the term's weight (else 0)
-		df    int     // upper bound: the sum over lists
-		group bool    // the unit is a term's group, not a word's own token
-	}
 	lts := memory.LexTerms(words)
-	us := make([]unit, 0, 2*len(lts))
+	us := make([]lexUnit, 0, 2*len(lts))
 	for _, lt := range lts {
 		exp := x.expand(lt.Prefix)
 		var exact []*term
@@ -372,7 +390,7 @@ func (x *lexIndex) search(words []string, sc *scratch, want int, accept func(rid
 		if len(exp) == 0 {
 			continue
 		}
-		g := unit{lists: exp, w: lt.Weight, group: true}
+		g := lexUnit{lists: exp, w: lt.Weight, group: true}
 		for _, tm := range exp {
 			g.df += tm.df
 		}
@@ -382,15 +400,30 @@ func (x *lexIndex) search(words []string, sc *scratch, want int, accept func(rid
 		}
 		us = append(us, g)
 		for _, tm := range exact {
-			us = append(us, unit{lists: []*term{tm}, w: memory.ExactWeight * lt.Weight, df: tm.df})
+			us = append(us, lexUnit{lists: []*term{tm}, w: memory.ExactWeight * lt.Weight, df: tm.df})
 		}
 	}
-	slices.SortStableFunc(us, func(a, b unit) int { return a.df - b.df })
+	slices.SortStableFunc(us, func(a, b lexUnit) int { return a.df - b.df })
 	sc.touched = sc.touched[:0]
 	var top float32 // the best score so far (scores only grow)
 	// k: the unit's weighted idf times k1 + 1 (a group that is also its
 	// word's only token adds both weights at once).
 	bm := bm25{c1: bm25K1 * (1 - bm25B), c2: bm25K1 * bm25B / avg}
+	// Pruning (MaxScore, see prune.go): restDF[i] is the postings of
+	// units i.. (a check is worth it when they outnumber the documents
+	// found).
+	var restDF []int
+	tried := false
+	if prune {
+		restDF = make([]int, len(us)+1)
+		for i := len(us) - 1; i >= 0; i-- {
+			restDF[i] = restDF[i+1] + us[i].df
+		}
+	}
+	// restricted: only the documents in sc.cands (and marked) are scored
+	// from here on: those that can still be among the want best accepted
+	// ones (pruned, or the common words' cut).
+	restricted := false
 	// common: the units left are common (see commonShare) and the rarer
 	// ones found enough candidates. A common group is left out (the
 	// prefix expansions of "the" or "what" are noise); a common word's
@@ -399,21 +432,48 @@ func (x *lexIndex) search(words []string, sc *scratch, want int, accept func(rid
 	// cost R@1 0.475 -> 0.468 and R@10 0.904 -> 0.894).
 	common := false
 	for i, u := range us {
-		if !common && want > 0 && float64(u.df) > commonShare*N && len(sc.touched) >= 2*want {
+		if !common && want > 0 && float64(u.df) > commonShare*N && x.touchedAtLeast(sc, us[:i], restricted, 2*want) {
 			common = true // units are sorted by df: so are the rest
-			// What the common words can add to a document at most
-			// (tf / (tf + norm) < 1): their own tokens' weights.
-			spare := 0.0
-			for _, c := range us[i:] {
-				w := c.we
-				if !c.group {
-					w = c.w
+			if !restricted {
+				// What the common words can add to a document at most
+				// (tf / (tf + norm) < 1): their own tokens' weights.
+				spare := 0.0
+				for _, c := range us[i:] {
+					w := c.we
+					if !c.group {
+						w = c.w
+					}
+					if w > 0 && c.lists[0].df > 0 {
+						spare += w * idf(float64(c.lists[0].df)) * (bm25K1 + 1)
+					}
 				}
-				if w > 0 && c.lists[0].df > 0 {
-					spare += w * idf(float64(c.lists[0].df)) * (bm25K1 + 1)
-				}
+				sc.restrict(n, x.commonCut(sc, top, want, spare, accept), 0)
+				restricted = true
 			}
-			sc.markFrom(n, x.commonCut(sc, top, want, spare, accept))
+		} else if prune && !tried && !restricted && i > 0 && restDF[i] > pruneShare*len(sc.touched) && len(sc.touched) >= want {
+			// Tried once, where the units left first outnumber the
+			// documents found (after the rarest, weightiest units).
+			tried = true
+			if x.worthPruning(sc, us, i, want, accept, idf, bm, N, top) {
+				// MaxScore: the documents found are scored in full (the
+				// units left looked up for them) and, as the want-th best
+				// of them beats all that the units left can add to a
+				// document they do not hold, that is the answer (prune.go).
+				var done bool
+				if done, common = x.finishFound(sc, us, restDF, i, want, accept, idf, bm, N, &top); !done {
+					// Cannot happen (worthPruning checked it); should it,
+					// everything is scored afresh.
+					for _, rid := range sc.touched {
+						sc.score[rid] = 0
+					}
+					sc.unmarkTouched()
+					x.failed.Add(1)
+					return x.searchPruned(words, sc, want, accept, more, visit, false)
+				}
+				restricted = true
+				x.pruned.Add(1)
+				break
+			}
 		}
 		if common {
 			if u.group { // a group: only its word's own token counts
@@ -422,22 +482,29 @@ func (x *lexIndex) search(words []string, sc *scratch, want int, accept func(rid
 				}
 				u.w, u.we = u.we, 0
 			}
-			// One list (a word's own token) of thousands of postings, most
-			// of them of documents no rarer term found: the bit set of
-			// those found (a few kilobytes, in the cache) rejects them
-			// cheaply; the list's df counts its live postings.
 			tm := u.lists[0]
 			if tm.df == 0 {
 				continue
 			}
 			k := u.w * idf(float64(tm.df)) * (bm25K1 + 1)
-			for _, p := range tm.postings {
-				if sc.mark[p.rid>>6]&(1<<(p.rid&63)) == 0 || (tm.stale > 0 && x.gen[p.rid] != p.gen) {
+			if tm.seekable(len(sc.cands)) {
+				sc.found = x.candidates(tm, sc.cands, sc.mark, sc.found[:0])
+				for _, p := range sc.found {
+					v := sc.score[p.rid] + bm.score(k, float64(p.tf), x.docLen[p.rid])
+					sc.score[p.rid] = v
+					top = max(top, v)
+				}
+				continue
+			}
+			// Many candidates: one read of the list against their bit set
+			// (a few kilobytes, in the cache), scoring as it goes.
+			tfs := tm.tfs[:len(tm.rids)]
+			for i, rid := range tm.rids {
+				if sc.mark[rid>>6]&(1<<(rid&63)) == 0 || tfs[i] == 0 {
 					continue
 				}
-				f := float64(p.tf)
-				v := sc.score[p.rid] + bm.score(k, f, x.docLen[p.rid])
-				sc.score[p.rid] = v
+				v := sc.score[rid] + bm.score(k, float64(tfs[i]), x.docLen[rid])
+				sc.score[rid] = v
 				top = max(top, v)
 			}
 			continue
@@ -452,28 +519,31 @@ func (x *lexIndex) search(words []string, sc *scratch, want int, accept func(rid
 				continue
 			}
 			k := (u.w + u.we) * idf(float64(tm.df)) * (bm25K1 + 1)
-			for _, p := range tm.postings {
-				old := sc.score[p.rid]
+			tfs := tm.tfs[:len(tm.rids)]
+			for i, rid := range tm.rids {
+				old := sc.score[rid]
 				if old == 0 {
-					sc.touched = append(sc.touched, p.rid)
+					sc.touched = append(sc.touched, rid)
 				}
-				f := float64(p.tf)
-				v := old + bm.score(k, f, x.docLen[p.rid])
-				sc.score[p.rid] = v
+				f := float64(tfs[i])
+				v := old + bm.score(k, f, x.docLen[rid])
+				sc.score[rid] = v
 				top = max(top, v)
 			}
 			continue
 		}
 		sc.touchT = sc.touchT[:0]
 		for _, tm := range u.lists {
-			for _, p := range tm.postings {
-				if x.gen[p.rid] != p.gen {
-					continue
+			tfs := tm.tfs[:len(tm.rids)]
+			for i, rid := range tm.rids {
+				tf := tfs[i]
+				if tf == 0 {
+					continue // stale
 				}
-				if sc.tf[p.rid] == 0 {
-					sc.touchT = append(sc.touchT, p.rid)
+				if sc.tf[rid] == 0 {
+					sc.touchT = append(sc.touchT, rid)
 				}
-				sc.tf[p.rid] += float32(p.tf)
+				sc.tf[rid] += float32(tf)
 			}
 		}
 		df := float64(len(sc.touchT))
@@ -493,11 +563,20 @@ func (x *lexIndex) search(words []string, sc *scratch, want int, accept func(rid
 			top = max(top, v)
 		}
 	}
-	if common {
+	if restricted {
 		sc.unmarkTouched()
 	}
 	x.visitBest(sc, top, want, more, visit)
 	return common
+}
+
+// lexUnit is a query term as search scores it (see there).
+type lexUnit struct {
+	lists []*term
+	w     float64 // the weight of the unit's idf: the term's weight for a group, ExactWeight x it for a word
+	we    float64 // a one-list group that is also its word's token: ExactWeight x the term's weight (else 0)
+	df    int     // upper bound: the sum over lists
+	group bool    // the unit is a term's group, not a word's own token
 }
 
 // bm25 holds the query's length normalisation: a posting's contribution
@@ -506,19 +585,6 @@ type bm25 struct{ c1, c2 float64 }
 
 func (b bm25) score(k, tf float64, length uint32) float32 {
 	return float32(k * tf / (tf + b.c1 + b.c2*float64(length)))
-}
-
-// markFrom sets the bits of the touched documents scoring at least cut in
-// mark (n: the documents' rid space).
-func (sc *scratch) markFrom(n int, cut float32) {
-	if words := n/64 + 1; len(sc.mark) < words {
-		sc.mark = make([]uint64, words+words/4)
-	}
-	for _, rid := range sc.touched {
-		if sc.score[rid] >= cut {
-			sc.mark[rid>>6] |= 1 << (rid & 63)
-		}
-	}
 }
 
 // commonCut is the lowest score a touched document needs before the common
@@ -531,27 +597,12 @@ func (sc *scratch) markFrom(n int, cut float32) {
 // the top). 0 (score them all) when fewer than want documents are
 // accepted among the 8^3 x want best.
 func (x *lexIndex) commonCut(sc *scratch, top float32, want int, spare float64, accept func(uint32) bool) float32 {
-	if !(top > 0) {
+	kth := x.kthAccepted(sc, top, want, accept)
+	if kth < 0 {
 		return 0
 	}
-	var h histogram
-	h.fill(sc, top)
-	for need := want; need <= 512*want; need *= 8 {
-		cut := h.cutFor(need)
-		if cut < 0 {
-			return 0
-		}
-		accepted := 0
-		for _, r := range sc.bestFrom(&h, cut) {
-			if accept == nil || accept(r.rid) {
-				if accepted++; accepted == want {
-					margin := 1e-6 * (float64(r.score) + spare)
-					return max(0, float32(float64(r.score)-spare-margin))
-				}
-			}
-		}
-	}
-	return 0
+	margin := 1e-6 * (float64(kth) + spare)
+	return max(0, float32(float64(kth)-spare-margin))
 }
 
 // histogram counts the touched documents by score, in cutBuckets buckets

@@ -1,14 +1,17 @@
 package sqlite
 
 import (
+	"flag"
 	"fmt"
 	"maps"
 	"math"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/engram-memory/engram/internal/inject/injectbench"
 	"github.com/engram-memory/engram/pkg/memory"
 	"github.com/engram-memory/engram/pkg/memory/memorytest"
 )
@@ -52,7 +55,7 @@ func TestLexIndexBM25(t *testing.T) {
 	if len(got) != 1 {
 		t.Fatalf("after churn: %v", got)
 	}
-	if p := len(x.term("text").postings); p >= 3000 || x.term("text").df != 50 {
+	if p := len(x.term("text").rids); p >= 3000 || x.term("text").df != 50 {
 		t.Fatalf("no compaction: %d postings of \"text\", df %d", p, x.term("text").df)
 	}
 }
@@ -156,7 +159,11 @@ func TestVisitBestKeepsTheTop(t *testing.T) {
 				if more {
 					m = func() bool { return len(top.items) < top.k }
 				}
-				x.search(q, &sc, k, nil, m, func(rid uint32, s float64) bool {
+				var acc func(uint32) bool
+				if rejectEvery != 0 {
+					acc = accept // the caller's filter (it lets pruning cut on the accepted scores)
+				}
+				x.search(q, &sc, k, acc, m, func(rid uint32, s float64) bool {
 					if more && len(top.items) == top.k && s < top.items[len(top.items)-1].score {
 						return false // the stop signal Store.Lexical gives
 					}
@@ -179,49 +186,104 @@ func TestVisitBestKeepsTheTop(t *testing.T) {
 	}
 }
 
-// BenchmarkLexIndex measures the BM25 index alone at 100,000 corpus
-// documents (no SQLite, no filter): go test -run '^$' -bench LexIndex.
+// BenchmarkLexIndex measures the BM25 index alone (no SQLite, no
+// filter) at 100,000 corpus documents and, when the -bench pattern names
+// it (-bench 'LexIndex/1M'), at 1,000,000, pruned (MaxScore, as the store
+// searches) and exhaustive (every unit scored in full, as before
+// pruning): go test -run '^$' -bench LexIndex.
 func BenchmarkLexIndex(b *testing.B) {
+	for _, n := range []int{100_000, 1_000_000} {
+		name := map[int]string{100_000: "100k", 1_000_000: "1M"}[n]
+		b.Run(name, func(b *testing.B) {
+			if n > 100_000 && !strings.Contains(flag.Lookup("test.bench").Value.String(), name) {
+				b.Skipf("indexing %d documents takes a minute and gigabytes: run with -bench 'LexIndex/%s'", n, name)
+			}
+			benchLex(b, n)
+		})
+	}
+}
+
+// BenchmarkLexInject is BenchmarkLexIndex on the corpus of engram bench
+// inject (internal/inject/injectbench: its hand-written memories and
+// synthetic ones from a small vocabulary, so that a query's terms hold
+// tens of thousands of documents with near-equal scores), queried with
+// its questions: -bench 'LexInject/100k' or 'LexInject/1M'.
+func BenchmarkLexInject(b *testing.B) {
+	for _, n := range []int{100_000, 1_000_000} {
+		name := map[int]string{100_000: "100k", 1_000_000: "1M"}[n]
+		b.Run(name, func(b *testing.B) {
+			if n > 100_000 && !strings.Contains(flag.Lookup("test.bench").Value.String(), name) {
+				b.Skipf("indexing %d documents takes a minute and gigabytes: run with -bench 'LexInject/%s'", n, name)
+			}
+			x := newLexIndex()
+			nodes := append(injectbench.SeedNodes(), injectbench.Filler(n, 1)...)
+			for i := range nodes {
+				x.set(uint32(i+1), docText(&nodes[i]))
+			}
+			var queries [][]string
+			for _, q := range append(injectbench.Questions, injectbench.Rich) {
+				queries = append(queries, memory.Terms(q))
+			}
+			benchQueries(b, x, queries)
+		})
+	}
+}
+
+func benchLex(b *testing.B, docs int) {
 	c := memorytest.NewBenchCorpus()
 	x := newLexIndex()
 	start := time.Now()
-	for i := range 100_000 {
+	for i := range docs {
 		n := c.Node()
 		x.set(uint32(i+1), docText(&n))
 	}
-	b.Logf("indexed 100k docs in %v; %d terms, %d postings", time.Since(start), len(x.ids), x.live)
+	b.Logf("indexed %d docs in %v; %d terms, %d postings", docs, time.Since(start), len(x.ids), x.live)
 	queries := make([][]string, 256)
 	for i := range queries {
 		queries[i] = c.Query()
 	}
-	var sc scratch
-	var lat, cpu []time.Duration
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	i := 0
-	for b.Loop() {
-		q := queries[i%len(queries)]
-		i++
-		c0, _ := memorytest.ThreadCPU()
-		t := time.Now()
-		top := scoredTop{k: memory.DefaultChannelLimit}
-		x.search(q, &sc, memory.DefaultChannelLimit, nil, func() bool { return len(top.items) < top.k }, func(rid uint32, s float64) bool {
-			if len(top.items) == top.k && s < top.items[len(top.items)-1].score {
-				return false
+	benchQueries(b, x, queries)
+}
+
+// benchQueries measures search on x with queries in turn, pruned and
+// exhaustive.
+func benchQueries(b *testing.B, x *lexIndex, queries [][]string) {
+	for _, mode := range []string{"pruned", "exhaustive"} {
+		b.Run(mode, func(b *testing.B) {
+			x.noPrune = mode == "exhaustive"
+			defer func() { x.noPrune = false }()
+			var sc scratch
+			var lat, cpu []time.Duration
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			pruned0 := x.pruned.Load()
+			i := 0
+			for b.Loop() {
+				q := queries[i%len(queries)]
+				i++
+				c0, _ := memorytest.ThreadCPU()
+				t := time.Now()
+				top := scoredTop{k: memory.DefaultChannelLimit}
+				x.search(q, &sc, memory.DefaultChannelLimit, nil, func() bool { return len(top.items) < top.k }, func(rid uint32, s float64) bool {
+					if len(top.items) == top.k && s < top.items[len(top.items)-1].score {
+						return false
+					}
+					top.add(scoredItem{rid: rid, score: s})
+					return true
+				})
+				lat = append(lat, time.Since(t))
+				c1, _ := memorytest.ThreadCPU()
+				cpu = append(cpu, c1-c0)
 			}
-			top.add(scoredItem{rid: rid, score: s})
-			return true
+			slices.Sort(lat)
+			slices.Sort(cpu)
+			b.ReportMetric(float64(lat[len(lat)/2])/1e6, "p50-ms")
+			b.ReportMetric(float64(lat[len(lat)*99/100])/1e6, "p99-ms")
+			b.ReportMetric(float64(cpu[len(cpu)/2])/1e6, "cpu-p50-ms")
+			b.ReportMetric(float64(cpu[len(cpu)*99/100])/1e6, "cpu-p99-ms")
+			b.ReportMetric(float64(x.pruned.Load()-pruned0)/float64(i), "pruned-share")
 		})
-		lat = append(lat, time.Since(t))
-		c1, _ := memorytest.ThreadCPU()
-		cpu = append(cpu, c1-c0)
 	}
-	slices.Sort(lat)
-	slices.Sort(cpu)
-	b.ReportMetric(float64(lat[len(lat)/2])/1e6, "p50-ms")
-	b.ReportMetric(float64(lat[len(lat)*99/100])/1e6, "p99-ms")
-	b.ReportMetric(float64(cpu[len(cpu)/2])/1e6, "cpu-p50-ms")
-	b.ReportMetric(float64(cpu[len(cpu)*99/100])/1e6, "cpu-p99-ms")
 }
 
 // TestLexSearchOnePassMatchesGeneral: a query term with one list and no
@@ -243,8 +305,8 @@ func TestLexSearchOnePassMatchesGeneral(t *testing.T) {
 		tm := &x.tms[i]
 		name := tm.name
 		n := 0
-		for _, p := range tm.postings {
-			if x.gen[p.rid] != p.gen {
+		for _, tf := range tm.tfs {
+			if tf == 0 {
 				n++
 			}
 		}

@@ -72,10 +72,10 @@ func BenchmarkResidentBytes(b *testing.B) {
 		heads += int(unsafe.Sizeof(*h)) + len(h.ID) + len(h.Digest) + len(h.ProjectID)
 	}
 	for i := range x.lex.tms {
-		postings += cap(x.lex.tms[i].postings)*int(unsafe.Sizeof(posting{})) + len(x.lex.tms[i].name)
+		postings += cap(x.lex.tms[i].rids)*4 + cap(x.lex.tms[i].tfs)*2 + len(x.lex.tms[i].name)
 	}
 	for _, d := range x.lex.docTerms {
-		docTerms += 4 * cap(d)
+		docTerms += cap(d)
 	}
 	for _, fv := range x.flat {
 		for _, c := range fv.codes {

@@ -1,0 +1,227 @@
+package sqlite
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/engram-memory/engram/pkg/memory"
+	"github.com/engram-memory/engram/pkg/memory/memorytest"
+)
+
+// topOf runs search as Store.Lexical does (want k, the filter as accept
+// and in the visit, the stop signal) and returns the k best accepted
+// documents with their scores.
+func topOf(x *lexIndex, sc *scratch, q []string, k int, accept func(uint32) bool) []scoredItem {
+	top := scoredTop{k: k}
+	visit := func(rid uint32, s float64) bool {
+		if len(top.items) == top.k && s < top.items[len(top.items)-1].score {
+			return false
+		}
+		if accept == nil || accept(rid) {
+			top.add(scoredItem{rid: rid, id: fmt.Sprintf("n%010d", rid*2654435761), score: s})
+		}
+		return true
+	}
+	more := func() bool { return len(top.items) < top.k }
+	if left := x.search(q, sc, k, accept, more, visit); left && len(top.items) < top.k {
+		top.items = top.items[:0]
+		x.search(q, sc, 0, accept, nil, visit)
+	}
+	return top.items
+}
+
+// TestPrunedSearchMatchesExhaustive: the pruned search (MaxScore over
+// rid-ordered lists) gives the same k best accepted documents, with the
+// same scores bit for bit, as scoring every unit in full, on random
+// corpora and queries, under filters rejecting none to most documents,
+// and after re-indexing and removals (stale postings, unsorted tails,
+// compactions).
+func TestPrunedSearchMatchesExhaustive(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 35))
+	c := memorytest.NewBenchCorpus()
+	pruned, failed := 0, 0
+	for round := range 6 {
+		x := newLexIndex()
+		docs := 1500 + round*700
+		// Skewed words so that queries mix rare, mid and common terms,
+		// prefixes included ("alpha" -> "alphabet", "alphas").
+		vocab := make([]string, 400)
+		for i := range vocab {
+			vocab[i] = fmt.Sprintf("w%s%d", strings.Repeat("q", i%3), i)
+		}
+		vocab = append(vocab, "alpha", "alphabet", "alphas", "the", "what", "them")
+		word := func() string {
+			i := int(float64(len(vocab)) * rng.Float64() * rng.Float64() * rng.Float64())
+			if rng.IntN(10) == 0 {
+				return vocab[len(vocab)-1-rng.IntN(6)]
+			}
+			return vocab[i]
+		}
+		text := func() string {
+			if rng.IntN(3) == 0 {
+				n := c.Node()
+				return docText(&n)
+			}
+			var sb strings.Builder
+			for range 3 + rng.IntN(30) {
+				sb.WriteString(word())
+				sb.WriteByte(' ')
+			}
+			return sb.String()
+		}
+		live := map[uint32]string{} // what the index should hold
+		set := func(r uint32) {
+			t := text()
+			x.set(r, t)
+			live[r] = t
+		}
+		remove := func(r uint32) {
+			x.remove(r)
+			delete(live, r)
+		}
+		// Rids written out of order (as interleaved projects load).
+		rids := rng.Perm(docs)
+		for _, r := range rids {
+			set(uint32(r + 1))
+		}
+		for range docs / 3 { // churn: re-index and remove
+			r := uint32(rng.IntN(docs) + 1)
+			if rng.IntN(3) == 0 {
+				remove(r)
+			} else {
+				set(r)
+			}
+		}
+		var sc scratch
+		for qi := range 200 {
+			if qi%5 == 4 { // changes between queries (the union counts cached go stale)
+				for range 1 + rng.IntN(20) {
+					r := uint32(rng.IntN(docs+50) + 1)
+					if rng.IntN(4) == 0 {
+						remove(r)
+					} else {
+						set(r)
+					}
+				}
+			}
+			var q []string
+			if qi%3 == 0 {
+				q = c.Query()
+			}
+			for range 1 + rng.IntN(5) {
+				q = append(q, word())
+			}
+			q = memory.Terms(strings.Join(q, " "))
+			k := []int{1, 5, 20, 60}[rng.IntN(4)]
+			rejectEvery := []uint32{0, 0, 2, 10, 97}[rng.IntN(5)]
+			var accept func(uint32) bool
+			if rejectEvery > 0 {
+				accept = func(rid uint32) bool { return (rid*2654435761)%rejectEvery != 0 }
+			}
+			x.noPrune = true
+			want := topOf(x, &sc, q, k, accept)
+			x.noPrune = false
+			before, fails := x.pruned.Load(), x.failed.Load()
+			got := topOf(x, &sc, q, k, accept)
+			pruned += int(x.pruned.Load() - before)
+			failed += int(x.failed.Load() - fails)
+			if !slices.Equal(got, want) {
+				t.Fatalf("round %d query %v k %d rejecting 1 in %d:\npruned     %v\nexhaustive %v", round, q, k, rejectEvery, got, want)
+			}
+			if qi%50 == 49 {
+				// The churned index (stale postings, unsorted tails) answers
+				// as one built afresh from the documents it should hold.
+				fresh := newLexIndex()
+				for _, r := range slices.Sorted(maps.Keys(live)) {
+					fresh.set(r, live[r])
+				}
+				x.compact() // the dead terms out of the dictionary, as fresh has none
+				if again := topOf(x, &sc, q, k, accept); !slices.Equal(again, got) {
+					t.Fatalf("round %d query %v: compaction changed the answer:\nafter  %v\nbefore %v", round, q, again, got)
+				}
+				var fsc scratch
+				if f := topOf(fresh, &fsc, q, k, accept); !slices.Equal(f, got) {
+					t.Fatalf("round %d query %v k %d: the churned index answered\n%v\none built afresh\n%v", round, q, k, got, f)
+				}
+			}
+		}
+	}
+	t.Logf("%d queries pruned, %d tried and scored in full", pruned, failed)
+	if pruned < 40 {
+		t.Errorf("only %d queries were pruned: the test does not exercise pruning", pruned)
+	}
+}
+
+// TestTermListRoundTrip: a document's encoded term list gives back its
+// ids, in a slice of exactly their encoded size.
+func TestTermListRoundTrip(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 200 {
+		ids := make([]uint32, rng.IntN(50))
+		seen := map[uint32]bool{}
+		for i := range ids {
+			for {
+				id := uint32(rng.Int64N(1 << uint(1+rng.IntN(32))))
+				if !seen[id] {
+					ids[i], seen[id] = id, true
+					break
+				}
+			}
+		}
+		enc := encodeTerms(slices.Clone(ids))
+		if len(enc) != cap(enc) {
+			t.Fatalf("%d bytes in a slice of %d", len(enc), cap(enc))
+		}
+		var got []uint32
+		if n := eachTerm(enc, func(id uint32) { got = append(got, id) }); n != len(ids) {
+			t.Fatalf("%d ids counted, %d encoded", n, len(ids))
+		}
+		slices.Sort(ids)
+		if !slices.Equal(got, ids) {
+			t.Fatalf("decoded %v, encoded %v", got, ids)
+		}
+	}
+}
+
+// TestPrunedSearchConcurrent: searches share the index under the read
+// lock (the union counts' cache, the counters): concurrent ones answer as
+// one alone (run with -race).
+func TestPrunedSearchConcurrent(t *testing.T) {
+	c := memorytest.NewBenchCorpus()
+	x := newLexIndex()
+	for i := range 3000 {
+		n := c.Node()
+		x.set(uint32(i+1), docText(&n))
+	}
+	queries := make([][]string, 40)
+	want := make([][]scoredItem, len(queries))
+	var sc scratch
+	for i := range queries {
+		queries[i] = append(c.Query(), "the")
+		want[i] = topOf(x, &sc, queries[i], 20, nil)
+	}
+	x.dfCache = dfCache{} // counted afresh, concurrently
+	var wg sync.WaitGroup
+	errs := make(chan string, 4*len(queries))
+	for g := range 4 {
+		wg.Go(func() {
+			var sc scratch
+			for i := range queries {
+				i := (i + g*7) % len(queries)
+				if got := topOf(x, &sc, queries[i], 20, nil); !slices.Equal(got, want[i]) {
+					errs <- fmt.Sprintf("query %v: %v, alone %v", queries[i], got, want[i])
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+}
