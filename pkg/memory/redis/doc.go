@@ -261,6 +261,35 @@
 // vectors holds the server for seconds (VADD builds the HNSW graph), so
 // bulk loads should send batches of a few hundred nodes.
 //
+// # Import (issue 35)
+//
+// An import (engram memory import, the bench's seeding) is PutBatch
+// chunks of 500 new nodes, one after another: each WATCHes the project's
+// digest hash, so two cannot overlap, and the server's one thread is the
+// bound. Writing a chunk one node at a time cost about 80 us of server
+// time a memory, 60-77 us of it in the posting script run once per node
+// (about 30 ZADDs a memory: a posting and a dictionary entry per term).
+// A chunk now gathers its writes per key (tagWrites): one
+// reindexLexScript call for all its documents, which weights each with
+// the statistics the ones before it left (the scores one call per node
+// gives, TestPostingsBatchEqualsOneByOne), then writes one ZADD per term
+// with all the chunk's postings of it, one dictionary ZADD, one heads
+// HMGET and one HINCRBY per statistic; and one HSET or ZADD or SADD per
+// shared hash and set (filter fields, digests, timeline, live, standing,
+// backlog, conversation) instead of one per node. The server's time fell
+// to 41-50 us a memory and BenchmarkImport/redis from about 6,800 to
+// 9,800 memories/s (docs/benchmarks.md). What is left on the server is
+// inserting the postings (about 15 a memory, 1.4 us each) and the
+// script's arithmetic; the client (decoding, redaction, building the
+// transaction) is the other half of the wall time, and waits for the
+// server chunk by chunk.
+//
+// Embedding after the import (memory.EmbedPending, SetEmbedding one
+// node at a time) costs far more: VADD's graph insert took about 850 us
+// of server time a memory, run from vaddScript inside the transaction and
+// so on the main thread; an import with the hashing embedder ran at about
+// 800 memories/s on Redis against 2,700 on SQLite.
+//
 // # Cluster
 //
 // No command names keys of two slots: multi-key commands, scripts and
