@@ -274,10 +274,12 @@ while i <= #ARGV do
   local o = i + 6
   local nw = o + nold
   local last = nw + 2 * nnew - 1
-  local newtf = {}
-  for j = nw, last, 2 do newtf[ARGV[j]] = tonumber(ARGV[j + 1]) end
-  for j = o, nw - 1 do
-    if not newtf[ARGV[j]] then put(ARGV[j], id, false) end
+  if nold > 0 then
+    local newtf = {}
+    for j = nw, last, 2 do newtf[ARGV[j]] = true end
+    for j = o, nw - 1 do
+      if not newtf[ARGV[j]] then put(ARGV[j], id, false) end
+    end
   end
   local dl = newLen
   if dl > 65535 then dl = 65535 end
@@ -285,7 +287,7 @@ while i <= #ARGV do
   if n > 0 and l > 0 then avg = l / n end
   if avg < 1 then avg = 1 end
   for j = nw, last, 2 do
-    local tf = newtf[ARGV[j]]
+    local tf = tonumber(ARGV[j + 1])
     if tf > 8191 then tf = 8191 end
     local imp = tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * dl / avg))
     local q = math.floor(imp / 2.2 * 65535)
