@@ -277,8 +277,8 @@
 // HMGET and one HINCRBY per statistic; and one HSET or ZADD or SADD per
 // shared hash and set (filter fields, digests, timeline, live, standing,
 // backlog, conversation) instead of one per node. The server's time fell
-// to 41-50 us a memory and BenchmarkImport/redis from about 6,800 to
-// 9,800 memories/s (docs/benchmarks.md). What is left on the server is
+// to 41-50 us a memory and BenchmarkImport/redis from about 7,000 to
+// 10,000 memories/s (medians; docs/benchmarks.md). What is left on the server is
 // inserting the postings (about 15 a memory, 1.4 us each) and the
 // script's arithmetic; the client (decoding, redaction, building the
 // transaction) is the other half of the wall time, and waits for the
