@@ -149,7 +149,8 @@ type Nodes interface {
 	// PutBatch writes nodes (by id, as given, replacing a node of that id;
 	// through memory.PrepareNew) and edges (through memory.PrepareEdge,
 	// replacing the live edge of the same src, dst and relation): import and
-	// bulk loading. Every item is validated first: any invalid item, an edge
+	// bulk loading. Every item is validated first: any invalid item, an id
+	// given twice, an edge
 	// whose end is neither in the batch nor stored, an edge between two
 	// tenants, or a digest another node of the project holds is an error
 	// and nothing is written. All or nothing per project.

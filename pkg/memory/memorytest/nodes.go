@@ -35,6 +35,7 @@ var nodeTests = []subtest{
 	{"HasLiveMemory", testHasLive},
 	{"PutBatch/Scan", testPutBatch},
 	{"PutBatch/AllOrNothing", testPutBatchInvalid},
+	{"PutBatch/SameIDTwice", testPutBatchSameIDTwice},
 	{"Redaction", testRedaction},
 }
 
@@ -833,6 +834,21 @@ func testPutBatch(e *env) {
 	err = e.s.Scan(e.ctx, func(memory.Node) error { return stop }, func(memory.Edge) error { return nil })
 	if !errors.Is(err, stop) {
 		e.t.Fatalf("Scan callback error not returned: %v", err)
+	}
+}
+
+// testPutBatchSameIDTwice: a batch that gives one id twice is invalid and
+// writes nothing (which copy would be meant is the caller's to say).
+func testPutBatchSameIDTwice(e *env) {
+	nodes := []memory.Node{
+		{ID: "a", Subkind: memory.Decision, ProjectID: "p", Label: "alpha beta"},
+		{ID: "b", Subkind: memory.Decision, ProjectID: "p", Label: "beta gamma"},
+		{ID: "a", Subkind: memory.Decision, ProjectID: "p", Label: "gamma delta"},
+	}
+	e.is(e.s.PutBatch(e.ctx, nodes, nil), memory.ErrInvalid, "PutBatch with an id twice")
+	f := memory.Filter{ProjectID: "p"}
+	for _, w := range []string{"alpha", "beta", "delta"} {
+		e.sameSet("after the refused batch, "+w, ids(e.lexical([]string{w}, f, 5)), nil)
 	}
 }
 

@@ -328,11 +328,23 @@ func (s *Store) PutBatch(ctx context.Context, nodes []memory.Node, edges []memor
 	now := s.now()
 	var bad, refused []string
 	prepared := make([]memory.Node, 0, len(nodes))
+	given := map[string]bool{}
 	for i, in := range nodes {
 		n, err := memory.PrepareNew(in, now)
 		if err != nil {
 			bad = append(bad, fmt.Sprintf("node %d (%s): %v", i, in.ID, err))
 			continue
+		}
+		// An id given twice is refused, as by the SQLite store: the
+		// batch's posting script indexed every copy against the one
+		// stored memory (the earlier copy's words kept postings and the
+		// corpus counted it twice; conformance PutBatch/SameIDTwice).
+		if n.ID != "" {
+			if given[n.ID] {
+				bad = append(bad, fmt.Sprintf("node %d: duplicate id %s", i, n.ID))
+				continue
+			}
+			given[n.ID] = true
 		}
 		prepared = append(prepared, n)
 	}
