@@ -171,7 +171,14 @@
 // lane's cover from the stream's last sequence when it first sees the
 // lane's filter (what is stored after it, that lane delivers), so a turn
 // never falls between the two: one stored before may be handled twice,
-// which the injector tolerates. Pull requests are capped (maxFetch, 256):
+// which the injector tolerates. That holds because lanes only grow
+// (events.PlanLanes never narrows or deletes one: the main consumer would
+// go on acknowledging a tenant's turns for a lane that no longer delivers
+// them until the runner's next look). A lane deleted by hand is noticed
+// at the next look or failed pull (a pull to a deleted consumer may get
+// only "no responders", so the runner asks); what it had not delivered,
+// and the turns stored before the runner noticed, are lost with it. A
+// lane deleted and made again is covered afresh (its creation time). Pull requests are capped (maxFetch, 256):
 // the server sends a request's messages back to back on the connection
 // that carries every consumer's, and one request of 16,384 put megabytes
 // of the flood in front of another lane's turn.

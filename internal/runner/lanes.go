@@ -5,12 +5,15 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
+
+	"github.com/engram-memory/engram/pkg/events"
 )
 
 // ResultLaned: the main consumer delivered an event that a lane this
@@ -26,8 +29,13 @@ type lane struct {
 	sem    chan struct{} // a slot per message held (queued or handled)
 	ctx    context.Context
 	stop   context.CancelFunc // lanes only
-	// filters are the lane's filter subjects as last seen (laneSet.mu).
-	filters []string
+	// from maps each of the lane's filter subjects, as last seen, to the
+	// stream sequence after which the lane delivers its events (the
+	// stream's last sequence when the runner first saw the filter on
+	// this lane); created is when the lane's consumer was created, so
+	// that one deleted and made again is taken as new (laneSet.mu).
+	from    map[string]uint64
+	created time.Time
 }
 
 // release frees one of the lane's window slots.
@@ -96,6 +104,7 @@ func (s *laneSet) refresh(ctx context.Context, r *Runner) {
 		cons    jetstream.Consumer
 		filters []string
 		window  int
+		created time.Time
 	}
 	// One list of the stream's consumers (their configurations), then
 	// the stream's last sequence: what is stored after it, a lane whose
@@ -128,12 +137,20 @@ func (s *laneSet) refresh(ctx context.Context, r *Runner) {
 	}
 	last := si.State.LastSeq
 	seen := map[string]found{}
+	var missing []*lane
+	s.mu.Lock()
+	for _, l := range s.running {
+		if infos[l.name] == nil {
+			missing = append(missing, l)
+		}
+	}
+	s.mu.Unlock()
 	for name, ci := range infos {
 		filters := slices.Clone(ci.Config.FilterSubjects)
 		if ci.Config.FilterSubject != "" {
 			filters = append(filters, ci.Config.FilterSubject)
 		}
-		f := found{filters: filters, window: max(ci.Config.MaxAckPending, 1)}
+		f := found{filters: filters, window: max(ci.Config.MaxAckPending, 1), created: ci.Created}
 		s.mu.Lock()
 		_, running := s.running[name]
 		s.mu.Unlock()
@@ -147,6 +164,12 @@ func (s *laneSet) refresh(ctx context.Context, r *Runner) {
 		}
 		seen[name] = f
 	}
+	// A running lane the list left out: gone if the server says so.
+	for _, l := range missing {
+		if _, err := r.js.Consumer(ctx, r.cfg.Stream, l.name); errors.Is(err, jetstream.ErrConsumerNotFound) {
+			s.gone(r, l)
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if r.pullCtx.Err() != nil {
@@ -155,34 +178,51 @@ func (s *laneSet) refresh(ctx context.Context, r *Runner) {
 	if s.running == nil {
 		s.running = map[string]*lane{}
 	}
-	old := map[string]uint64{}
-	if p := s.covered.Load(); p != nil {
-		old = *p
-	}
-	covered := map[string]uint64{}
 	for name, f := range seen {
 		l := s.running[name]
 		if l == nil && f.cons != nil {
-			l = &lane{name: name, cons: f.cons, window: f.window, sem: make(chan struct{}, f.window)}
+			l = &lane{name: name, cons: f.cons, window: f.window, sem: make(chan struct{}, f.window), created: f.created}
 			l.ctx, l.stop = context.WithCancel(r.pullCtx)
 			s.running[name] = l
 			r.loops.Go(func() { r.loop(l) })
 			r.log.Info("pulling lane", zap.String("lane", name), zap.Strings("filters", f.filters))
 		}
-		if l != nil {
-			l.filters = f.filters
+		if l == nil {
+			continue
 		}
-	}
-	for _, l := range s.running {
-		for _, f := range l.filters {
-			if from, ok := old[f]; ok {
-				covered[f] = from
+		if !l.created.Equal(f.created) {
+			// Deleted and made again since the last look: it delivers
+			// from its own start, which says nothing of what the old one
+			// did not deliver; covered afresh from now.
+			l.from, l.created = nil, f.created
+		}
+		from := map[string]uint64{}
+		for _, fs := range f.filters {
+			if v, ok := l.from[fs]; ok {
+				from[fs] = v
 			} else {
-				covered[f] = last
+				from[fs] = last
+			}
+		}
+		l.from = from
+	}
+	s.publish()
+}
+
+// publish recomputes covered from the running lanes (under mu): a filter
+// two lanes hold is covered from the earlier of their sequences (a turn
+// after it is delivered by at least one of them).
+func (s *laneSet) publish() {
+	covered := map[string]uint64{}
+	for _, l := range s.running {
+		for f, from := range l.from {
+			if v, ok := covered[f]; !ok || from < v {
+				covered[f] = from
 			}
 		}
 	}
-	if !maps.Equal(old, covered) {
+	old := s.covered.Load()
+	if old == nil || !maps.Equal(*old, covered) {
 		s.covered.Store(&covered)
 	}
 }
@@ -197,20 +237,8 @@ func (s *laneSet) gone(r *Runner, l *lane) {
 	}
 	delete(s.running, l.name)
 	l.stop()
-	old := map[string]uint64{}
-	if p := s.covered.Load(); p != nil {
-		old = *p
-	}
-	covered := map[string]uint64{}
-	for _, o := range s.running {
-		for _, f := range o.filters {
-			if from, ok := old[f]; ok {
-				covered[f] = from
-			}
-		}
-	}
-	s.covered.Store(&covered)
-	r.log.Info("lane gone", zap.String("lane", l.name))
+	s.publish()
+	r.log.Warn("lane gone: its tenants' turns are the injector consumer's again (what the lane had not delivered is lost with it)", zap.String("lane", l.name))
 }
 
 // delivers reports whether a running lane delivers the event of subject
@@ -220,12 +248,32 @@ func (s *laneSet) delivers(r *Runner, subject string, seq uint64) bool {
 	if p == nil || len(*p) == 0 {
 		return false
 	}
-	a, err := r.cfg.Subjects.Parse(subject)
-	if err != nil || a.Output || a.Legacy {
+	key, ok := laneKey(r.cfg.Subjects, subject)
+	if !ok {
 		return false
 	}
-	from, ok := (*p)[r.cfg.Subjects.InTypeTenant(a.Type, a.TenantID)]
+	from, ok := (*p)[key]
 	return ok && seq > from
+}
+
+// laneKey is the lane filter an input subject
+// (<prefix>.in.<type>.<tenant>.<project>.<session>) matches: its own
+// tenant token, as sent, not decoded and encoded again (an escape the
+// encoder would not write, %61 for a, matches no lane's literal filter).
+// ok is false for a subject of another form (the older one without a
+// tenant token, an output).
+func laneKey(subj events.Subjects, subject string) (string, bool) {
+	prefix := subj.InAll()
+	prefix = prefix[:len(prefix)-1] // "<prefix>.in."
+	rest, ok := strings.CutPrefix(subject, prefix)
+	if !ok {
+		return "", false
+	}
+	parts := strings.Split(rest, ".")
+	if len(parts) != 4 {
+		return "", false
+	}
+	return prefix + parts[0] + "." + parts[1] + ".*.*", true
 }
 
 // laned acknowledges an event of the main consumer that a lane delivers.
@@ -237,4 +285,16 @@ func (r *Runner) laned(d *delivery) {
 		r.log.Debug("ack of a laned event failed", zap.Error(err))
 	}
 	r.obs.Delivered(o)
+}
+
+// deleted reports whether a lane whose pull failed with err no longer
+// exists (the server's answer, or a look-up that finds nothing).
+func (s *laneSet) deleted(r *Runner, l *lane, err error) bool {
+	if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerDeleted) {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(l.ctx, 5*time.Second)
+	defer cancel()
+	_, cerr := r.js.Consumer(ctx, r.cfg.Stream, l.name)
+	return errors.Is(cerr, jetstream.ErrConsumerNotFound)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -142,4 +143,90 @@ func (h *harness) streamEmpties() {
 		si, err := st.Info(context.Background())
 		return err == nil && si.State.Msgs == 0
 	})
+}
+
+// A lane deleted by hand (`nats consumer rm`) while its window is full, so
+// that its loop is not waiting in a pull the server could answer "consumer
+// deleted" (the next pull gets only "no responders"): the runner notices,
+// and the tenant's later turns are the injector consumer's again, none
+// acknowledged for a lane that is gone. (Turns stored between the delete
+// and the runner's next look are lost with the lane, as is what it had not
+// delivered.)
+func TestLaneDeletedWhileBusyIsNoticed(t *testing.T) {
+	h := newHarnessTopology(t, func(topo *events.Topology) { topo.Lanes = []string{"a", "b"} })
+	ctx := context.Background()
+	cc := h.topo.LaneConsumerConfig(events.LaneName(1), []string{"a"})
+	cc.MaxAckPending = 2
+	if _, err := h.js.CreateOrUpdateConsumer(ctx, events.StreamIn, cc); err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	var once sync.Once
+	var mu sync.Mutex
+	handled := map[string]int{}
+	r := h.start(h.injectorConfig(), func(ctx context.Context, ev events.Envelope) error {
+		once.Do(func() { <-release })
+		mu.Lock()
+		handled[ev.TurnID]++
+		mu.Unlock()
+		return nil
+	}, runner.WithFairness(0), runner.WithLanes(events.LaneNames(), 20*time.Millisecond))
+	time.Sleep(100 * time.Millisecond) // the lanes taken up
+	h.turn("a", "s", "t0", time.Time{})
+	h.turn("a", "s", "t1", time.Time{})
+	eventually(t, "the lane's window full", func() bool { return r.Status().InFlight == 1 && r.Status().Queued == 1 })
+	if err := h.js.DeleteConsumer(ctx, events.StreamIn, events.LaneName(1)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // many looks of the runner
+	close(release)
+	for i := 2; i < 6; i++ {
+		h.turn("a", "s", fmt.Sprintf("t%d", i), time.Time{})
+	}
+	eventually(t, "the turns after the lane went handled", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for i := 2; i < 6; i++ {
+			if handled[fmt.Sprintf("t%d", i)] == 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// The lane cover is the subject's own tenant token: a turn whose token is
+// an escape the encoder would not write (%61 for "a") matches no lane's
+// literal filter, so the injector consumer keeps it (handles it, or
+// dead-letters it as a subject it cannot vouch for) instead of
+// acknowledging it for a lane that never delivers it.
+func TestLaneCoverTakesTheTokenAsSent(t *testing.T) {
+	h := newHarnessTopology(t, func(topo *events.Topology) { topo.Lanes = []string{"a"} })
+	var mu sync.Mutex
+	handled := map[string]int{}
+	h.start(h.injectorConfig(), func(ctx context.Context, ev events.Envelope) error {
+		mu.Lock()
+		handled[ev.TenantID+"/"+ev.TurnID]++
+		mu.Unlock()
+		return nil
+	}, runner.WithFairness(0), runner.WithLanes(events.LaneNames(), 20*time.Millisecond))
+	time.Sleep(100 * time.Millisecond)
+	ev := events.NewTurnStarted(events.Ref{TenantID: "a", ProjectID: "p", SessionID: "s", TurnID: "escaped"}, events.TurnStarted{Text: "hi"})
+	raw, err := events.Encode(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subject := strings.Replace(h.topo.Subjects().In(events.TypeTurnStarted, "a", "p", "s"), ".turn_started.a.", ".turn_started.%61.", 1)
+	if _, err := h.js.Publish(context.Background(), subject, raw); err != nil {
+		t.Fatal(err)
+	}
+	h.turn("a", "s", "plain", time.Time{})
+	eventually(t, "the plain turn handled, the escaped one handled or dead-lettered", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return handled["a/plain"] == 1 && (handled["a/escaped"] == 1 || len(h.letters()) == 1)
+	})
+	if n := h.obs.count(runner.ResultLaned); n != 1 {
+		t.Errorf("%d turns acknowledged for a lane, want 1 (the plain one)", n)
+	}
 }

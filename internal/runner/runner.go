@@ -681,8 +681,11 @@ func (r *Runner) loop(l *lane) {
 			l.release()
 		}
 		if err != nil && l.ctx.Err() == nil {
-			if l != r.main && (errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerDeleted)) {
-				r.lanes.gone(r, l) // deleted by setup: its tenants are the main consumer's again
+			// A lane's pull fails: is the lane gone? A pull to a deleted
+			// consumer waiting on the server gets "consumer deleted", a
+			// new one only "no responders": ask.
+			if l != r.main && r.lanes.deleted(r, l, err) {
+				r.lanes.gone(r, l) // its tenants are the main consumer's again
 				return
 			}
 			r.log.Warn("pull failed", zap.String("consumer", l.name), zap.Error(err))

@@ -31,8 +31,7 @@ import (
 // a lane, events stored before a lane existed): its runner acknowledges at
 // once, without handling, what a lane it pulls will deliver (see
 // internal/runner WithLanes). Nothing is ever taken out of a lane once
-// placed there except when its tenant is removed, so no event falls
-// between two lanes.
+// placed there (see PlanLanes), so no event falls between two lanes.
 const InjectorLanes = 16
 
 // DefaultLaneWindow is a lane's MaxAckPending: what the injector holds of
@@ -77,34 +76,34 @@ func (s Subjects) LaneTenant(filter string) (tenant string, ok bool) {
 }
 
 // PlanLanes places tenants in lanes: the default tenant ("") in lane 0,
-// every tenant already in a lane (current, lane index to tenants) where it
-// is, tenants no longer wanted out, and each new tenant into the lane of
-// 1..InjectorLanes-1 that holds the fewest (the lowest index on a tie).
-// Nobody moves: a tenant that moved would have turns that neither lane
-// delivers (the new lane's position may be past them).
+// and each tenant in no lane yet into the lane of 1..InjectorLanes-1 that
+// holds the fewest (the lowest index on a tie). Lanes only grow: every
+// tenant already in a lane (current, lane index to tenants) stays where it
+// is, also when it is no longer wanted (a removed tenant has no
+// credentials left; its filter costs nothing) or when a race of two setups
+// placed it twice. Narrowing a lane would lose turns: the injector's own
+// consumer acknowledges a turn as the lane's until the injector sees the
+// change, and the lane no longer delivers it.
 func PlanLanes(current map[int][]string, tenants []string) map[int][]string {
-	want := map[string]bool{"": true}
-	for _, t := range tenants {
-		want[t] = true
-	}
 	plan := map[int][]string{}
 	placed := map[string]bool{}
 	for i := range InjectorLanes {
 		for _, t := range current[i] {
-			if want[t] && !placed[t] && (t == "") == (i == 0) {
+			if !slices.Contains(plan[i], t) {
 				plan[i] = append(plan[i], t)
-				placed[t] = true
 			}
+			placed[t] = true
 		}
 	}
 	if !placed[""] {
 		plan[0] = append(plan[0], "")
 		placed[""] = true
 	}
-	rest := make([]string, 0, len(want))
-	for t := range want {
+	rest := make([]string, 0, len(tenants))
+	for _, t := range tenants {
 		if !placed[t] {
 			rest = append(rest, t)
+			placed[t] = true
 		}
 	}
 	slices.Sort(rest)
@@ -151,29 +150,24 @@ func laneLabels(tenants []string) []string {
 func CurrentLanes(ctx context.Context, js jetstream.JetStream, t Topology) (map[int][]string, error) {
 	cur := map[int][]string{}
 	for i, name := range LaneNames() {
-		c, err := js.Consumer(ctx, t.In.Name, name)
-		if errors.Is(err, jetstream.ErrConsumerNotFound) {
-			continue
-		}
+		ts, err := laneTenants(ctx, js, t, name)
 		if err != nil {
-			return nil, fmt.Errorf("events: lane %s: %w", name, err)
+			return nil, err
 		}
-		cfg := c.CachedInfo().Config
-		for _, f := range append([]string{cfg.FilterSubject}, cfg.FilterSubjects...) {
-			if tenant, ok := t.Subjects().LaneTenant(f); ok {
-				cur[i] = append(cur[i], tenant)
-			}
+		if len(ts) > 0 {
+			cur[i] = ts
 		}
-		slices.Sort(cur[i])
 	}
 	return cur, nil
 }
 
 // EnsureLanes places t.Lanes (the named tenants) and the default tenant in
-// injector lanes (PlanLanes) and creates or updates the lane consumers
-// whose tenants changed. A lane left without tenants is deleted. With no
-// named tenants it does nothing: a single-tenant deployment has one
-// consumer, as before lanes.
+// injector lanes (PlanLanes) and creates the lanes or adds tenants to them.
+// It never removes a tenant from a lane nor deletes one (see PlanLanes);
+// each lane is read again just before it is written and the write keeps
+// what it holds then, so a setup running beside another one adds to its
+// placements instead of undoing them. With no named tenants it does
+// nothing: a single-tenant deployment has one consumer, as before lanes.
 func EnsureLanes(ctx context.Context, js jetstream.JetStream, t Topology) error {
 	if len(t.Lanes) == 0 {
 		return nil
@@ -187,15 +181,40 @@ func EnsureLanes(ctx context.Context, js jetstream.JetStream, t Topology) error 
 		if slices.Equal(cur[i], plan[i]) {
 			continue
 		}
-		if len(plan[i]) == 0 {
-			if err := js.DeleteConsumer(ctx, t.In.Name, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-				return fmt.Errorf("events: delete lane %s: %w", name, err)
-			}
-			continue
+		now, err := laneTenants(ctx, js, t, name)
+		if err != nil {
+			return err
 		}
+		for _, tenant := range now {
+			if !slices.Contains(plan[i], tenant) {
+				plan[i] = append(plan[i], tenant)
+			}
+		}
+		slices.Sort(plan[i])
 		if _, err := js.CreateOrUpdateConsumer(ctx, t.In.Name, t.LaneConsumerConfig(name, plan[i])); err != nil {
 			return fmt.Errorf("events: ensure lane %s on %s: %w", name, t.In.Name, err)
 		}
 	}
 	return nil
+}
+
+// laneTenants reads the tenants of one lane's filter (none when it does
+// not exist).
+func laneTenants(ctx context.Context, js jetstream.JetStream, t Topology, name string) ([]string, error) {
+	c, err := js.Consumer(ctx, t.In.Name, name)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("events: lane %s: %w", name, err)
+	}
+	cfg := c.CachedInfo().Config
+	var out []string
+	for _, f := range append([]string{cfg.FilterSubject}, cfg.FilterSubjects...) {
+		if tenant, ok := t.Subjects().LaneTenant(f); ok {
+			out = append(out, tenant)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }
