@@ -146,11 +146,7 @@ func (s *laneSet) refresh(ctx context.Context, r *Runner) {
 	}
 	s.mu.Unlock()
 	for name, ci := range infos {
-		filters := slices.Clone(ci.Config.FilterSubjects)
-		if ci.Config.FilterSubject != "" {
-			filters = append(filters, ci.Config.FilterSubject)
-		}
-		f := found{filters: filters, window: max(ci.Config.MaxAckPending, 1), created: ci.Created}
+		f := found{filters: events.Filters(ci.Config), window: max(ci.Config.MaxAckPending, 1), created: ci.Created}
 		s.mu.Lock()
 		_, running := s.running[name]
 		s.mu.Unlock()
@@ -166,7 +162,7 @@ func (s *laneSet) refresh(ctx context.Context, r *Runner) {
 	}
 	// A running lane the list left out: gone if the server says so.
 	for _, l := range missing {
-		if _, err := r.js.Consumer(ctx, r.cfg.Stream, l.name); errors.Is(err, jetstream.ErrConsumerNotFound) {
+		if s.deleted(r, l, nil) {
 			s.gone(r, l)
 		}
 	}
@@ -287,8 +283,8 @@ func (r *Runner) laned(d *delivery) {
 	r.obs.Delivered(o)
 }
 
-// deleted reports whether a lane whose pull failed with err no longer
-// exists (the server's answer, or a look-up that finds nothing).
+// deleted reports whether a lane no longer exists: err (its pull's, or
+// nil) says so, or a look-up finds nothing.
 func (s *laneSet) deleted(r *Runner, l *lane, err error) bool {
 	if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerDeleted) {
 		return true

@@ -208,13 +208,21 @@ func laneTenants(ctx context.Context, js jetstream.JetStream, t Topology, name s
 	if err != nil {
 		return nil, fmt.Errorf("events: lane %s: %w", name, err)
 	}
-	cfg := c.CachedInfo().Config
 	var out []string
-	for _, f := range append([]string{cfg.FilterSubject}, cfg.FilterSubjects...) {
+	for _, f := range Filters(c.CachedInfo().Config) {
 		if tenant, ok := t.Subjects().LaneTenant(f); ok {
 			out = append(out, tenant)
 		}
 	}
 	slices.Sort(out)
 	return out, nil
+}
+
+// Filters are a consumer's filter subjects, whichever field holds them
+// (FilterSubject or FilterSubjects).
+func Filters(cfg jetstream.ConsumerConfig) []string {
+	if cfg.FilterSubject != "" {
+		return append([]string{cfg.FilterSubject}, cfg.FilterSubjects...)
+	}
+	return slices.Clone(cfg.FilterSubjects)
 }
