@@ -94,3 +94,23 @@ const (
 func ConversationKey(s *Store, project, session string) string {
 	return s.keys(project).conversation(session)
 }
+
+// Dictionaries answers the lexical dictionary step of terms over the
+// filter's scope tags twice: from the cached ranges (with the server's
+// plain reads) and from lexDictScript alone.
+func Dictionaries(ctx context.Context, s *Store, f memory.Filter, terms []string) (cached, script [][]string, err error) {
+	tags, err := s.scopeTags(ctx, f)
+	if err != nil {
+		return nil, nil, err
+	}
+	qs := memory.LexTerms(terms)
+	args := dictArgs(qs)
+	if cached, err = s.dictionaries(ctx, tags, qs, args); err != nil {
+		return nil, nil, err
+	}
+	script, err = s.dictScript(ctx, tags, args)
+	return cached, script, err
+}
+
+// DictionaryVersionsKey is the key of a project's dictionary versions.
+func DictionaryVersionsKey(s *Store, project string) string { return s.keys(project).dictVersions() }

@@ -243,10 +243,14 @@ return redis.call('VADD', KEYS[1], 'FP32', ARGV[3], ARGV[2], q, 'SETATTR', ARGV[
 // or removes, no lower than the head's lowest), which is what dropping it
 // at the first such change of one call per document leaves.
 //
-// KEYS: term dictionary, corpus statistics, heads hash. ARGV: key
-// prefix, then per document: id, document count delta, old length, new
-// length, the number of old terms, the number of new terms, the old
-// terms, then the new terms and frequencies.
+// A term added to the dictionary or dropped from it sets its bucket in
+// the dictionary versions hash to the call's token (see lexdict.go).
+//
+// KEYS: term dictionary, corpus statistics, heads hash, dictionary
+// versions. ARGV: key prefix, version token, then per document: id,
+// document count delta, old length, new length, the number of old terms,
+// the number of new terms, the old terms, then the new terms and
+// frequencies.
 var reindexLexScript = goredis.NewScript(`
 local p = ARGV[1]
 local st = redis.call('HMGET', KEYS[2], 'n', 'l')
@@ -266,7 +270,7 @@ local function put(t, id, sc)
     if not e.top or sc > e.top then e.top = sc end
   end
 end
-local i = 2
+local i = 3
 while i <= #ARGV do
   local id = ARGV[i]
   local delta, oldLen, newLen = tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
@@ -346,11 +350,30 @@ for _, t in ipairs(order) do
     dictRem[#dictRem + 1] = t
   end
 end
+local bumped, bl = {}, {}
+local function bump(t)
+  local b = string.sub(t, 1, ` + strconv.Itoa(dictBucketBytes) + `)
+  if not bumped[b] then
+    bumped[b] = true
+    bl[#bl + 1] = b
+    bl[#bl + 1] = ARGV[2]
+  end
+end
 for j0 = 1, #dictAdd, 2000 do
+  local part = {}
+  for j = j0 + 1, math.min(j0 + 1999, #dictAdd), 2 do part[#part + 1] = dictAdd[j] end
+  local have = redis.call('ZMSCORE', KEYS[1], unpack(part))
+  for j, t in ipairs(part) do
+    if not have[j] then bump(t) end
+  end
   redis.call('ZADD', KEYS[1], unpack(dictAdd, j0, math.min(j0 + 1999, #dictAdd)))
 end
 for j0 = 1, #dictRem, 1000 do
   redis.call('ZREM', KEYS[1], unpack(dictRem, j0, math.min(j0 + 999, #dictRem)))
+end
+for _, t in ipairs(dictRem) do bump(t) end
+for j0 = 1, #bl, 2000 do
+  redis.call('HSET', KEYS[4], unpack(bl, j0, math.min(j0 + 1999, #bl)))
 end
 redis.call('HINCRBY', KEYS[2], 'n', dn)
 redis.call('HINCRBY', KEYS[2], 'l', dlsum)
@@ -378,7 +401,7 @@ type tagWrites struct {
 }
 
 func newTagWrites(k keys) *tagWrites {
-	return &tagWrites{k: k, args: []any{k.p}}
+	return &tagWrites{k: k, args: []any{k.p, dictToken()}}
 }
 
 // reindex queues a document's move from oldTF (oldLen tokens) to newTF
@@ -439,10 +462,10 @@ func (w *tagWrites) flush(ctx context.Context, pipe goredis.Pipeliner) {
 		}
 	}
 	w.order, w.hsets, w.zadds, w.sadds = nil, nil, nil, nil
-	if len(w.args) > 1 {
-		reindexLexScript.Eval(ctx, pipe, []string{w.k.terms(), w.k.stats(), w.k.heads()}, w.args...)
+	if len(w.args) > 2 {
+		reindexLexScript.Eval(ctx, pipe, []string{w.k.terms(), w.k.stats(), w.k.heads(), w.k.dictVersions()}, w.args...)
 	}
-	w.args = w.args[:1]
+	w.args = append(w.args[:1], dictToken())
 }
 
 // hdelIfScript deletes a hash field only while it holds the given value.
