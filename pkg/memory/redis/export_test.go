@@ -114,3 +114,17 @@ func Dictionaries(ctx context.Context, s *Store, f memory.Filter, terms []string
 
 // DictionaryVersionsKey is the key of a project's dictionary versions.
 func DictionaryVersionsKey(s *Store, project string) string { return s.keys(project).dictVersions() }
+
+// InjectionsKey is the key of a session's injection records.
+func InjectionsKey(s *Store, ref memory.SessionRef) string {
+	k, _ := s.sessionKeys(ref)
+	return k.injections()
+}
+
+// EventsKey is the key of a project's processed events of consumer.
+func EventsKey(s *Store, p memory.ProjectRef, consumer string) string {
+	return s.keys(space(p)).events(consumer)
+}
+
+// GCMargin is how long after its expiry Redis collects a record.
+const GCMargin = gcMargin
