@@ -128,3 +128,12 @@ func EventsKey(s *Store, p memory.ProjectRef, consumer string) string {
 
 // GCMargin is how long after its expiry Redis collects a record.
 const GCMargin = gcMargin
+
+// AdjacentScripted is Adjacent answered by adjacentScript alone.
+func AdjacentScripted(ctx context.Context, s *Store, nodes []memory.Node, k int) (map[string]memory.Adjacency, error) {
+	out := map[string]memory.Adjacency{}
+	return out, s.adjacentScripted(ctx, nodes, k, out)
+}
+
+// BetweenAdjacentReads has Adjacent call f between its two reads.
+func BetweenAdjacentReads(s *Store, f func()) { s.adjacentHook = f }

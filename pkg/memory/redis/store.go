@@ -59,7 +59,8 @@ type Store struct {
 	lexBudget, lexMinPer int  // postings a lexical query reads per project; at least per term
 	noHeads              bool // read postings from the sorted sets only (tests: lexhead.go)
 	dict                 dictCache
-	noDictCache          bool // ask lexDictScript for every dictionary (tests: lexdict.go)
+	noDictCache          bool   // ask lexDictScript for every dictionary (tests: lexdict.go)
+	adjacentHook         func() // called between Adjacent's two reads (tests)
 	closeCli             bool
 }
 
