@@ -134,7 +134,8 @@ type dictPlan struct {
 	stats   *goredis.SliceCmd
 	vers    *goredis.SliceCmd
 	dfs     map[string]*goredis.IntCmd // ZCARD by term
-	script  bool                       // answered by lexDictScript
+	eval    *goredis.Cmd               // lexDictScript's answer, when a range was missing
+	script  bool                       // to be answered by lexDictScript
 }
 
 // dictionaries answers, per tag, what lexDictScript answers for the query
@@ -172,30 +173,29 @@ func (s *Store) dictionaries(ctx context.Context, tags []scopeTag, qs []memory.L
 			}
 		}
 	}
-	if len(misses) > 0 {
-		// The versions first, then the ranges: a write between the two
-		// leaves a version older than the range, which the next check
-		// finds changed.
-		pipe := s.c.Pipeline()
-		vers := make([]*goredis.SliceCmd, len(misses))
-		rngs := make([]*goredis.StringSliceCmd, len(misses))
-		for j, m := range misses {
-			p, q := plans[m.plan], qs[m.qi].Prefix
-			vers[j] = pipe.HMGet(ctx, p.k.dictVersions(), dictBucket(q))
-			rngs[j] = pipe.ZRangeByLex(ctx, p.k.terms(), &goredis.ZRangeBy{Min: "[" + q, Max: "[" + q + "\xff", Count: maxExpansions + 1})
-		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			return nil, s.wrap("lexical dictionary", err)
-		}
-		for j, m := range misses {
-			v, _ := vers[j].Val()[0].(string)
-			r := dictRange{ver: v, terms: rngs[j].Val(), at: now}
-			s.dict.put(plans[m.plan].rkeys[m.qi], r)
-			plans[m.plan].ranges[m.qi] = &r
-		}
+	// One pipeline: a tag whose ranges are all cached gets the plain
+	// reads; a tag with a range missing gets the script (as the steady
+	// state costs one round trip, a cold query does not cost two) and the
+	// reads of its missing ranges for the next query: the versions first,
+	// then the ranges, so that a write between the two leaves a version
+	// older than the range, which the next check finds changed.
+	missing := make([]bool, len(plans))
+	for _, m := range misses {
+		missing[m.plan] = true
 	}
 	pipe := s.c.Pipeline()
-	for _, p := range plans {
+	vers := make([]*goredis.SliceCmd, len(misses))
+	rngs := make([]*goredis.StringSliceCmd, len(misses))
+	for j, m := range misses {
+		p, q := plans[m.plan], qs[m.qi].Prefix
+		vers[j] = pipe.HMGet(ctx, p.k.dictVersions(), dictBucket(q))
+		rngs[j] = pipe.ZRangeByLex(ctx, p.k.terms(), &goredis.ZRangeBy{Min: "[" + q, Max: "[" + q + "\xff", Count: maxExpansions + 1})
+	}
+	for i, p := range plans {
+		if missing[i] {
+			p.eval = lexDictScript.EvalSha(ctx, pipe, []string{p.k.terms(), p.k.stats()}, append([]any{p.k.p, maxExpansions}, args...)...)
+			continue
+		}
 		p.stats = pipe.HMGet(ctx, p.k.stats(), "n", "l")
 		seen := map[string]bool{}
 		for qi, r := range p.ranges {
@@ -216,12 +216,31 @@ func (s *Store) dictionaries(ctx context.Context, tags []scopeTag, qs []memory.L
 			}
 		}
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	_, err := pipe.Exec(ctx)
+	for _, p := range plans {
+		if p.eval != nil && goredis.HasErrorPrefix(p.eval.Err(), "NOSCRIPT") {
+			p.script, p.eval = true, nil // dictScript loads it
+		}
+	}
+	if err != nil && !goredis.HasErrorPrefix(err, "NOSCRIPT") {
 		return nil, s.wrap("lexical dictionary", err)
+	}
+	for j, m := range misses {
+		if vers[j].Err() != nil || rngs[j].Err() != nil {
+			continue
+		}
+		v, _ := vers[j].Val()[0].(string)
+		s.dict.put(plans[m.plan].rkeys[m.qi], dictRange{ver: v, terms: rngs[j].Val(), at: now})
 	}
 	out := make([][]string, len(tags))
 	var stale []int
 	for i, p := range plans {
+		if p.eval != nil {
+			if out[i], err = p.eval.StringSlice(); err != nil {
+				return nil, s.wrap("lexical", err)
+			}
+			continue
+		}
 		if p.vers != nil {
 			cur := map[string]string{}
 			for j, v := range p.vers.Val() {
