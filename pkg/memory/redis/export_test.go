@@ -137,3 +137,7 @@ func AdjacentScripted(ctx context.Context, s *Store, nodes []memory.Node, k int)
 
 // BetweenAdjacentReads has Adjacent call f between its two reads.
 func BetweenAdjacentReads(s *Store, f func()) { s.adjacentHook = f }
+
+// ScoreInScript has PutBatch score its postings in reindexLexScript (as
+// single writes do) instead of in Go.
+func ScoreInScript(s *Store, on bool) { s.scoreInScript = on }

@@ -381,6 +381,101 @@ redis.call('HINCRBY', KEYS[2], 'l', dlsum)
 return 1
 `)
 
+// reindexScoredScript stores postings scored by the caller (a scored
+// tagWrites): what reindexLexScript does after its arithmetic, with the
+// same cached-head, dictionary and version rules, per term in the order
+// given.
+//
+// KEYS: as reindexLexScript's. ARGV: key prefix, version token, the
+// document count and total length deltas, then per term: the term, the
+// number of postings added or rescored, the number removed, the highest
+// new score ("" for none), the added postings as score, id pairs, then the
+// removed ids.
+var reindexScoredScript = goredis.NewScript(`
+local p = ARGV[1]
+local order, at = {}, {}
+local i = 5
+while i <= #ARGV do
+  local na, nr = tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
+  order[#order + 1] = ARGV[i]
+  at[#order] = i
+  i = i + 4 + 2 * na + nr
+end
+local heads = {}
+for j0 = 1, #order, 1000 do
+  local part = {}
+  for j = j0, math.min(j0 + 999, #order) do part[#part + 1] = order[j] end
+  local hv = redis.call('HMGET', KEYS[3], unpack(part))
+  for j, t in ipairs(part) do
+    if hv[j] then heads[t] = tonumber(string.match(hv[j], ' (.*)$')) end
+  end
+end
+local dictAdd, dictRem = {}, {}
+for o, t in ipairs(order) do
+  local i = at[o]
+  local na, nr, top = tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), ARGV[i + 3]
+  local a0, r0 = i + 4, i + 4 + 2 * na
+  local k = p .. 't:' .. t
+  local m = heads[t]
+  if m then
+    local drop = top ~= '' and tonumber(top) >= m
+    if not drop then
+      for j = a0 + 1, r0 - 1, 2 do
+        local old = redis.call('ZSCORE', k, ARGV[j])
+        if old and tonumber(old) >= m then drop = true break end
+      end
+    end
+    if not drop then
+      for j = r0, r0 + nr - 1 do
+        local old = redis.call('ZSCORE', k, ARGV[j])
+        if old and tonumber(old) >= m then drop = true break end
+      end
+    end
+    if drop then
+      redis.call('DEL', p .. 'th:' .. t)
+      redis.call('HDEL', KEYS[3], t)
+    end
+  end
+  for j0 = r0, r0 + nr - 1, 1000 do
+    redis.call('ZREM', k, unpack(ARGV, j0, math.min(j0 + 999, r0 + nr - 1)))
+  end
+  for j0 = a0, r0 - 1, 2000 do
+    redis.call('ZADD', k, unpack(ARGV, j0, math.min(j0 + 1999, r0 - 1)))
+  end
+  if na > 0 then
+    dictAdd[#dictAdd + 1] = 0
+    dictAdd[#dictAdd + 1] = t
+  elseif redis.call('ZCARD', k) == 0 then
+    dictRem[#dictRem + 1] = t
+  end
+end
+local bumped, bl = {}, {}
+local function bump(t)
+  local b = string.sub(t, 1, ` + strconv.Itoa(dictBucketBytes) + `)
+  if not bumped[b] then
+    bumped[b] = true
+    bl[#bl + 1] = b
+    bl[#bl + 1] = ARGV[2]
+  end
+end
+for j0 = 1, #dictAdd, 2000 do
+  local j1 = math.min(j0 + 1999, #dictAdd)
+  if redis.call('ZADD', KEYS[1], unpack(dictAdd, j0, j1)) > 0 then
+    for j = j0 + 1, j1, 2 do bump(dictAdd[j]) end
+  end
+end
+for j0 = 1, #dictRem, 1000 do
+  redis.call('ZREM', KEYS[1], unpack(dictRem, j0, math.min(j0 + 999, #dictRem)))
+end
+for _, t in ipairs(dictRem) do bump(t) end
+for j0 = 1, #bl, 2000 do
+  redis.call('HSET', KEYS[4], unpack(bl, j0, math.min(j0 + 1999, #bl)))
+end
+redis.call('HINCRBY', KEYS[2], 'n', ARGV[3])
+redis.call('HINCRBY', KEYS[2], 'l', ARGV[4])
+return 1
+`)
+
 // tagWrites gathers writes of one project's keys (one hash tag) that
 // writeNodeTo queues for one MULTI, so that a batch of nodes costs one
 // command per key rather than one per node and key: the posting changes
@@ -395,6 +490,15 @@ type tagWrites struct {
 	k    keys
 	args []any // reindexLexScript's ARGV
 
+	// With scored set (newScoredTagWrites), reindex computes the postings'
+	// scores here, from the statistics n and l the caller read under
+	// WATCH, and groups them by term for reindexScoredScript.
+	scored bool
+	n, l   float64
+	dn, dl int64
+	terms  []string
+	post   map[string]*termPostings
+
 	order []string // the keys added to, in first-use order
 	hsets map[string][]any
 	zadds map[string][]goredis.Z
@@ -405,9 +509,81 @@ func newTagWrites(k keys) *tagWrites {
 	return &tagWrites{k: k, args: []any{k.p, dictToken()}}
 }
 
+// newScoredTagWrites is newTagWrites for a caller that read the scope's
+// statistics (n documents, l total length: HMGET of k.stats(), each
+// missing or unparsable value 0, as the script reads them) with the stats
+// key WATCHed: the postings are scored here (scoreDoc), as
+// reindexLexScript scores them, and the script only stores them. An
+// import's chunk spent about a third of its server time in that script's
+// arithmetic and tables.
+func newScoredTagWrites(k keys, n, l float64) *tagWrites {
+	w := newTagWrites(k)
+	w.scored, w.n, w.l = true, n, l
+	return w
+}
+
+// termPostings are the postings of one term that a scored tagWrites
+// changes: the new ones as score, id pairs and the removed ids. A batch
+// names a document once (PutBatch refuses an id twice), and a document
+// adds or removes a term's posting, not both.
+type termPostings struct {
+	add []any
+	del []any
+	top int64 // the highest new score
+}
+
+func (w *tagWrites) put(t, id string, score int64, del bool) {
+	if w.post == nil {
+		w.post = map[string]*termPostings{}
+	}
+	e := w.post[t]
+	if e == nil {
+		e = &termPostings{}
+		w.post[t] = e
+		w.terms = append(w.terms, t)
+	}
+	if del {
+		e.del = append(e.del, id)
+		return
+	}
+	e.add = append(e.add, score, id)
+	e.top = max(e.top, score)
+}
+
+// scorePosting is a posting's packed score as reindexLexScript computes it
+// (the same floating-point operations in the same order; the conversions
+// keep a compiler from fusing a multiply and an add).
+func scorePosting(tf, dl int, avg float64) int64 {
+	ftf, fdl := float64(min(tf, 8191)), float64(dl)
+	imp := float64(ftf*2.2) / (ftf + float64(1.2*(0.25+float64(float64(0.75*fdl)/avg))))
+	q := math.Floor(float64(imp/2.2) * 65535)
+	return int64(float64(float64(q*536870912)+float64(ftf*65536)) + fdl)
+}
+
 // reindex queues a document's move from oldTF (oldLen tokens) to newTF
 // (newLen); delta is its change to the document count (1 new, -1 gone).
 func (w *tagWrites) reindex(id string, delta, oldLen, newLen int, oldTF, newTF map[string]int) {
+	if w.scored {
+		for t := range oldTF {
+			if _, ok := newTF[t]; !ok {
+				w.put(t, id, 0, true)
+			}
+		}
+		dl := min(newLen, 65535)
+		avg := float64(dl)
+		if w.n > 0 && w.l > 0 {
+			avg = w.l / w.n
+		}
+		if avg < 1 {
+			avg = 1
+		}
+		for t, c := range newTF {
+			w.put(t, id, scorePosting(c, dl, avg), false)
+		}
+		w.n, w.l = w.n+float64(delta), w.l+float64(newLen-oldLen)
+		w.dn, w.dl = w.dn+int64(delta), w.dl+int64(newLen-oldLen)
+		return
+	}
 	w.args = slices.Grow(w.args, 6+len(oldTF)+2*len(newTF))
 	w.args = append(w.args, id, delta, oldLen, newLen, len(oldTF), len(newTF))
 	for t := range oldTF {
@@ -463,6 +639,24 @@ func (w *tagWrites) flush(ctx context.Context, pipe goredis.Pipeliner) {
 		}
 	}
 	w.order, w.hsets, w.zadds, w.sadds = nil, nil, nil, nil
+	if w.scored {
+		if len(w.terms) > 0 || w.dn != 0 || w.dl != 0 {
+			args := []any{w.k.p, dictToken(), w.dn, w.dl}
+			for _, t := range w.terms {
+				e := w.post[t]
+				var top any = ""
+				if len(e.add) > 0 {
+					top = e.top
+				}
+				args = append(args, t, len(e.add)/2, len(e.del), top)
+				args = append(args, e.add...)
+				args = append(args, e.del...)
+			}
+			reindexScoredScript.Eval(ctx, pipe, []string{w.k.terms(), w.k.stats(), w.k.heads(), w.k.dictVersions()}, args...)
+		}
+		w.terms, w.post, w.dn, w.dl = nil, nil, 0, 0
+		return
+	}
 	if len(w.args) > 2 {
 		reindexLexScript.Eval(ctx, pipe, []string{w.k.terms(), w.k.stats(), w.k.heads(), w.k.dictVersions()}, w.args...)
 	}

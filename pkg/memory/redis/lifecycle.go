@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -493,7 +494,9 @@ func batchReplaces(batch []memory.Node, id, digest string) bool {
 
 func (s *Store) putTag(ctx context.Context, project string, nodes []memory.Node, edges []memory.Edge) error {
 	k := s.keys(project)
-	watch := []string{k.digests()}
+	// The statistics are WATCHed too: the postings are scored here, with
+	// the ones read (newScoredTagWrites).
+	watch := []string{k.digests(), k.stats()}
 	for _, n := range nodes {
 		watch = append(watch, k.node(n.ID))
 	}
@@ -503,10 +506,9 @@ func (s *Store) putTag(ctx context.Context, project string, nodes []memory.Node,
 		for i, n := range nodes {
 			cmds[i] = pipe.HGetAll(ctx, k.node(n.ID))
 		}
-		if len(nodes) > 0 {
-			if _, err := pipe.Exec(ctx); err != nil {
-				return err
-			}
+		st := pipe.HMGet(ctx, k.stats(), "n", "l")
+		if _, err := pipe.Exec(ctx); err != nil {
+			return err
 		}
 		olds := make([]*memory.Node, len(nodes))
 		dims := map[string]int{}
@@ -535,7 +537,10 @@ func (s *Store) putTag(ctx context.Context, project string, nodes []memory.Node,
 			}
 		}
 		_, err := tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
-			lw := newTagWrites(k)
+			lw := newScoredTagWrites(k, statValue(st.Val(), 0), statValue(st.Val(), 1))
+			if s.scoreInScript {
+				lw = newTagWrites(k)
+			}
 			for i := range nodes {
 				s.writeNodeTo(ctx, p, lw, olds[i], &nodes[i])
 			}
@@ -547,6 +552,20 @@ func (s *Store) putTag(ctx context.Context, project string, nodes []memory.Node,
 		})
 		return err
 	}, watch...)
+}
+
+// statValue is field i of an HMGET of the statistics as the posting
+// script reads it (tonumber, or 0).
+func statValue(v []any, i int) float64 {
+	if i >= len(v) {
+		return 0
+	}
+	str, _ := v[i].(string)
+	f, err := strconv.ParseFloat(str, 64)
+	if err != nil {
+		return 0
+	}
+	return f
 }
 
 // Scan calls node for every node (vectors included) and edge for every
