@@ -303,9 +303,12 @@
 // time a memory, 60-77 us of it in the posting script run once per node
 // (about 30 ZADDs a memory: a posting and a dictionary entry per term).
 // A chunk now gathers its writes per key (tagWrites): one
-// reindexLexScript call for all its documents, which weights each with
+// posting-script call for all its documents, each weighted with
 // the statistics the ones before it left (the scores one call per node
-// gives, TestPostingsBatchEqualsOneByOne), then writes one ZADD per term
+// gives, TestPostingsBatchEqualsOneByOne; PutBatch computes them in Go
+// from the statistics it reads under WATCH, and reindexScoredScript only
+// stores them: the script's arithmetic and tables were about a third of
+// the chunk's server time), then writes one ZADD per term
 // with all the chunk's postings of it, one dictionary ZADD (and, when it
 // added terms, one HSET of their buckets' versions: lexdict.go), one heads
 // HMGET and one HINCRBY per statistic; and one HSET or ZADD or SADD per
