@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -120,14 +121,90 @@ end
 return out
 `)
 
-// Adjacent implements memory.Conversations: one script per scope tag (a
-// ZRANK and a ZRANGE of each memory's conversation set), all in one
-// pipeline.
+// Adjacent implements memory.Conversations with plain reads of each
+// memory's conversation set, in two pipelines: the memory's rank (ZRANK),
+// then the members from k before it to k after it (ZRANGE WITHSCORES).
+// A memory that a concurrent write moved between the two reads (the
+// window does not hold it where its rank said) is answered by
+// adjacentScript, which reads both at once. The script for every memory
+// cost about 10 us of server time a memory, most of it turning replies
+// into Lua values and back; the plain reads cost a quarter of that. (Reads
+// by score from the memory's own time, one pipeline, would need no rank,
+// but a conversation's memories can share a millisecond by the hundred: a
+// bulk import's do.)
 func (s *Store) Adjacent(ctx context.Context, nodes []memory.Node, k int) (map[string]memory.Adjacency, error) {
 	out := make(map[string]memory.Adjacency, len(nodes))
 	if k <= 0 || len(nodes) == 0 {
 		return out, nil
 	}
+	keys := make([]string, len(nodes))
+	members := make([]string, len(nodes))
+	ranks := make([]*goredis.IntCmd, len(nodes))
+	pipe := s.c.Pipeline()
+	for i := range nodes {
+		keys[i] = s.keys(spaceOf(&nodes[i])).conversation(nodes[i].SessionID)
+		members[i] = naturalKey(nodes[i].ID)
+		ranks[i] = pipe.ZRank(ctx, keys[i], members[i])
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
+		return nil, s.wrap("adjacent", err)
+	}
+	if s.adjacentHook != nil {
+		s.adjacentHook()
+	}
+	wins := make([]*goredis.ZSliceCmd, len(nodes))
+	los := make([]int64, len(nodes))
+	pipe = s.c.Pipeline()
+	for i := range nodes {
+		r, err := ranks[i].Result()
+		if err != nil {
+			continue // not stored: no entry
+		}
+		los[i] = max(0, r-int64(k))
+		wins[i] = pipe.ZRangeWithScores(ctx, keys[i], los[i], r+int64(k))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, s.wrap("adjacent", err)
+	}
+	gap := float64(memory.ConversationGap.Milliseconds())
+	var rest []memory.Node
+	for i := range nodes {
+		if wins[i] == nil {
+			continue
+		}
+		w, pos := wins[i].Val(), ranks[i].Val()-los[i]
+		if pos >= int64(len(w)) {
+			rest = append(rest, nodes[i])
+			continue
+		}
+		if m, _ := w[pos].Member.(string); m != members[i] {
+			rest = append(rest, nodes[i])
+			continue
+		}
+		at := w[pos].Score
+		var a memory.Adjacency
+		for j := pos - 1; j >= 0 && at-w[j].Score <= gap; j-- {
+			m, _ := w[j].Member.(string)
+			a.Before = append(a.Before, naturalID(m))
+		}
+		for j := pos + 1; j < int64(len(w)) && w[j].Score-at <= gap; j++ {
+			m, _ := w[j].Member.(string)
+			a.After = append(a.After, naturalID(m))
+		}
+		out[nodes[i].ID] = a
+	}
+	if len(rest) > 0 {
+		if err := s.adjacentScripted(ctx, rest, k, out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// adjacentScripted answers Adjacent for nodes into out with
+// adjacentScript: one script per scope tag (a ZRANK and a ZRANGE of each
+// memory's conversation set), all in one pipeline.
+func (s *Store) adjacentScripted(ctx context.Context, nodes []memory.Node, k int, out map[string]memory.Adjacency) error {
 	var spaces []string
 	byTag := map[string][]int{}
 	for i := range nodes {
@@ -150,17 +227,17 @@ func (s *Store) Adjacent(ctx context.Context, nodes []memory.Node, k int) (map[s
 		return keys, args
 	})
 	if err != nil {
-		return nil, s.wrap("adjacent", err)
+		return s.wrap("adjacent", err)
 	}
 	replies := make([][]string, len(nodes))
 	for j, f := range flat {
 		for _, i := range byTag[spaces[j]] {
 			if len(f) == 0 {
-				return nil, fmt.Errorf("redis adjacent: short reply")
+				return fmt.Errorf("redis adjacent: short reply")
 			}
 			c, err := strconv.Atoi(f[0])
 			if err != nil || c < 0 || c > len(f)-1 {
-				return nil, fmt.Errorf("redis adjacent: count %q", f[0])
+				return fmt.Errorf("redis adjacent: count %q", f[0])
 			}
 			replies[i], f = f[1:1+c], f[1+c:]
 		}
@@ -172,7 +249,7 @@ func (s *Store) Adjacent(ctx context.Context, nodes []memory.Node, k int) (map[s
 		}
 		at, err := strconv.ParseFloat(r[0], 64)
 		if err != nil {
-			return nil, fmt.Errorf("redis adjacent: score %q", r[0])
+			return fmt.Errorf("redis adjacent: score %q", r[0])
 		}
 		me := naturalKey(nodes[i].ID)
 		pos := -1
@@ -199,7 +276,7 @@ func (s *Store) Adjacent(ctx context.Context, nodes []memory.Node, k int) (map[s
 		}
 		out[nodes[i].ID] = a
 	}
-	return out, nil
+	return nil
 }
 
 var _ memory.Conversations = (*Store)(nil)

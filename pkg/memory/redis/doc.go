@@ -69,12 +69,16 @@
 //	K hh              hash: term -> "<head size> <lowest score in the head>" for the
 //	                  cached heads (what the posting writers check to drop a head)
 //	K terms           zset: the term dictionary (all scores 0, for ZRANGEBYLEX prefixes)
+//	K dv              hash: the dictionary's versions: a term's bucket (its first 3 bytes)
+//	                  -> a random token of the last write that added a term of the bucket
+//	                  to the dictionary or dropped one (lexdict.go: the store caches prefix
+//	                  ranges and checks their buckets' versions); absent for data from before
 //	K bm              hash: n documents, l total length (BM25 statistics)
 //	K cv:<session>    zset: the session's memories (conversation.go) scored by
 //	                  memory.ConversationAt, each member the id encoded so that equal
 //	                  scores order as memory.NaturalCompare does (naturalKey):
 //	                  Adjacent (memory.Conversations) is a ZRANK and a ZRANGE per memory,
-//	                  one script, one pipeline; EnsureConversationIndex fills the sets of
+//	                  plain, in two pipelines; EnsureConversationIndex fills the sets of
 //	                  scopes written before them (the bm hash's "cv" field marks a scope
 //	                  complete)
 //	K vis             hash: id -> the node's filter fields packed in one value, so the
@@ -111,10 +115,12 @@
 // # Retrieval channels
 //
 // Lexical is BM25 scored in Go from postings read on the project's slot,
-// in three pipelined round trips (see Store.Lexical): a small script
+// in three pipelined round trips (see Store.Lexical): the dictionary step
 // prefix-expands the query's stem prefixes (memory.LexTerms) over the term
 // dictionary (the prefix and up to 32 longer terms, and the query words'
-// own tokens) and returns document frequencies; posting lists are read
+// own tokens) and reads document frequencies (from prefix ranges the
+// store caches, checked by their versions, and a ZCARD per list; a small
+// script for a range not cached: lexdict.go); posting lists are read
 // (from their cached heads: one GET each, see below) best impact first
 // under a budget (whole when short, so small corpora
 // and rare terms are exact; of a common term only the best postings make
@@ -202,6 +208,33 @@
 // Redis build has no query engine (FT.SEARCH: MODULE LIST shows only
 // vectorset), so the lexical channel cannot move there.
 //
+// This round (issue 35, 2026-12-06, afternoon): perf and INFO commandstats
+// on the same benchmark put about half of the server's time in scripts,
+// and most of a script's time not in its commands but in turning their
+// replies into Lua values and its own reply back: the conversation
+// script (a ZRANK, a ZRANGE and a ZSCORE a memory, 8 memories) took 82-96
+// us against 15 us for its commands, run alone; a script that only
+// builds 50 strings 17 us, an empty one 5 us. So the turn's path runs no
+// script now: the lexical dictionary is read from cached prefix ranges
+// (lexdict.go; a script only for a range not cached or changed), the
+// conversation neighbours are a ZRANK, then a ZRANGE (two plain
+// pipelines), the standing instructions a ZRANGE, then the nodes' HMGETs,
+// HasPendingEmbeddings a ZCARD and an SMEMBERS, and the injection record
+// one HSETEX instead of a MULTI of HSET and HPEXPIRE (see
+// docs/benchmarks.md for the figures). What is left is lookups in
+// 100,000-entry hashes and sorted sets, a cache miss or two each: the
+// candidate loads (about 83 HMGETs of node hashes a turn, a third of the
+// time), the lexical leaders' filter fields and ZMSCORE, the dictionary's
+// ZCARDs, the conversation ZRANKs in one 100,000-member set (the
+// benchmark's memories have no session, so they form one conversation),
+// and the round trips' system calls (about 17 a turn). Loading the nodes
+// from one hash per project (a copy of the packed value in the vis entry,
+// one HMGET per project) took the server 95 instead of 225 us for 83
+// random nodes, but a replica of an earlier version that changes a node's
+// packed value without its filter fields would leave the copy stale: it
+// is not done here (branch rediscpu-viscopy has it, unsafe across a
+// rolling upgrade).
+//
 // # Measured
 //
 // go test -run '^$' -bench Channels100k -benchtime 1x with
@@ -270,10 +303,14 @@
 // time a memory, 60-77 us of it in the posting script run once per node
 // (about 30 ZADDs a memory: a posting and a dictionary entry per term).
 // A chunk now gathers its writes per key (tagWrites): one
-// reindexLexScript call for all its documents, which weights each with
+// posting-script call for all its documents, each weighted with
 // the statistics the ones before it left (the scores one call per node
-// gives, TestPostingsBatchEqualsOneByOne), then writes one ZADD per term
-// with all the chunk's postings of it, one dictionary ZADD, one heads
+// gives, TestPostingsBatchEqualsOneByOne; PutBatch computes them in Go
+// from the statistics it reads under WATCH, and reindexScoredScript only
+// stores them: the script's arithmetic and tables were about a third of
+// the chunk's server time), then writes one ZADD per term
+// with all the chunk's postings of it, one dictionary ZADD (and, when it
+// added terms, one HSET of their buckets' versions: lexdict.go), one heads
 // HMGET and one HINCRBY per statistic; and one HSET or ZADD or SADD per
 // shared hash and set (filter fields, digests, timeline, live, standing,
 // backlog, conversation) instead of one per node. The server's time fell

@@ -94,3 +94,50 @@ const (
 func ConversationKey(s *Store, project, session string) string {
 	return s.keys(project).conversation(session)
 }
+
+// Dictionaries answers the lexical dictionary step of terms over the
+// filter's scope tags twice: from the cached ranges (with the server's
+// plain reads) and from lexDictScript alone.
+func Dictionaries(ctx context.Context, s *Store, f memory.Filter, terms []string) (cached, script [][]string, err error) {
+	tags, err := s.scopeTags(ctx, f)
+	if err != nil {
+		return nil, nil, err
+	}
+	qs := memory.LexTerms(terms)
+	args := dictArgs(qs)
+	if cached, err = s.dictionaries(ctx, tags, qs, args); err != nil {
+		return nil, nil, err
+	}
+	script, err = s.dictScript(ctx, tags, args)
+	return cached, script, err
+}
+
+// DictionaryVersionsKey is the key of a project's dictionary versions.
+func DictionaryVersionsKey(s *Store, project string) string { return s.keys(project).dictVersions() }
+
+// InjectionsKey is the key of a session's injection records.
+func InjectionsKey(s *Store, ref memory.SessionRef) string {
+	k, _ := s.sessionKeys(ref)
+	return k.injections()
+}
+
+// EventsKey is the key of a project's processed events of consumer.
+func EventsKey(s *Store, p memory.ProjectRef, consumer string) string {
+	return s.keys(space(p)).events(consumer)
+}
+
+// GCMargin is how long after its expiry Redis collects a record.
+const GCMargin = gcMargin
+
+// AdjacentScripted is Adjacent answered by adjacentScript alone.
+func AdjacentScripted(ctx context.Context, s *Store, nodes []memory.Node, k int) (map[string]memory.Adjacency, error) {
+	out := map[string]memory.Adjacency{}
+	return out, s.adjacentScripted(ctx, nodes, k, out)
+}
+
+// BetweenAdjacentReads has Adjacent call f between its two reads.
+func BetweenAdjacentReads(s *Store, f func()) { s.adjacentHook = f }
+
+// ScoreInScript has PutBatch score its postings in reindexLexScript (as
+// single writes do) instead of in Go.
+func ScoreInScript(s *Store, on bool) { s.scoreInScript = on }

@@ -243,10 +243,18 @@ return redis.call('VADD', KEYS[1], 'FP32', ARGV[3], ARGV[2], q, 'SETATTR', ARGV[
 // or removes, no lower than the head's lowest), which is what dropping it
 // at the first such change of one call per document leaves.
 //
-// KEYS: term dictionary, corpus statistics, heads hash. ARGV: key
-// prefix, then per document: id, document count delta, old length, new
-// length, the number of old terms, the number of new terms, the old
-// terms, then the new terms and frequencies.
+// A term added to the dictionary or dropped from it sets its bucket in
+// the dictionary versions hash to the call's token (see lexdict.go): a
+// dropped term its own; when the dictionary's ZADD added any term, every
+// term of that ZADD its own (asking which of them were new, ZMSCORE before
+// the ZADD, cost an import 5-8% of its speed; a write whose terms are all
+// known sets none).
+//
+// KEYS: term dictionary, corpus statistics, heads hash, dictionary
+// versions. ARGV: key prefix, version token, then per document: id,
+// document count delta, old length, new length, the number of old terms,
+// the number of new terms, the old terms, then the new terms and
+// frequencies.
 var reindexLexScript = goredis.NewScript(`
 local p = ARGV[1]
 local st = redis.call('HMGET', KEYS[2], 'n', 'l')
@@ -266,7 +274,7 @@ local function put(t, id, sc)
     if not e.top or sc > e.top then e.top = sc end
   end
 end
-local i = 2
+local i = 3
 while i <= #ARGV do
   local id = ARGV[i]
   local delta, oldLen, newLen = tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
@@ -346,14 +354,125 @@ for _, t in ipairs(order) do
     dictRem[#dictRem + 1] = t
   end
 end
+local bumped, bl = {}, {}
+local function bump(t)
+  local b = string.sub(t, 1, ` + strconv.Itoa(dictBucketBytes) + `)
+  if not bumped[b] then
+    bumped[b] = true
+    bl[#bl + 1] = b
+    bl[#bl + 1] = ARGV[2]
+  end
+end
 for j0 = 1, #dictAdd, 2000 do
-  redis.call('ZADD', KEYS[1], unpack(dictAdd, j0, math.min(j0 + 1999, #dictAdd)))
+  local j1 = math.min(j0 + 1999, #dictAdd)
+  if redis.call('ZADD', KEYS[1], unpack(dictAdd, j0, j1)) > 0 then
+    for j = j0 + 1, j1, 2 do bump(dictAdd[j]) end
+  end
 end
 for j0 = 1, #dictRem, 1000 do
   redis.call('ZREM', KEYS[1], unpack(dictRem, j0, math.min(j0 + 999, #dictRem)))
 end
+for _, t in ipairs(dictRem) do bump(t) end
+for j0 = 1, #bl, 2000 do
+  redis.call('HSET', KEYS[4], unpack(bl, j0, math.min(j0 + 1999, #bl)))
+end
 redis.call('HINCRBY', KEYS[2], 'n', dn)
 redis.call('HINCRBY', KEYS[2], 'l', dlsum)
+return 1
+`)
+
+// reindexScoredScript stores postings scored by the caller (a scored
+// tagWrites): what reindexLexScript does after its arithmetic, with the
+// same cached-head, dictionary and version rules, per term in the order
+// given.
+//
+// KEYS: as reindexLexScript's. ARGV: key prefix, version token, the
+// document count and total length deltas, then per term: the term, the
+// number of postings added or rescored, the number removed, the highest
+// new score ("" for none), the added postings as score, id pairs, then the
+// removed ids.
+var reindexScoredScript = goredis.NewScript(`
+local p = ARGV[1]
+local order, at = {}, {}
+local i = 5
+while i <= #ARGV do
+  local na, nr = tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
+  order[#order + 1] = ARGV[i]
+  at[#order] = i
+  i = i + 4 + 2 * na + nr
+end
+local heads = {}
+for j0 = 1, #order, 1000 do
+  local part = {}
+  for j = j0, math.min(j0 + 999, #order) do part[#part + 1] = order[j] end
+  local hv = redis.call('HMGET', KEYS[3], unpack(part))
+  for j, t in ipairs(part) do
+    if hv[j] then heads[t] = tonumber(string.match(hv[j], ' (.*)$')) end
+  end
+end
+local dictAdd, dictRem = {}, {}
+for o, t in ipairs(order) do
+  local i = at[o]
+  local na, nr, top = tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), ARGV[i + 3]
+  local a0, r0 = i + 4, i + 4 + 2 * na
+  local k = p .. 't:' .. t
+  local m = heads[t]
+  if m then
+    local drop = top ~= '' and tonumber(top) >= m
+    if not drop then
+      for j = a0 + 1, r0 - 1, 2 do
+        local old = redis.call('ZSCORE', k, ARGV[j])
+        if old and tonumber(old) >= m then drop = true break end
+      end
+    end
+    if not drop then
+      for j = r0, r0 + nr - 1 do
+        local old = redis.call('ZSCORE', k, ARGV[j])
+        if old and tonumber(old) >= m then drop = true break end
+      end
+    end
+    if drop then
+      redis.call('DEL', p .. 'th:' .. t)
+      redis.call('HDEL', KEYS[3], t)
+    end
+  end
+  for j0 = r0, r0 + nr - 1, 1000 do
+    redis.call('ZREM', k, unpack(ARGV, j0, math.min(j0 + 999, r0 + nr - 1)))
+  end
+  for j0 = a0, r0 - 1, 2000 do
+    redis.call('ZADD', k, unpack(ARGV, j0, math.min(j0 + 1999, r0 - 1)))
+  end
+  if na > 0 then
+    dictAdd[#dictAdd + 1] = 0
+    dictAdd[#dictAdd + 1] = t
+  elseif redis.call('ZCARD', k) == 0 then
+    dictRem[#dictRem + 1] = t
+  end
+end
+local bumped, bl = {}, {}
+local function bump(t)
+  local b = string.sub(t, 1, ` + strconv.Itoa(dictBucketBytes) + `)
+  if not bumped[b] then
+    bumped[b] = true
+    bl[#bl + 1] = b
+    bl[#bl + 1] = ARGV[2]
+  end
+end
+for j0 = 1, #dictAdd, 2000 do
+  local j1 = math.min(j0 + 1999, #dictAdd)
+  if redis.call('ZADD', KEYS[1], unpack(dictAdd, j0, j1)) > 0 then
+    for j = j0 + 1, j1, 2 do bump(dictAdd[j]) end
+  end
+end
+for j0 = 1, #dictRem, 1000 do
+  redis.call('ZREM', KEYS[1], unpack(dictRem, j0, math.min(j0 + 999, #dictRem)))
+end
+for _, t in ipairs(dictRem) do bump(t) end
+for j0 = 1, #bl, 2000 do
+  redis.call('HSET', KEYS[4], unpack(bl, j0, math.min(j0 + 1999, #bl)))
+end
+redis.call('HINCRBY', KEYS[2], 'n', ARGV[3])
+redis.call('HINCRBY', KEYS[2], 'l', ARGV[4])
 return 1
 `)
 
@@ -371,6 +490,15 @@ type tagWrites struct {
 	k    keys
 	args []any // reindexLexScript's ARGV
 
+	// With scored set (newScoredTagWrites), reindex computes the postings'
+	// scores here, from the statistics n and l the caller read under
+	// WATCH, and groups them by term for reindexScoredScript.
+	scored bool
+	n, l   float64
+	dn, dl int64
+	terms  []string
+	post   map[string]*termPostings
+
 	order []string // the keys added to, in first-use order
 	hsets map[string][]any
 	zadds map[string][]goredis.Z
@@ -378,12 +506,84 @@ type tagWrites struct {
 }
 
 func newTagWrites(k keys) *tagWrites {
-	return &tagWrites{k: k, args: []any{k.p}}
+	return &tagWrites{k: k, args: []any{k.p, dictToken()}}
+}
+
+// newScoredTagWrites is newTagWrites for a caller that read the scope's
+// statistics (n documents, l total length: HMGET of k.stats(), each
+// missing or unparsable value 0, as the script reads them) with the stats
+// key WATCHed: the postings are scored here (scoreDoc), as
+// reindexLexScript scores them, and the script only stores them. An
+// import's chunk spent about a third of its server time in that script's
+// arithmetic and tables.
+func newScoredTagWrites(k keys, n, l float64) *tagWrites {
+	w := newTagWrites(k)
+	w.scored, w.n, w.l = true, n, l
+	return w
+}
+
+// termPostings are the postings of one term that a scored tagWrites
+// changes: the new ones as score, id pairs and the removed ids. A batch
+// names a document once (PutBatch refuses an id twice), and a document
+// adds or removes a term's posting, not both.
+type termPostings struct {
+	add []any
+	del []any
+	top int64 // the highest new score
+}
+
+func (w *tagWrites) put(t, id string, score int64, del bool) {
+	if w.post == nil {
+		w.post = map[string]*termPostings{}
+	}
+	e := w.post[t]
+	if e == nil {
+		e = &termPostings{}
+		w.post[t] = e
+		w.terms = append(w.terms, t)
+	}
+	if del {
+		e.del = append(e.del, id)
+		return
+	}
+	e.add = append(e.add, score, id)
+	e.top = max(e.top, score)
+}
+
+// scorePosting is a posting's packed score as reindexLexScript computes it
+// (the same floating-point operations in the same order; the conversions
+// keep a compiler from fusing a multiply and an add).
+func scorePosting(tf, dl int, avg float64) int64 {
+	ftf, fdl := float64(min(tf, 8191)), float64(dl)
+	imp := float64(ftf*2.2) / (ftf + float64(1.2*(0.25+float64(float64(0.75*fdl)/avg))))
+	q := math.Floor(float64(imp/2.2) * 65535)
+	return int64(float64(float64(q*536870912)+float64(ftf*65536)) + fdl)
 }
 
 // reindex queues a document's move from oldTF (oldLen tokens) to newTF
 // (newLen); delta is its change to the document count (1 new, -1 gone).
 func (w *tagWrites) reindex(id string, delta, oldLen, newLen int, oldTF, newTF map[string]int) {
+	if w.scored {
+		for t := range oldTF {
+			if _, ok := newTF[t]; !ok {
+				w.put(t, id, 0, true)
+			}
+		}
+		dl := min(newLen, 65535)
+		avg := float64(dl)
+		if w.n > 0 && w.l > 0 {
+			avg = w.l / w.n
+		}
+		if avg < 1 {
+			avg = 1
+		}
+		for t, c := range newTF {
+			w.put(t, id, scorePosting(c, dl, avg), false)
+		}
+		w.n, w.l = w.n+float64(delta), w.l+float64(newLen-oldLen)
+		w.dn, w.dl = w.dn+int64(delta), w.dl+int64(newLen-oldLen)
+		return
+	}
 	w.args = slices.Grow(w.args, 6+len(oldTF)+2*len(newTF))
 	w.args = append(w.args, id, delta, oldLen, newLen, len(oldTF), len(newTF))
 	for t := range oldTF {
@@ -439,10 +639,28 @@ func (w *tagWrites) flush(ctx context.Context, pipe goredis.Pipeliner) {
 		}
 	}
 	w.order, w.hsets, w.zadds, w.sadds = nil, nil, nil, nil
-	if len(w.args) > 1 {
-		reindexLexScript.Eval(ctx, pipe, []string{w.k.terms(), w.k.stats(), w.k.heads()}, w.args...)
+	if w.scored {
+		if len(w.terms) > 0 || w.dn != 0 || w.dl != 0 {
+			args := []any{w.k.p, dictToken(), w.dn, w.dl}
+			for _, t := range w.terms {
+				e := w.post[t]
+				var top any = ""
+				if len(e.add) > 0 {
+					top = e.top
+				}
+				args = append(args, t, len(e.add)/2, len(e.del), top)
+				args = append(args, e.add...)
+				args = append(args, e.del...)
+			}
+			reindexScoredScript.Eval(ctx, pipe, []string{w.k.terms(), w.k.stats(), w.k.heads(), w.k.dictVersions()}, args...)
+		}
+		w.terms, w.post, w.dn, w.dl = nil, nil, 0, 0
+		return
 	}
-	w.args = w.args[:1]
+	if len(w.args) > 2 {
+		reindexLexScript.Eval(ctx, pipe, []string{w.k.terms(), w.k.stats(), w.k.heads(), w.k.dictVersions()}, w.args...)
+	}
+	w.args = append(w.args[:1], dictToken())
 }
 
 // hdelIfScript deletes a hash field only while it holds the given value.

@@ -232,20 +232,9 @@ func (s *Store) judge(ctx context.Context, reads []*lexRead, qs []memory.LexTerm
 // and each tag's posting reads planned (tags with nothing to read left
 // out).
 func (s *Store) planReads(ctx context.Context, tags []scopeTag, qs []memory.LexTerm, minPer int) ([]*lexRead, error) {
-	args := make([]any, 0, 3+len(qs))
-	for _, q := range qs {
-		arg := q.Prefix
-		if utf8.RuneCountInString(arg) < memory.PrefixMin {
-			arg = "=" + arg
-		}
-		args = append(args, arg+" "+strings.Join(q.Words, " "))
-	}
-	dicts, err := s.evalTags(ctx, lexDictScript, len(tags), func(i int) ([]string, []any) {
-		k := s.keys(tags[i].project)
-		return []string{k.terms(), k.stats()}, append([]any{k.p, maxExpansions}, args...)
-	})
+	dicts, err := s.dictionaries(ctx, tags, qs, dictArgs(qs))
 	if err != nil {
-		return nil, s.wrap("lexical", err)
+		return nil, err
 	}
 	reads := make([]*lexRead, 0, len(tags))
 	for i, d := range dicts {
@@ -263,6 +252,20 @@ func (s *Store) planReads(ctx context.Context, tags []scopeTag, qs []memory.LexT
 		r.plan(s.lexBudget, minPer)
 	}
 	return reads, nil
+}
+
+// dictArgs are lexDictScript's ARGV for the query terms qs, after the key
+// prefix and the expansions.
+func dictArgs(qs []memory.LexTerm) []any {
+	args := make([]any, 0, len(qs))
+	for _, q := range qs {
+		arg := q.Prefix
+		if utf8.RuneCountInString(arg) < memory.PrefixMin {
+			arg = "=" + arg
+		}
+		args = append(args, arg+" "+strings.Join(q.Words, " "))
+	}
+	return args
 }
 
 // weigh sets the BM25 statistics of the reads from their scopes together:

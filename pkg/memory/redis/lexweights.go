@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"strconv"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -34,15 +35,18 @@ const (
 //
 // It drops the cached heads of the terms it rewrites (lexhead.go).
 //
-// KEYS: term dictionary, corpus statistics, heads hash. ARGV: key prefix, id, new
-// length, then term, tf pairs (the document's terms under the new
-// weighting). Reply: 1 when rewritten, 0 when already current or not
-// indexed.
+// A term it adds to the dictionary (there should be none: both versions
+// index the same terms) sets its bucket's version (lexdict.go).
+//
+// KEYS: term dictionary, corpus statistics, heads hash, dictionary
+// versions. ARGV: key prefix, id, new length, version token, then term, tf
+// pairs (the document's terms under the new weighting). Reply: 1 when
+// rewritten, 0 when already current or not indexed.
 var relexScript = goredis.NewScript(`
 local p, id = ARGV[1], ARGV[2]
 local dl = tonumber(ARGV[3])
-if #ARGV < 5 then return 0 end
-local cur = redis.call('ZSCORE', p .. 't:' .. ARGV[4], id)
+if #ARGV < 6 then return 0 end
+local cur = redis.call('ZSCORE', p .. 't:' .. ARGV[5], id)
 if not cur then return 0 end
 local olddl = tonumber(cur) % 65536
 local cdl = dl
@@ -53,7 +57,7 @@ local n, l = tonumber(st[1]) or 0, tonumber(st[2]) or 0
 local avg = cdl
 if n > 0 and l > 0 then avg = l / n end
 if avg < 1 then avg = 1 end
-for i = 4, #ARGV, 2 do
+for i = 5, #ARGV, 2 do
   local t, tf = ARGV[i], tonumber(ARGV[i + 1])
   redis.call('DEL', p .. 'th:' .. t)
   redis.call('HDEL', KEYS[3], t)
@@ -61,7 +65,9 @@ for i = 4, #ARGV, 2 do
   local imp = tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * cdl / avg))
   local q = math.floor(imp / 2.2 * 65535)
   redis.call('ZADD', p .. 't:' .. t, q * 536870912 + tf * 65536 + cdl, id)
-  redis.call('ZADD', KEYS[1], 0, t)
+  if redis.call('ZADD', KEYS[1], 0, t) == 1 then
+    redis.call('HSET', KEYS[4], string.sub(t, 1, ` + strconv.Itoa(dictBucketBytes) + `), ARGV[4])
+  end
 end
 redis.call('HINCRBY', KEYS[2], 'l', dl - olddl)
 return 1
@@ -83,11 +89,11 @@ func (s *Store) EnsureLexicalIndex(ctx context.Context) (int, error) {
 		for i := range nodes {
 			tf, length := docTokens(&nodes[i])
 			args := make([]any, 0, 3+2*len(tf))
-			args = append(args, k.p, nodes[i].ID, length)
+			args = append(args, k.p, nodes[i].ID, length, dictToken())
 			for t, c := range tf {
 				args = append(args, t, c)
 			}
-			cmds = append(cmds, relexScript.Eval(ctx, pipe, []string{k.terms(), k.stats(), k.heads()}, args...))
+			cmds = append(cmds, relexScript.Eval(ctx, pipe, []string{k.terms(), k.stats(), k.heads(), k.dictVersions()}, args...))
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			return 0, err

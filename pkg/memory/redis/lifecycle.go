@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -265,31 +266,26 @@ func (s *Store) StandingInstructions(ctx context.Context, pr memory.ProjectRef, 
 	if limit > 0 {
 		stop = int64(limit + 16 - 1) // a margin for same-millisecond ties
 	}
-	// One round trip for both lists (this runs on every turn, beside
-	// recall's reads on the same server): a script per list answers the
-	// ids with their nodes' packed values.
-	lists, err := s.evalTags(ctx, standingScript, len(projects), func(i int) ([]string, []any) {
-		k := s.keys(projects[i])
-		return []string{k.standing()}, []any{k.node(""), stop, fPacked, fID}
-	})
-	if err != nil {
+	// Two plain round trips (this runs on every turn, beside recall's
+	// reads on the same server, which take longer): the lists, then their
+	// nodes. A script per list that answered the ids with their nodes'
+	// packed values saved the second round trip, but cost the server two
+	// to three times as much: its replies turned into Lua values and back.
+	pipe := s.c.Pipeline()
+	lists := make([]*goredis.StringSliceCmd, len(projects))
+	for i, p := range projects {
+		lists[i] = pipe.ZRange(ctx, s.keys(p).standing(), 0, stop)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, s.wrap("standing instructions", err)
 	}
-	var (
-		refs []nodeRef
-		vals []packedRead
-	)
+	var refs []nodeRef
 	for i, p := range projects {
-		flat := lists[i]
-		if len(flat)%3 != 0 {
-			return nil, fmt.Errorf("redis standing instructions: %d values in a reply of triples", len(flat))
-		}
-		for j := 0; j < len(flat); j += 3 {
-			refs = append(refs, nodeRef{p, flat[j]})
-			vals = append(vals, packedRead{pk: flat[j+1], id: flat[j+2]})
+		for _, id := range lists[i].Val() {
+			refs = append(refs, nodeRef{p, id})
 		}
 	}
-	nodes, err := s.decodePacked(ctx, refs, vals)
+	nodes, err := s.readNodes(ctx, refs, false)
 	if err != nil {
 		return nil, err
 	}
@@ -301,24 +297,6 @@ func (s *Store) StandingInstructions(ctx context.Context, pr memory.ProjectRef, 
 	}
 	return memory.SortStanding(all, limit), nil
 }
-
-// standingScript answers a standing-instruction list with its nodes: per
-// id (in list order, up to the stop index) the id, the packed value and the
-// id field of the node's hash (empty for a missing field). The node hashes
-// share the list's hash tag.
-//
-// KEYS: the standing zset. ARGV: node key prefix, stop index, the packed
-// and the id field names.
-var standingScript = goredis.NewScript(`
-local out = {}
-for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[2]))) do
-  local v = redis.call('HMGET', ARGV[1] .. id, ARGV[3], ARGV[4])
-  out[#out + 1] = id
-  out[#out + 1] = v[1] or ''
-  out[#out + 1] = v[2] or ''
-end
-return out
-`)
 
 // PutBatch writes nodes by id (replacing) and edges (replacing the live
 // edge of the same ends and relation); everything is validated first. All
@@ -516,7 +494,9 @@ func batchReplaces(batch []memory.Node, id, digest string) bool {
 
 func (s *Store) putTag(ctx context.Context, project string, nodes []memory.Node, edges []memory.Edge) error {
 	k := s.keys(project)
-	watch := []string{k.digests()}
+	// The statistics are WATCHed too: the postings are scored here, with
+	// the ones read (newScoredTagWrites).
+	watch := []string{k.digests(), k.stats()}
 	for _, n := range nodes {
 		watch = append(watch, k.node(n.ID))
 	}
@@ -526,10 +506,9 @@ func (s *Store) putTag(ctx context.Context, project string, nodes []memory.Node,
 		for i, n := range nodes {
 			cmds[i] = pipe.HGetAll(ctx, k.node(n.ID))
 		}
-		if len(nodes) > 0 {
-			if _, err := pipe.Exec(ctx); err != nil {
-				return err
-			}
+		st := pipe.HMGet(ctx, k.stats(), "n", "l")
+		if _, err := pipe.Exec(ctx); err != nil {
+			return err
 		}
 		olds := make([]*memory.Node, len(nodes))
 		dims := map[string]int{}
@@ -558,7 +537,10 @@ func (s *Store) putTag(ctx context.Context, project string, nodes []memory.Node,
 			}
 		}
 		_, err := tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
-			lw := newTagWrites(k)
+			lw := newScoredTagWrites(k, statValue(st.Val(), 0), statValue(st.Val(), 1))
+			if s.scoreInScript {
+				lw = newTagWrites(k)
+			}
 			for i := range nodes {
 				s.writeNodeTo(ctx, p, lw, olds[i], &nodes[i])
 			}
@@ -570,6 +552,20 @@ func (s *Store) putTag(ctx context.Context, project string, nodes []memory.Node,
 		})
 		return err
 	}, watch...)
+}
+
+// statValue is field i of an HMGET of the statistics as the posting
+// script reads it (tonumber, or 0).
+func statValue(v []any, i int) float64 {
+	if i >= len(v) {
+		return 0
+	}
+	str, _ := v[i].(string)
+	f, err := strconv.ParseFloat(str, 64)
+	if err != nil {
+		return 0
+	}
+	return f
 }
 
 // Scan calls node for every node (vectors included) and edge for every

@@ -579,33 +579,48 @@ func (s *Store) HasLiveMemory(ctx context.Context, p memory.ProjectRef) (bool, e
 	return a.Val()+b.Val() > 0, nil
 }
 
-// pendingScript tells whether a project holds a live node without a vector
-// of model: one not embedded at all (pe) or embedded by another model.
-// KEYS: pending zset, models set. ARGV: key prefix, model.
-var pendingScript = goredis.NewScript(`
-if redis.call('ZCARD', KEYS[1]) > 0 then return {'1'} end
-for _, m in ipairs(redis.call('SMEMBERS', KEYS[2])) do
-  if m ~= ARGV[2] and redis.call('ZCARD', ARGV[1] .. 'em:' .. m) > 0 then return {'1'} end
-end
-return {}
-`)
-
-// HasPendingEmbeddings checks the project and the global memories, one
-// script each, in one round trip.
+// HasPendingEmbeddings checks the project and the global memories: the
+// size of each backlog and the models each was embedded by, in one
+// pipeline, then, only when a scope was embedded by another model than
+// this one, how many nodes that model holds (a script did this in one
+// call; plain reads cost the server a fraction of one, and the turn
+// asks this every time).
 func (s *Store) HasPendingEmbeddings(ctx context.Context, p memory.ProjectRef, model string) (bool, error) {
 	tags := []string{space(p)}
 	if p.Project != "" {
 		tags = append(tags, space(memory.ProjectRef{Tenant: p.Tenant}))
 	}
-	res, err := s.evalTags(ctx, pendingScript, len(tags), func(i int) ([]string, []any) {
-		k := s.keys(tags[i])
-		return []string{k.pending(), k.models()}, []any{k.p, model}
-	})
-	if err != nil {
+	pipe := s.c.Pipeline()
+	backlog := make([]*goredis.IntCmd, len(tags))
+	models := make([]*goredis.StringSliceCmd, len(tags))
+	for i, t := range tags {
+		k := s.keys(t)
+		backlog[i] = pipe.ZCard(ctx, k.pending())
+		models[i] = pipe.SMembers(ctx, k.models())
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
 		return false, s.wrap("pending embeddings", err)
 	}
-	for _, r := range res {
-		if len(r) > 0 {
+	var others []*goredis.IntCmd
+	pipe = s.c.Pipeline()
+	for i, t := range tags {
+		if backlog[i].Val() > 0 {
+			return true, nil
+		}
+		for _, m := range models[i].Val() {
+			if m != model {
+				others = append(others, pipe.ZCard(ctx, s.keys(t).embedded(m)))
+			}
+		}
+	}
+	if len(others) == 0 {
+		return false, nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return false, s.wrap("pending embeddings", err)
+	}
+	for _, c := range others {
+		if c.Val() > 0 {
 			return true, nil
 		}
 	}

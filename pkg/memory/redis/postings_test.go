@@ -14,7 +14,9 @@ import (
 )
 
 // TestPostingsBatchEqualsOneByOne: a PutBatch writes its documents'
-// postings in one script grouped by term (reindexLexScript), and leaves
+// postings in one script grouped by term (scored in Go:
+// reindexScoredScript; or in reindexLexScript, as single writes score
+// them: both are compared), and leaves
 // every lexical key as writing the documents one at a time does: the
 // posting lists and their packed scores (each document weighted with the
 // statistics the ones before it left), the term dictionary (a term
@@ -25,7 +27,8 @@ import (
 func TestPostingsBatchEqualsOneByOne(t *testing.T) {
 	c := testClient(t)
 	ctx := t.Context()
-	batch, single := openStore(t, c), openStore(t, c)
+	batch, single, script := openStore(t, c), openStore(t, c), openStore(t, c)
+	redis.ScoreInScript(script, true)
 	node := func(i int, text string) memory.Node {
 		return memory.Node{ID: fmt.Sprintf("n%03d", i), Subkind: memory.Decision, Scope: memory.ScopeProject,
 			ProjectID: "p", Label: text, Body: fmt.Sprintf("u%d", i), Confidence: 0.9}
@@ -79,7 +82,7 @@ func TestPostingsBatchEqualsOneByOne(t *testing.T) {
 		}
 	}
 	f := memory.Filter{ProjectID: "p"}
-	for _, s := range []*redis.Store{batch, single} {
+	for _, s := range []*redis.Store{batch, single, script} {
 		write(s, first, s == single)
 		// Cached heads of alpha (its head holds a part of the list) and
 		// of the w<n> terms (whole lists).
@@ -91,18 +94,24 @@ func TestPostingsBatchEqualsOneByOne(t *testing.T) {
 		}
 		write(s, second, s == single)
 	}
-	got, want := lexicalKeys(t, c, batch), lexicalKeys(t, c, single)
+	want := lexicalKeys(t, c, single)
 	if len(want) < 10 {
 		t.Fatalf("only %d lexical keys written one by one", len(want))
 	}
-	for _, k := range slices.Sorted(maps.Keys(want)) {
-		if got[k] != want[k] {
-			t.Errorf("%s:\n batch      %s\n one by one %s", k, got[k], want[k])
+	for _, other := range []struct {
+		name string
+		s    *redis.Store
+	}{{"batch", batch}, {"scored in the script", script}} {
+		got := lexicalKeys(t, c, other.s)
+		for _, k := range slices.Sorted(maps.Keys(want)) {
+			if got[k] != want[k] {
+				t.Errorf("%s:\n %s %s\n one by one %s", k, other.name, got[k], want[k])
+			}
 		}
-	}
-	for k := range got {
-		if _, ok := want[k]; !ok {
-			t.Errorf("%s only in the batch's store", k)
+		for k := range got {
+			if _, ok := want[k]; !ok {
+				t.Errorf("%s only in the store written %s", k, other.name)
+			}
 		}
 	}
 	if !strings.Contains(want["{p:p}:terms"], "gamma") || strings.Contains(want["{p:p}:terms"], "lonely") {

@@ -254,16 +254,31 @@ func (s *Store) SetCursor(ctx context.Context, ref memory.SessionRef, to int64) 
 
 // injectionDoc is the stored form of an injection record: the record and
 // its expiry on the store's clock (unix nanoseconds; 0: never), which
-// decides; the field's own expiry (HPEXPIRE, gcMargin later) only collects
+// decides; the field's own expiry (HSETEX, gcMargin later) only collects
 // it. A record written before records held the block is a JSON array of ids.
 type injectionDoc struct {
 	memory.Injection
 	Expires int64 `json:"exp,omitempty"`
 }
 
+// setFieldExpiring sets a hash field that Redis collects gcMargin after
+// ttl (ttl <= 0: never), in one command: HSETEX with the field's expiry,
+// or HSET, which clears an expiry the field had. A MULTI of HSET and
+// HPEXPIRE cost the server about ten times as much (an EXEC that writes
+// costs some 25 us more than its commands; the injector writes a record
+// every turn).
+func setFieldExpiring(ctx context.Context, c goredis.Cmdable, key, field, value string, ttl time.Duration) error {
+	if ttl > 0 {
+		return c.HSetEXWithArgs(ctx, key, &goredis.HSetEXOptions{
+			ExpirationType: goredis.HSetEXExpirationPX, ExpirationVal: (ttl + gcMargin).Milliseconds(),
+		}, field, value).Err()
+	}
+	return c.HSet(ctx, key, field, value).Err()
+}
+
 // PutInjection records (replaces) what a turn was answered with, for ttl
 // (<= 0: never expires): a field of the session's injection hash, with its
-// field expiry, in one transaction.
+// field expiry, in one command (setFieldExpiring).
 func (s *Store) PutInjection(ctx context.Context, ref memory.SessionRef, turnID string, in memory.Injection, ttl time.Duration) error {
 	k, err := s.sessionKeys(ref)
 	if err != nil {
@@ -289,16 +304,7 @@ func (s *Store) PutInjection(ctx context.Context, ref memory.SessionRef, turnID 
 	if err != nil {
 		return fmt.Errorf("redis: encode injection: %w", err)
 	}
-	_, err = s.c.TxPipelined(ctx, func(pipe goredis.Pipeliner) error {
-		pipe.HSet(ctx, k.injections(), turnID, string(doc))
-		if ttl > 0 {
-			pipe.HPExpire(ctx, k.injections(), ttl+gcMargin, turnID)
-		} else {
-			pipe.HPersist(ctx, k.injections(), turnID)
-		}
-		return nil
-	})
-	return s.wrap("put injection", err)
+	return s.wrap("put injection", setFieldExpiring(ctx, s.c, k.injections(), turnID, string(doc), ttl))
 }
 
 // GetInjection returns a turn's record (ErrNotFound: none, or expired).
@@ -521,14 +527,5 @@ func (s *Store) MarkEventProcessed(ctx context.Context, p memory.ProjectRef, con
 	if ttl > 0 {
 		exp = s.now().UnixNano() + int64(ttl)
 	}
-	_, err := s.c.TxPipelined(ctx, func(pipe goredis.Pipeliner) error {
-		pipe.HSet(ctx, key, eventID, strconv.FormatInt(exp, 10))
-		if ttl > 0 {
-			pipe.HPExpire(ctx, key, ttl+gcMargin, eventID)
-		} else {
-			pipe.HPersist(ctx, key, eventID)
-		}
-		return nil
-	})
-	return s.wrap("mark event processed", err)
+	return s.wrap("mark event processed", setFieldExpiring(ctx, s.c, key, eventID, strconv.FormatInt(exp, 10), ttl))
 }

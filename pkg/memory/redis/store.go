@@ -58,6 +58,10 @@ type Store struct {
 
 	lexBudget, lexMinPer int  // postings a lexical query reads per project; at least per term
 	noHeads              bool // read postings from the sorted sets only (tests: lexhead.go)
+	dict                 dictCache
+	noDictCache          bool   // ask lexDictScript for every dictionary (tests: lexdict.go)
+	adjacentHook         func() // called between Adjacent's two reads (tests)
+	scoreInScript        bool   // PutBatch scores postings in reindexLexScript, as single writes do (tests)
 	closeCli             bool
 }
 
