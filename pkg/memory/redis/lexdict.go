@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -216,19 +217,24 @@ func (s *Store) dictionaries(ctx context.Context, tags []scopeTag, qs []memory.L
 			}
 		}
 	}
-	_, err := pipe.Exec(ctx)
-	for _, p := range plans {
-		if p.eval != nil && goredis.HasErrorPrefix(p.eval.Err(), "NOSCRIPT") {
-			p.script, p.eval = true, nil // dictScript loads it
+	// Exec reports only the first failed command: each command's own
+	// error is checked, and only a NOSCRIPT of lexDictScript is forgiven
+	// (the script is loaded by dictScript below). Any other failure, also
+	// one after a NOSCRIPT, is the query's error.
+	cmds, err := pipe.Exec(ctx)
+	if err != nil {
+		for _, c := range cmds {
+			if e := c.Err(); e != nil && !(c.Name() == "evalsha" && goredis.HasErrorPrefix(e, "NOSCRIPT")) {
+				return nil, s.wrap("lexical dictionary", e)
+			}
 		}
-	}
-	if err != nil && !goredis.HasErrorPrefix(err, "NOSCRIPT") {
-		return nil, s.wrap("lexical dictionary", err)
+		for _, p := range plans {
+			if p.eval != nil && p.eval.Err() != nil { // NOSCRIPT, the only error left
+				p.script, p.eval = true, nil // dictScript loads it
+			}
+		}
 	}
 	for j, m := range misses {
-		if vers[j].Err() != nil || rngs[j].Err() != nil {
-			continue
-		}
 		v, _ := vers[j].Val()[0].(string)
 		s.dict.put(plans[m.plan].rkeys[m.qi], dictRange{ver: v, terms: rngs[j].Val(), at: now})
 	}
@@ -257,7 +263,9 @@ func (s *Store) dictionaries(ctx context.Context, tags []scopeTag, qs []memory.L
 			stale = append(stale, i)
 			continue
 		}
-		out[i] = p.reply(qs)
+		if out[i], err = p.reply(qs); err != nil {
+			return nil, s.wrap("lexical dictionary", err)
+		}
 	}
 	if len(stale) > 0 {
 		sub := make([]scopeTag, len(stale))
@@ -330,9 +338,13 @@ func isWord(q memory.LexTerm, t string) bool {
 	return false
 }
 
-// reply is lexDictScript's reply from the reads of p.
-func (p *dictPlan) reply(qs []memory.LexTerm) []string {
+// reply is lexDictScript's reply from the reads of p (all of which
+// succeeded).
+func (p *dictPlan) reply(qs []memory.LexTerm) ([]string, error) {
 	st := p.stats.Val()
+	if len(st) != 2 {
+		return nil, fmt.Errorf("corpus statistics %s: %d values, want 2", p.k.stats(), len(st))
+	}
 	n, _ := st[0].(string)
 	l, _ := st[1].(string)
 	if n == "" {
@@ -343,7 +355,7 @@ func (p *dictPlan) reply(qs []memory.LexTerm) []string {
 	}
 	out := []string{n, l}
 	if v, err := strconv.ParseFloat(n, 64); err != nil || v <= 0 {
-		return out
+		return out, nil
 	}
 	for qi, q := range qs {
 		seen := map[string]bool{}
@@ -369,5 +381,5 @@ func (p *dictPlan) reply(qs []memory.LexTerm) []string {
 			out = append(out, p.k.p+"t:"+l.term, strconv.FormatInt(df, 10), kind+group)
 		}
 	}
-	return out
+	return out, nil
 }
