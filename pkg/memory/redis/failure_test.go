@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -118,5 +119,41 @@ func TestDictionaryErrorAfterNoscript(t *testing.T) {
 	_, err := s.Lexical(ctx, q, f, 10)
 	if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 		t.Fatalf("Lexical: %v, want the global statistics' WRONGTYPE", err)
+	}
+}
+
+// TestAdjacentErrorAfterNotStored: a memory not stored answers nil to its
+// ZRANK, which Adjacent reads as "no entry"; a ZRANK that fails in the
+// same pipeline after it (here a wrong type; on a cluster a shard down)
+// is the call's error, not one more "not stored".
+func TestAdjacentErrorAfterNotStored(t *testing.T) {
+	c := testClient(t)
+	s := openStore(t, c)
+	ctx := t.Context()
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	mk := func(id, project string) memory.Node {
+		return memory.Node{ID: id, Subkind: memory.Decision, Scope: memory.ScopeProject, ProjectID: project, SessionID: "s",
+			Label: "x", Body: "y " + id, Confidence: 0.9, CreatedAt: at}
+	}
+	nodes := []memory.Node{mk("a1", "a"), mk("a2", "a"), mk("b1", "b"), mk("b2", "b")}
+	if err := s.PutBatch(ctx, nodes, nil); err != nil {
+		t.Fatal(err)
+	}
+	missing := mk("gone", "a") // not stored: its ZRANK answers nil
+	got, err := s.Adjacent(ctx, []memory.Node{missing, nodes[2]}, 2)
+	if err != nil || len(got) != 1 || len(got["b1"].After) != 1 {
+		t.Fatalf("Adjacent before the failure: %v, %v; want b1's neighbour b2 only", got, err)
+	}
+	// Project b's conversation set cannot be read.
+	key := redis.ConversationKey(s, "b", "s")
+	if err := c.Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set(ctx, key, "x", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	got, err = s.Adjacent(ctx, []memory.Node{missing, nodes[2]}, 2)
+	if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+		t.Fatalf("Adjacent: %v (answer %v), want b's WRONGTYPE", err, got)
 	}
 }
