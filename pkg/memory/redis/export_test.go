@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/engram-memory/engram/pkg/memory"
 )
 
@@ -141,3 +143,19 @@ func BetweenAdjacentReads(s *Store, f func()) { s.adjacentHook = f }
 // ScoreInScript has PutBatch score its postings in reindexLexScript (as
 // single writes do) instead of in Go.
 func ScoreInScript(s *Store, on bool) { s.scoreInScript = on }
+
+// DictFields are the dictionary versions fields of terms, computed in Go
+// (dictBucket) and by the scripts' dictField on the server.
+func DictFields(ctx context.Context, c goredis.UniversalClient, terms []string) (inGo, inLua []string, err error) {
+	args := make([]any, len(terms))
+	for i, t := range terms {
+		inGo = append(inGo, dictBucket(t))
+		args[i] = t
+	}
+	inLua, err = c.Eval(ctx, luaDictField+`
+local out = {}
+for i, t in ipairs(ARGV) do out[i] = dictField(t) end
+return out
+`, nil, args...).StringSlice()
+	return inGo, inLua, err
+}

@@ -355,8 +355,9 @@ for _, t in ipairs(order) do
   end
 end
 local bumped, bl = {}, {}
+` + luaDictField + `
 local function bump(t)
-  local b = string.sub(t, 1, ` + strconv.Itoa(dictBucketBytes) + `)
+  local b = dictField(t)
   if not bumped[b] then
     bumped[b] = true
     bl[#bl + 1] = b
@@ -450,8 +451,9 @@ for o, t in ipairs(order) do
   end
 end
 local bumped, bl = {}, {}
+` + luaDictField + `
 local function bump(t)
-  local b = string.sub(t, 1, ` + strconv.Itoa(dictBucketBytes) + `)
+  local b = dictField(t)
   if not bumped[b] then
     bumped[b] = true
     bl[#bl + 1] = b

@@ -37,7 +37,11 @@ import (
 // Versions: a term's bucket is its first dictBucketBytes bytes (every term
 // of a prefix's range shares the prefix's bucket: a prefix matched as a
 // prefix has at least memory.PrefixMin runes). The dictionary versions
-// hash (K dv: bucket -> token) holds, per bucket, the token of the last
+// hash (K dv: field of the bucket -> token; the field is a hash of the
+// bucket, dictBucket, so that the hash holds no term: a term of up to
+// three bytes would otherwise outlive its memories' erasure, and the
+// erasure cannot tell whether another memory still holds the bucket)
+// holds, per bucket, the token of the last
 // write that added a term to the dictionary or dropped one from it;
 // reindexLexScript and relexScript set it in the script that changes the
 // dictionary, with a random token per call (dictToken), so a version
@@ -50,7 +54,8 @@ import (
 // reach the other replicas' queries when their cached range expires
 // (dictTTL).
 const (
-	dictBucketBytes = 3 // memory.PrefixMin runes are at least 3 bytes
+	dictBucketBytes = 3    // memory.PrefixMin runes are at least 3 bytes
+	dictFields      = 4096 // fields of the dictionary versions hash (dictBucket)
 	dictTTL         = time.Minute
 	dictCacheMax    = 16384 // ranges cached per store (then the cache starts afresh)
 )
@@ -62,13 +67,36 @@ func dictToken() string {
 	return strconv.FormatUint(rand.Uint64(), 36)
 }
 
-// dictBucket is a term's bucket in the dictionary versions hash.
+// dictBucket is the field of a term's bucket in the dictionary versions
+// hash: not the bucket's bytes (a term of up to dictBucketBytes bytes
+// would be stored whole, and would outlive its memories' erasure) but
+// "#" and three hex digits of FNV-1a of them, modulo dictFields. Two
+// buckets that share a field cost each other's writes a cached range
+// (one more script call), never a wrong answer. The scripts that set
+// versions compute it alike (luaDictField); TestDictFieldMatchesScript.
 func dictBucket(t string) string {
 	if len(t) > dictBucketBytes {
-		return t[:dictBucketBytes]
+		t = t[:dictBucketBytes]
 	}
-	return t
+	h := uint32(2166136261)
+	for i := 0; i < len(t); i++ {
+		h ^= uint32(t[i])
+		h *= 16777619
+	}
+	return fmt.Sprintf("#%03x", h%dictFields)
 }
+
+// luaDictField is dictBucket in the scripts (Lua 5.1 numbers are doubles:
+// the product modulo 2^32 is h<<24 + h*403, normalised by bit.tobit).
+var luaDictField = `local function dictField(t)
+  local h = bit.tobit(2166136261)
+  for i = 1, math.min(#t, ` + strconv.Itoa(dictBucketBytes) + `) do
+    h = bit.bxor(h, string.byte(t, i))
+    h = bit.tobit(bit.lshift(h, 24) + h * 403)
+  end
+  return string.format('#%03x', bit.band(h, ` + strconv.Itoa(dictFields-1) + `))
+end
+`
 
 // dictRange is a prefix's cached dictionary range.
 type dictRange struct {

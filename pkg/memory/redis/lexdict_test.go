@@ -2,7 +2,9 @@ package redis_test
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/engram-memory/engram/pkg/memory"
@@ -89,4 +91,69 @@ func TestDictionaryCacheMatchesScript(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("a document's terms changed", a)
+}
+
+// TestDictFieldMatchesScript: the field of a term's bucket in the
+// dictionary versions hash is computed alike in Go (the reads) and in the
+// scripts (the writes), for short, long, multibyte and high-byte terms.
+func TestDictFieldMatchesScript(t *testing.T) {
+	c := testClient(t)
+	terms := []string{"", "a", "xu", "bob", "elm", "deploy", "déploiement", "日本語", "\xff\xfe\x80", "\x00\x01z", "1234"}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 500 {
+		b := make([]byte, 1+r.IntN(4))
+		for i := range b {
+			b[i] = byte(r.IntN(256))
+		}
+		terms = append(terms, string(b))
+	}
+	inGo, inLua, err := redis.DictFields(t.Context(), c, terms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := map[string]bool{}
+	for i := range terms {
+		if inGo[i] != inLua[i] {
+			t.Errorf("term %q: field %q in Go, %q in the scripts", terms[i], inGo[i], inLua[i])
+		}
+		fields[inGo[i]] = true
+	}
+	if len(fields) < 400 { // 511 buckets (about 480 distinct fields expected among 4096)
+		t.Errorf("only %d distinct fields for %d terms", len(fields), len(terms))
+	}
+}
+
+// TestSessionErasureLeavesNoTermsInVersions: the dictionary versions hash
+// names no term of an erased session's memories (its fields were once the
+// terms' first three bytes, so a term of up to three bytes outlived the
+// erasure whole).
+func TestSessionErasureLeavesNoTermsInVersions(t *testing.T) {
+	c := testClient(t)
+	s := openStore(t, c)
+	ctx := t.Context()
+	keep := memory.Node{ID: "k", Subkind: memory.Decision, Scope: memory.ScopeProject, ProjectID: "p", SessionID: "other",
+		Label: "release", Body: "notes", Confidence: 0.9}
+	secret := memory.Node{ID: "x", Subkind: memory.Decision, Scope: memory.ScopeProject, ProjectID: "p", SessionID: "s1",
+		Label: "Bob Xu", Body: "lives at Elm street 7", Confidence: 0.9}
+	if err := s.PutBatch(ctx, []memory.Node{keep, secret}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Erase(ctx, memory.EraseScope{Project: "p", Session: "s1"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	fields, err := c.HKeys(ctx, redis.DictionaryVersionsKey(s, "p")).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fields) == 0 {
+		t.Fatal("no dictionary versions at all: the test checks nothing")
+	}
+	secretTerms := memory.Terms(secret.Label + " " + secret.Body)
+	for _, f := range fields {
+		for _, w := range secretTerms {
+			if f == w || strings.HasPrefix(w, f) {
+				t.Errorf("after the session's erasure the dictionary versions hold field %q (of %q)", f, w)
+			}
+		}
+	}
 }
