@@ -159,3 +159,6 @@ return out
 `, nil, args...).StringSlice()
 	return inGo, inLua, err
 }
+
+// DictScriptSHA is the SHA1 of lexDictScript (what EVALSHA sends).
+var DictScriptSHA = lexDictScript.Hash()

@@ -13,7 +13,8 @@ import (
 	"github.com/engram-memory/engram/pkg/memory/redis"
 )
 
-// cmdHook counts EVALSHA calls and round trips while counting is on, and
+// cmdHook counts EVALSHA calls (all, and of lexDictScript) and round
+// trips while counting is on, and
 // while noscript is on sends every EVALSHA with a SHA the server does not
 // know, so that it answers NOSCRIPT as a server that lost its scripts (a
 // restart, a failover, SCRIPT FLUSH) does, without flushing the shared
@@ -21,6 +22,7 @@ import (
 type cmdHook struct {
 	noscript, count atomic.Bool
 	evalsha, trips  atomic.Int64
+	dictScript      atomic.Int64
 }
 
 func (h *cmdHook) DialHook(next goredis.DialHook) goredis.DialHook { return next }
@@ -49,6 +51,9 @@ func (h *cmdHook) see(cmds []goredis.Cmder) {
 		}
 		if h.count.Load() {
 			h.evalsha.Add(1)
+			if c.Args()[1] == redis.DictScriptSHA {
+				h.dictScript.Add(1)
+			}
 		}
 		if h.noscript.Load() {
 			c.Args()[1] = strings.Repeat("0", 40)

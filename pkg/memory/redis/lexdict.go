@@ -47,7 +47,11 @@ import (
 // dictionary, with a random token per call (dictToken), so a version
 // never repeats, also after a project is erased and written again. A
 // write that adds postings to known terms changes no version: only the
-// document frequencies change, and those are read each time. Data from
+// document frequencies change, and those are read each time. A write of
+// up to dictFineDocs documents sets the buckets of its new terms only (a
+// memory written after a turn, with one new word, leaves the next
+// query's buckets alone); an import's chunk, when it added any term, the
+// buckets of all its terms (index.go, reindexLexScript). Data from
 // before the versions has no dv hash, which reads as one version per
 // bucket until a write sets it: no migration. A replica from before the
 // versions does not set them: during a rolling upgrade its new terms

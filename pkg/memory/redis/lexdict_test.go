@@ -157,3 +157,54 @@ func TestSessionErasureLeavesNoTermsInVersions(t *testing.T) {
 		}
 	}
 }
+
+// TestDictionaryChurnOfSmallWrites: a write of one memory with one new
+// word (what extraction does after a turn) sets the version of the new
+// word's bucket only, so the next query on the same topic keeps its
+// cached ranges: as many dictionary script calls (EVALSHA of
+// lexDictScript, counted in the queries only) with a write before each
+// query as without. (A ZADD that added any term once set the versions of
+// all its terms' buckets: 80 script calls in 40 queries instead of 8.)
+func TestDictionaryChurnOfSmallWrites(t *testing.T) {
+	h := &cmdHook{}
+	c := hookedClient(t, h)
+	s := openStore(t, c)
+	ctx := t.Context()
+	var seed []memory.Node
+	for i := range 200 {
+		seed = append(seed, memory.Node{ID: fmt.Sprintf("s%d", i), Subkind: memory.Decision, Scope: memory.ScopeProject, ProjectID: "p",
+			Label: fmt.Sprintf("deploy staging cluster pipeline rollout %d", i), Body: "kubernetes helm release notes", Confidence: 0.9})
+	}
+	if err := s.PutBatch(ctx, seed, nil); err != nil {
+		t.Fatal(err)
+	}
+	f := memory.Filter{ProjectID: "p"}
+	q := []string{"deploy", "staging", "cluster", "rollout"}
+	const turns = 40
+	var calls [2]int64
+	for pass, withWrites := range []bool{false, true} {
+		h.evalsha.Store(0)
+		h.dictScript.Store(0)
+		h.trips.Store(0)
+		for i := range turns {
+			if withWrites {
+				n := memory.Node{ID: fmt.Sprintf("w%d", i), Subkind: memory.Decision, Scope: memory.ScopeProject, ProjectID: "p",
+					Label: fmt.Sprintf("deploy staging cluster rollout for customer%c%c", 'a'+i/26, 'a'+i%26), Body: "helm release", Confidence: 0.9}
+				if err := s.PutBatch(ctx, []memory.Node{n}, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			h.count.Store(true)
+			if _, err := s.Lexical(ctx, q, f, 10); err != nil {
+				t.Fatal(err)
+			}
+			h.count.Store(false)
+		}
+		calls[pass] = h.dictScript.Load()
+		t.Logf("with writes %v: %d dictionary script calls, %d script calls in all and %d round trips in %d queries",
+			withWrites, calls[pass], h.evalsha.Load(), h.trips.Load(), turns)
+	}
+	if calls[1] > calls[0]+2 {
+		t.Errorf("a one-memory write before each query: %d dictionary script calls, %d without", calls[1], calls[0])
+	}
+}
