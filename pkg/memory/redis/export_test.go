@@ -162,3 +162,10 @@ return out
 
 // DictScriptSHA is the SHA1 of lexDictScript (what EVALSHA sends).
 var DictScriptSHA = lexDictScript.Hash()
+
+// BetweenPendingReads has HasPendingEmbeddings call f between its two
+// reads.
+func BetweenPendingReads(s *Store, f func()) { s.pendingHook = f }
+
+// PendingKey is the key of a project's embedding backlog.
+func PendingKey(s *Store, project string) string { return s.keys(project).pending() }

@@ -162,3 +162,51 @@ func TestAdjacentErrorAfterNotStored(t *testing.T) {
 		t.Fatalf("Adjacent: %v (answer %v), want b's WRONGTYPE", err, got)
 	}
 }
+
+// TestPendingEmbeddingsAcrossAMove: HasPendingEmbeddings reads the
+// backlog and the models, then the other models' sets. A content change
+// between the two reads moves the project's one memory from another
+// model's set to the backlog; the second read, which once saw only the
+// emptied set, counts the backlog again and still answers true.
+func TestPendingEmbeddingsAcrossAMove(t *testing.T) {
+	c := testClient(t)
+	s := openStore(t, c)
+	ctx := t.Context()
+	res, err := s.Upsert(ctx, memory.Node{Subkind: memory.Decision, Scope: memory.ScopeProject, ProjectID: "p",
+		Label: "use helm", Body: "for releases", Confidence: 0.9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.Node.ID
+	if err := s.SetEmbedding(ctx, id, "old", []float32{1, 0, 0}); err != nil {
+		t.Fatal(err)
+	}
+	p := memory.ProjectRef{Project: "p"}
+	if ok, err := s.HasPendingEmbeddings(ctx, p, "old"); err != nil || ok {
+		t.Fatalf("embedded by old, asked for old: %v %v, want false", ok, err)
+	}
+	moved := false
+	redis.BetweenPendingReads(s, func() {
+		if moved {
+			return
+		}
+		moved = true
+		body := "for every release"
+		if _, err := s.Update(ctx, id, memory.Patch{Body: &body}); err != nil {
+			t.Error(err)
+		}
+	})
+	ok, err := s.HasPendingEmbeddings(ctx, p, "new")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !moved {
+		t.Fatal("the write between the reads did not run")
+	}
+	if !ok {
+		t.Fatal("a memory moved from another model's set to the backlog between the reads: not pending")
+	}
+	if n, err := c.ZCard(ctx, redis.PendingKey(s, "p")).Result(); err != nil || n != 1 {
+		t.Fatalf("the content change left %d memories in the backlog (%v), want 1", n, err)
+	}
+}
