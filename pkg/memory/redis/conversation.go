@@ -146,8 +146,15 @@ func (s *Store) Adjacent(ctx context.Context, nodes []memory.Node, k int) (map[s
 		members[i] = naturalKey(nodes[i].ID)
 		ranks[i] = pipe.ZRank(ctx, keys[i], members[i])
 	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
-		return nil, s.wrap("adjacent", err)
+	// Exec reports only the first failed command, and a memory not
+	// stored answers nil: each rank's own error is checked, and any but
+	// nil is the call's error.
+	if _, err := pipe.Exec(ctx); err != nil {
+		for _, r := range ranks {
+			if err := r.Err(); err != nil && !errors.Is(err, goredis.Nil) {
+				return nil, s.wrap("adjacent", err)
+			}
+		}
 	}
 	if s.adjacentHook != nil {
 		s.adjacentHook()
@@ -158,7 +165,7 @@ func (s *Store) Adjacent(ctx context.Context, nodes []memory.Node, k int) (map[s
 	for i := range nodes {
 		r, err := ranks[i].Result()
 		if err != nil {
-			continue // not stored: no entry
+			continue // nil: not stored, no entry
 		}
 		los[i] = max(0, r-int64(k))
 		wins[i] = pipe.ZRangeWithScores(ctx, keys[i], los[i], r+int64(k))

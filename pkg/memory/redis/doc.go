@@ -69,10 +69,15 @@
 //	K hh              hash: term -> "<head size> <lowest score in the head>" for the
 //	                  cached heads (what the posting writers check to drop a head)
 //	K terms           zset: the term dictionary (all scores 0, for ZRANGEBYLEX prefixes)
-//	K dv              hash: the dictionary's versions: a term's bucket (its first 3 bytes)
-//	                  -> a random token of the last write that added a term of the bucket
-//	                  to the dictionary or dropped one (lexdict.go: the store caches prefix
-//	                  ranges and checks their buckets' versions); absent for data from before
+//	K dv              hash: the dictionary's versions: "#" and 3 hex digits of FNV-1a of
+//	                  a term's bucket (its first 3 bytes; never the bytes, which would keep
+//	                  short terms past an erasure) -> a random token of the last write that
+//	                  added a term of the bucket to the dictionary or dropped one (lexdict.go:
+//	                  the store caches prefix ranges and checks their buckets' versions);
+//	                  absent for data from before; fields named by the bytes themselves,
+//	                  written by builds of the rediscpu branch before the hash, are never
+//	                  read again (a query reads the hashed field: a cache miss that refills)
+//	                  and are not removed
 //	K bm              hash: n documents, l total length (BM25 statistics)
 //	K cv:<session>    zset: the session's memories (conversation.go) scored by
 //	                  memory.ConversationAt, each member the id encoded so that equal

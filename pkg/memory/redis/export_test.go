@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/engram-memory/engram/pkg/memory"
 )
 
@@ -141,3 +143,29 @@ func BetweenAdjacentReads(s *Store, f func()) { s.adjacentHook = f }
 // ScoreInScript has PutBatch score its postings in reindexLexScript (as
 // single writes do) instead of in Go.
 func ScoreInScript(s *Store, on bool) { s.scoreInScript = on }
+
+// DictFields are the dictionary versions fields of terms, computed in Go
+// (dictBucket) and by the scripts' dictField on the server.
+func DictFields(ctx context.Context, c goredis.UniversalClient, terms []string) (inGo, inLua []string, err error) {
+	args := make([]any, len(terms))
+	for i, t := range terms {
+		inGo = append(inGo, dictBucket(t))
+		args[i] = t
+	}
+	inLua, err = c.Eval(ctx, luaDictField+`
+local out = {}
+for i, t in ipairs(ARGV) do out[i] = dictField(t) end
+return out
+`, nil, args...).StringSlice()
+	return inGo, inLua, err
+}
+
+// DictScriptSHA is the SHA1 of lexDictScript (what EVALSHA sends).
+var DictScriptSHA = lexDictScript.Hash()
+
+// BetweenPendingReads has HasPendingEmbeddings call f between its two
+// reads.
+func BetweenPendingReads(s *Store, f func()) { s.pendingHook = f }
+
+// PendingKey is the key of a project's embedding backlog.
+func PendingKey(s *Store, project string) string { return s.keys(project).pending() }

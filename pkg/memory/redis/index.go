@@ -245,18 +245,23 @@ return redis.call('VADD', KEYS[1], 'FP32', ARGV[3], ARGV[2], q, 'SETATTR', ARGV[
 //
 // A term added to the dictionary or dropped from it sets its bucket in
 // the dictionary versions hash to the call's token (see lexdict.go): a
-// dropped term its own; when the dictionary's ZADD added any term, every
-// term of that ZADD its own (asking which of them were new, ZMSCORE before
-// the ZADD, cost an import 5-8% of its speed; a write whose terms are all
-// known sets none).
+// dropped term its own. An added term: with the fine flag (a call of up
+// to dictFineDocs documents: a single write, a small batch) only the
+// terms the dictionary did not hold (ZMSCORE before the ZADD), so that a
+// memory with one new word leaves the cached ranges of its other words'
+// buckets, the next turn's query's, alone; without it (an import's
+// chunk), when the ZADD added any term, every term of that ZADD (the
+// ZMSCORE cost an import 5-8% of its speed). A write whose terms are all
+// known sets none.
 //
 // KEYS: term dictionary, corpus statistics, heads hash, dictionary
-// versions. ARGV: key prefix, version token, then per document: id,
+// versions. ARGV: key prefix, version token, the fine flag ("1" or "0"),
+// then per document: id,
 // document count delta, old length, new length, the number of old terms,
 // the number of new terms, the old terms, then the new terms and
 // frequencies.
 var reindexLexScript = goredis.NewScript(`
-local p = ARGV[1]
+local p, fine = ARGV[1], ARGV[3] == '1'
 local st = redis.call('HMGET', KEYS[2], 'n', 'l')
 local n, l = tonumber(st[1]) or 0, tonumber(st[2]) or 0
 local dn, dlsum = 0, 0
@@ -274,7 +279,7 @@ local function put(t, id, sc)
     if not e.top or sc > e.top then e.top = sc end
   end
 end
-local i = 3
+local i = 4
 while i <= #ARGV do
   local id = ARGV[i]
   local delta, oldLen, newLen = tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
@@ -355,8 +360,9 @@ for _, t in ipairs(order) do
   end
 end
 local bumped, bl = {}, {}
+` + luaDictField + `
 local function bump(t)
-  local b = string.sub(t, 1, ` + strconv.Itoa(dictBucketBytes) + `)
+  local b = dictField(t)
   if not bumped[b] then
     bumped[b] = true
     bl[#bl + 1] = b
@@ -365,7 +371,15 @@ local function bump(t)
 end
 for j0 = 1, #dictAdd, 2000 do
   local j1 = math.min(j0 + 1999, #dictAdd)
-  if redis.call('ZADD', KEYS[1], unpack(dictAdd, j0, j1)) > 0 then
+  if fine then
+    local ts = {}
+    for j = j0 + 1, j1, 2 do ts[#ts + 1] = dictAdd[j] end
+    local known = redis.call('ZMSCORE', KEYS[1], unpack(ts))
+    redis.call('ZADD', KEYS[1], unpack(dictAdd, j0, j1))
+    for j, t in ipairs(ts) do
+      if not known[j] then bump(t) end
+    end
+  elseif redis.call('ZADD', KEYS[1], unpack(dictAdd, j0, j1)) > 0 then
     for j = j0 + 1, j1, 2 do bump(dictAdd[j]) end
   end
 end
@@ -387,14 +401,14 @@ return 1
 // given.
 //
 // KEYS: as reindexLexScript's. ARGV: key prefix, version token, the
-// document count and total length deltas, then per term: the term, the
+// document count and total length deltas, the fine flag, then per term: the term, the
 // number of postings added or rescored, the number removed, the highest
 // new score ("" for none), the added postings as score, id pairs, then the
 // removed ids.
 var reindexScoredScript = goredis.NewScript(`
-local p = ARGV[1]
+local p, fine = ARGV[1], ARGV[5] == '1'
 local order, at = {}, {}
-local i = 5
+local i = 6
 while i <= #ARGV do
   local na, nr = tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
   order[#order + 1] = ARGV[i]
@@ -450,8 +464,9 @@ for o, t in ipairs(order) do
   end
 end
 local bumped, bl = {}, {}
+` + luaDictField + `
 local function bump(t)
-  local b = string.sub(t, 1, ` + strconv.Itoa(dictBucketBytes) + `)
+  local b = dictField(t)
   if not bumped[b] then
     bumped[b] = true
     bl[#bl + 1] = b
@@ -460,7 +475,15 @@ local function bump(t)
 end
 for j0 = 1, #dictAdd, 2000 do
   local j1 = math.min(j0 + 1999, #dictAdd)
-  if redis.call('ZADD', KEYS[1], unpack(dictAdd, j0, j1)) > 0 then
+  if fine then
+    local ts = {}
+    for j = j0 + 1, j1, 2 do ts[#ts + 1] = dictAdd[j] end
+    local known = redis.call('ZMSCORE', KEYS[1], unpack(ts))
+    redis.call('ZADD', KEYS[1], unpack(dictAdd, j0, j1))
+    for j, t in ipairs(ts) do
+      if not known[j] then bump(t) end
+    end
+  elseif redis.call('ZADD', KEYS[1], unpack(dictAdd, j0, j1)) > 0 then
     for j = j0 + 1, j1, 2 do bump(dictAdd[j]) end
   end
 end
@@ -498,6 +521,7 @@ type tagWrites struct {
 	dn, dl int64
 	terms  []string
 	post   map[string]*termPostings
+	docs   int // documents reindexed since the last flush
 
 	order []string // the keys added to, in first-use order
 	hsets map[string][]any
@@ -506,7 +530,19 @@ type tagWrites struct {
 }
 
 func newTagWrites(k keys) *tagWrites {
-	return &tagWrites{k: k, args: []any{k.p, dictToken()}}
+	return &tagWrites{k: k, args: []any{k.p, dictToken(), "0"}}
+}
+
+// dictFineDocs is the most documents of a posting-script call that sets
+// the versions of its new terms only (see reindexLexScript).
+const dictFineDocs = 16
+
+// fineFlag is the scripts' fine flag for a call of docs documents.
+func fineFlag(docs int) string {
+	if docs <= dictFineDocs {
+		return "1"
+	}
+	return "0"
 }
 
 // newScoredTagWrites is newTagWrites for a caller that read the scope's
@@ -563,6 +599,7 @@ func scorePosting(tf, dl int, avg float64) int64 {
 // reindex queues a document's move from oldTF (oldLen tokens) to newTF
 // (newLen); delta is its change to the document count (1 new, -1 gone).
 func (w *tagWrites) reindex(id string, delta, oldLen, newLen int, oldTF, newTF map[string]int) {
+	w.docs++
 	if w.scored {
 		for t := range oldTF {
 			if _, ok := newTF[t]; !ok {
@@ -641,7 +678,7 @@ func (w *tagWrites) flush(ctx context.Context, pipe goredis.Pipeliner) {
 	w.order, w.hsets, w.zadds, w.sadds = nil, nil, nil, nil
 	if w.scored {
 		if len(w.terms) > 0 || w.dn != 0 || w.dl != 0 {
-			args := []any{w.k.p, dictToken(), w.dn, w.dl}
+			args := []any{w.k.p, dictToken(), w.dn, w.dl, fineFlag(w.docs)}
 			for _, t := range w.terms {
 				e := w.post[t]
 				var top any = ""
@@ -654,13 +691,14 @@ func (w *tagWrites) flush(ctx context.Context, pipe goredis.Pipeliner) {
 			}
 			reindexScoredScript.Eval(ctx, pipe, []string{w.k.terms(), w.k.stats(), w.k.heads(), w.k.dictVersions()}, args...)
 		}
-		w.terms, w.post, w.dn, w.dl = nil, nil, 0, 0
+		w.terms, w.post, w.dn, w.dl, w.docs = nil, nil, 0, 0, 0
 		return
 	}
-	if len(w.args) > 2 {
+	if len(w.args) > 3 {
+		w.args[2] = fineFlag(w.docs)
 		reindexLexScript.Eval(ctx, pipe, []string{w.k.terms(), w.k.stats(), w.k.heads(), w.k.dictVersions()}, w.args...)
 	}
-	w.args = append(w.args[:1], dictToken())
+	w.args, w.docs = append(w.args[:1], dictToken(), "0"), 0
 }
 
 // hdelIfScript deletes a hash field only while it holds the given value.

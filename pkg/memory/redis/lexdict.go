@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -36,20 +37,29 @@ import (
 // Versions: a term's bucket is its first dictBucketBytes bytes (every term
 // of a prefix's range shares the prefix's bucket: a prefix matched as a
 // prefix has at least memory.PrefixMin runes). The dictionary versions
-// hash (K dv: bucket -> token) holds, per bucket, the token of the last
+// hash (K dv: field of the bucket -> token; the field is a hash of the
+// bucket, dictBucket, so that the hash holds no term: a term of up to
+// three bytes would otherwise outlive its memories' erasure, and the
+// erasure cannot tell whether another memory still holds the bucket)
+// holds, per bucket, the token of the last
 // write that added a term to the dictionary or dropped one from it;
 // reindexLexScript and relexScript set it in the script that changes the
 // dictionary, with a random token per call (dictToken), so a version
 // never repeats, also after a project is erased and written again. A
 // write that adds postings to known terms changes no version: only the
-// document frequencies change, and those are read each time. Data from
+// document frequencies change, and those are read each time. A write of
+// up to dictFineDocs documents sets the buckets of its new terms only (a
+// memory written after a turn, with one new word, leaves the next
+// query's buckets alone); an import's chunk, when it added any term, the
+// buckets of all its terms (index.go, reindexLexScript). Data from
 // before the versions has no dv hash, which reads as one version per
 // bucket until a write sets it: no migration. A replica from before the
 // versions does not set them: during a rolling upgrade its new terms
 // reach the other replicas' queries when their cached range expires
 // (dictTTL).
 const (
-	dictBucketBytes = 3 // memory.PrefixMin runes are at least 3 bytes
+	dictBucketBytes = 3    // memory.PrefixMin runes are at least 3 bytes
+	dictFields      = 4096 // fields of the dictionary versions hash (dictBucket)
 	dictTTL         = time.Minute
 	dictCacheMax    = 16384 // ranges cached per store (then the cache starts afresh)
 )
@@ -61,13 +71,36 @@ func dictToken() string {
 	return strconv.FormatUint(rand.Uint64(), 36)
 }
 
-// dictBucket is a term's bucket in the dictionary versions hash.
+// dictBucket is the field of a term's bucket in the dictionary versions
+// hash: not the bucket's bytes (a term of up to dictBucketBytes bytes
+// would be stored whole, and would outlive its memories' erasure) but
+// "#" and three hex digits of FNV-1a of them, modulo dictFields. Two
+// buckets that share a field cost each other's writes a cached range
+// (one more script call), never a wrong answer. The scripts that set
+// versions compute it alike (luaDictField); TestDictFieldMatchesScript.
 func dictBucket(t string) string {
 	if len(t) > dictBucketBytes {
-		return t[:dictBucketBytes]
+		t = t[:dictBucketBytes]
 	}
-	return t
+	h := uint32(2166136261)
+	for i := 0; i < len(t); i++ {
+		h ^= uint32(t[i])
+		h *= 16777619
+	}
+	return fmt.Sprintf("#%03x", h%dictFields)
 }
+
+// luaDictField is dictBucket in the scripts (Lua 5.1 numbers are doubles:
+// the product modulo 2^32 is h<<24 + h*403, normalised by bit.tobit).
+var luaDictField = `local function dictField(t)
+  local h = bit.tobit(2166136261)
+  for i = 1, math.min(#t, ` + strconv.Itoa(dictBucketBytes) + `) do
+    h = bit.bxor(h, string.byte(t, i))
+    h = bit.tobit(bit.lshift(h, 24) + h * 403)
+  end
+  return string.format('#%03x', bit.band(h, ` + strconv.Itoa(dictFields-1) + `))
+end
+`
 
 // dictRange is a prefix's cached dictionary range.
 type dictRange struct {
@@ -216,19 +249,24 @@ func (s *Store) dictionaries(ctx context.Context, tags []scopeTag, qs []memory.L
 			}
 		}
 	}
-	_, err := pipe.Exec(ctx)
-	for _, p := range plans {
-		if p.eval != nil && goredis.HasErrorPrefix(p.eval.Err(), "NOSCRIPT") {
-			p.script, p.eval = true, nil // dictScript loads it
+	// Exec reports only the first failed command: each command's own
+	// error is checked, and only a NOSCRIPT of lexDictScript is forgiven
+	// (the script is loaded by dictScript below). Any other failure, also
+	// one after a NOSCRIPT, is the query's error.
+	cmds, err := pipe.Exec(ctx)
+	if err != nil {
+		for _, c := range cmds {
+			if e := c.Err(); e != nil && !(c.Name() == "evalsha" && goredis.HasErrorPrefix(e, "NOSCRIPT")) {
+				return nil, s.wrap("lexical dictionary", e)
+			}
 		}
-	}
-	if err != nil && !goredis.HasErrorPrefix(err, "NOSCRIPT") {
-		return nil, s.wrap("lexical dictionary", err)
+		for _, p := range plans {
+			if p.eval != nil && p.eval.Err() != nil { // NOSCRIPT, the only error left
+				p.script, p.eval = true, nil // dictScript loads it
+			}
+		}
 	}
 	for j, m := range misses {
-		if vers[j].Err() != nil || rngs[j].Err() != nil {
-			continue
-		}
 		v, _ := vers[j].Val()[0].(string)
 		s.dict.put(plans[m.plan].rkeys[m.qi], dictRange{ver: v, terms: rngs[j].Val(), at: now})
 	}
@@ -257,7 +295,9 @@ func (s *Store) dictionaries(ctx context.Context, tags []scopeTag, qs []memory.L
 			stale = append(stale, i)
 			continue
 		}
-		out[i] = p.reply(qs)
+		if out[i], err = p.reply(qs); err != nil {
+			return nil, s.wrap("lexical dictionary", err)
+		}
 	}
 	if len(stale) > 0 {
 		sub := make([]scopeTag, len(stale))
@@ -330,9 +370,13 @@ func isWord(q memory.LexTerm, t string) bool {
 	return false
 }
 
-// reply is lexDictScript's reply from the reads of p.
-func (p *dictPlan) reply(qs []memory.LexTerm) []string {
+// reply is lexDictScript's reply from the reads of p (all of which
+// succeeded).
+func (p *dictPlan) reply(qs []memory.LexTerm) ([]string, error) {
 	st := p.stats.Val()
+	if len(st) != 2 {
+		return nil, fmt.Errorf("corpus statistics %s: %d values, want 2", p.k.stats(), len(st))
+	}
 	n, _ := st[0].(string)
 	l, _ := st[1].(string)
 	if n == "" {
@@ -343,7 +387,7 @@ func (p *dictPlan) reply(qs []memory.LexTerm) []string {
 	}
 	out := []string{n, l}
 	if v, err := strconv.ParseFloat(n, 64); err != nil || v <= 0 {
-		return out
+		return out, nil
 	}
 	for qi, q := range qs {
 		seen := map[string]bool{}
@@ -369,5 +413,5 @@ func (p *dictPlan) reply(qs []memory.LexTerm) []string {
 			out = append(out, p.k.p+"t:"+l.term, strconv.FormatInt(df, 10), kind+group)
 		}
 	}
-	return out
+	return out, nil
 }

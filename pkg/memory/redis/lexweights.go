@@ -2,7 +2,6 @@ package redis
 
 import (
 	"context"
-	"strconv"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -42,7 +41,7 @@ const (
 // versions. ARGV: key prefix, id, new length, version token, then term, tf
 // pairs (the document's terms under the new weighting). Reply: 1 when
 // rewritten, 0 when already current or not indexed.
-var relexScript = goredis.NewScript(`
+var relexScript = goredis.NewScript(luaDictField + `
 local p, id = ARGV[1], ARGV[2]
 local dl = tonumber(ARGV[3])
 if #ARGV < 6 then return 0 end
@@ -66,7 +65,7 @@ for i = 5, #ARGV, 2 do
   local q = math.floor(imp / 2.2 * 65535)
   redis.call('ZADD', p .. 't:' .. t, q * 536870912 + tf * 65536 + cdl, id)
   if redis.call('ZADD', KEYS[1], 0, t) == 1 then
-    redis.call('HSET', KEYS[4], string.sub(t, 1, ` + strconv.Itoa(dictBucketBytes) + `), ARGV[4])
+    redis.call('HSET', KEYS[4], dictField(t), ARGV[4])
   end
 end
 redis.call('HINCRBY', KEYS[2], 'l', dl - olddl)

@@ -601,12 +601,21 @@ func (s *Store) HasPendingEmbeddings(ctx context.Context, p memory.ProjectRef, m
 	if _, err := pipe.Exec(ctx); err != nil {
 		return false, s.wrap("pending embeddings", err)
 	}
-	var others []*goredis.IntCmd
-	pipe = s.c.Pipeline()
-	for i, t := range tags {
+	for i := range tags {
 		if backlog[i].Val() > 0 {
 			return true, nil
 		}
+	}
+	if s.pendingHook != nil {
+		s.pendingHook()
+	}
+	// A write between the two reads may move a node from another model's
+	// set to the backlog (a content change drops its vector): the second
+	// read counts each backlog again, after the models' sets (the move is
+	// atomic, so a node that left a set it read is in a backlog it reads).
+	var others []*goredis.IntCmd
+	pipe = s.c.Pipeline()
+	for i, t := range tags {
 		for _, m := range models[i].Val() {
 			if m != model {
 				others = append(others, pipe.ZCard(ctx, s.keys(t).embedded(m)))
@@ -615,6 +624,9 @@ func (s *Store) HasPendingEmbeddings(ctx context.Context, p memory.ProjectRef, m
 	}
 	if len(others) == 0 {
 		return false, nil
+	}
+	for _, t := range tags {
+		others = append(others, pipe.ZCard(ctx, s.keys(t).pending()))
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return false, s.wrap("pending embeddings", err)

@@ -61,6 +61,7 @@ type Store struct {
 	dict                 dictCache
 	noDictCache          bool   // ask lexDictScript for every dictionary (tests: lexdict.go)
 	adjacentHook         func() // called between Adjacent's two reads (tests)
+	pendingHook          func() // called between HasPendingEmbeddings' two reads (tests)
 	scoreInScript        bool   // PutBatch scores postings in reindexLexScript, as single writes do (tests)
 	closeCli             bool
 }
