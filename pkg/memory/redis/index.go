@@ -217,6 +217,44 @@ end
 return redis.call('VADD', KEYS[1], 'FP32', ARGV[3], ARGV[2], q, 'SETATTR', ARGV[4])
 `)
 
+// luaDictWrite ends the posting scripts: the dictionary's additions
+// (dictAdd: score, term pairs) and removals (dictRem) applied to KEYS[1],
+// and the versions of the buckets they change set to the call's token
+// (ARGV[2]) in KEYS[4]; with fine set, only the buckets of terms that are
+// new (a ZMSCORE first), else every bucket of a ZADD that added a term.
+var luaDictWrite = `local bumped, bl = {}, {}
+` + luaDictField + `
+local function bump(t)
+  local b = dictField(t)
+  if not bumped[b] then
+    bumped[b] = true
+    bl[#bl + 1] = b
+    bl[#bl + 1] = ARGV[2]
+  end
+end
+for j0 = 1, #dictAdd, 2000 do
+  local j1 = math.min(j0 + 1999, #dictAdd)
+  if fine then
+    local ts = {}
+    for j = j0 + 1, j1, 2 do ts[#ts + 1] = dictAdd[j] end
+    local known = redis.call('ZMSCORE', KEYS[1], unpack(ts))
+    redis.call('ZADD', KEYS[1], unpack(dictAdd, j0, j1))
+    for j, t in ipairs(ts) do
+      if not known[j] then bump(t) end
+    end
+  elseif redis.call('ZADD', KEYS[1], unpack(dictAdd, j0, j1)) > 0 then
+    for j = j0 + 1, j1, 2 do bump(dictAdd[j]) end
+  end
+end
+for j0 = 1, #dictRem, 1000 do
+  redis.call('ZREM', KEYS[1], unpack(dictRem, j0, math.min(j0 + 999, #dictRem)))
+end
+for _, t in ipairs(dictRem) do bump(t) end
+for j0 = 1, #bl, 2000 do
+  redis.call('HSET', KEYS[4], unpack(bl, j0, math.min(j0 + 1999, #bl)))
+end
+`
+
 // reindexLexScript moves documents' postings from their old terms to
 // their new ones, drops emptied terms from the term dictionary and keeps
 // the corpus statistics (document count n, total length l) for BM25. One
@@ -359,37 +397,7 @@ for _, t in ipairs(order) do
     dictRem[#dictRem + 1] = t
   end
 end
-local bumped, bl = {}, {}
-` + luaDictField + `
-local function bump(t)
-  local b = dictField(t)
-  if not bumped[b] then
-    bumped[b] = true
-    bl[#bl + 1] = b
-    bl[#bl + 1] = ARGV[2]
-  end
-end
-for j0 = 1, #dictAdd, 2000 do
-  local j1 = math.min(j0 + 1999, #dictAdd)
-  if fine then
-    local ts = {}
-    for j = j0 + 1, j1, 2 do ts[#ts + 1] = dictAdd[j] end
-    local known = redis.call('ZMSCORE', KEYS[1], unpack(ts))
-    redis.call('ZADD', KEYS[1], unpack(dictAdd, j0, j1))
-    for j, t in ipairs(ts) do
-      if not known[j] then bump(t) end
-    end
-  elseif redis.call('ZADD', KEYS[1], unpack(dictAdd, j0, j1)) > 0 then
-    for j = j0 + 1, j1, 2 do bump(dictAdd[j]) end
-  end
-end
-for j0 = 1, #dictRem, 1000 do
-  redis.call('ZREM', KEYS[1], unpack(dictRem, j0, math.min(j0 + 999, #dictRem)))
-end
-for _, t in ipairs(dictRem) do bump(t) end
-for j0 = 1, #bl, 2000 do
-  redis.call('HSET', KEYS[4], unpack(bl, j0, math.min(j0 + 1999, #bl)))
-end
+` + luaDictWrite + `
 redis.call('HINCRBY', KEYS[2], 'n', dn)
 redis.call('HINCRBY', KEYS[2], 'l', dlsum)
 return 1
@@ -463,37 +471,7 @@ for o, t in ipairs(order) do
     dictRem[#dictRem + 1] = t
   end
 end
-local bumped, bl = {}, {}
-` + luaDictField + `
-local function bump(t)
-  local b = dictField(t)
-  if not bumped[b] then
-    bumped[b] = true
-    bl[#bl + 1] = b
-    bl[#bl + 1] = ARGV[2]
-  end
-end
-for j0 = 1, #dictAdd, 2000 do
-  local j1 = math.min(j0 + 1999, #dictAdd)
-  if fine then
-    local ts = {}
-    for j = j0 + 1, j1, 2 do ts[#ts + 1] = dictAdd[j] end
-    local known = redis.call('ZMSCORE', KEYS[1], unpack(ts))
-    redis.call('ZADD', KEYS[1], unpack(dictAdd, j0, j1))
-    for j, t in ipairs(ts) do
-      if not known[j] then bump(t) end
-    end
-  elseif redis.call('ZADD', KEYS[1], unpack(dictAdd, j0, j1)) > 0 then
-    for j = j0 + 1, j1, 2 do bump(dictAdd[j]) end
-  end
-end
-for j0 = 1, #dictRem, 1000 do
-  redis.call('ZREM', KEYS[1], unpack(dictRem, j0, math.min(j0 + 999, #dictRem)))
-end
-for _, t in ipairs(dictRem) do bump(t) end
-for j0 = 1, #bl, 2000 do
-  redis.call('HSET', KEYS[4], unpack(bl, j0, math.min(j0 + 1999, #bl)))
-end
+` + luaDictWrite + `
 redis.call('HINCRBY', KEYS[2], 'n', ARGV[3])
 redis.call('HINCRBY', KEYS[2], 'l', ARGV[4])
 return 1
