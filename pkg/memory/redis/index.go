@@ -217,6 +217,19 @@ end
 return redis.call('VADD', KEYS[1], 'FP32', ARGV[3], ARGV[2], q, 'SETATTR', ARGV[4])
 `)
 
+// luaHeads begins the posting scripts' storing: the top scores of the
+// cached heads of the terms in order (KEYS[3]: term -> "list score"), in
+// heads by term.
+var luaHeads = `local heads = {}
+for j0 = 1, #order, 1000 do
+  local part = {}
+  for j = j0, math.min(j0 + 999, #order) do part[#part + 1] = order[j] end
+  local hv = redis.call('HMGET', KEYS[3], unpack(part))
+  for j, t in ipairs(part) do
+    if hv[j] then heads[t] = tonumber(string.match(hv[j], ' (.*)$')) end
+  end
+end`
+
 // luaDictWrite ends the posting scripts: the dictionary's additions
 // (dictAdd: score, term pairs) and removals (dictRem) applied to KEYS[1],
 // and the versions of the buckets they change set to the call's token
@@ -348,15 +361,7 @@ while i <= #ARGV do
   dn, dlsum = dn + delta, dlsum + newLen - oldLen
   i = last + 1
 end
-local heads = {}
-for j0 = 1, #order, 1000 do
-  local part = {}
-  for j = j0, math.min(j0 + 999, #order) do part[#part + 1] = order[j] end
-  local hv = redis.call('HMGET', KEYS[3], unpack(part))
-  for j, t in ipairs(part) do
-    if hv[j] then heads[t] = tonumber(string.match(hv[j], ' (.*)$')) end
-  end
-end
+` + luaHeads + `
 local dictAdd, dictRem = {}, {}
 for _, t in ipairs(order) do
   local e, k = post[t], p .. 't:' .. t
@@ -423,15 +428,7 @@ while i <= #ARGV do
   at[#order] = i
   i = i + 4 + 2 * na + nr
 end
-local heads = {}
-for j0 = 1, #order, 1000 do
-  local part = {}
-  for j = j0, math.min(j0 + 999, #order) do part[#part + 1] = order[j] end
-  local hv = redis.call('HMGET', KEYS[3], unpack(part))
-  for j, t in ipairs(part) do
-    if hv[j] then heads[t] = tonumber(string.match(hv[j], ' (.*)$')) end
-  end
-end
+` + luaHeads + `
 local dictAdd, dictRem = {}, {}
 for o, t in ipairs(order) do
   local i = at[o]
