@@ -566,9 +566,9 @@ func (w *tagWrites) put(t, id string, score int64, del bool) {
 // keep a compiler from fusing a multiply and an add).
 func scorePosting(tf, dl int, avg float64) int64 {
 	ftf, fdl := float64(min(tf, 8191)), float64(dl)
-	imp := float64(ftf*2.2) / (ftf + float64(1.2*(0.25+float64(float64(0.75*fdl)/avg))))
-	q := math.Floor(float64(imp/2.2) * 65535)
-	return int64(float64(float64(q*536870912)+float64(ftf*65536)) + fdl)
+	imp := float64(ftf*(bm25K1+1)) / (ftf + float64(bm25K1*((1-bm25B)+float64(float64(bm25B*fdl)/avg))))
+	q := math.Floor(float64(imp/(bm25K1+1)) * 65535)
+	return int64(float64(float64(q*postingShift)+float64(ftf*65536)) + fdl)
 }
 
 // reindex queues a document's move from oldTF (oldLen tokens) to newTF

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -349,7 +350,7 @@ func dictLists(q memory.LexTerm, r *dictRange) []dictList {
 			if t != q.Prefix {
 				longer++
 			}
-			word := isWord(q, t)
+			word := slices.Contains(q.Words, t)
 			if t == q.Prefix || word || (!whole && longer <= maxExpansions) {
 				out = append(out, dictList{term: t, word: word, rng: true})
 			}
@@ -359,15 +360,6 @@ func dictLists(q memory.LexTerm, r *dictRange) []dictList {
 		out = append(out, dictList{term: w, word: true})
 	}
 	return out
-}
-
-func isWord(q memory.LexTerm, t string) bool {
-	for _, w := range q.Words {
-		if w == t {
-			return true
-		}
-	}
-	return false
 }
 
 // reply is lexDictScript's reply from the reads of p (all of which
