@@ -188,17 +188,9 @@ func (s *Store) Adjacent(ctx context.Context, nodes []memory.Node, k int) (map[s
 			rest = append(rest, nodes[i])
 			continue
 		}
-		at := w[pos].Score
-		var a memory.Adjacency
-		for j := pos - 1; j >= 0 && at-w[j].Score <= gap; j-- {
-			m, _ := w[j].Member.(string)
-			a.Before = append(a.Before, naturalID(m))
-		}
-		for j := pos + 1; j < int64(len(w)) && w[j].Score-at <= gap; j++ {
-			m, _ := w[j].Member.(string)
-			a.After = append(a.After, naturalID(m))
-		}
-		out[nodes[i].ID] = a
+		out[nodes[i].ID] = neighbours(len(w), int(pos), gap,
+			func(j int) string { m, _ := w[j].Member.(string); return m },
+			func(j int) (float64, bool) { return w[j].Score, true })
 	}
 	if len(rest) > 0 {
 		if err := s.adjacentScripted(ctx, rest, k, out); err != nil {
@@ -258,32 +250,50 @@ func (s *Store) adjacentScripted(ctx context.Context, nodes []memory.Node, k int
 		if err != nil {
 			return fmt.Errorf("redis adjacent: score %q", r[0])
 		}
+		// r: the memory's score, then member, score pairs.
 		me := naturalKey(nodes[i].ID)
 		pos := -1
 		for j := 1; j < len(r); j += 2 {
 			if r[j] == me {
-				pos = j
+				pos = j / 2
 			}
 		}
 		if pos < 0 {
 			continue
 		}
-		var a memory.Adjacency
-		for j := pos - 2; j >= 1; j -= 2 {
-			if v, err := strconv.ParseFloat(r[j+1], 64); err != nil || at-v > gap {
-				break
-			}
-			a.Before = append(a.Before, naturalID(r[j]))
-		}
-		for j := pos + 2; j < len(r); j += 2 {
-			if v, err := strconv.ParseFloat(r[j+1], 64); err != nil || v-at > gap {
-				break
-			}
-			a.After = append(a.After, naturalID(r[j]))
-		}
-		out[nodes[i].ID] = a
+		out[nodes[i].ID] = neighbours(len(r)/2, pos, gap,
+			func(j int) string { return r[1+2*j] },
+			func(j int) (float64, bool) {
+				if j == pos {
+					return at, true
+				}
+				v, err := strconv.ParseFloat(r[2+2*j], 64)
+				return v, err == nil
+			})
 	}
 	return nil
+}
+
+// neighbours is the adjacency of the member at pos of a conversation
+// window of n members in order: those before and after it, nearest first,
+// while each is within gap (ms) of it; a score that cannot be read ends
+// its side.
+func neighbours(n, pos int, gap float64, member func(int) string, score func(int) (float64, bool)) memory.Adjacency {
+	var a memory.Adjacency
+	at, _ := score(pos)
+	for j := pos - 1; j >= 0; j-- {
+		if v, ok := score(j); !ok || at-v > gap {
+			break
+		}
+		a.Before = append(a.Before, naturalID(member(j)))
+	}
+	for j := pos + 1; j < n; j++ {
+		if v, ok := score(j); !ok || v-at > gap {
+			break
+		}
+		a.After = append(a.After, naturalID(member(j)))
+	}
+	return a
 }
 
 var _ memory.Conversations = (*Store)(nil)
