@@ -38,6 +38,10 @@ type ruleSpec struct {
 	// line, when set, replaces keywords: the rule runs on each line of the
 	// text that passes this cheap test.
 	line func(line string) bool
+	// digit: every match holds a digit, so a keyword's line without one is
+	// not searched ("code" is in most coding memories; a backup code's
+	// list has digits).
+	digit bool
 	// multiline: run on the whole text, not on the lines with a keyword.
 	multiline bool
 	// nested: a value that is itself a name and its separator (credential:
@@ -100,7 +104,7 @@ var ownRules = []ruleSpec{
 		re: `^[ \t]*(?:\*|[A-Za-z0-9_.\-]*[A-Za-z][A-Za-z0-9_.\-]*|[0-9]{1,3}(?:\.[0-9]{1,3}){3}|\[[0-9A-Fa-f:]+\]):(?:\*|[0-9]{1,5}):[^\s:]+:[^\s:]+:(\S+?)[ \t]*$`},
 	// 2FA backup and recovery codes: "my 2FA backup codes are 8391-2274
 	// 5521-9087", "recovery code: 7hk2-99xq" (every code holds a digit).
-	{id: "backup-codes", keywords: []string{"code"}, group: 1, check: codeList,
+	{id: "backup-codes", keywords: []string{"code"}, group: 1, check: codeList, digit: true,
 		re: `(?i)\b(?:2fa|mfa|two-factor|2-factor|backup|recovery|otp|one-time|verification|authenticator|totp|security|scratch)\s+(?:(?:backup|recovery|login|auth|authentication|verification|security)\s+)?codes?\s*(?:are|is|were|was|:|=)?\s*` +
 			`([A-Za-z0-9]*[0-9][A-Za-z0-9]*(?:-[A-Za-z0-9]+)?(?:[ \t]*[,;]?[ \t]+(?:and[ \t]+)?[A-Za-z0-9]*[0-9][A-Za-z0-9]*(?:-[A-Za-z0-9]+)?)*)`},
 	// CLI forms with a space instead of '=': aws configure set
@@ -217,6 +221,8 @@ var (
 	kwTable   []string        // every distinct keyword
 	kwByPair  [][]int         // slot -> indexes of the keywords starting with a pair of bytes
 	kwPairs   [1 << 16]uint16 // first two bytes -> slot in kwByPair (0: none)
+	kwRules   [][]int         // keyword index -> the rules (indexes in rules) naming it
+	unkeyed   []int           // the rules without keywords (a line test or none), in order
 )
 
 func compileRules() {
@@ -245,11 +251,19 @@ func compileRules() {
 			if len(k) < 2 {
 				panic("memory: redaction rule " + s.id + ": keyword " + k + " is shorter than 2 bytes")
 			}
-			r.kws = append(r.kws, add(k))
+			k := add(k)
+			r.kws = append(r.kws, k)
+			for len(kwRules) <= k {
+				kwRules = append(kwRules, nil)
+			}
+			kwRules[k] = append(kwRules[k], len(rules))
 		}
 		if strings.HasPrefix(s.id, "gitleaks:") {
 			// gitleaks' few expressions that reach across lines run on the whole text
 			r.multiline = strings.Contains(s.re, `[\r\n]{`) || strings.Contains(s.re, "(?s")
+		}
+		if len(r.kws) == 0 || r.line != nil {
+			unkeyed = append(unkeyed, len(rules))
 		}
 		rules = append(rules, r)
 	}
@@ -283,12 +297,13 @@ type span struct{ start, end int }
 
 func redactOnce(s string) string {
 	lower := asciiLower(s)
-	hp := hitsPool.Get().(*[][]int)
-	defer hitsPool.Put(hp)
-	hits := keywordHits(lower, *hp) // keyword index -> positions
+	ks := scanPool.Get().(*kwScan)
+	defer scanPool.Put(ks)
+	ks.scan(lower)
+	hits := ks.hits // keyword index -> positions
 	var spans []span
 	lineSeen := map[int]bool{}
-	for i := range rules {
+	for _, i := range ks.todo {
 		r := &rules[i]
 		if r.line != nil {
 			for start := 0; start < len(s); {
@@ -305,9 +320,6 @@ func redactOnce(s string) string {
 			}
 			continue
 		}
-		if len(r.kws) > 0 && !slices.ContainsFunc(r.kws, func(k int) bool { return len(hits[k]) > 0 }) {
-			continue
-		}
 		if r.multiline || len(r.kws) == 0 {
 			spans = r.find(s, 0, spans)
 			continue
@@ -322,6 +334,9 @@ func redactOnce(s string) string {
 					continue
 				}
 				lineSeen[start] = true
+				if r.digit && !strings.ContainsAny(s[start:end], "0123456789") {
+					continue
+				}
 				spans = r.find(s[start:end], start, spans)
 			}
 		}
@@ -437,16 +452,49 @@ func asciiLower(s string) string {
 	return s
 }
 
-// hitsPool keeps keywordHits' table between calls (Redact runs on every write).
-var hitsPool = sync.Pool{New: func() any { h := make([][]int, len(kwTable)); return &h }}
+// kwScan is keywordHits' tables, kept between calls in scanPool (Redact
+// runs on every write).
+type kwScan struct {
+	hits   [][]int // keyword index -> where it starts in the text
+	found  []int   // the keywords hit (each once)
+	ruleOn []bool  // rule index -> one of its keywords is hit
+	todo   []int   // the rules to run: those hit and the unkeyed ones, in rule order
+}
+
+var scanPool = sync.Pool{New: func() any {
+	return &kwScan{hits: make([][]int, len(kwTable)), ruleOn: make([]bool, len(rules))}
+}}
+
+// scan sets the keywords lower holds and the rules to run: those naming
+// one of them and those without keywords (what the last scan set is
+// cleared first: a text hits few of the hundreds of keywords, and the
+// rules loop reads those few rules only).
+func (ks *kwScan) scan(lower string) {
+	for _, k := range ks.found {
+		ks.hits[k] = ks.hits[k][:0]
+		for _, r := range kwRules[k] {
+			ks.ruleOn[r] = false
+		}
+	}
+	ks.found = ks.found[:0]
+	ks.todo = append(ks.todo[:0], unkeyed...)
+	keywordHits(lower, ks.hits, func(k int) {
+		ks.found = append(ks.found, k)
+		for _, r := range kwRules[k] {
+			if !ks.ruleOn[r] && rules[r].line == nil {
+				ks.ruleOn[r] = true
+				ks.todo = append(ks.todo, r)
+			}
+		}
+	})
+	slices.Sort(ks.todo)
+}
 
 // keywordHits finds every keyword in lower in one pass: a slot per pair of
 // first bytes, then a prefix test for the keywords starting with the pair.
-// It reuses hits (one entry per keyword).
-func keywordHits(lower string, hits [][]int) [][]int {
-	for i := range hits {
-		hits[i] = hits[i][:0]
-	}
+// It appends to hits (one entry per keyword, empty on entry) and calls
+// first for a keyword's first hit.
+func keywordHits(lower string, hits [][]int, first func(k int)) {
 	for i := 0; i+1 < len(lower); i++ {
 		slot := kwPairs[uint16(lower[i])<<8|uint16(lower[i+1])]
 		if slot == 0 {
@@ -454,11 +502,13 @@ func keywordHits(lower string, hits [][]int) [][]int {
 		}
 		for _, k := range kwByPair[slot] {
 			if strings.HasPrefix(lower[i:], kwTable[k]) {
+				if len(hits[k]) == 0 {
+					first(k)
+				}
 				hits[k] = append(hits[k], i)
 			}
 		}
 	}
-	return hits
 }
 
 // shannonEntropy is gitleaks' measure (bits per character).
