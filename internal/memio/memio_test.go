@@ -104,6 +104,8 @@ not json
 {"type":"node","id":"x","subkind":"decision","project_id":"p1","label":"typo field","lable":"oops"}
 {"type":"edge","src":"ok1","dst":"ghost","relation":"relates_to"}
 {"type":"thing"}
+{"type":"node","id":"twice","subkind":"decision","project_id":"p1","label":"two types","type":"edge"}
+{"type":"node","id":"cut","subkind":"decision",
 `
 		_, err := memio.Import(ctx, st, strings.NewReader(bad), "", time.Now())
 		if err == nil {
@@ -112,7 +114,7 @@ not json
 		if !errors.Is(err, memio.ErrInvalidLine) {
 			t.Errorf("error %v does not wrap ErrInvalidLine", err)
 		}
-		for _, want := range []string{"line 2", "line 3", "line 4", "line 5", "line 7", `"ghost"`} {
+		for _, want := range []string{"line 2", "line 3", "line 4", "line 5", "line 7", "line 8: node: \"type\" given twice", "line 9: node:", `"ghost"`} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("error does not mention %s:\n%v", want, err)
 			}
