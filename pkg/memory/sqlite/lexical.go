@@ -563,10 +563,10 @@ func (x *lexIndex) searchPruned(words []string, sc *scratch, want int, accept fu
 			top = max(top, v)
 		}
 	}
+	x.visitBest(sc, top, want, more, visit, restricted)
 	if restricted {
 		sc.unmarkTouched()
 	}
-	x.visitBest(sc, top, want, more, visit)
 	return common
 }
 
@@ -613,9 +613,9 @@ type histogram struct {
 	counts [cutBuckets]int
 }
 
-func (h *histogram) fill(sc *scratch, top float32) {
+func (h *histogram) fill(sc *scratch, docs []uint32, top float32) {
 	h.scale = float32(cutBuckets-1) / top
-	for _, rid := range sc.touched {
+	for _, rid := range docs {
 		h.counts[h.bucket(sc.score[rid])]++
 	}
 }
@@ -634,11 +634,11 @@ func (h *histogram) cutFor(need int) int {
 	return -1
 }
 
-// bestFrom returns the touched documents in the buckets from cut up, best
+// bestFrom returns the documents of docs in the buckets from cut up, best
 // first (in sc.best, reused).
-func (sc *scratch) bestFrom(h *histogram, cut int) []ranked {
+func (sc *scratch) bestFrom(docs []uint32, h *histogram, cut int) []ranked {
 	best := sc.best[:0]
-	for _, rid := range sc.touched {
+	for _, rid := range docs {
 		if v := sc.score[rid]; h.bucket(v) >= cut {
 			best = append(best, ranked{v, rid})
 		}
@@ -648,8 +648,15 @@ func (sc *scratch) bestFrom(h *histogram, cut int) []ranked {
 	return best
 }
 
-// unmarkTouched clears what markFrom set.
+// unmarkTouched clears the touched documents' bits in sc.mark (what
+// restrict, finishFound and keepWithin set): the whole bit set at once
+// when they outnumber its words (at a million documents it is 16 KB, less
+// than a pass over a few thousand scattered documents).
 func (sc *scratch) unmarkTouched() {
+	if len(sc.touched) > len(sc.mark) {
+		clear(sc.mark)
+		return
+	}
 	for _, rid := range sc.touched {
 		sc.mark[rid>>6] = 0
 	}
@@ -678,22 +685,46 @@ type ranked struct {
 // documents in the want-th best's bucket, nearly all of which lose to it.
 // With few touched documents each is visited once, in no order, and
 // visit's answer is ignored.
-func (x *lexIndex) visitBest(sc *scratch, top float32, want int, more func() bool, visit func(rid uint32, score float64) bool) {
+//
+// restricted: the search narrowed its candidates to sc.cands (also set in
+// sc.mark), which hold every document that can be among the want best
+// accepted ones (pruned, or the common words' cut): those are ranked, not
+// every document touched, and the others are visited after them only
+// when more still says so.
+func (x *lexIndex) visitBest(sc *scratch, top float32, want int, more func() bool, visit func(rid uint32, score float64) bool, restricted bool) {
 	defer func() {
 		for _, rid := range sc.touched {
 			sc.score[rid] = 0
 		}
 	}()
-	if want <= 0 || more == nil || len(sc.touched) <= 4*want || !(top > 0) {
+	docs := sc.touched
+	if restricted {
+		docs = sc.cands
+	}
+	// others visits the touched documents not in docs.
+	others := func() {
+		if !restricted {
+			return
+		}
 		for _, rid := range sc.touched {
+			if sc.mark[rid>>6]&(1<<(rid&63)) == 0 {
+				visit(rid, float64(sc.score[rid]))
+			}
+		}
+	}
+	if want <= 0 || more == nil || len(docs) <= 4*want || !(top > 0) {
+		for _, rid := range docs {
 			visit(rid, float64(sc.score[rid]))
+		}
+		if more == nil || more() {
+			others() // a nil more visits every document
 		}
 		return
 	}
 	var h histogram
-	h.fill(sc, top)
+	h.fill(sc, docs, top)
 	cut := max(0, h.cutFor(want))
-	for _, r := range sc.bestFrom(&h, cut) {
+	for _, r := range sc.bestFrom(docs, &h, cut) {
 		if !visit(r.rid, float64(r.score)) {
 			break
 		}
@@ -701,9 +732,10 @@ func (x *lexIndex) visitBest(sc *scratch, top float32, want int, more func() boo
 	if !more() {
 		return
 	}
-	for _, rid := range sc.touched {
+	for _, rid := range docs {
 		if v := sc.score[rid]; h.bucket(v) < cut {
 			visit(rid, float64(v))
 		}
 	}
+	others()
 }
