@@ -113,8 +113,9 @@ type lexIndex struct {
 	ids      map[string]uint32 // term -> its id (index in tms)
 	tms      []term            // by id; a free slot (see free) has no name
 	free     []uint32          // ids of terms compact deleted, for new terms
-	dict     []string          // sorted terms, for prefix expansion
-	recent   []string          // sorted terms added since dict was last merged (kept small)
+	dict     []string          // sorted terms, for prefix expansion (with mid and recent: see mergeRecent)
+	mid      []string          // sorted terms added since dict was last merged (up to an eighth of it)
+	recent   []string          // sorted terms added since mid was last merged (kept small)
 	docTerms [][]byte          // per rid: the distinct terms (ids) of the live document, encoded (docterms.go); nil: none
 	docLen   []uint32          // per rid: tokens
 	nDocs    int
@@ -203,7 +204,7 @@ func (x *lexIndex) setCounts(rid uint32, counts map[string]int) {
 	x.totalLen += int64(length)
 	x.live += len(ids)
 	if len(x.recent) > recentMax {
-		x.mergeDict()
+		x.mergeRecent()
 	}
 	if x.dead > 1024 && x.dead > x.live/2 {
 		x.compact()
@@ -232,22 +233,38 @@ func (x *lexIndex) newTerm(t string) uint32 {
 }
 
 // recentMax bounds the small sorted dictionary of new terms: inserting into
-// it is cheap, and it is merged into the big one when it grows past this.
+// it is cheap, and it is merged into mid when it grows past this.
 const recentMax = 2048
 
-func (x *lexIndex) mergeDict() {
-	merged := make([]string, 0, len(x.dict)+len(x.recent))
+// mergeRecent merges recent into mid, and mid into dict once it holds an
+// eighth of dict's terms. The dictionary is three sorted runs so that a
+// new term is moved a bounded number of times: merging every 2,048 new
+// terms into the whole dictionary cost a pass over all of it each time,
+// quadratic in the vocabulary (a million memories naming their own
+// components: 10 of the 18 s an index of them took to build).
+func (x *lexIndex) mergeRecent() {
+	x.mid, x.recent = mergeSorted(x.mid, x.recent), x.recent[:0]
+	if len(x.mid) > max(len(x.dict)/8, recentMax) {
+		x.dict, x.mid = mergeSorted(x.dict, x.mid), nil
+	}
+}
+
+// mergeSorted returns the sorted union of a and b (sorted, disjoint) in a
+// new slice.
+func mergeSorted(a, b []string) []string {
+	merged := make([]string, 0, len(a)+len(b))
 	i, j := 0, 0
-	for i < len(x.dict) || j < len(x.recent) {
-		if j == len(x.recent) || (i < len(x.dict) && x.dict[i] < x.recent[j]) {
-			merged = append(merged, x.dict[i])
+	for i < len(a) && j < len(b) {
+		if a[i] < b[j] {
+			merged = append(merged, a[i])
 			i++
 		} else {
-			merged = append(merged, x.recent[j])
+			merged = append(merged, b[j])
 			j++
 		}
 	}
-	x.dict, x.recent = merged, x.recent[:0]
+	merged = append(merged, a[i:]...)
+	return append(merged, b[j:]...)
 }
 
 func (x *lexIndex) compact() {
@@ -275,6 +292,7 @@ func (x *lexIndex) compact() {
 	x.dead = 0
 	gone := func(t string) bool { _, ok := x.ids[t]; return !ok }
 	x.dict = slices.DeleteFunc(x.dict, gone)
+	x.mid = slices.DeleteFunc(x.mid, gone)
 	x.recent = slices.DeleteFunc(x.recent, gone)
 }
 
@@ -290,8 +308,9 @@ func (x *lexIndex) expand(q string) []*term {
 		return out
 	}
 	longer := prefixRange(x.dict, q, nil)
+	longer = prefixRange(x.mid, q, longer)
 	longer = prefixRange(x.recent, q, longer)
-	if len(x.recent) > 0 {
+	if len(x.mid) > 0 || len(x.recent) > 0 {
 		slices.Sort(longer)
 	}
 	for _, t := range longer[:min(prefixMax, len(longer))] {
