@@ -511,7 +511,9 @@ func (x *lexIndex) searchPruned(words []string, sc *scratch, want int, accept fu
 				for _, p := range sc.found {
 					v := sc.score[p.rid] + bm.score(k, float64(p.tf), x.docLen[p.rid])
 					sc.score[p.rid] = v
-					top = max(top, v)
+					if v > top {
+						top = v
+					}
 				}
 				continue
 			}
@@ -524,7 +526,9 @@ func (x *lexIndex) searchPruned(words []string, sc *scratch, want int, accept fu
 				}
 				v := sc.score[rid] + bm.score(k, float64(tfs[i]), x.docLen[rid])
 				sc.score[rid] = v
-				top = max(top, v)
+				if v > top {
+					top = v
+				}
 			}
 			continue
 		}
@@ -547,7 +551,9 @@ func (x *lexIndex) searchPruned(words []string, sc *scratch, want int, accept fu
 				f := float64(tfs[i])
 				v := old + bm.score(k, f, x.docLen[rid])
 				sc.score[rid] = v
-				top = max(top, v)
+				if v > top {
+					top = v
+				}
 			}
 			continue
 		}
@@ -579,7 +585,9 @@ func (x *lexIndex) searchPruned(words []string, sc *scratch, want int, accept fu
 			}
 			v := old + bm.score(k, f, x.docLen[rid])
 			sc.score[rid] = v
-			top = max(top, v)
+			if v > top {
+				top = v
+			}
 		}
 	}
 	x.visitBest(sc, top, want, more, visit, restricted)

@@ -111,7 +111,9 @@ func (x *lexIndex) finishFound(sc *scratch, us []lexUnit, restDF []int, i, want 
 				for _, p := range sc.found {
 					v := sc.score[p.rid] + bm.score(k, float64(p.tf), x.docLen[p.rid])
 					sc.score[p.rid] = v
-					*top = max(*top, v)
+					if v > *top {
+						*top = v
+					}
 				}
 			} else {
 				sc.touchT = sc.touchT[:0]
@@ -129,7 +131,9 @@ func (x *lexIndex) finishFound(sc *scratch, us []lexUnit, restDF []int, i, want 
 					sc.tf[rid] = 0
 					v := sc.score[rid] + bm.score(k, f, x.docLen[rid])
 					sc.score[rid] = v
-					*top = max(*top, v)
+					if v > *top {
+						*top = v
+					}
 				}
 			}
 		}
