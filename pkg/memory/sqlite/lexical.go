@@ -424,7 +424,7 @@ func (x *lexIndex) searchPruned(words []string, sc *scratch, want int, accept fu
 	}
 	slices.SortStableFunc(us, func(a, b lexUnit) int { return a.df - b.df })
 	sc.touched = sc.touched[:0]
-	var top float32 // the best score so far (scores only grow)
+	var top float32 // the best score so far (scores only grow; each is finite and positive, so a comparison keeps it)
 	// k: the unit's weighted idf times k1 + 1 (a group that is also its
 	// word's only token adds both weights at once).
 	bm := bm25{c1: bm25K1 * (1 - bm25B), c2: bm25K1 * bm25B / avg}
