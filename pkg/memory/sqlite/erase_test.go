@@ -146,7 +146,7 @@ func TestEraseLeavesNoTraceInMemory(t *testing.T) {
 				onlyErased = append(onlyErased, fmt.Sprint("marmalade", i))
 			}
 			for _, term := range onlyErased {
-				if _, ok := x.lex.ids[term]; ok || slices.Contains(x.lex.dict, term) || slices.Contains(x.lex.recent, term) {
+				if _, ok := x.lex.ids[term]; ok || slices.Contains(x.lex.dict, term) || slices.Contains(x.lex.mid, term) || slices.Contains(x.lex.recent, term) {
 					t.Fatalf("the lexical index still holds %q", term)
 				}
 			}

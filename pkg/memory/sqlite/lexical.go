@@ -113,8 +113,9 @@ type lexIndex struct {
 	ids      map[string]uint32 // term -> its id (index in tms)
 	tms      []term            // by id; a free slot (see free) has no name
 	free     []uint32          // ids of terms compact deleted, for new terms
-	dict     []string          // sorted terms, for prefix expansion
-	recent   []string          // sorted terms added since dict was last merged (kept small)
+	dict     []string          // sorted terms, for prefix expansion (with mid and recent: see mergeRecent)
+	mid      []string          // sorted terms added since dict was last merged (up to an eighth of it)
+	recent   []string          // sorted terms added since mid was last merged (kept small)
 	docTerms [][]byte          // per rid: the distinct terms (ids) of the live document, encoded (docterms.go); nil: none
 	docLen   []uint32          // per rid: tokens
 	nDocs    int
@@ -203,7 +204,7 @@ func (x *lexIndex) setCounts(rid uint32, counts map[string]int) {
 	x.totalLen += int64(length)
 	x.live += len(ids)
 	if len(x.recent) > recentMax {
-		x.mergeDict()
+		x.mergeRecent()
 	}
 	if x.dead > 1024 && x.dead > x.live/2 {
 		x.compact()
@@ -232,22 +233,38 @@ func (x *lexIndex) newTerm(t string) uint32 {
 }
 
 // recentMax bounds the small sorted dictionary of new terms: inserting into
-// it is cheap, and it is merged into the big one when it grows past this.
+// it is cheap, and it is merged into mid when it grows past this.
 const recentMax = 2048
 
-func (x *lexIndex) mergeDict() {
-	merged := make([]string, 0, len(x.dict)+len(x.recent))
+// mergeRecent merges recent into mid, and mid into dict once it holds an
+// eighth of dict's terms. The dictionary is three sorted runs so that a
+// new term is moved a bounded number of times: merging every 2,048 new
+// terms into the whole dictionary cost a pass over all of it each time,
+// quadratic in the vocabulary (a million memories naming their own
+// components: 10 of the 18 s an index of them took to build).
+func (x *lexIndex) mergeRecent() {
+	x.mid, x.recent = mergeSorted(x.mid, x.recent), x.recent[:0]
+	if len(x.mid) > max(len(x.dict)/8, recentMax) {
+		x.dict, x.mid = mergeSorted(x.dict, x.mid), nil
+	}
+}
+
+// mergeSorted returns the sorted union of a and b (sorted, disjoint) in a
+// new slice.
+func mergeSorted(a, b []string) []string {
+	merged := make([]string, 0, len(a)+len(b))
 	i, j := 0, 0
-	for i < len(x.dict) || j < len(x.recent) {
-		if j == len(x.recent) || (i < len(x.dict) && x.dict[i] < x.recent[j]) {
-			merged = append(merged, x.dict[i])
+	for i < len(a) && j < len(b) {
+		if a[i] < b[j] {
+			merged = append(merged, a[i])
 			i++
 		} else {
-			merged = append(merged, x.recent[j])
+			merged = append(merged, b[j])
 			j++
 		}
 	}
-	x.dict, x.recent = merged, x.recent[:0]
+	merged = append(merged, a[i:]...)
+	return append(merged, b[j:]...)
 }
 
 func (x *lexIndex) compact() {
@@ -275,6 +292,7 @@ func (x *lexIndex) compact() {
 	x.dead = 0
 	gone := func(t string) bool { _, ok := x.ids[t]; return !ok }
 	x.dict = slices.DeleteFunc(x.dict, gone)
+	x.mid = slices.DeleteFunc(x.mid, gone)
 	x.recent = slices.DeleteFunc(x.recent, gone)
 }
 
@@ -290,8 +308,9 @@ func (x *lexIndex) expand(q string) []*term {
 		return out
 	}
 	longer := prefixRange(x.dict, q, nil)
+	longer = prefixRange(x.mid, q, longer)
 	longer = prefixRange(x.recent, q, longer)
-	if len(x.recent) > 0 {
+	if len(x.mid) > 0 || len(x.recent) > 0 {
 		slices.Sort(longer)
 	}
 	for _, t := range longer[:min(prefixMax, len(longer))] {
@@ -405,7 +424,7 @@ func (x *lexIndex) searchPruned(words []string, sc *scratch, want int, accept fu
 	}
 	slices.SortStableFunc(us, func(a, b lexUnit) int { return a.df - b.df })
 	sc.touched = sc.touched[:0]
-	var top float32 // the best score so far (scores only grow)
+	var top float32 // the best score so far (scores only grow; each is finite and positive, so a comparison keeps it)
 	// k: the unit's weighted idf times k1 + 1 (a group that is also its
 	// word's only token adds both weights at once).
 	bm := bm25{c1: bm25K1 * (1 - bm25B), c2: bm25K1 * bm25B / avg}
@@ -492,7 +511,9 @@ func (x *lexIndex) searchPruned(words []string, sc *scratch, want int, accept fu
 				for _, p := range sc.found {
 					v := sc.score[p.rid] + bm.score(k, float64(p.tf), x.docLen[p.rid])
 					sc.score[p.rid] = v
-					top = max(top, v)
+					if v > top {
+						top = v
+					}
 				}
 				continue
 			}
@@ -505,7 +526,9 @@ func (x *lexIndex) searchPruned(words []string, sc *scratch, want int, accept fu
 				}
 				v := sc.score[rid] + bm.score(k, float64(tfs[i]), x.docLen[rid])
 				sc.score[rid] = v
-				top = max(top, v)
+				if v > top {
+					top = v
+				}
 			}
 			continue
 		}
@@ -528,7 +551,9 @@ func (x *lexIndex) searchPruned(words []string, sc *scratch, want int, accept fu
 				f := float64(tfs[i])
 				v := old + bm.score(k, f, x.docLen[rid])
 				sc.score[rid] = v
-				top = max(top, v)
+				if v > top {
+					top = v
+				}
 			}
 			continue
 		}
@@ -560,13 +585,15 @@ func (x *lexIndex) searchPruned(words []string, sc *scratch, want int, accept fu
 			}
 			v := old + bm.score(k, f, x.docLen[rid])
 			sc.score[rid] = v
-			top = max(top, v)
+			if v > top {
+				top = v
+			}
 		}
 	}
+	x.visitBest(sc, top, want, more, visit, restricted)
 	if restricted {
 		sc.unmarkTouched()
 	}
-	x.visitBest(sc, top, want, more, visit)
 	return common
 }
 
@@ -613,9 +640,9 @@ type histogram struct {
 	counts [cutBuckets]int
 }
 
-func (h *histogram) fill(sc *scratch, top float32) {
+func (h *histogram) fill(sc *scratch, docs []uint32, top float32) {
 	h.scale = float32(cutBuckets-1) / top
-	for _, rid := range sc.touched {
+	for _, rid := range docs {
 		h.counts[h.bucket(sc.score[rid])]++
 	}
 }
@@ -634,11 +661,11 @@ func (h *histogram) cutFor(need int) int {
 	return -1
 }
 
-// bestFrom returns the touched documents in the buckets from cut up, best
+// bestFrom returns the documents of docs in the buckets from cut up, best
 // first (in sc.best, reused).
-func (sc *scratch) bestFrom(h *histogram, cut int) []ranked {
+func (sc *scratch) bestFrom(docs []uint32, h *histogram, cut int) []ranked {
 	best := sc.best[:0]
-	for _, rid := range sc.touched {
+	for _, rid := range docs {
 		if v := sc.score[rid]; h.bucket(v) >= cut {
 			best = append(best, ranked{v, rid})
 		}
@@ -648,8 +675,15 @@ func (sc *scratch) bestFrom(h *histogram, cut int) []ranked {
 	return best
 }
 
-// unmarkTouched clears what markFrom set.
+// unmarkTouched clears the touched documents' bits in sc.mark (what
+// restrict, finishFound and keepWithin set): the whole bit set at once
+// when they outnumber its words (at a million documents it is 16 KB, less
+// than a pass over a few thousand scattered documents).
 func (sc *scratch) unmarkTouched() {
+	if len(sc.touched) > len(sc.mark) {
+		clear(sc.mark)
+		return
+	}
 	for _, rid := range sc.touched {
 		sc.mark[rid>>6] = 0
 	}
@@ -678,22 +712,46 @@ type ranked struct {
 // documents in the want-th best's bucket, nearly all of which lose to it.
 // With few touched documents each is visited once, in no order, and
 // visit's answer is ignored.
-func (x *lexIndex) visitBest(sc *scratch, top float32, want int, more func() bool, visit func(rid uint32, score float64) bool) {
+//
+// restricted: the search narrowed its candidates to sc.cands (also set in
+// sc.mark), which hold every document that can be among the want best
+// accepted ones (pruned, or the common words' cut): those are ranked, not
+// every document touched, and the others are visited after them only
+// when more still says so.
+func (x *lexIndex) visitBest(sc *scratch, top float32, want int, more func() bool, visit func(rid uint32, score float64) bool, restricted bool) {
 	defer func() {
 		for _, rid := range sc.touched {
 			sc.score[rid] = 0
 		}
 	}()
-	if want <= 0 || more == nil || len(sc.touched) <= 4*want || !(top > 0) {
+	docs := sc.touched
+	if restricted {
+		docs = sc.cands
+	}
+	// others visits the touched documents not in docs.
+	others := func() {
+		if !restricted {
+			return
+		}
 		for _, rid := range sc.touched {
+			if sc.mark[rid>>6]&(1<<(rid&63)) == 0 {
+				visit(rid, float64(sc.score[rid]))
+			}
+		}
+	}
+	if want <= 0 || more == nil || len(docs) <= 4*want || !(top > 0) {
+		for _, rid := range docs {
 			visit(rid, float64(sc.score[rid]))
+		}
+		if more == nil || more() {
+			others() // a nil more visits every document
 		}
 		return
 	}
 	var h histogram
-	h.fill(sc, top)
+	h.fill(sc, docs, top)
 	cut := max(0, h.cutFor(want))
-	for _, r := range sc.bestFrom(&h, cut) {
+	for _, r := range sc.bestFrom(docs, &h, cut) {
 		if !visit(r.rid, float64(r.score)) {
 			break
 		}
@@ -701,9 +759,10 @@ func (x *lexIndex) visitBest(sc *scratch, top float32, want int, more func() boo
 	if !more() {
 		return
 	}
-	for _, rid := range sc.touched {
+	for _, rid := range docs {
 		if v := sc.score[rid]; h.bucket(v) < cut {
 			visit(rid, float64(v))
 		}
 	}
+	others()
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"math/rand/v2"
 	"runtime"
 	"slices"
 	"strings"
@@ -337,5 +338,85 @@ func TestLexSearchOnePassMatchesGeneral(t *testing.T) {
 		if len(onePass) == 0 || !maps.Equal(onePass, general) {
 			t.Fatalf("query %v: one pass %d docs, general %d docs, or different scores", q, len(onePass), len(general))
 		}
+	}
+}
+
+// TestDictionaryRunsExpandAsOne: the dictionary kept as three sorted runs
+// (dict, mid, recent; see mergeRecent) expands a prefix to the same terms
+// as one sorted list of the live terms would, while terms are added by
+// the thousand and documents removed and compacted away.
+func TestDictionaryRunsExpandAsOne(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	x := newLexIndex()
+	syl := []string{"ka", "lo", "mi", "ne", "ru", "ta", "vo", "zi"}
+	word := func() string {
+		var sb strings.Builder
+		for range 2 + rng.IntN(4) {
+			sb.WriteString(syl[rng.IntN(len(syl))])
+		}
+		return sb.String()
+	}
+	texts := map[uint32]string{}
+	check := func(stage string) {
+		t.Helper()
+		var live []string
+		for term := range x.ids {
+			live = append(live, term)
+		}
+		slices.Sort(live)
+		for range 200 {
+			// a prefix of a live term, of a few expansions at most (the
+			// newest terms, in mid and recent, among them)
+			q := live[rng.IntN(len(live))]
+			q = q[:max(3, len(q)-1-rng.IntN(3))]
+			var want []string
+			if x.term(q) != nil {
+				want = append(want, q)
+			}
+			longer := 0
+			for _, term := range live {
+				if term != q && strings.HasPrefix(term, q) && longer < prefixMax {
+					want = append(want, term)
+					longer++
+				}
+			}
+			var got []string
+			for _, tm := range x.expand(q) {
+				got = append(got, tm.name)
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("%s: expand(%q) = %v, want %v (runs %d / %d / %d)", stage, q, got, want, len(x.dict), len(x.mid), len(x.recent))
+			}
+		}
+	}
+	rid, midSeen := uint32(0), 0
+	for round := range 12 {
+		for range 3000 {
+			rid++
+			// two shared words and one of its own, as a memory naming its component
+			texts[rid] = fmt.Sprintf("%s %s %s%d", word(), word(), word(), rid)
+			x.set(rid, texts[rid])
+		}
+		check(fmt.Sprintf("round %d", round))
+		if len(x.mid) > 0 {
+			midSeen++
+		}
+		if round%4 == 1 {
+			x.mergeRecent() // recent empty, mid not (unless it went to dict)
+			check(fmt.Sprintf("round %d, recent merged", round))
+		}
+		for r := range texts {
+			if rng.IntN(4) == 0 {
+				x.remove(r)
+				delete(texts, r)
+			}
+		}
+		if round%3 == 2 {
+			x.compact()
+			check(fmt.Sprintf("round %d, compacted", round))
+		}
+	}
+	if midSeen < 3 || len(x.dict) == 0 {
+		t.Errorf("the runs were not all used: mid held terms at %d checks of 12; dict %d terms", midSeen, len(x.dict))
 	}
 }

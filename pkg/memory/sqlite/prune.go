@@ -111,7 +111,9 @@ func (x *lexIndex) finishFound(sc *scratch, us []lexUnit, restDF []int, i, want 
 				for _, p := range sc.found {
 					v := sc.score[p.rid] + bm.score(k, float64(p.tf), x.docLen[p.rid])
 					sc.score[p.rid] = v
-					*top = max(*top, v)
+					if v > *top {
+						*top = v
+					}
 				}
 			} else {
 				sc.touchT = sc.touchT[:0]
@@ -129,7 +131,9 @@ func (x *lexIndex) finishFound(sc *scratch, us []lexUnit, restDF []int, i, want 
 					sc.tf[rid] = 0
 					v := sc.score[rid] + bm.score(k, f, x.docLen[rid])
 					sc.score[rid] = v
-					*top = max(*top, v)
+					if v > *top {
+						*top = v
+					}
 				}
 			}
 		}
@@ -152,10 +156,11 @@ func (x *lexIndex) finishFound(sc *scratch, us []lexUnit, restDF []int, i, want 
 // takes (nil: every one); -1 when fewer are accepted among the 8^3 x want
 // best.
 func (x *lexIndex) kthOf(sc *scratch, rids []uint32, top float32, want int, accept func(uint32) bool) float32 {
-	saved := sc.touched
-	sc.touched = rids
-	defer func() { sc.touched = saved }()
-	return x.kthAccepted(sc, top, want, accept)
+	best := x.bestAccepted(sc, rids, top, want, accept)
+	if len(best) < want {
+		return -1
+	}
+	return best[want-1].score
 }
 
 // keepWithin drops from sc.cands (and their bits from sc.mark) the
@@ -194,7 +199,7 @@ func (x *lexIndex) worthPruning(sc *scratch, us []lexUnit, i, want int, accept f
 		}
 		reach += bound(u.lists, u.w+u.we, idf, bm)
 	}
-	sample := x.bestAccepted(sc, top, pruneSample*want, accept)
+	sample := x.bestAccepted(sc, sc.touched, top, pruneSample*want, accept)
 	if len(sample) < want || float64(sample[0].score) <= reach*(1+pruneSlack) {
 		return false // fewer found, or (scores only grow) the best found is short of it
 	}
@@ -289,28 +294,24 @@ func bound(lists []*term, w float64, idf func(float64) float64, bm bm25) float64
 // accept takes (nil: every one); -1 when fewer are accepted (or fewer
 // than want among the 8^3 x want best).
 func (x *lexIndex) kthAccepted(sc *scratch, top float32, want int, accept func(uint32) bool) float32 {
-	best := x.bestAccepted(sc, top, want, accept)
-	if len(best) < want {
-		return -1
-	}
-	return best[want-1].score
+	return x.kthOf(sc, sc.touched, top, want, accept)
 }
 
-// bestAccepted returns the n best touched documents that accept takes
+// bestAccepted returns the n best documents of docs that accept takes
 // (nil: every one), best first (fewer when fewer are accepted, or none
 // among the 8^3 x n best), found with a histogram of the scores (top: the
 // best).
-func (x *lexIndex) bestAccepted(sc *scratch, top float32, n int, accept func(uint32) bool) []ranked {
+func (x *lexIndex) bestAccepted(sc *scratch, docs []uint32, top float32, n int, accept func(uint32) bool) []ranked {
 	if !(top > 0) {
 		return nil
 	}
 	var h histogram
-	h.fill(sc, top)
+	h.fill(sc, docs, top)
 	for need := n; need <= 512*n; need *= 8 {
 		cut := h.cutFor(need)
 		all := cut < 0 // fewer than need in all: read them all
 		var out []ranked
-		for _, r := range sc.bestFrom(&h, max(cut, 0)) {
+		for _, r := range sc.bestFrom(docs, &h, max(cut, 0)) {
 			if accept == nil || accept(r.rid) {
 				if out = append(out, r); len(out) == n {
 					return out

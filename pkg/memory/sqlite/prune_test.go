@@ -17,6 +17,13 @@ import (
 // and in the visit, the stop signal) and returns the k best accepted
 // documents with their scores.
 func topOf(x *lexIndex, sc *scratch, q []string, k int, accept func(uint32) bool) []scoredItem {
+	return topVisiting(x, sc, q, k, accept, false)
+}
+
+// topVisiting is topOf; all: the search visits every document it touched
+// (no ranking of them first, no stop signal), as a reference for the
+// best-first visit.
+func topVisiting(x *lexIndex, sc *scratch, q []string, k int, accept func(uint32) bool, all bool) []scoredItem {
 	top := scoredTop{k: k}
 	visit := func(rid uint32, s float64) bool {
 		if len(top.items) == top.k && s < top.items[len(top.items)-1].score {
@@ -28,6 +35,9 @@ func topOf(x *lexIndex, sc *scratch, q []string, k int, accept func(uint32) bool
 		return true
 	}
 	more := func() bool { return len(top.items) < top.k }
+	if all {
+		more = nil // every document touched visited, in no order
+	}
 	if left := x.search(q, sc, k, accept, more, visit); left && len(top.items) < top.k {
 		top.items = top.items[:0]
 		x.search(q, sc, 0, accept, nil, visit)
@@ -132,6 +142,9 @@ func TestPrunedSearchMatchesExhaustive(t *testing.T) {
 			failed += int(x.failed.Load() - fails)
 			if !slices.Equal(got, want) {
 				t.Fatalf("round %d query %v k %d rejecting 1 in %d:\npruned     %v\nexhaustive %v", round, q, k, rejectEvery, got, want)
+			}
+			if all := topVisiting(x, &sc, q, k, accept, true); !slices.Equal(all, want) {
+				t.Fatalf("round %d query %v k %d rejecting 1 in %d:\nbest first %v\nvisiting all %v", round, q, k, rejectEvery, want, all)
 			}
 			if qi%50 == 49 {
 				// The churned index (stale postings, unsorted tails) answers

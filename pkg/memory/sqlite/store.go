@@ -20,6 +20,7 @@ import (
 
 	"github.com/engram-memory/engram/pkg/memory"
 	"github.com/engram-memory/engram/pkg/memory/vecindex"
+	gojson "github.com/goccy/go-json"
 
 	_ "modernc.org/sqlite" // the pure-Go SQLite driver
 )
@@ -637,7 +638,7 @@ func scanNode(r scanner, rid *int64) (memory.Node, error) {
 		return memory.Node{}, err
 	}
 	var n memory.Node
-	if err := json.Unmarshal(doc, &n); err != nil {
+	if err := decodeNode(doc, &n); err != nil {
 		return memory.Node{}, fmt.Errorf("decode node: %w", err)
 	}
 	if emb != nil { // list reads leave the vector out; the document names its model
@@ -645,6 +646,22 @@ func scanNode(r scanner, rid *int64) (memory.Node, error) {
 		n.Embedding = decodeVec(emb)
 	}
 	return n, nil
+}
+
+// decodeNode decodes a stored node's document with goccy/go-json, which
+// decodes ours 4-5x faster than encoding/json (a fifth of the CPU a
+// million memories took to load was that decoding), and with
+// encoding/json when it reports an error: the error is then the standard
+// library's, and a document it refuses is not lost to the other's
+// stricter or buggier reading. The documents are the store's own
+// (encoding/json wrote them); TestDecodeNodeMatchesEncodingJSON compares
+// both decoders on every field.
+func decodeNode(doc []byte, n *memory.Node) error {
+	if gojson.Unmarshal(doc, n) == nil {
+		return nil
+	}
+	*n = memory.Node{}
+	return json.Unmarshal(doc, n)
 }
 
 func encodeVec(v []float32) []byte {

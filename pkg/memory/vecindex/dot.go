@@ -229,9 +229,17 @@ func dot4I8Generic(q, a, b, c, d []int8) (int32, int32, int32, int32) {
 // len(v)) and returns their scale: v[i] is about dst[i] x scale. The scale
 // is the largest magnitude over 127, so every code lies in [-127, 127].
 func quantize(dst []int8, v []float32) float32 {
+	// Comparisons, not the builtin max, and the rounding by adding a half:
+	// max's NaN and signed-zero handling and math.Round's bit twiddling
+	// were most of the CPU a big store's load spent quantising.
 	var m float32
 	for _, x := range v {
-		m = max(m, x, -x)
+		if x < 0 {
+			x = -x
+		}
+		if x > m {
+			m = x
+		}
 	}
 	if m == 0 {
 		clear(dst)
@@ -239,7 +247,11 @@ func quantize(dst []int8, v []float32) float32 {
 	}
 	inv := 127 / m
 	for i, x := range v {
-		dst[i] = int8(math.Round(float64(x * inv)))
+		// x * inv is a float32 of magnitude at most 127: adding a half in
+		// float64 is exact, so truncating rounds half away from zero
+		// exactly as math.Round does.
+		t := float64(x * inv)
+		dst[i] = int8(t + math.Copysign(0.5, t))
 	}
 	return m / 127
 }

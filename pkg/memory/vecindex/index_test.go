@@ -509,3 +509,59 @@ func dot64(a, b []float32) float64 {
 	}
 	return s
 }
+
+// TestQuantizeMatchesRound: quantize's codes and scale are those of the
+// largest magnitude found with max and codes rounded with math.Round (as
+// it was written first), on random vectors and on components that land
+// exactly on a half step.
+func TestQuantizeMatchesRound(t *testing.T) {
+	reference := func(dst []int8, v []float32) float32 {
+		var m float32
+		for _, x := range v {
+			m = max(m, x, -x)
+		}
+		if m == 0 {
+			clear(dst)
+			return 0
+		}
+		inv := 127 / m
+		for i, x := range v {
+			dst[i] = int8(math.Round(float64(x * inv)))
+		}
+		return m / 127
+	}
+	r := rand.New(rand.NewPCG(9, 10))
+	halves := 0
+	for round := range 5000 {
+		n := 1 + r.IntN(400)
+		v := randVec(r, n)
+		if round%3 == 0 {
+			normalize(v, v)
+		}
+		if round%5 == 0 {
+			// components a whole or half step of the scale: 127 / 127 = 1
+			// once the largest is 1
+			v[0] = 1
+			for i := 1; i < n; i++ {
+				v[i] = float32(r.IntN(255)-127) / 2 / 127 * 2
+				if r.IntN(2) == 0 {
+					v[i] = (float32(r.IntN(254)-127) + 0.5) / 127
+				}
+			}
+		}
+		want, got := make([]int8, n), make([]int8, n)
+		ws, gs := reference(want, v), quantize(got, v)
+		if ws != gs || !slices.Equal(want, got) {
+			t.Fatalf("round %d: scale %v codes %v, want %v %v (vector %v)", round, gs, got, ws, want, v)
+		}
+		for i, x := range v {
+			if f := x * (127 / max(v[0], 1e-30)); round%5 == 0 && f == float32(math.Trunc(float64(f)))+0.5 {
+				halves++
+			}
+			_ = i
+		}
+	}
+	if halves < 1000 {
+		t.Errorf("only %d components on a half step: the test does not exercise rounding ties", halves)
+	}
+}
