@@ -78,7 +78,21 @@
 //     (TestPrunedSearchMatchesExhaustive: random corpora with prefix groups,
 //     common words, filters, churn, and against an index built afresh).
 //     Why it saves little on engram bench inject's corpus (and what would):
-//     see docs/benchmarks.md, "Scale (issue 35)";
+//     see docs/benchmarks.md, "Scale (issue 35)". A search whose candidates
+//     were narrowed (MaxScore's, or the common words' cut) ranks only those
+//     for the best-first visit, and visits the other documents it touched
+//     only when the caller still lacks results: they cannot be among the
+//     want best accepted ones. The scoring loops keep their best score
+//     with a comparison: the builtin max handles NaN and signed zeros (none
+//     arise: every score is finite and positive), which put a branchy
+//     sequence on the loops' dependency chain, 11% of the bench's searches
+//     at a million. A block-max variant (per-block highest tf and shortest
+//     document) was measured with an oracle threshold before being built:
+//     on this corpus the blocks' bounds are above the 60th best for nearly
+//     every document of the lists that must be read (the highest tf and the
+//     shortest document of a block are rarely the same one), so it is not;
+//     the terms of the prefix dictionary are kept as three sorted runs (see
+//     Loading);
 //   - the conversation index (conversation.go): per conversation (tenant,
 //     project, session) its memories' rids in memory.CompareConversation
 //     order, so that Adjacent (memory.Conversations) finds a memory's
@@ -193,6 +207,23 @@
 // maps and garbage collection), 8.6 s of wall clock on the shared 2-core
 // machine when quiet, 16-37 s when busy. Then the vector graphs: more
 // than a minute at 100,000 vectors.
+//
+// Three things made a big store's load quadratic or slow and are gone
+// (2026-12-06, opening the bench's million short memories without the
+// graph: 40-44 s -> about 22 s). The prefix dictionary was one sorted
+// list merged with the new terms every 2,048 of them, a pass over the
+// whole vocabulary each time (a million memories naming their own
+// components: 10 of the 18 s an index of them took); it is now three
+// sorted runs (dict, mid of up to an eighth of it, recent), so a term is
+// merged a bounded number of times (mergeRecent,
+// TestDictionaryRunsExpandAsOne). The node documents are decoded with
+// goccy/go-json, 4-5x faster than encoding/json on ours, falling back to
+// encoding/json on an error (decodeNode, TestDecodeNodeMatchesEncodingJSON).
+// Quantising the vectors used the builtin max and math.Round, whose
+// NaN, signed-zero and rounding handling cost more than the arithmetic.
+// What is left: tokenising into the BM25 index (a fifth), the garbage
+// collector (a sixth), reading the rows, the vector codes, sorting the
+// conversations.
 //
 // By default Open returns once every node is loaded (what the command-line
 // tools need: an export or a consolidation pass must see the whole graph).
