@@ -44,7 +44,7 @@ func (a *StreamActivity) handle(ctx context.Context) (jetstream.Stream, error) {
 	st := a.stream
 	a.mu.Unlock()
 	if st == nil {
-		s, err := a.js.Stream(ctx, a.name)
+		s, err := events.Retried(ctx, func(ctx context.Context) (jetstream.Stream, error) { return a.js.Stream(ctx, a.name) })
 		if err != nil {
 			return nil, fmt.Errorf("stream %s: %w", a.name, err)
 		}

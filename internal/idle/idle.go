@@ -121,7 +121,27 @@ func New(ctx context.Context, js jetstream.JetStream, pub Publisher, o Options) 
 	if err != nil {
 		return nil, fmt.Errorf("idle: activity bucket %s: %w", o.Bucket, err)
 	}
-	return &Detector{o: o, kv: kv, pub: pub}, nil
+	return &Detector{o: o, kv: retriedKV{kv}, pub: pub}, nil
+}
+
+// retriedKV is the activity bucket with each read and write bounded and
+// sent again when unanswered (events.Retried): a request or its reply lost
+// to a NATS node's death is otherwise waited for until the caller's
+// context ends, a handler's 15 minutes. A write repeated after its first
+// attempt was applied meets a revision mismatch or an existing key, which
+// the callers already take as "read again and merge".
+type retriedKV struct{ jetstream.KeyValue }
+
+func (k retriedKV) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	return events.Retried(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return k.KeyValue.Get(ctx, key) })
+}
+
+func (k retriedKV) Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
+	return events.Retried(ctx, func(ctx context.Context) (uint64, error) { return k.KeyValue.Create(ctx, key, value, opts...) })
+}
+
+func (k retriedKV) Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error) {
+	return events.Retried(ctx, func(ctx context.Context) (uint64, error) { return k.KeyValue.Update(ctx, key, value, revision) })
 }
 
 // ConsumerConfig is the detector's durable consumer on ENGRAM_IN: the input

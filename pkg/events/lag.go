@@ -5,9 +5,36 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
+
+// apiAttempt bounds one JetStream API request of the lag reads (LastInput,
+// ExtractorLag). A request or its reply can be lost for good when the
+// server it went through is killed or the stream's leader changes under
+// it; jetstream's own default timeout applies only to a context without a
+// deadline, and a worker's handler context has one 15 minutes away, so an
+// unanswered read held the compactor's event, its lane and its session's
+// lease for that long (the chaos suite's clustered run, after a NATS node
+// was killed). An unanswered attempt is sent again while ctx lasts, as
+// Client.Publish does.
+var apiAttempt = 5 * time.Second
+
+// Retried runs call with each attempt bounded by apiAttempt, again while an
+// attempt goes unanswered and ctx has not ended. The reads it wraps have no
+// effects, so repeating one is safe.
+func Retried[T any](ctx context.Context, call func(context.Context) (T, error)) (T, error) {
+	for {
+		actx, cancel := context.WithTimeout(ctx, apiAttempt)
+		v, err := call(actx)
+		cancel()
+		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			continue
+		}
+		return v, err
+	}
+}
 
 // ExtractorLag tells whether a session's latest turn_ended still waits for
 // a consumer of turn_ended: the extractor (NewExtractorLag: the turn is not
@@ -61,7 +88,7 @@ func (l *ExtractorLag) TurnEndedPending(ctx context.Context, tenant, project, se
 	st := l.st
 	l.mu.Unlock()
 	if st == nil {
-		s, err := l.js.Stream(ctx, l.stream)
+		s, err := Retried(ctx, func(ctx context.Context) (jetstream.Stream, error) { return l.js.Stream(ctx, l.stream) })
 		if err != nil {
 			return false, fmt.Errorf("events: stream %s: %w", l.stream, err)
 		}
@@ -76,7 +103,7 @@ func (l *ExtractorLag) TurnEndedPending(ctx context.Context, tenant, project, se
 	if err != nil {
 		return false, fmt.Errorf("events: last turn_ended of %s/%s: %w", project, session, err)
 	}
-	cons, err := st.Consumer(ctx, l.consumer)
+	cons, err := Retried(ctx, func(ctx context.Context) (jetstream.Consumer, error) { return st.Consumer(ctx, l.consumer) })
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return false, nil
 	}
@@ -91,7 +118,7 @@ func (l *ExtractorLag) TurnEndedPending(ctx context.Context, tenant, project, se
 	}
 	// Limits retention: the floor read when the consumer was looked up may
 	// be a little old; read it again.
-	info, err := cons.Info(ctx)
+	info, err := Retried(ctx, cons.Info)
 	if err != nil {
 		return false, fmt.Errorf("events: consumer %s: %w", l.consumer, err)
 	}
@@ -102,9 +129,15 @@ func (l *ExtractorLag) TurnEndedPending(ctx context.Context, tenant, project, se
 // stream st (a direct get by subject: worker roles may not read ENGRAM_IN
 // by sequence). For the default tenant the subject of the form before
 // tenants (Address.Legacy) is read too, and the later of the two returned.
-// None is jetstream.ErrMsgNotFound.
+// None is jetstream.ErrMsgNotFound. An unanswered read is sent again
+// (see Retried).
 func LastInput(ctx context.Context, st jetstream.Stream, s Subjects, t Type, tenant, project, session string) (*jetstream.RawStreamMsg, error) {
-	m, err := st.GetLastMsgForSubject(ctx, s.In(t, tenant, project, session))
+	last := func(subject string) (*jetstream.RawStreamMsg, error) {
+		return Retried(ctx, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
+			return st.GetLastMsgForSubject(ctx, subject)
+		})
+	}
+	m, err := last(s.In(t, tenant, project, session))
 	if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, err
 	}
@@ -112,7 +145,7 @@ func LastInput(ctx context.Context, st jetstream.Stream, s Subjects, t Type, ten
 		return m, err
 	}
 	legacy := s.prefix() + ".in." + string(t) + "." + EncodeToken(project) + "." + EncodeToken(session)
-	lm, lerr := st.GetLastMsgForSubject(ctx, legacy)
+	lm, lerr := last(legacy)
 	switch {
 	case lerr != nil && !errors.Is(lerr, jetstream.ErrMsgNotFound):
 		return nil, lerr
