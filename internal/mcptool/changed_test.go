@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/engram-memory/engram/internal/storetest"
 	"github.com/engram-memory/engram/pkg/events"
@@ -70,5 +71,40 @@ func TestEditsPublishMemoryChanged(t *testing.T) {
 	rec.fail = true
 	if r := f.run(shop, Op{Op: OpForget, ID: f.ids["stripe"], Reason: "gone"})[0]; !r.OK {
 		t.Fatalf("a failed publish failed the call: %+v", r)
+	}
+}
+
+// stalled is a Publisher whose stream never answers: it waits for its
+// context, as events.Client.Publish does while it re-sends.
+type stalled struct{ deadline bool }
+
+func (s *stalled) Publish(ctx context.Context, _ events.Envelope) error {
+	_, s.deadline = ctx.Deadline()
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestPublishIsBoundedWhenTheBusDoesNotAnswer: a call whose caller has no
+// deadline (MCP over stdio, a console request) comes back with its changes
+// made when memory_changed cannot be published, instead of waiting for
+// ever on a stream that does not answer.
+func TestPublishIsBoundedWhenTheBusDoesNotAnswer(t *testing.T) {
+	defer func(d time.Duration) { publishWithin = d }(publishWithin)
+	publishWithin = 200 * time.Millisecond
+	f := newFixture(t, storetest.OpenSQLite)
+	pub := &stalled{}
+	WithPublisher(pub)(f.tool)
+	done := make(chan Result, 1)
+	go func() { done <- f.run(shop, Op{Op: OpForget, ID: f.ids["stripe"], Reason: "gone"})[0] }()
+	select {
+	case r := <-done:
+		if !r.OK {
+			t.Fatalf("the call failed: %+v", r)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call still waits for the publish after 30 s")
+	}
+	if !pub.deadline {
+		t.Error("the publish was given a context without a deadline")
 	}
 }

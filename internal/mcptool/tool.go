@@ -120,6 +120,10 @@ type Tool struct {
 	pub   Publisher
 }
 
+// publishWithin bounds a call's memory_changed publish (the call's changes
+// are made whether or not it is published).
+var publishWithin = 10 * time.Second
+
 // Publisher publishes the tool's memory_changed events (an
 // *events.Client).
 type Publisher interface {
@@ -231,6 +235,11 @@ func (t *Tool) publish(ctx context.Context, c Caller, changes []events.Change) {
 		return
 	}
 	ev := events.New(events.Ref{TenantID: c.Tenant, ProjectID: c.Project, SessionID: c.Session}, events.MemoryChanged{Changes: changes})
+	// The caller's context may have no deadline (an MCP call over stdio, a
+	// console request): a publish re-sent while the stream does not answer
+	// would hold the call, whose changes are made, for ever.
+	ctx, cancel := context.WithTimeout(ctx, publishWithin)
+	defer cancel()
 	if err := t.pub.Publish(ctx, ev); err != nil {
 		t.log.Warn("memory_changed not published", zap.String("project", c.Project), zap.String("principal", c.Principal),
 			zap.Int("changes", len(changes)), zap.Error(err))

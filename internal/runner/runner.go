@@ -996,7 +996,11 @@ func (r *Runner) handle(d *delivery) {
 			r.obs.Delivered(o)
 			return
 		}
-		state, err := r.lookup(ctx, ev.ID, digest, projectOf(ev))
+		// Bounded as mark is: it runs before the handler's heartbeats,
+		// on the handler context, which has no deadline.
+		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		state, err := r.lookup(lctx, ev.ID, digest, projectOf(ev))
+		cancel()
 		if err != nil {
 			o.Err = fmt.Errorf("runner: processed-event lookup: %w", err)
 			r.retry(msg, meta, o.Err, &o)
