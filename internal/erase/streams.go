@@ -27,6 +27,26 @@ type Bus struct {
 	Streams []string
 	// Bucket is the activity bucket (idle.DefaultBucket); "" none.
 	Bucket string
+	// Attempt bounds one request to the streams (0: 5 s); an unanswered
+	// one is sent again (events.RetriedWithin): an erasure runs under a
+	// 30-minute deadline, and a reply lost to a NATS node's death held
+	// the erase service (and every request queued behind it) that long.
+	Attempt time.Duration
+}
+
+// retried runs one stream request of an erasure, bounded and sent again
+// when unanswered.
+func retried[T any](ctx context.Context, b *Bus, call func(context.Context) (T, error)) (T, error) {
+	attempt := b.Attempt
+	if attempt <= 0 {
+		attempt = 5 * time.Second
+	}
+	return events.RetriedWithin(ctx, attempt, call)
+}
+
+// stream looks the stream name up.
+func (b *Bus) stream(ctx context.Context, name string) (jetstream.Stream, error) {
+	return retried(ctx, b, func(ctx context.Context) (jetstream.Stream, error) { return b.JS.Stream(ctx, name) })
 }
 
 // NewBus is the Bus of a topology, with the default activity bucket.
@@ -57,7 +77,7 @@ func (b *Bus) erase(ctx context.Context, sc Scope, from map[string]uint64, seen 
 		next[name] = seq
 	}
 	for _, name := range b.all() {
-		st, err := b.JS.Stream(ctx, name)
+		st, err := b.stream(ctx, name)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			continue
 		}
@@ -67,7 +87,7 @@ func (b *Bus) erase(ctx context.Context, sc Scope, from map[string]uint64, seen 
 		counts[name] += 0 // searched: listed even when nothing was the scope's
 		var seqs []uint64
 		subjects := map[string]int{}
-		last, err := scanStream(ctx, st, max(from[name], 1), func(m jetstream.Msg, seq uint64) {
+		last, err := b.scanStream(ctx, st, max(from[name], 1), func(m jetstream.Msg, seq uint64) {
 			if b.holds(sc, name, m) {
 				seqs = append(seqs, seq)
 				subjects[m.Subject()]++
@@ -84,7 +104,10 @@ func (b *Bus) erase(ctx context.Context, sc Scope, from map[string]uint64, seen 
 			// A key-value bucket's stream denies message deletes: each
 			// key's revisions are purged (no delete marker left).
 			for subj, n := range subjects {
-				if err := st.Purge(ctx, jetstream.WithPurgeSubject(subj)); err != nil {
+				_, err := retried(ctx, b, func(ctx context.Context) (struct{}, error) {
+					return struct{}{}, st.Purge(ctx, jetstream.WithPurgeSubject(subj))
+				})
+				if err != nil {
 					return counts, next, fmt.Errorf("%s: purge %s: %w", name, subj, err)
 				}
 				counts[name] += n
@@ -92,8 +115,18 @@ func (b *Bus) erase(ctx context.Context, sc Scope, from map[string]uint64, seen 
 			continue
 		}
 		for _, seq := range seqs {
-			err := st.SecureDeleteMsg(ctx, seq)
-			if errors.Is(err, jetstream.ErrMsgNotFound) {
+			unanswered := false
+			_, err := retried(ctx, b, func(actx context.Context) (struct{}, error) {
+				err := st.SecureDeleteMsg(actx, seq)
+				if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+					unanswered = true
+				}
+				return struct{}{}, err
+			})
+			if gone(err) {
+				if unanswered {
+					counts[name]++ // the attempt whose reply was lost deleted it
+				}
 				continue // removed meanwhile (acknowledged by every consumer, or aged out)
 			}
 			if err != nil {
@@ -110,7 +143,7 @@ func (b *Bus) erase(ctx context.Context, sc Scope, from map[string]uint64, seen 
 func (b *Bus) scanAll(ctx context.Context, sc Scope, fn func(where, keptBy string, data []byte)) ([]string, error) {
 	var out []string
 	for _, name := range b.all() {
-		st, err := b.JS.Stream(ctx, name)
+		st, err := b.stream(ctx, name)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			out = append(out, fmt.Sprintf("stream %s: does not exist", name))
 			continue
@@ -119,7 +152,7 @@ func (b *Bus) scanAll(ctx context.Context, sc Scope, fn func(where, keptBy strin
 			return out, fmt.Errorf("%s: %w", name, err)
 		}
 		n := 0
-		_, err = scanStream(ctx, st, 1, func(m jetstream.Msg, seq uint64) {
+		_, err = b.scanStream(ctx, st, 1, func(m jetstream.Msg, seq uint64) {
 			n++
 			keptBy := ""
 			if !b.holds(sc, name, m) {
@@ -145,11 +178,27 @@ func (b *Bus) scanAll(ctx context.Context, sc Scope, fn func(where, keptBy strin
 	return out, nil
 }
 
+// gone reports whether a delete failed because the message is not in the
+// stream any more. The server says "sequence N not found" (10043), which
+// jetstream passes on as text inside ErrMsgDeleteUnsuccessful, not as
+// ErrMsgNotFound (which this code waited for alone, so a message removed
+// between the scan and its delete, every consumer having acknowledged it,
+// failed the whole erasure).
+func gone(err error) bool {
+	return errors.Is(err, jetstream.ErrMsgNotFound) ||
+		errors.Is(err, jetstream.ErrMsgDeleteUnsuccessful) && strings.Contains(err.Error(), "err_code=10043")
+}
+
+// unansweredPull: a FetchNoWait that took this long got no answer (the
+// library ends it a second after its zero expiry; an answer comes in
+// milliseconds).
+const unansweredPull = 900 * time.Millisecond
+
 // scanStream calls fn with every message of st from sequence from to the
 // stream's last at the start, through an ordered consumer, and returns
 // that last sequence (0: the stream was empty).
-func scanStream(ctx context.Context, st jetstream.Stream, from uint64, fn func(m jetstream.Msg, seq uint64)) (uint64, error) {
-	info, err := st.Info(ctx)
+func (b *Bus) scanStream(ctx context.Context, st jetstream.Stream, from uint64, fn func(m jetstream.Msg, seq uint64)) (uint64, error) {
+	info, err := retried(ctx, b, func(ctx context.Context) (*jetstream.StreamInfo, error) { return st.Info(ctx) })
 	if err != nil {
 		return 0, err
 	}
@@ -157,14 +206,19 @@ func scanStream(ctx context.Context, st jetstream.Stream, from uint64, fn func(m
 	if info.State.Msgs == 0 || from > last {
 		return last, nil
 	}
-	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: max(from, info.State.FirstSeq),
-		InactiveThreshold: time.Minute,
+	// A consumer created by an attempt whose reply was lost is removed by
+	// the server after a minute without use.
+	cons, err := retried(ctx, b, func(ctx context.Context) (jetstream.Consumer, error) {
+		return st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+			DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: max(from, info.State.FirstSeq),
+			InactiveThreshold: time.Minute,
+		})
 	})
 	if err != nil {
 		return 0, err
 	}
 	for {
+		asked := time.Now()
 		batch, err := cons.FetchNoWait(500)
 		if err != nil {
 			return 0, err
@@ -189,6 +243,15 @@ func scanStream(ctx context.Context, st jetstream.Stream, from uint64, fn func(m
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) {
 			return 0, err
+		}
+		if got == 0 && time.Since(asked) >= unansweredPull && ctx.Err() == nil {
+			// The server answers a pull that does not wait at once, with
+			// messages or "none"; nothing for the library's whole wait is
+			// a pull whose request or answer was lost with a NATS node,
+			// not "nothing more": ask again rather than take the rest of
+			// the stream as read (the erasure then missed the scope's
+			// later messages, and its cursor moved past them).
+			continue
 		}
 		if done || got == 0 {
 			return last, nil

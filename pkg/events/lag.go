@@ -25,8 +25,13 @@ var apiAttempt = 5 * time.Second
 // attempt goes unanswered and ctx has not ended. The reads it wraps have no
 // effects, so repeating one is safe.
 func Retried[T any](ctx context.Context, call func(context.Context) (T, error)) (T, error) {
+	return RetriedWithin(ctx, apiAttempt, call)
+}
+
+// RetriedWithin is Retried with each attempt bounded by attempt.
+func RetriedWithin[T any](ctx context.Context, attempt time.Duration, call func(context.Context) (T, error)) (T, error) {
 	for {
-		actx, cancel := context.WithTimeout(ctx, apiAttempt)
+		actx, cancel := context.WithTimeout(ctx, attempt)
 		v, err := call(actx)
 		cancel()
 		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
