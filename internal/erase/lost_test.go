@@ -111,3 +111,46 @@ func TestBusEraseRepeatsLostRequests(t *testing.T) {
 		t.Errorf("only %d requests lost (%v): the test does not exercise the repeats", lost, seen)
 	}
 }
+
+// A stream whose pulls are never answered fails the scan, rather than
+// ending it as if it had read everything.
+func TestBusScanFailsWhenPullsGoUnanswered(t *testing.T) {
+	defer func(n int) { maxSilentPulls = n }(maxSilentPulls)
+	maxSilentPulls = 2
+	_, nc := eventstest.RunServer(t)
+	topo := eventstest.Topology()
+	eventstest.Setup(t, nc, topo)
+	c, err := events.NewClient(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	if _, err := c.PublishTurnStarted(ctx, events.Ref{ProjectID: "acme", SessionID: "s1", TurnID: "t1"}, events.TurnStarted{Text: "hello"}); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := nc.Subscribe("LOSSY.API.>", func(m *nats.Msg) {
+		rest := strings.TrimPrefix(m.Subject, "LOSSY.API.")
+		if strings.HasPrefix(rest, "CONSUMER.MSG.NEXT.") {
+			return // every pull lost
+		}
+		_ = nc.PublishMsg(&nats.Msg{Subject: "$JS.API." + rest, Reply: m.Reply, Data: m.Data, Header: m.Header})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	lossy, err := jetstream.NewWithAPIPrefix(nc, "LOSSY.API")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := NewBus(lossy, topo)
+	b.Bucket, b.Streams, b.Attempt = "", []string{topo.In.Name}, 200*time.Millisecond
+	counts, _, err := b.erase(ctx, memory.EraseScope{Project: "acme", Session: "s1"}, nil, func(string) {})
+	if err == nil || !strings.Contains(err.Error(), "no answer") {
+		t.Fatalf("erase with every pull lost: %v (counts %v), want the scan's failure", err, counts)
+	}
+}

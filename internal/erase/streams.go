@@ -194,6 +194,10 @@ func gone(err error) bool {
 // milliseconds).
 const unansweredPull = 900 * time.Millisecond
 
+// maxSilentPulls: a scan fails (rather than ending as if complete) after
+// this many unanswered pulls in a row.
+var maxSilentPulls = 10
+
 // scanStream calls fn with every message of st from sequence from to the
 // stream's last at the start, through an ordered consumer, and returns
 // that last sequence (0: the stream was empty).
@@ -217,6 +221,7 @@ func (b *Bus) scanStream(ctx context.Context, st jetstream.Stream, from uint64, 
 	if err != nil {
 		return 0, err
 	}
+	silent := 0 // pulls in a row that got no answer
 	for {
 		asked := time.Now()
 		batch, err := cons.FetchNoWait(500)
@@ -245,6 +250,9 @@ func (b *Bus) scanStream(ctx context.Context, st jetstream.Stream, from uint64, 
 			return 0, err
 		}
 		if got == 0 && time.Since(asked) >= unansweredPull && ctx.Err() == nil {
+			if silent++; silent == maxSilentPulls {
+				return 0, fmt.Errorf("%d pulls in a row got no answer: the stream is not reachable", silent)
+			}
 			// The server answers a pull that does not wait at once, with
 			// messages or "none"; nothing for the library's whole wait is
 			// a pull whose request or answer was lost with a NATS node,
@@ -253,6 +261,7 @@ func (b *Bus) scanStream(ctx context.Context, st jetstream.Stream, from uint64, 
 			// later messages, and its cursor moved past them).
 			continue
 		}
+		silent = 0
 		if done || got == 0 {
 			return last, nil
 		}
