@@ -191,8 +191,18 @@ func (s *Store) SaveSummary(ctx context.Context, ref memory.SessionRef, in memor
 	if err != nil {
 		return fmt.Errorf("%w: summary: %v", memory.ErrInvalid, err)
 	}
-	return s.wrap("save summary", s.c.RPush(ctx, k.summaries(), string(b)).Err())
+	return s.wrap("save summary", appendOnceScript.Run(ctx, s.c, []string{k.summaries()}, string(b)).Err())
 }
+
+// appendOnceScript appends ARGV[1] to the list unless it is already its
+// last element: go-redis sends a command again when its reply timed out
+// (a failover), and a plain RPUSH whose first send was applied stored the
+// summary twice. A summary is stamped when it is prepared, so two saves
+// are never the same document.
+var appendOnceScript = goredis.NewScript(`
+if redis.call('LINDEX', KEYS[1], -1) == ARGV[1] then return 0 end
+return redis.call('RPUSH', KEYS[1], ARGV[1])
+`)
 
 // Cursor returns the consolidation cursor (0 until advanced).
 func (s *Store) Cursor(ctx context.Context, ref memory.SessionRef) (int64, error) {
