@@ -3,11 +3,9 @@ package erase
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/engram-memory/engram/pkg/events"
@@ -15,12 +13,12 @@ import (
 	"github.com/engram-memory/engram/pkg/memory"
 )
 
-// An erasure's stream requests whose requests or replies are lost (a NATS
-// node killed under them) are sent again after an attempt's timeout
-// instead of holding the erase service for its 30-minute deadline; a pull
-// that went unanswered is not taken for the end of the stream; a secure
-// delete whose reply was lost counts the message it deleted.
-func TestBusEraseRepeatsLostRequests(t *testing.T) {
+// lossyBus publishes a turn_started for each of sessions (project acme)
+// and returns a Bus on ENGRAM_IN whose requests go through a relay that
+// asks decide (eventstest.LossyJetStream), a reliable handle on the same
+// server, and a context as long as the erase service's.
+func lossyBus(t *testing.T, decide func(string) eventstest.Loss, sessions ...string) (*Bus, jetstream.JetStream, context.Context) {
+	t.Helper()
 	_, nc := eventstest.RunServer(t)
 	topo := eventstest.Topology()
 	js := eventstest.Setup(t, nc, topo)
@@ -28,50 +26,33 @@ func TestBusEraseRepeatsLostRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute) // the service's
-	defer cancel()
-	for _, s := range []string{"s1", "s2"} {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	t.Cleanup(cancel)
+	for _, s := range sessions {
 		if _, err := c.PublishTurnStarted(ctx, events.Ref{ProjectID: "acme", SessionID: s, TurnID: "t1"}, events.TurnStarted{Text: "hello " + s}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// A relay that loses the first request of each kind of API call and
-	// passes the others on (the server answers the requester directly).
-	var mu sync.Mutex
-	seen := map[string]int{}
-	lost := 0
-	sub, err := nc.Subscribe("LOSSY.API.>", func(m *nats.Msg) {
-		rest := strings.TrimPrefix(m.Subject, "LOSSY.API.")
-		kind := strings.Join(strings.SplitN(rest, ".", 3)[:2], ".")
-		mu.Lock()
-		seen[kind]++
-		first := seen[kind] == 1
-		if first {
-			lost++
-		}
-		mu.Unlock()
-		reply := m.Reply
-		switch {
-		case first && kind == "STREAM.MSG":
-			reply = "LOST.reply" // the delete is done; its answer is lost
-		case first:
-			return // the request is lost
-		}
-		_ = nc.PublishMsg(&nats.Msg{Subject: "$JS.API." + rest, Reply: reply, Data: m.Data, Header: m.Header})
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Unsubscribe()
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	lossy, err := jetstream.NewWithAPIPrefix(nc, "LOSSY.API")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := NewBus(lossy, topo)
+	b := NewBus(eventstest.LossyJetStream(t, nc, decide), topo)
 	b.Bucket, b.Streams, b.Attempt = "", []string{topo.In.Name}, 200*time.Millisecond
+	return b, js, ctx
+}
+
+// An erasure's stream requests whose requests or replies are lost (a NATS
+// node killed under them) are sent again after an attempt's timeout
+// instead of holding the erase service for its 30-minute deadline; a pull
+// that went unanswered is not taken for the end of the stream; a secure
+// delete whose reply was lost counts the message it deleted.
+func TestBusEraseRepeatsLostRequests(t *testing.T) {
+	// The first request of each kind is lost; the first delete reaches the
+	// server and its answer is lost.
+	loss := &eventstest.FirstOfEachKind{How: func(kind string) eventstest.Loss {
+		if kind == "STREAM.MSG" {
+			return eventstest.LoseReply
+		}
+		return eventstest.LoseRequest
+	}}
+	b, js, ctx := lossyBus(t, loss.Decide, "s1", "s2")
 	type result struct {
 		counts map[string]int
 		err    error
@@ -90,11 +71,12 @@ func TestBusEraseRepeatsLostRequests(t *testing.T) {
 	if r.err != nil {
 		t.Fatalf("erase: %v", r.err)
 	}
-	if n := r.counts[topo.In.Name]; n != 1 {
+	in := b.Streams[0]
+	if n := r.counts[in]; n != 1 {
 		t.Errorf("%d messages erased, want s1's one (%v)", n, r.counts)
 	}
 	// What is left in the stream, read on a reliable path: s2's only.
-	st, err := js.Stream(ctx, topo.In.Name)
+	st, err := js.Stream(ctx, in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,9 +87,7 @@ func TestBusEraseRepeatsLostRequests(t *testing.T) {
 	if info.State.Msgs != 1 {
 		t.Errorf("%d messages left, want s2's one", info.State.Msgs)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if lost < 3 {
+	if lost, seen := loss.Lost(); lost < 3 {
 		t.Errorf("only %d requests lost (%v): the test does not exercise the repeats", lost, seen)
 	}
 }
@@ -117,38 +97,12 @@ func TestBusEraseRepeatsLostRequests(t *testing.T) {
 func TestBusScanFailsWhenPullsGoUnanswered(t *testing.T) {
 	defer func(n int) { maxSilentPulls = n }(maxSilentPulls)
 	maxSilentPulls = 2
-	_, nc := eventstest.RunServer(t)
-	topo := eventstest.Topology()
-	eventstest.Setup(t, nc, topo)
-	c, err := events.NewClient(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
-	defer cancel()
-	if _, err := c.PublishTurnStarted(ctx, events.Ref{ProjectID: "acme", SessionID: "s1", TurnID: "t1"}, events.TurnStarted{Text: "hello"}); err != nil {
-		t.Fatal(err)
-	}
-	sub, err := nc.Subscribe("LOSSY.API.>", func(m *nats.Msg) {
-		rest := strings.TrimPrefix(m.Subject, "LOSSY.API.")
-		if strings.HasPrefix(rest, "CONSUMER.MSG.NEXT.") {
-			return // every pull lost
+	b, _, ctx := lossyBus(t, func(subject string) eventstest.Loss {
+		if strings.HasPrefix(subject, "CONSUMER.MSG.NEXT.") {
+			return eventstest.LoseRequest // every pull lost
 		}
-		_ = nc.PublishMsg(&nats.Msg{Subject: "$JS.API." + rest, Reply: m.Reply, Data: m.Data, Header: m.Header})
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Unsubscribe()
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	lossy, err := jetstream.NewWithAPIPrefix(nc, "LOSSY.API")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := NewBus(lossy, topo)
-	b.Bucket, b.Streams, b.Attempt = "", []string{topo.In.Name}, 200*time.Millisecond
+		return eventstest.Pass
+	}, "s1")
 	counts, _, err := b.erase(ctx, memory.EraseScope{Project: "acme", Session: "s1"}, nil, func(string) {})
 	if err == nil || !strings.Contains(err.Error(), "no answer") {
 		t.Fatalf("erase with every pull lost: %v (counts %v), want the scan's failure", err, counts)

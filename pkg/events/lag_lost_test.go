@@ -2,12 +2,9 @@ package events_test
 
 import (
 	"context"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/engram-memory/engram/pkg/events"
@@ -40,40 +37,8 @@ func TestLagReadsRepeatAnUnansweredRequest(t *testing.T) {
 	}
 	// A stand-in for the cluster between the worker and the stream: it
 	// loses the first request of each kind of API call and relays the rest.
-	var mu sync.Mutex
-	seen := map[string]int{}
-	lost := 0
-	sub, err := nc.Subscribe("LOSSY.API.>", func(m *nats.Msg) {
-		rest := strings.TrimPrefix(m.Subject, "LOSSY.API.")
-		kind := strings.Join(strings.SplitN(rest, ".", 3)[:2], ".")
-		mu.Lock()
-		seen[kind]++
-		first := seen[kind] == 1
-		if first {
-			lost++
-		}
-		mu.Unlock()
-		if first {
-			return
-		}
-		req := &nats.Msg{Subject: "$JS.API." + rest, Data: m.Data, Header: m.Header}
-		resp, err := nc.RequestMsg(req, 5*time.Second)
-		if err != nil {
-			return
-		}
-		_ = m.RespondMsg(&nats.Msg{Data: resp.Data, Header: resp.Header})
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Unsubscribe()
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	lossy, err := jetstream.NewWithAPIPrefix(nc, "LOSSY.API")
-	if err != nil {
-		t.Fatal(err)
-	}
+	loss := &eventstest.FirstOfEachKind{}
+	lossy := eventstest.LossyJetStream(t, nc, loss.Decide)
 	done := make(chan error, 1)
 	var pending bool
 	var last *jetstream.RawStreamMsg
@@ -104,9 +69,7 @@ func TestLagReadsRepeatAnUnansweredRequest(t *testing.T) {
 	if !pending {
 		t.Error("a turn_ended nobody consumed reads as not pending")
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if lost < 3 {
+	if lost, seen := loss.Lost(); lost < 3 {
 		t.Errorf("only %d requests lost (%v): the test does not exercise the repeat", lost, seen)
 	}
 }
