@@ -20,35 +20,53 @@ import (
 func tailMax(sorted int) int { return 64 + sorted/16 }
 
 // add appends the posting of document rid (tf its count of the term, of
-// length tokens).
-func (tm *term) add(rid uint32, tf uint16, length uint32) {
+// length tokens): in rid order it extends the sorted postings (packed in
+// blocks, see blocks.go, when pack is set), else the tail.
+func (tm *term) add(rid uint32, tf uint16, length uint32, pack bool) {
 	n := len(tm.rids)
 	tm.rids = append(tm.rids, rid)
 	tm.tfs = append(tm.tfs, tf)
-	if tm.sorted == n && (n == 0 || tm.rids[n-1] <= rid) {
-		tm.sorted++
-	} else if len(tm.rids)-tm.sorted > tailMax(tm.sorted) {
-		tm.sortTail()
+	if tm.run == n && (n > 0 && tm.rids[n-1] <= rid || n == 0 && (tm.nblocks() == 0 || tm.lastPacked() <= rid)) {
+		if tm.run++; pack && tm.run >= blockLen {
+			tm.packRun()
+		}
+	} else if len(tm.rids)-tm.run > tailMax(tm.sortedLen()) {
+		tm.sortTail(pack)
 	}
 	tm.df++
 	tm.ver++
 	tm.maxTF = max(tm.maxTF, tf)
-	if n == 0 || length < tm.minLen {
+	if tm.count() == 1 || length < tm.minLen {
 		tm.minLen = length
 	}
 }
 
-// kill marks the live posting of document rid stale (tf 0): found by
-// binary search in the sorted part, else in the tail (newest first).
+// kill marks the live posting of document rid stale (tf 0): found in the
+// blocks that may hold it, else by binary search in the plain sorted
+// postings, else in the tail (newest first).
 func (tm *term) kill(rid uint32) {
-	at, _ := slices.BinarySearch(tm.rids[:tm.sorted], rid)
-	for ; at < tm.sorted && tm.rids[at] == rid; at++ {
+	if nb := tm.nblocks(); nb > 0 && tm.blockFirst(0) <= rid {
+		var buf blockBuf
+		// From the last block starting below rid (a document's stale
+		// and live postings may straddle two blocks).
+		for b := tm.blockFor(0, rid); b < nb && tm.blockFirst(b) <= rid; b++ {
+			tm.block(b, &buf)
+			for i, r := range buf.rids {
+				if r == rid && buf.tfs[i] != 0 {
+					tm.clearTF(b, i)
+					return
+				}
+			}
+		}
+	}
+	at, _ := slices.BinarySearch(tm.rids[:tm.run], rid)
+	for ; at < tm.run && tm.rids[at] == rid; at++ {
 		if tm.tfs[at] != 0 {
 			tm.tfs[at] = 0
 			return
 		}
 	}
-	for i := len(tm.rids) - 1; i >= tm.sorted; i-- {
+	for i := len(tm.rids) - 1; i >= tm.run; i-- {
 		if tm.rids[i] == rid && tm.tfs[i] != 0 {
 			tm.tfs[i] = 0
 			return
@@ -56,47 +74,99 @@ func (tm *term) kill(rid uint32) {
 	}
 }
 
-func byRid(a, b posting) int { return cmp.Compare(a.rid, b.rid) }
-
-// sortTail sorts the tail and merges it into the sorted part (in place,
-// from the end).
-func (tm *term) sortTail() {
-	tail := make([]posting, len(tm.rids)-tm.sorted)
-	for k := range tail {
-		tail[k] = posting{tm.rids[tm.sorted+k], tm.tfs[tm.sorted+k]}
-	}
-	slices.SortStableFunc(tail, byRid)
-	rids, tfs := tm.rids, tm.tfs
-	i, j := tm.sorted-1, len(tail)-1
-	for k := len(rids) - 1; j >= 0; k-- {
-		if i >= 0 && rids[i] > tail[j].rid {
-			rids[k], tfs[k] = rids[i], tfs[i]
-			i--
+// blockFor returns the last block from b on whose first rid is below rid
+// (b when there is none): the first that may hold rid.
+func (tm *term) blockFor(b int, rid uint32) int {
+	lo, hi := b+1, tm.nblocks()
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if tm.blockFirst(m) < rid {
+			lo = m + 1
 		} else {
-			rids[k], tfs[k] = tail[j].rid, tail[j].tf
-			j--
+			hi = m
 		}
 	}
-	tm.sorted = len(rids)
+	return lo - 1
 }
 
-// sortAll puts every posting in rid order (compact, after dropping the
-// stale ones).
-func (tm *term) sortAll() {
-	tm.sorted = 0
-	for tm.sorted < len(tm.rids) && (tm.sorted == 0 || tm.rids[tm.sorted-1] <= tm.rids[tm.sorted]) {
-		tm.sorted++
+func byRid(a, b posting) int { return cmp.Compare(a.rid, b.rid) }
+
+// sortTail sorts the tail and merges it into the sorted postings: the
+// blocks wholly before the tail's first rid stay as they are, the rest
+// are packed again with it (when pack is set; plain otherwise).
+func (tm *term) sortTail(pack bool) {
+	tail := make([]posting, len(tm.rids)-tm.run)
+	for k := range tail {
+		tail[k] = posting{tm.rids[tm.run+k], tm.tfs[tm.run+k]}
 	}
-	if tm.sorted < len(tm.rids) {
-		tm.sortTail()
+	slices.SortStableFunc(tail, byRid)
+	nb := tm.nblocks()
+	keep := 0
+	for keep+1 < nb && tm.blockFirst(keep+1) <= tail[0].rid {
+		keep++ // block keep ends at or before the next one's first rid
 	}
+	if keep == nb-1 && nb > 0 && tm.lastPacked() <= tail[0].rid {
+		keep = nb
+	}
+	if keep == nb {
+		// Every block stays: the plain postings are merged in place, from
+		// the end.
+		rids, tfs := tm.rids, tm.tfs
+		i, j := tm.run-1, len(tail)-1
+		for k := len(rids) - 1; j >= 0; k-- {
+			if i >= 0 && rids[i] > tail[j].rid {
+				rids[k], tfs[k] = rids[i], tfs[i]
+				i--
+			} else {
+				rids[k], tfs[k] = tail[j].rid, tail[j].tf
+				j--
+			}
+		}
+		if tm.run = len(rids); pack {
+			tm.packRun()
+		}
+		return
+	}
+	seq := make([]posting, 0, (nb-keep)*blockLen+tm.run)
+	var buf blockBuf
+	for b := keep; b < nb; b++ {
+		tm.block(b, &buf)
+		for i, r := range buf.rids {
+			seq = append(seq, posting{r, buf.tfs[i]})
+		}
+	}
+	for i := range tm.run {
+		seq = append(seq, posting{tm.rids[i], tm.tfs[i]})
+	}
+	// Merge, a sorted posting before a tail one of the same rid.
+	merged := make([]posting, 0, len(seq)+len(tail))
+	i, j := 0, 0
+	for i < len(seq) && j < len(tail) {
+		if seq[i].rid <= tail[j].rid {
+			merged = append(merged, seq[i])
+			i++
+		} else {
+			merged = append(merged, tail[j])
+			j++
+		}
+	}
+	merged = append(append(merged, seq[i:]...), tail[j:]...)
+	if keep < nb {
+		end := int(tm.bl.skip[2*keep+1])
+		tm.bl.skip = tm.bl.skip[:2*keep]
+		tm.bl.data = append(tm.bl.data[:end], make([]byte, blockPad)...)
+		if keep == 0 {
+			tm.bl = nil
+		}
+	}
+	tm.addPacked(merged, pack)
 }
 
-// seek returns the index of the first sorted posting at or after from
-// whose rid is at least rid (galloping: cheap when the next candidate is
-// near).
+// seek returns the index of the first plain sorted posting at or after
+// from whose rid is at least rid (galloping: cheap when the next
+// candidate is near).
 func (tm *term) seek(from int, rid uint32) int {
-	rs := tm.rids[:tm.sorted]
+	rs := tm.rids[:tm.run]
 	if from >= len(rs) || rs[from] >= rid {
 		return from
 	}
@@ -114,28 +184,66 @@ func (tm *term) seek(from int, rid uint32) int {
 }
 
 // candidates appends to out the live postings of tm whose document is
-// among cands (sorted rids, also set in mark): found by binary search in
-// the sorted part when the candidates are few against the list, by
-// reading it otherwise, and by reading the tail.
-func (x *lexIndex) candidates(tm *term, cands []uint32, mark []uint64, out []posting) []posting {
+// among cands (sorted rids, also set in mark): when the candidates are few
+// against the list (seekable), found in the blocks that may hold them
+// (decoded into buf) and by binary search in the plain sorted postings;
+// otherwise by reading the list; and by reading the tail.
+func (x *lexIndex) candidates(tm *term, cands []uint32, mark []uint64, out []posting, buf *blockBuf) []posting {
+	if !tm.seekable(len(cands)) {
+		for p := range tm.parts() {
+			rids, tfs := tm.part(p, buf)
+			tfs = tfs[:len(rids)]
+			for i, rid := range rids {
+				if mark[rid>>6]&(1<<(rid&63)) != 0 && tfs[i] != 0 {
+					out = append(out, posting{rid, tfs[i]})
+				}
+			}
+		}
+		return out
+	}
+	c := 0
+	if nb := tm.nblocks(); nb > 0 {
+		b, have, at := 0, -1, 0
+		for c < len(cands) && b < nb {
+			rid := cands[c]
+			if to := tm.blockFor(b, rid); to != b {
+				b, at = to, 0
+			}
+			if have != b {
+				tm.block(b, buf)
+				have = b
+			}
+			for at < blockLen && buf.rids[at] < rid {
+				at++
+			}
+			for ; at < blockLen && buf.rids[at] == rid; at++ {
+				if buf.tfs[at] != 0 {
+					out = append(out, posting{rid, buf.tfs[at]})
+				}
+			}
+			if at == blockLen { // rid may go on in the next block
+				b, at = b+1, 0
+				continue
+			}
+			c++
+		}
+	}
 	rids, tfs := tm.rids, tm.tfs[:len(tm.rids)]
-	from := 0
-	if sorted := tm.sorted; tm.seekable(len(cands)) {
+	if run := tm.run; run > 0 {
 		at := 0
-		for _, rid := range cands {
+		for _, rid := range cands[c:] {
 			at = tm.seek(at, rid)
-			for ; at < sorted && rids[at] == rid; at++ {
+			for ; at < run && rids[at] == rid; at++ {
 				if tfs[at] != 0 {
 					out = append(out, posting{rid, tfs[at]})
 				}
 			}
-			if at >= sorted {
+			if at >= run {
 				break
 			}
 		}
-		from = sorted
 	}
-	for i := from; i < len(rids); i++ {
+	for i := tm.run; i < len(rids); i++ {
 		rid := rids[i]
 		if mark[rid>>6]&(1<<(rid&63)) != 0 && tfs[i] != 0 {
 			out = append(out, posting{rid, tfs[i]})
@@ -145,8 +253,12 @@ func (x *lexIndex) candidates(tm *term, cands []uint32, mark []uint64, out []pos
 }
 
 // seekable reports whether n candidates are looked up in tm's sorted
-// part by binary search rather than by reading it.
-func (tm *term) seekable(n int) bool { return n*seekCost(tm.sorted) < tm.sorted }
+// postings (a binary search each, and a block decoded for each block they
+// fall in) rather than by reading them all.
+func (tm *term) seekable(n int) bool {
+	sorted := tm.sortedLen()
+	return n*seekCost(sorted)+min(n, tm.nblocks())*blockLen < sorted
+}
 
 // seekCost estimates the postings' worth of work of one seek in a sorted
 // list of n (a binary search's steps, each a cache miss).
@@ -182,20 +294,27 @@ func (x *lexIndex) unionDF(lists []*term, sc *scratch) int {
 	}
 	df := 0
 	for _, tm := range lists {
-		for i, rid := range tm.rids {
-			if tm.tfs[i] == 0 {
-				continue
-			}
-			w, b := rid>>6, uint64(1)<<(rid&63)
-			if sc.seen[w]&b == 0 {
-				sc.seen[w] |= b
-				df++
+		for p := range tm.parts() {
+			rids, tfs := tm.part(p, &sc.blk)
+			tfs = tfs[:len(rids)]
+			for i, rid := range rids {
+				if tfs[i] == 0 {
+					continue
+				}
+				w, b := rid>>6, uint64(1)<<(rid&63)
+				if sc.seen[w]&b == 0 {
+					sc.seen[w] |= b
+					df++
+				}
 			}
 		}
 	}
 	for _, tm := range lists {
-		for _, rid := range tm.rids {
-			sc.seen[rid>>6] = 0
+		for p := range tm.parts() {
+			rids, _ := tm.part(p, &sc.blk)
+			for _, rid := range rids {
+				sc.seen[rid>>6] = 0
+			}
 		}
 	}
 	x.dfCache.put(string(key), ver, df)

@@ -107,7 +107,7 @@ func (x *lexIndex) finishFound(sc *scratch, us []lexUnit, restDF []int, i, want 
 			k := w * idf(float64(df)) * (bm25K1 + 1)
 			if len(lists) == 1 {
 				// One list: a document's one live posting is its tf.
-				sc.found = x.candidates(lists[0], sc.cands, sc.mark, sc.found[:0])
+				sc.found = x.candidates(lists[0], sc.cands, sc.mark, sc.found[:0], &sc.blk)
 				for _, p := range sc.found {
 					v := sc.score[p.rid] + bm.score(k, float64(p.tf), x.docLen[p.rid])
 					sc.score[p.rid] = v
@@ -118,7 +118,7 @@ func (x *lexIndex) finishFound(sc *scratch, us []lexUnit, restDF []int, i, want 
 			} else {
 				sc.touchT = sc.touchT[:0]
 				for _, tm := range lists {
-					sc.found = x.candidates(tm, sc.cands, sc.mark, sc.found[:0])
+					sc.found = x.candidates(tm, sc.cands, sc.mark, sc.found[:0], &sc.blk)
 					for _, p := range sc.found {
 						if sc.tf[p.rid] == 0 {
 							sc.touchT = append(sc.touchT, p.rid)
@@ -240,7 +240,7 @@ func (x *lexIndex) worthPruning(sc *scratch, us []lexUnit, i, want int, accept f
 		}
 		k := w * idf(float64(df)) * (bm25K1 + 1)
 		for _, tm := range lists {
-			sc.found = x.candidates(tm, rids, sc.mark, sc.found[:0])
+			sc.found = x.candidates(tm, rids, sc.mark, sc.found[:0], &sc.blk)
 			for _, p := range sc.found {
 				tfs[pos(p.rid)] += float32(p.tf)
 			}
@@ -380,23 +380,30 @@ func (x *lexIndex) touchedAtLeast(sc *scratch, done []lexUnit, restricted bool, 
 	defer func() {
 		for _, u := range done {
 			for _, tm := range u.lists {
-				for _, rid := range tm.rids {
-					sc.seen[rid>>6] = 0
+				for p := range tm.parts() {
+					rids, _ := tm.part(p, &sc.blk)
+					for _, rid := range rids {
+						sc.seen[rid>>6] = 0
+					}
 				}
 			}
 		}
 	}()
 	for _, u := range done {
 		for _, tm := range u.lists {
-			for i, rid := range tm.rids {
-				if tm.tfs[i] == 0 {
-					continue
-				}
-				w, b := rid>>6, uint64(1)<<(rid&63)
-				if sc.seen[w]&b == 0 {
-					sc.seen[w] |= b
-					if count++; count >= need {
-						return true
+			for p := range tm.parts() {
+				rids, tfs := tm.part(p, &sc.blk)
+				tfs = tfs[:len(rids)]
+				for i, rid := range rids {
+					if tfs[i] == 0 {
+						continue
+					}
+					w, b := rid>>6, uint64(1)<<(rid&63)
+					if sc.seen[w]&b == 0 {
+						sc.seen[w] |= b
+						if count++; count >= need {
+							return true
+						}
 					}
 				}
 			}

@@ -6,10 +6,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"testing"
 	"unsafe"
@@ -26,27 +29,54 @@ import (
 // part (text of the heads, the rest of the heads, BM25 postings, the
 // per-document term lists, gates, vectors), per memory. With
 // ENGRAM_HEAP_PROFILE=FILE it writes the loaded store's heap profile there.
+// ENGRAM_RESIDENT_DB=FILE writes the store there and keeps it.
+// ENGRAM_RESIDENT_N sets how many memories (default 1,000; past the 1,242
+// consecutive joins the set holds, each further memory joins twenty of its
+// memories drawn at random, so the vocabulary stays the set's as a big
+// store's saturates).
 func BenchmarkResidentBytes(b *testing.B) {
 	path := filepath.Join(b.TempDir(), "engram.db")
-	nodes := seedLongMemEval(b, path, 1000)
-	textBytes := 0
-	for i := range nodes {
-		textBytes += len(nodes[i].Label) + len(nodes[i].Body)
+	if keep := os.Getenv("ENGRAM_RESIDENT_DB"); keep != "" {
+		path = keep // the store is kept there (a fixture for engram bench inject -db)
 	}
-	nodes = nil
-	heap := func() uint64 {
+	count := 1000
+	if v := os.Getenv("ENGRAM_RESIDENT_N"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			b.Fatalf("ENGRAM_RESIDENT_N=%q: want a positive count", v)
+		}
+		count = n
+	}
+	textBytes := 0
+	if _, err := os.Stat(path); err == nil && os.Getenv("ENGRAM_RESIDENT_DB") != "" {
+		b.Logf("%s: measuring the memories it holds", path) // a kept fixture
+	} else {
+		nodes := seedLongMemEval(b, path, count)
+		for i := range nodes {
+			textBytes += len(nodes[i].Label) + len(nodes[i].Body)
+		}
+	}
+	heap := func() (alloc, inuse uint64) {
 		runtime.GC()
+		debug.FreeOSMemory()
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
-		return ms.HeapAlloc
+		return ms.HeapAlloc, ms.HeapInuse
 	}
-	before := heap()
-	s, err := Open(context.Background(), path, WithBulkWrites())
+	before, beforeInuse := heap()
+	// As serve opens it (ENGRAM_RESIDENT_BACKGROUND=1: loaded in the
+	// background, waited for), or in one go.
+	opt := WithBulkWrites()
+	if os.Getenv("ENGRAM_RESIDENT_BACKGROUND") != "" {
+		opt = WithBackgroundLoad()
+	}
+	s, err := Open(context.Background(), path, opt)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	after := heap()
+	<-s.loaded
+	after, afterInuse := heap()
 	if out := os.Getenv("ENGRAM_HEAP_PROFILE"); out != "" {
 		// The heap of the loaded store, by allocation site (go tool pprof
 		// -sample_index=inuse_space; run with -memprofilerate 512).
@@ -63,7 +93,7 @@ func BenchmarkResidentBytes(b *testing.B) {
 	}
 	x := s.idx
 	n := float64(len(x.byID))
-	var text, heads, postings, docTerms, vecs int
+	var text, heads, postings, docTerms, vecs, terms, plain, packed int
 	for _, h := range x.heads {
 		if h == nil {
 			continue
@@ -72,8 +102,20 @@ func BenchmarkResidentBytes(b *testing.B) {
 		heads += int(unsafe.Sizeof(*h)) + len(h.ID) + len(h.Digest) + len(h.ProjectID)
 	}
 	for i := range x.lex.tms {
-		postings += cap(x.lex.tms[i].rids)*4 + cap(x.lex.tms[i].tfs)*2 + len(x.lex.tms[i].name)
+		tm := &x.lex.tms[i]
+		postings += cap(tm.rids)*4 + cap(tm.tfs)*2
+		plain += cap(tm.rids)*4 + cap(tm.tfs)*2
+		if tm.bl != nil {
+			postings += int(unsafe.Sizeof(*tm.bl)) + cap(tm.bl.skip)*4 + cap(tm.bl.data)
+			packed += len(tm.bl.skip)*4 + len(tm.bl.data)
+		}
+		terms += len(x.lex.tms[i].name)
 	}
+	// The dictionary: the term table, the names (above), the three sorted
+	// runs of names (string headers) and the name -> id map (its entries:
+	// a string header and an id, about 1.5x for the map's slack).
+	terms += cap(x.lex.tms)*int(unsafe.Sizeof(term{})) +
+		(cap(x.lex.dict)+cap(x.lex.mid)+cap(x.lex.recent))*16 + len(x.lex.ids)*30
 	for _, d := range x.lex.docTerms {
 		docTerms += cap(d)
 	}
@@ -85,12 +127,19 @@ func BenchmarkResidentBytes(b *testing.B) {
 	gates := cap(x.gates) * int(unsafe.Sizeof(gate{}))
 	for b.Loop() {
 	}
-	b.ReportMetric(float64(textBytes)/n, "text-bytes/memory")
+	if textBytes > 0 {
+		b.ReportMetric(float64(textBytes)/n, "text-bytes/memory")
+	}
 	b.ReportMetric(float64(after-before)/n, "heap-bytes/memory")
+	b.ReportMetric(float64(afterInuse-beforeInuse)/n, "heap-inuse-bytes/memory")
 	b.ReportMetric(float64(text)/n, "head-text-bytes/memory")
 	b.ReportMetric(float64(heads)/n, "head-rest-bytes/memory")
 	b.ReportMetric(float64(postings)/n, "postings-bytes/memory")
+	b.ReportMetric(float64(plain)/n, "postings-plain-bytes/memory")
+	b.ReportMetric(float64(packed)/n, "postings-packed-bytes/memory")
 	b.ReportMetric(float64(docTerms)/n, "docterms-bytes/memory")
+	b.ReportMetric(float64(terms)/n, "dictionary-bytes/memory")
+	b.ReportMetric(float64(len(x.lex.tms)), "terms")
 	b.ReportMetric(float64(gates)/n, "gate-bytes/memory")
 	b.ReportMetric(float64(vecs)/n, "vector-bytes/memory")
 }
@@ -127,9 +176,19 @@ func seedLongMemEval(b *testing.B, path string, count int) []memory.Node {
 	const per = 20
 	emb := hashembed.New(384)
 	var nodes []memory.Node
-	for i := 0; len(nodes) < count && (i+1)*per <= len(texts); i++ {
-		body := strings.Join(texts[i*per:(i+1)*per], "\n")
-		n := memory.Node{ID: fmt.Sprintf("m%05d", i), Subkind: memory.Observation, Scope: memory.ScopeProject, ProjectID: "p",
+	rng := rand.New(rand.NewPCG(1, 2))
+	pick := make([]string, per)
+	for i := 0; len(nodes) < count; i++ {
+		var body string
+		if (i+1)*per <= len(texts) {
+			body = strings.Join(texts[i*per:(i+1)*per], "\n")
+		} else {
+			for k := range pick {
+				pick[k] = texts[rng.IntN(len(texts))]
+			}
+			body = strings.Join(pick, "\n")
+		}
+		n := memory.Node{ID: fmt.Sprintf("m%06d", i), Subkind: memory.Observation, Scope: memory.ScopeProject, ProjectID: "p",
 			Label: fmt.Sprintf("session %d", i), Body: body}
 		v, err := emb.Embed(context.Background(), []string{memory.EmbedText(&n)})
 		if err != nil {

@@ -347,6 +347,7 @@ func (s *Store) loadNodes(ctx context.Context) bool {
 	s.idx.mu.Lock()
 	s.idx.loading = s.idx.bulk // bulk writes: every vector stays in the exact-search sets
 	s.idx.touched = nil
+	s.idx.lex.trim()
 	s.idx.mu.Unlock()
 	s.idx.sortConversations()
 	s.ld.mu.Lock()
