@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -96,6 +97,12 @@ func watchLoad(s *sqlite.Store, log *zap.Logger) func() {
 			return
 		}
 		log.Info("vector index ready", zap.Duration("took", s.LoadStatus().VectorsIn))
+		// The load's garbage (rows decoded, the builders' scratch) is
+		// much of the heap now, and the runtime keeps freed memory as long
+		// as the heap's goal (twice what is live) allows: given back once
+		// here, the resident memory starts from what the index holds (100,000
+		// LongMemEval-size memories: 1,038 -> 557 MB resident after the load).
+		debug.FreeOSMemory()
 	}()
 	return func() {
 		cancel()
