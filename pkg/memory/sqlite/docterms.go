@@ -1,52 +1,115 @@
 package sqlite
 
-import (
-	"encoding/binary"
-	"math/bits"
-	"slices"
-)
+import "slices"
 
-// A document's term list (its distinct terms, to remove or re-index it)
-// is kept as its term ids in ascending order, each as its difference from
-// the one before in a uvarint: about 2 bytes a term at a million terms
-// instead of 4 (measured in docs/benchmarks.md, "Where a loaded SQLite
-// store's heap goes"). Re-deriving it from the text instead would need the
-// text of the document's previous version at every re-index and removal,
-// which the index does not keep.
+// Removing or re-indexing a document marks its postings stale, one in each
+// of its terms' lists, so the index must know its terms. It keeps no list
+// of them (the term ids as uvarint deltas took about 1 KB a
+// LongMemEval-size memory, a quarter of its heap once the postings were
+// packed): a writer has the document's previous version (every write reads
+// the row it replaces, change.old), so its terms are derived again from
+// that text, and the document's fingerprint (termPrint of its term ids,
+// kept at indexing) checks that they are the terms indexed. Without the
+// previous text, or should it not match, the document is looked up in
+// every list instead (removeScan: correct, slower; counted in scanned).
+// An erasure removes its documents in one pass over the lists
+// (removeAll).
 
-// encodeTerms returns ids (sorted in place) as ascending deltas in
-// uvarints, in a slice of its own size (never nil: an empty document is
-// indexed).
-func encodeTerms(ids []uint32) []byte {
-	slices.Sort(ids)
-	size, prev := 0, uint32(0)
+// termPrint is the fingerprint of a document's distinct term ids (in any
+// order): a sum of the ids mixed (splitmix64's finaliser) and their
+// count, never 0 (the mark of a document not indexed).
+func termPrint(ids []uint32) uint64 {
+	sum := uint64(len(ids)) * 0x9e3779b97f4a7c15
 	for _, id := range ids {
-		size += uvarintLen(id - prev)
-		prev = id
+		z := uint64(id) + 0x9e3779b97f4a7c15
+		z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+		z = (z ^ z>>27) * 0x94d049bb133111eb
+		sum += z ^ z>>31
 	}
-	buf := make([]byte, 0, size) // its size exactly: the list lives as long as the document
-	prev = 0
-	for _, id := range ids {
-		buf = binary.AppendUvarint(buf, uint64(id-prev))
-		prev = id
+	if sum == 0 {
+		sum = 1
 	}
-	return buf
+	return sum
 }
 
-// uvarintLen is the length of v as a uvarint.
-func uvarintLen(v uint32) int { return (bits.Len32(v|1) + 6) / 7 }
+// idsOf returns the term ids of counts' terms, false when one is not in
+// the dictionary (counts cannot be an indexed document's then).
+func (x *lexIndex) idsOf(counts map[string]int, into []uint32) ([]uint32, bool) {
+	for t := range counts {
+		id, ok := x.ids[t]
+		if !ok {
+			return into, false
+		}
+		into = append(into, id)
+	}
+	return into, true
+}
 
-// eachTerm calls fn with each term id of an encoded term list, in
-// ascending order, and returns how many there are.
-func eachTerm(enc []byte, fn func(id uint32)) int {
+// removeScan marks document rid's postings stale in every list holding
+// one, and returns how many.
+func (x *lexIndex) removeScan(rid uint32) int {
 	n := 0
-	id := uint32(0)
-	for len(enc) > 0 {
-		d, k := binary.Uvarint(enc)
-		enc = enc[k:]
-		id += uint32(d)
-		fn(id)
-		n++
+	for id := range x.tms {
+		tm := &x.tms[id]
+		if tm.name != "" && tm.df > 0 && tm.kill(rid) {
+			tm.df--
+			tm.stale++
+			tm.ver++
+			n++
+		}
 	}
 	return n
+}
+
+// removeAll removes the documents rids (those indexed) in one pass over
+// the lists.
+func (x *lexIndex) removeAll(rids []uint32) {
+	gone := make([]uint64, len(x.docLen)/64+1)
+	some := false
+	for _, rid := range rids {
+		if int(rid) < len(x.docLen) && x.docPrint[rid] != 0 {
+			gone[rid>>6] |= 1 << (rid & 63)
+			some = true
+		}
+	}
+	if !some {
+		return
+	}
+	killed := 0
+	var buf blockBuf
+	for id := range x.tms {
+		tm := &x.tms[id]
+		if tm.name == "" || tm.df == 0 {
+			continue
+		}
+		k := 0
+		for b := range tm.nblocks() {
+			tm.block(b, &buf)
+			for i, rid := range &buf.rids {
+				if gone[rid>>6]&(1<<(rid&63)) != 0 && buf.tfs[i] != 0 {
+					tm.clearTF(b, i)
+					k++
+				}
+			}
+		}
+		for i, rid := range tm.rids {
+			if gone[rid>>6]&(1<<(rid&63)) != 0 && tm.tfs[i] != 0 {
+				tm.tfs[i] = 0
+				k++
+			}
+		}
+		if k > 0 {
+			tm.df -= k
+			tm.stale += k
+			tm.ver++
+			killed += k
+		}
+	}
+	x.dead += killed
+	x.live -= killed
+	for _, rid := range slices.Compact(slices.Sorted(slices.Values(rids))) {
+		if int(rid) < len(x.docLen) && x.docPrint[rid] != 0 {
+			x.forget(rid)
+		}
+	}
 }

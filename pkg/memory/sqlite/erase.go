@@ -400,8 +400,8 @@ func (x *index) erase(rids []uint32, ids []string) {
 		if int(rid) < len(x.gates) {
 			x.gates[rid] = gate{}
 		}
-		x.lex.remove(rid)
 	}
+	x.lex.removeAll(rids)
 	for _, id := range ids {
 		delete(x.byID, id)
 		for _, e := range x.edges[id] {

@@ -117,7 +117,7 @@ func (x *index) reserve(last int) {
 	x.heads = growTo(x.heads, n)
 	x.gates = growTo(x.gates, n)
 	x.lex.docLen = growTo(x.lex.docLen, n)
-	x.lex.docTerms = growTo(x.lex.docTerms, n)
+	x.lex.docPrint = growTo(x.lex.docPrint, n)
 }
 
 // growTo makes the capacity of s at least n.
@@ -262,7 +262,13 @@ func (x *index) commitLocked(changes []change, edges []edgeChange, load bool) {
 			if counts == nil {
 				counts = docCounts(&c.n)
 			}
-			x.lex.setCounts(c.rid, counts)
+			// The text indexed until now: the row this write replaced
+			// (its terms are re-derived from it, see docterms.go).
+			var old map[string]int
+			if prev != nil && c.old != nil {
+				old = docCounts(c.old)
+			}
+			x.lex.setCounts(c.rid, counts, old)
 		}
 		if c.vec {
 			if prev != nil && prev.EmbeddingModel != "" {

@@ -118,7 +118,7 @@ type lexIndex struct {
 	dict      []string          // sorted terms, for prefix expansion (with mid and recent: see mergeRecent)
 	mid       []string          // sorted terms added since dict was last merged (up to an eighth of it)
 	recent    []string          // sorted terms added since mid was last merged (kept small)
-	docTerms  [][]byte          // per rid: the distinct terms (ids) of the live document, encoded (docterms.go); nil: none
+	docPrint  []uint64          // per rid: the fingerprint of the live document's terms (docterms.go); 0: none
 	docLen    []uint32          // per rid: tokens
 	nDocs     int
 	totalLen  int64
@@ -130,6 +130,7 @@ type lexIndex struct {
 	forcePack bool         // tests: always pack lists in blocks
 	pruned    atomic.Int64 // searches pruned (MaxScore: the units left scored for the documents found only)
 	failed    atomic.Int64 // searches that tried to prune and scored every unit in full after all
+	scanned   atomic.Int64 // documents removed by looking them up in every list (docterms.go)
 }
 
 func newLexIndex() *lexIndex { return &lexIndex{ids: map[string]uint32{}} }
@@ -146,44 +147,68 @@ func (x *lexIndex) term(t string) *term {
 func (x *lexIndex) grow(rid uint32) {
 	for int(rid) >= len(x.docLen) {
 		x.docLen = append(x.docLen, 0)
-		x.docTerms = append(x.docTerms, nil)
+		x.docPrint = append(x.docPrint, 0)
 	}
 }
 
 // remove drops a document: its postings get tf 0 (stale, skipped by
-// searches, dropped by compact).
-func (x *lexIndex) remove(rid uint32) {
-	if int(rid) >= len(x.docLen) || x.docTerms[rid] == nil {
+// searches, dropped by compact). old is the token counts of the text it
+// was indexed with (nil: not known; see docterms.go).
+func (x *lexIndex) remove(rid uint32, old map[string]int) {
+	if int(rid) >= len(x.docLen) || x.docPrint[rid] == 0 {
 		return
 	}
-	n := eachTerm(x.docTerms[rid], func(id uint32) {
-		tm := &x.tms[id]
-		tm.kill(rid)
-		tm.df--
-		tm.stale++
-		tm.ver++
-	})
+	n := 0
+	ids, ok := x.idsOf(old, nil)
+	if old != nil && ok && termPrint(ids) == x.docPrint[rid] {
+		for _, id := range ids {
+			tm := &x.tms[id]
+			tm.kill(rid)
+			tm.df--
+			tm.stale++
+			tm.ver++
+		}
+		n = len(ids)
+	} else {
+		n = x.removeScan(rid)
+		x.scanned.Add(1)
+	}
 	x.dead += n
 	x.live -= n
+	x.forget(rid)
+}
+
+// forget drops document rid's counts (its postings are stale).
+func (x *lexIndex) forget(rid uint32) {
 	x.nDocs--
 	x.totalLen -= int64(x.docLen[rid])
-	x.docTerms[rid] = nil
+	x.docPrint[rid] = 0
 	x.docLen[rid] = 0
 }
 
-// set (re)indexes a document.
+// set (re)indexes a document (a re-indexed one is looked up in every
+// list: see reset).
 func (x *lexIndex) set(rid uint32, text string) {
 	counts := map[string]int{}
 	tokens(text, counts)
-	x.setCounts(rid, counts)
+	x.setCounts(rid, counts, nil)
 }
 
-// setCounts is set for a text already tokenised (tokens).
-func (x *lexIndex) setCounts(rid uint32, counts map[string]int) {
+// reset re-indexes a document indexed with the text old.
+func (x *lexIndex) reset(rid uint32, text, old string) {
+	counts, was := map[string]int{}, map[string]int{}
+	tokens(text, counts)
+	tokens(old, was)
+	x.setCounts(rid, counts, was)
+}
+
+// setCounts is set for a text already tokenised (tokens); old is the
+// counts of the text the document was indexed with (nil: not known).
+func (x *lexIndex) setCounts(rid uint32, counts, old map[string]int) {
 	x.grow(rid)
-	x.remove(rid)
+	x.remove(rid, old)
 	if len(counts) == 0 {
-		x.docTerms[rid] = []byte{}
+		x.docPrint[rid] = termPrint(nil)
 		x.nDocs++
 		return
 	}
@@ -203,7 +228,7 @@ func (x *lexIndex) setCounts(rid uint32, counts map[string]int) {
 		tm.add(rid, tf, length, pack)
 		ids = append(ids, id)
 	}
-	x.docTerms[rid] = encodeTerms(ids)
+	x.docPrint[rid] = termPrint(ids)
 	x.docLen[rid] = length
 	x.nDocs++
 	x.totalLen += int64(length)

@@ -42,7 +42,7 @@ func TestLexIndexBM25(t *testing.T) {
 	}
 	// re-indexing and removal drop the old postings
 	x.set(2, "postgres")
-	x.remove(1)
+	x.remove(1, nil)
 	got = map[uint32]float64{}
 	x.search([]string{"redis"}, &sc, 0, nil, nil, func(rid uint32, s float64) bool { got[rid] = s; return true })
 	if len(got) != 0 {
@@ -300,7 +300,7 @@ func TestLexSearchOnePassMatchesGeneral(t *testing.T) {
 		n := c.Node()
 		x.set(uint32(i%3000+1), docText(&n)) // the last 1,000 re-index documents
 	}
-	x.remove(7)
+	x.remove(7, nil)
 	stale := 0
 	for i := range x.tms {
 		tm := &x.tms[i]
@@ -407,7 +407,7 @@ func TestDictionaryRunsExpandAsOne(t *testing.T) {
 		}
 		for r := range texts {
 			if rng.IntN(4) == 0 {
-				x.remove(r)
+				x.remove(r, nil)
 				delete(texts, r)
 			}
 		}

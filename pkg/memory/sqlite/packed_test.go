@@ -14,7 +14,8 @@ import (
 
 // TestLongMemoriesPackedAnswerAsPlain: a store of long memories (hundreds
 // of distinct terms each, as whole sessions are) packs its posting lists in
-// blocks, and its lexical answers, after writes, re-indexed memories,
+// blocks, and its lexical answers, after writes, re-indexed memories
+// (their terms derived from the text they replace),
 // erasure and a reopen (the load), are those of a plain index of the
 // memories it holds, documents and scores bit for bit.
 func TestLongMemoriesPackedAnswerAsPlain(t *testing.T) {
@@ -63,6 +64,9 @@ func TestLongMemoriesPackedAnswerAsPlain(t *testing.T) {
 	}
 	if _, err := s.Erase(ctx, memory.EraseScope{Project: "p", Session: "gone"}, nil); err != nil {
 		t.Fatal(err)
+	}
+	if n := s.idx.lex.scanned.Load(); n != 0 {
+		t.Fatalf("%d re-indexed memories were looked up in every list: the writes' previous texts were not used", n)
 	}
 	queries := make([][]string, 80)
 	for i := range queries {

@@ -43,8 +43,9 @@ func (tm *term) add(rid uint32, tf uint16, length uint32, pack bool) {
 
 // kill marks the live posting of document rid stale (tf 0): found in the
 // blocks that may hold it, else by binary search in the plain sorted
-// postings, else in the tail (newest first).
-func (tm *term) kill(rid uint32) {
+// postings, else in the tail (newest first). It reports whether it found
+// one.
+func (tm *term) kill(rid uint32) bool {
 	if nb := tm.nblocks(); nb > 0 && tm.blockFirst(0) <= rid {
 		var buf blockBuf
 		// From the last block starting below rid (a document's stale
@@ -54,7 +55,7 @@ func (tm *term) kill(rid uint32) {
 			for i, r := range buf.rids {
 				if r == rid && buf.tfs[i] != 0 {
 					tm.clearTF(b, i)
-					return
+					return true
 				}
 			}
 		}
@@ -63,15 +64,16 @@ func (tm *term) kill(rid uint32) {
 	for ; at < tm.run && tm.rids[at] == rid; at++ {
 		if tm.tfs[at] != 0 {
 			tm.tfs[at] = 0
-			return
+			return true
 		}
 	}
 	for i := len(tm.rids) - 1; i >= tm.run; i-- {
 		if tm.rids[i] == rid && tm.tfs[i] != 0 {
 			tm.tfs[i] = 0
-			return
+			return true
 		}
 	}
+	return false
 }
 
 // blockFor returns the last block from b on whose first rid is below rid

@@ -86,13 +86,26 @@ func TestPrunedSearchMatchesExhaustive(t *testing.T) {
 			return sb.String()
 		}
 		live := map[uint32]string{} // what the index should hold
+		// Even rounds give a re-indexed or removed document's previous
+		// text (as the store's writes do: its terms derived from it), odd
+		// ones do not (each list is searched for it).
+		byText := round%2 == 0
 		set := func(r uint32) {
 			t := text()
-			x.set(r, t)
+			if old, ok := live[r]; ok && byText {
+				x.reset(r, t, old)
+			} else {
+				x.set(r, t)
+			}
 			live[r] = t
 		}
 		remove := func(r uint32) {
-			x.remove(r)
+			var old map[string]int
+			if t, ok := live[r]; ok && byText {
+				old = map[string]int{}
+				tokens(t, old)
+			}
+			x.remove(r, old)
 			delete(live, r)
 		}
 		// Rids written out of order (as interleaved projects load).
@@ -147,6 +160,9 @@ func TestPrunedSearchMatchesExhaustive(t *testing.T) {
 			if all := topVisiting(x, &sc, q, k, accept, true); !slices.Equal(all, want) {
 				t.Fatalf("round %d query %v k %d rejecting 1 in %d:\nbest first %v\nvisiting all %v", round, q, k, rejectEvery, want, all)
 			}
+			if scans := x.scanned.Load(); byText != (scans == 0) {
+				t.Fatalf("round %d: %d documents removed by looking in every list (previous texts given: %v)", round, scans, byText)
+			}
 			if qi%50 == 49 {
 				// The churned index (stale postings, unsorted tails) answers
 				// as one built afresh from the documents it should hold.
@@ -171,33 +187,96 @@ func TestPrunedSearchMatchesExhaustive(t *testing.T) {
 	}
 }
 
-// TestTermListRoundTrip: a document's encoded term list gives back its
-// ids, in a slice of exactly their encoded size.
-func TestTermListRoundTrip(t *testing.T) {
+// TestRemoveByTermsOrScan: a document removed or re-indexed with the text
+// it was indexed with is removed through its terms; with another text, or
+// none, by looking it up in every list (the fingerprint tells them
+// apart); an erasure removes many at once. Either way the index then holds
+// exactly what one built afresh from the documents left holds: every
+// list's live postings, document frequencies and counts.
+func TestRemoveByTermsOrScan(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	for range 200 {
-		ids := make([]uint32, rng.IntN(50))
-		seen := map[uint32]bool{}
-		for i := range ids {
-			for {
-				id := uint32(rng.Int64N(1 << uint(1+rng.IntN(32))))
-				if !seen[id] {
-					ids[i], seen[id] = id, true
-					break
+	c := memorytest.NewBenchCorpus()
+	for _, pack := range []bool{false, true} {
+		x := newLexIndex()
+		x.forcePack = pack
+		live := map[uint32]string{}
+		text := func() string {
+			n := c.Node()
+			return docText(&n) + " " + fmt.Sprintf("w%d", rng.IntN(300))
+		}
+		for r := range uint32(3000) {
+			live[r+1] = text()
+			x.set(r+1, live[r+1])
+		}
+		counts := func(t string) map[string]int {
+			m := map[string]int{}
+			tokens(t, m)
+			return m
+		}
+		wantScans := int64(0)
+		for i := range 900 {
+			r := uint32(rng.IntN(3200) + 1)
+			old, indexed := live[r]
+			switch i % 4 {
+			case 0: // removed, its text given
+				x.remove(r, counts(old))
+				delete(live, r)
+			case 1: // re-indexed, its text given
+				t := text()
+				x.reset(r, t, old)
+				live[r] = t
+			case 2: // removed with another live document's text (its terms all in the dictionary): found by looking
+				other := live[r%3000+1]
+				if r%3000+1 == r {
+					other = live[r%3000+2]
+				}
+				x.remove(r, counts(other))
+				delete(live, r)
+				if indexed {
+					wantScans++
+				}
+			case 3: // re-indexed, the previous text not known
+				t := text()
+				x.set(r, t)
+				live[r] = t
+				if indexed {
+					wantScans++
 				}
 			}
 		}
-		enc := encodeTerms(slices.Clone(ids))
-		if len(enc) != cap(enc) {
-			t.Fatalf("%d bytes in a slice of %d", len(enc), cap(enc))
+		if got := x.scanned.Load(); got != wantScans {
+			t.Fatalf("pack %v: %d documents looked up in every list, want %d", pack, got, wantScans)
 		}
-		var got []uint32
-		if n := eachTerm(enc, func(id uint32) { got = append(got, id) }); n != len(ids) {
-			t.Fatalf("%d ids counted, %d encoded", n, len(ids))
+		var erased []uint32
+		for r := range live {
+			if rng.IntN(5) == 0 {
+				erased = append(erased, r, r) // twice: counted once
+				delete(live, r)
+			}
 		}
-		slices.Sort(ids)
-		if !slices.Equal(got, ids) {
-			t.Fatalf("decoded %v, encoded %v", got, ids)
+		x.removeAll(append(erased, 99999))
+		fresh := newLexIndex()
+		for _, r := range slices.Sorted(maps.Keys(live)) {
+			fresh.set(r, live[r])
+		}
+		if x.nDocs != fresh.nDocs || x.totalLen != fresh.totalLen || x.live != fresh.live {
+			t.Fatalf("pack %v: docs %d, length %d, live postings %d; afresh %d, %d, %d", pack, x.nDocs, x.totalLen, x.live, fresh.nDocs, fresh.totalLen, fresh.live)
+		}
+		liveOf := func(tm *term) []posting {
+			ps := slices.DeleteFunc(tm.all(nil), func(p posting) bool { return p.tf == 0 })
+			slices.SortFunc(ps, byRid)
+			return ps
+		}
+		for name, id := range fresh.ids {
+			tm := x.term(name)
+			if tm == nil || tm.df != fresh.tms[id].df || !slices.Equal(liveOf(tm), liveOf(&fresh.tms[id])) {
+				t.Fatalf("pack %v: term %q differs from the index built afresh", pack, name)
+			}
+		}
+		for i := range x.tms {
+			if tm := &x.tms[i]; tm.df > 0 && fresh.term(tm.name) == nil {
+				t.Fatalf("pack %v: term %q has %d live documents, none afresh", pack, tm.name, tm.df)
+			}
 		}
 	}
 }

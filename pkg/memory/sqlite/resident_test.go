@@ -116,9 +116,7 @@ func BenchmarkResidentBytes(b *testing.B) {
 	// a string header and an id, about 1.5x for the map's slack).
 	terms += cap(x.lex.tms)*int(unsafe.Sizeof(term{})) +
 		(cap(x.lex.dict)+cap(x.lex.mid)+cap(x.lex.recent))*16 + len(x.lex.ids)*30
-	for _, d := range x.lex.docTerms {
-		docTerms += cap(d)
-	}
+	docTerms = cap(x.lex.docPrint) * 8 // the fingerprints (the term lists are gone)
 	for _, fv := range x.flat {
 		for _, c := range fv.codes {
 			vecs += cap(c) + 4 // the code and its scale
