@@ -67,12 +67,14 @@
 //     rids (4 bytes) and term frequencies (2): their postings are a small
 //     part of their memory, and the decoding would cost the lexical channel
 //     a third more CPU at a million of them. A removed or
-//     re-indexed document's postings are found by binary search from its
-//     term list and marked stale in place (tf 0) until the list is
+//     re-indexed document's postings are found by binary search in its
+//     terms' lists and marked stale in place (tf 0) until the list is
 //     compacted. Before, a posting was 12 bytes (rid, the document's
 //     generation, tf) and every read of a list checked the generation in a
-//     per-document array. A document's term list is its term ids as uvarint
-//     deltas (docterms.go): about 2 bytes a term instead of 4.
+//     per-document array. The index keeps no list of a document's terms
+//     (it took about 1 KB a LongMemEval-size memory as uvarint deltas): a
+//     write re-derives them from the text it replaces, checked against a
+//     fingerprint of the document's term ids (docterms.go).
 //     Rid order lets a search look a few documents up in a long list:
 //     dynamic pruning (MaxScore, prune.go). Once, where the units left
 //     (query terms in the order scored, rarest first) first outnumber the
