@@ -1,24 +1,18 @@
 package sqlite
 
 import (
-	"bufio"
-	"compress/gzip"
 	"context"
-	"encoding/json"
-	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
-	"strings"
 	"testing"
 	"unsafe"
 
-	"github.com/engram-memory/engram/pkg/llm/hashembed"
 	"github.com/engram-memory/engram/pkg/memory"
+	"github.com/engram-memory/engram/pkg/memory/memorytest"
 )
 
 // BenchmarkResidentBytes says where the resident bytes of a loaded store go
@@ -26,8 +20,9 @@ import (
 // consecutive memories of the development set's graph joined, from
 // ENGRAM_EVAL_DIR, default ../../../../shared/eval/longmemeval-dev), with
 // a 384-dimension vector each: the Go heap the loaded store holds, and by
-// part (text of the heads, the rest of the heads, BM25 postings, the
-// per-document term lists, gates, vectors), per memory. With
+// part (text of the heads, the rest of the heads, BM25 postings packed and
+// plain, the term fingerprints, the dictionary, gates, vectors), per
+// memory. With
 // ENGRAM_HEAP_PROFILE=FILE it writes the loaded store's heap profile there.
 // ENGRAM_RESIDENT_DB=FILE writes the store there and keeps it.
 // ENGRAM_RESIDENT_N sets how many memories (default 1,000; past the 1,242
@@ -142,59 +137,11 @@ func BenchmarkResidentBytes(b *testing.B) {
 	b.ReportMetric(float64(vecs)/n, "vector-bytes/memory")
 }
 
-// seedLongMemEval writes count LongMemEval-size memories (twenty
-// consecutive memories of the development set's graph joined, about 15 KB
-// of text, from ENGRAM_EVAL_DIR, default ../../../../shared/eval/longmemeval-dev)
-// with a 384-dimension vector each into a new store at path, and returns
-// them (skipping the benchmark without the set).
+// seedLongMemEval writes count LongMemEval-size memories
+// (memorytest.LongMemories) into a new store at path and returns them.
 func seedLongMemEval(b *testing.B, path string, count int) []memory.Node {
 	b.Helper()
-	dir := os.Getenv("ENGRAM_EVAL_DIR")
-	if dir == "" {
-		dir = "../../../../shared/eval/longmemeval-dev"
-	}
-	f, err := os.Open(filepath.Join(dir, "graph.jsonl.gz"))
-	if err != nil {
-		b.Skipf("no evaluation graph: %v", err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		b.Fatal(err)
-	}
-	var texts []string
-	sc := bufio.NewScanner(zr)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for sc.Scan() {
-		var n struct{ Type, Label, Body string }
-		if json.Unmarshal(sc.Bytes(), &n) == nil && n.Type == "node" {
-			texts = append(texts, n.Label+"\n"+n.Body)
-		}
-	}
-	const per = 20
-	emb := hashembed.New(384)
-	var nodes []memory.Node
-	rng := rand.New(rand.NewPCG(1, 2))
-	pick := make([]string, per)
-	for i := 0; len(nodes) < count; i++ {
-		var body string
-		if (i+1)*per <= len(texts) {
-			body = strings.Join(texts[i*per:(i+1)*per], "\n")
-		} else {
-			for k := range pick {
-				pick[k] = texts[rng.IntN(len(texts))]
-			}
-			body = strings.Join(pick, "\n")
-		}
-		n := memory.Node{ID: fmt.Sprintf("m%06d", i), Subkind: memory.Observation, Scope: memory.ScopeProject, ProjectID: "p",
-			Label: fmt.Sprintf("session %d", i), Body: body}
-		v, err := emb.Embed(context.Background(), []string{memory.EmbedText(&n)})
-		if err != nil {
-			b.Fatal(err)
-		}
-		n.Embedding, n.EmbeddingModel = v[0], emb.Model()
-		nodes = append(nodes, n)
-	}
+	nodes := memorytest.LongMemories(b, "../../../../shared/eval/longmemeval-dev", count)
 	s, err := Open(context.Background(), path, WithBulkWrites())
 	if err != nil {
 		b.Fatal(err)
@@ -208,63 +155,4 @@ func seedLongMemEval(b *testing.B, path string, count int) []memory.Node {
 		b.Fatal(err)
 	}
 	return nodes
-}
-
-// BenchmarkReadTexts measures what the lines of a block cost now that the
-// heads hold no body: GetHeads and FillTexts of twelve memories of a
-// loaded store of 1,000, every body read from the file (the text cache
-// off), for LongMemEval-size memories (about 15 KB each) and extractor-size
-// ones (the first 600 characters of them, the extractor's cap).
-func BenchmarkReadTexts(b *testing.B) {
-	for _, size := range []struct {
-		name string
-		cut  int
-	}{{"longmemeval", 0}, {"extracted", 600}} {
-		b.Run(size.name, func(b *testing.B) {
-			path := filepath.Join(b.TempDir(), "engram.db")
-			nodes := seedLongMemEval(b, path, 1000)
-			if size.cut > 0 {
-				s, err := Open(context.Background(), path, WithBulkWrites())
-				if err != nil {
-					b.Fatal(err)
-				}
-				for i := range nodes {
-					body := nodes[i].Body[:size.cut]
-					if _, err := s.Update(context.Background(), nodes[i].ID, memory.Patch{Body: &body}); err != nil {
-						b.Fatal(err)
-					}
-				}
-				if err := s.Close(); err != nil {
-					b.Fatal(err)
-				}
-			}
-			s, err := Open(context.Background(), path, WithBulkWrites(), WithTextCache(1))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close()
-			ids := make([]string, 12)
-			var bytes int
-			i := 0
-			cpu := processCPU()
-			for b.Loop() {
-				for j := range ids {
-					ids[j] = nodes[(i*131+j*977)%len(nodes)].ID
-				}
-				i++
-				heads, err := s.GetHeads(context.Background(), ids)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := s.FillTexts(context.Background(), heads); err != nil {
-					b.Fatal(err)
-				}
-				for _, h := range heads {
-					bytes += len(h.Body)
-				}
-			}
-			b.ReportMetric(float64(processCPU()-cpu)/float64(b.N)/1e3, "cpu-µs/op")
-			b.ReportMetric(float64(bytes)/float64(b.N*len(ids)), "body-bytes/text")
-		})
-	}
 }
