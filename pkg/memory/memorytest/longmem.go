@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -76,4 +77,19 @@ func LongMemories(tb testing.TB, dir string, count int) []memory.Node {
 		nodes = append(nodes, n)
 	}
 	return nodes
+}
+
+// LongMemoriesCount is how many LongMemories a benchmark seeds:
+// ENGRAM_RESIDENT_N, default def.
+func LongMemoriesCount(tb testing.TB, def int) int {
+	tb.Helper()
+	v := os.Getenv("ENGRAM_RESIDENT_N")
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		tb.Fatalf("ENGRAM_RESIDENT_N=%q: want a positive count", v)
+	}
+	return n
 }

@@ -2,7 +2,6 @@ package redis_test
 
 import (
 	"context"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,14 +20,7 @@ import (
 // 1,000).
 func BenchmarkResidentBytes(b *testing.B) {
 	c := testClient(b)
-	count := 1000
-	if v := os.Getenv("ENGRAM_RESIDENT_N"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			b.Fatalf("ENGRAM_RESIDENT_N=%q: want a positive count", v)
-		}
-		count = n
-	}
+	count := memorytest.LongMemoriesCount(b, 1000)
 	nodes := memorytest.LongMemories(b, "../../../../shared/eval/longmemeval-dev", count)
 	text := 0
 	for i := range nodes {

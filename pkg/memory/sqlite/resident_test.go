@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
-	"strconv"
 	"testing"
 	"unsafe"
 
@@ -34,14 +33,7 @@ func BenchmarkResidentBytes(b *testing.B) {
 	if keep := os.Getenv("ENGRAM_RESIDENT_DB"); keep != "" {
 		path = keep // the store is kept there (a fixture for engram bench inject -db)
 	}
-	count := 1000
-	if v := os.Getenv("ENGRAM_RESIDENT_N"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			b.Fatalf("ENGRAM_RESIDENT_N=%q: want a positive count", v)
-		}
-		count = n
-	}
+	count := memorytest.LongMemoriesCount(b, 1000)
 	textBytes := 0
 	if _, err := os.Stat(path); err == nil && os.Getenv("ENGRAM_RESIDENT_DB") != "" {
 		b.Logf("%s: measuring the memories it holds", path) // a kept fixture
