@@ -262,11 +262,16 @@ func (x *index) commitLocked(changes []change, edges []edgeChange, load bool) {
 			if counts == nil {
 				counts = docCounts(&c.n)
 			}
-			// The text indexed until now: the row this write replaced
-			// (its terms are re-derived from it, see docterms.go).
+			// The text indexed until now: the row this write replaced (its
+			// terms are re-derived from it, see docterms.go); for the load,
+			// a row already indexed is the same row read again (a standing
+			// instruction, loaded first; a write since then changes the
+			// fingerprint, and the lists are searched instead).
 			var old map[string]int
 			if prev != nil && c.old != nil {
 				old = docCounts(c.old)
+			} else if prev != nil && load {
+				old = counts
 			}
 			x.lex.setCounts(c.rid, counts, old)
 		}

@@ -161,14 +161,21 @@ func (x *lexIndex) remove(rid uint32, old map[string]int) {
 	n := 0
 	ids, ok := x.idsOf(old, nil)
 	if old != nil && ok && termPrint(ids) == x.docPrint[rid] {
+		missed := false
 		for _, id := range ids {
-			tm := &x.tms[id]
-			tm.kill(rid)
-			tm.df--
-			tm.stale++
-			tm.ver++
+			if tm := &x.tms[id]; tm.kill(rid) {
+				tm.df--
+				tm.stale++
+				tm.ver++
+				n++
+			} else {
+				missed = true // only if two term sets shared a fingerprint
+			}
 		}
-		n = len(ids)
+		if missed {
+			n += x.removeScan(rid)
+			x.scanned.Add(1)
+		}
 	} else {
 		n = x.removeScan(rid)
 		x.scanned.Add(1)

@@ -39,8 +39,12 @@ func TestLongMemoriesPackedAnswerAsPlain(t *testing.T) {
 		if i%6 == 0 {
 			session = "gone"
 		}
-		return memory.Node{ID: fmt.Sprintf("m%04d", i), Subkind: memory.Observation, Scope: memory.ScopeProject,
+		n := memory.Node{ID: fmt.Sprintf("m%04d", i), Subkind: memory.Observation, Scope: memory.ScopeProject,
 			ProjectID: "p", SessionID: session, Label: fmt.Sprintf("memory %d", i), Body: body()}
+		if i%3 == 0 {
+			n.AssertedBy = memory.AssertedUser // a standing-instruction candidate: the background load reads it first, then again
+		}
+		return n
 	}
 	path := filepath.Join(t.TempDir(), "engram.db")
 	s, err := Open(ctx, path)
@@ -121,6 +125,24 @@ func TestLongMemoriesPackedAnswerAsPlain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
 	check(s, "reopened")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// As serve opens it: loaded in the background, the standing
+	// candidates first and then again with their project; the second time
+	// re-derives their terms from the row itself, without searching every
+	// list under the write lock.
+	s, err = Open(ctx, path, WithBackgroundLoad())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.WaitLoaded(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.idx.lex.scanned.Load(); n != 0 {
+		t.Fatalf("background load: %d memories looked up in every list", n)
+	}
+	check(s, "loaded in the background")
 }

@@ -1,4 +1,4 @@
-//go:build !(386 || amd64 || arm || arm64 || loong64 || mips64le || mipsle || ppc64le || riscv64 || wasm)
+//go:build !(386 || amd64 || arm64 || ppc64le)
 
 package sqlite
 
