@@ -387,16 +387,17 @@ func prefixRange(sorted []string, q string, into []string) []string {
 
 // scratch holds per-query accumulators, reused between queries.
 type scratch struct {
-	mark    []uint64 // bit set of the touched documents, for the common terms
-	tf      []float32
-	score   []float32
-	touchT  []uint32
-	touched []uint32
-	best    []ranked
-	seen    []uint64 // bit set for unionDF
-	cands   []uint32 // the documents a pruned search still scores, in rid order
-	found   []posting
-	blk     blockBuf // a block of postings decoded
+	mark      []uint64 // bit set of the touched documents, for the common terms
+	tf        []float32
+	score     []float32
+	touchT    []uint32
+	touched   []uint32
+	best      []ranked
+	seen      []uint64 // bit set for unionDF and touchedAtLeast (markLive)
+	seenWords []uint32 // the words of seen that markLive set
+	cands     []uint32 // the documents a pruned search still scores, in rid order
+	found     []posting
+	blk       blockBuf // a block of postings decoded
 }
 
 // commonShare is memory.CommonShare: when the rarer terms already matched

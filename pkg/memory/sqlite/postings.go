@@ -290,37 +290,56 @@ func (x *lexIndex) unionDF(lists []*term, sc *scratch) int {
 	if df, ok := x.dfCache.get(string(key), ver); ok {
 		return df
 	}
-	n := len(x.docLen)
+	sc.sizeSeen(len(x.docLen))
+	df := 0
+	for _, tm := range lists {
+		df = sc.markLive(tm, df, 0)
+	}
+	sc.clearSeen()
+	x.dfCache.put(string(key), ver, df)
+	return df
+}
+
+// sizeSeen makes sc.seen a bit set of n documents.
+func (sc *scratch) sizeSeen(n int) {
 	if words := n/64 + 1; len(sc.seen) < words {
 		sc.seen = make([]uint64, words+words/4)
 	}
-	df := 0
-	for _, tm := range lists {
-		for p := range tm.parts() {
-			rids, tfs := tm.part(p, &sc.blk)
-			tfs = tfs[:len(rids)]
-			for i, rid := range rids {
-				if tfs[i] == 0 {
-					continue
-				}
-				w, b := rid>>6, uint64(1)<<(rid&63)
-				if sc.seen[w]&b == 0 {
-					sc.seen[w] |= b
-					df++
-				}
+}
+
+// markLive sets the bits of tm's live documents in sc.seen and returns
+// count plus those not set before, stopping once that reaches stop (<= 0:
+// never). The words it sets are noted, so that clearSeen reads no list.
+func (sc *scratch) markLive(tm *term, count, stop int) int {
+	for p := range tm.parts() {
+		rids, tfs := tm.part(p, &sc.blk)
+		tfs = tfs[:len(rids)]
+		for i, rid := range rids {
+			if tfs[i] == 0 {
+				continue
+			}
+			w, b := rid>>6, uint64(1)<<(rid&63)
+			if sc.seen[w]&b != 0 {
+				continue
+			}
+			if sc.seen[w] == 0 {
+				sc.seenWords = append(sc.seenWords, w)
+			}
+			sc.seen[w] |= b
+			if count++; count == stop {
+				return count
 			}
 		}
 	}
-	for _, tm := range lists {
-		for p := range tm.parts() {
-			rids, _ := tm.part(p, &sc.blk)
-			for _, rid := range rids {
-				sc.seen[rid>>6] = 0
-			}
-		}
+	return count
+}
+
+// clearSeen clears the bits markLive set.
+func (sc *scratch) clearSeen() {
+	for _, w := range sc.seenWords {
+		sc.seen[w] = 0
 	}
-	x.dfCache.put(string(key), ver, df)
-	return df
+	sc.seenWords = sc.seenWords[:0]
 }
 
 // dfCache holds the union counts of stem groups, each with the sum of its

@@ -372,40 +372,13 @@ func (x *lexIndex) touchedAtLeast(sc *scratch, done []lexUnit, restricted bool, 
 			}
 		}
 	}
-	n := len(x.docLen)
-	if words := n/64 + 1; len(sc.seen) < words {
-		sc.seen = make([]uint64, words+words/4)
-	}
+	sc.sizeSeen(len(x.docLen))
+	defer sc.clearSeen()
 	count := 0
-	defer func() {
-		for _, u := range done {
-			for _, tm := range u.lists {
-				for p := range tm.parts() {
-					rids, _ := tm.part(p, &sc.blk)
-					for _, rid := range rids {
-						sc.seen[rid>>6] = 0
-					}
-				}
-			}
-		}
-	}()
 	for _, u := range done {
 		for _, tm := range u.lists {
-			for p := range tm.parts() {
-				rids, tfs := tm.part(p, &sc.blk)
-				tfs = tfs[:len(rids)]
-				for i, rid := range rids {
-					if tfs[i] == 0 {
-						continue
-					}
-					w, b := rid>>6, uint64(1)<<(rid&63)
-					if sc.seen[w]&b == 0 {
-						sc.seen[w] |= b
-						if count++; count >= need {
-							return true
-						}
-					}
-				}
+			if count = sc.markLive(tm, count, need); count >= need {
+				return true
 			}
 		}
 	}
