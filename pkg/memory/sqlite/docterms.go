@@ -7,7 +7,7 @@ import "slices"
 // of them (the term ids as uvarint deltas took about 1 KB a
 // LongMemEval-size memory, a quarter of its heap once the postings were
 // packed): a writer has the document's previous version (every write reads
-// the row it replaces, change.old), so its terms are derived again from
+// the row it replaces: change.was), so its terms are derived again from
 // that text, and the document's fingerprint (termPrint of its term ids,
 // kept at indexing) checks that they are the terms indexed. Without the
 // previous text, or should it not match, the document is looked up in

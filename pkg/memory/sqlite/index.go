@@ -92,13 +92,16 @@ func (p *scratchPool) put(sc *scratch) {
 // change is one committed node write to mirror in the index.
 type change struct {
 	rid  uint32
-	old  *memory.Node // nil: a new node
 	n    memory.Node
 	vec  bool // the embedding changed
 	text bool // the indexed text changed
 	// counts are the token counts of the indexed text when they were
 	// taken before the index lock (the load does); nil: taken under it.
 	counts map[string]int
+	// was is the token counts of the text the write replaced, taken
+	// before the index lock (nil: a new node, or the text unchanged):
+	// the terms to remove.
+	was map[string]int
 	// head and unit are the node's head and unit vector when they were
 	// made before the index lock (the load does: what a batch allocates
 	// under the lock, it pays for in mark assists while turns wait for
@@ -268,8 +271,8 @@ func (x *index) commitLocked(changes []change, edges []edgeChange, load bool) {
 			// instruction, loaded first; a write since then changes the
 			// fingerprint, and the lists are searched instead).
 			var old map[string]int
-			if prev != nil && c.old != nil {
-				old = docCounts(c.old)
+			if prev != nil && c.was != nil {
+				old = c.was
 			} else if prev != nil && load {
 				old = counts
 			}

@@ -891,7 +891,11 @@ func (w *wtx) put(rid int64, old *memory.Node, n memory.Node) (int64, error) {
 		}
 	}
 	text := old == nil || docText(old) != docText(&n)
-	w.changes = append(w.changes, change{rid: uint32(rid), old: old, n: n, vec: vecChanged, text: text})
+	var was map[string]int
+	if text && old != nil {
+		was = docCounts(old) // the terms the index removes, tokenised outside its lock
+	}
+	w.changes = append(w.changes, change{rid: uint32(rid), n: n, vec: vecChanged, text: text, was: was})
 	return rid, nil
 }
 
