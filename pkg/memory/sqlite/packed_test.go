@@ -92,6 +92,21 @@ func TestLongMemoriesPackedAnswerAsPlain(t *testing.T) {
 		if !x.lex.packing() || blocks == 0 {
 			t.Fatalf("%s: long memories, and the lists are not packed (packing %v, %d blocks)", when, x.lex.packing(), blocks)
 		}
+		if when != "written" {
+			// The load copies every list once it is done (trim): the
+			// copies are exact; lists left where the load grew them would
+			// keep their spans among the load's garbage.
+			for i := range x.lex.tms {
+				tm := &x.lex.tms[i]
+				if cap(tm.rids) != len(tm.rids) || cap(tm.tfs) != len(tm.tfs) ||
+					(tm.bl != nil && (cap(tm.bl.data) != len(tm.bl.data) || cap(tm.bl.skip) != len(tm.bl.skip))) {
+					t.Fatalf("%s: term %q kept the load's list (spare capacity)", when, tm.name)
+				}
+			}
+			if n := len(x.lex.tms); cap(x.lex.tms)-n > n/8 {
+				t.Fatalf("%s: the term table keeps %d spare entries beside %d", when, cap(x.lex.tms)-n, n)
+			}
+		}
 		plain := newLexIndex()
 		plain.noPack = true
 		live := 0

@@ -63,6 +63,9 @@ func BenchmarkResidentBytes(b *testing.B) {
 	}
 	defer s.Close()
 	<-s.loaded
+	if err := s.WaitIndexed(context.Background()); err != nil {
+		b.Fatal(err)
+	}
 	after, afterInuse := heap()
 	if out := os.Getenv("ENGRAM_HEAP_PROFILE"); out != "" {
 		// The heap of the loaded store, by allocation site (go tool pprof

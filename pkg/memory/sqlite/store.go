@@ -347,8 +347,8 @@ func (s *Store) loadNodes(ctx context.Context) bool {
 	s.idx.mu.Lock()
 	s.idx.loading = s.idx.bulk // bulk writes: every vector stays in the exact-search sets
 	s.idx.touched = nil
-	s.idx.lex.trim()
 	s.idx.mu.Unlock()
+	s.idx.trim()
 	s.idx.sortConversations()
 	s.ld.mu.Lock()
 	s.ld.nodesIn = time.Since(s.opened)
