@@ -549,6 +549,7 @@ func (s *Store) buildVectors(model string) bool {
 	dim := fl.dim
 	s.idx.mu.Unlock()
 	ix := vecindex.New(dim, s.idx.vecOpts...)
+	ix.Reserve(len(ids))
 	const step = 2000
 	vecs := make([][]float32, 0, step)
 	for off := 0; off < len(ids); off += step {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"unsafe"
 )
 
 func randVec(r *rand.Rand, dim int) []float32 {
@@ -563,5 +564,54 @@ func TestQuantizeMatchesRound(t *testing.T) {
 	}
 	if halves < 1000 {
 		t.Errorf("only %d components on a half step: the test does not exercise rounding ties", halves)
+	}
+}
+
+// TestReserveGrowsOnce: vectors added batch by batch after Reserve fill
+// storage grown once, exactly (a load adds them so; grown batch by batch
+// the arrays kept up to a quarter spare).
+func TestReserveGrowsOnce(t *testing.T) {
+	const n, dim, batch = 1000, 64, 100
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, reserve := range []bool{true, false} {
+		ix := New(dim, WithCodesOnly(), WithSeed(1))
+		if reserve {
+			ix.Reserve(n)
+		}
+		var codes *int8
+		var v7 []float32
+		grew := 0
+		for b := 0; b < n; b += batch {
+			ids := make([]string, batch)
+			vecs := make([][]float32, batch)
+			for i := range ids {
+				ids[i] = fmt.Sprintf("v%d", b+i)
+				vecs[i] = make([]float32, dim)
+				for j := range vecs[i] {
+					vecs[i][j] = rng.Float32() - 0.5
+				}
+			}
+			if b == 0 {
+				v7 = vecs[7]
+			}
+			if err := ix.AddBatch(ids, vecs); err != nil {
+				t.Fatal(err)
+			}
+			if p := unsafe.SliceData(ix.codes); p != codes {
+				codes, grew = p, grew+1
+			}
+		}
+		spare := cap(ix.codes) - n*dim
+		rows := cap(ix.links0) - n*ix.g.m0
+		t.Logf("reserve %v: codes grew %d times, %d spare code bytes, %d spare link entries", reserve, grew, spare, rows)
+		if reserve && (grew != 1 || spare > 8192 || rows > 2048) {
+			t.Fatalf("reserved: storage grew %d times; %d code bytes and %d link entries spare", grew, spare, rows)
+		}
+		if !reserve && grew == 1 {
+			t.Fatal("batches without Reserve grew storage once: the test cannot tell Reserve's effect")
+		}
+		if got := ix.Search(v7, 1, nil); len(got) != 1 || got[0].ID != "v7" {
+			t.Fatalf("reserve %v: the nearest vector to v7 is %v", reserve, got)
+		}
 	}
 }
