@@ -127,8 +127,8 @@ func TestEraseLeavesNoTraceInMemory(t *testing.T) {
 					continue
 				}
 				live++
-				if h.SessionID == "gone" {
-					t.Fatalf("head of erased %s", h.Label)
+				if x.strs.str(h.session) == "gone" {
+					t.Fatalf("head of erased %s", h.label)
 				}
 			}
 			if live != len(kept) {
@@ -161,7 +161,7 @@ func TestEraseLeavesNoTraceInMemory(t *testing.T) {
 			}
 			for _, st := range x.standing {
 				for _, rid := range st {
-					if x.heads[rid] == nil || x.heads[rid].SessionID == "gone" {
+					if x.heads[rid] == nil || x.strs.str(x.heads[rid].session) == "gone" {
 						t.Fatalf("standing instruction %d is erased", rid)
 					}
 				}

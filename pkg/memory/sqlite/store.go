@@ -981,7 +981,7 @@ func (s *Store) GetMany(ctx context.Context, ids []string) ([]memory.Node, error
 	rids := s.idx.ridsOf(ids)
 	out := s.idx.copyHeads(make([]memory.Node, 0, len(rids)), rids)
 	for i, r := range rids {
-		if keepsText(s.idx.heads[r]) {
+		if s.idx.heads[r].standing() {
 			rids[i] = noRid
 		}
 	}
