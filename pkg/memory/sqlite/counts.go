@@ -19,7 +19,7 @@ func (s *Store) Count(ctx context.Context, p memory.ProjectRef, model string) (m
 	for _, h := range s.idx.heads {
 		if h != nil {
 			if hp := s.idx.projectOf(h); hp.Tenant == p.Tenant && (hp.Project == p.Project || hp.Project == "") {
-				s.idx.fill(&n, h)
+				s.idx.fillFields(&n, h)
 				c.CountNode(&n, model)
 			}
 		}

@@ -140,7 +140,7 @@ func (x *index) visible(n *memory.Node, h *head, q *memory.TimelineQuery, now ti
 	if h == nil || (q.OnlySession && x.strs.str(h.session) != q.SessionID) {
 		return false
 	}
-	x.fill(n, h)
+	x.fillFields(n, h)
 	if q.AsOf.IsZero() {
 		return memory.Visible(n, q.Filter, now)
 	}

@@ -429,6 +429,7 @@ func (x *index) erase(rids []uint32, ids []string) {
 	}
 	x.lex.compact()
 	x.pruneIDs()
+	x.pruneStrings()
 }
 
 // pruneIDs forgets interned ids no gate uses (x.mu write-held).

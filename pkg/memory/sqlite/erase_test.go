@@ -159,6 +159,14 @@ func TestEraseLeavesNoTraceInMemory(t *testing.T) {
 			if _, ok := x.ids["kept"]; !ok {
 				t.Fatal("the kept session id is no longer interned")
 			}
+			if _, ok := x.strs.ids["gone"]; ok || slices.Contains(x.strs.all(), "gone") {
+				t.Fatal("the heads' string table still holds the erased session's name")
+			}
+			for _, h := range x.heads {
+				if h != nil && x.strs.str(h.session) != "kept" {
+					t.Fatalf("a kept head's session reads %q", x.strs.str(h.session))
+				}
+			}
 			for _, st := range x.standing {
 				for _, rid := range st {
 					if x.heads[rid] == nil || x.strs.str(x.heads[rid].session) == "gone" {

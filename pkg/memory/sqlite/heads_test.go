@@ -138,7 +138,7 @@ func reload(t *testing.T, n memory.Node) memory.Node {
 
 // TestHeadRoundTrip: a packed head gives back the node the index kept
 // before heads were packed, field for field: for nodes as a reload reads
-// them (never odd) and for nodes with values the packed fields cannot hold
+// them in UTC (not odd) and for nodes with values the packed fields cannot hold
 // (odd, kept whole).
 func TestHeadRoundTrip(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
@@ -219,5 +219,39 @@ func TestHeadOrders(t *testing.T) {
 		if got, want := x.conversationAt(ha), memory.ConversationAt(a); got != want {
 			t.Fatalf("ConversationAt of %+v = %d, want %d", *a, got, want)
 		}
+	}
+}
+
+// TestHeadCopiesAllocateOnce: copying a turn's heads allocates per batch,
+// not per head (the digests are one string for the batch), as copying
+// the unpacked heads did; a scan's visibility check allocates nothing.
+func TestHeadCopiesAllocateOnce(t *testing.T) {
+	x := headsIndex(2000)
+	rids := make([]uint32, 100)
+	for i := range rids {
+		rids[i] = uint32(1 + i*17)
+	}
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	out := x.copyHeads(nil, rids)
+	for i, r := range rids {
+		var want memory.Node
+		x.fill(&want, x.heads[r])
+		if !reflect.DeepEqual(out[i], want) {
+			t.Fatalf("copy %d:\n%+v\nwant\n%+v", i, out[i], want)
+		}
+	}
+	if got := testing.AllocsPerRun(20, func() { _ = x.copyHeads(make([]memory.Node, 0, len(rids)), rids) }); got > 4 {
+		t.Errorf("copying 100 heads: %v allocations (out, paths, entities, digests)", got)
+	}
+	q := memory.TimelineQuery{Filter: memory.Filter{ProjectID: "p"}}
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	var n memory.Node
+	if got := testing.AllocsPerRun(5, func() {
+		for _, h := range x.heads {
+			x.visible(&n, h, &q, now)
+		}
+	}); got > 0 {
+		t.Errorf("a visibility scan of %d heads: %v allocations", len(x.heads), got)
 	}
 }

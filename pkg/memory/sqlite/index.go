@@ -1,10 +1,12 @@
 package sqlite
 
 import (
+	"encoding/hex"
 	"fmt"
 	"math"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/engram-memory/engram/pkg/memory"
@@ -146,10 +148,26 @@ func (x *index) copyHeads(out []memory.Node, rids []uint32) []memory.Node {
 	}
 	paths := make([]string, 0, np)
 	ents := make([]memory.Entity, 0, ne)
+	// The digests of the batch as one string (one allocation, not one a
+	// node), each node's a part of it.
+	var db strings.Builder
+	db.Grow(len(rids) * 2 * digestBytes)
+	var d [2 * digestBytes]byte
+	for _, r := range rids {
+		if h := x.heads[r]; h.flags&headOdd == 0 {
+			hex.Encode(d[:], h.digest[:])
+			db.Write(d[:])
+		}
+	}
+	digests := db.String()
 	for _, r := range rids {
 		out = append(out, memory.Node{})
 		n := &out[len(out)-1]
-		x.fill(n, x.heads[r])
+		h := x.heads[r]
+		x.fillFields(n, h)
+		if h.flags&headOdd == 0 {
+			n.Digest, digests = digests[:2*digestBytes], digests[2*digestBytes:]
+		}
 		if n.Paths != nil {
 			i := len(paths)
 			paths = append(paths, n.Paths...)
