@@ -43,7 +43,7 @@ func (s *Store) Lexical(ctx context.Context, terms []string, f memory.Filter, li
 			}
 		}
 		if x.pass(rid, &gf) {
-			t.add(scoredItem{rid: rid, id: x.heads[rid].ID, score: score})
+			t.add(scoredItem{rid: rid, id: x.heads[rid].id, score: score})
 		}
 		return true
 	}
@@ -150,7 +150,7 @@ func (s *Store) ByPaths(ctx context.Context, paths []string, f memory.Filter, li
 	}
 	now := s.now()
 	type hit struct {
-		h     *memory.Node
+		h     *head
 		count int
 	}
 	var hits []hit
@@ -166,11 +166,11 @@ func (s *Store) ByPaths(ctx context.Context, paths []string, f memory.Filter, li
 		if a.count != b.count {
 			return b.count - a.count
 		}
-		return memory.CompareTimeline(a.h, b.h)
+		return s.idx.compareTimeline(a.h, b.h)
 	})
 	out := make([]memory.Scored, 0, min(limit, len(hits)))
 	for _, h := range hits[:min(limit, len(hits))] {
-		out = append(out, memory.Scored{ID: h.h.ID, Score: float64(h.count)})
+		out = append(out, memory.Scored{ID: h.h.id, Score: float64(h.count)})
 	}
 	return out, nil
 }

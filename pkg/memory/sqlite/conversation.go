@@ -33,15 +33,15 @@ type convList struct {
 func (g *gate) conv() convKey { return convKey{g.tenant, g.project, g.session} }
 
 // convFind is the position of the node whose head is h in a sorted list.
-func (x *index) convFind(l *convList, h *memory.Node) (int, bool) {
-	return slices.BinarySearchFunc(l.rids, h, func(r uint32, h *memory.Node) int {
-		return memory.CompareConversation(x.heads[r], h)
+func (x *index) convFind(l *convList, h *head) (int, bool) {
+	return slices.BinarySearchFunc(l.rids, h, func(r uint32, h *head) int {
+		return x.compareConversation(x.heads[r], h)
 	})
 }
 
 // convRemove takes rid, whose head is still old, out of the list of key
 // (x.mu write-held).
-func (x *index) convRemove(key convKey, rid uint32, old *memory.Node) {
+func (x *index) convRemove(key convKey, rid uint32, old *head) {
 	l := x.convs[key]
 	if l == nil {
 		return
@@ -74,7 +74,7 @@ func (x *index) convAdd(key convKey, rids []uint32, load bool) {
 		l.rids = append(l.rids, rids...)
 		return
 	}
-	cmpRid := func(a, b uint32) int { return memory.CompareConversation(x.heads[a], x.heads[b]) }
+	cmpRid := func(a, b uint32) int { return x.compareConversation(x.heads[a], x.heads[b]) }
 	if len(rids) == 1 {
 		i, _ := x.convFind(l, x.heads[rids[0]])
 		l.rids = slices.Insert(l.rids, i, rids[0])
@@ -89,8 +89,8 @@ func (x *index) convAdd(key convKey, rids []uint32, load bool) {
 	merged := make([]uint32, 0, len(l.rids)+len(rids))
 	prev := 0
 	for _, r := range rids {
-		at, _ := slices.BinarySearchFunc(l.rids[prev:], x.heads[r], func(e uint32, h *memory.Node) int {
-			return memory.CompareConversation(x.heads[e], h)
+		at, _ := slices.BinarySearchFunc(l.rids[prev:], x.heads[r], func(e uint32, h *head) int {
+			return x.compareConversation(x.heads[e], h)
 		})
 		merged = append(merged, l.rids[prev:prev+at]...)
 		merged = append(merged, r)
@@ -102,14 +102,14 @@ func (x *index) convAdd(key convKey, rids []uint32, load bool) {
 // convCommit mirrors a commit's node changes in the conversation index
 // (x.mu write-held): olds[i] and oldGates[i] are changes[i]'s previous
 // head and gate (nil: a new node), the new heads and gates are set.
-func (x *index) convCommit(changes []change, olds []*memory.Node, oldGates []gate, load bool) {
+func (x *index) convCommit(changes []change, olds []*head, oldGates []gate, load bool) {
 	var adds map[convKey][]uint32
 	for i := range changes {
 		rid, h, old := changes[i].rid, x.heads[changes[i].rid], olds[i]
 		key := x.gates[rid].conv()
 		if old != nil {
 			okey := oldGates[i].conv()
-			if okey == key && old.ID == h.ID && memory.ConversationAt(old) == memory.ConversationAt(h) {
+			if okey == key && old.id == h.id && x.conversationAt(old) == x.conversationAt(h) {
 				continue // its place did not change
 			}
 			x.convRemove(okey, rid, old)
@@ -148,7 +148,7 @@ func (x *index) sortConversations() {
 		}
 	}
 	for _, j := range jobs {
-		slices.SortFunc(j.rids, func(a, b uint32) int { return memory.CompareConversation(x.heads[a], x.heads[b]) })
+		slices.SortFunc(j.rids, func(a, b uint32) int { return x.compareConversation(x.heads[a], x.heads[b]) })
 	}
 	x.mu.RUnlock()
 	x.mu.Lock()
@@ -160,7 +160,7 @@ func (x *index) sortConversations() {
 		if j.l.gen == j.gen {
 			j.l.rids = j.rids
 		} else {
-			slices.SortFunc(j.l.rids, func(a, b uint32) int { return memory.CompareConversation(x.heads[a], x.heads[b]) })
+			slices.SortFunc(j.l.rids, func(a, b uint32) int { return x.compareConversation(x.heads[a], x.heads[b]) })
 		}
 		j.l.unsorted = false
 		j.l.gen++
@@ -196,23 +196,23 @@ func (s *Store) Adjacent(ctx context.Context, nodes []memory.Node, k int) (map[s
 		if !found || l.rids[at] != rid {
 			continue
 		}
-		t := memory.ConversationAt(h)
+		t := x.conversationAt(h)
 		var a memory.Adjacency
 		for j := at - 1; j >= 0 && len(a.Before) < k; j-- {
-			if n := x.heads[l.rids[j]]; t-memory.ConversationAt(n) <= gap {
-				a.Before = append(a.Before, n.ID)
+			if n := x.heads[l.rids[j]]; t-x.conversationAt(n) <= gap {
+				a.Before = append(a.Before, n.id)
 			} else {
 				break
 			}
 		}
 		for j := at + 1; j < len(l.rids) && len(a.After) < k; j++ {
-			if n := x.heads[l.rids[j]]; memory.ConversationAt(n)-t <= gap {
-				a.After = append(a.After, n.ID)
+			if n := x.heads[l.rids[j]]; x.conversationAt(n)-t <= gap {
+				a.After = append(a.After, n.id)
 			} else {
 				break
 			}
 		}
-		out[h.ID] = a
+		out[h.id] = a
 	}
 	return out, nil
 }

@@ -15,9 +15,13 @@ func (s *Store) Count(ctx context.Context, p memory.ProjectRef, model string) (m
 	}
 	s.idx.mu.RLock()
 	defer s.idx.mu.RUnlock()
+	var n memory.Node
 	for _, h := range s.idx.heads {
-		if h != nil && h.TenantID == p.Tenant && (h.ProjectID == p.Project || h.ProjectID == "") {
-			c.CountNode(h, model)
+		if h != nil {
+			if hp := s.idx.projectOf(h); hp.Tenant == p.Tenant && (hp.Project == p.Project || hp.Project == "") {
+				s.idx.fillFields(&n, h)
+				c.CountNode(&n, model)
+			}
 		}
 	}
 	return c, nil

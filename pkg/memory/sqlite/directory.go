@@ -23,8 +23,11 @@ func (s *Store) Projects(ctx context.Context, tenant string) ([]string, error) {
 	seen := map[string]bool{}
 	s.idx.mu.RLock()
 	for _, h := range s.idx.heads {
-		if h != nil && h.TenantID == tenant && h.ProjectID != "" {
-			seen[h.ProjectID] = true
+		if h == nil {
+			continue
+		}
+		if p := s.idx.projectOf(h); p.Tenant == tenant && p.Project != "" {
+			seen[p.Project] = true
 		}
 	}
 	s.idx.mu.RUnlock()
@@ -104,25 +107,17 @@ func (s *Store) Find(ctx context.Context, q memory.TimelineQuery, keep func(*mem
 	now := s.now()
 	limit := memory.Limit(q.Limit)
 	offset = max(offset, 0)
-	h := &worst{k: offset + limit + 1}
+	h := &worst{k: offset + limit + 1, x: s.idx}
 	s.idx.mu.RLock()
 	defer s.idx.mu.RUnlock()
-	for rid, n := range s.idx.heads {
-		if n == nil || (q.OnlySession && n.SessionID != q.SessionID) {
-			continue
-		}
-		ok := false
-		if q.AsOf.IsZero() {
-			ok = memory.Visible(n, q.Filter, now)
-		} else {
-			ok = memory.AsOfVisible(n, q.Filter, q.AsOf)
-		}
-		if ok && (keep == nil || keep(n)) {
-			h.offer(found{uint32(rid), n})
+	var n memory.Node
+	for rid, hd := range s.idx.heads {
+		if s.idx.visible(&n, hd, &q, now) && (keep == nil || keep(&n)) {
+			h.offer(found{uint32(rid), hd})
 		}
 	}
 	ms := h.items
-	slices.SortFunc(ms, func(a, b found) int { return memory.CompareTimeline(a.n, b.n) })
+	slices.SortFunc(ms, func(a, b found) int { return s.idx.compareTimeline(a.h, b.h) })
 	if offset >= len(ms) {
 		return nil, false, nil
 	}
@@ -136,18 +131,32 @@ func (s *Store) Find(ctx context.Context, q memory.TimelineQuery, keep func(*mem
 
 type found struct {
 	rid uint32
-	n   *memory.Node
+	h   *head
+}
+
+// visible reports whether the node of h (filled into n) is one q shows
+// (x.mu held; h nil: no).
+func (x *index) visible(n *memory.Node, h *head, q *memory.TimelineQuery, now time.Time) bool {
+	if h == nil || (q.OnlySession && x.strs.str(h.session) != q.SessionID) {
+		return false
+	}
+	x.fillFields(n, h)
+	if q.AsOf.IsZero() {
+		return memory.Visible(n, q.Filter, now)
+	}
+	return memory.AsOfVisible(n, q.Filter, q.AsOf)
 }
 
 // worst keeps the k best nodes by CompareTimeline, the worst of them at
 // the root of a heap.
 type worst struct {
 	k     int
+	x     *index
 	items []found
 }
 
 func (w *worst) Len() int           { return len(w.items) }
-func (w *worst) Less(i, j int) bool { return memory.CompareTimeline(w.items[i].n, w.items[j].n) > 0 }
+func (w *worst) Less(i, j int) bool { return w.x.compareTimeline(w.items[i].h, w.items[j].h) > 0 }
 func (w *worst) Swap(i, j int)      { w.items[i], w.items[j] = w.items[j], w.items[i] }
 func (w *worst) Push(x any)         { w.items = append(w.items, x.(found)) }
 func (w *worst) Pop() any {
@@ -161,7 +170,7 @@ func (w *worst) offer(f found) {
 		heap.Push(w, f)
 		return
 	}
-	if memory.CompareTimeline(f.n, w.items[0].n) < 0 { // better than the worst kept
+	if w.x.compareTimeline(f.h, w.items[0].h) < 0 { // better than the worst kept
 		w.items[0] = f
 		heap.Fix(w, 0)
 	}

@@ -25,7 +25,18 @@
 //     standing instructions, without its body: see Text off the heap),
 //     from which GetHeads and StandingInstructions are served (GetMany
 //     adds the bodies) and on which timeline order, standing selection,
-//     the embedding backlog and HasLiveMemory are evaluated;
+//     the embedding backlog and HasLiveMemory are evaluated. A head is
+//     packed (heads.go): 176 bytes and three pointers instead of a
+//     memory.Node's 512 and seventeen, the strings many heads share as
+//     numbers in an append-only string table, times as Unix nanoseconds,
+//     the digest as 10 bytes, paths, entities and a kept body behind one
+//     pointer; the orders the sorts and tie-breaks read (conversation,
+//     standing, timeline) compare the packed fields (TestHeadOrders holds
+//     them to pkg/memory's), the rest fill a memory.Node from it
+//     (TestHeadRoundTrip: field for field the node it was made from). A
+//     node whose values the packed fields cannot hold (a time in another
+//     zone or beyond 1678..2262, a huge counter, an odd digest) keeps its
+//     whole node besides;
 //   - a gate per node (gate.go): the fields the Filter rules read, packed,
 //     with tenant, project and session ids interned, so that the channels judge
 //     thousands of nodes per query with integer compares;
@@ -280,7 +291,7 @@
 // allocates). What it must scan is kept small: the BM25 index holds its
 // terms in one slice by id and a document's terms as encoded ids (no pointers:
 // the per-document lists as strings were tens of millions of pointers),
-// the gates hold no time.Time; the load allocates a node's head and unit
+// the gates and heads hold no time.Time; the load allocates a node's head and unit
 // vector before it takes the index lock and reserves the per-rid slices
 // once, so that what it pays in assists it does not pay while turns wait
 // for the lock; the lexical channel's 10 MB scratch survives collections

@@ -381,8 +381,8 @@ func (x *index) erase(rids []uint32, ids []string) {
 		if int(rid) < len(x.heads) {
 			if prev := x.heads[rid]; prev != nil {
 				x.count(prev, -1)
-				if memory.IsStanding(prev) {
-					pp := memory.ProjectOf(prev)
+				if prev.standing() {
+					pp := x.projectOf(prev)
 					x.standing[pp] = slices.DeleteFunc(x.standing[pp], func(r uint32) bool { return r == rid })
 					if len(x.standing[pp]) == 0 {
 						delete(x.standing, pp)
@@ -429,6 +429,7 @@ func (x *index) erase(rids []uint32, ids []string) {
 	}
 	x.lex.compact()
 	x.pruneIDs()
+	x.pruneStrings()
 }
 
 // pruneIDs forgets interned ids no gate uses (x.mu write-held).

@@ -127,8 +127,8 @@ func TestEraseLeavesNoTraceInMemory(t *testing.T) {
 					continue
 				}
 				live++
-				if h.SessionID == "gone" {
-					t.Fatalf("head of erased %s", h.Label)
+				if x.strs.str(h.session) == "gone" {
+					t.Fatalf("head of erased %s", h.label)
 				}
 			}
 			if live != len(kept) {
@@ -159,9 +159,17 @@ func TestEraseLeavesNoTraceInMemory(t *testing.T) {
 			if _, ok := x.ids["kept"]; !ok {
 				t.Fatal("the kept session id is no longer interned")
 			}
+			if _, ok := x.strs.ids["gone"]; ok || slices.Contains(x.strs.all(), "gone") {
+				t.Fatal("the heads' string table still holds the erased session's name")
+			}
+			for _, h := range x.heads {
+				if h != nil && x.strs.str(h.session) != "kept" {
+					t.Fatalf("a kept head's session reads %q", x.strs.str(h.session))
+				}
+			}
 			for _, st := range x.standing {
 				for _, rid := range st {
-					if x.heads[rid] == nil || x.heads[rid].SessionID == "gone" {
+					if x.heads[rid] == nil || x.strs.str(x.heads[rid].session) == "gone" {
 						t.Fatalf("standing instruction %d is erased", rid)
 					}
 				}

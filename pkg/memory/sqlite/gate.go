@@ -45,7 +45,7 @@ func (x *index) idCmp(a, b uint32) int {
 	if c := cmp.Compare(ka[1], kb[1]); c != 0 {
 		return c
 	}
-	return strings.Compare(x.heads[a].ID, x.heads[b].ID)
+	return strings.Compare(x.heads[a].id, x.heads[b].id)
 }
 
 const (
@@ -80,7 +80,7 @@ func (x *index) internID(s string) uint32 {
 	return x.lastID
 }
 
-// setGate records the gate of h at rid (x.mu write-held).
+// setGate records the gate of h, the node at rid (x.mu write-held).
 func (x *index) setGate(rid uint32, h *memory.Node) {
 	for int(rid) >= len(x.gates) {
 		x.gates = append(x.gates, gate{})
@@ -164,7 +164,7 @@ func (x *index) pass(rid uint32, gf *gateFilter) bool {
 	if g.confidence < f.MinConfidence {
 		return false
 	}
-	if len(f.Subkinds) > 0 && !slices.Contains(f.Subkinds, x.heads[rid].Subkind) {
+	if len(f.Subkinds) > 0 && !slices.Contains(f.Subkinds, memory.Subkind(x.strs.str(x.heads[rid].subkind))) {
 		return false
 	}
 	return true

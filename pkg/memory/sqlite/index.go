@@ -1,10 +1,12 @@
 package sqlite
 
 import (
+	"encoding/hex"
 	"fmt"
 	"math"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/engram-memory/engram/pkg/memory"
@@ -18,7 +20,8 @@ import (
 // and the counters behind HasLiveMemory and the embedding backlog.
 type index struct {
 	mu         sync.RWMutex
-	heads      []*memory.Node    // by rid; nil: no node
+	heads      []*head           // by rid; nil: no node
+	strs       strTable          // the strings the heads share
 	gates      []gate            // by rid: what the filters read of each head
 	ids        map[string]uint32 // interned project and session ids (gate)
 	lastID     uint32            // the last number internID gave
@@ -106,7 +109,7 @@ type change struct {
 	// made before the index lock (the load does: what a batch allocates
 	// under the lock, it pays for in mark assists while turns wait for
 	// the lock); nil: made under it.
-	head *memory.Node
+	head *head
 	unit []float32
 }
 
@@ -131,21 +134,6 @@ func growTo[S ~[]E, E any](s S, n int) S {
 	return s
 }
 
-// head is what the index keeps of a node: all of it but the vector and,
-// unless keepsText, the body (texts.go), so that GetHeads (the hot path
-// of retrieval) is served from memory.
-func head(n *memory.Node) *memory.Node {
-	h := *n
-	h.Embedding = nil
-	if !keepsText(n) {
-		h.Body = ""
-	}
-	shareStrings(&h)
-	h.Paths = slices.Clone(n.Paths)
-	h.Entities = slices.Clone(n.Entities)
-	return &h
-}
-
 // copyHeads appends the nodes at rids to out (x.mu held; the heads exist),
 // each with its own slices, so that the caller may change them. The slices
 // of the batch share one backing array per kind (two allocations instead
@@ -154,13 +142,32 @@ func head(n *memory.Node) *memory.Node {
 func (x *index) copyHeads(out []memory.Node, rids []uint32) []memory.Node {
 	np, ne := 0, 0
 	for _, r := range rids {
-		np += len(x.heads[r].Paths)
-		ne += len(x.heads[r].Entities)
+		p, e := x.heads[r].slices()
+		np += len(p)
+		ne += len(e)
 	}
 	paths := make([]string, 0, np)
 	ents := make([]memory.Entity, 0, ne)
+	// The digests of the batch as one string (one allocation, not one a
+	// node), each node's a part of it.
+	var db strings.Builder
+	db.Grow(len(rids) * 2 * digestBytes)
+	var d [2 * digestBytes]byte
 	for _, r := range rids {
-		n := *x.heads[r]
+		if h := x.heads[r]; h.flags&headOdd == 0 {
+			hex.Encode(d[:], h.digest[:])
+			db.Write(d[:])
+		}
+	}
+	digests := db.String()
+	for _, r := range rids {
+		out = append(out, memory.Node{})
+		n := &out[len(out)-1]
+		h := x.heads[r]
+		x.fillFields(n, h)
+		if h.flags&headOdd == 0 {
+			n.Digest, digests = digests[:2*digestBytes], digests[2*digestBytes:]
+		}
 		if n.Paths != nil {
 			i := len(paths)
 			paths = append(paths, n.Paths...)
@@ -171,18 +178,18 @@ func (x *index) copyHeads(out []memory.Node, rids []uint32) []memory.Node {
 			ents = append(ents, n.Entities...)
 			n.Entities = ents[i:len(ents):len(ents)]
 		}
-		out = append(out, n)
 	}
 	return out
 }
 
-func (x *index) count(h *memory.Node, d int) {
-	if h == nil || !h.Live() {
+func (x *index) count(h *head, d int) {
+	if h == nil || !h.live() {
 		return
 	}
-	x.liveBy[memory.ProjectOf(h)] += d
-	if h.EmbeddingModel != "" {
-		x.embeddedBy[projectModel{memory.ProjectOf(h), h.EmbeddingModel}] += d
+	p := x.projectOf(h)
+	x.liveBy[p] += d
+	if h.model != 0 {
+		x.embeddedBy[projectModel{p, x.strs.str(h.model)}] += d
 	}
 }
 
@@ -217,8 +224,8 @@ func (x *index) commit(changes []change, edges []edgeChange) {
 // load read, which do not count as written meanwhile.
 func (x *index) commitLocked(changes []change, edges []edgeChange, load bool) {
 	x.applyEdges(edges)
-	var batch map[string][]int                 // model -> change indexes, for bulk vector adds
-	olds := make([]*memory.Node, len(changes)) // the previous heads and gates, for the conversation index
+	var batch map[string][]int          // model -> change indexes, for bulk vector adds
+	olds := make([]*head, len(changes)) // the previous heads and gates, for the conversation index
 	oldGates := make([]gate, len(changes))
 	defer func() { x.convCommit(changes, olds, oldGates, load) }()
 	for i := range changes {
@@ -239,25 +246,25 @@ func (x *index) commitLocked(changes []change, edges []edgeChange, load bool) {
 			}
 		}
 		x.count(prev, -1)
-		if prev != nil && memory.IsStanding(prev) {
-			pp := memory.ProjectOf(prev)
+		if prev != nil && prev.standing() {
+			pp := x.projectOf(prev)
 			x.standing[pp] = slices.DeleteFunc(x.standing[pp], func(r uint32) bool { return r == c.rid })
 		}
-		if prev != nil && prev.ID != c.n.ID {
-			delete(x.byID, prev.ID)
+		if prev != nil && prev.id != c.n.ID {
+			delete(x.byID, prev.id)
 		}
 		h := c.head
 		if h == nil {
-			h = head(&c.n)
+			h = x.head(&c.n)
 		}
 		x.heads[c.rid] = h
-		x.setGate(c.rid, h)
+		x.setGate(c.rid, &c.n)
 		x.byID[c.n.ID] = c.rid
 		x.count(h, +1)
-		if memory.IsStanding(h) {
-			hp := memory.ProjectOf(h)
+		if h.standing() {
+			hp := x.projectOf(h)
 			list := x.standing[hp]
-			at, _ := slices.BinarySearchFunc(list, h, func(r uint32, h *memory.Node) int { return memory.CompareStanding(x.heads[r], h) })
+			at, _ := slices.BinarySearchFunc(list, h, func(r uint32, h *head) int { return x.compareStanding(x.heads[r], h) })
 			x.standing[hp] = slices.Insert(list, at, c.rid)
 		}
 		if c.text {
@@ -279,11 +286,12 @@ func (x *index) commitLocked(changes []change, edges []edgeChange, load bool) {
 			x.lex.setCounts(c.rid, counts, old)
 		}
 		if c.vec {
-			if prev != nil && prev.EmbeddingModel != "" {
-				if fl := x.flat[prev.EmbeddingModel]; fl != nil {
-					fl.remove(prev.ID)
-				} else if ix := x.vecs[prev.EmbeddingModel]; ix != nil {
-					ix.Remove(prev.ID)
+			if prev != nil && prev.model != 0 {
+				model := x.strs.str(prev.model)
+				if fl := x.flat[model]; fl != nil {
+					fl.remove(prev.id)
+				} else if ix := x.vecs[model]; ix != nil {
+					ix.Remove(prev.id)
 				}
 			}
 			if len(c.n.Embedding) > 0 {
@@ -338,7 +346,7 @@ func (x *index) loadChunk(changes []change) {
 	for i := range changes {
 		c := &changes[i]
 		c.counts = docCounts(&c.n)
-		c.head = head(&c.n)
+		c.head = x.head(&c.n)
 		if len(c.n.Embedding) > 0 {
 			c.unit = unit(c.n.Embedding)
 		}

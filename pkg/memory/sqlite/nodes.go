@@ -131,14 +131,9 @@ func (s *Store) PendingEmbeddings(ctx context.Context, model string, limit int) 
 		s.idx.mu.RUnlock()
 		return nil, nil
 	}
-	top := newTop(limit, func(a, b *memory.Node) int {
-		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
-			return c
-		}
-		return strings.Compare(a.ID, b.ID)
-	})
+	top := newTop(limit, s.idx.compareCreated)
 	for rid, h := range s.idx.heads {
-		if h != nil && h.Live() && h.EmbeddingModel != model {
+		if h != nil && h.live() && s.idx.strs.str(h.model) != model {
 			top.add(uint32(rid), h)
 		}
 	}
@@ -167,19 +162,11 @@ func (s *Store) HasLiveMemory(ctx context.Context, p memory.ProjectRef) (bool, e
 func (s *Store) Timeline(ctx context.Context, q memory.TimelineQuery) ([]memory.Node, error) {
 	s.awaitProject(ctx, memory.ProjectRef{Tenant: q.TenantID, Project: q.ProjectID})
 	now := s.now()
-	top := newTop(memory.Limit(q.Limit), func(a, b *memory.Node) int { return memory.CompareTimeline(a, b) })
+	top := newTop(memory.Limit(q.Limit), s.idx.compareTimeline)
 	s.idx.mu.RLock()
+	var n memory.Node
 	for rid, h := range s.idx.heads {
-		if h == nil || (q.OnlySession && h.SessionID != q.SessionID) {
-			continue
-		}
-		ok := false
-		if q.AsOf.IsZero() {
-			ok = memory.Visible(h, q.Filter, now)
-		} else {
-			ok = memory.AsOfVisible(h, q.Filter, q.AsOf)
-		}
-		if ok {
+		if s.idx.visible(&n, h, &q, now) {
 			top.add(uint32(rid), h)
 		}
 	}
@@ -204,7 +191,7 @@ func (s *Store) StandingInstructions(ctx context.Context, p memory.ProjectRef, l
 	}
 	var rids []uint32
 	for len(rids) < limit && (len(own) > 0 || len(global) > 0) {
-		if len(global) == 0 || (len(own) > 0 && memory.CompareStanding(s.idx.heads[own[0]], s.idx.heads[global[0]]) < 0) {
+		if len(global) == 0 || (len(own) > 0 && s.idx.compareStanding(s.idx.heads[own[0]], s.idx.heads[global[0]]) < 0) {
 			rids, own = append(rids, own[0]), own[1:]
 		} else {
 			rids, global = append(rids, global[0]), global[1:]

@@ -88,8 +88,20 @@ func BenchmarkResidentBytes(b *testing.B) {
 		if h == nil {
 			continue
 		}
-		text += len(h.Label) + len(h.Body)
-		heads += int(unsafe.Sizeof(*h)) + len(h.ID) + len(h.Digest) + len(h.ProjectID)
+		text += len(h.label) + len(h.body())
+		heads += int(unsafe.Sizeof(*h)) + len(h.id) // the digest is in the head
+		if e := h.extra; e != nil {
+			heads += int(unsafe.Sizeof(*e)) + len(e.supersededBy) + cap(e.paths)*16 + cap(e.entities)*int(unsafe.Sizeof(memory.Entity{}))
+			for _, p := range e.paths {
+				heads += len(p)
+			}
+			for _, en := range e.entities {
+				heads += len(en.Key) + len(en.Name)
+			}
+			if e.exact != nil {
+				heads += int(unsafe.Sizeof(*e.exact))
+			}
+		}
 	}
 	for i := range x.lex.tms {
 		tm := &x.lex.tms[i]

@@ -347,6 +347,7 @@ func (s *Store) loadNodes(ctx context.Context) bool {
 	s.idx.mu.Lock()
 	s.idx.loading = s.idx.bulk // bulk writes: every vector stays in the exact-search sets
 	s.idx.touched = nil
+	s.idx.pruneStrings() // an erasure while the load ran, rows the load read and left
 	s.idx.mu.Unlock()
 	s.idx.trim()
 	s.idx.sortConversations()
@@ -982,7 +983,7 @@ func (s *Store) GetMany(ctx context.Context, ids []string) ([]memory.Node, error
 	rids := s.idx.ridsOf(ids)
 	out := s.idx.copyHeads(make([]memory.Node, 0, len(rids)), rids)
 	for i, r := range rids {
-		if keepsText(s.idx.heads[r]) {
+		if s.idx.heads[r].standing() {
 			rids[i] = noRid
 		}
 	}

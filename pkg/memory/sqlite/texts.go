@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"unique"
 
 	"github.com/engram-memory/engram/pkg/memory"
 )
@@ -22,30 +21,6 @@ import (
 // instructions do (a few per project, their lines made on every turn from
 // the heads); every other head leaves it in the file.
 func keepsText(n *memory.Node) bool { return memory.IsStanding(n) }
-
-// shareStrings makes the head's strings that many heads hold the same
-// value of (kinds, scope, source, authority, reach, tenant, project,
-// session, embedding model) share one copy (package unique: a value no
-// head holds any more is collected): each node decoded from the file had
-// its own.
-func shareStrings(h *memory.Node) {
-	h.Subkind = memory.Subkind(share(string(h.Subkind)))
-	h.Scope = memory.Scope(share(string(h.Scope)))
-	h.Source = memory.Source(share(string(h.Source)))
-	h.AssertedBy = memory.Authority(share(string(h.AssertedBy)))
-	h.Reach = memory.Reach(share(string(h.Reach)))
-	h.TenantID = share(h.TenantID)
-	h.ProjectID = share(h.ProjectID)
-	h.SessionID = share(h.SessionID)
-	h.EmbeddingModel = share(h.EmbeddingModel)
-}
-
-func share(s string) string {
-	if s == "" {
-		return ""
-	}
-	return unique.Make(s).Value()
-}
 
 // DefaultTextCache is the size of the cache of memory texts read from the
 // file (bodies, by bytes): the hits of the last turns and the feedback
@@ -185,8 +160,8 @@ func (s *Store) FillTexts(ctx context.Context, nodes []memory.Node) error {
 			rids[i] = noRid
 			continue
 		}
-		if h := s.idx.heads[rid]; keepsText(h) && h.Digest == nodes[i].Digest {
-			nodes[i].Body = h.Body
+		if h := s.idx.heads[rid]; h.standing() && h.hasDigest(nodes[i].Digest) {
+			nodes[i].Body = h.body()
 			rids[i] = noRid
 			continue
 		}

@@ -33,7 +33,7 @@ func TestHeadsKeepNoBody(t *testing.T) {
 	check := func(s *Store) {
 		t.Helper()
 		s.idx.mu.RLock()
-		ob, rb := s.idx.heads[s.idx.byID[obs.Node.ID]].Body, s.idx.heads[s.idx.byID[rule.Node.ID]].Body
+		ob, rb := s.idx.heads[s.idx.byID[obs.Node.ID]].body(), s.idx.heads[s.idx.byID[rule.Node.ID]].body()
 		s.idx.mu.RUnlock()
 		if ob != "" {
 			t.Errorf("the observation's head holds its body %q", ob)

@@ -9,24 +9,24 @@ import (
 // top keeps the best k heads by cmp (negative: a before b), in order.
 type top struct {
 	k     int
-	cmp   func(a, b *memory.Node) int
+	cmp   func(a, b *head) int
 	items []topItem
 }
 
 type topItem struct {
 	rid uint32
-	h   *memory.Node
+	h   *head
 }
 
-func newTop(k int, cmp func(a, b *memory.Node) int) *top {
+func newTop(k int, cmp func(a, b *head) int) *top {
 	return &top{k: k, cmp: cmp}
 }
 
-func (t *top) add(rid uint32, h *memory.Node) {
+func (t *top) add(rid uint32, h *head) {
 	if len(t.items) == t.k && t.cmp(h, t.items[len(t.items)-1].h) >= 0 {
 		return
 	}
-	i, _ := slices.BinarySearchFunc(t.items, h, func(it topItem, h *memory.Node) int { return t.cmp(it.h, h) })
+	i, _ := slices.BinarySearchFunc(t.items, h, func(it topItem, h *head) int { return t.cmp(it.h, h) })
 	t.items = slices.Insert(t.items, i, topItem{rid, h})
 	if len(t.items) > t.k {
 		t.items = t.items[:t.k]
