@@ -70,6 +70,8 @@ const (
 	headLive              // memory.Node.Live
 	headStanding          // memory.IsStanding: the head keeps its body
 	headOdd               // extra.exact holds the node (see head)
+	headNoPaths           // Paths is empty, not nil (an import's "paths": [])
+	headNoEntities        // Entities is empty, not nil
 )
 
 func (h *head) live() bool     { return h.flags&headLive != 0 }
@@ -151,7 +153,15 @@ func (x *index) head(n *memory.Node) *head {
 		h.extra = &headExtra{exact: &e}
 		return h
 	}
-	if body != "" || n.SupersededBy != "" || n.Paths != nil || n.Entities != nil {
+	// Empty, not nil: a flag, not an extra part (an import's "paths": [] on
+	// every memory would cost each one).
+	if n.Paths != nil && len(n.Paths) == 0 {
+		h.flags |= headNoPaths
+	}
+	if n.Entities != nil && len(n.Entities) == 0 {
+		h.flags |= headNoEntities
+	}
+	if body != "" || n.SupersededBy != "" || len(n.Paths) > 0 || len(n.Entities) > 0 {
 		h.extra = &headExtra{body: body, supersededBy: n.SupersededBy,
 			paths: slices.Clone(n.Paths), entities: slices.Clone(n.Entities)}
 	}
@@ -189,6 +199,12 @@ func (x *index) fillFields(n *memory.Node, h *head) {
 		ArchivedAt: fromNanos(h.archived), StaleAt: fromNanos(h.stale)}
 	if e := h.extra; e != nil {
 		n.Body, n.SupersededBy, n.Paths, n.Entities = e.body, e.supersededBy, e.paths, e.entities
+	}
+	if h.flags&headNoPaths != 0 {
+		n.Paths = []string{} // no allocation: zero-sized
+	}
+	if h.flags&headNoEntities != 0 {
+		n.Entities = []memory.Entity{}
 	}
 }
 

@@ -96,11 +96,17 @@ func randomNodes(r *rand.Rand, n int, odd bool) []memory.Node {
 			AccessedAt:     when(),
 			EmbeddingModel: pick("", "m1", "m2"),
 		}
-		if r.IntN(3) == 0 {
+		switch r.IntN(4) {
+		case 0:
 			m.Paths = []string{"pkg/a.go", "b"}[:1+r.IntN(2)]
+		case 1:
+			m.Paths = []string{} // as an import's "paths": [] gives it
 		}
-		if r.IntN(3) == 0 {
+		switch r.IntN(4) {
+		case 0:
 			m.Entities = []memory.Entity{{Key: "k", Name: "K"}, {Key: "j", Name: "J"}}[:1+r.IntN(2)]
+		case 1:
+			m.Entities = []memory.Entity{}
 		}
 		if r.IntN(2) == 0 {
 			m.Embedding = []float32{1, 2}
@@ -167,7 +173,7 @@ func TestHeadRoundTrip(t *testing.T) {
 		if keepsText(&n) && n.Body != "" {
 			kept++
 		}
-		if n.Paths == nil && n.Entities == nil && n.SupersededBy == "" && !keepsText(&n) && x.head(&n).extra != nil {
+		if len(n.Paths) == 0 && len(n.Entities) == 0 && n.SupersededBy == "" && !keepsText(&n) && x.head(&n).extra != nil {
 			t.Fatalf("%+v: an extra for nothing", n)
 		}
 	}
