@@ -28,7 +28,8 @@
 //     the embedding backlog and HasLiveMemory are evaluated. A head is
 //     packed (heads.go): 176 bytes and three pointers instead of a
 //     memory.Node's 512 and seventeen, the strings many heads share as
-//     numbers in an append-only string table, times as Unix nanoseconds,
+//     numbers in a string table (an erasure prunes the names no head holds
+//     any more), times as Unix nanoseconds,
 //     the digest as 10 bytes, paths, entities and a kept body behind one
 //     pointer; the orders the sorts and tie-breaks read (conversation,
 //     standing, timeline) compare the packed fields (TestHeadOrders holds
@@ -315,8 +316,10 @@
 // TestEveryTableIsErased fails for a table without) and then drops the
 // erased nodes from the in-memory side: heads, gates, ids, counters,
 // standing lists, live edges, lexical postings and the dictionary's
-// terms no other node holds (the index is compacted), interned ids no
-// node uses, and vectors, erased from the graph index at once
+// terms no other node holds (the index is compacted), interned ids and
+// the heads' shared strings (project and session names) no node uses (a
+// load running meanwhile prunes the strings when it ends), and vectors,
+// erased from the graph index at once
 // (vecindex.Index.Erase: no tombstone, the slots zeroed) rather than
 // removed. Purge rewrites the file (VACUUM) and truncates the write-ahead
 // log, so that neither keeps a deleted row in a free page or in the free

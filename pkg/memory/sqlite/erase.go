@@ -365,7 +365,8 @@ func (er *eraser) references() error {
 // erase drops erased nodes from the in-memory side: heads, gates, ids,
 // counters, standing instructions, lexical postings (and the dictionary's
 // terms no other node holds), vectors (erased from the graphs, not left
-// as tombstones) and live edges; interned ids no node uses any more go.
+// as tombstones) and live edges; interned ids and the heads' shared
+// strings no node uses any more go.
 // While the load runs, the rows are marked touched so that a chunk read
 // before the erasure does not bring them back.
 func (x *index) erase(rids []uint32, ids []string) {
