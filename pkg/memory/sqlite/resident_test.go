@@ -124,7 +124,20 @@ func BenchmarkResidentBytes(b *testing.B) {
 			vecs += cap(c) + 4 // the code and its scale
 		}
 	}
+	graph := 0 // the vector graphs built (serve's): their links and id maps
+	for _, ix := range x.vecs {
+		v, g, ids := ix.Footprint()
+		vecs += v
+		graph += g + ids
+	}
 	gates := cap(x.gates) * int(unsafe.Sizeof(gate{}))
+	// Per row: the heads' pointers, document lengths, the id -> rid map
+	// (a string header and a rid, about 1.5x for the map's slack; the ids
+	// are the heads') and the conversation lists.
+	rows := cap(x.heads)*8 + cap(x.lex.docLen)*4 + len(x.byID)*30
+	for _, l := range x.convs {
+		rows += cap(l.rids) * 4
+	}
 	for b.Loop() {
 	}
 	if textBytes > 0 {
@@ -142,6 +155,8 @@ func BenchmarkResidentBytes(b *testing.B) {
 	b.ReportMetric(float64(len(x.lex.tms)), "terms")
 	b.ReportMetric(float64(gates)/n, "gate-bytes/memory")
 	b.ReportMetric(float64(vecs)/n, "vector-bytes/memory")
+	b.ReportMetric(float64(graph)/n, "vector-graph-bytes/memory")
+	b.ReportMetric(float64(rows)/n, "rows-bytes/memory")
 }
 
 // seedLongMemEval writes count LongMemEval-size memories

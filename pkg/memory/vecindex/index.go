@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unsafe"
 )
 
 // Errors returned by Add and AddBatch; check them with errors.Is.
@@ -184,6 +185,34 @@ func (ix *Index) Len() int {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	return ix.live
+}
+
+// Footprint estimates the heap bytes the index holds, by part: the
+// vectors (float32 unit vectors unless WithCodesOnly, int8 codes and
+// their scales), the graph (per slot its node, layer lists and cached
+// similarities, the layer-0 rows, state and tag), and the ids (the id ->
+// slot map at about 1.5 entries of a string header and a slot each, the
+// nodes' id strings are the caller's). Capacities, not lengths: what is
+// allocated. For resident-memory accounting (BenchmarkResidentBytes).
+func (ix *Index) Footprint() (vectors, graph, ids int) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	vectors = cap(ix.vecs)*4 + cap(ix.codes) + cap(ix.scales)*4
+	graph = cap(ix.links0)*4 + cap(ix.state) + cap(ix.tags)*4 + cap(ix.nodes)*8 + cap(ix.free)*4
+	for _, nd := range ix.nodes {
+		if nd == nil {
+			continue
+		}
+		graph += int(unsafe.Sizeof(*nd)) + cap(nd.friends)*24 + cap(nd.sims)*24
+		for l := range nd.friends {
+			if l > 0 { // layer 0's list is a row of links0
+				graph += cap(nd.friends[l]) * 4
+			}
+			graph += cap(nd.sims[l]) * 4
+		}
+	}
+	ids = len(ix.byID) * (16 + 4) * 3 / 2
+	return vectors, graph, ids
 }
 
 // Add stores vec under id, replacing any vector already stored under id.

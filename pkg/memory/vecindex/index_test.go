@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -614,4 +615,37 @@ func TestReserveGrowsOnce(t *testing.T) {
 			t.Fatalf("reserve %v: the nearest vector to v7 is %v", reserve, got)
 		}
 	}
+}
+
+// TestFootprintMatchesTheHeap: Footprint's parts add up to what an index
+// takes of the live heap, within a tenth (the map's slack is estimated).
+func TestFootprintMatchesTheHeap(t *testing.T) {
+	const n, dim = 20000, 64
+	rng := rand.New(rand.NewPCG(5, 6))
+	ids := make([]string, n)
+	vecs := make([][]float32, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("v%d", i)
+		vecs[i] = randVec(rng, dim)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	ix := New(dim, WithCodesOnly(), WithSeed(2))
+	ix.Reserve(n)
+	for b := 0; b < n; b += 2000 {
+		if err := ix.AddBatch(ids[b:b+2000], vecs[b:b+2000]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	v, g, m := ix.Footprint()
+	heap := int(after.HeapAlloc) - int(before.HeapAlloc)
+	t.Logf("heap %d bytes a vector; footprint: vectors %d, graph %d, ids %d", heap/n, v/n, g/n, m/n)
+	if sum := v + g + m; sum < heap*9/10 || sum > heap*11/10 {
+		t.Fatalf("footprint %d bytes, the index took %d of the heap", sum, heap)
+	}
+	runtime.KeepAlive(ix)
+	runtime.KeepAlive(vecs)
 }
