@@ -32,7 +32,9 @@
 // there, publishes refused meanwhile were never acknowledged, so their
 // publishers retry them; deliveries not yet acknowledged come again).
 // Server.Guard does both by itself: it checks the store every interval,
-// reports the failure (the readiness check "nats" of internal/app), waits
+// takes a failure that two checks in a row see (the server's health check
+// reports a stream being created as not recovered for a moment), reports
+// it (the readiness check "nats" of internal/app), waits
 // until the volume has GuardOptions.MinFree bytes free (64 MiB) and
 // restarts JetStream (at most every RetryAfter). TestGuardRecoversTheStoreAfterADiskFull
 // reproduces the real failure on a small tmpfs.

@@ -6,6 +6,7 @@ import (
 	"net"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -105,5 +106,66 @@ func TestStartFailsWhenPortTaken(t *testing.T) {
 	}
 	if !errors.Is(err, natsembed.ErrNotReady) {
 		t.Fatalf("err = %v, want ErrNotReady", err)
+	}
+}
+
+// TestGuardWaitsForASecondFailure: a failure one round sees and the next
+// does not (nats-server's health check while a stream is being created)
+// neither restarts JetStream nor is reported; one that lasts is, at the
+// second round.
+func TestGuardWaitsForASecondFailure(t *testing.T) {
+	srv, err := natsembed.Start(natsembed.Options{StoreDir: t.TempDir(), Listen: "127.0.0.1:-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	var mu sync.Mutex
+	fail := 1 // rounds left that see a failure
+	rounds := 0
+	probe := func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		rounds++
+		if fail > 0 {
+			fail--
+			return errors.New("JetStream stream '$G > IN' could not be recovered")
+		}
+		return nil
+	}
+	failures := make(chan error, 8)
+	g := srv.GuardProbed(natsembed.GuardOptions{Interval: 20 * time.Millisecond, MinFree: 1, RetryAfter: time.Hour,
+		OnFailure: func(err error) { failures <- err }}, probe)
+	defer g.Stop()
+	waitRounds := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			mu.Lock()
+			r := rounds
+			mu.Unlock()
+			if r >= n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the guard ran %d rounds", r)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitRounds(4)
+	if st := g.Status(); st.Failing != nil || st.Restarts != 0 || len(failures) != 0 {
+		t.Fatalf("a failure seen once: %+v, %d reported", st, len(failures))
+	}
+	mu.Lock()
+	fail, rounds = 1000, 0
+	mu.Unlock()
+	waitRounds(3)
+	select {
+	case err := <-failures:
+		if st := g.Status(); st.Failing == nil || st.Restarts != 1 {
+			t.Fatalf("a lasting failure (%v): %+v", err, st)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a lasting failure was not reported")
 	}
 }

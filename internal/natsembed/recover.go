@@ -130,6 +130,10 @@ type Guard struct {
 	st GuardStatus
 	// last restart
 	lastTry time.Time
+	// suspect is a failure one check saw and the next has not confirmed.
+	suspect error
+	// probe is StoreFailure (tests give their own).
+	probe func() error
 }
 
 // Guard starts a guard of the server's store.
@@ -143,8 +147,12 @@ func (s *Server) Guard(o GuardOptions) *Guard {
 	if o.RetryAfter <= 0 {
 		o.RetryAfter = 10 * time.Second
 	}
+	return s.guard(o, s.StoreFailure)
+}
+
+func (s *Server) guard(o GuardOptions, probe func() error) *Guard {
 	ctx, cancel := context.WithCancel(context.Background())
-	g := &Guard{s: s, o: o, stop: cancel, done: make(chan struct{}), st: GuardStatus{Free: -1, MinFree: o.MinFree}}
+	g := &Guard{s: s, o: o, stop: cancel, done: make(chan struct{}), st: GuardStatus{Free: -1, MinFree: o.MinFree}, probe: probe}
 	go g.run(ctx)
 	return g
 }
@@ -177,16 +185,27 @@ func (g *Guard) run(ctx context.Context) {
 }
 
 // check is one round: look at the store, restart JetStream when it fails
-// and there is room.
+// and there is room. A failure counts once the next round, an interval
+// later, sees the store failing still: nats-server's health check calls a
+// stream being created "could not be recovered" for a moment, and a
+// process that creates its streams while the guard's first round runs
+// (every start) would have JetStream restarted under the creation, which
+// then fails ("stream not found").
 func (g *Guard) check() {
 	if !g.s.ns.Running() {
 		return // shutting down
 	}
-	err := g.s.StoreFailure()
+	err := g.probe()
 	free := FreeBytes(g.s.storeDir)
 	g.mu.Lock()
 	was := g.st.Failing
 	g.st.Free = free
+	if err != nil && was == nil && g.suspect == nil {
+		g.suspect = err // to be confirmed
+		g.mu.Unlock()
+		return
+	}
+	g.suspect = nil
 	if err == nil {
 		recovered := was != nil
 		since := g.st.Since
@@ -220,7 +239,7 @@ func (g *Guard) check() {
 		}
 		return
 	}
-	if err := g.s.StoreFailure(); err != nil {
+	if err := g.probe(); err != nil {
 		if g.o.OnRestartFailed != nil {
 			g.o.OnRestartFailed(err)
 		}
