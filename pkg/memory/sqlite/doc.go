@@ -316,9 +316,9 @@
 // TestEveryTableIsErased fails for a table without) and then drops the
 // erased nodes from the in-memory side: heads, gates, ids, counters,
 // standing lists, live edges, lexical postings and the dictionary's
-// terms no other node holds (the index is compacted), interned ids and
-// the heads' shared strings (project and session names) no node uses (a
-// load running meanwhile prunes the strings when it ends), and vectors,
+// terms no other node holds (the index is compacted), the strings heads
+// and gates share (project and session names among them) no node uses (a
+// load running meanwhile prunes them when it ends), and vectors,
 // erased from the graph index at once
 // (vecindex.Index.Erase: no tombstone, the slots zeroed) rather than
 // removed. Purge rewrites the file (VACUUM) and truncates the write-ahead

@@ -365,8 +365,8 @@ func (er *eraser) references() error {
 // erase drops erased nodes from the in-memory side: heads, gates, ids,
 // counters, standing instructions, lexical postings (and the dictionary's
 // terms no other node holds), vectors (erased from the graphs, not left
-// as tombstones) and live edges; interned ids and the heads' shared
-// strings no node uses any more go.
+// as tombstones) and live edges; the shared strings (project and session
+// names among them) no node uses any more go.
 // While the load runs, the rows are marked touched so that a chunk read
 // before the erasure does not bring them back.
 func (x *index) erase(rids []uint32, ids []string) {
@@ -429,25 +429,7 @@ func (x *index) erase(rids []uint32, ids []string) {
 		ix.Erase(ids...)
 	}
 	x.lex.compact()
-	x.pruneIDs()
 	x.pruneStrings()
-}
-
-// pruneIDs forgets interned ids no gate uses (x.mu write-held).
-func (x *index) pruneIDs() {
-	used := make(map[uint32]bool, len(x.ids))
-	for rid, h := range x.heads {
-		if h == nil {
-			continue
-		}
-		g := &x.gates[rid]
-		used[g.project], used[g.session], used[g.tenant] = true, true, true
-	}
-	for s, n := range x.ids {
-		if !used[n] {
-			delete(x.ids, s)
-		}
-	}
 }
 
 // erase removes id's vector like remove and keeps nothing of it: its

@@ -17,8 +17,8 @@ import (
 // node) made the filter about half of a vector search's CPU go away.
 // TestGateMatchesVisible holds it to memory.Visible.
 type gate struct {
-	project, session uint32 // interned ids (index.internID); 0 is ""
-	tenant           uint32 // interned too; 0 is the default tenant
+	project, session uint32 // numbers in the string table (index.strs, as the head's); 0 is ""
+	tenant           uint32 // a number too; 0 is the default tenant
 	flags            uint8
 	confidence       float64
 	validTo          int64     // Unix nanoseconds; 0: open (not a time.Time: the gates hold no pointer the collector would scan)
@@ -58,26 +58,13 @@ const (
 // noID stands for a filter id that no head carries.
 const noID = ^uint32(0)
 
-// idOf is the interned number of s: 0 for "", noID when s was never
-// interned (x.mu held).
+// idOf is the number of s in the string table: 0 for "", noID when no
+// head or gate holds it.
 func (x *index) idOf(s string) uint32 {
-	if s == "" {
-		return 0
-	}
-	if n, ok := x.ids[s]; ok {
+	if n, ok := x.strs.lookup(s); ok {
 		return n
 	}
 	return noID
-}
-
-// internID is idOf, interning s first when it is new (x.mu write-held).
-func (x *index) internID(s string) uint32 {
-	if n := x.idOf(s); n != noID {
-		return n
-	}
-	x.lastID++ // not len(x.ids)+1: an erasure prunes ids (pruneIDs)
-	x.ids[s] = x.lastID
-	return x.lastID
 }
 
 // setGate records the gate of h, the node at rid (x.mu write-held).
@@ -85,7 +72,7 @@ func (x *index) setGate(rid uint32, h *memory.Node) {
 	for int(rid) >= len(x.gates) {
 		x.gates = append(x.gates, gate{})
 	}
-	g := gate{project: x.internID(h.ProjectID), session: x.internID(h.SessionID), tenant: x.internID(h.TenantID),
+	g := gate{project: x.strs.id(h.ProjectID), session: x.strs.id(h.SessionID), tenant: x.strs.id(h.TenantID),
 		confidence: h.Confidence, validTo: unixNanoOr0(h.ValidTo),
 		key: idKey(h.ID)}
 	if h.Scope == memory.ScopeSession {

@@ -353,8 +353,8 @@ func compareCreated(a, b *memory.Node) int {
 	return strings.Compare(a.ID, b.ID)
 }
 
-// strTable numbers the distinct strings the heads share; 0 is "". An
-// erasure forgets those no head uses any more (prune); otherwise it only
+// strTable numbers the distinct strings the heads and the gates share; 0
+// is "". An erasure forgets those no node uses any more (prune); otherwise it only
 // grows, by a string a new kind, scope, tenant, project, session or model.
 // The list is read without a lock (a number is only handed out once its
 // string is in the list a reader loads), so heads are made outside the
@@ -399,10 +399,10 @@ func (t *strTable) prune(used []bool) {
 	}
 }
 
-// pruneStrings forgets the strings of the string table no head uses
-// (x.mu write-held), as pruneIDs does the gates' ids. Not while the load
-// runs: it makes heads outside the lock, whose numbers no committed head
-// may use yet; the load prunes once it ends.
+// pruneStrings forgets the strings of the string table no head or gate
+// uses (x.mu write-held): an erasure's project and session names. Not
+// while the load runs: it makes heads outside the lock, whose numbers no
+// committed head may use yet; the load prunes once it ends.
 func (x *index) pruneStrings() {
 	if x.touched != nil {
 		return
@@ -415,7 +415,24 @@ func (x *index) pruneStrings() {
 			}
 		}
 	}
+	for rid := range x.gates {
+		if rid < len(x.heads) && x.heads[rid] != nil { // the same numbers as its head's, read as the filters do
+			g := &x.gates[rid]
+			used[g.project], used[g.session], used[g.tenant] = true, true, true
+		}
+	}
 	x.strs.prune(used)
+}
+
+// lookup is the number of s ("": 0), if it has one.
+func (t *strTable) lookup(s string) (uint32, bool) {
+	if s == "" {
+		return 0, true
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n, ok := t.ids[s]
+	return n, ok
 }
 
 // id is the number of s, numbering it when new.

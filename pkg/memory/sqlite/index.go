@@ -20,11 +20,9 @@ import (
 // and the counters behind HasLiveMemory and the embedding backlog.
 type index struct {
 	mu         sync.RWMutex
-	heads      []*head           // by rid; nil: no node
-	strs       strTable          // the strings the heads share
-	gates      []gate            // by rid: what the filters read of each head
-	ids        map[string]uint32 // interned project and session ids (gate)
-	lastID     uint32            // the last number internID gave
+	heads      []*head  // by rid; nil: no node
+	strs       strTable // the strings the heads and gates share, as numbers
+	gates      []gate   // by rid: what the filters read of each head
 	byID       map[string]uint32
 	edges      map[string][]memory.Edge // live edges by node id (both ends; edges.go)
 	lex        *lexIndex
@@ -45,7 +43,6 @@ type index struct {
 func newIndex(vecOpts []vecindex.Option) *index {
 	return &index{
 		byID:       map[string]uint32{},
-		ids:        map[string]uint32{},
 		edges:      map[string][]memory.Edge{},
 		lex:        newLexIndex(),
 		vecs:       map[string]*vecindex.Index{},
