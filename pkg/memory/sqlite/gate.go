@@ -67,12 +67,13 @@ func (x *index) idOf(s string) uint32 {
 	return noID
 }
 
-// setGate records the gate of h, the node at rid (x.mu write-held).
-func (x *index) setGate(rid uint32, h *memory.Node) {
+// setGate records the gate of h, the node at rid, whose head hd holds
+// its project, session and tenant numbers (x.mu write-held).
+func (x *index) setGate(rid uint32, h *memory.Node, hd *head) {
 	for int(rid) >= len(x.gates) {
 		x.gates = append(x.gates, gate{})
 	}
-	g := gate{project: x.strs.id(h.ProjectID), session: x.strs.id(h.SessionID), tenant: x.strs.id(h.TenantID),
+	g := gate{project: hd.project, session: hd.session, tenant: hd.tenant,
 		confidence: h.Confidence, validTo: unixNanoOr0(h.ValidTo),
 		key: idKey(h.ID)}
 	if h.Scope == memory.ScopeSession {

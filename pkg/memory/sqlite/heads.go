@@ -399,8 +399,9 @@ func (t *strTable) prune(used []bool) {
 	}
 }
 
-// pruneStrings forgets the strings of the string table no head or gate
-// uses (x.mu write-held): an erasure's project and session names. Not
+// pruneStrings forgets the strings of the string table no head uses (a
+// gate holds its head's numbers; x.mu write-held): an erasure's project
+// and session names. Not
 // while the load runs: it makes heads outside the lock, whose numbers no
 // committed head may use yet; the load prunes once it ends.
 func (x *index) pruneStrings() {
@@ -413,12 +414,6 @@ func (x *index) pruneStrings() {
 			for _, n := range [...]uint32{h.subkind, h.scope, h.source, h.assertedBy, h.reach, h.tenant, h.project, h.session, h.model} {
 				used[n] = true
 			}
-		}
-	}
-	for rid := range x.gates {
-		if rid < len(x.heads) && x.heads[rid] != nil { // the same numbers as its head's, read as the filters do
-			g := &x.gates[rid]
-			used[g.project], used[g.session], used[g.tenant] = true, true, true
 		}
 	}
 	x.strs.prune(used)

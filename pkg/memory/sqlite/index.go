@@ -255,7 +255,7 @@ func (x *index) commitLocked(changes []change, edges []edgeChange, load bool) {
 			h = x.head(&c.n)
 		}
 		x.heads[c.rid] = h
-		x.setGate(c.rid, &c.n)
+		x.setGate(c.rid, &c.n, h)
 		x.byID[c.n.ID] = c.rid
 		x.count(h, +1)
 		if h.standing() {
