@@ -2,7 +2,6 @@ package redis
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -144,20 +143,28 @@ func parseHead(b string, n int64) (ps []goredis.Z, ok bool, err error) {
 // them (in steady state the first round is the only one).
 func (s *Store) readPostings(ctx context.Context, reads []*lexRead) error {
 	pipe := s.c.Pipeline()
-	gets := map[*postingList]*goredis.StringCmd{}
-	for _, r := range reads {
+	// A read's heads in one MGET (they share the project's hash slot):
+	// one command instead of one GET a list, about 25 fewer a turn.
+	headed := make([][]*postingList, len(reads))
+	gets := make([]*goredis.SliceCmd, len(reads))
+	for i, r := range reads {
+		var hkeys []string
 		for _, l := range r.lists {
 			l.cmd, l.ps = nil, nil
 			switch {
 			case l.read <= 0:
 			case l.read <= headMax && !s.noHeads:
-				gets[l] = pipe.Get(ctx, r.keys.head(l.term()))
+				headed[i] = append(headed[i], l)
+				hkeys = append(hkeys, r.keys.head(l.term()))
 			default:
 				l.cmd = pipe.ZRangeArgsWithScores(ctx, goredis.ZRangeArgs{Key: l.key, Start: 0, Stop: l.read - 1, Rev: true})
 			}
 		}
+		if len(hkeys) > 0 {
+			gets[i] = pipe.MGet(ctx, hkeys...)
+		}
 	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
+	if _, err := pipe.Exec(ctx); err != nil {
 		return s.wrap("lexical postings", err)
 	}
 	build := make([][]*postingList, len(reads))
@@ -166,14 +173,18 @@ func (s *Store) readPostings(ctx context.Context, reads []*lexRead) error {
 		for _, l := range r.lists {
 			if l.cmd != nil {
 				l.ps = l.cmd.Val()
-				continue
 			}
-			g := gets[l]
-			if g == nil {
-				continue
-			}
+		}
+		if gets[i] == nil {
+			continue
+		}
+		vals := gets[i].Val()
+		if len(vals) != len(headed[i]) {
+			return fmt.Errorf("redis lexical: %d heads for %d lists", len(vals), len(headed[i]))
+		}
+		for j, l := range headed[i] {
 			ok := false
-			if b, gerr := g.Result(); gerr == nil {
+			if b, isStr := vals[j].(string); isStr { // nil: no head (yet, or expired)
 				if l.ps, ok, err = parseHead(b, l.read); err != nil {
 					return err
 				}
