@@ -197,6 +197,10 @@ func benchRedis(url, ns string) (*redisstore.Store, *goredis.Client, func(), err
 		cleanup()
 		return nil, nil, nil, err
 	}
+	if _, err := s.EnsureFormat(context.Background()); err != nil {
+		cleanup()
+		return nil, nil, nil, err
+	}
 	return s, client, cleanup, nil
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/engram-memory/engram/pkg/events"
 	"github.com/engram-memory/engram/pkg/llm"
 	"github.com/engram-memory/engram/pkg/memory"
+	"github.com/engram-memory/engram/pkg/memory/redis"
 	"github.com/engram-memory/engram/pkg/memory/sqlite"
 )
 
@@ -146,6 +147,12 @@ func StoreModule() fx.Option {
 					return nil, err
 				}
 				stopWatch = watchLoad(ss, in.Log.Named("store"))
+			}
+			if rs, ok := s.(*redis.Store); ok {
+				if f, err := rs.Format(ctx); err == nil && f < redis.FormatLatest {
+					in.Log.Named("store").Warn("the Redis store is at an earlier format: once every replica runs this version, run `engram upgrade finish` (candidate loads in one command per project)",
+						zap.Int("format", f), zap.Int("latest", redis.FormatLatest))
+				}
 			}
 			in.Lifecycle.Append(fx.StopHook(in.Releases.Add(func() {
 				stopWatch()

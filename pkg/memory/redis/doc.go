@@ -88,6 +88,10 @@
 //	                  complete)
 //	K vis             hash: id -> the node's filter fields packed in one value, so the
 //	                  channels judge a page of candidates with one HMGET
+//	K pn              hash: id -> a copy of the node's packed value (its n:<id> field pk),
+//	                  written with it in the same MULTI and removed with it, so that a
+//	                  candidate load is one HMGET per project; read only at store format 2
+//	                  (format.go: replicas of earlier versions do not keep it)
 //	K pa:<path>       set: nodes attached to a path (ByPaths, MarkStale)
 //	K eo:<id>         hash: out-edges of id (JSON; the primary copy)
 //	K ei:<id>         hash: in-edges of id (JSON; a copy under the destination's project)
@@ -113,6 +117,10 @@
 // <ns>:{r}:held (every space that holds a per-session or per-project
 // record, registered by their writes, so that a tenant's erasure finds
 // the spaces of a tenant whose keys' tags are hashes; see erase.go),
+// <ns>:{r}:format (the store's format, format.go: absent for data of the
+// versions before it; set to the latest for a namespace that holds
+// nothing when a replica first opens it, by `engram upgrade finish` after
+// a rolling upgrade, back to 1 by `engram upgrade rollback`),
 // <ns>:{i:<0..1023>}:ids (id -> project: Get by id finds the slot; the
 // mapping never changes, so the store caches it, in a map without pointers
 // that the garbage collector never scans: see idcache.go).
@@ -233,12 +241,14 @@
 // ZCARDs, the conversation ZRANKs in one 100,000-member set (the
 // benchmark's memories have no session, so they form one conversation),
 // and the round trips' system calls (about 17 a turn). Loading the nodes
-// from one hash per project (a copy of the packed value in the vis entry,
-// one HMGET per project) took the server 95 instead of 225 us for 83
-// random nodes, but a replica of an earlier version that changes a node's
-// packed value without its filter fields would leave the copy stale: it
-// is not done here (branch rediscpu-viscopy has it, unsafe across a
-// rolling upgrade).
+// from one hash per project took the server 95 instead of 225 us for 83
+// random nodes (measured on the rediscpu-viscopy branch, which kept the
+// copies in the vis entries), but a replica of an earlier version that
+// changes a node writes its hash and not the copy: during a rolling
+// upgrade the copies go stale. So the copies (pn) are written by every
+// replica of this version and read only once the operator says no earlier
+// one runs: the store's format (format.go, `engram upgrade finish`, which
+// rebuilds them first). See docs/benchmarks.md for what they save.
 //
 // # Measured
 //

@@ -358,6 +358,7 @@ func (s *Store) dropNode(ctx context.Context, pipe goredis.Pipeliner, n *memory.
 	id := n.ID
 	pipe.Del(ctx, k.node(id), k.edgesOut(id), k.edgesIn(id))
 	pipe.HDel(ctx, k.vis(), id)
+	pipe.HDel(ctx, k.packedNodes(), id)
 	if n.Digest != "" {
 		hdelIfScript.Eval(ctx, pipe, []string{k.digests()}, n.Digest, id)
 	}

@@ -2,6 +2,8 @@ package redis
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -169,3 +171,68 @@ func BetweenPendingReads(s *Store, f func()) { s.pendingHook = f }
 
 // PendingKey is the key of a project's embedding backlog.
 func PendingKey(s *Store, project string) string { return s.keys(project).pending() }
+
+// StaleNodeCopies lists (as "scope/id") the packed-nodes hash entries
+// that are not their node's packed value: a node gone, or changed since.
+func StaleNodeCopies(ctx context.Context, s *Store) ([]string, error) {
+	stale, _, err := nodeCopies(ctx, s)
+	return stale, err
+}
+
+// MissingNodeCopies lists (as "scope/id") the nodes with a packed value
+// and no copy.
+func MissingNodeCopies(ctx context.Context, s *Store) ([]string, error) {
+	_, missing, err := nodeCopies(ctx, s)
+	return missing, err
+}
+
+func nodeCopies(ctx context.Context, s *Store) (stale, missing []string, err error) {
+	projects, err := s.projects(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, p := range append([]string{""}, projects...) {
+		k := s.keys(p)
+		copies, err := s.c.HGetAll(ctx, k.packedNodes()).Result()
+		if err != nil {
+			return nil, nil, err
+		}
+		for id, v := range copies {
+			pk, err := s.c.HGet(ctx, k.node(id), fPacked).Result()
+			if err != nil && !errors.Is(err, goredis.Nil) {
+				return nil, nil, err
+			}
+			if pk != v {
+				stale = append(stale, p+"/"+id)
+			}
+		}
+		ids, err := s.c.ZRange(ctx, k.all(), 0, -1).Result()
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, id := range ids {
+			pk, err := s.c.HGet(ctx, k.node(id), fPacked).Result()
+			if err != nil && !errors.Is(err, goredis.Nil) {
+				return nil, nil, err
+			}
+			if _, ok := copies[id]; pk != "" && !ok {
+				missing = append(missing, p+"/"+id)
+			}
+		}
+	}
+	slices.Sort(stale)
+	slices.Sort(missing)
+	return stale, missing, nil
+}
+
+// SetFormatTTL sets how long s trusts the format it last read.
+func SetFormatTTL(s *Store, d time.Duration) { s.formatTTL = d }
+
+// PackedNodesKey is the key of a project's packed-nodes hash.
+func PackedNodesKey(s *Store, project string) string { return s.keys(project).packedNodes() }
+
+// PackNode is a node's packed value.
+func PackNode(n *memory.Node) string { return packNode(n) }
+
+// FormatKey is the key of the store's format.
+func FormatKey(s *Store) string { return s.formatKey() }

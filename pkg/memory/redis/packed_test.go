@@ -49,6 +49,10 @@ func TestPerAttributeHashesStillRead(t *testing.T) {
 	if err := c.HSet(ctx, key, redis.LegacyHash(&want)).Err(); err != nil {
 		t.Fatal(err)
 	}
+	// (which had no copy of it either)
+	if err := c.HDel(ctx, redis.PackedNodesKey(s, "p"), id).Err(); err != nil {
+		t.Fatal(err)
+	}
 	got, err := s.Get(ctx, id)
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("Get of the per-attribute form (%v):\n got %+v\nwant %+v", err, got, want)

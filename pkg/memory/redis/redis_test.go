@@ -83,9 +83,20 @@ func openStore(t testing.TB, c goredis.UniversalClient, opts ...redis.Option) *r
 	if err != nil {
 		t.Fatal(err)
 	}
+	if f, err := s.EnsureFormat(t.Context()); err != nil || f != redis.FormatLatest {
+		t.Fatalf("EnsureFormat of a fresh namespace = %d, %v; want %d", f, err, redis.FormatLatest)
+	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
+		// Every test's writes left each node's copy as its own hash holds
+		// it: a stale copy, or one of a node gone, would be read as the
+		// node (format.go).
+		if bad, err := redis.StaleNodeCopies(ctx, s); err != nil {
+			t.Errorf("StaleNodeCopies: %v", err)
+		} else if len(bad) > 0 {
+			t.Errorf("node copies that differ from their nodes: %v", bad)
+		}
 		if err := redis.DeleteNamespace(ctx, c, ns); err != nil {
 			t.Errorf("DeleteNamespace: %v", err)
 		}

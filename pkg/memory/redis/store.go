@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -64,6 +65,12 @@ type Store struct {
 	pendingHook          func() // called between HasPendingEmbeddings' two reads (tests)
 	scoreInScript        bool   // PutBatch scores postings in reindexLexScript, as single writes do (tests)
 	closeCli             bool
+
+	// The store's format as last read (format.go): when (unix nanos; 0:
+	// read it again) and what; formatTTL is how long it is trusted.
+	formatAt   atomic.Int64
+	formatSeen atomic.Int32
+	formatTTL  time.Duration
 }
 
 var (
@@ -156,6 +163,8 @@ func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
 		held:   map[string]time.Time{},
 		dims:   map[string]int{},
 		regTTL: registryTTL,
+
+		formatTTL: FormatTTL,
 
 		lexBudget: lexicalBudget,
 		lexMinPer: lexicalMinPerTerm,
@@ -314,6 +323,7 @@ func (k keys) stats() string             { return k.p + "bm" }
 func (k keys) heads() string             { return k.p + "hh" }
 func (k keys) head(term string) string   { return k.p + "th:" + term }
 func (k keys) vis() string               { return k.p + "vis" }
+func (k keys) packedNodes() string       { return k.p + "pn" }
 func (k keys) path(p string) string      { return k.p + "pa:" + p }
 func (k keys) edgesOut(id string) string { return k.p + "eo:" + id }
 func (k keys) edgesIn(id string) string  { return k.p + "ei:" + id }

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/engram-memory/engram/internal/config"
+	"github.com/engram-memory/engram/pkg/memory/redis"
+)
+
+func init() {
+	register("upgrade", "a Redis store's format after a rolling upgrade: engram upgrade status | finish (once every replica runs this version) | rollback (before an earlier version writes again)", upgradeCmd)
+}
+
+const upgradeUsage = "engram upgrade status | finish | rollback"
+
+// upgradeCmd reads or changes the format of a Redis store (see
+// pkg/memory/redis format.go): what every replica writes but only the
+// operator knows to be complete, because a replica of an earlier version,
+// still running during a rolling upgrade, does not keep it.
+func upgradeCmd(ctx context.Context, stdout io.Writer, args []string) error {
+	if len(args) == 0 {
+		return fmt.Errorf("%w: %s", errUsage, upgradeUsage)
+	}
+	sub := args[0]
+	if sub != "status" && sub != "finish" && sub != "rollback" {
+		return fmt.Errorf("%w: %s", errUsage, upgradeUsage)
+	}
+	cfg, fs, err := loadConfig("upgrade "+sub, args[1:], config.Runtime|config.Conn, nil)
+	if err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return fmt.Errorf("%w: %s", errUsage, upgradeUsage)
+	}
+	if cfg.Store.Kind != config.StoreRedis {
+		// The SQLite store migrates its file when it opens it: one process
+		// holds it, so no replica of another version writes beside it.
+		out(stdout, "the %s store has no format to finish: it is brought up to date when it opens\n", cfg.Store.Kind)
+		return nil
+	}
+	st, err := openStore(ctx, cfg, "")
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	rs, ok := st.(*redis.Store)
+	if !ok {
+		return errors.New("upgrade: the configured store is not a Redis store")
+	}
+	switch sub {
+	case "finish":
+		start := time.Now()
+		rep, err := rs.FinishUpgrade(ctx)
+		if err != nil {
+			return err
+		}
+		out(stdout, "format %d -> %d: %d scopes, %d node copies written, %d of erased nodes dropped, in %s\n",
+			rep.From, rep.To, rep.Scopes, rep.Copies, rep.Dropped, time.Since(start).Round(time.Millisecond))
+		return nil
+	case "rollback":
+		if err := rs.SetFormat(ctx, redis.FormatBase); err != nil {
+			return err
+		}
+		out(stdout, "format %d: replicas stop reading what earlier versions do not keep within %s; an earlier version may write again after that\n",
+			redis.FormatBase, redis.FormatTTL)
+		return nil
+	}
+	f, err := rs.Format(ctx)
+	if err != nil {
+		return err
+	}
+	if f >= redis.FormatLatest {
+		out(stdout, "format %d (the latest)\n", f)
+		return nil
+	}
+	out(stdout, "format %d of %d: once every replica runs this version, run `engram upgrade finish`\n", f, redis.FormatLatest)
+	return nil
+}
