@@ -58,7 +58,7 @@ func upgradeCmd(ctx context.Context, stdout io.Writer, args []string) error {
 		if err != nil {
 			return err
 		}
-		out(stdout, "format %d -> %d: %d scopes, %d node copies written, %d of erased nodes dropped, in %s\n",
+		out(stdout, "format %d -> %d: %d scopes, %d node copies written, %d copies of erased nodes dropped, in %s\n",
 			rep.From, rep.To, rep.Scopes, rep.Copies, rep.Dropped, time.Since(start).Round(time.Millisecond))
 		return nil
 	case "rollback":
@@ -73,7 +73,11 @@ func upgradeCmd(ctx context.Context, stdout io.Writer, args []string) error {
 	if err != nil {
 		return err
 	}
-	if f >= redis.FormatLatest {
+	if f > redis.FormatLatest {
+		out(stdout, "format %d: newer than this version's %d (a replica of a later version finished its upgrade)\n", f, redis.FormatLatest)
+		return nil
+	}
+	if f == redis.FormatLatest {
 		out(stdout, "format %d (the latest)\n", f)
 		return nil
 	}

@@ -79,13 +79,6 @@ func openStore(ctx context.Context, cfg config.Config, sqliteOpts ...sqlite.Opti
 			_ = s.Close()
 			return nil, fmt.Errorf("app: redis store at %s: %w", credurl.Redact(cfg.Store.RedisURL), credurl.Error(err))
 		}
-		// A namespace that holds nothing yet starts at the latest format;
-		// one written by an earlier version keeps its format until
-		// `engram upgrade finish` (pkg/memory/redis format.go).
-		if _, err := s.EnsureFormat(ctx); err != nil {
-			_ = s.Close()
-			return nil, fmt.Errorf("app: redis store at %s: %w", credurl.Redact(cfg.Store.RedisURL), credurl.Error(err))
-		}
 		return s, nil
 	case config.StoreSQLite:
 		return openSQLite(ctx, cfg.SQLitePath(), sqliteOpts...)

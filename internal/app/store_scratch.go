@@ -43,6 +43,12 @@ func OpenScratchStore(ctx context.Context, cfg config.Config) (memory.Store, fun
 			_ = client.Close()
 			return nil, nil, fmt.Errorf("app: redis scratch store at %s: %w", credurl.Redact(cfg.Store.RedisURL), credurl.Error(err))
 		}
+		// The namespace is this process's alone: at the latest format, as
+		// a deployment runs once its upgrade is finished.
+		if _, err := s.FinishUpgrade(ctx); err != nil {
+			_ = client.Close()
+			return nil, nil, fmt.Errorf("app: redis scratch store at %s: %w", credurl.Redact(cfg.Store.RedisURL), credurl.Error(err))
+		}
 		cleanup := func() error {
 			dctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()

@@ -668,6 +668,11 @@ func openCluster(t *testing.T) memory.Store {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// At the latest format, as a deployment runs once its upgrade is
+	// finished (pkg/memory/redis format.go).
+	if _, err := st.FinishUpgrade(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()

@@ -104,6 +104,12 @@ func OpenRedis(t testing.TB, opts ...Option) memory.Store {
 		_ = client.Close()
 		t.Fatalf("storetest: open redis: %v", err)
 	}
+	// At the latest format, as a deployment runs once its upgrade is
+	// finished (pkg/memory/redis format.go).
+	if _, err := st.FinishUpgrade(ctx); err != nil {
+		_ = client.Close()
+		t.Fatalf("storetest: redis format: %v", err)
+	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()

@@ -88,10 +88,11 @@
 //	                  complete)
 //	K vis             hash: id -> the node's filter fields packed in one value, so the
 //	                  channels judge a page of candidates with one HMGET
-//	K pn              hash: id -> a copy of the node's packed value (its n:<id> field pk),
-//	                  written with it in the same MULTI and removed with it, so that a
-//	                  candidate load is one HMGET per project; read only at store format 2
-//	                  (format.go: replicas of earlier versions do not keep it)
+//	K pn              hash: id -> the node's head: its packed value without the body
+//	                  (headCopy), written with the node in the same MULTI and removed with
+//	                  it, so that a turn's candidate loads (GetHeads) are one HMGET per
+//	                  project; read only at store format 2 (format.go: replicas of earlier
+//	                  versions do not keep it)
 //	K pa:<path>       set: nodes attached to a path (ByPaths, MarkStale)
 //	K eo:<id>         hash: out-edges of id (JSON; the primary copy)
 //	K ei:<id>         hash: in-edges of id (JSON; a copy under the destination's project)
@@ -117,10 +118,9 @@
 // <ns>:{r}:held (every space that holds a per-session or per-project
 // record, registered by their writes, so that a tenant's erasure finds
 // the spaces of a tenant whose keys' tags are hashes; see erase.go),
-// <ns>:{r}:format (the store's format, format.go: absent for data of the
-// versions before it; set to the latest for a namespace that holds
-// nothing when a replica first opens it, by `engram upgrade finish` after
-// a rolling upgrade, back to 1 by `engram upgrade rollback`),
+// <ns>:{r}:format (the store's format, format.go: absent, which is 1, until
+// `engram upgrade finish` raises it once no replica of an earlier version
+// runs; back to 1 by `engram upgrade rollback`),
 // <ns>:{i:<0..1023>}:ids (id -> project: Get by id finds the slot; the
 // mapping never changes, so the store caches it, in a map without pointers
 // that the garbage collector never scans: see idcache.go).
@@ -134,7 +134,7 @@
 // own tokens) and reads document frequencies (from prefix ranges the
 // store caches, checked by their versions, and a ZCARD per list; a small
 // script for a range not cached: lexdict.go); posting lists are read
-// (from their cached heads: one GET each, see below) best impact first
+// (from their cached heads: one MGET per project, see below) best impact first
 // under a budget (whole when short, so small corpora
 // and rare terms are exact; of a common term only the best postings make
 // candidates, and the rarer of the common terms get the larger shares);
@@ -245,7 +245,8 @@
 // random nodes (measured on the rediscpu-viscopy branch, which kept the
 // copies in the vis entries), but a replica of an earlier version that
 // changes a node writes its hash and not the copy: during a rolling
-// upgrade the copies go stale. So the copies (pn) are written by every
+// upgrade the copies go stale. So the copies (pn, heads without their
+// bodies: GetHeads, with FillTexts for the hits) are written by every
 // replica of this version and read only once the operator says no earlier
 // one runs: the store's format (format.go, `engram upgrade finish`, which
 // rebuilds them first). See docs/benchmarks.md for what they save.

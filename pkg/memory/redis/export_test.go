@@ -173,7 +173,8 @@ func BetweenPendingReads(s *Store, f func()) { s.pendingHook = f }
 func PendingKey(s *Store, project string) string { return s.keys(project).pending() }
 
 // StaleNodeCopies lists (as "scope/id") the packed-nodes hash entries
-// that are not their node's packed value: a node gone, or changed since.
+// that are not their node's head (headCopy): a node gone, or changed
+// since.
 func StaleNodeCopies(ctx context.Context, s *Store) ([]string, error) {
 	stale, _, err := nodeCopies(ctx, s)
 	return stale, err
@@ -202,7 +203,15 @@ func nodeCopies(ctx context.Context, s *Store) (stale, missing []string, err err
 			if err != nil && !errors.Is(err, goredis.Nil) {
 				return nil, nil, err
 			}
-			if pk != v {
+			want := ""
+			if pk != "" {
+				n, err := unpackNode(pk)
+				if err != nil {
+					return nil, nil, err
+				}
+				want = headCopy(&n)
+			}
+			if v != want {
 				stale = append(stale, p+"/"+id)
 			}
 		}
@@ -233,6 +242,9 @@ func PackedNodesKey(s *Store, project string) string { return s.keys(project).pa
 
 // PackNode is a node's packed value.
 func PackNode(n *memory.Node) string { return packNode(n) }
+
+// HeadCopy is a node's copy in the packed-nodes hash.
+func HeadCopy(n *memory.Node) string { return headCopy(n) }
 
 // FormatKey is the key of the store's format.
 func FormatKey(s *Store) string { return s.formatKey() }

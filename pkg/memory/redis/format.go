@@ -2,6 +2,8 @@ package redis
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -20,15 +22,19 @@ import (
 //   - FormatBase (1, or no format key): the layout of the versions before
 //     the format key.
 //   - FormatNodeCopies (2): each project's packed-nodes hash (pn, id ->
-//     the node's packed value, as in its own hash) is complete, so a
-//     candidate load is one HMGET per project instead of one command per
-//     node (83 a turn at 100,000 memories in the benchmark).
+//     the node's head: its packed value without the body, headCopy) is
+//     complete, so a turn's candidate loads (GetHeads) are one HMGET per
+//     project instead of one command per node (about 90 a turn at 100,000
+//     memories in the benchmark).
 //
-// A namespace holding nothing when a replica of this version first opens it
-// starts at the latest format (EnsureFormat); one with data stays at its
-// format until `engram upgrade finish` (FinishUpgrade) rebuilds the copies
-// and raises it. `engram upgrade rollback` (SetFormat(FormatBase)) is what
-// must come before a replica of an earlier version writes again.
+// A namespace starts at the base format, also an empty one: no replica can
+// know that none of an earlier version will write it (a new install's
+// first replicas can: the Helm chart's install hook runs `engram upgrade
+// finish`, cheap on an empty namespace). `engram upgrade finish`
+// (FinishUpgrade) rebuilds the copies and raises the format; `engram
+// upgrade rollback` (SetFormat(FormatBase)) is what must come before a
+// replica of an earlier version writes again: at format 2 such a replica's
+// edit would leave a stale copy, and its erasure the erased memory's head.
 const (
 	FormatBase       = 1
 	FormatNodeCopies = 2
@@ -58,9 +64,11 @@ func (s *Store) Format(ctx context.Context) (int, error) {
 }
 
 // format is Format as read at most formatTTL ago (FormatBase while the
-// server cannot be asked: the base layout is always right).
+// server cannot be asked: the base layout is always right). The age is
+// read on the monotonic clock: a wall clock stepped back must not keep a
+// format past a rollback.
 func (s *Store) format(ctx context.Context) int {
-	now := time.Now().UnixNano()
+	now := int64(time.Since(monoStart)) + 1 // > 0: 0 means "read it again"
 	if at := s.formatAt.Load(); at != 0 && now-at < int64(s.formatTTL) {
 		return int(s.formatSeen.Load())
 	}
@@ -73,37 +81,13 @@ func (s *Store) format(ctx context.Context) int {
 	return f
 }
 
+// monoStart is the origin of the format cache's monotonic times.
+var monoStart = time.Now()
+
 // nodeCopies reports whether reads may take nodes from the packed-nodes
 // hashes (FormatNodeCopies).
 func (s *Store) nodeCopies(ctx context.Context) bool {
 	return s.format(ctx) >= FormatNodeCopies
-}
-
-// EnsureFormat gives a namespace that holds nothing yet the latest format
-// (no replica of an earlier version has written it) and returns the
-// store's format. A namespace with data keeps its format: see
-// FinishUpgrade.
-func (s *Store) EnsureFormat(ctx context.Context) (int, error) {
-	if _, err := s.c.Get(ctx, s.formatKey()).Result(); !errors.Is(err, goredis.Nil) {
-		if err != nil {
-			return 0, s.wrap("format", err)
-		}
-		return s.Format(ctx) // set: raised by an upgrade, or a rollback's
-	}
-	// One EXISTS a key: they are on different slots of a cluster.
-	pipe := s.c.Pipeline()
-	reg, glob := pipe.Exists(ctx, s.registryKey()), pipe.Exists(ctx, s.keys("").all())
-	if _, err := pipe.Exec(ctx); err != nil {
-		return 0, s.wrap("format", err)
-	}
-	if reg.Val()+glob.Val() > 0 {
-		return FormatBase, nil // data from before the format key
-	}
-	if err := s.c.SetNX(ctx, s.formatKey(), FormatLatest, 0).Err(); err != nil {
-		return 0, s.wrap("format", err)
-	}
-	s.formatAt.Store(0)
-	return s.Format(ctx)
 }
 
 // SetFormat sets the store's format (FormatBase before a replica of an
@@ -122,7 +106,7 @@ func (s *Store) SetFormat(ctx context.Context, f int) error {
 
 // upgradePage is how many nodes one script of FinishUpgrade takes: about
 // 1.2 ms of the server's time, which the replicas' commands wait behind
-// (1.8 s for 100,000 nodes in all, measured on a private Redis 8.0).
+// (1.7-1.8 s for 100,000 nodes in all, measured on a private Redis 8.0).
 const upgradePage = 200
 
 // UpgradeReport is what FinishUpgrade did.
@@ -134,7 +118,7 @@ type UpgradeReport struct {
 }
 
 // FinishUpgrade rebuilds every scope's packed-nodes hash from the node
-// hashes (a copy for each node with a packed value, none for the others)
+// hashes (a head for each node with a packed value, none for the others)
 // and then sets the latest format. Run it once no replica of an earlier
 // version runs: their writes do not keep the copies. Replicas of this
 // version keep writing while it runs (each page is one script, and their
@@ -143,6 +127,9 @@ func (s *Store) FinishUpgrade(ctx context.Context) (UpgradeReport, error) {
 	from, err := s.Format(ctx)
 	if err != nil {
 		return UpgradeReport{}, err
+	}
+	if from > FormatLatest {
+		return UpgradeReport{From: from, To: from}, fmt.Errorf("redis memory store: the store is at format %d, newer than this version's %d: finish the upgrade with a binary of that version", from, FormatLatest)
 	}
 	rep := UpgradeReport{From: from, To: FormatLatest}
 	projects, err := s.projects(ctx)
@@ -158,16 +145,14 @@ func (s *Store) FinishUpgrade(ctx context.Context) (UpgradeReport, error) {
 			if err != nil {
 				return rep, s.wrap("finish upgrade", err)
 			}
-			args := []any{k.node("")}
+			ids := make([]string, 0, len(pairs)/2)
 			for j := 0; j+1 < len(pairs); j += 2 {
-				args = append(args, pairs[j])
+				ids = append(ids, pairs[j])
 			}
-			if len(args) > 1 {
-				n, err := copyNodesScript.Run(ctx, s.c, []string{k.packedNodes()}, args...).Int()
-				if err != nil {
-					return rep, s.wrap("finish upgrade", err)
-				}
-				rep.Copies += n
+			n, err := s.copyNodes(ctx, k, ids)
+			rep.Copies += n
+			if err != nil {
+				return rep, s.wrap("finish upgrade", err)
 			}
 			if cursor = next; cursor == 0 {
 				break
@@ -177,13 +162,13 @@ func (s *Store) FinishUpgrade(ctx context.Context) (UpgradeReport, error) {
 		// erasure does not drop it).
 		cursor = 0
 		for {
-			ids, next, err := s.c.HScan(ctx, k.packedNodes(), cursor, "", upgradePage).Result()
+			ids, next, err := s.c.HScanNoValues(ctx, k.packedNodes(), cursor, "", upgradePage).Result()
 			if err != nil {
 				return rep, s.wrap("finish upgrade", err)
 			}
 			args := []any{k.node("")}
-			for j := 0; j+1 < len(ids); j += 2 {
-				args = append(args, ids[j])
+			for _, id := range ids {
+				args = append(args, id)
 			}
 			if len(args) > 1 {
 				n, err := dropOrphanCopiesScript.Run(ctx, s.c, []string{k.packedNodes()}, args...).Int()
@@ -205,23 +190,63 @@ func (s *Store) FinishUpgrade(ctx context.Context) (UpgradeReport, error) {
 	return rep, nil
 }
 
-// copyNodesScript sets the copies of nodes from their hashes: the packed
-// value, or no copy for a node without one (missing, or written before
-// packing). It returns how many copies it wrote or changed.
+// copyNodes sets the copies of ids (nodes of k's scope) from their
+// hashes: a node's head (headCopy) for a node with a packed value, no copy
+// for the others (gone, or written before packing). The heads are made
+// here and set by copyNodesScript only where the node's packed value is
+// still the one they were made from (a writer of this version that changed
+// it since has set its copy itself). It returns how many copies it wrote,
+// changed or removed.
+func (s *Store) copyNodes(ctx context.Context, k keys, ids []string) (int, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	pipe := s.c.Pipeline()
+	pks := make([]*goredis.StringCmd, len(ids))
+	for i, id := range ids {
+		pks[i] = pipe.HGet(ctx, k.node(id), fPacked)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
+		return 0, err
+	}
+	args := make([]any, 0, 1+3*len(ids))
+	args = append(args, k.node(""))
+	for i, id := range ids {
+		pk, err := pks[i].Result()
+		if errors.Is(err, goredis.Nil) {
+			args = append(args, id, "", "")
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		n, err := unpackNode(pk)
+		if err != nil {
+			return 0, fmt.Errorf("node %s: %w", id, err)
+		}
+		sum := sha1.Sum([]byte(pk))
+		args = append(args, id, hex.EncodeToString(sum[:]), headCopy(&n))
+	}
+	return copyNodesScript.Run(ctx, s.c, []string{k.packedNodes()}, args...).Int()
+}
+
+// copyNodesScript sets copies made by copyNodes.
 //
 // KEYS: the packed-nodes hash. ARGV: the node key prefix (the node hashes
-// share the hash's tag), then the ids.
+// share the hash's tag), then for each node its id, the SHA-1 of the
+// packed value the copy was made from ("": the node had none) and the
+// copy.
 var copyNodesScript = goredis.NewScript(`
 local done = 0
-for i = 2, #ARGV do
-  local id = ARGV[i]
+for i = 2, #ARGV, 3 do
+  local id, sum, copy = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local pk = redis.call('HGET', ARGV[1] .. id, '` + fPacked + `')
-  if pk then
-    if redis.call('HGET', KEYS[1], id) ~= pk then
-      redis.call('HSET', KEYS[1], id, pk)
-      done = done + 1
+  if sum == '' then
+    if not pk then
+      done = done + redis.call('HDEL', KEYS[1], id)
     end
-  elseif redis.call('HDEL', KEYS[1], id) == 1 then
+  elseif pk and redis.sha1hex(pk) == sum and redis.call('HGET', KEYS[1], id) ~= copy then
+    redis.call('HSET', KEYS[1], id, copy)
     done = done + 1
   end
 end

@@ -2,8 +2,11 @@ package redis_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"reflect"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,7 +26,7 @@ func formatNodes(t *testing.T, s *redis.Store) []string {
 		if i == 3 {
 			p = "q"
 		}
-		res, err := s.Upsert(t.Context(), memory.Node{Subkind: memory.Decision, ProjectID: p, Label: lbl, Confidence: 0.8})
+		res, err := s.Upsert(t.Context(), memory.Node{Subkind: memory.Decision, ProjectID: p, Label: lbl, Body: "Why: " + lbl, Confidence: 0.8})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -48,9 +51,10 @@ func oldReplicaEdit(t *testing.T, c goredis.UniversalClient, s *redis.Store, pro
 	return n
 }
 
+// labels are the labels of GetHeads (the turn's candidate loads).
 func labels(t *testing.T, s *redis.Store, ids []string) []string {
 	t.Helper()
-	nodes, err := s.GetMany(t.Context(), ids)
+	nodes, err := s.GetHeads(t.Context(), ids)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,21 +76,29 @@ func TestNodeCopiesReadOnlyAtTheirFormat(t *testing.T) {
 	ids := formatNodes(t, s)
 	want := []string{"Deploys run through make release", "The staging database is Postgres 16", "Tabs, not spaces, in Go files", "Billing retries twice"}
 	if got := labels(t, s, ids); !slices.Equal(got, want) {
-		t.Fatalf("GetMany = %q, want %q", got, want)
+		t.Fatalf("GetHeads = %q, want %q", got, want)
 	}
 	if missing, err := redis.MissingNodeCopies(ctx, s); err != nil || len(missing) > 0 {
 		t.Fatalf("nodes written at the latest format without a copy: %v (%v)", missing, err)
 	}
+	// The copies are heads: no body (GetHeads), which FillTexts reads.
+	heads, err := s.GetHeads(ctx, ids)
+	if err != nil || len(heads) != len(ids) || heads[0].Body != "" {
+		t.Fatalf("GetHeads at the latest format: %+v (%v), want %d nodes without bodies", heads, err, len(ids))
+	}
+	if err := s.FillTexts(ctx, heads); err != nil || heads[0].Body != "Why: "+want[0] || heads[3].Body != "Why: "+want[3] {
+		t.Fatalf("FillTexts: %+v (%v)", heads, err)
+	}
 
 	// At the latest format a load reads the copy: a copy changed behind
-	// the store's back is what GetMany returns (what a stale copy would
+	// the store's back is what GetHeads returns (what a stale copy would
 	// do, and why the format waits for the operator).
 	planted := memory.Node{ID: ids[1], Subkind: memory.Decision, ProjectID: "p", Label: "planted"}
-	if err := c.HSet(ctx, redis.PackedNodesKey(s, "p"), ids[1], redis.PackNode(&planted)).Err(); err != nil {
+	if err := c.HSet(ctx, redis.PackedNodesKey(s, "p"), ids[1], redis.HeadCopy(&planted)).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if got := labels(t, s, ids); got[1] != "planted" {
-		t.Fatalf("at format %d GetMany = %q: the copy was not read", redis.FormatNodeCopies, got)
+		t.Fatalf("at format %d GetHeads = %q: the copy was not read", redis.FormatNodeCopies, got)
 	}
 
 	// A rollback: reads go back to the nodes' own hashes.
@@ -94,7 +106,7 @@ func TestNodeCopiesReadOnlyAtTheirFormat(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := labels(t, s, ids); !slices.Equal(got, want) {
-		t.Fatalf("after the rollback GetMany = %q, want %q", got, want)
+		t.Fatalf("after the rollback GetHeads = %q, want %q", got, want)
 	}
 	oldReplicaEdit(t, c, s, "p", ids[0], "Deploys run through the pipeline")
 	if got := labels(t, s, ids); got[0] != "Deploys run through the pipeline" {
@@ -131,7 +143,7 @@ func finishUpgrade(t *testing.T, c goredis.UniversalClient) {
 	}
 	oldReplicaEdit(t, c, s, "p", ids[0], "Deploys run through the pipeline")
 	gone := memory.Node{ID: "gone", Subkind: memory.Decision, ProjectID: "p", Label: "erased long ago"}
-	if err := c.HSet(ctx, redis.PackedNodesKey(s, "p"), "gone", redis.PackNode(&gone)).Err(); err != nil {
+	if err := c.HSet(ctx, redis.PackedNodesKey(s, "p"), "gone", redis.HeadCopy(&gone)).Err(); err != nil {
 		t.Fatal(err)
 	}
 	before, err := s.GetMany(ctx, append([]string{"gone"}, ids...))
@@ -160,7 +172,10 @@ func finishUpgrade(t *testing.T, c goredis.UniversalClient) {
 			t.Fatalf("%s copies after the upgrade: %v (%v)", what, got, err)
 		}
 	}
-	after, err := s.GetMany(ctx, append([]string{"gone"}, ids...))
+	after, err := s.GetHeads(ctx, append([]string{"gone"}, ids...))
+	for i := range before {
+		before[i].Body = "" // the copies are heads
+	}
 	if err != nil || !reflect.DeepEqual(after, before) {
 		t.Fatalf("reads from the copies differ from the nodes' (%v):\n got %+v\nwant %+v", err, after, before)
 	}
@@ -170,32 +185,42 @@ func finishUpgrade(t *testing.T, c goredis.UniversalClient) {
 	}
 }
 
-// A namespace with data and no format key was written by an earlier
-// version: it stays at the base format until the upgrade is finished, and
-// a format set on purpose (a rollback) is kept by later starts.
-func TestEnsureFormatKeepsEarlierData(t *testing.T) {
+// A namespace starts at the base format, an empty one too (no replica can
+// know that none of an earlier version will write it), and reads answer
+// there; FinishUpgrade never lowers a format newer than this version's.
+func TestFormatStartsAtBaseAndIsNeverLowered(t *testing.T) {
 	c := testClient(t)
-	s := openStore(t, c)
 	ctx := t.Context()
-	formatNodes(t, s)
-	if err := c.Del(ctx, redis.FormatKey(s)).Err(); err != nil {
-		t.Fatal(err)
-	}
-	s2, err := redis.New(c, redis.WithNamespace(redis.Namespace(s)))
+	ns := randomNamespace()
+	t.Cleanup(func() { _ = redis.DeleteNamespace(context.Background(), c, ns) })
+	s, err := redis.New(c, redis.WithNamespace(ns))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f, err := s2.EnsureFormat(ctx); err != nil || f != redis.FormatBase {
-		t.Fatalf("EnsureFormat of a namespace with data = %d, %v; want %d", f, err, redis.FormatBase)
+	if f, err := s.Format(ctx); err != nil || f != redis.FormatBase {
+		t.Fatalf("the format of a new namespace = %d, %v; want %d", f, err, redis.FormatBase)
 	}
+	ids := formatNodes(t, s)
 	if n, err := c.Exists(ctx, redis.FormatKey(s)).Result(); err != nil || n != 0 {
-		t.Fatalf("EnsureFormat wrote the format key of a namespace with data (%v)", err)
+		t.Fatalf("writes set the format key (%v)", err)
 	}
-	if err := s2.SetFormat(ctx, redis.FormatBase); err != nil {
+	if got := labels(t, s, ids); len(got) != len(ids) || got[0] != "Deploys run through make release" {
+		t.Fatalf("GetHeads at the base format = %q", got)
+	}
+	if err := c.Set(ctx, redis.FormatKey(s), 3, 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if f, err := s2.EnsureFormat(ctx); err != nil || f != redis.FormatBase {
-		t.Fatalf("EnsureFormat after a rollback = %d, %v", f, err)
+	if _, err := s.FinishUpgrade(ctx); err == nil {
+		t.Fatal("FinishUpgrade lowered a newer format")
+	}
+	if v, err := c.Get(ctx, redis.FormatKey(s)).Result(); err != nil || v != "3" {
+		t.Fatalf("format after a refused FinishUpgrade: %q (%v)", v, err)
+	}
+	if err := s.SetFormat(ctx, redis.FormatBase); err != nil { // a rollback, from any format
+		t.Fatal(err)
+	}
+	if f, err := s.Format(ctx); err != nil || f != redis.FormatBase {
+		t.Fatalf("format after the rollback = %d, %v", f, err)
 	}
 }
 
@@ -225,5 +250,89 @@ func TestRollbackReachesOtherReplicas(t *testing.T) {
 	}
 	if err := c.Del(ctx, redis.PackedNodesKey(a, "p")).Err(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// FinishUpgrade over many pages (1,500 nodes: ZSCAN and HSCAN answer in
+// pages past 128), with the damage an earlier version leaves (a seventh of
+// the copies missing, an eleventh stale, 300 orphans), while writers of
+// this version edit nodes and erase a session: no copy is left stale or
+// missing. (From the review of stop 44.)
+func TestFinishUpgradeBesideWriters(t *testing.T) {
+	t.Run("standalone", func(t *testing.T) { finishBeside(t, testClient(t)) })
+	t.Run("cluster", func(t *testing.T) { finishBeside(t, testCluster(t)) })
+}
+
+func finishBeside(t *testing.T, c goredis.UniversalClient) {
+	s := openStore(t, c)
+	ctx := t.Context()
+	var ids []string
+	var batch []memory.Node
+	for i := 0; i < 1500; i++ {
+		n, err := memory.PrepareNew(memory.Node{Subkind: memory.Decision, ProjectID: "p", SessionID: fmt.Sprintf("s%d", i%10), Label: fmt.Sprintf("fact number %d about things", i), Confidence: 0.8}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch = append(batch, n)
+		ids = append(ids, n.ID)
+	}
+	if err := s.PutBatch(ctx, batch, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetFormat(ctx, redis.FormatBase); err != nil {
+		t.Fatal(err)
+	}
+	// old-version damage: every 7th copy removed, every 11th stale, orphans
+	pn := redis.PackedNodesKey(s, "p")
+	for i, id := range ids {
+		switch {
+		case i%7 == 0:
+			c.HDel(ctx, pn, id)
+		case i%11 == 0:
+			c.HSet(ctx, pn, id, redis.HeadCopy(&memory.Node{ID: id, ProjectID: "p", Subkind: memory.Decision, Label: "stale"}))
+		}
+	}
+	for i := 0; i < 300; i++ {
+		c.HSet(ctx, pn, fmt.Sprintf("orphan%d", i), "x")
+	}
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for j := 0; ; j++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				id := ids[(j*37+w*101)%len(ids)]
+				lbl := fmt.Sprintf("edited %d %d", w, j)
+				if _, err := s.Update(ctx, id, memory.Patch{Label: &lbl}); err != nil && !errors.Is(err, memory.ErrNotFound) {
+					t.Error(err)
+					return
+				}
+			}
+		}(w)
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if _, err := s.Erase(ctx, memory.EraseScope{Project: "p", Session: "s3"}, nil); err != nil {
+			t.Error(err)
+		}
+	}()
+	rep, err := s.FinishUpgrade(ctx)
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%+v", rep)
+	for what, list := range map[string]func(context.Context, *redis.Store) ([]string, error){"stale": redis.StaleNodeCopies, "missing": redis.MissingNodeCopies} {
+		if got, err := list(ctx, s); err != nil || len(got) > 0 {
+			t.Errorf("%s copies after the upgrade: %d (%v)", what, len(got), err)
+		}
 	}
 }

@@ -712,9 +712,9 @@ func (s *Store) writeNodeTo(ctx context.Context, pipe goredis.Pipeliner, lw *tag
 			pipe.HDel(ctx, k.node(id), nodeFields...)
 		}
 		pipe.HSet(ctx, k.node(id), fPacked, pk)
-		// Its copy for the candidate loads (format.go), kept by every
-		// write whatever the store's format.
-		pipe.HSet(ctx, k.packedNodes(), id, pk)
+		// Its head's copy for the candidate loads (format.go, readHeads),
+		// kept by every write whatever the store's format.
+		pipe.HSet(ctx, k.packedNodes(), id, headCopy(n))
 	}
 	switch {
 	case len(n.Embedding) > 0 && (old == nil || !slices.Equal(old.Embedding, n.Embedding)):

@@ -35,15 +35,9 @@ func readNode(ctx context.Context, c goredis.Cmdable, k keys, id string) (memory
 // false leaves the embedding out: 1.5 KB less per node at 384 dimensions,
 // which retrieval and graph walks never read.
 func (s *Store) loadNodes(ctx context.Context, ids []string, withVector bool) (map[string]memory.Node, error) {
-	projs, err := s.projectsOf(ctx, ids)
+	refs, err := s.refsOf(ctx, ids)
 	if err != nil {
 		return nil, err
-	}
-	refs := make([]nodeRef, 0, len(ids))
-	for _, id := range ids {
-		if p, ok := projs[id]; ok {
-			refs = append(refs, nodeRef{p, id})
-		}
 	}
 	nodes, err := s.readNodes(ctx, refs, withVector)
 	if err != nil {
@@ -54,6 +48,22 @@ func (s *Store) loadNodes(ctx context.Context, ids []string, withVector bool) (m
 		out[n.ID] = n
 	}
 	return out, nil
+}
+
+// refsOf gives each of ids that names a node the project that holds it,
+// in order (the others left out).
+func (s *Store) refsOf(ctx context.Context, ids []string) ([]nodeRef, error) {
+	projs, err := s.projectsOf(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	refs := make([]nodeRef, 0, len(ids))
+	for _, id := range ids {
+		if p, ok := projs[id]; ok {
+			refs = append(refs, nodeRef{p, id})
+		}
+	}
+	return refs, nil
 }
 
 // loadTagNodes reads nodes known to be in one project, in the order of ids
@@ -77,16 +87,32 @@ func (s *Store) readNodes(ctx context.Context, refs []nodeRef, withVector bool) 
 	if len(refs) == 0 {
 		return nil, nil
 	}
-	if !withVector {
-		return s.readPacked(ctx, refs)
-	}
 	pipe := s.c.Pipeline()
 	all := make([]*goredis.MapStringStringCmd, len(refs))
+	packed := make([]*goredis.SliceCmd, len(refs))
 	for i, r := range refs {
-		all[i] = pipe.HGetAll(ctx, s.keys(r.project).node(r.id))
+		if withVector {
+			all[i] = pipe.HGetAll(ctx, s.keys(r.project).node(r.id))
+		} else {
+			packed[i] = pipe.HMGet(ctx, s.keys(r.project).node(r.id), fPacked)
+		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, s.wrap("load nodes", err)
+	}
+	if !withVector {
+		vals := make([]packedRead, len(refs))
+		for i := range refs {
+			// The packed value only: a node without one (written before
+			// packing, or missing) is read again by decodePacked. Asking
+			// for the id field as well cost every read a field lookup
+			// (about a quarter of the HMGET's time at 100,000 nodes).
+			if v := packed[i].Val(); len(v) == 1 {
+				vals[i].pk, _ = v[0].(string)
+			}
+			vals[i].idUnread = vals[i].pk == ""
+		}
+		return s.decodePacked(ctx, refs, vals)
 	}
 	nodes := make([]memory.Node, len(refs))
 	found := make([]bool, len(refs))
@@ -99,74 +125,88 @@ func (s *Store) readNodes(ctx context.Context, refs []nodeRef, withVector bool) 
 	return keepFound(nodes, found), nil
 }
 
-// readPacked is readNodes without the vectors. With the packed-nodes
-// hashes complete (FormatNodeCopies), one HMGET per project reads the
-// nodes' copies, instead of one command per node; a node without a copy
-// (written before packing, or not there), and every node in the base
-// format, is read from its own hash.
-func (s *Store) readPacked(ctx context.Context, refs []nodeRef) ([]memory.Node, error) {
-	vals := make([]packedRead, len(refs))
-	var rest []int
-	if s.nodeCopies(ctx) {
-		var projects []string
-		byProject := map[string][]int{}
-		for i, r := range refs {
-			if byProject[r.project] == nil {
-				projects = append(projects, r.project)
-			}
-			byProject[r.project] = append(byProject[r.project], i)
+// readHeads is readNodes without the vectors and the bodies
+// (memory.TextStore's GetHeads): with the packed-nodes hashes complete
+// (FormatNodeCopies), one HMGET per project instead of one command per
+// node. A node without a copy (written before packing, or not there), and
+// every node at the base format, is read from its own hash (and its body
+// dropped: the heads are the same whichever way they were read).
+func (s *Store) readHeads(ctx context.Context, refs []nodeRef) ([]memory.Node, error) {
+	if len(refs) == 0 || !s.nodeCopies(ctx) {
+		nodes, err := s.readNodes(ctx, refs, false)
+		for i := range nodes {
+			nodes[i].Body = ""
 		}
-		pipe := s.c.Pipeline()
-		copies := make([]*goredis.SliceCmd, len(projects))
-		for j, p := range projects {
-			ids := make([]string, len(byProject[p]))
-			for m, i := range byProject[p] {
-				ids[m] = refs[i].id
-			}
-			copies[j] = pipe.HMGet(ctx, s.keys(p).packedNodes(), ids...)
+		return nodes, err
+	}
+	var projects []string
+	byProject := map[string][]int{}
+	for i, r := range refs {
+		if byProject[r.project] == nil {
+			projects = append(projects, r.project)
 		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			return nil, s.wrap("load nodes", err)
+		byProject[r.project] = append(byProject[r.project], i)
+	}
+	pipe := s.c.Pipeline()
+	copies := make([]*goredis.SliceCmd, len(projects))
+	for j, p := range projects {
+		ids := make([]string, len(byProject[p]))
+		for m, i := range byProject[p] {
+			ids[m] = refs[i].id
 		}
-		for j, p := range projects {
-			got := copies[j].Val()
-			if len(got) != len(byProject[p]) {
-				return nil, fmt.Errorf("redis load nodes: %d copies for %d nodes", len(got), len(byProject[p]))
-			}
-			for m, v := range got {
-				i := byProject[p][m]
-				if vals[i].pk, _ = v.(string); vals[i].pk == "" {
-					rest = append(rest, i)
-				}
-			}
+		copies[j] = pipe.HMGet(ctx, s.keys(p).packedNodes(), ids...)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, s.wrap("load heads", err)
+	}
+	nodes := make([]memory.Node, len(refs))
+	found := make([]bool, len(refs))
+	var rest []nodeRef
+	for j, p := range projects {
+		got := copies[j].Val()
+		if len(got) != len(byProject[p]) {
+			return nil, fmt.Errorf("redis load heads: %d copies for %d nodes", len(got), len(byProject[p]))
 		}
-	} else {
-		rest = make([]int, len(refs))
-		for i := range rest {
-			rest[i] = i
+		for m, v := range got {
+			i := byProject[p][m]
+			pk, _ := v.(string)
+			if pk == "" {
+				rest = append(rest, refs[i])
+				continue
+			}
+			var err error
+			if nodes[i], err = unpackNode(pk); err != nil {
+				return nil, fmt.Errorf("redis load heads: node %s: %w", refs[i].id, err)
+			}
+			found[i] = true
 		}
 	}
 	if len(rest) > 0 {
-		pipe := s.c.Pipeline()
-		packed := make([]*goredis.SliceCmd, len(rest))
-		for m, i := range rest {
-			packed[m] = pipe.HMGet(ctx, s.keys(refs[i].project).node(refs[i].id), fPacked)
+		whole, err := s.readNodes(ctx, rest, false)
+		if err != nil {
+			return nil, err
 		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			return nil, s.wrap("load nodes", err)
+		byID := make(map[string]memory.Node, len(whole))
+		for _, n := range whole {
+			n.Body = ""
+			byID[n.ID] = n
 		}
-		for m, i := range rest {
-			// The packed value only: a node without one (written before
-			// packing, or missing) is read again by decodePacked. Asking
-			// for the id field as well cost every read a field lookup
-			// (about a quarter of the HMGET's time at 100,000 nodes).
-			if v := packed[m].Val(); len(v) == 1 {
-				vals[i].pk, _ = v[0].(string)
+		for i := range refs {
+			if n, ok := byID[refs[i].id]; ok && !found[i] {
+				nodes[i], found[i] = n, true
 			}
-			vals[i].idUnread = vals[i].pk == ""
 		}
 	}
-	return s.decodePacked(ctx, refs, vals)
+	return keepFound(nodes, found), nil
+}
+
+// headCopy is a node's copy in its project's packed-nodes hash: its packed
+// value without the body (which ranking never reads, and which is most of
+// a long memory's bytes) or the vector.
+func headCopy(n *memory.Node) string {
+	h := *n
+	h.Body, h.Embedding = "", nil
+	return packNode(&h)
 }
 
 // packedRead is what a node hash answered for its packed value and its id
@@ -263,6 +303,59 @@ func (s *Store) getMany(ctx context.Context, ids []string, withVector bool) ([]m
 		}
 	}
 	return out, nil
+}
+
+// GetHeads implements memory.TextStore: GetMany without the bodies
+// (readHeads: one HMGET per project at FormatNodeCopies; at the base
+// format one command per node, as GetMany).
+func (s *Store) GetHeads(ctx context.Context, ids []string) ([]memory.Node, error) {
+	refs, err := s.refsOf(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	nodes, err := s.readHeads(ctx, refs)
+	if err != nil {
+		return nil, err
+	}
+	out := nodes[:0]
+	seen := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		if !seen[n.ID] {
+			seen[n.ID] = true
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// FillTexts implements memory.TextStore: the body of each of nodes as
+// stored (one read of each node's hash, as GetMany). A node rewritten
+// since it was read (its digest no longer the stored one) is replaced by
+// the stored node, vector left out; a node no longer stored is left as it
+// is.
+func (s *Store) FillTexts(ctx context.Context, nodes []memory.Node) error {
+	if len(nodes) == 0 {
+		return nil
+	}
+	ids := make([]string, len(nodes))
+	for i := range nodes {
+		ids[i] = nodes[i].ID
+	}
+	stored, err := s.loadNodes(ctx, ids, false)
+	if err != nil {
+		return err
+	}
+	for i := range nodes {
+		n, ok := stored[nodes[i].ID]
+		switch {
+		case !ok:
+		case n.Digest == nodes[i].Digest:
+			nodes[i].Body = n.Body
+		default:
+			nodes[i] = n
+		}
+	}
+	return nil
 }
 
 // ---- writing nodes ----

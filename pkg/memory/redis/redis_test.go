@@ -83,8 +83,10 @@ func openStore(t testing.TB, c goredis.UniversalClient, opts ...redis.Option) *r
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f, err := s.EnsureFormat(t.Context()); err != nil || f != redis.FormatLatest {
-		t.Fatalf("EnsureFormat of a fresh namespace = %d, %v; want %d", f, err, redis.FormatLatest)
+	// At the latest format, as a deployment runs once its upgrade is
+	// finished (format.go).
+	if rep, err := s.FinishUpgrade(t.Context()); err != nil || rep.To != redis.FormatLatest {
+		t.Fatalf("FinishUpgrade of a fresh namespace = %+v, %v", rep, err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

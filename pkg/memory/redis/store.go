@@ -76,6 +76,7 @@ type Store struct {
 var (
 	_ memory.Store        = (*Store)(nil)
 	_ memory.VectorScorer = (*Store)(nil)
+	_ memory.TextStore    = (*Store)(nil)
 )
 
 // Option configures a Store.
