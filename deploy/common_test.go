@@ -66,9 +66,18 @@ func knownEnv(name string) bool {
 // processKind is how a container runs Engram: which binary, so which
 // configuration groups and defaults it loads.
 type processKind struct {
-	role   string // worker role, "setup" or "idle"
-	groups config.Group
-	worker bool // a single-worker binary: the idle detector is off by default
+	role     string // worker role, "setup", "idle" or "upgrade"
+	groups   config.Group
+	worker   bool   // a single-worker binary: the idle detector is off by default
+	natsUser string // the NATS user, when not role (the upgrade job: setup's)
+}
+
+// user is the NATS user of the process.
+func (k processKind) user() string {
+	if k.natsUser != "" {
+		return k.natsUser
+	}
+	return k.role
 }
 
 // loadProcessConfig loads an Engram configuration from env exactly as the
@@ -121,6 +130,8 @@ func kindOf(t *testing.T, where string, cmd []string) processKind {
 	switch {
 	case len(cmd) == 1 && cmd[0] == "setup":
 		return processKind{role: "setup", groups: config.Conn | config.Topology}
+	case len(cmd) == 2 && cmd[0] == "upgrade" && cmd[1] == "finish":
+		return processKind{role: "upgrade", groups: config.Conn | config.Runtime, natsUser: "setup"}
 	case len(cmd) == 3 && cmd[0] == "serve" && cmd[1] == "-workers" && cmd[2] == "none":
 		return processKind{role: idle.ConsumerName, groups: config.All}
 	}

@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -125,6 +126,16 @@ func TestHelmChart(t *testing.T) {
 	if setup == nil || setup.Annotations["helm.sh/hook"] != "post-install,post-upgrade" || setup.Annotations["helm.sh/hook-delete-policy"] != "before-hook-creation" {
 		t.Errorf("engram-setup is not an install and upgrade hook re-created each time (a Job cannot change in place)")
 	}
+	// The chart's own Redis is new with the install: the store's format is
+	// raised then, and only then (an upgrade's hook may run before its
+	// rollout is over).
+	up := r.jobs["engram-upgrade"]
+	if up == nil || up.Annotations["helm.sh/hook"] != "post-install" || len(up.Spec.Template.Spec.Containers) != 1 ||
+		!slices.Equal(up.Spec.Template.Spec.Containers[0].Args, []string{"upgrade", "finish"}) {
+		t.Errorf("no post-install job running `engram upgrade finish` on the chart's Redis")
+	} else if !hasEnv(up.Spec.Template.Spec.Containers[0], "ENGRAM_REDIS_URL") {
+		t.Errorf("the upgrade job has no ENGRAM_REDIS_URL")
+	}
 }
 
 // TestHelmChartRefusesMissingSecret: without the name of an existing
@@ -153,6 +164,9 @@ func TestHelmChartExternal(t *testing.T) {
 	})
 	if len(r.statefulSets) != 0 || len(r.scaled) != 0 {
 		t.Errorf("external services and no KEDA: %d StatefulSets, %d ScaledObjects", len(r.statefulSets), len(r.scaled))
+	}
+	if r.jobs["engram-upgrade"] != nil {
+		t.Error("an install hook raises the format of an external Redis, which a running earlier release may share")
 	}
 	cm := r.configMaps["engram-config"]
 	if cm == nil {
@@ -208,4 +222,14 @@ func TestHelmLint(t *testing.T) {
 			t.Logf("helm lint: %s", m)
 		}
 	}
+}
+
+// hasEnv reports whether c sets the variable name.
+func hasEnv(c corev1.Container, name string) bool {
+	for _, e := range c.Env {
+		if e.Name == name {
+			return true
+		}
+	}
+	return false
 }

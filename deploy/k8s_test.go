@@ -411,8 +411,8 @@ func checkOverlay(t *testing.T, r *rendered, creds map[string]string) {
 		if k.role == "setup" {
 			setupCfg = &cfg
 		}
-		if env["ENGRAM_NATS_USER"] != k.role || env["ENGRAM_NATS_PASSWORD"] != creds[passwordVar(k.role)] {
-			t.Errorf("%s: NATS user %q; want %s with the Secret's %s", where, env["ENGRAM_NATS_USER"], k.role, passwordVar(k.role))
+		if env["ENGRAM_NATS_USER"] != k.user() || env["ENGRAM_NATS_PASSWORD"] != creds[passwordVar(k.user())] {
+			t.Errorf("%s: NATS user %q; want %s with the Secret's %s", where, env["ENGRAM_NATS_USER"], k.user(), passwordVar(k.user()))
 		}
 		if u, err := url.Parse(cfg.NATS.URL); err != nil || u.Host != fmt.Sprintf("%s:%d", natsSvc.Name, servicePort(t, natsSvc, "client")) ||
 			servicePort(t, natsSvc, "client") != opts.Port {
