@@ -63,7 +63,7 @@ func (s *Store) Format(ctx context.Context) (int, error) {
 	return f, nil
 }
 
-// format is Format as read at most formatTTL ago (FormatBase while the
+// format is Format as read at most s.formatTTL (FormatTTL) ago (FormatBase while the
 // server cannot be asked: the base layout is always right). The age is
 // read on the monotonic clock: a wall clock stepped back must not keep a
 // format past a rollback.

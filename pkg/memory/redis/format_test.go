@@ -115,6 +115,7 @@ func TestNodeCopiesReadOnlyAtTheirFormat(t *testing.T) {
 	if err := s.SetFormat(ctx, redis.FormatNodeCopies); err == nil {
 		t.Fatal("SetFormat raised the format without the rebuild")
 	}
+	// (The planted and stale copies would fail openStore's check.)
 	if err := c.Del(ctx, redis.PackedNodesKey(s, "p")).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -248,6 +249,7 @@ func TestRollbackReachesOtherReplicas(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// (The stale copy would fail openStore's check.)
 	if err := c.Del(ctx, redis.PackedNodesKey(a, "p")).Err(); err != nil {
 		t.Fatal(err)
 	}
