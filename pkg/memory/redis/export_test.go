@@ -237,7 +237,13 @@ func nodeCopies(ctx context.Context, s *Store) (stale, missing []string, err err
 // SetFormatTTL sets how long s trusts the format it last read.
 func SetFormatTTL(s *Store, d time.Duration) { s.formatTTL = d }
 
-// PackedNodesKey is the key of a project's packed-nodes hash.
+// Space is the key space of a tenant's project.
+func Space(tenant, project string) string {
+	return space(memory.ProjectRef{Tenant: tenant, Project: project})
+}
+
+// PackedNodesKey is the key of a project's packed-nodes hash (project: a
+// key space, see Space).
 func PackedNodesKey(s *Store, project string) string { return s.keys(project).packedNodes() }
 
 // PackNode is a node's packed value.

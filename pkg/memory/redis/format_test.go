@@ -133,14 +133,23 @@ func finishUpgrade(t *testing.T, c goredis.UniversalClient) {
 	s := openStore(t, c)
 	ctx := t.Context()
 	ids := formatNodes(t, s)
+	// And one of another tenant (a space of its own, on a tag of its own).
+	res, err := s.Upsert(ctx, memory.Node{Subkind: memory.Decision, TenantID: "acme", ProjectID: "p", Label: "Acme deploys on Fridays", Confidence: 0.8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids = append(ids, res.Node.ID)
 	if err := s.SetFormat(ctx, redis.FormatBase); err != nil {
 		t.Fatal(err)
 	}
-	// What replicas of an earlier version leave: a node with no copy (one
-	// written by them), a stale copy (one edited by them), the copy of a
-	// node they erased.
+	// What replicas of an earlier version leave: nodes with no copy (written
+	// by them), a stale copy (one edited by them), the copy of a node they
+	// erased.
 	if err := c.HDel(ctx, redis.PackedNodesKey(s, "q"), ids[3]).Err(); err != nil {
 		t.Fatal(err)
+	}
+	if n, err := c.HDel(ctx, redis.PackedNodesKey(s, redis.Space("acme", "p")), ids[4]).Result(); err != nil || n != 1 {
+		t.Fatalf("the other tenant's node had no copy to remove (%v)", err)
 	}
 	oldReplicaEdit(t, c, s, "p", ids[0], "Deploys run through the pipeline")
 	gone := memory.Node{ID: "gone", Subkind: memory.Decision, ProjectID: "p", Label: "erased long ago"}
@@ -162,8 +171,8 @@ func finishUpgrade(t *testing.T, c goredis.UniversalClient) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.From != redis.FormatBase || rep.To != redis.FormatLatest || rep.Copies != 2 || rep.Dropped != 1 || rep.Scopes < 3 {
-		t.Fatalf("FinishUpgrade = %+v, want from %d to %d, 2 copies written, 1 dropped, 3 scopes or more", rep, redis.FormatBase, redis.FormatLatest)
+	if rep.From != redis.FormatBase || rep.To != redis.FormatLatest || rep.Copies != 3 || rep.Dropped != 1 || rep.Scopes < 4 {
+		t.Fatalf("FinishUpgrade = %+v, want from %d to %d, 3 copies written, 1 dropped, 4 scopes or more", rep, redis.FormatBase, redis.FormatLatest)
 	}
 	if f, err := s.Format(ctx); err != nil || f != redis.FormatLatest {
 		t.Fatalf("format after the upgrade %d (%v)", f, err)
