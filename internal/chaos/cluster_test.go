@@ -310,7 +310,8 @@ func (c *cluster) env(name string) []string {
 	return env
 }
 
-// setup runs `engram setup` (streams and consumers) and starts the workers
+// setup runs `engram setup` (streams and consumers) and `engram upgrade
+// finish` (the store's format) and starts the workers
 // and the idle detector (`engram serve -workers none` on the external bus,
 // which runs no worker, only the detector).
 func (c *cluster) setup(ctx context.Context) {
@@ -319,6 +320,13 @@ func (c *cluster) setup(ctx context.Context) {
 	cmd.Env = append(os.Environ(), c.env("setup")...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		c.t.Fatalf("engram setup: %v\n%s", err, out)
+	}
+	// The store at the latest format, as the Helm chart's install hook
+	// leaves a new deployment (the candidate loads read the heads' copies).
+	cmd = exec.CommandContext(ctx, filepath.Join(c.bin, "engram"), "upgrade", "finish")
+	cmd.Env = append(os.Environ(), c.env("setup")...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		c.t.Fatalf("engram upgrade finish: %v\n%s", err, out)
 	}
 	for _, w := range []struct {
 		name, bin string

@@ -33,9 +33,11 @@
 //   - cmd/chaosmodel, the scripted Ollama-compatible server (pkg/llm/llmtest)
 //     with this package's replies (Install), switchable down (connection
 //     refused) and unavailable (503) through a control endpoint;
-//   - `engram setup`, then two injectors, two extractors, a consolidator,
-//     a compactor (cmd/injector, ...) and the idle detector (`engram serve
-//     -workers none` on the external bus: the detector without workers).
+//   - `engram setup` and `engram upgrade finish` (the Redis store at the
+//     latest format, as the Helm chart installs it), then two injectors, two
+//     extractors, a consolidator, a compactor (cmd/injector, ...) and the
+//     idle detector (`engram serve -workers none` on the external bus: the
+//     detector without workers).
 //
 // Every Engram process gets ENGRAM_ACK_WAIT=8s (a killed worker's events
 // come back after 8 s rather than the roles' 10 s to 2 min),
