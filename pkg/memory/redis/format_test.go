@@ -347,3 +347,71 @@ func finishBeside(t *testing.T, c goredis.UniversalClient) {
 		}
 	}
 }
+
+// At format 2, nodes of the per-attribute form and nodes whose copy is
+// missing come from their own hashes, in the order asked, projects
+// interleaved, duplicates once, bodies blank; FillTexts fills them. (From
+// the second review of stop 44: without it, skipping that read or keeping
+// its bodies went unnoticed.)
+func TestHeadsFallBackToTheNodes(t *testing.T) {
+	c := testClient(t)
+	s := openStore(t, c)
+	ctx := t.Context()
+	var ids []string
+	for i, lbl := range []string{"alpha one", "beta two", "alpha three", "beta four", "alpha five"} {
+		p := "a"
+		if i%2 == 1 {
+			p = "b"
+		}
+		res, err := s.Upsert(ctx, memory.Node{Subkind: memory.Decision, ProjectID: p, Label: lbl, Body: "body of " + lbl, Confidence: 0.8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.Node.ID)
+	}
+	// ids[0]: legacy per-attribute hash, no copy; ids[3]: packed, copy missing.
+	want0, err := s.Get(ctx, ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := redis.NodeKey(s, "a", ids[0])
+	if err := c.Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.HSet(ctx, key, redis.LegacyHash(&want0)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []struct{ p, id string }{{"a", ids[0]}, {"b", ids[3]}} {
+		if n, err := c.HDel(ctx, redis.PackedNodesKey(s, d.p), d.id).Result(); err != nil || n != 1 {
+			t.Fatalf("no copy of %s to remove (%v)", d.id, err)
+		}
+	}
+
+	ask := []string{ids[3], ids[0], "nope", ids[1], ids[3], ids[4], ids[2], ids[0]}
+	heads, err := s.GetHeads(ctx, ask)
+	if err != nil {
+		t.Fatal(err)
+	}
+	many, err := s.GetMany(ctx, ask)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range many {
+		many[i].Body = ""
+	}
+	if !reflect.DeepEqual(heads, many) {
+		t.Fatalf("heads differ from GetMany without bodies:\n got %+v\nwant %+v", heads, many)
+	}
+	if err := s.FillTexts(ctx, heads); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range heads {
+		if h.Body != "body of "+h.Label {
+			t.Fatalf("FillTexts: %q / %q", h.Label, h.Body)
+		}
+	}
+	// (repair for openStore's end check)
+	if _, err := s.FinishUpgrade(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
