@@ -63,26 +63,28 @@ func (s *Store) Format(ctx context.Context) (int, error) {
 	return f, nil
 }
 
-// format is Format as read at most s.formatTTL (FormatTTL) ago (FormatBase while the
-// server cannot be asked: the base layout is always right). The age is
-// read on the monotonic clock: a wall clock stepped back must not keep a
-// format past a rollback.
+// format is Format as read at most s.formatTTL (FormatTTL) ago (FormatBase
+// while the server cannot be asked: the base layout is always right). The
+// age is read on the monotonic clock (time.Since of a time.Now): a wall
+// clock stepped back must not keep a format past a rollback.
 func (s *Store) format(ctx context.Context) int {
-	now := int64(time.Since(monoStart)) + 1 // > 0: 0 means "read it again"
-	if at := s.formatAt.Load(); at != 0 && now-at < int64(s.formatTTL) {
-		return int(s.formatSeen.Load())
+	if r := s.formatRead.Load(); r != nil && time.Since(r.at) < s.formatTTL {
+		return r.f
 	}
+	at := time.Now()
 	f, err := s.Format(ctx)
 	if err != nil {
 		return FormatBase
 	}
-	s.formatSeen.Store(int32(f))
-	s.formatAt.Store(now)
+	s.formatRead.Store(&formatRead{at: at, f: f})
 	return f
 }
 
-// monoStart is the origin of the format cache's monotonic times.
-var monoStart = time.Now()
+// formatRead is the store's format and when it was read.
+type formatRead struct {
+	at time.Time
+	f  int
+}
 
 // nodeCopies reports whether reads may take nodes from the packed-nodes
 // hashes (FormatNodeCopies).
@@ -100,7 +102,7 @@ func (s *Store) SetFormat(ctx context.Context, f int) error {
 	if err := s.c.Set(ctx, s.formatKey(), f, 0).Err(); err != nil {
 		return s.wrap("format", err)
 	}
-	s.formatAt.Store(0)
+	s.formatRead.Store(nil)
 	return nil
 }
 
@@ -186,7 +188,7 @@ func (s *Store) FinishUpgrade(ctx context.Context) (UpgradeReport, error) {
 	if err := s.c.Set(ctx, s.formatKey(), FormatLatest, 0).Err(); err != nil {
 		return rep, s.wrap("finish upgrade", err)
 	}
-	s.formatAt.Store(0)
+	s.formatRead.Store(nil)
 	return rep, nil
 }
 

@@ -66,11 +66,9 @@ type Store struct {
 	scoreInScript        bool   // PutBatch scores postings in reindexLexScript, as single writes do (tests)
 	closeCli             bool
 
-	// The store's format as last read (format.go): when (nanoseconds on
-	// the monotonic clock since monoStart, plus one; 0: read it again)
-	// and what; formatTTL is how long it is trusted.
-	formatAt   atomic.Int64
-	formatSeen atomic.Int32
+	// The store's format as last read (format.go; nil: read it again) and
+	// how long it is trusted.
+	formatRead atomic.Pointer[formatRead]
 	formatTTL  time.Duration
 }
 
