@@ -65,7 +65,7 @@ func TestComposeFile(t *testing.T) {
 	if err != nil {
 		t.Fatalf("docker-compose.yml does not load: %v", err)
 	}
-	engram := append(workerRoles(), "setup", idle.ConsumerName)
+	engram := append(workerRoles(), "setup", "upgrade", idle.ConsumerName)
 	want := append(append([]string{}, engram...), "nats", "redis", "ollama", "ollama-pull")
 	sort.Strings(want)
 	got := p.ServiceNames()
@@ -73,7 +73,7 @@ func TestComposeFile(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("services %v, want %v", got, want)
 	}
-	oneShot := map[string]bool{"setup": true, "ollama-pull": true}
+	oneShot := map[string]bool{"setup": true, "upgrade": true, "ollama-pull": true}
 	for name, s := range p.Services {
 		switch {
 		case s.Restart == "":
@@ -158,8 +158,8 @@ func TestComposeFile(t *testing.T) {
 			t.Errorf("%s runs %q, the %s", where, composeCommand(s), k.role)
 		}
 		env := envOf(s)
-		if env["ENGRAM_NATS_USER"] != name || env["ENGRAM_NATS_PASSWORD"] != creds[passwordVar(name)] {
-			t.Errorf("%s connects as NATS user %q; want user %s with %s from .env", where, env["ENGRAM_NATS_USER"], name, passwordVar(name))
+		if env["ENGRAM_NATS_USER"] != k.user() || env["ENGRAM_NATS_PASSWORD"] != creds[passwordVar(k.user())] {
+			t.Errorf("%s connects as NATS user %q; want user %s with %s from .env", where, env["ENGRAM_NATS_USER"], k.user(), passwordVar(k.user()))
 		}
 		cfg := loadProcessConfig(t, where, k, env)
 		if cfg.NATS.URL != natsURL {
@@ -198,6 +198,17 @@ func TestComposeFile(t *testing.T) {
 			}
 			if d := s.DependsOn["nats"]; d.Condition != types.ServiceConditionHealthy {
 				t.Errorf("setup does not wait for a healthy nats")
+			}
+			continue
+		}
+		if name == "upgrade" {
+			// Raises the store's format: only once every Engram container
+			// of an earlier image is replaced (compose stops a container
+			// before it starts its replacement).
+			for _, w := range append(workerRoles(), idle.ConsumerName) {
+				if d, ok := s.DependsOn[w]; !ok || d.Condition != types.ServiceConditionStarted {
+					t.Errorf("upgrade does not wait for %s to be started: %+v", w, d)
+				}
 			}
 			continue
 		}

@@ -168,6 +168,11 @@ func TestHelmChartExternal(t *testing.T) {
 	if r.jobs["engram-upgrade"] != nil {
 		t.Error("an install hook raises the format of an external Redis, which a running earlier release may share")
 	}
+	off := renderHelm(t, map[string]any{"image": map[string]any{"tag": "v1.0.0"}, "credentials": map[string]any{"existingSecret": "engram-credentials"},
+		"redis": map[string]any{"finishUpgradeOnInstall": false}})
+	if off.jobs["engram-upgrade"] != nil || off.jobs["engram-setup"] == nil {
+		t.Error("redis.finishUpgradeOnInstall: false keeps the upgrade Job (or drops the setup Job)")
+	}
 	cm := r.configMaps["engram-config"]
 	if cm == nil {
 		t.Fatal("no ConfigMap engram-config")
