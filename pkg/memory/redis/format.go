@@ -115,6 +115,7 @@ const upgradePage = 200
 type UpgradeReport struct {
 	From, To int
 	Scopes   int // scopes (projects, tenants' spaces, the global one) rebuilt
+	Nodes    int // nodes read
 	Copies   int // node copies written or rewritten
 	Dropped  int // copies of nodes no longer there, removed
 }
@@ -125,7 +126,10 @@ type UpgradeReport struct {
 // version runs: their writes do not keep the copies. Replicas of this
 // version keep writing while it runs (each page is one script, and their
 // writes set the node and its copy in one MULTI). It is idempotent.
-func (s *Store) FinishUpgrade(ctx context.Context) (UpgradeReport, error) {
+// progress, when given, is called after each page with what is done so far
+// and the number of scopes (a big store takes minutes: about 18 s a
+// million nodes).
+func (s *Store) FinishUpgrade(ctx context.Context, progress ...func(done UpgradeReport, scopes int)) (UpgradeReport, error) {
 	from, err := s.Format(ctx)
 	if err != nil {
 		return UpgradeReport{}, err
@@ -138,7 +142,13 @@ func (s *Store) FinishUpgrade(ctx context.Context) (UpgradeReport, error) {
 	if err != nil {
 		return rep, err
 	}
-	for _, p := range append([]string{""}, projects...) {
+	scopes := append([]string{""}, projects...)
+	report := func() {
+		for _, f := range progress {
+			f(rep, len(scopes))
+		}
+	}
+	for _, p := range scopes {
 		k := s.keys(p)
 		// Every node of the scope: its copy set from its own hash.
 		var cursor uint64
@@ -153,9 +163,11 @@ func (s *Store) FinishUpgrade(ctx context.Context) (UpgradeReport, error) {
 			}
 			n, err := s.copyNodes(ctx, k, ids)
 			rep.Copies += n
+			rep.Nodes += len(ids)
 			if err != nil {
 				return rep, s.wrap("finish upgrade", err)
 			}
+			report()
 			if cursor = next; cursor == 0 {
 				break
 			}

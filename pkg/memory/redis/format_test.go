@@ -334,13 +334,23 @@ func finishBeside(t *testing.T, c goredis.UniversalClient) {
 			t.Error(err)
 		}
 	}()
-	rep, err := s.FinishUpgrade(ctx)
+	var reports []redis.UpgradeReport
+	rep, err := s.FinishUpgrade(ctx, func(done redis.UpgradeReport, scopes int) {
+		if scopes < 2 {
+			t.Errorf("progress over %d scopes", scopes)
+		}
+		reports = append(reports, done)
+	})
 	close(stop)
 	wg.Wait()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("%+v", rep)
+	// Progress after every page: 1,500 nodes take several.
+	if len(reports) < 3 || reports[len(reports)-1].Nodes != rep.Nodes || rep.Nodes < 1500-150 {
+		t.Errorf("progress: %d reports, the last %+v, the result %+v", len(reports), reports[len(reports)-1:], rep)
+	}
 	for what, list := range map[string]func(context.Context, *redis.Store) ([]string, error){"stale": redis.StaleNodeCopies, "missing": redis.MissingNodeCopies} {
 		if got, err := list(ctx, s); err != nil || len(got) > 0 {
 			t.Errorf("%s copies after the upgrade: %d (%v)", what, len(got), err)
