@@ -12,10 +12,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/engram-memory/engram/internal/app"
 	"github.com/engram-memory/engram/internal/health"
 	"github.com/engram-memory/engram/internal/runner/dlq"
+	redisstore "github.com/engram-memory/engram/pkg/memory/redis"
 	"github.com/engram-memory/engram/pkg/memory/sqlite"
 )
 
@@ -114,6 +116,15 @@ func processMetrics(t *testing.T) map[string]metricInfo {
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	if err := app.RegisterLoadGauges(c, st); err != nil {
+		t.Fatal(err)
+	}
+	rc := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:1"}) // never asked: the gauges read on scrape
+	t.Cleanup(func() { _ = rc.Close() })
+	rs, err := redisstore.New(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := app.RegisterFormatGauges(c, rs); err != nil {
 		t.Fatal(err)
 	}
 	// Every Engram metric of the source is registered above: a new

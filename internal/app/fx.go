@@ -149,6 +149,10 @@ func StoreModule() fx.Option {
 				stopWatch = watchLoad(ss, in.Log.Named("store"))
 			}
 			if rs, ok := s.(*redis.Store); ok {
+				if err := RegisterFormatGauges(in.Telemetry.Registry, rs); err != nil {
+					_ = s.Close()
+					return nil, err
+				}
 				if f, err := rs.Format(ctx); err == nil && f < redis.FormatLatest {
 					in.Log.Named("store").Warn("the Redis store is at an earlier format: once every replica runs this version, run `engram upgrade finish` (candidate loads in one command per project)",
 						zap.Int("format", f), zap.Int("latest", redis.FormatLatest))

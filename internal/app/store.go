@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/engram-memory/engram/internal/config"
@@ -205,6 +207,34 @@ func loadGate(s memory.Store, partial bool) error {
 		return fmt.Errorf("memory index failed to load: %w", st.Err)
 	case !st.Nodes && !partial:
 		return fmt.Errorf("%w: %d of %d memories", errLoading, st.Loaded, st.Total)
+	}
+	return nil
+}
+
+// RegisterFormatGauges exports a Redis store's format (the process
+// registers them for its Redis store; deploy tests them):
+// engram_store_format is the format this replica reads the store at,
+// engram_store_format_latest the latest this version knows; an alert
+// (EngramStoreFormatBehind) asks for `engram upgrade finish` when the two
+// differ for long.
+func RegisterFormatGauges(reg prometheus.Registerer, s *redis.Store) error {
+	for _, c := range []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "engram_store_format",
+			Help: "The Redis store's format as this process reads it (engram upgrade status; read from Redis at most 5 s ago).",
+		}, func() float64 {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			return float64(s.CurrentFormat(ctx))
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "engram_store_format_latest",
+			Help: "The latest Redis store format this version knows (engram upgrade finish raises the store to it).",
+		}, func() float64 { return redis.FormatLatest }),
+	} {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("app: store metrics: %w", err)
+		}
 	}
 	return nil
 }

@@ -86,6 +86,11 @@ type formatRead struct {
 	f  int
 }
 
+// CurrentFormat is the store's format as this replica uses it: read at
+// most FormatTTL ago (a metric's view; FormatBase while the server cannot
+// be asked).
+func (s *Store) CurrentFormat(ctx context.Context) int { return s.format(ctx) }
+
 // nodeCopies reports whether reads may take nodes from the packed-nodes
 // hashes (FormatNodeCopies).
 func (s *Store) nodeCopies(ctx context.Context) bool {
