@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"time"
 
@@ -198,33 +199,37 @@ func nodeCopies(ctx context.Context, s *Store) (stale, missing []string, err err
 		if err != nil {
 			return nil, nil, err
 		}
-		for id, v := range copies {
+		ids, err := s.c.ZRange(ctx, k.all(), 0, -1).Result()
+		if err != nil {
+			return nil, nil, err
+		}
+		// The head each node's hash calls for ("": no copy), of every
+		// node and every copy, each read once.
+		heads := map[string]string{}
+		for _, id := range append(ids, slices.Collect(maps.Keys(copies))...) {
+			if _, done := heads[id]; done {
+				continue
+			}
 			pk, err := s.c.HGet(ctx, k.node(id), fPacked).Result()
 			if err != nil && !errors.Is(err, goredis.Nil) {
 				return nil, nil, err
 			}
-			want := ""
+			heads[id] = ""
 			if pk != "" {
 				n, err := unpackNode(pk)
 				if err != nil {
 					return nil, nil, err
 				}
-				want = headCopy(&n)
+				heads[id] = headCopy(&n)
 			}
-			if v != want {
+		}
+		for id, v := range copies {
+			if v != heads[id] {
 				stale = append(stale, p+"/"+id)
 			}
 		}
-		ids, err := s.c.ZRange(ctx, k.all(), 0, -1).Result()
-		if err != nil {
-			return nil, nil, err
-		}
 		for _, id := range ids {
-			pk, err := s.c.HGet(ctx, k.node(id), fPacked).Result()
-			if err != nil && !errors.Is(err, goredis.Nil) {
-				return nil, nil, err
-			}
-			if _, ok := copies[id]; pk != "" && !ok {
+			if _, ok := copies[id]; heads[id] != "" && !ok {
 				missing = append(missing, p+"/"+id)
 			}
 		}

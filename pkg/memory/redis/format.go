@@ -63,11 +63,12 @@ func (s *Store) Format(ctx context.Context) (int, error) {
 	return f, nil
 }
 
-// format is Format as read at most s.formatTTL (FormatTTL) ago (FormatBase
-// while the server cannot be asked: the base layout is always right). The
-// age is read on the monotonic clock (time.Since of a time.Now): a wall
-// clock stepped back must not keep a format past a rollback.
-func (s *Store) format(ctx context.Context) int {
+// CurrentFormat is the store's format as this replica uses it: Format as
+// read at most s.formatTTL (FormatTTL) ago (FormatBase while the server
+// cannot be asked: the base layout is always right). The age is read on
+// the monotonic clock (time.Since of a time.Now): a wall clock stepped
+// back must not keep a format past a rollback.
+func (s *Store) CurrentFormat(ctx context.Context) int {
 	if r := s.formatRead.Load(); r != nil && time.Since(r.at) < s.formatTTL {
 		return r.f
 	}
@@ -86,15 +87,10 @@ type formatRead struct {
 	f  int
 }
 
-// CurrentFormat is the store's format as this replica uses it: read at
-// most FormatTTL ago (a metric's view; FormatBase while the server cannot
-// be asked).
-func (s *Store) CurrentFormat(ctx context.Context) int { return s.format(ctx) }
-
 // nodeCopies reports whether reads may take nodes from the packed-nodes
 // hashes (FormatNodeCopies).
 func (s *Store) nodeCopies(ctx context.Context) bool {
-	return s.format(ctx) >= FormatNodeCopies
+	return s.CurrentFormat(ctx) >= FormatNodeCopies
 }
 
 // SetFormat sets the store's format (FormatBase before a replica of an
