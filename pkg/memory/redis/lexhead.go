@@ -138,9 +138,10 @@ func parseHead(b string, n int64) (ps []goredis.Z, ok bool, err error) {
 
 // readPostings is step 2 of Lexical: every planned list of every tag.
 // The lists read up to headMax are read from their heads: first an MGET
-// of each read's heads, in one pipeline with a ZRANGE of each longer read; then, for
-// the heads missing or too short, one lexHeadScript per tag, which builds
-// them (in steady state the first round is the only one).
+// of each read's heads, in one pipeline with a ZRANGE of each longer
+// read; then, for the heads missing or too short, one lexHeadScript per
+// tag, which builds them (in steady state the first round is the only
+// one).
 func (s *Store) readPostings(ctx context.Context, reads []*lexRead) error {
 	pipe := s.c.Pipeline()
 	// A read's heads in one MGET (they share the project's hash slot):
