@@ -47,6 +47,21 @@ func (s *Store) Lexical(ctx context.Context, terms []string, f memory.Filter, li
 		}
 		return true
 	}
+	if size := x.scopes.visibleSize(&f); float64(size) <= visibleShare*float64(x.lex.nDocs) {
+		// The filter sees a small part of the store (scopes.go): only
+		// those documents are scored.
+		if size == 0 {
+			return nil, nil
+		}
+		vis := sc.markVisible(x.scopes.visible(&f, sc.vis), len(x.lex.docLen))
+		sc.vis = vis
+		defer sc.unmarkVisible()
+		if left := x.lex.searchVisible(terms, sc, t.k, vis, more, visit); left && len(t.items) < t.k {
+			t.items = t.items[:0]
+			x.lex.searchVisible(terms, sc, 0, vis, nil, visit)
+		}
+		return t.scored(), nil
+	}
 	if left := x.lex.search(terms, sc, t.k, accept, more, visit); left && len(t.items) < t.k {
 		// The filter rejected documents the rarer terms matched, and
 		// documents only the common terms match may pass: every term

@@ -375,6 +375,8 @@ func (x *index) erase(rids []uint32, ids []string) {
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	gone := make(map[uint32]scopeOf, len(rids))
+	defer func() { x.scopes.removeAll(gone) }()
 	for _, rid := range rids {
 		if x.loading && x.touched != nil {
 			x.touched[rid] = struct{}{}
@@ -394,6 +396,7 @@ func (x *index) erase(rids []uint32, ids []string) {
 				// sorted and searched by them).
 				if int(rid) < len(x.gates) {
 					x.convRemove(x.gates[rid].conv(), rid, prev)
+					gone[rid] = x.scopeOfHead(prev, &x.gates[rid])
 				}
 				x.heads[rid] = nil
 			}

@@ -36,6 +36,7 @@ type index struct {
 	convs      map[convKey]*convList          // per conversation: rids in memory.CompareConversation order (conversation.go)
 	convFilled []*convList                    // lists the load appended to since they were last sorted (sortConversations)
 	liveBy     map[memory.ProjectRef]int      // live nodes per tenant's project (Project "": global)
+	scopes     scopeSets                      // the rids each filter can see (scopes.go)
 	embeddedBy map[projectModel]int           // live nodes per tenant's project (Project "": global) and embedding model
 	scratch    scratchPool
 }
@@ -256,6 +257,13 @@ func (x *index) commitLocked(changes []change, edges []edgeChange, load bool) {
 		}
 		x.heads[c.rid] = h
 		x.setGate(c.rid, &c.n, h)
+		now := x.scopeOfHead(h, &x.gates[c.rid])
+		if prev != nil {
+			old := x.scopeOfHead(prev, &oldGates[i])
+			x.scopes.moveScope(c.rid, &old, &now)
+		} else {
+			x.scopes.moveScope(c.rid, nil, &now)
+		}
 		x.byID[c.n.ID] = c.rid
 		x.count(h, +1)
 		if h.standing() {

@@ -398,6 +398,7 @@ type scratch struct {
 	cands     []uint32 // the documents a pruned search still scores, in rid order
 	found     []posting
 	blk       blockBuf // a block of postings decoded
+	vis       []uint32 // the documents a filter sees (searchVisible), also set in mark
 }
 
 // commonShare is memory.CommonShare: when the rarer terms already matched
@@ -448,36 +449,7 @@ func (x *lexIndex) searchPruned(words []string, sc *scratch, want int, accept fu
 	// idf). Units are scored rarest first and each is judged common on its
 	// own: "use" stays scored as a word when its family ("used", "user",
 	// "useful", ...) is common enough to be left out.
-	lts := memory.LexTerms(words)
-	us := make([]lexUnit, 0, 2*len(lts))
-	for _, lt := range lts {
-		exp := x.expand(lt.Prefix)
-		var exact []*term
-		for _, w := range lt.Words {
-			if tm := x.term(w); tm != nil && tm.df > 0 {
-				exact = append(exact, tm)
-				if !slices.Contains(exp, tm) {
-					exp = append(exp, tm) // past the prefix's first prefixMax expansions
-				}
-			}
-		}
-		if len(exp) == 0 {
-			continue
-		}
-		g := lexUnit{lists: exp, w: lt.Weight, group: true}
-		for _, tm := range exp {
-			g.df += tm.df
-		}
-		if len(exp) == 1 && len(exact) == 1 {
-			g.we = memory.ExactWeight * lt.Weight
-			exact = nil
-		}
-		us = append(us, g)
-		for _, tm := range exact {
-			us = append(us, lexUnit{lists: []*term{tm}, w: memory.ExactWeight * lt.Weight, df: tm.df})
-		}
-	}
-	slices.SortStableFunc(us, func(a, b lexUnit) int { return a.df - b.df })
+	us := x.units(words)
 	sc.touched = sc.touched[:0]
 	var top float32 // the best score so far (scores only grow; each is finite and positive, so a comparison keeps it)
 	// k: the unit's weighted idf times k1 + 1 (a group that is also its
@@ -674,6 +646,42 @@ func (x *lexIndex) searchPruned(words []string, sc *scratch, want int, accept fu
 		sc.unmarkTouched()
 	}
 	return common
+}
+
+// units are the lexical units of a query's words (see searchPruned),
+// rarest first.
+func (x *lexIndex) units(words []string) []lexUnit {
+	lts := memory.LexTerms(words)
+	us := make([]lexUnit, 0, 2*len(lts))
+	for _, lt := range lts {
+		exp := x.expand(lt.Prefix)
+		var exact []*term
+		for _, w := range lt.Words {
+			if tm := x.term(w); tm != nil && tm.df > 0 {
+				exact = append(exact, tm)
+				if !slices.Contains(exp, tm) {
+					exp = append(exp, tm) // past the prefix's first prefixMax expansions
+				}
+			}
+		}
+		if len(exp) == 0 {
+			continue
+		}
+		g := lexUnit{lists: exp, w: lt.Weight, group: true}
+		for _, tm := range exp {
+			g.df += tm.df
+		}
+		if len(exp) == 1 && len(exact) == 1 {
+			g.we = memory.ExactWeight * lt.Weight
+			exact = nil
+		}
+		us = append(us, g)
+		for _, tm := range exact {
+			us = append(us, lexUnit{lists: []*term{tm}, w: memory.ExactWeight * lt.Weight, df: tm.df})
+		}
+	}
+	slices.SortStableFunc(us, func(a, b lexUnit) int { return a.df - b.df })
+	return us
 }
 
 // lexUnit is a query term as search scores it (see there).
