@@ -96,7 +96,12 @@ func (s *Store) Vector(ctx context.Context, model string, vec []float32, f memor
 	}
 	gf := x.compile(&f, now)
 	var hits []vecindex.Hit
-	if fl := x.flat[model]; fl != nil {
+	if size := x.scopes.visibleSize(&f); size <= vectorAmongMax && float64(size) <= visibleShare*float64(x.lex.nDocs) {
+		// The filter sees few of the store's memories (scopes.go): their
+		// exact cosines, instead of a graph walk that would pass over the
+		// others (and, failing to find enough, scan every vector).
+		hits = x.vectorAmong(model, vec, limit, x.scopes.visible(&f, nil), &gf)
+	} else if fl := x.flat[model]; fl != nil {
 		hits = fl.search(vec, limit, func(rid uint32) bool { return x.pass(rid, &gf) })
 	} else {
 		// The graph carries each vector's rid: the filter reads the
@@ -110,6 +115,39 @@ func (s *Store) Vector(ctx context.Context, model string, vec []float32, f memor
 		}
 	}
 	return out, nil
+}
+
+// vectorAmongMax is the most memories a filter may see for the vector
+// channel to score them all (vectorAmong): about 0.1 us a memory, against
+// a graph walk's 0.2-0.5 ms.
+const vectorAmongMax = 4096
+
+// vectorAmong is the vector channel over the documents vis: the exact
+// cosines of those the filter takes, the limit best, best first (ties by
+// id, as the graph's search).
+func (x *index) vectorAmong(model string, vec []float32, limit int, vis []uint32, gf *gateFilter) []vecindex.Hit {
+	ids := make([]string, 0, len(vis))
+	for _, rid := range vis {
+		if x.pass(rid, gf) {
+			ids = append(ids, x.heads[rid].id)
+		}
+	}
+	var hits []vecindex.Hit
+	if fl := x.flat[model]; fl != nil {
+		hits = fl.similarities(vec, ids)
+	} else if ix := x.vecs[model]; ix != nil {
+		hits = ix.Similarities(vec, ids)
+	}
+	slices.SortFunc(hits, func(a, b vecindex.Hit) int {
+		if a.Score != b.Score {
+			if a.Score > b.Score {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return hits[:min(limit, len(hits))]
 }
 
 // VectorScores implements memory.VectorScorer: exact cosines from the
