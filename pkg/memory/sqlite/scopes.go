@@ -103,8 +103,8 @@ func (s *scopeSets) visibleSize(f *memory.Filter) int {
 	return n
 }
 
-// visible returns the rids f can see (in into's array), sorted, each
-// once: a superset of what f accepts (memory.Visible's other rules are the
+// visible returns the rids f can see (in into's array when they are one
+// project's), sorted, each once: a superset of what f accepts (memory.Visible's other rules are the
 // caller's).
 func (s *scopeSets) visible(f *memory.Filter, into []uint32) []uint32 {
 	own := memory.ProjectRef{Tenant: f.TenantID, Project: f.ProjectID}
@@ -119,10 +119,38 @@ func (s *scopeSets) visible(f *memory.Filter, into []uint32) []uint32 {
 	if len(global) == 0 && len(anywhere) == 0 {
 		return into
 	}
+	// Merged, not sorted: a project of a few hundred thousand memories
+	// would be sorted again on every search. The own project's memories of
+	// reach anywhere are in two lists: each rid once.
+	n := len(into)
 	into = append(into, global...)
-	into = append(into, anywhere...)
-	slices.Sort(into)
-	return slices.Compact(into) // the own project's anywhere memories are in both
+	into = mergeRids(into[:n], into[n:], nil)
+	return mergeRids(into, anywhere, nil)
+}
+
+// mergeRids returns the sorted union of the sorted lists a and b, each rid
+// once (in a new array: a and b may share into's).
+func mergeRids(a, b []uint32, into []uint32) []uint32 {
+	if len(b) == 0 {
+		return a
+	}
+	out := slices.Grow(into[:0], len(a)+len(b))
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		switch {
+		case a[i] < b[j]:
+			out = append(out, a[i])
+			i++
+		case a[i] > b[j]:
+			out = append(out, b[j])
+			j++
+		default:
+			out = append(out, a[i])
+			i, j = i+1, j+1
+		}
+	}
+	out = append(out, a[i:]...)
+	return append(out, b[j:]...)
 }
 
 // removeAll drops the rids of gone from the lists of the scopes they were
