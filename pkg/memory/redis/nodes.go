@@ -794,21 +794,49 @@ func (s *Store) HasLiveMemory(ctx context.Context, p memory.ProjectRef) (bool, e
 // call; plain reads cost the server a fraction of one, and the turn
 // asks this every time).
 func (s *Store) HasPendingEmbeddings(ctx context.Context, p memory.ProjectRef, model string) (bool, error) {
-	tags := []string{space(p)}
-	if p.Project != "" {
-		tags = append(tags, space(memory.ProjectRef{Tenant: p.Tenant}))
-	}
 	pipe := s.c.Pipeline()
-	backlog := make([]*goredis.IntCmd, len(tags))
-	models := make([]*goredis.StringSliceCmd, len(tags))
-	for i, t := range tags {
-		k := s.keys(t)
-		backlog[i] = pipe.ZCard(ctx, k.pending())
-		models[i] = pipe.SMembers(ctx, k.models())
-	}
+	q := s.queuePending(ctx, pipe, p)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return false, s.wrap("pending embeddings", err)
 	}
+	return s.finishPending(ctx, q, model)
+}
+
+// pendingRead is the first read of HasPendingEmbeddings, queued on a
+// pipeline.
+type pendingRead struct {
+	tags    []string
+	backlog []*goredis.IntCmd
+	models  []*goredis.StringSliceCmd
+}
+
+func (s *Store) queuePending(ctx context.Context, pipe goredis.Pipeliner, p memory.ProjectRef) *pendingRead {
+	q := &pendingRead{tags: []string{space(p)}}
+	if p.Project != "" {
+		q.tags = append(q.tags, space(memory.ProjectRef{Tenant: p.Tenant}))
+	}
+	q.backlog = make([]*goredis.IntCmd, len(q.tags))
+	q.models = make([]*goredis.StringSliceCmd, len(q.tags))
+	for i, t := range q.tags {
+		k := s.keys(t)
+		q.backlog[i] = pipe.ZCard(ctx, k.pending())
+		q.models[i] = pipe.SMembers(ctx, k.models())
+	}
+	return q
+}
+
+func (q *pendingRead) cmds() []goredis.Cmder {
+	var out []goredis.Cmder
+	for i := range q.tags {
+		out = append(out, q.backlog[i], q.models[i])
+	}
+	return out
+}
+
+// finishPending is the rest of HasPendingEmbeddings once the reads of q
+// succeeded.
+func (s *Store) finishPending(ctx context.Context, q *pendingRead, model string) (bool, error) {
+	tags, backlog, models := q.tags, q.backlog, q.models
 	for i := range tags {
 		if backlog[i].Val() > 0 {
 			return true, nil
@@ -822,7 +850,7 @@ func (s *Store) HasPendingEmbeddings(ctx context.Context, p memory.ProjectRef, m
 	// read counts each backlog again, after the models' sets (the move is
 	// atomic, so a node that left a set it read is in a backlog it reads).
 	var others []*goredis.IntCmd
-	pipe = s.c.Pipeline()
+	pipe := s.c.Pipeline()
 	for i, t := range tags {
 		for _, m := range models[i].Val() {
 			if m != model {
