@@ -379,6 +379,8 @@ type cand struct {
 // confidence (moved by Ranking.Prior), and contradictions settled at read
 // time. Hits are best first.
 func Retrieve(ctx context.Context, st RetrievalStore, q Query) ([]Hit, error) {
+	// The heads a store reads in one channel serve this call's loads.
+	ctx = WithHeadCache(ctx)
 	if q.Limit <= 0 {
 		q.Limit = 24
 	}

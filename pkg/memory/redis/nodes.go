@@ -171,9 +171,20 @@ func (s *Store) readHeadsHinted(ctx context.Context, refs []nodeRef, hinted bool
 		}
 		return nodes, hints, nil
 	}
+	nodes := make([]memory.Node, len(refs))
+	found := make([]bool, len(refs))
+	// Heads this Retrieve read already (the lexical leaders': see
+	// fieldsFromHeads) are not read again.
+	cache := memory.HeadCacheOf(ctx)
 	var projects []string
 	byProject := map[string][]int{}
 	for i, r := range refs {
+		if cache != nil {
+			if n, ok := cache.Get(r.id); ok {
+				nodes[i], found[i] = n, true
+				continue
+			}
+		}
 		if byProject[r.project] == nil {
 			projects = append(projects, r.project)
 		}
@@ -202,8 +213,6 @@ func (s *Store) readHeadsHinted(ctx context.Context, refs []nodeRef, hinted bool
 			return nil, nil, err
 		}
 	}
-	nodes := make([]memory.Node, len(refs))
-	found := make([]bool, len(refs))
 	var rest []nodeRef
 	for j, p := range projects {
 		got := copies[j].Val()
