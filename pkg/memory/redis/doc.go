@@ -147,7 +147,8 @@
 // candidates, and the rarer of the common terms get the larger shares);
 // the leading candidates get the rest of their score by ZMSCORE and their
 // filter fields by one HMGET of the vis hash, judged by memory.Visible
-// itself. The postings are scored as the SQLite store scores its index
+// itself (within a Retrieve at store format 2 and later, their heads from
+// the pn hash instead, kept for the candidate load: memory.HeadCache). The postings are scored as the SQLite store scores its index
 // (lexscore.go): a query term's family summed and saturated once, with
 // one idf from the documents holding any of it, its words' own tokens
 // memory.ExactWeight more, stop words memory.StopWordWeight, and a common
@@ -272,21 +273,22 @@
 // round trip of their own and the contradiction check reads no edges of
 // conversation neighbours that cannot contradict; the standing selection
 // and the readiness gate send their first reads in one pipeline
-// (StandingAndPending, inject.StandingGate). About 76 commands in 15.5
-// round trips a turn now, but Redis' CPU a turn only 2-7% lower, within
-// the noise of the sittings (docs/benchmarks.md, "Stop 45"): the ZCARDs
-// became an HMGET of about as many fields, each as much a cache miss. What is left
-// is lookups in the 100,000-entry hashes and sorted sets (the HMGETs of
-// the filter fields, the heads and the document frequencies, about half
-// of the server's time inside commands; ZMSCORE and ZRANK most of the
-// rest) and the round trips that depend on one another: the dictionary,
-// the posting heads and the leaders, twice (the question's search, then
-// the feedback search, which needs the first one's bodies); the heads;
-// the conversation ZRANK, ZRANGE and the neighbours' heads; the lines'
-// bodies. The lexical leaders' filter fields (vis) and, a round trip
-// later, the candidates' heads (pn) are two lookups of mostly the same
-// ids: judging the leaders by their heads, read once for the turn, would
-// save about 65 lookups a turn.
+// (StandingAndPending, inject.StandingGate). Fewer lookups: within a
+// Retrieve (memory.HeadCache in its context) the lexical leaders are
+// judged by their heads (pn) instead of their filter fields (vis), and the
+// candidate load takes those heads from the cache instead of reading them
+// again (at store format 2 and later; a leader without a head gets its
+// filter fields, a round trip more): 162 field lookups of the two hashes a
+// turn became 98. About 75 commands in 15.5 round trips a turn now, and
+// Redis' CPU a turn 15-19% lower than before this stop in the same sitting
+// (docs/benchmarks.md, "Stop 45"). What is left is lookups in the
+// 100,000-entry hashes and sorted sets (the HMGETs of the heads, the
+// document frequencies and the dictionary versions; ZMSCORE and ZRANK
+// most of the rest) and the round trips that depend on one another: the
+// dictionary, the posting heads and the leaders, twice (the question's
+// search, then the feedback search, which needs the first one's bodies);
+// the heads; the conversation ZRANK, ZRANGE and the neighbours' heads; the
+// lines' bodies.
 //
 // # Measured
 //

@@ -137,7 +137,8 @@ return out
 //  3. for the leading candidates, the missing contributions of the
 //     truncated lists that can still matter (ZMSCORE), and the filter
 //     fields of those limit+10 (one HMGET of the vis hash: a field of a
-//     100,000-entry hash costs the server about 1.5 us);
+//     100,000-entry hash costs the server about 1.5 us; within a Retrieve
+//     at FormatNodeCopies their heads instead, see fieldsFromHeads);
 //  4. only when too few of those pass: the filter fields of the next
 //     2*limit+20, then of the rest;
 //     when that still leaves fewer than limit and common terms were left
