@@ -59,15 +59,15 @@ func upgradeCmd(ctx context.Context, stdout io.Writer, args []string) error {
 		rep, err := rs.FinishUpgrade(ctx, func(done redis.UpgradeReport, scopes int) {
 			if time.Since(last) >= 5*time.Second { // a big store takes minutes
 				last = time.Now()
-				fmt.Fprintf(os.Stderr, "engram upgrade finish: %d of %d scopes done, %d nodes read, %s\n",
-					done.Scopes, scopes, done.Nodes, time.Since(start).Round(time.Second))
+				fmt.Fprintf(os.Stderr, "engram upgrade finish: %d of %d scopes done, %d nodes and %d terms read, %s\n",
+					done.Scopes, scopes, done.Nodes, done.Terms, time.Since(start).Round(time.Second))
 			}
 		})
 		if err != nil {
 			return err
 		}
-		out(stdout, "format %d -> %d: %d scopes, %d nodes, %d node copies written, %d copies of erased nodes dropped, in %s\n",
-			rep.From, rep.To, rep.Scopes, rep.Nodes, rep.Copies, rep.Dropped, time.Since(start).Round(time.Millisecond))
+		out(stdout, "format %d -> %d: %d scopes, %d nodes, %d node copies written, %d copies of erased nodes dropped, %d document frequencies of %d terms set, in %s\n",
+			rep.From, rep.To, rep.Scopes, rep.Nodes, rep.Copies, rep.Dropped, rep.DocFreqs, rep.Terms, time.Since(start).Round(time.Millisecond))
 		return nil
 	case "rollback":
 		if err := rs.SetFormat(ctx, redis.FormatBase); err != nil {

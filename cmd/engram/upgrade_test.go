@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -63,7 +65,7 @@ func TestUpgradeCommand(t *testing.T) {
 	// A namespace starts at the base format (no replica can know that none
 	// of an earlier version writes it); this version's writes keep the
 	// copies all the same.
-	if out := run("upgrade", "status"); !strings.HasPrefix(out, "format 1 of 2: once every replica runs this version, run `engram upgrade finish`") {
+	if out := run("upgrade", "status"); !strings.HasPrefix(out, "format 1 of 3: once every replica runs this version, run `engram upgrade finish`") {
 		t.Fatalf("status of a new store: %q", out)
 	}
 	s, err := redis.New(c)
@@ -78,8 +80,17 @@ func TestUpgradeCommand(t *testing.T) {
 	if err := c.Del(ctx, pn).Err(); err != nil { // as an earlier version leaves it
 		t.Fatal(err)
 	}
+	dfk := redis.DefaultNamespace + ":{p:acme/web}:df" // the document frequencies (format 3)
+	dfs, err := c.HGetAll(ctx, dfk).Result()
+	if err != nil || len(dfs) == 0 {
+		t.Fatalf("the example's project has no document frequencies (%v)", err)
+	}
+	if err := c.Del(ctx, dfk).Err(); err != nil { // as an earlier version leaves it
+		t.Fatal(err)
+	}
 	out := run("upgrade", "finish")
-	if !strings.HasPrefix(out, "format 1 -> 2: ") || !strings.Contains(out, " node copies written") {
+	if !strings.HasPrefix(out, "format 1 -> 3: ") || !strings.Contains(out, " node copies written") ||
+		!strings.Contains(out, fmt.Sprintf(" %d document frequencies of ", len(dfs))) {
 		t.Fatalf("finish: %q", out)
 	}
 	again, err := c.HGetAll(ctx, pn).Result()
@@ -91,7 +102,10 @@ func TestUpgradeCommand(t *testing.T) {
 			t.Fatalf("copy of %s rebuilt differently", id)
 		}
 	}
-	if out := run("upgrade", "status"); out != "format 2 (the latest)\n" {
+	if again, err := c.HGetAll(ctx, dfk).Result(); err != nil || !maps.Equal(again, dfs) {
+		t.Fatalf("document frequencies rebuilt differently: %v (%v), want %v", again, err, dfs)
+	}
+	if out := run("upgrade", "status"); out != "format 3 (the latest)\n" {
 		t.Fatalf("status after finish: %q", out)
 	}
 	if out := run("upgrade", "rollback"); !strings.HasPrefix(out, "format 1: ") {

@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -11,7 +12,7 @@ import (
 )
 
 // The format gauges of a Redis store: the format as the process reads it
-// (1 for a new namespace, 2 once the upgrade is finished) beside the
+// (1 for a new namespace, the latest once the upgrade is finished) beside the
 // latest one this version knows, which EngramStoreFormatBehind compares.
 func TestFormatGauges(t *testing.T) {
 	url := redisEnv(t, "ENGRAM_TEST_REDIS_URL")
@@ -22,7 +23,12 @@ func TestFormatGauges(t *testing.T) {
 	c := goredis.NewClient(opts)
 	defer c.Close()
 	ns := "formatgauges-" + t.Name()
-	t.Cleanup(func() { _ = redis.DeleteNamespace(t.Context(), c, ns) })
+	// A run stopped before its cleanup leaves the namespace: start afresh.
+	// (t.Context is cancelled before the cleanups run.)
+	if err := redis.DeleteNamespace(t.Context(), c, ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = redis.DeleteNamespace(context.Background(), c, ns) })
 	s, err := redis.New(c, redis.WithNamespace(ns))
 	if err != nil {
 		t.Fatal(err)

@@ -25,6 +25,14 @@ type Store interface {
 	GetInjection(ctx context.Context, s memory.SessionRef, turnID string) (memory.Injection, error)
 }
 
+// StandingGate is an optional capability of a Store: StandingInstructions
+// and HasPendingEmbeddings of one project asked together, each answer with
+// its own error (on Redis their first reads share a round trip). Compose
+// uses it for the turn's standing selection and readiness gate.
+type StandingGate interface {
+	StandingAndPending(ctx context.Context, p memory.ProjectRef, limit int, model string) (standing []memory.Node, standingErr error, pending bool, pendingErr error)
+}
+
 // RecordTTL is how long a turn's injection record lives unless the
 // extractor shortens it once it has judged the turn: as long as the
 // extractor's processed records (extract.Config.RecordTTL), so a turn
@@ -312,9 +320,17 @@ func (i *Injector) Compose(ctx context.Context, req Request) (Block, error) {
 	)
 	// A failed or skipped turn must not leave these running.
 	defer wg.Wait()
-	wg.Go(func() { standing, standingErr = i.store.StandingInstructions(ctx, ref.ProjectRef(), i.cfg.MaxStanding) })
 	recallsNothing := !i.searchesText(strings.TrimSpace(req.Text)) && len(req.Paths) == 0
-	wg.Go(func() { gate = i.gate(ctx, ref.ProjectRef(), recallsNothing) })
+	if sg, ok := i.store.(StandingGate); ok && i.emb != nil {
+		wg.Go(func() {
+			var pendingErr error
+			standing, standingErr, gate.pending, pendingErr = sg.StandingAndPending(ctx, ref.ProjectRef(), i.cfg.MaxStanding, i.emb.Model())
+			gate = i.gateAfter(ctx, ref.ProjectRef(), recallsNothing, gate.pending, pendingErr)
+		})
+	} else {
+		wg.Go(func() { standing, standingErr = i.store.StandingInstructions(ctx, ref.ProjectRef(), i.cfg.MaxStanding) })
+		wg.Go(func() { gate = i.gate(ctx, ref.ProjectRef(), recallsNothing) })
+	}
 	now := req.Now
 	if now.IsZero() {
 		now = i.now()
@@ -437,13 +453,19 @@ type gateResult struct {
 func (i *Injector) gate(ctx context.Context, project memory.ProjectRef, withLive bool) (g gateResult) {
 	if i.emb != nil {
 		pending, err := i.store.HasPendingEmbeddings(ctx, project, i.emb.Model())
-		if err != nil {
-			g.readyErr = fmt.Errorf("inject: readiness: %w", err)
-			return g
-		}
-		if g.pending = pending; pending {
-			return g
-		}
+		return i.gateAfter(ctx, project, withLive, pending, err)
+	}
+	return i.gateAfter(ctx, project, withLive, false, nil)
+}
+
+// gateAfter is gate once the readiness check answered (pending, err).
+func (i *Injector) gateAfter(ctx context.Context, project memory.ProjectRef, withLive, pending bool, err error) (g gateResult) {
+	if err != nil {
+		g.readyErr = fmt.Errorf("inject: readiness: %w", err)
+		return g
+	}
+	if g.pending = pending; pending {
+		return g
 	}
 	if withLive {
 		g.live, g.liveErr = i.liveCheck(ctx, project)

@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -145,8 +146,9 @@ func IsQuestion(n *Node) bool {
 // nearest visible memory after a seed that asks a question gets
 // ConversationAnswer of its score, the nearest before any seed
 // ConversationContext of it; a candidate keeps the largest share it gets
-// (cand.conv). Neighbours that are not candidates are loaded into byID.
-func converse(ctx context.Context, cs Conversations, st RetrievalStore, q Query, cands map[string]*cand, byID map[string]*Node, get func(string) *cand) error {
+// (cand.conv). Neighbours that are not candidates are loaded into byID
+// (and, with HintedHeads and hints, asked about into hints).
+func converse(ctx context.Context, cs Conversations, st RetrievalStore, q Query, cands map[string]*cand, byID map[string]*Node, get func(string) *cand, hints map[string]bool) error {
 	type seed struct {
 		n     *Node
 		fused float64
@@ -187,7 +189,18 @@ func converse(ctx context.Context, cs Conversations, st RetrievalStore, q Query,
 		}
 	}
 	if len(missing) > 0 {
-		more, err := getHeads(ctx, st, missing)
+		var more []Node
+		var err error
+		if hh, ok := st.(HintedHeads); ok && hints != nil {
+			// Asked about too, so that the contradiction check reads
+			// edges only of those that may contradict.
+			var h map[string]bool
+			if more, h, err = hh.GetHeadsHinted(ctx, missing); err == nil {
+				maps.Copy(hints, h)
+			}
+		} else {
+			more, err = getHeads(ctx, st, missing)
+		}
 		if err != nil {
 			return fmt.Errorf("retrieve: conversation: %w", err)
 		}

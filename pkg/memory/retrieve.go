@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -292,6 +293,16 @@ type ContradictionHints interface {
 	MayContradict(ctx context.Context, ids []string) (map[string]bool, error)
 }
 
+// HintedHeads is an optional capability of a store that is a TextStore
+// and ContradictionHints: GetHeads and MayContradict of the same ids in
+// one call (on Redis one round trip instead of two). Retrieve loads the
+// candidates, the graph neighbours and the conversation neighbours with
+// it, so that every node a hit can be was asked about, and reads edges
+// for the contradiction check only of those that may contradict.
+type HintedHeads interface {
+	GetHeadsHinted(ctx context.Context, ids []string) ([]Node, map[string]bool, error)
+}
+
 // VectorScorer is an optional capability of a RetrievalStore: the cosine
 // similarity of a query vector to the stored vectors of given nodes. With
 // it, Retrieve scores the lexical channel's candidates that the vector
@@ -368,6 +379,8 @@ type cand struct {
 // confidence (moved by Ranking.Prior), and contradictions settled at read
 // time. Hits are best first.
 func Retrieve(ctx context.Context, st RetrievalStore, q Query) ([]Hit, error) {
+	// The heads a store reads in one channel serve this call's loads.
+	ctx = WithHeadCache(ctx)
 	if q.Limit <= 0 {
 		q.Limit = 24
 	}
@@ -469,7 +482,7 @@ func Retrieve(ctx context.Context, st RetrievalStore, q Query) ([]Hit, error) {
 		exp.spread(q, byID, get)
 	}
 	if cs, ok := st.(Conversations); ok {
-		if err := converse(ctx, cs, st, q, cands, byID, get); err != nil {
+		if err := converse(ctx, cs, st, q, cands, byID, get, hints); err != nil {
 			return nil, err
 		}
 	}
@@ -549,6 +562,9 @@ func loadCandidates(ctx context.Context, st RetrievalStore, q Query, cands map[s
 		ids = append(ids, id)
 	}
 	hinter, _ := st.(ContradictionHints)
+	if hh, ok := st.(HintedHeads); ok && hinter != nil {
+		return loadHinted(ctx, st, hh, q, cands, ids, anchor)
+	}
 	var (
 		exp         *hop
 		loaded, nbs []Node
@@ -596,6 +612,50 @@ func loadCandidates(ctx context.Context, st RetrievalStore, q Query, cands map[s
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, nil, nil, err
 	}
+	return exp, append(loaded, nbs...), hints, nil
+}
+
+// loadHinted is loadCandidates with HintedHeads: the candidates' heads
+// and hints in one call, and, beside it, the seeds' edges and then the
+// neighbours' heads and hints in one call.
+func loadHinted(ctx context.Context, st RetrievalStore, hh HintedHeads, q Query, cands map[string]*cand, ids []string, anchor float64) (*hop, []Node, map[string]bool, error) {
+	var (
+		exp               *hop
+		loaded, nbs       []Node
+		hints, nbHints    map[string]bool
+		errExp, errLoaded error
+		wg                sync.WaitGroup
+	)
+	if q.Expand {
+		wg.Go(func() {
+			if exp, errExp = seedEdges(ctx, st, cands, anchor); errExp != nil {
+				return
+			}
+			var more []string
+			for _, id := range exp.neighbours() {
+				if cands[id] == nil {
+					more = append(more, id)
+				}
+			}
+			if len(more) > 0 {
+				if nbs, nbHints, errExp = hh.GetHeadsHinted(ctx, more); errExp != nil {
+					errExp = fmt.Errorf("retrieve: load neighbours: %w", errExp)
+				}
+			}
+		})
+	}
+	loaded, hints, errLoaded = hh.GetHeadsHinted(ctx, ids)
+	if errLoaded != nil {
+		errLoaded = fmt.Errorf("retrieve: load candidates: %w", errLoaded)
+	}
+	wg.Wait()
+	if err := errors.Join(errLoaded, errExp); err != nil {
+		return nil, nil, nil, err
+	}
+	if hints == nil {
+		hints = map[string]bool{}
+	}
+	maps.Copy(hints, nbHints)
 	return exp, append(loaded, nbs...), hints, nil
 }
 

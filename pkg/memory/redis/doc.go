@@ -79,6 +79,12 @@
 //	                  read again (a query reads the hashed field: a cache miss that refills)
 //	                  and are not removed
 //	K bm              hash: n documents, l total length (BM25 statistics)
+//	K df              hash: term -> its document frequency (the length of t:<term>; no
+//	                  field for an empty list), set by the posting scripts in the call
+//	                  that changes the list, so that a query's document frequencies are
+//	                  one HMGET per project instead of a ZCARD per list; read only at
+//	                  store format 3 (format.go: replicas of earlier versions do not
+//	                  keep it)
 //	K cv:<session>    zset: the session's memories (conversation.go) scored by
 //	                  memory.ConversationAt, each member the id encoded so that equal
 //	                  scores order as memory.NaturalCompare does (naturalKey):
@@ -132,15 +138,17 @@
 // prefix-expands the query's stem prefixes (memory.LexTerms) over the term
 // dictionary (the prefix and up to 32 longer terms, and the query words'
 // own tokens) and reads document frequencies (from prefix ranges the
-// store caches, checked by their versions, and a ZCARD per list; a small
-// script for a range not cached: lexdict.go); posting lists are read
+// store caches, checked by their versions, and one HMGET of the df hash,
+// at store format 3, or a ZCARD per list before it; a small script for a
+// range not cached: lexdict.go); posting lists are read
 // (from their cached heads: one MGET per project, see below) best impact first
 // under a budget (whole when short, so small corpora
 // and rare terms are exact; of a common term only the best postings make
 // candidates, and the rarer of the common terms get the larger shares);
 // the leading candidates get the rest of their score by ZMSCORE and their
 // filter fields by one HMGET of the vis hash, judged by memory.Visible
-// itself. The postings are scored as the SQLite store scores its index
+// itself (within a Retrieve at store format 2 and later, their heads from
+// the pn hash instead, kept for the candidate load: memory.HeadCache). The postings are scored as the SQLite store scores its index
 // (lexscore.go): a query term's family summed and saturated once, with
 // one idf from the documents holding any of it, its words' own tokens
 // memory.ExactWeight more, stop words memory.StopWordWeight, and a common
@@ -250,6 +258,38 @@
 // replica of this version and read only once the operator says no earlier
 // one runs: the store's format (format.go, `engram upgrade finish`, which
 // rebuilds them first). See docs/benchmarks.md for what they save.
+//
+// Stop 45 (2026-12-07): a turn was 123 commands in about 19 round trips,
+// Redis' CPU about 0.76 ms a turn. Fewer commands: the dictionary's
+// document frequencies are one HMGET per project of the df hash (about 50
+// ZCARDs a turn gone), kept by the posting scripts and, like the node
+// copies, read only from store format 3, which `engram upgrade finish`
+// sets after rebuilding them (a df cache checked by versions was not an
+// option: every posting write changes a frequency, and only dictionary
+// additions and removals change a version). Fewer round trips: the
+// contradiction hints ride in the pipeline of the heads they are about
+// (memory.HintedHeads, GetHeadsHinted: the candidates', the graph
+// neighbours' and the conversation neighbours'), so the hints take no
+// round trip of their own and the contradiction check reads no edges of
+// conversation neighbours that cannot contradict; the standing selection
+// and the readiness gate send their first reads in one pipeline
+// (StandingAndPending, inject.StandingGate). Fewer lookups: within a
+// Retrieve (memory.HeadCache in its context) the lexical leaders are
+// judged by their heads (pn) instead of their filter fields (vis), and the
+// candidate load takes those heads from the cache instead of reading them
+// again (at store format 2 and later; a leader without a head gets its
+// filter fields, a round trip more): 162 field lookups of the two hashes a
+// turn became 98. About 75 commands in 15.5 round trips a turn now, and
+// Redis' CPU a turn 12-20% lower than before this stop in the same
+// sittings (0.78 -> 0.625 ms at 1 client on the steadiest stretch;
+// docs/benchmarks.md, "Stop 45"). What is left is lookups in the
+// 100,000-entry hashes and sorted sets (the HMGETs of the heads, the
+// document frequencies and the dictionary versions; ZMSCORE and ZRANK
+// most of the rest) and the round trips that depend on one another: the
+// dictionary, the posting heads and the leaders, twice (the question's
+// search, then the feedback search, which needs the first one's bodies);
+// the heads; the conversation ZRANK, ZRANGE and the neighbours' heads; the
+// lines' bodies.
 //
 // # Measured
 //

@@ -3,8 +3,10 @@ package redis
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -238,6 +240,51 @@ func nodeCopies(ctx context.Context, s *Store) (stale, missing []string, err err
 	slices.Sort(missing)
 	return stale, missing, nil
 }
+
+// StaleDocFreqs lists (as "scope/term count/length") the terms of the
+// dictionary or of the document frequencies hash whose frequency there is
+// not their posting list's length (an empty list: no field).
+func StaleDocFreqs(ctx context.Context, s *Store) ([]string, error) {
+	projects, err := s.projects(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var stale []string
+	for _, p := range append([]string{""}, projects...) {
+		k := s.keys(p)
+		dfs, err := s.c.HGetAll(ctx, k.docFreqs()).Result()
+		if err != nil {
+			return nil, err
+		}
+		terms, err := s.c.ZRange(ctx, k.terms(), 0, -1).Result()
+		if err != nil {
+			return nil, err
+		}
+		seen := map[string]bool{}
+		for _, t := range append(terms, slices.Collect(maps.Keys(dfs))...) {
+			if seen[t] {
+				continue
+			}
+			seen[t] = true
+			n, err := s.c.ZCard(ctx, k.p+"t:"+t).Result()
+			if err != nil {
+				return nil, err
+			}
+			want := ""
+			if n > 0 {
+				want = strconv.FormatInt(n, 10)
+			}
+			if dfs[t] != want {
+				stale = append(stale, fmt.Sprintf("%s/%s %q/%d", p, t, dfs[t], n))
+			}
+		}
+	}
+	slices.Sort(stale)
+	return stale, nil
+}
+
+// DocFreqsKey is the key of a project's document frequencies hash.
+func DocFreqsKey(s *Store, project string) string { return s.keys(project).docFreqs() }
 
 // SetFormatTTL sets how long s trusts the format it last read.
 func SetFormatTTL(s *Store, d time.Duration) { s.formatTTL = d }

@@ -2,6 +2,7 @@ package redis_test
 
 import (
 	"context"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -208,5 +209,64 @@ func TestPendingEmbeddingsAcrossAMove(t *testing.T) {
 	}
 	if n, err := c.ZCard(ctx, redis.PendingKey(s, "p")).Result(); err != nil || n != 1 {
 		t.Fatalf("the content change left %d memories in the backlog (%v), want 1", n, err)
+	}
+}
+
+// StandingAndPending answers what StandingInstructions and
+// HasPendingEmbeddings answer, and a failure of one part is that part's
+// error only.
+func TestStandingAndPending(t *testing.T) {
+	c := testClient(t)
+	s := openStore(t, c)
+	ctx := t.Context()
+	for i, lbl := range []string{"use pnpm", "British English", "tabs in Go"} {
+		n := memory.Node{Subkind: memory.Preference, Scope: memory.ScopeProject, ProjectID: "p", AssertedBy: memory.AssertedUser,
+			Label: lbl, Body: "always", Confidence: 0.9}
+		if i == 1 {
+			n.Scope, n.ProjectID = memory.ScopeGlobal, ""
+		}
+		res, err := s.Upsert(ctx, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i != 2 {
+			if err := s.SetEmbedding(ctx, res.Node.ID, "m", []float32{1, 0, 0}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	p := memory.ProjectRef{Project: "p"}
+	check := func(model string) {
+		t.Helper()
+		want, err := s.StandingInstructions(ctx, p, 6)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantPending, err := s.HasPendingEmbeddings(ctx, p, model)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, serr, pending, perr := s.StandingAndPending(ctx, p, 6, model)
+		if serr != nil || perr != nil || pending != wantPending || !reflect.DeepEqual(got, want) || len(got) != 3 {
+			t.Fatalf("StandingAndPending(%s) = %d nodes, %v, %v, %v; want %d nodes, %v", model, len(got), serr, pending, perr, len(want), wantPending)
+		}
+	}
+	check("m") // the third memory has no vector: pending
+	if err := c.Del(ctx, redis.PendingKey(s, "p")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	check("m")     // no backlog, one model
+	check("other") // embedded by another model: pending
+	// The backlog cannot be read: the readiness part fails, the standing
+	// selection answers.
+	if err := c.Set(ctx, redis.PendingKey(s, "p"), "x", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	got, serr, _, perr := s.StandingAndPending(ctx, p, 6, "m")
+	if serr != nil || len(got) != 3 || perr == nil || !strings.Contains(perr.Error(), "WRONGTYPE") {
+		t.Fatalf("with the backlog unreadable: %d nodes, %v, %v", len(got), serr, perr)
+	}
+	if err := c.Del(ctx, redis.PendingKey(s, "p")).Err(); err != nil {
+		t.Fatal(err)
 	}
 }

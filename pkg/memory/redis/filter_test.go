@@ -3,6 +3,7 @@ package redis_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -72,7 +73,15 @@ func TestServerFiltersMatchVisible(t *testing.T) {
 		t.Fatalf("stored %d nodes, want %d", len(stored), len(nodes))
 	}
 
-	selected, hidden := 0, 0
+	// Some nodes without their head's copy (as written before packing):
+	// the lexical channel within a Retrieve, which judges the leaders by
+	// their heads, reads their filter fields instead.
+	for _, n := range nodes[:9] {
+		if err := c.HDel(ctx, redis.PackedNodesKey(s, redis.Space(n.TenantID, n.ProjectID)), n.ID).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	selected, hidden, kept := 0, 0, 0
 	for i := range 60 {
 		f := memory.Filter{
 			TenantID:          pick("", "acme", "p", "nobody"),
@@ -106,6 +115,32 @@ func TestServerFiltersMatchVisible(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Within a Retrieve (a head cache): the same answer, and the heads
+		// it kept are those GetHeads reads.
+		hctx := memory.WithHeadCache(ctx)
+		lexHeads, err := s.Lexical(hctx, []string{"shared"}, f, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(lexHeads, lex) {
+			t.Fatalf("filter %d %+v: lexical judged by heads\n %v\nby filter fields\n %v", i, f, lexHeads, lex)
+		}
+		cache := memory.HeadCacheOf(hctx)
+		for _, n := range nodes {
+			h, ok := cache.Get(n.ID)
+			if !ok {
+				continue
+			}
+			kept++
+			want, err := s.GetHeads(ctx, []string{n.ID})
+			if err != nil || len(want) != 1 || !reflect.DeepEqual(h, want[0]) {
+				t.Fatalf("kept head of %s %+v, GetHeads %+v (%v)", n.ID, h, want, err)
+			}
+			got, err := s.GetHeads(hctx, []string{n.ID})
+			if err != nil || len(got) != 1 || !reflect.DeepEqual(got[0], want[0]) {
+				t.Fatalf("GetHeads from the cache of %s: %+v (%v)", n.ID, got, err)
+			}
+		}
 		for _, ch := range []struct {
 			name string
 			got  []memory.Scored
@@ -120,9 +155,10 @@ func TestServerFiltersMatchVisible(t *testing.T) {
 			}
 		}
 	}
-	if selected == 0 || hidden == 0 {
-		t.Fatalf("the random filters selected %d and hid %d nodes: the test proves nothing", selected, hidden)
+	if selected == 0 || hidden == 0 || kept == 0 {
+		t.Fatalf("the random filters selected %d and hid %d nodes, %d heads kept: the test proves nothing", selected, hidden, kept)
 	}
+	t.Logf("%d selected, %d hidden, %d heads kept", selected, hidden, kept)
 }
 
 // The lexical channel's dictionary script runs by EVALSHA in a pipeline; a

@@ -26,6 +26,11 @@ import (
 //     complete, so a turn's candidate loads (GetHeads) are one HMGET per
 //     project instead of one command per node (about 90 a turn at 100,000
 //     memories in the benchmark).
+//   - FormatDocFreqs (3): each project's document frequencies hash (df,
+//     term -> the length of its posting list, set by the posting scripts
+//     in the call that changes the list) is complete, so the lexical
+//     dictionary's document frequencies are one HMGET per project instead
+//     of a ZCARD per list (about 50 a turn in the benchmark).
 //
 // A namespace starts at the base format, also an empty one: no replica can
 // know that none of an earlier version will write it (a new install's
@@ -34,11 +39,13 @@ import (
 // (FinishUpgrade) rebuilds the copies and raises the format; `engram
 // upgrade rollback` (SetFormat(FormatBase)) is what must come before a
 // replica of an earlier version writes again: at format 2 such a replica's
-// edit would leave a stale copy, and its erasure the erased memory's head.
+// edit would leave a stale copy, and its erasure the erased memory's head;
+// at format 3 its posting writes would leave stale document frequencies.
 const (
 	FormatBase       = 1
 	FormatNodeCopies = 2
-	FormatLatest     = FormatNodeCopies
+	FormatDocFreqs   = 3
+	FormatLatest     = FormatDocFreqs
 )
 
 // FormatTTL is how long a replica trusts the format it last read: a
@@ -93,6 +100,12 @@ func (s *Store) nodeCopies(ctx context.Context) bool {
 	return s.CurrentFormat(ctx) >= FormatNodeCopies
 }
 
+// docFreqs reports whether reads may take document frequencies from the
+// document frequencies hashes (FormatDocFreqs).
+func (s *Store) docFreqs(ctx context.Context) bool {
+	return s.CurrentFormat(ctx) >= FormatDocFreqs
+}
+
 // SetFormat sets the store's format (FormatBase before a replica of an
 // earlier version writes again). Raising it is FinishUpgrade's, which
 // rebuilds what the format promises first.
@@ -119,11 +132,15 @@ type UpgradeReport struct {
 	Nodes    int // nodes read
 	Copies   int // node copies written or rewritten
 	Dropped  int // copies of nodes no longer there, removed
+	Terms    int // dictionary terms and document frequencies read
+	DocFreqs int // document frequencies written, changed or removed
 }
 
 // FinishUpgrade rebuilds every scope's packed-nodes hash from the node
 // hashes (a head for each node with a packed value, none for the others)
-// and then sets the latest format. Run it once no replica of an earlier
+// and its document frequencies from the posting lists (each term of the
+// dictionary and each one the hash holds set to its list's length, or
+// removed for an empty list), and then sets the latest format. Run it once no replica of an earlier
 // version runs: their writes do not keep the copies. Replicas of this
 // version keep writing while it runs (each page is one script, and their
 // writes set the node and its copy in one MULTI). It is idempotent.
@@ -194,6 +211,46 @@ func (s *Store) FinishUpgrade(ctx context.Context, progress ...func(done Upgrade
 			}
 			if cursor = next; cursor == 0 {
 				break
+			}
+		}
+		// Every term of the dictionary and every one the document
+		// frequencies hash holds (an earlier version's erasure leaves a
+		// term it emptied there): its frequency set from its list.
+		for _, src := range []string{k.terms(), k.docFreqs()} {
+			cursor = 0
+			for {
+				var terms []string
+				var next uint64
+				var err error
+				if src == k.terms() {
+					var pairs []string
+					pairs, next, err = s.c.ZScan(ctx, src, cursor, "", upgradePage).Result()
+					for j := 0; j+1 < len(pairs); j += 2 {
+						terms = append(terms, pairs[j])
+					}
+				} else {
+					terms, next, err = s.c.HScanNoValues(ctx, src, cursor, "", upgradePage).Result()
+				}
+				if err != nil {
+					return rep, s.wrap("finish upgrade", err)
+				}
+				if len(terms) > 0 {
+					args := make([]any, 0, 1+len(terms))
+					args = append(args, k.p)
+					for _, t := range terms {
+						args = append(args, t)
+					}
+					n, err := setDocFreqsScript.Run(ctx, s.c, []string{k.docFreqs()}, args...).Int()
+					if err != nil {
+						return rep, s.wrap("finish upgrade", err)
+					}
+					rep.Terms += len(terms)
+					rep.DocFreqs += n
+				}
+				report()
+				if cursor = next; cursor == 0 {
+					break
+				}
 			}
 		}
 		rep.Scopes++
@@ -277,6 +334,30 @@ for i = 2, #ARGV do
   local id = ARGV[i]
   if redis.call('HEXISTS', ARGV[1] .. id, '` + fPacked + `') == 0 then
     done = done + redis.call('HDEL', KEYS[1], id)
+  end
+end
+return done
+`)
+
+// setDocFreqsScript sets the document frequencies of terms from their
+// posting lists (removed for an empty list) and returns how many it
+// wrote, changed or removed. A writer of this version sets a term's
+// frequency in the script that changes its list, so a page set in one
+// script is right when it ends, whatever writes run beside it.
+//
+// KEYS: the document frequencies hash. ARGV: the key prefix, then the
+// terms.
+var setDocFreqsScript = goredis.NewScript(`
+local done = 0
+for i = 2, #ARGV do
+  local t = ARGV[i]
+  local c = redis.call('ZCARD', ARGV[1] .. 't:' .. t)
+  local cur = tonumber(redis.call('HGET', KEYS[1], t))
+  if c == 0 then
+    done = done + redis.call('HDEL', KEYS[1], t)
+  elseif cur ~= c then
+    redis.call('HSET', KEYS[1], t, c)
+    done = done + 1
   end
 end
 return done

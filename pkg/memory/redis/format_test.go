@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -156,6 +157,7 @@ func finishUpgrade(t *testing.T, c goredis.UniversalClient) {
 	if err := c.HSet(ctx, redis.PackedNodesKey(s, "p"), "gone", redis.HeadCopy(&gone)).Err(); err != nil {
 		t.Fatal(err)
 	}
+	dfs := docFreqDamage(t, c, s, "staging", "deploys")
 	before, err := s.GetMany(ctx, append([]string{"gone"}, ids...))
 	if err != nil {
 		t.Fatal(err)
@@ -171,9 +173,10 @@ func finishUpgrade(t *testing.T, c goredis.UniversalClient) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.From != redis.FormatBase || rep.To != redis.FormatLatest || rep.Copies != 3 || rep.Dropped != 1 || rep.Scopes < 4 {
-		t.Fatalf("FinishUpgrade = %+v, want from %d to %d, 3 copies written, 1 dropped, 4 scopes or more", rep, redis.FormatBase, redis.FormatLatest)
+	if rep.From != redis.FormatBase || rep.To != redis.FormatLatest || rep.Copies != 3 || rep.Dropped != 1 || rep.Scopes < 4 || rep.DocFreqs != dfs {
+		t.Fatalf("FinishUpgrade = %+v, want from %d to %d, 3 copies written, 1 dropped, 4 scopes or more, %d document frequencies", rep, redis.FormatBase, redis.FormatLatest, dfs)
 	}
+	checkDocFreqs(t, ctx, s)
 	if f, err := s.Format(ctx); err != nil || f != redis.FormatLatest {
 		t.Fatalf("format after the upgrade %d (%v)", f, err)
 	}
@@ -190,7 +193,7 @@ func finishUpgrade(t *testing.T, c goredis.UniversalClient) {
 		t.Fatalf("reads from the copies differ from the nodes' (%v):\n got %+v\nwant %+v", err, after, before)
 	}
 	// Idempotent.
-	if rep, err := s.FinishUpgrade(ctx); err != nil || rep.Copies != 0 || rep.Dropped != 0 || rep.From != redis.FormatLatest {
+	if rep, err := s.FinishUpgrade(ctx); err != nil || rep.Copies != 0 || rep.Dropped != 0 || rep.DocFreqs != 0 || rep.From != redis.FormatLatest {
 		t.Fatalf("a second FinishUpgrade = %+v, %v", rep, err)
 	}
 }
@@ -217,13 +220,14 @@ func TestFormatStartsAtBaseAndIsNeverLowered(t *testing.T) {
 	if got := labels(t, s, ids); len(got) != len(ids) || got[0] != "Deploys run through make release" {
 		t.Fatalf("GetHeads at the base format = %q", got)
 	}
-	if err := c.Set(ctx, redis.FormatKey(s), 3, 0).Err(); err != nil {
+	newer := strconv.Itoa(redis.FormatLatest + 1)
+	if err := c.Set(ctx, redis.FormatKey(s), newer, 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.FinishUpgrade(ctx); err == nil {
 		t.Fatal("FinishUpgrade lowered a newer format")
 	}
-	if v, err := c.Get(ctx, redis.FormatKey(s)).Result(); err != nil || v != "3" {
+	if v, err := c.Get(ctx, redis.FormatKey(s)).Result(); err != nil || v != newer {
 		t.Fatalf("format after a refused FinishUpgrade: %q (%v)", v, err)
 	}
 	if err := s.SetFormat(ctx, redis.FormatBase); err != nil { // a rollback, from any format
@@ -306,6 +310,24 @@ func finishBeside(t *testing.T, c goredis.UniversalClient) {
 	for i := 0; i < 300; i++ {
 		c.HSet(ctx, pn, fmt.Sprintf("orphan%d", i), "x")
 	}
+	// and the document frequencies: a third of the terms' missing, a
+	// tenth wrong, 300 of terms gone
+	dfk := redis.DocFreqsKey(s, "p")
+	terms, err := c.HKeys(ctx, dfk).Result()
+	if err != nil || len(terms) < 1000 {
+		t.Fatalf("%d document frequencies (%v)", len(terms), err)
+	}
+	for i, term := range terms {
+		switch {
+		case i%3 == 0:
+			c.HDel(ctx, dfk, term)
+		case i%10 == 0:
+			c.HIncrBy(ctx, dfk, term, 5)
+		}
+	}
+	for i := 0; i < 300; i++ {
+		c.HSet(ctx, dfk, fmt.Sprintf("goneterm%d", i), 2)
+	}
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	for w := 0; w < 4; w++ {
@@ -356,6 +378,7 @@ func finishBeside(t *testing.T, c goredis.UniversalClient) {
 			t.Errorf("%s copies after the upgrade: %d (%v)", what, len(got), err)
 		}
 	}
+	checkDocFreqs(t, ctx, s)
 }
 
 // At format 2, nodes of the per-attribute form and nodes whose copy is

@@ -22,40 +22,58 @@ import (
 // Without it every node of the project is a "maybe".
 const hintsComplete = ""
 
-var _ memory.ContradictionHints = (*Store)(nil)
+var (
+	_ memory.ContradictionHints = (*Store)(nil)
+	_ memory.HintedHeads        = (*Store)(nil)
+)
 
 // MayContradict implements memory.ContradictionHints: one SMISMEMBER per
 // project, pipelined. Unknown ids are left out (maybe).
 func (s *Store) MayContradict(ctx context.Context, ids []string) (map[string]bool, error) {
-	out := make(map[string]bool, len(ids))
 	if len(ids) == 0 {
-		return out, nil
+		return map[string]bool{}, nil
 	}
-	projs, err := s.projectsOf(ctx, ids)
+	refs, err := s.refsOf(ctx, ids)
 	if err != nil {
 		return nil, err
 	}
-	byProject := map[string][]string{}
-	for _, id := range ids {
-		if p, ok := projs[id]; ok {
-			byProject[p] = append(byProject[p], id)
-		}
-	}
 	pipe := s.c.Pipeline()
-	cmds := make(map[string]*goredis.BoolSliceCmd, len(byProject))
-	for p, pids := range byProject {
+	h := s.queueHints(ctx, pipe, refs)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, s.wrap("contradiction hints", err)
+	}
+	return h.result()
+}
+
+// hintCmds are the SMISMEMBERs of a MayContradict queued on a pipeline.
+type hintCmds struct {
+	byProject map[string][]string
+	cmds      map[string]*goredis.BoolSliceCmd
+}
+
+// queueHints queues on pipe the SMISMEMBER per project that MayContradict
+// sends for refs; result reads their answers once the pipeline ran.
+func (s *Store) queueHints(ctx context.Context, pipe goredis.Pipeliner, refs []nodeRef) *hintCmds {
+	h := &hintCmds{byProject: map[string][]string{}}
+	for _, r := range refs {
+		h.byProject[r.project] = append(h.byProject[r.project], r.id)
+	}
+	h.cmds = make(map[string]*goredis.BoolSliceCmd, len(h.byProject))
+	for p, pids := range h.byProject {
 		members := make([]any, 0, len(pids)+1)
 		members = append(members, hintsComplete) // first: is the set complete?
 		for _, id := range pids {
 			members = append(members, id)
 		}
-		cmds[p] = pipe.SMIsMember(ctx, s.keys(p).contradicting(), members...)
+		h.cmds[p] = pipe.SMIsMember(ctx, s.keys(p).contradicting(), members...)
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, s.wrap("contradiction hints", err)
-	}
-	for p, c := range cmds {
-		v, pids := c.Val(), byProject[p]
+	return h
+}
+
+func (h *hintCmds) result() (map[string]bool, error) {
+	out := map[string]bool{}
+	for p, c := range h.cmds {
+		v, pids := c.Val(), h.byProject[p]
 		if len(v) != len(pids)+1 {
 			return nil, fmt.Errorf("redis: contradiction hints of %q: %d answers for %d members", p, len(v), len(pids)+1)
 		}

@@ -2,6 +2,7 @@ package redis_test
 
 import (
 	"maps"
+	"reflect"
 	"testing"
 
 	"github.com/engram-memory/engram/pkg/memory"
@@ -87,4 +88,43 @@ func TestContradictionHints(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("project p rebuilt", exact)
+}
+
+// GetHeadsHinted answers what GetHeads and MayContradict answer, at the
+// latest format (one pipeline) and at the base one (two reads).
+func TestGetHeadsHintedMatches(t *testing.T) {
+	c := testClient(t)
+	s := openStore(t, c)
+	ctx := t.Context()
+	ids := formatNodes(t, s)
+	if _, err := s.Link(ctx, memory.Edge{Src: ids[0], Dst: ids[1], Relation: memory.Contradicts}); err != nil {
+		t.Fatal(err)
+	}
+	ask := []string{ids[3], ids[0], "nope", ids[1], ids[2], ids[0]}
+	check := func(at string) {
+		t.Helper()
+		heads, err := s.GetHeads(ctx, ask)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hints, err := s.MayContradict(ctx, ask)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gotHeads, gotHints, err := s.GetHeadsHinted(ctx, ask)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(gotHeads, heads) || !reflect.DeepEqual(gotHints, hints) {
+			t.Fatalf("%s: GetHeadsHinted = %+v, %v; want %+v, %v", at, gotHeads, gotHints, heads, hints)
+		}
+		if !hints[ids[0]] || !hints[ids[1]] || hints[ids[2]] || hints[ids[3]] || len(hints) != 4 || len(heads) != 4 {
+			t.Fatalf("%s: hints %v, %d heads", at, hints, len(heads))
+		}
+	}
+	check("latest format")
+	if err := s.SetFormat(ctx, redis.FormatBase); err != nil {
+		t.Fatal(err)
+	}
+	check("base format")
 }

@@ -230,6 +230,31 @@ for j0 = 1, #order, 1000 do
   end
 end`
 
+// luaDocFreqs collects, in the posting scripts, each changed term's
+// document frequency (dfNote: the length of its list after the call's
+// writes), and luaDocFreqsWrite sets them in the document frequencies
+// hash (KEYS[5]: term -> count; an emptied list's term removed), so that
+// the hash always holds every list's ZCARD (format.go, FormatDocFreqs).
+var luaDocFreqs = `
+local dfSet, dfDel = {}, {}
+local function dfNote(t, c)
+  if c > 0 then
+    dfSet[#dfSet + 1] = t
+    dfSet[#dfSet + 1] = c
+  else
+    dfDel[#dfDel + 1] = t
+  end
+end`
+
+var luaDocFreqsWrite = `
+for j0 = 1, #dfSet, 2000 do
+  redis.call('HSET', KEYS[5], unpack(dfSet, j0, math.min(j0 + 1999, #dfSet)))
+end
+for j0 = 1, #dfDel, 1000 do
+  redis.call('HDEL', KEYS[5], unpack(dfDel, j0, math.min(j0 + 999, #dfDel)))
+end
+`
+
 // luaDictWrite ends the posting scripts: the dictionary's additions
 // (dictAdd: score, term pairs) and removals (dictRem) applied to KEYS[1],
 // and the versions of the buckets they change set to the call's token
@@ -305,8 +330,12 @@ end
 // ZMSCORE cost an import 5-8% of its speed). A write whose terms are all
 // known sets none.
 //
+// Each term's document frequency (the length of its list) is set in the
+// document frequencies hash (K df: term -> count, none for an empty list)
+// in the same call (luaDocFreqs).
+//
 // KEYS: term dictionary, corpus statistics, heads hash, dictionary
-// versions. ARGV: key prefix, version token, the fine flag ("1" or "0"),
+// versions, document frequencies. ARGV: key prefix, version token, the fine flag ("1" or "0"),
 // then per document: id,
 // document count delta, old length, new length, the number of old terms,
 // the number of new terms, the old terms, then the new terms and
@@ -361,7 +390,7 @@ while i <= #ARGV do
   dn, dlsum = dn + delta, dlsum + newLen - oldLen
   i = last + 1
 end
-` + luaHeads + `
+` + luaHeads + luaDocFreqs + `
 local dictAdd, dictRem = {}, {}
 for _, t in ipairs(order) do
   local e, k = post[t], p .. 't:' .. t
@@ -395,14 +424,16 @@ for _, t in ipairs(order) do
   for j0 = 1, #adds, 2000 do
     redis.call('ZADD', k, unpack(adds, j0, math.min(j0 + 1999, #adds)))
   end
+  local c = redis.call('ZCARD', k)
   if #adds > 0 then
     dictAdd[#dictAdd + 1] = 0
     dictAdd[#dictAdd + 1] = t
-  elseif redis.call('ZCARD', k) == 0 then
+  elseif c == 0 then
     dictRem[#dictRem + 1] = t
   end
+  dfNote(t, c)
 end
-` + luaDictWrite + `
+` + luaDictWrite + luaDocFreqsWrite + `
 redis.call('HINCRBY', KEYS[2], 'n', dn)
 redis.call('HINCRBY', KEYS[2], 'l', dlsum)
 return 1
@@ -428,7 +459,7 @@ while i <= #ARGV do
   at[#order] = i
   i = i + 4 + 2 * na + nr
 end
-` + luaHeads + `
+` + luaHeads + luaDocFreqs + `
 local dictAdd, dictRem = {}, {}
 for o, t in ipairs(order) do
   local i = at[o]
@@ -461,14 +492,16 @@ for o, t in ipairs(order) do
   for j0 = a0, r0 - 1, 2000 do
     redis.call('ZADD', k, unpack(ARGV, j0, math.min(j0 + 1999, r0 - 1)))
   end
+  local c = redis.call('ZCARD', k)
   if na > 0 then
     dictAdd[#dictAdd + 1] = 0
     dictAdd[#dictAdd + 1] = t
-  elseif redis.call('ZCARD', k) == 0 then
+  elseif c == 0 then
     dictRem[#dictRem + 1] = t
   end
+  dfNote(t, c)
 end
-` + luaDictWrite + `
+` + luaDictWrite + luaDocFreqsWrite + `
 redis.call('HINCRBY', KEYS[2], 'n', ARGV[3])
 redis.call('HINCRBY', KEYS[2], 'l', ARGV[4])
 return 1
@@ -664,14 +697,14 @@ func (w *tagWrites) flush(ctx context.Context, pipe goredis.Pipeliner) {
 				args = append(args, e.add...)
 				args = append(args, e.del...)
 			}
-			reindexScoredScript.Eval(ctx, pipe, []string{w.k.terms(), w.k.stats(), w.k.heads(), w.k.dictVersions()}, args...)
+			reindexScoredScript.Eval(ctx, pipe, []string{w.k.terms(), w.k.stats(), w.k.heads(), w.k.dictVersions(), w.k.docFreqs()}, args...)
 		}
 		w.terms, w.post, w.dn, w.dl, w.docs = nil, nil, 0, 0, 0
 		return
 	}
 	if len(w.args) > 3 {
 		w.args[2] = fineFlag(w.docs)
-		reindexLexScript.Eval(ctx, pipe, []string{w.k.terms(), w.k.stats(), w.k.heads(), w.k.dictVersions()}, w.args...)
+		reindexLexScript.Eval(ctx, pipe, []string{w.k.terms(), w.k.stats(), w.k.heads(), w.k.dictVersions(), w.k.docFreqs()}, w.args...)
 	}
 	w.args, w.docs = append(w.args[:1], dictToken(), "0"), 0
 }

@@ -28,7 +28,9 @@ import (
 // [q [q\xff LIMIT 0 maxExpansions+1) in memory, with the version of its
 // bucket, and a query asks the server only for plain, pipelined reads:
 // the corpus statistics (HMGET), the versions of its prefixes' buckets
-// (one HMGET) and a ZCARD per list. The reply is built here as the script
+// (one HMGET) and the lists' document frequencies (from FormatDocFreqs one
+// HMGET of the document frequencies hash, K df; before it a ZCARD per
+// list). The reply is built here as the script
 // builds it (dictReply); when a bucket's version differs from the one
 // cached, the cached ranges of that bucket are dropped and that tag's
 // dictionary is asked of the script, in a second round trip
@@ -167,9 +169,12 @@ type dictPlan struct {
 	buckets []string     // the buckets of the ranges used
 	stats   *goredis.SliceCmd
 	vers    *goredis.SliceCmd
-	dfs     map[string]*goredis.IntCmd // ZCARD by term
-	eval    *goredis.Cmd               // lexDictScript's answer, when a range was missing
-	script  bool                       // to be answered by lexDictScript
+	dfTerms []string          // the lists whose document frequencies are read
+	dfIndex map[string]int    // index in dfTerms by term
+	zcards  []*goredis.IntCmd // per dfTerms a ZCARD (below FormatDocFreqs)
+	dfHash  *goredis.SliceCmd // or one HMGET of the document frequencies hash
+	eval    *goredis.Cmd      // lexDictScript's answer, when a range was missing
+	script  bool              // to be answered by lexDictScript
 }
 
 // dictionaries answers, per tag, what lexDictScript answers for the query
@@ -213,6 +218,10 @@ func (s *Store) dictionaries(ctx context.Context, tags []scopeTag, qs []memory.L
 	// reads of its missing ranges for the next query: the versions first,
 	// then the ranges, so that a write between the two leaves a version
 	// older than the range, which the next check finds changed.
+	// From FormatDocFreqs the document frequencies are one HMGET a tag
+	// (the df hash: every list's length, set with the list); before it a
+	// ZCARD a list.
+	docFreqs := s.docFreqs(ctx)
 	missing := make([]bool, len(plans))
 	for _, m := range misses {
 		missing[m.plan] = true
@@ -241,12 +250,23 @@ func (s *Store) dictionaries(ctx context.Context, tags []scopeTag, qs []memory.L
 		if len(p.buckets) > 0 {
 			p.vers = pipe.HMGet(ctx, p.k.dictVersions(), p.buckets...)
 		}
-		p.dfs = map[string]*goredis.IntCmd{}
+		p.dfIndex = map[string]int{}
 		for qi, q := range qs {
 			for _, l := range dictLists(q, p.ranges[qi]) {
-				if p.dfs[l.term] == nil {
-					p.dfs[l.term] = pipe.ZCard(ctx, p.k.p+"t:"+l.term)
+				if _, ok := p.dfIndex[l.term]; !ok {
+					p.dfIndex[l.term] = len(p.dfTerms)
+					p.dfTerms = append(p.dfTerms, l.term)
 				}
+			}
+		}
+		switch {
+		case len(p.dfTerms) == 0:
+		case docFreqs:
+			p.dfHash = pipe.HMGet(ctx, p.k.docFreqs(), p.dfTerms...)
+		default:
+			p.zcards = make([]*goredis.IntCmd, len(p.dfTerms))
+			for j, t := range p.dfTerms {
+				p.zcards[j] = pipe.ZCard(ctx, p.k.p+"t:"+t)
 			}
 		}
 	}
@@ -362,6 +382,24 @@ func dictLists(q memory.LexTerm, r *dictRange) []dictList {
 	return out
 }
 
+// df is the document frequency of a list read by p: its ZCARD, or its
+// field of the document frequencies hash (0 when absent: an empty list).
+func (p *dictPlan) df(term string) (int64, error) {
+	j := p.dfIndex[term]
+	if p.dfHash == nil {
+		return p.zcards[j].Val(), nil
+	}
+	v, _ := p.dfHash.Val()[j].(string)
+	if v == "" {
+		return 0, nil
+	}
+	df, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("document frequency of %q in %s: %q", term, p.k.docFreqs(), v)
+	}
+	return df, nil
+}
+
 // reply is lexDictScript's reply from the reads of p (all of which
 // succeeded).
 func (p *dictPlan) reply(qs []memory.LexTerm) ([]string, error) {
@@ -388,7 +426,10 @@ func (p *dictPlan) reply(qs []memory.LexTerm) ([]string, error) {
 			if seen[l.term] {
 				continue
 			}
-			df := p.dfs[l.term].Val()
+			df, err := p.df(l.term)
+			if err != nil {
+				return nil, err
+			}
 			if !l.rng {
 				// The script's words loop marks a word seen whether or not
 				// its list holds anything; the range marks only lists it keeps.

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -136,7 +137,8 @@ return out
 //  3. for the leading candidates, the missing contributions of the
 //     truncated lists that can still matter (ZMSCORE), and the filter
 //     fields of those limit+10 (one HMGET of the vis hash: a field of a
-//     100,000-entry hash costs the server about 1.5 us);
+//     100,000-entry hash costs the server about 1.5 us; within a Retrieve
+//     at FormatNodeCopies their heads instead, see fieldsFromHeads);
 //  4. only when too few of those pass: the filter fields of the next
 //     2*limit+20, then of the rest;
 //     when that still leaves fewer than limit and common terms were left
@@ -438,6 +440,7 @@ func (r *lexRead) plan(budget, minPer int) {
 // the limit-th score; on the benchmark corpus 1% ranks the same); they
 // get their filter fields too.
 func (s *Store) completeLeaders(ctx context.Context, reads []*lexRead, limit int) error {
+	heads := s.fieldsFromHeads(ctx)
 	pipe := s.c.Pipeline()
 	vis := make([]*goredis.SliceCmd, len(reads))
 	for _, r := range reads {
@@ -468,9 +471,13 @@ func (s *Store) completeLeaders(ctx context.Context, reads []*lexRead, limit int
 				}
 			}
 		}
-		vis[i] = pipe.HMGet(ctx, r.keys.vis(), r.ids(0, r.ranked)...)
+		vis[i] = s.queueFields(ctx, pipe, r.keys, r.ids(0, r.ranked), heads)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
+		return s.wrap("lexical leaders", err)
+	}
+	fields, err := s.fieldValues(ctx, reads, vis, 0, heads)
+	if err != nil {
 		return s.wrap("lexical leaders", err)
 	}
 	for i, r := range reads {
@@ -497,7 +504,7 @@ func (s *Store) completeLeaders(ctx context.Context, reads []*lexRead, limit int
 			c := &r.cands[j]
 			c.Score = r.docScore(&r.docs[r.index[c.ID]])
 		}
-		r.keepVisibility(vis[i].Val())
+		r.keepVisibility(fields[i])
 		sortScored(r.cands[:r.ranked])
 	}
 	return nil
@@ -507,6 +514,7 @@ func (s *Store) completeLeaders(ctx context.Context, reads []*lexRead, limit int
 // candidates past those read (page 0: all of them), for the reads that
 // found too few visible ones.
 func (s *Store) readRestVisibility(ctx context.Context, reads []*lexRead, page int) error {
+	heads := s.fieldsFromHeads(ctx)
 	pipe := s.c.Pipeline()
 	cmds := make([]*goredis.SliceCmd, len(reads))
 	for i, r := range reads {
@@ -515,15 +523,106 @@ func (s *Store) readRestVisibility(ctx context.Context, reads []*lexRead, page i
 			to = min(to, r.read+page)
 		}
 		sortBest(r.cands[r.read:], to-r.read) // past those read, still in no order (see score)
-		cmds[i] = pipe.HMGet(ctx, r.keys.vis(), r.ids(r.read, to)...)
+		cmds[i] = s.queueFields(ctx, pipe, r.keys, r.ids(r.read, to), heads)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return s.wrap("lexical filter fields", err)
 	}
+	fields, err := s.fieldValues(ctx, reads, cmds, -1, heads)
+	if err != nil {
+		return s.wrap("lexical filter fields", err)
+	}
 	for i, r := range reads {
-		r.keepVisibility(cmds[i].Val())
+		r.keepVisibility(fields[i])
 	}
 	return nil
+}
+
+// fieldsFromHeads reports whether the candidates' filter fields are read
+// from their heads (the packed-nodes hash, pn) rather than from the vis
+// hash: within a Retrieve (memory.HeadCacheOf), at FormatNodeCopies. A
+// head says what the filter fields say (both are written from the node in
+// its MULTI), and it is kept for the Retrieve's candidate load, which
+// then does not read those nodes again.
+func (s *Store) fieldsFromHeads(ctx context.Context) bool {
+	return memory.HeadCacheOf(ctx) != nil && s.nodeCopies(ctx)
+}
+
+// queueFields queues the read of the filter fields of ids, in one of k's
+// hashes (see fieldsFromHeads).
+func (s *Store) queueFields(ctx context.Context, pipe goredis.Pipeliner, k keys, ids []string, heads bool) *goredis.SliceCmd {
+	if heads {
+		return pipe.HMGet(ctx, k.packedNodes(), ids...)
+	}
+	return pipe.HMGet(ctx, k.vis(), ids...)
+}
+
+// fieldValues turns what queueFields read for each of reads (cmds[i] nil:
+// none) into keepVisibility's values: the vis entries as read, or the
+// heads unpacked (memory.Node, kept in the Retrieve's head cache); an id
+// without a head (a node gone, or written before packing) gets its vis
+// entry, read in one more round trip. from is where the ids start in each
+// read's candidates (-1: at r.read).
+func (s *Store) fieldValues(ctx context.Context, reads []*lexRead, cmds []*goredis.SliceCmd, from int, heads bool) ([][]any, error) {
+	out := make([][]any, len(reads))
+	type gap struct{ read, j int }
+	var gaps []gap
+	cache := memory.HeadCacheOf(ctx)
+	for i, r := range reads {
+		if cmds[i] == nil {
+			continue
+		}
+		vals := cmds[i].Val()
+		if !heads {
+			out[i] = vals
+			continue
+		}
+		start := from
+		if start < 0 {
+			start = r.read
+		}
+		out[i] = make([]any, len(vals))
+		for j, v := range vals {
+			pk, _ := v.(string)
+			if pk == "" {
+				gaps = append(gaps, gap{i, j})
+				continue
+			}
+			n, err := unpackNode(pk)
+			if err != nil {
+				return nil, fmt.Errorf("head of %s: %w", r.cands[start+j].ID, err)
+			}
+			if n.ID != r.cands[start+j].ID {
+				return nil, fmt.Errorf("head of %s holds node %s", r.cands[start+j].ID, n.ID)
+			}
+			cache.Put(n)
+			out[i][j] = n
+		}
+	}
+	if len(gaps) == 0 {
+		return out, nil
+	}
+	pipe := s.c.Pipeline()
+	gapCmds := make([]*goredis.StringCmd, len(gaps))
+	for g, at := range gaps {
+		r := reads[at.read]
+		start := from
+		if start < 0 {
+			start = r.read
+		}
+		gapCmds[g] = pipe.HGet(ctx, r.keys.vis(), r.cands[start+at.j].ID)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
+		return nil, err
+	}
+	for g, at := range gaps {
+		if v, err := gapCmds[g].Result(); err == nil {
+			out[at.read][at.j] = v
+		} else if !errors.Is(err, goredis.Nil) {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 func (r *lexRead) ids(from, to int) []string {
@@ -551,9 +650,22 @@ func (r *lexRead) keepVisibility(fields []any) {
 func (r *lexRead) take(f memory.Filter, now time.Time, limit int) int {
 	for ; r.next < r.read && len(r.out) < limit; r.next++ {
 		c := r.cands[r.next]
-		if v, _ := r.vis[c.ID].(string); visibleFields(v, r.tag.project, f, now) {
+		if visibleValue(r.vis[c.ID], r.tag.project, f, now) {
 			r.out = append(r.out, c)
 		}
 	}
 	return len(r.out)
+}
+
+// visibleValue judges a candidate by what fieldValues read for it: its
+// head (memory.Visible itself) or its vis entry (visibleFields); nothing
+// (a node gone) is not visible.
+func visibleValue(v any, project string, f memory.Filter, now time.Time) bool {
+	switch v := v.(type) {
+	case memory.Node:
+		return memory.Visible(&v, f, now)
+	case string:
+		return visibleFields(v, project, f, now)
+	}
+	return false
 }

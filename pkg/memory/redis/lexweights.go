@@ -37,8 +37,11 @@ const (
 // A term it adds to the dictionary (there should be none: both versions
 // index the same terms) sets its bucket's version (lexdict.go).
 //
+// It sets the document frequency of each term it writes (K df, see
+// luaDocFreqs).
+//
 // KEYS: term dictionary, corpus statistics, heads hash, dictionary
-// versions. ARGV: key prefix, id, new length, version token, then term, tf
+// versions, document frequencies. ARGV: key prefix, id, new length, version token, then term, tf
 // pairs (the document's terms under the new weighting). Reply: 1 when
 // rewritten, 0 when already current or not indexed.
 var relexScript = goredis.NewScript(luaDictField + `
@@ -64,6 +67,7 @@ for i = 5, #ARGV, 2 do
   local imp = tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * cdl / avg))
   local q = math.floor(imp / 2.2 * 65535)
   redis.call('ZADD', p .. 't:' .. t, q * 536870912 + tf * 65536 + cdl, id)
+  redis.call('HSET', KEYS[5], t, redis.call('ZCARD', p .. 't:' .. t))
   if redis.call('ZADD', KEYS[1], 0, t) == 1 then
     redis.call('HSET', KEYS[4], dictField(t), ARGV[4])
   end
@@ -92,7 +96,7 @@ func (s *Store) EnsureLexicalIndex(ctx context.Context) (int, error) {
 			for t, c := range tf {
 				args = append(args, t, c)
 			}
-			cmds = append(cmds, relexScript.Eval(ctx, pipe, []string{k.terms(), k.stats(), k.heads(), k.dictVersions()}, args...))
+			cmds = append(cmds, relexScript.Eval(ctx, pipe, []string{k.terms(), k.stats(), k.heads(), k.dictVersions(), k.docFreqs()}, args...))
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			return 0, err

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -258,30 +259,50 @@ func (s *Store) scanTag(ctx context.Context, project string, limit int, keep fun
 // StandingInstructions selects the standing instructions of a project and
 // the global ones (memory.StandingFor), in memory.CompareStanding order.
 func (s *Store) StandingInstructions(ctx context.Context, pr memory.ProjectRef, limit int) ([]memory.Node, error) {
-	projects := []string{space(pr)}
-	if pr.Project != "" {
-		projects = append(projects, space(memory.ProjectRef{Tenant: pr.Tenant}))
-	}
-	stop := int64(-1)
-	if limit > 0 {
-		stop = int64(limit + 16 - 1) // a margin for same-millisecond ties
-	}
 	// Two plain round trips (this runs on every turn, beside recall's
 	// reads on the same server, which take longer): the lists, then their
 	// nodes. A script per list that answered the ids with their nodes'
 	// packed values saved the second round trip, but cost the server two
 	// to three times as much: its replies turned into Lua values and back.
 	pipe := s.c.Pipeline()
-	lists := make([]*goredis.StringSliceCmd, len(projects))
-	for i, p := range projects {
-		lists[i] = pipe.ZRange(ctx, s.keys(p).standing(), 0, stop)
-	}
+	q := s.queueStanding(ctx, pipe, pr, limit)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, s.wrap("standing instructions", err)
 	}
+	return s.finishStanding(ctx, q)
+}
+
+// standingRead is the first read of StandingInstructions, queued on a
+// pipeline.
+type standingRead struct {
+	pr       memory.ProjectRef
+	limit    int
+	projects []string
+	lists    []*goredis.StringSliceCmd
+}
+
+func (s *Store) queueStanding(ctx context.Context, pipe goredis.Pipeliner, pr memory.ProjectRef, limit int) *standingRead {
+	q := &standingRead{pr: pr, limit: limit, projects: []string{space(pr)}}
+	if pr.Project != "" {
+		q.projects = append(q.projects, space(memory.ProjectRef{Tenant: pr.Tenant}))
+	}
+	stop := int64(-1)
+	if limit > 0 {
+		stop = int64(limit + 16 - 1) // a margin for same-millisecond ties
+	}
+	q.lists = make([]*goredis.StringSliceCmd, len(q.projects))
+	for i, p := range q.projects {
+		q.lists[i] = pipe.ZRange(ctx, s.keys(p).standing(), 0, stop)
+	}
+	return q
+}
+
+// finishStanding reads the nodes of the lists q read (each of which
+// succeeded) and selects the instructions.
+func (s *Store) finishStanding(ctx context.Context, q *standingRead) ([]memory.Node, error) {
 	var refs []nodeRef
-	for i, p := range projects {
-		for _, id := range lists[i].Val() {
+	for i, p := range q.projects {
+		for _, id := range q.lists[i].Val() {
 			refs = append(refs, nodeRef{p, id})
 		}
 	}
@@ -291,11 +312,43 @@ func (s *Store) StandingInstructions(ctx context.Context, pr memory.ProjectRef, 
 	}
 	var all []memory.Node
 	for i := range nodes {
-		if memory.StandingFor(&nodes[i], pr) {
+		if memory.StandingFor(&nodes[i], q.pr) {
 			all = append(all, nodes[i])
 		}
 	}
-	return memory.SortStanding(all, limit), nil
+	return memory.SortStanding(all, q.limit), nil
+}
+
+// StandingAndPending is StandingInstructions and HasPendingEmbeddings of a
+// project (the turn's standing selection and readiness gate) with their
+// first reads in one pipeline: a round trip fewer a turn. Each answer
+// comes with its own error, as the two calls give them.
+func (s *Store) StandingAndPending(ctx context.Context, pr memory.ProjectRef, limit int, model string) (standing []memory.Node, standingErr error, pending bool, pendingErr error) {
+	pipe := s.c.Pipeline()
+	sq := s.queueStanding(ctx, pipe, pr, limit)
+	pq := s.queuePending(ctx, pipe, pr)
+	_, _ = pipe.Exec(ctx) // each command's error is checked below
+	for _, c := range sq.lists {
+		if err := c.Err(); err != nil {
+			standingErr = s.wrap("standing instructions", err)
+			break
+		}
+	}
+	for _, c := range pq.cmds() {
+		if err := c.Err(); err != nil {
+			pendingErr = s.wrap("pending embeddings", err)
+			break
+		}
+	}
+	var wg sync.WaitGroup
+	if standingErr == nil {
+		wg.Go(func() { standing, standingErr = s.finishStanding(ctx, sq) })
+	}
+	if pendingErr == nil {
+		pending, pendingErr = s.finishPending(ctx, pq, model)
+	}
+	wg.Wait()
+	return standing, standingErr, pending, pendingErr
 }
 
 // PutBatch writes nodes by id (replacing) and edges (replacing the live

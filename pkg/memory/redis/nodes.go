@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -132,16 +133,58 @@ func (s *Store) readNodes(ctx context.Context, refs []nodeRef, withVector bool) 
 // every node at the base format, is read from its own hash (and its body
 // dropped: the heads are the same whichever way they were read).
 func (s *Store) readHeads(ctx context.Context, refs []nodeRef) ([]memory.Node, error) {
-	if len(refs) == 0 || !s.nodeCopies(ctx) {
+	nodes, _, err := s.readHeadsHinted(ctx, refs, false)
+	return nodes, err
+}
+
+// readHeadsHinted is readHeads, and with hinted MayContradict of refs too:
+// at FormatNodeCopies in the same pipeline (one round trip for both), at
+// the base format beside the node reads.
+func (s *Store) readHeadsHinted(ctx context.Context, refs []nodeRef, hinted bool) ([]memory.Node, map[string]bool, error) {
+	if len(refs) == 0 {
+		return nil, map[string]bool{}, nil
+	}
+	if !s.nodeCopies(ctx) {
+		var (
+			hints   map[string]bool
+			hintErr error
+			wg      sync.WaitGroup
+		)
+		if hinted {
+			wg.Go(func() {
+				pipe := s.c.Pipeline()
+				h := s.queueHints(ctx, pipe, refs)
+				if _, hintErr = pipe.Exec(ctx); hintErr != nil {
+					hintErr = s.wrap("contradiction hints", hintErr)
+					return
+				}
+				hints, hintErr = h.result()
+			})
+		}
 		nodes, err := s.readNodes(ctx, refs, false)
 		for i := range nodes {
 			nodes[i].Body = ""
 		}
-		return nodes, err
+		wg.Wait()
+		if err = errors.Join(err, hintErr); err != nil {
+			return nil, nil, err
+		}
+		return nodes, hints, nil
 	}
+	nodes := make([]memory.Node, len(refs))
+	found := make([]bool, len(refs))
+	// Heads this Retrieve read already (the lexical leaders': see
+	// fieldsFromHeads) are not read again.
+	cache := memory.HeadCacheOf(ctx)
 	var projects []string
 	byProject := map[string][]int{}
 	for i, r := range refs {
+		if cache != nil {
+			if n, ok := cache.Get(r.id); ok {
+				nodes[i], found[i] = n, true
+				continue
+			}
+		}
 		if byProject[r.project] == nil {
 			projects = append(projects, r.project)
 		}
@@ -156,16 +199,25 @@ func (s *Store) readHeads(ctx context.Context, refs []nodeRef) ([]memory.Node, e
 		}
 		copies[j] = pipe.HMGet(ctx, s.keys(p).packedNodes(), ids...)
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, s.wrap("load heads", err)
+	var h *hintCmds
+	if hinted {
+		h = s.queueHints(ctx, pipe, refs)
 	}
-	nodes := make([]memory.Node, len(refs))
-	found := make([]bool, len(refs))
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, nil, s.wrap("load heads", err)
+	}
+	var hints map[string]bool
+	if h != nil {
+		var err error
+		if hints, err = h.result(); err != nil {
+			return nil, nil, err
+		}
+	}
 	var rest []nodeRef
 	for j, p := range projects {
 		got := copies[j].Val()
 		if len(got) != len(byProject[p]) {
-			return nil, fmt.Errorf("redis load heads: %d copies for %d nodes", len(got), len(byProject[p]))
+			return nil, nil, fmt.Errorf("redis load heads: %d copies for %d nodes", len(got), len(byProject[p]))
 		}
 		for m, v := range got {
 			i := byProject[p][m]
@@ -176,7 +228,7 @@ func (s *Store) readHeads(ctx context.Context, refs []nodeRef) ([]memory.Node, e
 			}
 			var err error
 			if nodes[i], err = unpackNode(pk); err != nil {
-				return nil, fmt.Errorf("redis load heads: node %s: %w", refs[i].id, err)
+				return nil, nil, fmt.Errorf("redis load heads: node %s: %w", refs[i].id, err)
 			}
 			found[i] = true
 		}
@@ -184,7 +236,7 @@ func (s *Store) readHeads(ctx context.Context, refs []nodeRef) ([]memory.Node, e
 	if len(rest) > 0 {
 		whole, err := s.readNodes(ctx, rest, false)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		byID := make(map[string]memory.Node, len(whole))
 		for _, n := range whole {
@@ -197,7 +249,7 @@ func (s *Store) readHeads(ctx context.Context, refs []nodeRef) ([]memory.Node, e
 			}
 		}
 	}
-	return keepFound(nodes, found), nil
+	return keepFound(nodes, found), hints, nil
 }
 
 // headCopy is a node's copy in its project's packed-nodes hash: its packed
@@ -305,6 +357,32 @@ func (s *Store) getMany(ctx context.Context, ids []string, withVector bool) ([]m
 	return out, nil
 }
 
+// GetHeadsHinted implements memory.HintedHeads: GetHeads and
+// MayContradict of ids, at FormatNodeCopies in one pipeline.
+func (s *Store) GetHeadsHinted(ctx context.Context, ids []string) ([]memory.Node, map[string]bool, error) {
+	refs, err := s.refsOf(ctx, ids)
+	if err != nil {
+		return nil, nil, err
+	}
+	nodes, hints, err := s.readHeadsHinted(ctx, refs, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	return dedupNodes(nodes), hints, nil
+}
+
+func dedupNodes(nodes []memory.Node) []memory.Node {
+	out := nodes[:0]
+	seen := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		if !seen[n.ID] {
+			seen[n.ID] = true
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // GetHeads implements memory.TextStore: GetMany without the bodies
 // (readHeads: one HMGET per project at FormatNodeCopies; at the base
 // format one command per node, as GetMany).
@@ -317,15 +395,7 @@ func (s *Store) GetHeads(ctx context.Context, ids []string) ([]memory.Node, erro
 	if err != nil {
 		return nil, err
 	}
-	out := nodes[:0]
-	seen := make(map[string]bool, len(nodes))
-	for _, n := range nodes {
-		if !seen[n.ID] {
-			seen[n.ID] = true
-			out = append(out, n)
-		}
-	}
-	return out, nil
+	return dedupNodes(nodes), nil
 }
 
 // FillTexts implements memory.TextStore: the body of each of nodes as
@@ -733,21 +803,49 @@ func (s *Store) HasLiveMemory(ctx context.Context, p memory.ProjectRef) (bool, e
 // call; plain reads cost the server a fraction of one, and the turn
 // asks this every time).
 func (s *Store) HasPendingEmbeddings(ctx context.Context, p memory.ProjectRef, model string) (bool, error) {
-	tags := []string{space(p)}
-	if p.Project != "" {
-		tags = append(tags, space(memory.ProjectRef{Tenant: p.Tenant}))
-	}
 	pipe := s.c.Pipeline()
-	backlog := make([]*goredis.IntCmd, len(tags))
-	models := make([]*goredis.StringSliceCmd, len(tags))
-	for i, t := range tags {
-		k := s.keys(t)
-		backlog[i] = pipe.ZCard(ctx, k.pending())
-		models[i] = pipe.SMembers(ctx, k.models())
-	}
+	q := s.queuePending(ctx, pipe, p)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return false, s.wrap("pending embeddings", err)
 	}
+	return s.finishPending(ctx, q, model)
+}
+
+// pendingRead is the first read of HasPendingEmbeddings, queued on a
+// pipeline.
+type pendingRead struct {
+	tags    []string
+	backlog []*goredis.IntCmd
+	models  []*goredis.StringSliceCmd
+}
+
+func (s *Store) queuePending(ctx context.Context, pipe goredis.Pipeliner, p memory.ProjectRef) *pendingRead {
+	q := &pendingRead{tags: []string{space(p)}}
+	if p.Project != "" {
+		q.tags = append(q.tags, space(memory.ProjectRef{Tenant: p.Tenant}))
+	}
+	q.backlog = make([]*goredis.IntCmd, len(q.tags))
+	q.models = make([]*goredis.StringSliceCmd, len(q.tags))
+	for i, t := range q.tags {
+		k := s.keys(t)
+		q.backlog[i] = pipe.ZCard(ctx, k.pending())
+		q.models[i] = pipe.SMembers(ctx, k.models())
+	}
+	return q
+}
+
+func (q *pendingRead) cmds() []goredis.Cmder {
+	var out []goredis.Cmder
+	for i := range q.tags {
+		out = append(out, q.backlog[i], q.models[i])
+	}
+	return out
+}
+
+// finishPending is the rest of HasPendingEmbeddings once the reads of q
+// succeeded.
+func (s *Store) finishPending(ctx context.Context, q *pendingRead, model string) (bool, error) {
+	tags, backlog, models := q.tags, q.backlog, q.models
 	for i := range tags {
 		if backlog[i].Val() > 0 {
 			return true, nil
@@ -761,7 +859,7 @@ func (s *Store) HasPendingEmbeddings(ctx context.Context, p memory.ProjectRef, m
 	// read counts each backlog again, after the models' sets (the move is
 	// atomic, so a node that left a set it read is in a backlog it reads).
 	var others []*goredis.IntCmd
-	pipe = s.c.Pipeline()
+	pipe := s.c.Pipeline()
 	for i, t := range tags {
 		for _, m := range models[i].Val() {
 			if m != model {

@@ -99,6 +99,13 @@ func openStore(t testing.TB, c goredis.UniversalClient, opts ...redis.Option) *r
 		} else if len(bad) > 0 {
 			t.Errorf("node copies that differ from their nodes: %v", bad)
 		}
+		// And each term's document frequency its list's length (format.go,
+		// FormatDocFreqs).
+		if bad, err := redis.StaleDocFreqs(ctx, s); err != nil {
+			t.Errorf("StaleDocFreqs: %v", err)
+		} else if len(bad) > 0 {
+			t.Errorf("document frequencies that differ from their lists: %v", bad)
+		}
 		if err := redis.DeleteNamespace(ctx, c, ns); err != nil {
 			t.Errorf("DeleteNamespace: %v", err)
 		}

@@ -321,6 +321,7 @@ func (k keys) vectors(m string) string   { return k.p + "v:" + m }
 func (k keys) terms() string             { return k.p + "terms" }
 func (k keys) stats() string             { return k.p + "bm" }
 func (k keys) heads() string             { return k.p + "hh" }
+func (k keys) docFreqs() string          { return k.p + "df" }
 func (k keys) head(term string) string   { return k.p + "th:" + term }
 func (k keys) vis() string               { return k.p + "vis" }
 func (k keys) packedNodes() string       { return k.p + "pn" }
