@@ -2,10 +2,13 @@ package app_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	goredis "github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/engram-memory/engram/internal/app"
 	"github.com/engram-memory/engram/pkg/memory/redis"
@@ -57,5 +60,55 @@ func TestFormatGauges(t *testing.T) {
 	}
 	if g := gauges(); g["engram_store_format"] != redis.FormatLatest {
 		t.Fatalf("after finish: %v", g)
+	}
+}
+
+// A replica refuses a Redis store at a format newer than its own (a later
+// version finished its upgrade): its writes would leave what that format
+// keeps stale. Behind, it warns; rolled back, it runs.
+func TestCheckStoreFormat(t *testing.T) {
+	url := redisEnv(t, "ENGRAM_TEST_REDIS_URL")
+	opts, err := goredis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := goredis.NewClient(opts)
+	defer c.Close()
+	ns := "checkformat-" + t.Name()
+	if err := redis.DeleteNamespace(t.Context(), c, ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = redis.DeleteNamespace(context.Background(), c, ns) })
+	s, err := redis.New(c, redis.WithNamespace(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zap.WarnLevel)
+	if err := app.CheckStoreFormat(t.Context(), s, zap.New(core)); err != nil {
+		t.Fatalf("a new namespace: %v", err)
+	}
+	if logs.FilterMessageSnippet("earlier format").Len() != 1 {
+		t.Fatalf("a store behind: logged %v", logs.All())
+	}
+	// As a later version's finish leaves it (the key format.go names).
+	if err := c.Set(t.Context(), ns+":{r}:format", redis.FormatLatest+1, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	err = app.CheckStoreFormat(t.Context(), s, zap.New(core))
+	if err == nil || !strings.Contains(err.Error(), "newer than this version's") || !strings.Contains(err.Error(), "engram upgrade rollback") {
+		t.Fatalf("a newer format: %v", err)
+	}
+	if err := s.SetFormat(t.Context(), redis.FormatBase); err != nil {
+		t.Fatal(err)
+	}
+	if err := app.CheckStoreFormat(t.Context(), s, zap.New(core)); err != nil {
+		t.Fatalf("rolled back: %v", err)
+	}
+	if _, err := s.FinishUpgrade(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	before := logs.Len()
+	if err := app.CheckStoreFormat(t.Context(), s, zap.New(core)); err != nil || logs.Len() != before {
+		t.Fatalf("at the latest format: %v, logged %v", err, logs.All()[before:])
 	}
 }

@@ -153,9 +153,9 @@ func StoreModule() fx.Option {
 					_ = s.Close()
 					return nil, err
 				}
-				if f, err := rs.Format(ctx); err == nil && f < redis.FormatLatest {
-					in.Log.Named("store").Warn("the Redis store is at an earlier format: once every replica runs this version, run `engram upgrade finish` (candidate loads in one command per project)",
-						zap.Int("format", f), zap.Int("latest", redis.FormatLatest))
+				if err := CheckStoreFormat(ctx, rs, in.Log.Named("store")); err != nil {
+					_ = s.Close()
+					return nil, err
 				}
 			}
 			in.Lifecycle.Append(fx.StopHook(in.Releases.Add(func() {

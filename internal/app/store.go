@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	goredis "github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
 
 	"github.com/engram-memory/engram/internal/config"
 	"github.com/engram-memory/engram/internal/credurl"
@@ -235,6 +236,31 @@ func RegisterFormatGauges(reg prometheus.Registerer, s *redis.Store) error {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("app: store metrics: %w", err)
 		}
+	}
+	return nil
+}
+
+// CheckStoreFormat reads a Redis store's format at start: behind this
+// version's latest, it logs what to do once every replica runs this
+// version; ahead of it (a replica of a later version finished its upgrade,
+// and this one is an older version started after it), it refuses: this
+// version's writes would leave what the newer format keeps stale (a
+// posting list's document frequency, a node's copy), and its readers would
+// not know. Rolling the store back (`engram upgrade rollback`, with either
+// version: the base layout is kept by every version) lets it run. A format
+// that cannot be read is not an error here: the readers fall back to the
+// base layout, and the health check reports the store.
+func CheckStoreFormat(ctx context.Context, rs *redis.Store, log *zap.Logger) error {
+	f, err := rs.Format(ctx)
+	switch {
+	case err != nil:
+		log.Warn("the Redis store's format cannot be read", zap.Error(err))
+	case f > redis.FormatLatest:
+		return fmt.Errorf("app: the Redis store is at format %d, newer than this version's %d (a later version finished its upgrade): "+
+			"run that version, or roll the store back first with `engram upgrade rollback`", f, redis.FormatLatest)
+	case f < redis.FormatLatest:
+		log.Warn("the Redis store is at an earlier format: once every replica runs this version, run `engram upgrade finish`",
+			zap.Int("format", f), zap.Int("latest", redis.FormatLatest))
 	}
 	return nil
 }
