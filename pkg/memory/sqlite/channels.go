@@ -47,12 +47,13 @@ func (s *Store) Lexical(ctx context.Context, terms []string, f memory.Filter, li
 		}
 		return true
 	}
-	if size := x.scopes.visibleSize(&f); float64(size) <= visibleShare*float64(x.lex.nDocs) {
-		// The filter sees a small part of the store (scopes.go): only
-		// those documents are scored.
-		if size == 0 {
-			return nil, nil
-		}
+	if size := x.scopes.visibleSize(&f); size == 0 {
+		return nil, nil // nothing to see
+	} else if float64(size) <= visibleShare*float64(x.lex.nDocs) && x.lex.postingsOf(terms) > visiblePostings*size {
+		// The filter sees a small part of the store (scopes.go), and the
+		// query's lists are long against it: only those documents are
+		// scored (short lists are read whole faster than the documents
+		// are marked).
 		vis := sc.markVisible(x.scopes.visible(&f, sc.vis), len(x.lex.docLen))
 		sc.vis = vis
 		defer sc.unmarkVisible()

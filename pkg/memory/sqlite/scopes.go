@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"math"
 	"slices"
 
 	"github.com/engram-memory/engram/pkg/memory"
@@ -20,6 +21,26 @@ import (
 type scopeSets struct {
 	byProject map[memory.ProjectRef][]uint32
 	anywhere  map[string][]uint32 // by tenant
+	// While the store loads (project by project, so a tenant's anywhere
+	// rids come out of order), an anywhere rid below its list's last is
+	// appended and the list marked unsorted, sorted once the load ends
+	// (settle): inserted in place, 400,000 of them took 9 s. A filter
+	// whose list is unsorted is searched over the whole index.
+	loading  bool
+	unsorted map[string]bool // tenants whose anywhere list is unsorted
+}
+
+// beginLoad and settle bracket the store's load (see loading).
+func (s *scopeSets) beginLoad() { s.loading = true }
+
+func (s *scopeSets) settle() {
+	s.loading = false
+	for t := range s.unsorted {
+		l := s.anywhere[t]
+		slices.Sort(l)
+		s.anywhere[t] = slices.Compact(l)
+	}
+	s.unsorted = nil
 }
 
 // scopeOf is where a node's rid is listed: its tenant's project and whether
@@ -52,17 +73,39 @@ func (s *scopeSets) moveScope(rid uint32, old, now *scopeOf) {
 			delete(s.byProject, old.ref)
 		}
 		if old.anywhere {
-			if l := removeRid(s.anywhere[old.ref.Tenant], rid); len(l) > 0 {
+			l := s.anywhere[old.ref.Tenant]
+			if s.unsorted[old.ref.Tenant] {
+				if i := slices.Index(l, rid); i >= 0 {
+					l = slices.Delete(l, i, i+1)
+				}
+			} else {
+				l = removeRid(l, rid)
+			}
+			if len(l) > 0 {
 				s.anywhere[old.ref.Tenant] = l
 			} else {
 				delete(s.anywhere, old.ref.Tenant)
+				delete(s.unsorted, old.ref.Tenant)
 			}
 		}
 	}
 	if now != nil {
 		s.byProject[now.ref] = insertRid(s.byProject[now.ref], rid)
 		if now.anywhere {
-			s.anywhere[now.ref.Tenant] = insertRid(s.anywhere[now.ref.Tenant], rid)
+			t := now.ref.Tenant
+			l := s.anywhere[t]
+			switch {
+			case s.unsorted[t]:
+				s.anywhere[t] = append(l, rid) // sorted and made unique by settle
+			case s.loading && len(l) > 0 && l[len(l)-1] > rid:
+				if s.unsorted == nil {
+					s.unsorted = map[string]bool{}
+				}
+				s.unsorted[t] = true
+				s.anywhere[t] = append(l, rid)
+			default:
+				s.anywhere[t] = insertRid(l, rid)
+			}
 		}
 	}
 }
@@ -98,6 +141,9 @@ func (s *scopeSets) visibleSize(f *memory.Filter) int {
 		n += len(s.byProject[memory.ProjectRef{Tenant: f.TenantID}])
 	}
 	if f.CrossProject {
+		if s.unsorted[f.TenantID] {
+			return math.MaxInt // being loaded (see loading)
+		}
 		n += len(s.anywhere[f.TenantID])
 	}
 	return n
@@ -180,6 +226,7 @@ func (s *scopeSets) removeAll(gone map[uint32]scopeOf) {
 			s.anywhere[t] = l
 		} else {
 			delete(s.anywhere, t)
+			delete(s.unsorted, t)
 		}
 	}
 }

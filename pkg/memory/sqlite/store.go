@@ -294,6 +294,14 @@ func (s *Store) loadNodes(ctx context.Context) bool {
 	s.ld.total = total
 	s.ld.mu.Unlock()
 	s.idx.reserve(int(last))
+	s.idx.mu.Lock()
+	s.idx.scopes.beginLoad()
+	s.idx.mu.Unlock()
+	defer func() { // before the load is announced (s.loaded closed), failed or not
+		s.idx.mu.Lock()
+		s.idx.scopes.settle()
+		s.idx.mu.Unlock()
+	}()
 	if s.background {
 		// Only worth it when something is served before the load ends:
 		// the rows by project, so that a read can ask for its project

@@ -9,6 +9,22 @@ import "math"
 // document its terms' lists hold.
 const visibleShare = 0.25
 
+// visiblePostings: searchVisible is taken only for a query whose lists
+// hold more than this many postings a visible document (marking the
+// documents and merging their lists costs about what reading as many
+// postings does; a query of rare terms reads its short lists whole).
+const visiblePostings = 2
+
+// postingsOf is how many live postings the query's units hold (a
+// group's summed over its lists).
+func (x *lexIndex) postingsOf(words []string) int {
+	n := 0
+	for _, u := range x.units(words) {
+		n += u.df
+	}
+	return n
+}
+
 // searchVisible is search for a filter that sees the documents vis
 // (sorted rids, set in sc.mark by the caller; a superset of those it
 // accepts) and few of the store's: each unit's postings are read for those

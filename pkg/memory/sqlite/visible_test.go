@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -253,4 +254,45 @@ func TestScopeSetsHoldWhatFiltersSee(t *testing.T) {
 	}
 	write(3) // an erased rid written again, or a rewrite
 	check("written after the erasure")
+}
+
+// TestScopeSetsDuringTheLoad: while the store loads (project by project),
+// a tenant's reach-anywhere rids arrive out of order and are appended, not
+// inserted in place (quadratic at hundreds of thousands); a CrossProject
+// filter of that tenant is not given the unsorted list (its size is
+// reported as unusable), and once the load settles every list is sorted
+// and exact.
+func TestScopeSetsDuringTheLoad(t *testing.T) {
+	x := newIndex(nil)
+	x.scopes.beginLoad()
+	var want []uint32
+	// Projects loaded one after another, their rids interleaved.
+	for p := range 4 {
+		for i := range 50 {
+			rid := uint32(1 + i*4 + p)
+			x.apply([]change{{rid: rid, n: memory.Node{ID: fmt.Sprintf("n%d", rid), ProjectID: fmt.Sprintf("p%d", p),
+				Scope: memory.ScopeProject, Reach: memory.ReachAnywhere, Subkind: memory.Decision, Label: "x"}, text: true}})
+			want = append(want, rid)
+		}
+	}
+	x.erase([]uint32{6}, []string{"n6"}) // an erasure while loading
+	want = slices.DeleteFunc(want, func(r uint32) bool { return r == 6 })
+	f := memory.Filter{ProjectID: "p1", CrossProject: true}
+	if n := x.scopes.visibleSize(&f); n != math.MaxInt {
+		t.Fatalf("while loading, out of order: size %d, want it unusable", n)
+	}
+	if n := x.scopes.visibleSize(&memory.Filter{ProjectID: "p1"}); n != 49 {
+		t.Fatalf("a filter that reads no anywhere list: size %d, want 49 (one erased)", n)
+	}
+	x.scopes.settle()
+	slices.Sort(want)
+	if got := x.scopes.anywhere[""]; !slices.Equal(got, want) {
+		t.Fatalf("settled anywhere list %v, want %v", got, want)
+	}
+	if n := x.scopes.visibleSize(&f); n != 49+len(want) {
+		t.Fatalf("settled: size %d", n)
+	}
+	if vis := x.scopes.visible(&f, nil); len(vis) != len(want) || !slices.IsSorted(vis) {
+		t.Fatalf("settled: visible %v", vis)
+	}
 }
