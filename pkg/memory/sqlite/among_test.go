@@ -1,6 +1,7 @@
 package sqlite_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -120,7 +121,7 @@ func TestChannelsOfASmallProjectInABigStore(t *testing.T) {
 					want = append(want, exact{nodes[i].ID, c})
 				}
 			}
-			slices.SortFunc(want, func(a, b exact) int { return -cmpFloat(a.c, b.c) })
+			slices.SortFunc(want, func(a, b exact) int { return cmp.Compare(b.c, a.c) })
 			if len(vec) != min(10, len(want)) {
 				t.Fatalf("project %s: %d vector hits, %d visible memories with a positive cosine", p, len(vec), len(want))
 			}
@@ -141,14 +142,4 @@ func TestChannelsOfASmallProjectInABigStore(t *testing.T) {
 	if checked == 0 {
 		t.Fatal("nothing checked")
 	}
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

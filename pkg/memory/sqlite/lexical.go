@@ -433,16 +433,7 @@ func (x *lexIndex) searchPruned(words []string, sc *scratch, want int, accept fu
 		return false
 	}
 	n := len(x.docLen)
-	if len(sc.tf) < n {
-		sc.tf = make([]float32, n+n/4)
-		sc.score = make([]float32, n+n/4)
-	}
-	avg := float64(x.totalLen) / float64(x.nDocs)
-	if avg == 0 {
-		avg = 1
-	}
-	N := float64(x.nDocs)
-	idf := func(df float64) float64 { return math.Log(1 + (N-df+0.5)/(df+0.5)) }
+	N, idf, bm := x.prepare(sc)
 	// A query term is scored as up to two kinds of unit: its group (the
 	// prefix's tokens, the words' own among them, one idf from the summed
 	// document frequency) and each word's own token (ExactWeight x its own
@@ -454,7 +445,6 @@ func (x *lexIndex) searchPruned(words []string, sc *scratch, want int, accept fu
 	var top float32 // the best score so far (scores only grow; each is finite and positive, so a comparison keeps it)
 	// k: the unit's weighted idf times k1 + 1 (a group that is also its
 	// word's only token adds both weights at once).
-	bm := bm25{c1: bm25K1 * (1 - bm25B), c2: bm25K1 * bm25B / avg}
 	// Pruning (MaxScore, see prune.go): restDF[i] is the postings of
 	// units i.. (a check is worth it when they outnumber the documents
 	// found).
@@ -646,6 +636,39 @@ func (x *lexIndex) searchPruned(words []string, sc *scratch, want int, accept fu
 		sc.unmarkTouched()
 	}
 	return common
+}
+
+// prepare sizes sc's accumulators for the index (x.nDocs > 0) and returns
+// the query's BM25 statistics: the document count, the idf of a document
+// frequency and the length normalisation.
+func (x *lexIndex) prepare(sc *scratch) (N float64, idf func(df float64) float64, bm bm25) {
+	if n := len(x.docLen); len(sc.tf) < n {
+		sc.tf = make([]float32, n+n/4)
+		sc.score = make([]float32, n+n/4)
+	}
+	avg := float64(x.totalLen) / float64(x.nDocs)
+	if avg == 0 {
+		avg = 1
+	}
+	N = float64(x.nDocs)
+	idf = func(df float64) float64 { return math.Log(1 + (N-df+0.5)/(df+0.5)) }
+	return N, idf, bm25{c1: bm25K1 * (1 - bm25B), c2: bm25K1 * bm25B / avg}
+}
+
+// accumulateGroup sums the tfs of lists' postings of the documents cands
+// (sorted, also set in sc.mark) into sc.tf, noting each document once in
+// sc.touchT.
+func (x *lexIndex) accumulateGroup(sc *scratch, lists []*term, cands []uint32) {
+	sc.touchT = sc.touchT[:0]
+	for _, tm := range lists {
+		sc.found = x.candidates(tm, cands, sc.mark, sc.found[:0], &sc.blk)
+		for _, p := range sc.found {
+			if sc.tf[p.rid] == 0 {
+				sc.touchT = append(sc.touchT, p.rid)
+			}
+			sc.tf[p.rid] += float32(p.tf)
+		}
+	}
 }
 
 // units are the lexical units of a query's words (see searchPruned),

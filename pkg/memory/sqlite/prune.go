@@ -116,16 +116,7 @@ func (x *lexIndex) finishFound(sc *scratch, us []lexUnit, restDF []int, i, want 
 					}
 				}
 			} else {
-				sc.touchT = sc.touchT[:0]
-				for _, tm := range lists {
-					sc.found = x.candidates(tm, sc.cands, sc.mark, sc.found[:0], &sc.blk)
-					for _, p := range sc.found {
-						if sc.tf[p.rid] == 0 {
-							sc.touchT = append(sc.touchT, p.rid)
-						}
-						sc.tf[p.rid] += float32(p.tf)
-					}
-				}
+				x.accumulateGroup(sc, lists, sc.cands)
 				for _, rid := range sc.touchT {
 					f := float64(sc.tf[rid])
 					sc.tf[rid] = 0

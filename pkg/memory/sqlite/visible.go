@@ -1,7 +1,5 @@
 package sqlite
 
-import "math"
-
 // visibleShare: a lexical search whose filter sees at most this share of
 // the store's documents (the scope sets' count: its project, its tenant's
 // global memories and, across projects, the tenant's memories of reach
@@ -38,21 +36,10 @@ func (x *lexIndex) searchVisible(words []string, sc *scratch, want int, vis []ui
 	if x.nDocs == 0 || len(vis) == 0 {
 		return false
 	}
-	n := len(x.docLen)
-	if len(sc.tf) < n {
-		sc.tf = make([]float32, n+n/4)
-		sc.score = make([]float32, n+n/4)
-	}
-	avg := float64(x.totalLen) / float64(x.nDocs)
-	if avg == 0 {
-		avg = 1
-	}
-	N := float64(x.nDocs)
-	idf := func(df float64) float64 { return math.Log(1 + (N-df+0.5)/(df+0.5)) }
+	N, idf, bm := x.prepare(sc)
 	us := x.units(words)
 	sc.touched = sc.touched[:0]
 	var top float32
-	bm := bm25{c1: bm25K1 * (1 - bm25B), c2: bm25K1 * bm25B / avg}
 	add := func(rid uint32, k, f float64) {
 		old := sc.score[rid]
 		if old == 0 {
@@ -110,16 +97,7 @@ func (x *lexIndex) searchVisible(words []string, sc *scratch, want int, vis []ui
 			}
 			continue
 		}
-		sc.touchT = sc.touchT[:0]
-		for _, tm := range u.lists {
-			sc.found = x.candidates(tm, vis, sc.mark, sc.found[:0], &sc.blk)
-			for _, p := range sc.found {
-				if sc.tf[p.rid] == 0 {
-					sc.touchT = append(sc.touchT, p.rid)
-				}
-				sc.tf[p.rid] += float32(p.tf)
-			}
-		}
+		x.accumulateGroup(sc, u.lists, vis)
 		for _, rid := range sc.touchT {
 			f := float64(sc.tf[rid])
 			sc.tf[rid] = 0
