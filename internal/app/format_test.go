@@ -18,24 +18,7 @@ import (
 // (1 for a new namespace, the latest once the upgrade is finished) beside the
 // latest one this version knows, which EngramStoreFormatBehind compares.
 func TestFormatGauges(t *testing.T) {
-	url := redisEnv(t, "ENGRAM_TEST_REDIS_URL")
-	opts, err := goredis.ParseURL(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := goredis.NewClient(opts)
-	defer c.Close()
-	ns := "formatgauges-" + t.Name()
-	// A run stopped before its cleanup leaves the namespace: start afresh.
-	// (t.Context is cancelled before the cleanups run.)
-	if err := redis.DeleteNamespace(t.Context(), c, ns); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = redis.DeleteNamespace(context.Background(), c, ns) })
-	s, err := redis.New(c, redis.WithNamespace(ns))
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, s := formatStore(t, "formatgauges")
 	reg := prometheus.NewRegistry()
 	if err := app.RegisterFormatGauges(reg, s); err != nil {
 		t.Fatal(err)
@@ -67,22 +50,7 @@ func TestFormatGauges(t *testing.T) {
 // version finished its upgrade): its writes would leave what that format
 // keeps stale. Behind, it warns; rolled back, it runs.
 func TestCheckStoreFormat(t *testing.T) {
-	url := redisEnv(t, "ENGRAM_TEST_REDIS_URL")
-	opts, err := goredis.ParseURL(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := goredis.NewClient(opts)
-	defer c.Close()
-	ns := "checkformat-" + t.Name()
-	if err := redis.DeleteNamespace(t.Context(), c, ns); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = redis.DeleteNamespace(context.Background(), c, ns) })
-	s, err := redis.New(c, redis.WithNamespace(ns))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, s := formatStore(t, "checkformat")
 	core, logs := observer.New(zap.WarnLevel)
 	if err := app.CheckStoreFormat(t.Context(), s, zap.New(core)); err != nil {
 		t.Fatalf("a new namespace: %v", err)
@@ -91,10 +59,10 @@ func TestCheckStoreFormat(t *testing.T) {
 		t.Fatalf("a store behind: logged %v", logs.All())
 	}
 	// As a later version's finish leaves it (the key format.go names).
-	if err := c.Set(t.Context(), ns+":{r}:format", redis.FormatLatest+1, 0).Err(); err != nil {
+	if err := c.Set(t.Context(), s.Namespace()+":{r}:format", redis.FormatLatest+1, 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	err = app.CheckStoreFormat(t.Context(), s, zap.New(core))
+	err := app.CheckStoreFormat(t.Context(), s, zap.New(core))
 	if err == nil || !strings.Contains(err.Error(), "newer than this version's") || !strings.Contains(err.Error(), "engram upgrade rollback") {
 		t.Fatalf("a newer format: %v", err)
 	}
@@ -111,4 +79,28 @@ func TestCheckStoreFormat(t *testing.T) {
 	if err := app.CheckStoreFormat(t.Context(), s, zap.New(core)); err != nil || logs.Len() != before {
 		t.Fatalf("at the latest format: %v, logged %v", err, logs.All()[before:])
 	}
+}
+
+// formatStore is a Redis store in a namespace of its own, made afresh (a
+// run stopped before its clean-up leaves one), and its client; both go at
+// the test's end, the namespace first (with a live context: t.Context is
+// cancelled before the clean-ups run).
+func formatStore(t *testing.T, name string) (*goredis.Client, *redis.Store) {
+	t.Helper()
+	opts, err := goredis.ParseURL(redisEnv(t, "ENGRAM_TEST_REDIS_URL"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := goredis.NewClient(opts)
+	t.Cleanup(func() { c.Close() })
+	ns := name + "-" + t.Name()
+	if err := redis.DeleteNamespace(t.Context(), c, ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = redis.DeleteNamespace(context.Background(), c, ns) })
+	s, err := redis.New(c, redis.WithNamespace(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, s
 }
