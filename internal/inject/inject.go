@@ -366,7 +366,8 @@ func (i *Injector) Compose(ctx context.Context, req Request) (Block, error) {
 	recalled := selectRecalled(hits, standingIDs, i.cfg)
 	// The hits came without their bodies (Query.LeaveText): only the
 	// lines shown read theirs.
-	if err := memory.FillHitTexts(ctx, i.store, recalled); err != nil {
+	recalled, err = memory.FillHitTexts(ctx, i.store, recalled)
+	if err != nil {
 		return b, fmt.Errorf("inject: %w", err)
 	}
 	for _, h := range recalled {

@@ -242,7 +242,9 @@ type RetrievalStore interface {
 // it). GetHeads is GetMany without the bodies: every other field as
 // GetMany returns it (the label too); a body may be there or empty.
 // FillTexts sets the Body of each of nodes (matched by ID) as stored; a
-// node rewritten since it was read may come back whole, as stored now.
+// node rewritten since it was read may come back whole, as stored now,
+// and one no longer stored (erased since, by this process or another)
+// comes back with an empty ID.
 // With it, Retrieve ranks on heads and reads the bodies of the hits it
 // returns only (none with Query.LeaveText) and of the feedback channel's
 // documents.
@@ -253,23 +255,31 @@ type TextStore interface {
 
 // FillHitTexts reads the bodies of hits that Retrieve returned with
 // Query.LeaveText, when st keeps text out of memory (TextStore); from
-// any other store the hits hold them already.
-func FillHitTexts(ctx context.Context, st any, hits []Hit) error {
+// any other store the hits hold them already. It returns the hits
+// without those no longer stored: a memory erased while the turn was
+// ranking (by another replica too) is not shown with its label and no
+// body.
+func FillHitTexts(ctx context.Context, st any, hits []Hit) ([]Hit, error) {
 	ts, ok := st.(TextStore)
 	if !ok || len(hits) == 0 {
-		return nil
+		return hits, nil
 	}
 	nodes := make([]Node, len(hits))
 	for i := range hits {
 		nodes[i] = hits[i].Node
 	}
 	if err := ts.FillTexts(ctx, nodes); err != nil {
-		return fmt.Errorf("retrieve: texts: %w", err)
+		return nil, fmt.Errorf("retrieve: texts: %w", err)
 	}
+	kept := hits[:0]
 	for i := range hits {
+		if nodes[i].ID == "" {
+			continue // gone
+		}
 		hits[i].Node = nodes[i]
+		kept = append(kept, hits[i])
 	}
-	return nil
+	return kept, nil
 }
 
 // getHeads is st's GetHeads when it has one (TextStore), else GetMany.
@@ -543,7 +553,7 @@ func Retrieve(ctx context.Context, st RetrievalStore, q Query) ([]Hit, error) {
 			inWindow: inWindow, byPath: byPath, cands: cands, now: q.Now})
 	}
 	if !q.LeaveText {
-		if err := FillHitTexts(ctx, st, hits); err != nil {
+		if hits, err = FillHitTexts(ctx, st, hits); err != nil {
 			return nil, err
 		}
 	}

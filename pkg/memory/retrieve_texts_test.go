@@ -58,8 +58,10 @@ func TestRetrieveTexts(t *testing.T) {
 				t.Fatalf("LeaveText: hit %s carries its body from a memory.TextStore", h.ID)
 			}
 		}
-		if err := memory.FillHitTexts(ctx, st, bare); err != nil {
-			t.Fatal(err)
+		n := len(bare)
+		bare, err = memory.FillHitTexts(ctx, st, bare)
+		if err != nil || len(bare) != n {
+			t.Fatalf("FillHitTexts: %d of %d hits, %v", len(bare), n, err)
 		}
 		for _, h := range bare {
 			if h.Node.Body != bodies[h.ID] {

@@ -290,6 +290,19 @@ func testHeadsAndTexts(e *env) {
 	if old[0].Label != label || old[0].Body != body {
 		e.t.Fatalf("a head read before a rewrite filled as %q / %q, want the stored %q / %q", old[0].Label, old[0].Body, label, body)
 	}
+	// A head read before its memory was erased comes back with no ID
+	// (memory.FillHitTexts then drops the hit): not its label without
+	// a body.
+	gone, err := ts.GetHeads(e.ctx, []string{a.ID, rule.ID})
+	e.ok(err, "GetHeads")
+	_, err = e.s.Erase(e.ctx, memory.EraseScope{Project: "p"}, nil)
+	e.ok(err, "Erase")
+	e.ok(ts.FillTexts(e.ctx, gone), "FillTexts")
+	for _, n := range gone {
+		if n.ID != "" {
+			e.t.Fatalf("a head of an erased memory filled as %q / %q, want no ID", n.Label, n.Body)
+		}
+	}
 }
 
 func testUpdate(e *env) {

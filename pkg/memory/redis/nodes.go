@@ -419,6 +419,7 @@ func (s *Store) FillTexts(ctx context.Context, nodes []memory.Node) error {
 		n, ok := stored[nodes[i].ID]
 		switch {
 		case !ok:
+			nodes[i].ID = "" // no longer stored (memory.TextStore)
 		case n.Digest == nodes[i].Digest:
 			nodes[i].Body = n.Body
 		default:

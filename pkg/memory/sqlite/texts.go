@@ -157,6 +157,7 @@ func (s *Store) FillTexts(ctx context.Context, nodes []memory.Node) error {
 	for i := range nodes {
 		rid, ok := s.idx.byID[nodes[i].ID]
 		if !ok || int(rid) >= len(s.idx.heads) || s.idx.heads[rid] == nil {
+			nodes[i].ID = "" // no longer stored (memory.TextStore)
 			rids[i] = noRid
 			continue
 		}
@@ -199,7 +200,8 @@ func (s *Store) fillTexts(ctx context.Context, nodes []memory.Node, rids []uint3
 	for _, i := range miss {
 		t, ok := read[rids[i]]
 		if !ok {
-			continue // erased since
+			nodes[i].ID = "" // erased since (memory.TextStore)
+			continue
 		}
 		if t.digest == nodes[i].Digest {
 			nodes[i].Body = t.body
