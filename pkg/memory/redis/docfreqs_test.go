@@ -83,3 +83,34 @@ func checkDocFreqs(t *testing.T, ctx context.Context, s *redis.Store) {
 		t.Errorf("stale document frequencies after the upgrade: %v (%v)", stale, err)
 	}
 }
+
+// A term of the dictionary whose document frequency is missing (the hash
+// is not what its format promises: an earlier version's write since the
+// format was raised, an erasure racing a write) is read from its list, not
+// left out of the search.
+func TestMissingDocFreqReadsTheList(t *testing.T) {
+	c := testClient(t)
+	s := openStore(t, c)
+	ctx := t.Context()
+	formatNodes(t, s)
+	want := lexical(t, s, "postgres", "release")
+	if len(want) != 2 {
+		t.Fatalf("lexical = %+v, want 2 hits", want)
+	}
+	if err := c.HDel(ctx, redis.DocFreqsKey(s, "p"), "postgres").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := lexical(t, s, "postgres", "release"); !reflect.DeepEqual(got, want) {
+		t.Fatalf("without postgres' document frequency lexical = %+v, want %+v", got, want)
+	}
+	// Repaired by the next finish, as any damage to the hash.
+	if stale, err := redis.StaleDocFreqs(ctx, s); err != nil || len(stale) != 1 {
+		t.Fatalf("StaleDocFreqs = %v, %v; want the missing one", stale, err)
+	}
+	if err := s.SetFormat(ctx, redis.FormatBase); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.FinishUpgrade(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

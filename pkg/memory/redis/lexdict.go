@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -316,7 +317,9 @@ func (s *Store) dictionaries(ctx context.Context, tags []scopeTag, qs []memory.L
 			stale = append(stale, i)
 			continue
 		}
-		if out[i], err = p.reply(qs); err != nil {
+		if out[i], err = p.reply(qs); errors.Is(err, errDocFreqMissing) {
+			stale = append(stale, i)
+		} else if err != nil {
 			return nil, s.wrap("lexical dictionary", err)
 		}
 	}
@@ -384,13 +387,21 @@ func dictLists(q memory.LexTerm, r *dictRange) []dictList {
 
 // df is the document frequency of a list read by p: its ZCARD, or its
 // field of the document frequencies hash (0 when absent: an empty list).
-func (p *dictPlan) df(term string) (int64, error) {
+// A term of the dictionary's range (inRange) holds a list, so its field
+// missing means the hash is not what FormatDocFreqs promises (a replica of
+// an earlier version wrote since the format was raised, an erasure raced
+// a write): errDocFreqMissing, and the read asks the lists themselves
+// (lexDictScript) instead of leaving the term out.
+func (p *dictPlan) df(term string, inRange bool) (int64, error) {
 	j := p.dfIndex[term]
 	if p.dfHash == nil {
 		return p.zcards[j].Val(), nil
 	}
 	v, _ := p.dfHash.Val()[j].(string)
 	if v == "" {
+		if inRange {
+			return 0, errDocFreqMissing
+		}
 		return 0, nil
 	}
 	df, err := strconv.ParseInt(v, 10, 64)
@@ -426,7 +437,7 @@ func (p *dictPlan) reply(qs []memory.LexTerm) ([]string, error) {
 			if seen[l.term] {
 				continue
 			}
-			df, err := p.df(l.term)
+			df, err := p.df(l.term, l.rng)
 			if err != nil {
 				return nil, err
 			}
@@ -448,3 +459,7 @@ func (p *dictPlan) reply(qs []memory.LexTerm) ([]string, error) {
 	}
 	return out, nil
 }
+
+// errDocFreqMissing: a term of the dictionary has no document frequency
+// (see dictPlan.df).
+var errDocFreqMissing = errors.New("redis memory store: a term of the dictionary has no document frequency")
