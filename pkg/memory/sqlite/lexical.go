@@ -512,17 +512,11 @@ func (x *lexIndex) searchPruned(words []string, sc *scratch, want int, accept fu
 			}
 		}
 		if common {
-			if u.group { // a group: only its word's own token counts
-				if u.we == 0 {
-					continue
-				}
-				u.w, u.we = u.we, 0
-			}
-			tm := u.lists[0]
-			if tm.df == 0 {
+			tm, w, ok := u.commonToken()
+			if !ok {
 				continue
 			}
-			k := u.w * idf(float64(tm.df)) * (bm25K1 + 1)
+			k := w * idf(float64(tm.df)) * (bm25K1 + 1)
 			if tm.seekable(len(sc.cands)) {
 				sc.found = x.candidates(tm, sc.cands, sc.mark, sc.found[:0], &sc.blk)
 				for _, p := range sc.found {
@@ -714,6 +708,22 @@ type lexUnit struct {
 	we    float64 // a one-list group that is also its word's token: ExactWeight x the term's weight (else 0)
 	df    int     // upper bound: the sum over lists
 	group bool    // the unit is a term's group, not a word's own token
+}
+
+// commonToken is what the unit counts once the common words are left out
+// (see searchPruned): a group only its word's own token (a one-list group
+// that is also its word's), a word its token, at that token's weight; ok
+// false: nothing.
+func (u *lexUnit) commonToken() (tm *term, w float64, ok bool) {
+	w = u.w
+	if u.group {
+		if u.we == 0 {
+			return nil, 0, false
+		}
+		w = u.we
+	}
+	tm = u.lists[0]
+	return tm, w, tm.df > 0
 }
 
 // bm25 holds the query's length normalisation: a posting's contribution

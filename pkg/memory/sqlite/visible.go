@@ -64,17 +64,11 @@ func (x *lexIndex) searchVisible(words []string, sc *scratch, want int, vis []ui
 		if common {
 			// As search: a common group is left out, a common word's own
 			// token counts for the documents found only.
-			if u.group {
-				if u.we == 0 {
-					continue
-				}
-				u.w, u.we = u.we, 0
-			}
-			tm := u.lists[0]
-			if tm.df == 0 {
+			tm, w, ok := u.commonToken()
+			if !ok {
 				continue
 			}
-			k := u.w * idf(float64(tm.df)) * (bm25K1 + 1)
+			k := w * idf(float64(tm.df)) * (bm25K1 + 1)
 			sc.found = x.candidates(tm, vis, sc.mark, sc.found[:0], &sc.blk)
 			for _, p := range sc.found {
 				if sc.score[p.rid] != 0 {
