@@ -179,7 +179,11 @@
 // returns, or none with Query.LeaveText (the injector reads those of the
 // lines it shows, FillHitTexts). The feedback channel reads its five
 // documents with GetMany. The suite checks that GetHeads and FillTexts
-// give what GetMany gives (Get/HeadsAndTexts).
+// give what GetMany gives (Get/HeadsAndTexts), and that FillTexts gives a
+// memory erased since its head was read no ID: FillHitTexts drops it, so a
+// turn never shows an erased memory's label without its body (a Redis
+// Retrieve keeps the heads its lexical channel read for the candidate
+// load, so an erasure by another replica can fall in between).
 //
 // memorytest.Bench measures the channels at a given size with the same
 // factory. Backends today: memory/sqlite (embedded default), memory/redis.
