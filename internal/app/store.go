@@ -256,7 +256,7 @@ func CheckStoreFormat(ctx context.Context, rs *redis.Store, log *zap.Logger) err
 	case err != nil:
 		log.Warn("the Redis store's format cannot be read", zap.Error(err))
 	case f > redis.FormatLatest:
-		return fmt.Errorf("app: the Redis store is at format %d, newer than this version's %d (a later version finished its upgrade): "+
+		return fmt.Errorf("the Redis store is at format %d, newer than this version's %d (a later version finished its upgrade): "+
 			"run that version, or roll the store back first with `engram upgrade rollback`", f, redis.FormatLatest)
 	case f < redis.FormatLatest:
 		log.Warn("the Redis store is at an earlier format: once every replica runs this version, run `engram upgrade finish`",
