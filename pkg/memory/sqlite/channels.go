@@ -119,8 +119,10 @@ func (s *Store) Vector(ctx context.Context, model string, vec []float32, f memor
 }
 
 // vectorAmongMax is the most memories a filter may see for the vector
-// channel to score them all (vectorAmong): about 0.1 us a memory, against
-// a graph walk's 0.2-0.5 ms.
+// channel to score them all (vectorAmong: an id look-up and a dot product
+// each; not measured against the graph walk here, whose filtered search
+// falls back to scanning every vector when its filter takes fewer than 1
+// in 50, see pkg/memory/vecindex).
 const vectorAmongMax = 4096
 
 // vectorAmong is the vector channel over the documents vis: the exact
