@@ -25,14 +25,8 @@ func lexical(t *testing.T, s *redis.Store, terms ...string) []memory.Scored {
 // scores (it is what the query reads); after a rollback the lists' own
 // lengths are read again; FinishUpgrade repairs the hash.
 func TestDocFreqsReadOnlyAtTheirFormat(t *testing.T) {
-	c := testClient(t)
-	s := openStore(t, c)
+	c, s, want := docFreqStore(t)
 	ctx := t.Context()
-	formatNodes(t, s)
-	want := lexical(t, s, "postgres", "release")
-	if len(want) != 2 {
-		t.Fatalf("lexical = %+v, want 2 hits", want)
-	}
 	if stale, err := redis.StaleDocFreqs(ctx, s); err != nil || len(stale) > 0 {
 		t.Fatalf("document frequencies after writes: %v (%v)", stale, err)
 	}
@@ -89,14 +83,8 @@ func checkDocFreqs(t *testing.T, ctx context.Context, s *redis.Store) {
 // format was raised, an erasure racing a write) is read from its list, not
 // left out of the search.
 func TestMissingDocFreqReadsTheList(t *testing.T) {
-	c := testClient(t)
-	s := openStore(t, c)
+	c, s, want := docFreqStore(t)
 	ctx := t.Context()
-	formatNodes(t, s)
-	want := lexical(t, s, "postgres", "release")
-	if len(want) != 2 {
-		t.Fatalf("lexical = %+v, want 2 hits", want)
-	}
 	if err := c.HDel(ctx, redis.DocFreqsKey(s, "p"), "postgres").Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -113,4 +101,18 @@ func TestMissingDocFreqReadsTheList(t *testing.T) {
 	if _, err := s.FinishUpgrade(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// docFreqStore is a store holding formatNodes, its client, and the two hits
+// of the query the document frequency tests ask ("postgres release").
+func docFreqStore(t *testing.T) (*goredis.Client, *redis.Store, []memory.Scored) {
+	t.Helper()
+	c := testClient(t)
+	s := openStore(t, c)
+	formatNodes(t, s)
+	want := lexical(t, s, "postgres", "release")
+	if len(want) != 2 {
+		t.Fatalf("lexical = %+v, want 2 hits", want)
+	}
+	return c, s, want
 }
