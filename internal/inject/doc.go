@@ -121,7 +121,12 @@
 // platform got, the redelivery's block is the one recorded and judged.
 // A block without lines is recorded too, so that a redelivery does not
 // answer with memories the first answer lacked; a project with memory or
-// auto-recall off records nothing.
+// auto-recall off records nothing. A recorded turn whose injection_ready
+// cannot be published waits for the bus (runner.Wait: handled again
+// shortly, no delivery spent) instead of failing: the injector has three
+// deliveries, and a stream leader's failover in a NATS cluster (5-9 s in
+// the clustered chaos run) outlasted their backoff and dead-lettered
+// answered turns (TestReadyPublishOutageSpendsNoDelivery).
 //
 // # Measured on real conversations
 //

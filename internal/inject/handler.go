@@ -108,10 +108,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
 		if ts.ReplyTo != "" && !late {
 			h.respond(ts.ReplyTo, ev, out)
 		}
-		if err := h.pub.Publish(ctx, out); err != nil {
-			return fmt.Errorf("inject: publish injection_ready: %w", err)
-		}
-		return nil
+		return h.publishReady(ctx, out)
 	}
 	if late {
 		// The platform went on without memory: neither answer nor record
@@ -156,8 +153,19 @@ func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
 		}
 		return err
 	}
+	return h.publishReady(ctx, out)
+}
+
+// publishReady publishes a recorded turn's injection_ready. The turn's
+// work is done but for this announcement, so a failure waits for the bus
+// (runner.Wait: handled again shortly, no delivery spent) instead of
+// spending one of the injector's three deliveries: a stream leader's
+// failover in a NATS cluster (5-9 s in the clustered chaos run) outlasted
+// three deliveries' backoff and dead-lettered turns that were answered and
+// recorded. The runner bounds the waiting (Config.MaxWait).
+func (h *Handler) publishReady(ctx context.Context, out events.Envelope) error {
 	if err := h.pub.Publish(ctx, out); err != nil {
-		return fmt.Errorf("inject: publish injection_ready: %w", err)
+		return runner.Wait(fmt.Errorf("inject: publish injection_ready: %w", err))
 	}
 	return nil
 }

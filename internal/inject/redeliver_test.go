@@ -181,3 +181,89 @@ func TestRedeliveredTurnAnsweredWithItsRecordedBlock(t *testing.T) {
 		}
 	})
 }
+
+// TestReadyPublishOutageSpendsNoDelivery: a turn answered and recorded
+// whose injection_ready cannot be published for longer than the injector's
+// three deliveries' backoff (a stream leader's failover in a NATS cluster)
+// waits for the bus, spending no delivery, and is announced once the bus
+// takes it: never dead-lettered (the clustered chaos run lost two answered
+// turns so).
+func TestReadyPublishOutageSpendsNoDelivery(t *testing.T) {
+	f := newFixture(t, storetest.Backend{Name: "sqlite", Open: storetest.OpenSQLite}, nil)
+	f.add(memory.Node{Subkind: memory.Decision, Label: "Deploys to production run through make release"})
+
+	srv, nc := eventstest.RunServer(t)
+	topo := eventstest.Topology()
+	js := eventstest.Setup(t, nc, topo)
+	client, err := events.NewClient(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := &outage{Client: client}
+	pub.fail.Store(8)
+	cfg := runner.ConfigFor(topo, events.ConsumerInjector)
+	if cfg.MaxDeliver != 3 {
+		t.Fatalf("the injector's delivery limit is %d: the test's outage is sized for 3", cfg.MaxDeliver)
+	}
+	// Eight failures outlast three deliveries at any backoff.
+	cfg.BackoffBase, cfg.BackoffMax, cfg.WaitMax = 20*time.Millisecond, 40*time.Millisecond, 40*time.Millisecond
+	var calls atomic.Int32
+	h := inject.NewHandler(f.inj, pub, nil)
+	r, err := runner.New(js, cfg, func(ctx context.Context, ev events.Envelope) error {
+		calls.Add(1)
+		return h.Handle(ctx, ev)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, c := context.WithTimeout(context.Background(), 10*time.Second)
+		defer c()
+		_ = r.Stop(sctx)
+	})
+
+	pc, err := events.NewClient(eventstest.Connect(t, srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := events.NewTurnStarted(events.Ref{ProjectID: "p1", SessionID: "s1", TurnID: "t1"},
+		events.TurnStarted{Text: "how do we deploy to production?", ReplyTo: "_INBOX.outage.t1", ReplyBy: time.Now().Add(30 * time.Second).UTC()})
+	if err := pc.Publish(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	out, err := js.Stream(ctx, topo.Out.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dlq, err := js.Stream(ctx, topo.DLQ.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		m, err := out.GetLastMsgForSubject(ctx, topo.Subjects().Out(events.TypeInjectionReady, "", "p1", "s1"))
+		if err != nil {
+			si, err := dlq.Info(ctx)
+			if err == nil && si.State.Msgs > 0 {
+				t.Fatalf("the answered turn was dead-lettered after %d handler calls", calls.Load())
+			}
+			return false
+		}
+		ev, err := events.Decode(m.Data)
+		return err == nil && ev.Payload.(events.InjectionReady).InReplyTo == e.ID
+	})
+	if n := calls.Load(); n != 9 {
+		t.Errorf("handler called %d times, want 9 (eight failed publishes, then the one that landed)", n)
+	}
+	if si, err := dlq.Info(ctx); err != nil || si.State.Msgs != 0 {
+		t.Errorf("ENGRAM_DLQ holds %v letters (%v), want none", si.State.Msgs, err)
+	}
+	rec, err := f.st.GetInjection(ctx, memory.SessionRef{Project: "p1", Session: "s1"}, "t1")
+	if err != nil || len(rec.IDs) == 0 {
+		t.Errorf("record %+v %v, want the answered block", rec, err)
+	}
+}
