@@ -173,6 +173,34 @@ func (c *cluster) leaderOf(ctx context.Context, what string) (string, error) {
 	return "", fmt.Errorf("unknown target %q", what)
 }
 
+// moveLeader asks the leader of what ("stream NAME") to step down in favour
+// of node (a JetStream stepdown with a preferred placement) and waits up to
+// 10 s for node to lead it; a failure is reported, not fatal.
+func (c *cluster) moveLeader(ctx context.Context, t *recT, what, node string) {
+	_, name, _ := strings.Cut(what, " ")
+	body, _ := json.Marshal(map[string]any{"placement": map[string]string{"preferred": node}})
+	var last string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		l, err := c.leaderOf(qctx, what)
+		if err == nil && l == node {
+			cancel()
+			return
+		}
+		if err == nil && l != "" {
+			m, err := c.js.Conn().RequestWithContext(qctx, "$JS.API.STREAM.LEADER.STEPDOWN."+name, body)
+			switch {
+			case err != nil:
+				last = err.Error()
+			default:
+				last = string(m.Data)
+			}
+		}
+		cancel()
+	}
+	t.Errorf("%s: %s did not become its leader in 10 s (last stepdown answer: %s)", what, node, last)
+}
+
 // leaderships lists what each server leads: the meta group, the streams
 // (and the KV bucket's) and the consumers of ENGRAM_IN.
 func (c *cluster) leaderships(ctx context.Context) map[string][]string {
@@ -257,6 +285,12 @@ func (c *cluster) killNATSCluster(ctx context.Context, t *recT, k int, down time
 	if err != nil || victim == nil {
 		t.Errorf("NATS kill %d: no leader of %s (%q, %v): killing n%d", k, target, leader, err, k%len(c.natsNodes))
 		victim = c.natsNodes[k%len(c.natsNodes)]
+	}
+	if target == "stream "+events.StreamIn {
+		// The victim leads ENGRAM_OUT too: a recorded turn's
+		// injection_ready then waits out the failover (CI's run lost two
+		// answered turns the one time the two leaders were the same node).
+		c.moveLeader(ctx, t, "stream "+events.StreamOut, victim.name)
 	}
 	qctx, cancel = context.WithTimeout(ctx, 10*time.Second)
 	ik.Led = c.leaderships(qctx)[victim.name]
