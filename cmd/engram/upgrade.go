@@ -66,8 +66,8 @@ func upgradeCmd(ctx context.Context, stdout io.Writer, args []string) error {
 		if err != nil {
 			return err
 		}
-		out(stdout, "format %d -> %d: %d scopes, %d nodes, %d node copies written, %d copies of erased nodes dropped, %d document frequencies of %d terms set, in %s\n",
-			rep.From, rep.To, rep.Scopes, rep.Nodes, rep.Copies, rep.Dropped, rep.DocFreqs, rep.Terms, time.Since(start).Round(time.Millisecond))
+		out(stdout, "format %d -> %d: %d scopes, %d nodes, %d node copies written, %d copies of erased nodes dropped, %d document frequencies of %d terms set, %d projects with memories of reach anywhere, in %s\n",
+			rep.From, rep.To, rep.Scopes, rep.Nodes, rep.Copies, rep.Dropped, rep.DocFreqs, rep.Terms, rep.Reach, time.Since(start).Round(time.Millisecond))
 		return nil
 	case "rollback":
 		if err := rs.SetFormat(ctx, redis.FormatBase); err != nil {

@@ -65,7 +65,7 @@ func TestUpgradeCommand(t *testing.T) {
 	// A namespace starts at the base format (no replica can know that none
 	// of an earlier version writes it); this version's writes keep the
 	// copies all the same.
-	if out := run("upgrade", "status"); !strings.HasPrefix(out, "format 1 of 3: once every replica runs this version, run `engram upgrade finish`") {
+	if out := run("upgrade", "status"); !strings.HasPrefix(out, "format 1 of 4: once every replica runs this version, run `engram upgrade finish`") {
 		t.Fatalf("status of a new store: %q", out)
 	}
 	s, err := redis.New(c)
@@ -88,9 +88,17 @@ func TestUpgradeCommand(t *testing.T) {
 	if err := c.Del(ctx, dfk).Err(); err != nil { // as an earlier version leaves it
 		t.Fatal(err)
 	}
+	reach := redis.DefaultNamespace + ":{r}:reach" // the reach registry (format 4)
+	if n, err := c.SCard(ctx, reach).Result(); err != nil || n != 1 {
+		t.Fatalf("the reach registry holds %d projects (%v), want the example's one of reach anywhere", n, err)
+	}
+	if err := c.Del(ctx, reach).Err(); err != nil { // as an earlier version leaves it
+		t.Fatal(err)
+	}
 	out := run("upgrade", "finish")
-	if !strings.HasPrefix(out, "format 1 -> 3: ") || !strings.Contains(out, " node copies written") ||
-		!strings.Contains(out, fmt.Sprintf(" %d document frequencies of ", len(dfs))) {
+	if !strings.HasPrefix(out, "format 1 -> 4: ") || !strings.Contains(out, " node copies written") ||
+		!strings.Contains(out, fmt.Sprintf(" %d document frequencies of ", len(dfs))) ||
+		!strings.Contains(out, " 1 projects with memories of reach anywhere") {
 		t.Fatalf("finish: %q", out)
 	}
 	again, err := c.HGetAll(ctx, pn).Result()
@@ -105,7 +113,7 @@ func TestUpgradeCommand(t *testing.T) {
 	if again, err := c.HGetAll(ctx, dfk).Result(); err != nil || !maps.Equal(again, dfs) {
 		t.Fatalf("document frequencies rebuilt differently: %v (%v), want %v", again, err, dfs)
 	}
-	if out := run("upgrade", "status"); out != "format 3 (the latest)\n" {
+	if out := run("upgrade", "status"); out != "format 4 (the latest)\n" {
 		t.Fatalf("status after finish: %q", out)
 	}
 	if out := run("upgrade", "rollback"); !strings.HasPrefix(out, "format 1: ") {

@@ -130,13 +130,18 @@ func (er *redisEraser) run(ctx context.Context) error {
 		if err := s.c.SRem(ctx, s.heldKey(), members...).Err(); err != nil {
 			return err
 		}
+		if err := s.c.SRem(ctx, s.reachKey(), members...).Err(); err != nil {
+			return err
+		}
 		s.mu.Lock()
 		for _, sp := range er.whole {
 			delete(s.reg, sp)
 			delete(s.held, sp)
+			delete(s.reach, sp)
 		}
-		s.regAt, s.regGen = time.Time{}, s.regGen+1
 		s.mu.Unlock()
+		s.regList.invalidate()
+		s.reachList.invalidate()
 	}
 	if len(er.gone) > 0 {
 		return er.references(ctx)

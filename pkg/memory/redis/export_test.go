@@ -283,6 +283,60 @@ func StaleDocFreqs(ctx context.Context, s *Store) ([]string, error) {
 	return stale, nil
 }
 
+// MissingReach lists the registered spaces that hold a node of reach
+// anywhere (their visibility hash says so) but are not in the reach
+// registry (reach.go, FormatReach).
+func MissingReach(ctx context.Context, s *Store) ([]string, error) {
+	projects, err := s.projects(ctx)
+	if err != nil {
+		return nil, err
+	}
+	in, err := s.c.SMembers(ctx, s.reachKey()).Result()
+	if err != nil {
+		return nil, err
+	}
+	var missing []string
+	for _, p := range projects {
+		vis, err := s.c.HGetAll(ctx, s.keys(p).vis()).Result()
+		if err != nil {
+			return nil, err
+		}
+		for _, v := range vis {
+			if n, ok := fieldsNode(v, p); ok && n.Reach == memory.ReachAnywhere {
+				if !slices.Contains(in, p) {
+					missing = append(missing, p)
+				}
+				break
+			}
+		}
+	}
+	slices.Sort(missing)
+	return missing, nil
+}
+
+// ForeignSpaces lists the other projects' spaces that f reads (scopeTags).
+func ForeignSpaces(ctx context.Context, s *Store, f memory.Filter) ([]string, error) {
+	tags, err := s.scopeTags(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, t := range tags {
+		if t.kind == tagForeign {
+			out = append(out, t.project)
+		}
+	}
+	return out, nil
+}
+
+// ReachSpaces lists the reach registry (reach.go).
+func ReachSpaces(ctx context.Context, s *Store) ([]string, error) {
+	return s.c.SMembers(ctx, s.reachKey()).Result()
+}
+
+// ReachKey is the key of the reach registry.
+func ReachKey(s *Store) string { return s.reachKey() }
+
 // DocFreqsKey is the key of a project's document frequencies hash.
 func DocFreqsKey(s *Store, project string) string { return s.keys(project).docFreqs() }
 

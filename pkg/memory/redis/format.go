@@ -31,6 +31,9 @@ import (
 //     in the call that changes the list) is complete, so the lexical
 //     dictionary's document frequencies are one HMGET per project instead
 //     of a ZCARD per list (about 50 a turn in the benchmark).
+//   - FormatReach (4): the reach registry (reach.go: the spaces that hold
+//     a node of reach anywhere) is complete, so cross-project recall reads
+//     those projects only instead of every project of the namespace.
 //
 // A namespace starts at the base format, also an empty one: no replica can
 // know that none of an earlier version will write it (a new install's
@@ -40,12 +43,15 @@ import (
 // upgrade rollback` (SetFormat(FormatBase)) is what must come before a
 // replica of an earlier version writes again: at format 2 such a replica's
 // edit would leave a stale copy, and its erasure the erased memory's head;
-// at format 3 its posting writes would leave stale document frequencies.
+// at format 3 its posting writes would leave stale document frequencies;
+// at format 4 its memory of reach anywhere in a project that held none
+// would not be recalled from other projects.
 const (
 	FormatBase       = 1
 	FormatNodeCopies = 2
 	FormatDocFreqs   = 3
-	FormatLatest     = FormatDocFreqs
+	FormatReach      = 4
+	FormatLatest     = FormatReach
 )
 
 // FormatTTL is how long a replica trusts the format it last read: a
@@ -134,13 +140,15 @@ type UpgradeReport struct {
 	Dropped  int // copies of nodes no longer there, removed
 	Terms    int // dictionary terms and document frequencies read
 	DocFreqs int // document frequencies written, changed or removed
+	Reach    int // spaces holding a node of reach anywhere (the reach registry)
 }
 
 // FinishUpgrade rebuilds every scope's packed-nodes hash from the node
 // hashes (a head for each node with a packed value, none for the others)
 // and its document frequencies from the posting lists (each term of the
 // dictionary and each one the hash holds set to its list's length, or
-// removed for an empty list), and then sets the latest format. Run it once no replica of an earlier
+// removed for an empty list), adds each space holding a node of reach
+// anywhere to the reach registry, and then sets the latest format. Run it once no replica of an earlier
 // version runs: their writes do not keep the copies. Replicas of this
 // version keep writing while it runs (each page is one script, and their
 // writes set the node and its copy in one MULTI). It is idempotent.
@@ -251,6 +259,15 @@ func (s *Store) FinishUpgrade(ctx context.Context, progress ...func(done Upgrade
 				if cursor = next; cursor == 0 {
 					break
 				}
+			}
+		}
+		if p != "" {
+			found, err := s.rebuildReach(ctx, p)
+			if err != nil {
+				return rep, s.wrap("finish upgrade", err)
+			}
+			if found {
+				rep.Reach++
 			}
 		}
 		rep.Scopes++

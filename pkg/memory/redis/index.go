@@ -718,7 +718,9 @@ return 0
 // writeNode queues, inside a MULTI of the node's slot, everything that
 // stores n and keeps the indexes of its project right. old is the stored
 // node (nil for a new one). The caller has WATCHed the node key, the
-// digest hash and the vector set, and checked the vector's dimension.
+// digest hash and the vector set, checked the vector's dimension and, for
+// a node of reach anywhere, added its space to the reach registry
+// (markReach: another slot, so outside the MULTI, before it).
 func (s *Store) writeNode(ctx context.Context, pipe goredis.Pipeliner, old, n *memory.Node) {
 	lw := newTagWrites(s.keys(spaceOf(n)))
 	s.writeNodeTo(ctx, pipe, lw, old, n)
@@ -932,8 +934,8 @@ const (
 
 // scopeTags lists the spaces a filter reads, all of its tenant: its
 // project, the tenant's global memories, and with CrossProject every other
-// registered project of the tenant. No space of another tenant is ever
-// read.
+// project of the tenant that may hold a node of reach anywhere
+// (crossSpaces). No space of another tenant is ever read.
 func (s *Store) scopeTags(ctx context.Context, f memory.Filter) ([]scopeTag, error) {
 	own := memory.ProjectRef{Tenant: f.TenantID, Project: f.ProjectID}
 	out := []scopeTag{{project: space(own), kind: tagOwn}}
@@ -941,7 +943,7 @@ func (s *Store) scopeTags(ctx context.Context, f memory.Filter) ([]scopeTag, err
 		out = append(out, scopeTag{project: space(memory.ProjectRef{Tenant: f.TenantID}), kind: tagGlobal})
 	}
 	if f.CrossProject {
-		ps, err := s.recallProjects(ctx)
+		ps, err := s.crossSpaces(ctx)
 		if err != nil {
 			return nil, err
 		}

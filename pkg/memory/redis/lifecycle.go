@@ -86,6 +86,9 @@ func (s *Store) Supersede(ctx context.Context, oldID, newID string) error {
 		if err != nil {
 			return err
 		}
+		if err := s.markReach(ctx, &closed); err != nil {
+			return err
+		}
 		_, err = tx.TxPipelined(ctx, func(pipe goredis.Pipeliner) error {
 			s.writeNode(ctx, pipe, &old, &closed)
 			s.writeEdge(ctx, pipe, po, po, e, false)
@@ -179,6 +182,9 @@ func (s *Store) Revise(ctx context.Context, oldID string, in memory.Node) (memor
 			return err
 		}
 		closed := memory.Close(o, next.ID, now)
+		if err := s.markReach(ctx, &next, &closed); err != nil {
+			return err
+		}
 		_, err = tx.TxPipelined(ctx, func(pipe goredis.Pipeliner) error {
 			s.writeNode(ctx, pipe, prev, &next)
 			s.writeNode(ctx, pipe, &o, &closed)
@@ -586,6 +592,11 @@ func (s *Store) putTag(ctx context.Context, project string, nodes []memory.Node,
 			}
 			dims[n.EmbeddingModel] = len(n.Embedding)
 			if err := s.checkVector(ctx, tx, olds[i], &nodes[i]); err != nil {
+				return err
+			}
+		}
+		for i := range nodes {
+			if err := s.markReach(ctx, &nodes[i]); err != nil {
 				return err
 			}
 		}

@@ -512,6 +512,9 @@ func (s *Store) modify(ctx context.Context, op, id string, fn func(old memory.No
 		if err := s.checkVector(ctx, tx, &old, &n); err != nil {
 			return err
 		}
+		if err := s.markReach(ctx, &n); err != nil {
+			return err
+		}
 		_, err = tx.TxPipelined(ctx, func(pipe goredis.Pipeliner) error {
 			s.writeNode(ctx, pipe, &old, &n)
 			return nil
@@ -553,6 +556,9 @@ func (s *Store) Upsert(ctx context.Context, in memory.Node) (memory.UpsertResult
 				if err := s.checkVector(ctx, tx, &old, &merged); err != nil {
 					return err
 				}
+				if err := s.markReach(ctx, &merged); err != nil {
+					return err
+				}
 				_, err = tx.TxPipelined(ctx, func(pipe goredis.Pipeliner) error {
 					s.writeNode(ctx, pipe, &old, &merged)
 					return nil
@@ -585,6 +591,9 @@ func (s *Store) Upsert(ctx context.Context, in memory.Node) (memory.UpsertResult
 			return fmt.Errorf("%w: id %s is already used by another memory", memory.ErrInvalid, n.ID)
 		}
 		if err := s.checkVector(ctx, tx, nil, &n); err != nil {
+			return err
+		}
+		if err := s.markReach(ctx, &n); err != nil {
 			return err
 		}
 		_, err = tx.TxPipelined(ctx, func(pipe goredis.Pipeliner) error {
@@ -731,6 +740,11 @@ func (s *Store) modifyTag(ctx context.Context, op, project string, ids []string,
 		}
 		if len(writes) == 0 {
 			return nil
+		}
+		for i := range writes {
+			if err := s.markReach(ctx, &writes[i].n); err != nil {
+				return err
+			}
 		}
 		_, err := tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
 			lw := newTagWrites(k)

@@ -106,6 +106,13 @@ func openStore(t testing.TB, c goredis.UniversalClient, opts ...redis.Option) *r
 		} else if len(bad) > 0 {
 			t.Errorf("document frequencies that differ from their lists: %v", bad)
 		}
+		// And every project holding a memory of reach anywhere in the
+		// reach registry (reach.go, FormatReach).
+		if missing, err := redis.MissingReach(ctx, s); err != nil {
+			t.Errorf("MissingReach: %v", err)
+		} else if len(missing) > 0 {
+			t.Errorf("projects with memories of reach anywhere missing from the reach registry: %v", missing)
+		}
 		if err := redis.DeleteNamespace(ctx, c, ns); err != nil {
 			t.Errorf("DeleteNamespace: %v", err)
 		}

@@ -1,6 +1,7 @@
 package redis_test
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -66,5 +67,92 @@ func TestCrossProjectRegistryCopy(t *testing.T) {
 	time.Sleep(40 * time.Millisecond)
 	if got := found(); !slices.Equal(got, []string{"h1", "w1", "x1", "y1", "z1"}) {
 		t.Fatalf("after the copy expired: %v, want [h1 w1 x1 y1 z1]", got)
+	}
+}
+
+// Cross-project recall reads the other projects that hold a memory of
+// reach anywhere (the reach registry, FormatReach), not every project of
+// the namespace: a write that makes a memory reach anywhere adds its
+// project first, an erased project leaves, and below FormatReach (a
+// rollback, so an earlier version's writes, which do not mark, may come)
+// every registered project is read again until FinishUpgrade rebuilds the
+// registry.
+func TestCrossProjectReadsProjectsOfReachAnywhere(t *testing.T) {
+	c := testClient(t)
+	s := openStore(t, c)
+	ctx := t.Context()
+	const tenant = "acme"
+	node := func(id, project string, r memory.Reach) memory.Node {
+		return memory.Node{ID: id, TenantID: tenant, Subkind: memory.Decision, Scope: memory.ScopeProject, ProjectID: project,
+			Label: "reach probe " + id, Confidence: 0.9, Reach: r}
+	}
+	var batch []memory.Node
+	for i := range 6 {
+		batch = append(batch, node(fmt.Sprintf("h%d", i), fmt.Sprintf("p%d", i), memory.ReachHere))
+	}
+	batch = append(batch, node("any2", "p2", memory.ReachAnywhere), node("other", "p9", memory.ReachAnywhere))
+	batch[len(batch)-1].TenantID = "globex" // another tenant's: never read
+	if err := s.PutBatch(ctx, batch, nil); err != nil {
+		t.Fatal(err)
+	}
+	f := memory.Filter{TenantID: tenant, ProjectID: "p0", CrossProject: true}
+	check := func(when string, spaces, ids []string) {
+		t.Helper()
+		got, err := redis.ForeignSpaces(ctx, s, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := make([]string, len(spaces))
+		for i, p := range spaces {
+			want[i] = redis.Space(tenant, p)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: foreign spaces read %v, want %v", when, got, want)
+		}
+		hits, err := s.Lexical(ctx, []string{"reach", "probe"}, f, 20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var found []string
+		for _, h := range hits {
+			found = append(found, h.ID)
+		}
+		slices.Sort(found)
+		if !slices.Equal(found, ids) {
+			t.Errorf("%s: cross-project recall found %v, want %v", when, found, ids)
+		}
+	}
+	check("after the batch", []string{"p2"}, []string{"any2", "h0"})
+
+	// An edit that makes a memory reach anywhere adds its project.
+	anywhere := memory.ReachAnywhere
+	if _, err := s.Update(ctx, "h4", memory.Patch{Reach: &anywhere}); err != nil {
+		t.Fatal(err)
+	}
+	check("after h4 reaches anywhere", []string{"p2", "p4"}, []string{"any2", "h0", "h4"})
+
+	// A rollback: every project is read, also one whose memory of reach
+	// anywhere an earlier version wrote without marking it (here: taken
+	// out of the registry by hand).
+	if err := s.SetFormat(ctx, redis.FormatBase); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SRem(ctx, redis.ReachKey(s), redis.Space(tenant, "p4")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	check("at the base format", []string{"p1", "p2", "p3", "p4", "p5"}, []string{"any2", "h0", "h4"})
+	rep, err := s.FinishUpgrade(ctx)
+	if err != nil || rep.Reach != 3 {
+		t.Fatalf("FinishUpgrade = %+v, %v; want 3 projects of reach anywhere (p2, p4, globex's p9)", rep, err)
+	}
+	check("after FinishUpgrade", []string{"p2", "p4"}, []string{"any2", "h0", "h4"})
+
+	// An erased project leaves the registry.
+	if _, err := s.Erase(ctx, memory.EraseScope{Tenant: tenant, Project: "p2"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	check("after p2's erasure", []string{"p4"}, []string{"h0", "h4"})
+	if got, err := redis.ReachSpaces(ctx, s); err != nil || slices.Contains(got, redis.Space(tenant, "p2")) {
+		t.Errorf("reach registry after p2's erasure: %v %v", got, err)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"hash/crc32"
 	"io"
 	"net"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -44,12 +43,12 @@ type Store struct {
 	reg  map[string]time.Time // projects known to be in the registry, and when this process last checked
 	held map[string]time.Time // spaces known to be in the held registry (heldKey), and when
 	dims map[string]int       // model -> dimension (immutable once written)
-	// The registry as cross-project reads last saw it (sorted, never
-	// mutated), and when (see recallProjects).
-	regList []string
-	regAt   time.Time
-	regGen  uint64        // bumped by each registration of this process
-	regTTL  time.Duration // registryTTL (tests shorten it)
+	reach map[string]time.Time // spaces known to be in the reach registry (reach.go), and when
+	// The registries as cross-project reads last saw them (see
+	// recallProjects, crossSpaces).
+	regList   spaceList
+	reachList spaceList
+	regTTL    time.Duration // registryTTL (tests shorten it)
 
 	briefs memory.BriefMemo // sessions whose briefing flag is known to be taken (BriefOnce)
 
@@ -161,6 +160,7 @@ func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
 		projOf: newProjectCache(200_000),
 		reg:    map[string]time.Time{},
 		held:   map[string]time.Time{},
+		reach:  map[string]time.Time{},
 		dims:   map[string]int{},
 		regTTL: registryTTL,
 
@@ -372,10 +372,10 @@ func (s *Store) register(ctx context.Context, project string) error {
 	}
 	s.mu.Lock()
 	s.reg[project] = time.Now()
-	if added == 1 {
-		s.regAt, s.regGen = time.Time{}, s.regGen+1 // this process's reads see the new project at once
-	}
 	s.mu.Unlock()
+	if added == 1 {
+		s.regList.invalidate() // this process's reads see the new project at once
+	}
 	return nil
 }
 
@@ -429,26 +429,7 @@ const registryTTL = time.Second
 // read the registry itself (projects). The slice is shared: callers must
 // not modify it.
 func (s *Store) recallProjects(ctx context.Context) ([]string, error) {
-	s.mu.Lock()
-	list, at, gen := s.regList, s.regAt, s.regGen
-	s.mu.Unlock()
-	if !at.IsZero() && time.Since(at) < s.regTTL {
-		return list, nil
-	}
-	read := time.Now()
-	ps, err := s.projects(ctx)
-	if err != nil {
-		return nil, err
-	}
-	slices.Sort(ps)
-	s.mu.Lock()
-	// After a registration during the read, the copy may miss its
-	// project: it is answered but not kept.
-	if s.regGen == gen {
-		s.regList, s.regAt = ps, read
-	}
-	s.mu.Unlock()
-	return ps, nil
+	return s.regList.get(ctx, s.regTTL, s.projects)
 }
 
 // claimID writes id -> project in the index unless the id belongs to
