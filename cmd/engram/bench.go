@@ -50,6 +50,7 @@ func benchInject(ctx context.Context, stdout io.Writer, args []string) error {
 		lines     bool
 		conc      int
 		projects  int
+		anywhere  int
 		dbPath    string
 		namespace string
 		cpuProf   string
@@ -58,6 +59,7 @@ func benchInject(ctx context.Context, stdout io.Writer, args []string) error {
 		fs.StringVar(&storeKind, "store", "sqlite", "store to measure: sqlite (temporary file) or redis (ENGRAM_REDIS_URL, a throw-away namespace)")
 		fs.IntVar(&memories, "memories", 10000, "memories in the store (all in one project unless -projects)")
 		fs.IntVar(&projects, "projects", 1, "spread the memories (and the turns) over this many projects")
+		fs.IntVar(&anywhere, "anywhere-every", 0, "make every Nth memory reach anywhere (recalled from the other projects too); 0: none")
 		fs.StringVar(&dbPath, "db", "", "sqlite: use and keep this database file, seeded only if it holds no memory yet (a fixture reused between runs; loaded before the turns are measured, without a vector graph: the injector with the built-in embedder reads no vector)")
 		fs.StringVar(&namespace, "namespace", "", "redis: use and keep this namespace, seeded only if it holds no memory yet")
 		fs.StringVar(&clients, "clients", "1,8", "concurrent clients, comma-separated: one measurement each")
@@ -72,6 +74,9 @@ func benchInject(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	if projects < 1 {
 		return fmt.Errorf("%w: -projects %d: want 1 or more", errUsage, projects)
+	}
+	if anywhere < 0 {
+		return fmt.Errorf("%w: -anywhere-every %d: want 0 or more", errUsage, anywhere)
 	}
 	var cs []int
 	for _, f := range strings.Split(clients, ",") {
@@ -135,7 +140,7 @@ func benchInject(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	progress := io.Writer(os.Stderr)
 	results, lineCounts, err := injectbench.Run(ctx, st, injectbench.Options{
-		StoreName: storeKind, Memories: memories, Projects: projects, Seeded: seeded, Clients: cs, Turns: turns, Warmup: min(100, turns),
+		StoreName: storeKind, Memories: memories, Projects: projects, AnywhereEvery: anywhere, Seeded: seeded, Clients: cs, Turns: turns, Warmup: min(100, turns),
 		Dir: dir, Concurrency: conc, Progress: progress, ServerCPU: serverCPU, CPUProfile: cpuProf,
 	})
 	if err != nil {

@@ -43,6 +43,10 @@ type Options struct {
 	// Projects spreads the filler over this many projects (ProjectName),
 	// the turns likewise, round robin; 0 or 1: one project.
 	Projects int
+	// AnywhereEvery makes one filler memory in AnywhereEvery reach
+	// anywhere (recalled from the tenant's other projects too, as the
+	// extractor marks lessons that help elsewhere); 0: none does.
+	AnywhereEvery int
 	// Seeded says the store already holds the corpus (a kept fixture):
 	// the seeding is skipped.
 	Seeded  bool
@@ -112,13 +116,25 @@ func Seed(ctx context.Context, st Store, emb *hashembed.Embedder, memories int) 
 // SeedProjects is Seed with the filler spread over projects projects
 // (ProjectName(i % projects)); the hand-written seeds stay in Project.
 func SeedProjects(ctx context.Context, st Store, emb *hashembed.Embedder, memories, projects int) (time.Duration, error) {
+	return SeedShape(ctx, st, emb, memories, projects, 0)
+}
+
+// SeedShape is SeedProjects with one filler memory in anywhereEvery (picked
+// by a hash of its number) of reach anywhere (0: none).
+func SeedShape(ctx context.Context, st Store, emb *hashembed.Embedder, memories, projects, anywhereEvery int) (time.Duration, error) {
 	start := time.Now()
 	nodes := SeedNodes()
 	if memories > len(nodes) {
 		fill := Filler(memories-len(nodes), 1)
-		if projects > 1 {
-			for i := range fill {
+		for i := range fill {
+			if projects > 1 {
 				fill[i].ProjectID = ProjectName(i % projects)
+			}
+			// A hash of i, not i itself: with i % anywhereEvery, every
+			// such memory would fall in the projects i % projects shares
+			// a divisor with.
+			if anywhereEvery > 0 && (uint32(i)*2654435761>>8)%uint32(anywhereEvery) == 0 {
+				fill[i].Reach = memory.ReachAnywhere
 			}
 		}
 		nodes = append(nodes, fill...)
@@ -198,7 +214,7 @@ func Run(ctx context.Context, st Store, opts Options) ([]Result, []LineCount, er
 	if !opts.Seeded {
 		fmt.Fprintf(progress, "seeding %d memories in %d projects (%s)...\n", opts.Memories, projects, opts.StoreName)
 		var err error
-		if seedTime, err = SeedProjects(ctx, st, emb, opts.Memories, projects); err != nil {
+		if seedTime, err = SeedShape(ctx, st, emb, opts.Memories, projects, opts.AnywhereEvery); err != nil {
 			return nil, nil, err
 		}
 		fmt.Fprintf(progress, "seeded in %.1fs (%.0f memories/s)\n", seedTime.Seconds(), float64(opts.Memories)/seedTime.Seconds())
