@@ -99,6 +99,10 @@
 //	                  it, so that a turn's candidate loads (GetHeads) are one HMGET per
 //	                  project; read only at store format 2 (format.go: replicas of earlier
 //	                  versions do not keep it)
+//	K at:<term>       set: the project's nodes of reach anywhere that hold the term
+//	                  (reach.go), written with the node in the same MULTI: what
+//	                  another project's cross-project read takes instead of t:<term>,
+//	                  with the members' scores from it; read only at store format 4
 //	K pa:<path>       set: nodes attached to a path (ByPaths, MarkStale)
 //	K eo:<id>         hash: out-edges of id (JSON; the primary copy)
 //	K ei:<id>         hash: in-edges of id (JSON; a copy under the destination's project)
@@ -124,7 +128,9 @@
 // <ns>:{r}:held (every space that holds a per-session or per-project
 // record, registered by their writes, so that a tenant's erasure finds
 // the spaces of a tenant whose keys' tags are hashes; see erase.go),
-// <ns>:{r}:format (the store's format, format.go: absent, which is 1, until
+// <ns>:{r}:reach (the spaces that hold, or held, a node of reach anywhere:
+// the only other projects a cross-project read searches from store format
+// 4; reach.go), <ns>:{r}:format (the store's format, format.go: absent, which is 1, until
 // `engram upgrade finish` raises it once no replica of an earlier version
 // runs; back to 1 by `engram upgrade rollback`),
 // <ns>:{i:<0..1023>}:ids (id -> project: Get by id finds the slot; the

@@ -382,6 +382,7 @@ func (s *Store) dropNode(ctx context.Context, pipe goredis.Pipeliner, n *memory.
 	tf, length := docTokens(n)
 	lw := newTagWrites(k)
 	lw.reindex(id, -1, length, 0, tf, nil)
+	writeAnywhere(ctx, pipe, lw, k, id, n.Reach == memory.ReachAnywhere, false, tf, nil)
 	lw.flush(ctx, pipe)
 }
 

@@ -285,7 +285,8 @@ func StaleDocFreqs(ctx context.Context, s *Store) ([]string, error) {
 
 // MissingReach lists the registered spaces that hold a node of reach
 // anywhere (their visibility hash says so) but are not in the reach
-// registry (reach.go, FormatReach).
+// registry, and ("space at:term id") each term of such a node missing from
+// its reach-anywhere postings (reach.go, FormatReach).
 func MissingReach(ctx context.Context, s *Store) ([]string, error) {
 	projects, err := s.projects(ctx)
 	if err != nil {
@@ -301,12 +302,33 @@ func MissingReach(ctx context.Context, s *Store) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		for _, v := range vis {
+		var ids []string
+		for id, v := range vis {
 			if n, ok := fieldsNode(v, p); ok && n.Reach == memory.ReachAnywhere {
-				if !slices.Contains(in, p) {
-					missing = append(missing, p)
+				ids = append(ids, id)
+			}
+		}
+		if len(ids) == 0 {
+			continue
+		}
+		if !slices.Contains(in, p) {
+			missing = append(missing, p)
+		}
+		// And each term of each such node in its reach-anywhere postings.
+		nodes, err := s.loadTagNodes(ctx, p, ids, false)
+		if err != nil {
+			return nil, err
+		}
+		for i := range nodes {
+			tf, _ := docTokens(&nodes[i])
+			for t := range tf {
+				ok, err := s.c.SIsMember(ctx, s.keys(p).anywhere(t), nodes[i].ID).Result()
+				if err != nil {
+					return nil, err
 				}
-				break
+				if !ok {
+					missing = append(missing, p+" at:"+t+" "+nodes[i].ID)
+				}
 			}
 		}
 	}
@@ -333,6 +355,10 @@ func ForeignSpaces(ctx context.Context, s *Store, f memory.Filter) ([]string, er
 func ReachSpaces(ctx context.Context, s *Store) ([]string, error) {
 	return s.c.SMembers(ctx, s.reachKey()).Result()
 }
+
+// SetNoAnywherePostings makes s read other projects' posting lists instead
+// of their reach-anywhere postings (reach.go).
+func SetNoAnywherePostings(s *Store, on bool) { s.noAnywhere = on }
 
 // ReachKey is the key of the reach registry.
 func ReachKey(s *Store) string { return s.reachKey() }

@@ -32,8 +32,10 @@ import (
 //     dictionary's document frequencies are one HMGET per project instead
 //     of a ZCARD per list (about 50 a turn in the benchmark).
 //   - FormatReach (4): the reach registry (reach.go: the spaces that hold
-//     a node of reach anywhere) is complete, so cross-project recall reads
-//     those projects only instead of every project of the namespace.
+//     a node of reach anywhere) and each project's reach-anywhere postings
+//     (at:<term>) are complete, so cross-project recall reads those
+//     projects only, and of each the postings of its nodes of reach
+//     anywhere instead of its posting lists.
 //
 // A namespace starts at the base format, also an empty one: no replica can
 // know that none of an earlier version will write it (a new install's

@@ -850,6 +850,7 @@ func (s *Store) writeNodeTo(ctx context.Context, pipe goredis.Pipeliner, lw *tag
 		}
 		lw.reindex(id, docDelta, oldLen, newLen, oldTF, newTF)
 	}
+	writeAnywhere(ctx, pipe, lw, k, id, old != nil && old.Reach == memory.ReachAnywhere, n.Reach == memory.ReachAnywhere, oldTF, newTF)
 
 	// Path sets.
 	var oldPaths []string

@@ -195,7 +195,10 @@ func (s *Store) readPostings(ctx context.Context, reads []*lexRead) error {
 			}
 		}
 	}
-	return s.buildHeads(ctx, reads, build)
+	if err := s.buildHeads(ctx, reads, build); err != nil {
+		return err
+	}
+	return s.readAnywhere(ctx, reads)
 }
 
 // buildHeads reads the lists of build (per read) with lexHeadScript, one

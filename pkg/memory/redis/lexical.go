@@ -250,8 +250,14 @@ func (s *Store) planReads(ctx context.Context, tags []scopeTag, qs []memory.LexT
 	}
 	weigh(reads, qs)
 	reads = slices.DeleteFunc(reads, func(r *lexRead) bool { return len(r.lists) == 0 })
+	subsets := !s.noAnywhere && s.CurrentFormat(ctx) >= FormatReach
 	for _, r := range reads {
 		r.plan(s.lexBudget, minPer)
+		if subsets && r.tag.kind == tagForeign {
+			for _, l := range r.lists {
+				l.subset, l.truncated, l.read = true, false, 0
+			}
+		}
 	}
 	return reads, nil
 }
@@ -357,7 +363,12 @@ type postingList struct {
 	// Where reading stopped in a truncated list (equal scores come in
 	// reverse member order) and the contribution of that last posting: no
 	// unread posting contributes more.
-	truncated  bool
+	truncated bool
+	// subset: a list of another project read through its reach-anywhere
+	// postings (readAnywhere): ps holds every posting of the project's
+	// nodes of reach anywhere, and only those; the rest of the list's df
+	// counts as a truncated list's unread part does.
+	subset     bool
 	stop       float64
 	stopMember string
 	last       float64

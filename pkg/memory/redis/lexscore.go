@@ -156,7 +156,7 @@ func score(reads []*lexRead, qs []memory.LexTerm, want, k int) bool {
 			}
 		}
 		for _, l := range r.lists {
-			if l.inGroup && l.truncated && len(l.ps) > 0 {
+			if l.inGroup && (l.truncated && len(l.ps) > 0 || l.subset) {
 				docsOf[l.gi] += l.df - int64(len(l.ps))
 			}
 		}

@@ -1,10 +1,16 @@
 package redis
 
 import (
+	"cmp"
 	"context"
+	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/engram-memory/engram/pkg/memory"
 )
@@ -25,7 +31,15 @@ import (
 // registry. The registry only grows (but for erasures): a space whose
 // last such node changed reach stays, and costs its searches. Reads trust
 // it from FormatReach on: a replica of an earlier version writes nodes
-// without marking, and FinishUpgrade adds every space that holds one.
+// without marking, and FinishUpgrade adds every space that holds one. A
+// replica caches what it marked for registryRecheck, as it does for the
+// project registry: a space erased whole, then written again by another
+// replica within that time, is not marked again until its next write of
+// such a node after that.
+//
+// Of each such project a cross-project lexical read takes the
+// reach-anywhere postings (writeAnywhere, readAnywhere), not the posting
+// lists, which name every memory of the project.
 
 func (s *Store) reachKey() string { return s.ns + ":{r}:reach" }
 
@@ -75,27 +89,54 @@ func (s *Store) crossSpaces(ctx context.Context) ([]string, error) {
 }
 
 // rebuildReach adds sp to the reach registry when its visibility hash
-// holds a node of reach anywhere (FinishUpgrade). It reports whether it
-// found one.
+// holds a node of reach anywhere, and each such node to its terms'
+// reach-anywhere postings (writeAnywhere), for FinishUpgrade: a replica of
+// an earlier version writes neither. Members a later edit left there (a
+// node an earlier version moved out of reach anywhere) stay: a read judges
+// them invisible. It reports whether it found such a node.
 func (s *Store) rebuildReach(ctx context.Context, sp string) (bool, error) {
 	k := s.keys(sp)
+	found := false
 	var cursor uint64
 	for {
 		kv, next, err := s.c.HScan(ctx, k.vis(), cursor, "", upgradePage).Result()
 		if err != nil {
 			return false, err
 		}
-		for j := 1; j < len(kv); j += 2 {
-			if n, ok := fieldsNode(kv[j], sp); ok && n.Reach == memory.ReachAnywhere {
+		var ids []string
+		for j := 0; j+1 < len(kv); j += 2 {
+			if n, ok := fieldsNode(kv[j+1], sp); ok && n.Reach == memory.ReachAnywhere {
+				ids = append(ids, kv[j])
+			}
+		}
+		if len(ids) > 0 {
+			if !found {
 				if err := s.c.SAdd(ctx, s.reachKey(), sp).Err(); err != nil {
 					return false, err
 				}
 				s.reachList.invalidate()
-				return true, nil
+				found = true
+			}
+			nodes, err := s.loadTagNodes(ctx, sp, ids, false)
+			if err != nil {
+				return false, err
+			}
+			pipe := s.c.Pipeline()
+			for i := range nodes {
+				if nodes[i].Reach != memory.ReachAnywhere {
+					continue // changed since the scan
+				}
+				tf, _ := docTokens(&nodes[i])
+				for t := range tf {
+					pipe.SAdd(ctx, k.anywhere(t), nodes[i].ID)
+				}
+			}
+			if _, err := pipe.Exec(ctx); err != nil {
+				return false, err
 			}
 		}
 		if cursor = next; cursor == 0 {
-			return false, nil
+			return found, nil
 		}
 	}
 }
@@ -139,4 +180,131 @@ func (l *spaceList) invalidate() {
 	l.mu.Lock()
 	l.at, l.gen = time.Time{}, l.gen+1
 	l.mu.Unlock()
+}
+
+// writeAnywhere queues, in the MULTI of the node's slot, the changes of a
+// node's entries in its project's reach-anywhere postings: per term a set
+// (at:<term>) of the ids of the project's nodes of reach anywhere that
+// hold it. Cross-project reads take these sets, and the scores of their
+// members from the project's posting lists, instead of reading the lists
+// themselves and judging most of what they name invisible (a memory that
+// does not reach anywhere): at 100 projects of 1,000 with one memory in a
+// hundred reaching anywhere, that was 45 ms of Redis' CPU and 130 ms of the
+// injector's a turn. wasAny and isAny say whether the node reached anywhere
+// before and after the write, oldTF and newTF its terms.
+func writeAnywhere(ctx context.Context, pipe goredis.Pipeliner, lw *tagWrites, k keys, id string, wasAny, isAny bool, oldTF, newTF map[string]int) {
+	if wasAny {
+		for t := range oldTF {
+			if _, kept := newTF[t]; !isAny || !kept {
+				pipe.SRem(ctx, k.anywhere(t), id)
+			}
+		}
+	}
+	if isAny {
+		for t := range newTF {
+			if _, had := oldTF[t]; !wasAny || !had {
+				lw.sadd(k.anywhere(t), id)
+			}
+		}
+	}
+}
+
+// anywhereScript reads one project's reach-anywhere postings of some
+// terms: per term, the members of its set (writeAnywhere) with their
+// scores in the term's posting list (members no longer in the list, left
+// by an earlier version's edit, are skipped).
+//
+// KEYS: the project's corpus statistics (the slot). ARGV: key prefix, then
+// the terms. Reply: per term the number of postings, then member, score
+// pairs.
+var anywhereScript = goredis.NewScript(`
+local p = ARGV[1]
+local out = {}
+for i = 2, #ARGV do
+  local t = ARGV[i]
+  local ids = redis.call('SMEMBERS', p .. 'at:' .. t)
+  local part = {}
+  for j = 1, #ids, 500 do
+    local chunk = {}
+    for x = j, math.min(j + 499, #ids) do chunk[#chunk + 1] = ids[x] end
+    local sc = redis.call('ZMSCORE', p .. 't:' .. t, unpack(chunk))
+    for x = 1, #chunk do
+      if sc[x] then
+        part[#part + 1] = chunk[x]
+        part[#part + 1] = sc[x]
+      end
+    end
+  end
+  out[#out + 1] = tostring(#part / 2)
+  for _, v in ipairs(part) do out[#out + 1] = v end
+end
+return out
+`)
+
+// readAnywhere reads the postings of the reads' subset lists (another
+// project's, from FormatReach: planReads) from their reach-anywhere
+// postings, one script a project in one pipeline: a few members each,
+// where the lists hold every memory of the project.
+func (s *Store) readAnywhere(ctx context.Context, reads []*lexRead) error {
+	type job struct {
+		r     *lexRead
+		lists []*postingList
+	}
+	var jobs []job
+	for _, r := range reads {
+		var ls []*postingList
+		for _, l := range r.lists {
+			if l.subset {
+				ls = append(ls, l)
+			}
+		}
+		if len(ls) > 0 {
+			jobs = append(jobs, job{r, ls})
+		}
+	}
+	if len(jobs) == 0 {
+		return nil
+	}
+	replies, err := s.evalTags(ctx, anywhereScript, len(jobs), func(i int) ([]string, []any) {
+		args := []any{jobs[i].r.keys.p}
+		for _, l := range jobs[i].lists {
+			args = append(args, l.term())
+		}
+		return []string{jobs[i].r.keys.stats()}, args
+	})
+	if err != nil {
+		return s.wrap("lexical reach-anywhere postings", err)
+	}
+	for i, j := range jobs {
+		d := replies[i]
+		at := 0
+		for _, l := range j.lists {
+			if at >= len(d) {
+				return fmt.Errorf("redis lexical: reach-anywhere reply of %d values for %d lists", len(d), len(j.lists))
+			}
+			n, err := strconv.Atoi(d[at])
+			if err != nil || n < 0 || at+1+2*n > len(d) {
+				return fmt.Errorf("redis lexical: reach-anywhere reply: count %q", d[at])
+			}
+			ps := make([]goredis.Z, n)
+			for m := range n {
+				sc, err := strconv.ParseFloat(d[at+2+2*m], 64)
+				if err != nil {
+					return fmt.Errorf("redis lexical: reach-anywhere score %q", d[at+2+2*m])
+				}
+				ps[m] = goredis.Z{Member: d[at+1+2*m], Score: sc}
+			}
+			// As a list reads (ZRANGE REV): best first, equal scores in
+			// reverse member order.
+			slices.SortFunc(ps, func(a, b goredis.Z) int {
+				if c := cmp.Compare(b.Score, a.Score); c != 0 {
+					return c
+				}
+				return strings.Compare(b.Member.(string), a.Member.(string))
+			})
+			l.ps, l.read = ps, int64(n)
+			at += 1 + 2*n
+		}
+	}
+	return nil
 }

@@ -39,10 +39,10 @@ type Store struct {
 
 	projOf *projectCache // id -> project (immutable once written; locks itself)
 
-	mu   sync.Mutex
-	reg  map[string]time.Time // projects known to be in the registry, and when this process last checked
-	held map[string]time.Time // spaces known to be in the held registry (heldKey), and when
-	dims map[string]int       // model -> dimension (immutable once written)
+	mu    sync.Mutex
+	reg   map[string]time.Time // projects known to be in the registry, and when this process last checked
+	held  map[string]time.Time // spaces known to be in the held registry (heldKey), and when
+	dims  map[string]int       // model -> dimension (immutable once written)
 	reach map[string]time.Time // spaces known to be in the reach registry (reach.go), and when
 	// The registries as cross-project reads last saw them (see
 	// recallProjects, crossSpaces).
@@ -58,6 +58,7 @@ type Store struct {
 
 	lexBudget, lexMinPer int  // postings a lexical query reads per project; at least per term
 	noHeads              bool // read postings from the sorted sets only (tests: lexhead.go)
+	noAnywhere           bool // read other projects' lists, not their reach-anywhere postings (tests: reach.go)
 	dict                 dictCache
 	noDictCache          bool   // ask lexDictScript for every dictionary (tests: lexdict.go)
 	adjacentHook         func() // called between Adjacent's two reads (tests)
@@ -323,6 +324,7 @@ func (k keys) stats() string             { return k.p + "bm" }
 func (k keys) heads() string             { return k.p + "hh" }
 func (k keys) docFreqs() string          { return k.p + "df" }
 func (k keys) head(term string) string   { return k.p + "th:" + term }
+func (k keys) anywhere(t string) string  { return k.p + "at:" + t }
 func (k keys) vis() string               { return k.p + "vis" }
 func (k keys) packedNodes() string       { return k.p + "pn" }
 func (k keys) path(p string) string      { return k.p + "pa:" + p }

@@ -1,0 +1,121 @@
+package redis_test
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/engram-memory/engram/pkg/memory"
+	"github.com/engram-memory/engram/pkg/memory/redis"
+)
+
+// From FormatReach a cross-project lexical read takes another project's
+// reach-anywhere postings instead of its posting lists. Where the lists
+// are read whole (small projects: within the budget) both are exact, so
+// the answers must be the same: the same memories with the same scores,
+// through writes that add, edit (text and reach), archive and erase
+// memories of every project. The cleanup checks that every memory of reach
+// anywhere is in the postings of each of its terms (MissingReach).
+func TestReachAnywherePostingsReadLikeTheLists(t *testing.T) {
+	c := testClient(t)
+	s := openStore(t, c)
+	ctx := t.Context()
+	rng := rand.New(rand.NewPCG(46, 1))
+	const tenant = "acme"
+	vocab := strings.Fields("deploy staging cluster argo release make docker image cache redis queue worker retry " +
+		"backoff timeout lease journal summary vector postgres index shard replica failover token budget prompt " +
+		"model ollama embed quantise latency throughput pnpm yarn lint format test fixture golden")
+	words := func(n int) string {
+		w := make([]string, n)
+		for i := range w {
+			w[i] = vocab[rng.IntN(len(vocab))]
+		}
+		return strings.Join(w, " ")
+	}
+	reach := func() memory.Reach {
+		if rng.IntN(4) == 0 {
+			return memory.ReachAnywhere
+		}
+		return memory.ReachHere
+	}
+	var ids []string
+	for p := range 5 {
+		var batch []memory.Node
+		for i := range 60 {
+			n := memory.Node{ID: fmt.Sprintf("p%d-%d", p, i), TenantID: tenant, ProjectID: fmt.Sprintf("p%d", p),
+				Subkind: memory.Decision, Scope: memory.ScopeProject, Label: words(3 + rng.IntN(6)), Confidence: 0.9, Reach: reach()}
+			if rng.IntN(10) == 0 {
+				n.Scope, n.SessionID = memory.ScopeSession, "s1"
+			}
+			batch = append(batch, n)
+			ids = append(ids, n.ID)
+		}
+		if err := s.PutBatch(ctx, batch, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	compare := func(when string) {
+		t.Helper()
+		for q := range 12 {
+			terms := strings.Fields(words(1 + q%4))
+			f := memory.Filter{TenantID: tenant, ProjectID: fmt.Sprintf("p%d", q%5), SessionID: "s1", CrossProject: true}
+			redis.SetNoAnywherePostings(s, true)
+			lists, err := s.Lexical(ctx, terms, f, 30)
+			if err != nil {
+				t.Fatal(err)
+			}
+			redis.SetNoAnywherePostings(s, false)
+			postings, err := s.Lexical(ctx, terms, f, 30)
+			if err != nil {
+				t.Fatal(err)
+			}
+			same := len(lists) == len(postings)
+			for i := 0; same && i < len(lists); i++ {
+				same = lists[i].ID == postings[i].ID && math.Abs(lists[i].Score-postings[i].Score) < 1e-9
+			}
+			if !same {
+				t.Errorf("%s, query %v from %s: the lists give %v, the reach-anywhere postings %v", when, terms, f.ProjectID, lists, postings)
+			}
+			foreign := 0
+			for _, h := range postings {
+				if !strings.HasPrefix(h.ID, f.ProjectID+"-") {
+					foreign++
+				}
+			}
+			if q == 0 && foreign == 0 {
+				t.Logf("%s: query %v found no other project's memory", when, terms)
+			}
+		}
+	}
+	compare("after the batches")
+
+	anywhere, here := memory.ReachAnywhere, memory.ReachHere
+	for i := range 120 {
+		id := ids[rng.IntN(len(ids))]
+		var err error
+		switch i % 4 {
+		case 0:
+			_, err = s.Update(ctx, id, memory.Patch{Reach: &anywhere})
+		case 1:
+			_, err = s.Update(ctx, id, memory.Patch{Reach: &here})
+		case 2:
+			label := words(3 + rng.IntN(6))
+			_, err = s.Update(ctx, id, memory.Patch{Label: &label})
+		case 3:
+			err = s.Archive(ctx, id)
+		}
+		if err != nil && !strings.Contains(err.Error(), "already holds this content") {
+			t.Fatalf("edit %d of %s: %v", i, id, err)
+		}
+	}
+	compare("after the edits")
+	if _, err := s.Erase(ctx, memory.EraseScope{Tenant: tenant, Project: "p1", Session: "s1"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Erase(ctx, memory.EraseScope{Tenant: tenant, Project: "p3"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	compare("after the erasures")
+}
