@@ -375,6 +375,7 @@ func (s *Store) dropNode(ctx context.Context, pipe goredis.Pipeliner, n *memory.
 	if n.EmbeddingModel != "" {
 		pipe.ZRem(ctx, k.embedded(n.EmbeddingModel), id)
 		pipe.VRem(ctx, k.vectors(n.EmbeddingModel), id)
+		pipe.VRem(ctx, k.anywhereVectors(n.EmbeddingModel), id)
 	}
 	for _, p := range n.Paths {
 		pipe.SRem(ctx, k.path(p), id)

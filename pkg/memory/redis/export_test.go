@@ -285,8 +285,10 @@ func StaleDocFreqs(ctx context.Context, s *Store) ([]string, error) {
 
 // MissingReach lists the registered spaces that hold a node of reach
 // anywhere (their visibility hash says so) but are not in the reach
-// registry, and ("space at:term id") each term of such a node missing from
-// its reach-anywhere postings (reach.go, FormatReach).
+// registry, ("space at:term id") each term of such a node missing from its
+// reach-anywhere postings and ("space va:model id") each such node's
+// vector missing from its reach-anywhere vector set (reach.go,
+// FormatReach).
 func MissingReach(ctx context.Context, s *Store) ([]string, error) {
 	projects, err := s.projects(ctx)
 	if err != nil {
@@ -315,11 +317,20 @@ func MissingReach(ctx context.Context, s *Store) ([]string, error) {
 			missing = append(missing, p)
 		}
 		// And each term of each such node in its reach-anywhere postings.
-		nodes, err := s.loadTagNodes(ctx, p, ids, false)
+		nodes, err := s.loadTagNodes(ctx, p, ids, true)
 		if err != nil {
 			return nil, err
 		}
 		for i := range nodes {
+			if m := nodes[i].EmbeddingModel; m != "" && len(nodes[i].Embedding) > 0 {
+				ok, err := s.c.VIsMember(ctx, s.keys(p).anywhereVectors(m), nodes[i].ID).Result()
+				if err != nil {
+					return nil, err
+				}
+				if !ok {
+					missing = append(missing, p+" va:"+m+" "+nodes[i].ID)
+				}
+			}
 			tf, _ := docTokens(&nodes[i])
 			for t := range tf {
 				ok, err := s.c.SIsMember(ctx, s.keys(p).anywhere(t), nodes[i].ID).Result()

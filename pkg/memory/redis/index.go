@@ -835,6 +835,25 @@ func (s *Store) writeNodeTo(ctx context.Context, pipe goredis.Pipeliner, lw *tag
 			pipe.VSetAttr(ctx, k.vectors(newModel), id, attrs)
 		}
 	}
+	// And the reach-anywhere vector set of the model (reach.go).
+	wasAny, isAny := "", ""
+	if old != nil && old.Reach == memory.ReachAnywhere {
+		wasAny = oldModel
+	}
+	if n.Reach == memory.ReachAnywhere {
+		isAny = newModel
+	}
+	if wasAny != "" && wasAny != isAny {
+		pipe.VRem(ctx, k.anywhereVectors(wasAny), id)
+	}
+	if isAny != "" {
+		attrs := vectorAttrs(n)
+		if wasAny != isAny || !slices.Equal(old.Embedding, n.Embedding) {
+			vaddScript.Eval(ctx, pipe, []string{k.anywhereVectors(isAny)}, strings.ToUpper(s.quant), id, encodeVector(n.Embedding), attrs)
+		} else if vectorAttrs(old) != attrs {
+			pipe.VSetAttr(ctx, k.anywhereVectors(isAny), id, attrs)
+		}
+	}
 
 	// Lexical postings.
 	newTF, newLen := docTokens(n)

@@ -90,8 +90,9 @@ func (s *Store) crossSpaces(ctx context.Context) ([]string, error) {
 
 // rebuildReach adds sp to the reach registry when its visibility hash
 // holds a node of reach anywhere, and each such node to its terms'
-// reach-anywhere postings (writeAnywhere), for FinishUpgrade: a replica of
-// an earlier version writes neither. Members a later edit left there (a
+// reach-anywhere postings (writeAnywhere) and its vector to the
+// reach-anywhere vector set of its model (va:<model>), for FinishUpgrade:
+// a replica of an earlier version writes none of them. Members a later edit left there (a
 // node an earlier version moved out of reach anywhere) stay: a read judges
 // them invisible. It reports whether it found such a node.
 func (s *Store) rebuildReach(ctx context.Context, sp string) (bool, error) {
@@ -117,18 +118,22 @@ func (s *Store) rebuildReach(ctx context.Context, sp string) (bool, error) {
 				s.reachList.invalidate()
 				found = true
 			}
-			nodes, err := s.loadTagNodes(ctx, sp, ids, false)
+			nodes, err := s.loadTagNodes(ctx, sp, ids, true)
 			if err != nil {
 				return false, err
 			}
 			pipe := s.c.Pipeline()
 			for i := range nodes {
-				if nodes[i].Reach != memory.ReachAnywhere {
+				n := &nodes[i]
+				if n.Reach != memory.ReachAnywhere {
 					continue // changed since the scan
 				}
-				tf, _ := docTokens(&nodes[i])
+				tf, _ := docTokens(n)
 				for t := range tf {
-					pipe.SAdd(ctx, k.anywhere(t), nodes[i].ID)
+					pipe.SAdd(ctx, k.anywhere(t), n.ID)
+				}
+				if len(n.Embedding) > 0 && n.EmbeddingModel != "" {
+					vaddScript.Eval(ctx, pipe, []string{k.anywhereVectors(n.EmbeddingModel)}, strings.ToUpper(s.quant), n.ID, encodeVector(n.Embedding), vectorAttrs(n))
 				}
 			}
 			if _, err := pipe.Exec(ctx); err != nil {

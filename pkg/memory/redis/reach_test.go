@@ -12,9 +12,11 @@ import (
 )
 
 // From FormatReach a cross-project lexical read takes another project's
-// reach-anywhere postings instead of its posting lists. Where the lists
-// are read whole (small projects: within the budget) both are exact, so
-// the answers must be the same: the same memories with the same scores,
+// reach-anywhere postings instead of its posting lists, and a vector read
+// its reach-anywhere vector set instead of the whole set. Where the lists
+// are read whole (small projects: within the budget) and the sets are
+// small, both are exact, so the answers must be the same: the same
+// memories with the same scores,
 // through writes that add, edit (text and reach), archive and erase
 // memories of every project. The cleanup checks that every memory of reach
 // anywhere is in the postings of each of its terms (MissingReach).
@@ -34,6 +36,13 @@ func TestReachAnywherePostingsReadLikeTheLists(t *testing.T) {
 		}
 		return strings.Join(w, " ")
 	}
+	vec := func() []float32 {
+		v := make([]float32, 8)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64())
+		}
+		return v
+	}
 	reach := func() memory.Reach {
 		if rng.IntN(4) == 0 {
 			return memory.ReachAnywhere
@@ -45,7 +54,8 @@ func TestReachAnywherePostingsReadLikeTheLists(t *testing.T) {
 		var batch []memory.Node
 		for i := range 60 {
 			n := memory.Node{ID: fmt.Sprintf("p%d-%d", p, i), TenantID: tenant, ProjectID: fmt.Sprintf("p%d", p),
-				Subkind: memory.Decision, Scope: memory.ScopeProject, Label: words(3 + rng.IntN(6)), Confidence: 0.9, Reach: reach()}
+				Subkind: memory.Decision, Scope: memory.ScopeProject, Label: words(3 + rng.IntN(6)), Confidence: 0.9, Reach: reach(),
+				Embedding: vec(), EmbeddingModel: "m8"}
 			if rng.IntN(10) == 0 {
 				n.Scope, n.SessionID = memory.ScopeSession, "s1"
 			}
@@ -87,6 +97,25 @@ func TestReachAnywherePostingsReadLikeTheLists(t *testing.T) {
 			if q == 0 && foreign == 0 {
 				t.Logf("%s: query %v found no other project's memory", when, terms)
 			}
+			// The vector channel likewise (the reach-anywhere vector sets).
+			qv := vec()
+			redis.SetNoAnywherePostings(s, true)
+			whole, err := s.Vector(ctx, "m8", qv, f, 20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			redis.SetNoAnywherePostings(s, false)
+			subset, err := s.Vector(ctx, "m8", qv, f, 20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			same = len(whole) == len(subset)
+			for i := 0; same && i < len(whole); i++ {
+				same = whole[i].ID == subset[i].ID && math.Abs(whole[i].Score-subset[i].Score) < 1e-6
+			}
+			if !same {
+				t.Errorf("%s, a vector query from %s: the whole sets give %v, the reach-anywhere sets %v", when, f.ProjectID, whole, subset)
+			}
 		}
 	}
 	compare("after the batches")
@@ -102,7 +131,9 @@ func TestReachAnywherePostingsReadLikeTheLists(t *testing.T) {
 			_, err = s.Update(ctx, id, memory.Patch{Reach: &here})
 		case 2:
 			label := words(3 + rng.IntN(6))
-			_, err = s.Update(ctx, id, memory.Patch{Label: &label})
+			if _, err = s.Update(ctx, id, memory.Patch{Label: &label}); err == nil && rng.IntN(2) == 0 {
+				err = s.SetEmbedding(ctx, id, "m8", vec()) // else left without one, as a text edit leaves it
+			}
 		case 3:
 			err = s.Archive(ctx, id)
 		}

@@ -325,6 +325,7 @@ func (k keys) heads() string             { return k.p + "hh" }
 func (k keys) docFreqs() string          { return k.p + "df" }
 func (k keys) head(term string) string   { return k.p + "th:" + term }
 func (k keys) anywhere(t string) string  { return k.p + "at:" + t }
+func (k keys) anywhereVectors(m string) string { return k.p + "va:" + m }
 func (k keys) vis() string               { return k.p + "vis" }
 func (k keys) packedNodes() string       { return k.p + "pn" }
 func (k keys) path(p string) string      { return k.p + "pa:" + p }

@@ -46,10 +46,18 @@ func (s *Store) Vector(ctx context.Context, model string, vec []float32, f memor
 	blob := &goredis.VectorFP32{Val: encodeVector(vec)}
 	ef := int64(max(2*limit, 100))
 	widest := int64(max(16*limit, 1000))
+	subsets := !s.noAnywhere && s.CurrentFormat(ctx) >= FormatReach
 	reads := make([]*vecRead, len(tags))
 	for i, t := range tags {
 		k := s.keys(t.project)
-		reads[i] = &vecRead{tag: t, keys: k, set: k.vectors(model), count: int64(limit + limit/2 + 8)}
+		set := k.vectors(model)
+		if subsets && t.kind == tagForeign {
+			// Another project's nodes of reach anywhere only (reach.go):
+			// in its whole set, few of the nearest would pass the filter,
+			// and the search would widen, then fall back to VSIM FILTER.
+			set = k.anywhereVectors(model)
+		}
+		reads[i] = &vecRead{tag: t, keys: k, set: set, count: int64(limit + limit/2 + 8)}
 	}
 	var all []memory.Scored
 	for pending := reads; len(pending) > 0; {
