@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -370,6 +371,21 @@ func ReachSpaces(ctx context.Context, s *Store) ([]string, error) {
 // SetNoAnywherePostings makes s read other projects' posting lists instead
 // of their reach-anywhere postings (reach.go).
 func SetNoAnywherePostings(s *Store, on bool) { s.noAnywhere = on }
+
+// AnywhereVectorsKey is the key of a project's reach-anywhere vector set
+// of model (project: a key space, see Space).
+func AnywhereVectorsKey(s *Store, project, model string) string {
+	return s.keys(project).anywhereVectors(model)
+}
+
+// RebuildVector sets n's vector in its project's reach-anywhere vector set
+// as FinishUpgrade does (vaddIfScript): only while the node's hash holds
+// it. It returns the script's reply (0: not set).
+func RebuildVector(ctx context.Context, s *Store, n memory.Node) (int64, error) {
+	k := s.keys(spaceOf(&n))
+	return vaddIfScript.Run(ctx, s.c, []string{k.anywhereVectors(n.EmbeddingModel), k.node(n.ID)},
+		strings.ToUpper(s.quant), n.ID, encodeVector(n.Embedding), vectorAttrs(&n), fVector).Int64()
+}
 
 // ReachKey is the key of the reach registry.
 func ReachKey(s *Store) string { return s.reachKey() }

@@ -201,7 +201,16 @@ func fieldsNode(v, project string) (memory.Node, bool) {
 //
 // KEYS: the vector set. ARGV: quantization for a new set (NOQUANT, Q8,
 // BIN), element, FP32 blob, attributes (JSON).
-var vaddScript = goredis.NewScript(`
+var vaddScript = goredis.NewScript(luaVadd)
+
+// vaddIfScript is vaddScript while the node's hash (KEYS[2]) still holds
+// the vector (ARGV[3]) in its field ARGV[5]: a rebuild's write of a
+// vector it read earlier must not undo a writer's newer one. Reply: 0
+// when the node holds another vector (or none).
+var vaddIfScript = goredis.NewScript(`if redis.call('HGET', KEYS[2], ARGV[5]) ~= ARGV[3] then return 0 end
+` + luaVadd)
+
+const luaVadd = `
 local function str(x) if type(x) == 'table' then return x.ok end return x end
 local q = ARGV[1]
 if redis.call('EXISTS', KEYS[1]) == 1 then
@@ -215,7 +224,7 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
   end
 end
 return redis.call('VADD', KEYS[1], 'FP32', ARGV[3], ARGV[2], q, 'SETATTR', ARGV[4])
-`)
+`
 
 // luaHeads begins the posting scripts' storing: the top scores of the
 // cached heads of the terms in order (KEYS[3]: term -> "list score"), in

@@ -92,9 +92,12 @@ func (s *Store) crossSpaces(ctx context.Context) ([]string, error) {
 // holds a node of reach anywhere, and each such node to its terms'
 // reach-anywhere postings (writeAnywhere) and its vector to the
 // reach-anywhere vector set of its model (va:<model>), for FinishUpgrade:
-// a replica of an earlier version writes none of them. Members a later edit left there (a
-// node an earlier version moved out of reach anywhere) stay: a read judges
-// them invisible. It reports whether it found such a node.
+// a replica of an earlier version writes none of them. Members a later
+// edit left there (a node an earlier version moved out of reach anywhere,
+// or one a writer of this version changed after the scan read it) stay: a
+// read judges them invisible, and finds no score for a term the node lost;
+// a vector is set only while the node still holds it (vaddIfScript). It
+// reports whether it found such a node.
 func (s *Store) rebuildReach(ctx context.Context, sp string) (bool, error) {
 	k := s.keys(sp)
 	found := false
@@ -133,7 +136,8 @@ func (s *Store) rebuildReach(ctx context.Context, sp string) (bool, error) {
 					pipe.SAdd(ctx, k.anywhere(t), n.ID)
 				}
 				if len(n.Embedding) > 0 && n.EmbeddingModel != "" {
-					vaddScript.Eval(ctx, pipe, []string{k.anywhereVectors(n.EmbeddingModel)}, strings.ToUpper(s.quant), n.ID, encodeVector(n.Embedding), vectorAttrs(n))
+					vaddIfScript.Eval(ctx, pipe, []string{k.anywhereVectors(n.EmbeddingModel), k.node(n.ID)},
+						strings.ToUpper(s.quant), n.ID, encodeVector(n.Embedding), vectorAttrs(n), fVector)
 				}
 			}
 			if _, err := pipe.Exec(ctx); err != nil {

@@ -84,7 +84,7 @@ func TestCrossProjectReadsProjectsOfReachAnywhere(t *testing.T) {
 	const tenant = "acme"
 	node := func(id, project string, r memory.Reach) memory.Node {
 		return memory.Node{ID: id, TenantID: tenant, Subkind: memory.Decision, Scope: memory.ScopeProject, ProjectID: project,
-			Label: "reach probe " + id, Confidence: 0.9, Reach: r}
+			Label: "reach probe " + id, Confidence: 0.9, Reach: r, Embedding: []float32{1, float32(len(id)), 0.5}, EmbeddingModel: "m3"}
 	}
 	var batch []memory.Node
 	for i := range 6 {
@@ -140,12 +140,31 @@ func TestCrossProjectReadsProjectsOfReachAnywhere(t *testing.T) {
 	if err := c.SRem(ctx, redis.ReachKey(s), redis.Space(tenant, "p4")).Err(); err != nil {
 		t.Fatal(err)
 	}
+	if err := c.Del(ctx, redis.AnywhereVectorsKey(s, redis.Space(tenant, "p4"), "m3")).Err(); err != nil {
+		t.Fatal(err)
+	}
 	check("at the base format", []string{"p1", "p2", "p3", "p4", "p5"}, []string{"any2", "h0", "h4"})
 	rep, err := s.FinishUpgrade(ctx)
 	if err != nil || rep.Reach != 3 {
 		t.Fatalf("FinishUpgrade = %+v, %v; want 3 projects of reach anywhere (p2, p4, globex's p9)", rep, err)
 	}
 	check("after FinishUpgrade", []string{"p2", "p4"}, []string{"any2", "h0", "h4"})
+	if ok, err := c.VIsMember(ctx, redis.AnywhereVectorsKey(s, redis.Space(tenant, "p4"), "m3"), "h4").Result(); err != nil || !ok {
+		t.Errorf("h4's vector not in p4's reach-anywhere vector set after FinishUpgrade (%v)", err)
+	}
+	// The rebuild's write of a vector it read earlier does not undo a
+	// newer one: a node that holds another vector by then is left alone.
+	stale := node("h4", "p4", memory.ReachAnywhere)
+	stale.Embedding = []float32{-1, 0, 0}
+	if n, err := redis.RebuildVector(ctx, s, stale); err != nil || n != 0 {
+		t.Errorf("a stale vector's rebuild = %d, %v; want 0 (left alone)", n, err)
+	}
+	if v, err := c.VEmb(ctx, redis.AnywhereVectorsKey(s, redis.Space(tenant, "p4"), "m3"), "h4", false).Result(); err != nil || len(v) != 3 || fmt.Sprint(v[0])[0] == '-' {
+		t.Errorf("h4's vector in the reach-anywhere set after a stale rebuild: %v, %v; want the node's", v, err)
+	}
+	if n, err := redis.RebuildVector(ctx, s, node("h4", "p4", memory.ReachAnywhere)); err != nil || n != 1 && n != 0 {
+		t.Errorf("the current vector's rebuild = %d, %v", n, err)
+	}
 
 	// An erased project leaves the registry.
 	if _, err := s.Erase(ctx, memory.EraseScope{Tenant: tenant, Project: "p2"}, nil); err != nil {

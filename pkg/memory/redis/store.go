@@ -310,30 +310,30 @@ type keys struct{ p string } // "<ns>:<tag>:"
 
 func (s *Store) keys(project string) keys { return keys{p: s.ns + ":" + tagOf(project) + ":"} }
 
-func (k keys) node(id string) string     { return k.p + "n:" + id }
-func (k keys) digests() string           { return k.p + "dg" }
-func (k keys) all() string               { return k.p + "all" }
-func (k keys) live() string              { return k.p + "lv" }
-func (k keys) standing() string          { return k.p + "st" }
-func (k keys) pending() string           { return k.p + "pe" }
-func (k keys) embedded(m string) string  { return k.p + "em:" + m }
-func (k keys) models() string            { return k.p + "models" }
-func (k keys) vectors(m string) string   { return k.p + "v:" + m }
-func (k keys) terms() string             { return k.p + "terms" }
-func (k keys) stats() string             { return k.p + "bm" }
-func (k keys) heads() string             { return k.p + "hh" }
-func (k keys) docFreqs() string          { return k.p + "df" }
-func (k keys) head(term string) string   { return k.p + "th:" + term }
-func (k keys) anywhere(t string) string  { return k.p + "at:" + t }
+func (k keys) node(id string) string           { return k.p + "n:" + id }
+func (k keys) digests() string                 { return k.p + "dg" }
+func (k keys) all() string                     { return k.p + "all" }
+func (k keys) live() string                    { return k.p + "lv" }
+func (k keys) standing() string                { return k.p + "st" }
+func (k keys) pending() string                 { return k.p + "pe" }
+func (k keys) embedded(m string) string        { return k.p + "em:" + m }
+func (k keys) models() string                  { return k.p + "models" }
+func (k keys) vectors(m string) string         { return k.p + "v:" + m }
+func (k keys) terms() string                   { return k.p + "terms" }
+func (k keys) stats() string                   { return k.p + "bm" }
+func (k keys) heads() string                   { return k.p + "hh" }
+func (k keys) docFreqs() string                { return k.p + "df" }
+func (k keys) head(term string) string         { return k.p + "th:" + term }
+func (k keys) anywhere(t string) string        { return k.p + "at:" + t }
 func (k keys) anywhereVectors(m string) string { return k.p + "va:" + m }
-func (k keys) vis() string               { return k.p + "vis" }
-func (k keys) packedNodes() string       { return k.p + "pn" }
-func (k keys) path(p string) string      { return k.p + "pa:" + p }
-func (k keys) edgesOut(id string) string { return k.p + "eo:" + id }
-func (k keys) edgesIn(id string) string  { return k.p + "ei:" + id }
-func (k keys) contradicting() string     { return k.p + "cx" }
-func (k keys) session(sid string) string { return k.p + "s:" + sid + ":" }
-func (k keys) events(c string) string    { return k.p + "ev:" + c }
+func (k keys) vis() string                     { return k.p + "vis" }
+func (k keys) packedNodes() string             { return k.p + "pn" }
+func (k keys) path(p string) string            { return k.p + "pa:" + p }
+func (k keys) edgesOut(id string) string       { return k.p + "eo:" + id }
+func (k keys) edgesIn(id string) string        { return k.p + "ei:" + id }
+func (k keys) contradicting() string           { return k.p + "cx" }
+func (k keys) session(sid string) string       { return k.p + "s:" + sid + ":" }
+func (k keys) events(c string) string          { return k.p + "ev:" + c }
 
 func (s *Store) registryKey() string { return s.ns + ":{r}:projects" }
 func (s *Store) heldKey() string     { return s.ns + ":{r}:held" }
