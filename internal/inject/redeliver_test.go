@@ -35,6 +35,31 @@ func (o *outage) Publish(ctx context.Context, e events.Envelope) error {
 	return o.Client.Publish(ctx, e)
 }
 
+// runInjector runs h through a runner of cfg on js until the test ends,
+// telling seen of each call first. It returns a context that ends with
+// the test (60 s at most).
+func runInjector(t *testing.T, js jetstream.JetStream, cfg runner.Config, h *inject.Handler, seen func(events.Envelope)) context.Context {
+	t.Helper()
+	r, err := runner.New(js, cfg, func(ctx context.Context, ev events.Envelope) error {
+		seen(ev)
+		return h.Handle(ctx, ev)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, c := context.WithTimeout(context.Background(), 10*time.Second)
+		defer c()
+		_ = r.Stop(sctx)
+	})
+	return ctx
+}
+
 // TestRedeliveredTurnAnsweredWithItsRecordedBlock: a turn_started whose
 // delivery answered the platform and recorded the block, then failed to
 // publish injection_ready, is redelivered after a new memory that the turn
@@ -60,25 +85,10 @@ func TestRedeliveredTurnAnsweredWithItsRecordedBlock(t *testing.T) {
 		cfg.BackoffBase, cfg.BackoffMax = 1500*time.Millisecond, 1500*time.Millisecond
 		var mu sync.Mutex
 		handled := map[string]int{} // turn -> deliveries handled
-		h := inject.NewHandler(f.inj, pub, nil)
-		r, err := runner.New(js, cfg, func(ctx context.Context, ev events.Envelope) error {
+		ctx := runInjector(t, js, cfg, inject.NewHandler(f.inj, pub, nil), func(ev events.Envelope) {
 			mu.Lock()
 			handled[ev.TurnID]++
 			mu.Unlock()
-			return h.Handle(ctx, ev)
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		if err := r.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			sctx, c := context.WithTimeout(context.Background(), 10*time.Second)
-			defer c()
-			_ = r.Stop(sctx)
 		})
 
 		platform := eventstest.Connect(t, srv)
@@ -208,24 +218,7 @@ func TestReadyPublishOutageSpendsNoDelivery(t *testing.T) {
 	// Eight failures outlast three deliveries at any backoff.
 	cfg.BackoffBase, cfg.BackoffMax, cfg.WaitMax = 20*time.Millisecond, 40*time.Millisecond, 40*time.Millisecond
 	var calls atomic.Int32
-	h := inject.NewHandler(f.inj, pub, nil)
-	r, err := runner.New(js, cfg, func(ctx context.Context, ev events.Envelope) error {
-		calls.Add(1)
-		return h.Handle(ctx, ev)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if err := r.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, c := context.WithTimeout(context.Background(), 10*time.Second)
-		defer c()
-		_ = r.Stop(sctx)
-	})
+	ctx := runInjector(t, js, cfg, inject.NewHandler(f.inj, pub, nil), func(events.Envelope) { calls.Add(1) })
 
 	pc, err := events.NewClient(eventstest.Connect(t, srv))
 	if err != nil {

@@ -832,19 +832,8 @@ func (s *Store) writeNodeTo(ctx context.Context, pipe goredis.Pipeliner, lw *tag
 		}
 	}
 
-	// Vector set of the model.
-	if oldModel != "" && oldModel != newModel {
-		pipe.VRem(ctx, k.vectors(oldModel), id)
-	}
-	if newModel != "" {
-		attrs := vectorAttrs(n)
-		if oldModel != newModel || !slices.Equal(old.Embedding, n.Embedding) {
-			vaddScript.Eval(ctx, pipe, []string{k.vectors(newModel)}, strings.ToUpper(s.quant), id, encodeVector(n.Embedding), attrs)
-		} else if vectorAttrs(old) != attrs {
-			pipe.VSetAttr(ctx, k.vectors(newModel), id, attrs)
-		}
-	}
-	// And the reach-anywhere vector set of the model (reach.go).
+	// Vector set of the model, and the reach-anywhere one (reach.go).
+	s.writeVector(ctx, pipe, k.vectors, old, n, oldModel, newModel)
 	wasAny, isAny := "", ""
 	if old != nil && old.Reach == memory.ReachAnywhere {
 		wasAny = oldModel
@@ -852,17 +841,7 @@ func (s *Store) writeNodeTo(ctx context.Context, pipe goredis.Pipeliner, lw *tag
 	if n.Reach == memory.ReachAnywhere {
 		isAny = newModel
 	}
-	if wasAny != "" && wasAny != isAny {
-		pipe.VRem(ctx, k.anywhereVectors(wasAny), id)
-	}
-	if isAny != "" {
-		attrs := vectorAttrs(n)
-		if wasAny != isAny || !slices.Equal(old.Embedding, n.Embedding) {
-			vaddScript.Eval(ctx, pipe, []string{k.anywhereVectors(isAny)}, strings.ToUpper(s.quant), id, encodeVector(n.Embedding), attrs)
-		} else if vectorAttrs(old) != attrs {
-			pipe.VSetAttr(ctx, k.anywhereVectors(isAny), id, attrs)
-		}
-	}
+	s.writeVector(ctx, pipe, k.anywhereVectors, old, n, wasAny, isAny)
 
 	// Lexical postings.
 	newTF, newLen := docTokens(n)
@@ -894,6 +873,25 @@ func (s *Store) writeNodeTo(ctx context.Context, pipe goredis.Pipeliner, lw *tag
 		if !slices.Contains(oldPaths, p) {
 			pipe.SAdd(ctx, k.path(p), id)
 		}
+	}
+}
+
+// writeVector queues the change of n's element in the vector sets named by
+// set (per model): out of oldModel's set (the model n was in, "" none),
+// into newModel's ("" none) with its vector and attributes, each written
+// only when it changed.
+func (s *Store) writeVector(ctx context.Context, pipe goredis.Pipeliner, set func(model string) string, old, n *memory.Node, oldModel, newModel string) {
+	if oldModel != "" && oldModel != newModel {
+		pipe.VRem(ctx, set(oldModel), n.ID)
+	}
+	if newModel == "" {
+		return
+	}
+	attrs := vectorAttrs(n)
+	if oldModel != newModel || !slices.Equal(old.Embedding, n.Embedding) {
+		vaddScript.Eval(ctx, pipe, []string{set(newModel)}, strings.ToUpper(s.quant), n.ID, encodeVector(n.Embedding), attrs)
+	} else if vectorAttrs(old) != attrs {
+		pipe.VSetAttr(ctx, set(newModel), n.ID, attrs)
 	}
 }
 
