@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
 	"github.com/engram-memory/engram/internal/runner"
@@ -162,12 +163,18 @@ func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
 // spending one of the injector's three deliveries: a stream leader's
 // failover in a NATS cluster (5-9 s in the clustered chaos run) outlasted
 // three deliveries' backoff and dead-lettered turns that were answered and
-// recorded. The runner bounds the waiting (Config.MaxWait).
+// recorded. The runner bounds the waiting (Config.MaxWait). An error no
+// wait mends (the event too large, a bad subject) fails as before.
 func (h *Handler) publishReady(ctx context.Context, out events.Envelope) error {
-	if err := h.pub.Publish(ctx, out); err != nil {
-		return runner.Wait(fmt.Errorf("inject: publish injection_ready: %w", err))
+	err := h.pub.Publish(ctx, out)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, events.ErrEventTooLarge), errors.Is(err, nats.ErrMaxPayload), errors.Is(err, nats.ErrBadSubject):
+		// No wait mends these: the runner's retries, then the DLQ.
+		return fmt.Errorf("inject: publish injection_ready: %w", err)
 	}
-	return nil
+	return runner.Wait(fmt.Errorf("inject: publish injection_ready: %w", err))
 }
 
 // ReplyBy is a turn_started's reply deadline (zero for other events or

@@ -2,6 +2,7 @@ package runner_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -172,6 +173,50 @@ func TestExpiredTurnsAreDroppedBeforeAnyWork(t *testing.T) {
 	defer mu.Unlock()
 	if len(handled) != 3 || !contains(handled, "busy") || !contains(handled, "redelivered") || !contains(handled, "before-start") {
 		t.Fatalf("handled %v: only the busy turn, the late redelivery and the turn stored before the start should reach the handler", handled)
+	}
+}
+
+// A turn whose handler said Wait (the injector's recorded turn waiting to
+// publish its answer) and that passes its deadline while it waits is
+// handed back to the handler, not dropped as expired: its handler ran, so
+// work was done for it. Fairness and a deadline, as the injector runs.
+func TestWaitedTurnPastItsDeadlineIsHandledAgain(t *testing.T) {
+	h := newHarness(t, nil)
+	var calls, expired atomic.Int32
+	release, entered := make(chan struct{}), make(chan struct{})
+	cfg := h.injectorConfig() // one handler
+	cfg.BackoffBase, cfg.BackoffMax, cfg.WaitMax = 400*time.Millisecond, 400*time.Millisecond, 400*time.Millisecond // the wait outlasts the deadline
+	cfg.ServerClockSkew = time.Millisecond
+	h.start(cfg, func(ctx context.Context, ev events.Envelope) error {
+		if ev.SessionID == "busy" {
+			close(entered)
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return nil
+		}
+		if calls.Add(1) == 1 {
+			return runner.Wait(errors.New("the bus cannot take the answer yet"))
+		}
+		return nil
+	}, runner.WithFairness(0), runner.WithDeadline(replyBy, func(events.Envelope) { expired.Add(1) }))
+	time.Sleep(5 * time.Millisecond) // after the runner's epoch: a first delivery (firstDelivery)
+	h.turn("a", "waits", "t1", time.Now().Add(150*time.Millisecond))
+	eventually(t, "the first call", func() bool { return calls.Load() == 1 })
+	// The one handler is busy when the wait is over: the waited turn
+	// sits in the queue past its deadline.
+	h.turn("b", "busy", "t1", time.Time{})
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the busy turn never reached its handler")
+	}
+	time.Sleep(time.Second)
+	close(release)
+	eventually(t, "both settled", func() bool { return h.consumerOf(events.ConsumerInjector).AckFloor.Stream == 2 })
+	if n, e := calls.Load(), expired.Load(); n != 2 || e != 0 {
+		t.Fatalf("handler called %d times, %d expired: want 2 calls (the wait, then its answer) and none expired", n, e)
 	}
 }
 

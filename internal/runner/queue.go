@@ -37,9 +37,10 @@ type delivery struct {
 	lane *lane
 }
 
-// expired: past its deadline on its first delivery, so it can be dropped
-// without any work (a redelivery may have been answered before: it goes to
-// the handler, which knows what to do with a late event).
+// expired: past its deadline on its first delivery, before any handler
+// call, so it can be dropped without any work (a redelivery, or a delivery
+// back from a wait, may have been answered before: it goes to the handler,
+// which knows what to do with a late event).
 func (d *delivery) expired(now time.Time) bool {
 	return !d.deadline.IsZero() && now.After(d.deadline) && d.first
 }

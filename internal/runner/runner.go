@@ -494,6 +494,10 @@ func (r *Runner) wait(d *delivery, herr error, o *Outcome) {
 	if d.waitSince.IsZero() {
 		d.waitSince = now
 	}
+	// Its handler ran: past its deadline it is no longer work nobody did
+	// (an injector's recorded turn waits to publish its answer), so the
+	// keeper must hand it back, not drop it as expired.
+	d.first = false
 	d.waits++
 	delay := r.cfg.BackoffBase
 	for i := 1; i < d.waits && delay < r.cfg.WaitMax; i++ {
