@@ -368,8 +368,8 @@ func ReachSpaces(ctx context.Context, s *Store) ([]string, error) {
 	return s.c.SMembers(ctx, s.reachKey()).Result()
 }
 
-// SetNoAnywherePostings makes s read other projects' posting lists instead
-// of their reach-anywhere postings (reach.go).
+// SetNoAnywherePostings makes s's cross-project reads as before FormatReach
+// (every project of the tenant read whole), whatever the format (reach.go).
 func SetNoAnywherePostings(s *Store, on bool) { s.noAnywhere = on }
 
 // AnywhereVectorsKey is the key of a project's reach-anywhere vector set

@@ -957,6 +957,7 @@ const (
 	tagOwn     tagKind = iota // the filter's project
 	tagGlobal                 // global memories
 	tagForeign                // another project (cross-project reads: reach anywhere only)
+	tagStats                  // another project whose lexical statistics count, nothing of it read (statsTags)
 )
 
 // scopeTags lists the spaces a filter reads, all of its tenant: its

@@ -166,7 +166,11 @@ func (s *Store) Lexical(ctx context.Context, terms []string, f memory.Filter, li
 	if noSubkinds(f) {
 		return nil, nil
 	}
-	reads, err := s.planReads(ctx, tags, qs, max(s.lexMinPer, limit))
+	stats, err := s.statsTags(ctx, f, tags)
+	if err != nil {
+		return nil, err
+	}
+	reads, err := s.planReads(ctx, append(tags, stats...), qs, max(s.lexMinPer, limit))
 	if err != nil {
 		return nil, err
 	}
@@ -232,7 +236,10 @@ func (s *Store) judge(ctx context.Context, reads []*lexRead, qs []memory.LexTerm
 
 // planReads is step 1 of Lexical: the dictionary script over the tags,
 // and each tag's posting reads planned (tags with nothing to read left
-// out).
+// out). A tag of kind tagStats counts in the statistics only: its lists
+// are marked subset with nothing to read (readAnywhere skips it), so that
+// their document frequencies count in the groups' weights (score) as
+// the lists' would if they were read.
 func (s *Store) planReads(ctx context.Context, tags []scopeTag, qs []memory.LexTerm, minPer int) ([]*lexRead, error) {
 	dicts, err := s.dictionaries(ctx, tags, qs, dictArgs(qs))
 	if err != nil {
@@ -250,10 +257,10 @@ func (s *Store) planReads(ctx context.Context, tags []scopeTag, qs []memory.LexT
 	}
 	weigh(reads, qs)
 	reads = slices.DeleteFunc(reads, func(r *lexRead) bool { return len(r.lists) == 0 })
-	subsets := !s.noAnywhere && s.CurrentFormat(ctx) >= FormatReach
+	subsets := s.reachReads(ctx)
 	for _, r := range reads {
 		r.plan(s.lexBudget, minPer)
-		if subsets && r.tag.kind == tagForeign {
+		if subsets && r.tag.kind == tagForeign || r.tag.kind == tagStats {
 			for _, l := range r.lists {
 				l.subset, l.truncated, l.read = true, false, 0
 			}

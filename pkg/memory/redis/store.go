@@ -58,7 +58,7 @@ type Store struct {
 
 	lexBudget, lexMinPer int  // postings a lexical query reads per project; at least per term
 	noHeads              bool // read postings from the sorted sets only (tests: lexhead.go)
-	noAnywhere           bool // read other projects' lists, not their reach-anywhere postings (tests: reach.go)
+	noAnywhere           bool // cross-project reads as before FormatReach, whatever the format (tests: reach.go)
 	dict                 dictCache
 	noDictCache          bool   // ask lexDictScript for every dictionary (tests: lexdict.go)
 	adjacentHook         func() // called between Adjacent's two reads (tests)

@@ -46,7 +46,7 @@ func (s *Store) Vector(ctx context.Context, model string, vec []float32, f memor
 	blob := &goredis.VectorFP32{Val: encodeVector(vec)}
 	ef := int64(max(2*limit, 100))
 	widest := int64(max(16*limit, 1000))
-	subsets := !s.noAnywhere && s.CurrentFormat(ctx) >= FormatReach
+	subsets := s.reachReads(ctx)
 	reads := make([]*vecRead, len(tags))
 	for i, t := range tags {
 		k := s.keys(t.project)
