@@ -103,6 +103,9 @@
 //	                  (reach.go), written with the node in the same MULTI: what
 //	                  another project's cross-project read takes instead of t:<term>,
 //	                  with the members' scores from it; read only at store format 4
+//	K va:<model>      vector set: the vectors of the project's nodes of reach anywhere
+//	                  (as v:<model> holds them, same MULTI), which another project's
+//	                  cross-project vector read searches instead of v:<model>; format 4
 //	K pa:<path>       set: nodes attached to a path (ByPaths, MarkStale)
 //	K eo:<id>         hash: out-edges of id (JSON; the primary copy)
 //	K ei:<id>         hash: in-edges of id (JSON; a copy under the destination's project)

@@ -383,7 +383,10 @@ func (s *Store) dropNode(ctx context.Context, pipe goredis.Pipeliner, n *memory.
 	tf, length := docTokens(n)
 	lw := newTagWrites(k)
 	lw.reindex(id, -1, length, 0, tf, nil)
-	writeAnywhere(ctx, pipe, lw, k, id, n.Reach == memory.ReachAnywhere, false, tf, nil)
+	// Out of every term's reach-anywhere postings, whatever its reach:
+	// an earlier version's edit, or a rebuild racing one, can have left
+	// it in some.
+	writeAnywhere(ctx, pipe, lw, k, id, true, false, tf, nil)
 	lw.flush(ctx, pipe)
 }
 

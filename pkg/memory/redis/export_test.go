@@ -378,13 +378,24 @@ func AnywhereVectorsKey(s *Store, project, model string) string {
 	return s.keys(project).anywhereVectors(model)
 }
 
+// SetAnywhereMax sets the most reach-anywhere postings of a term s reads in
+// a project before it reads the term's list instead (anywhereReadMax).
+func SetAnywhereMax(s *Store, n int) { s.anywhereMax = n }
+
+// VisFields is n's value in its project's vis hash ("" when none).
+func VisFields(ctx context.Context, s *Store, n memory.Node) string {
+	v, _ := s.c.HGet(ctx, s.keys(spaceOf(&n)).vis(), n.ID).Result()
+	return v
+}
+
 // RebuildVector sets n's vector in its project's reach-anywhere vector set
-// as FinishUpgrade does (vaddIfScript): only while the node's hash holds
-// it. It returns the script's reply (0: not set).
-func RebuildVector(ctx context.Context, s *Store, n memory.Node) (int64, error) {
+// as FinishUpgrade does after a scan that read vis as n's filter fields
+// (vaddIfScript): only while the node's hash holds the vector and the vis
+// hash those fields. It returns the script's reply (0: not set).
+func RebuildVector(ctx context.Context, s *Store, n memory.Node, vis string) (int64, error) {
 	k := s.keys(spaceOf(&n))
-	return vaddIfScript.Run(ctx, s.c, []string{k.anywhereVectors(n.EmbeddingModel), k.node(n.ID)},
-		strings.ToUpper(s.quant), n.ID, encodeVector(n.Embedding), vectorAttrs(&n), fVector).Int64()
+	return vaddIfScript.Run(ctx, s.c, []string{k.anywhereVectors(n.EmbeddingModel), k.node(n.ID), k.vis()},
+		strings.ToUpper(s.quant), n.ID, encodeVector(n.Embedding), vectorAttrs(&n), fVector, vis).Int64()
 }
 
 // ReachKey is the key of the reach registry.

@@ -46,8 +46,10 @@ import (
 // replica of an earlier version writes again: at format 2 such a replica's
 // edit would leave a stale copy, and its erasure the erased memory's head;
 // at format 3 its posting writes would leave stale document frequencies;
-// at format 4 its memory of reach anywhere in a project that held none
-// would not be recalled from other projects.
+// at format 4 a memory of reach anywhere that it writes or edits would be
+// missing from the reach-anywhere postings and vector sets (and from the
+// reach registry, in a project that held none): not recalled, or recalled
+// as it was, from the tenant's other projects.
 const (
 	FormatBase       = 1
 	FormatNodeCopies = 2

@@ -204,10 +204,12 @@ func fieldsNode(v, project string) (memory.Node, bool) {
 var vaddScript = goredis.NewScript(luaVadd)
 
 // vaddIfScript is vaddScript while the node's hash (KEYS[2]) still holds
-// the vector (ARGV[3]) in its field ARGV[5]: a rebuild's write of a
-// vector it read earlier must not undo a writer's newer one. Reply: 0
-// when the node holds another vector (or none).
-var vaddIfScript = goredis.NewScript(`if redis.call('HGET', KEYS[2], ARGV[5]) ~= ARGV[3] then return 0 end
+// the vector (ARGV[3]) in its field ARGV[5] and the project's vis hash
+// (KEYS[3]) the filter fields ARGV[6] for it (ARGV[2]): a rebuild's write
+// of a vector and attributes it read earlier must not undo a writer's
+// newer ones, nor bring back an erased node. Reply: 0 when the node
+// changed.
+var vaddIfScript = goredis.NewScript(`if redis.call('HGET', KEYS[2], ARGV[5]) ~= ARGV[3] or redis.call('HGET', KEYS[3], ARGV[2]) ~= ARGV[6] then return 0 end
 ` + luaVadd)
 
 const luaVadd = `

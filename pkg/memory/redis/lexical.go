@@ -262,6 +262,7 @@ func (s *Store) planReads(ctx context.Context, tags []scopeTag, qs []memory.LexT
 		r.plan(s.lexBudget, minPer)
 		if subsets && r.tag.kind == tagForeign || r.tag.kind == tagStats {
 			for _, l := range r.lists {
+				l.planned = l.read // read so if its reach-anywhere postings are too many (readAnywhere)
 				l.subset, l.truncated, l.read = true, false, 0
 			}
 		}
@@ -376,6 +377,7 @@ type postingList struct {
 	// nodes of reach anywhere, and only those; the rest of the list's df
 	// counts as a truncated list's unread part does.
 	subset     bool
+	planned    int64 // a subset list's read as planned for the list itself
 	stop       float64
 	stopMember string
 	last       float64

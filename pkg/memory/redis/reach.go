@@ -130,12 +130,13 @@ func (s *Store) statsTags(ctx context.Context, f memory.Filter, tags []scopeTag)
 // holds a node of reach anywhere, and each such node to its terms'
 // reach-anywhere postings (writeAnywhere) and its vector to the
 // reach-anywhere vector set of its model (va:<model>), for FinishUpgrade:
-// a replica of an earlier version writes none of them. Members a later
-// edit left there (a node an earlier version moved out of reach anywhere,
-// or one a writer of this version changed after the scan read it) stay: a
-// read judges them invisible, and finds no score for a term the node lost;
-// a vector is set only while the node still holds it (vaddIfScript). It
-// reports whether it found such a node.
+// a replica of an earlier version writes none of them. It writes a node's
+// entries only while the node's filter fields are those its scan read
+// (addIfScript, vaddIfScript), so a writer's change since, or an erasure,
+// is not undone. Members an earlier version's edits left there (a node it
+// moved out of reach anywhere) stay: a read judges them by their filter
+// fields, and finds no score for a term the node lost. It reports whether
+// it found such a node.
 func (s *Store) rebuildReach(ctx context.Context, sp string) (bool, error) {
 	k := s.keys(sp)
 	found := false
@@ -146,9 +147,11 @@ func (s *Store) rebuildReach(ctx context.Context, sp string) (bool, error) {
 			return false, err
 		}
 		var ids []string
+		vis := map[string]string{}
 		for j := 0; j+1 < len(kv); j += 2 {
 			if n, ok := fieldsNode(kv[j+1], sp); ok && n.Reach == memory.ReachAnywhere {
 				ids = append(ids, kv[j])
+				vis[kv[j]] = kv[j+1]
 			}
 		}
 		if len(ids) > 0 {
@@ -169,13 +172,18 @@ func (s *Store) rebuildReach(ctx context.Context, sp string) (bool, error) {
 				if n.Reach != memory.ReachAnywhere {
 					continue // changed since the scan
 				}
+				// Each write only while the node's filter fields are
+				// those the scan read: a writer's change or an erasure
+				// since is not undone.
 				tf, _ := docTokens(n)
+				args := []any{n.ID, vis[n.ID], k.p}
 				for t := range tf {
-					pipe.SAdd(ctx, k.anywhere(t), n.ID)
+					args = append(args, t)
 				}
+				addIfScript.Eval(ctx, pipe, []string{k.vis()}, args...)
 				if len(n.Embedding) > 0 && n.EmbeddingModel != "" {
-					vaddIfScript.Eval(ctx, pipe, []string{k.anywhereVectors(n.EmbeddingModel), k.node(n.ID)},
-						strings.ToUpper(s.quant), n.ID, encodeVector(n.Embedding), vectorAttrs(n), fVector)
+					vaddIfScript.Eval(ctx, pipe, []string{k.anywhereVectors(n.EmbeddingModel), k.node(n.ID), k.vis()},
+						strings.ToUpper(s.quant), n.ID, encodeVector(n.Embedding), vectorAttrs(n), fVector, vis[n.ID])
 				}
 			}
 			if _, err := pipe.Exec(ctx); err != nil {
@@ -256,34 +264,49 @@ func writeAnywhere(ctx context.Context, pipe goredis.Pipeliner, lw *tagWrites, k
 	}
 }
 
+// addIfScript adds a node (ARGV[1]) to the reach-anywhere postings of
+// terms (ARGV[4...]; ARGV[3]: the key prefix) while the project's vis hash
+// (KEYS[1]) holds the filter fields ARGV[2] for it (rebuildReach).
+var addIfScript = goredis.NewScript(`
+if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
+for i = 4, #ARGV do redis.call('SADD', ARGV[3] .. 'at:' .. ARGV[i], ARGV[1]) end
+return 1
+`)
+
 // anywhereScript reads one project's reach-anywhere postings of some
 // terms: per term, the members of its set (writeAnywhere) with their
 // scores in the term's posting list (members no longer in the list, left
-// by an earlier version's edit, are skipped).
+// by an earlier version's edit, are skipped), or -1 when the set holds
+// more than the most asked for (the caller reads the list instead).
 //
-// KEYS: the project's corpus statistics (the slot). ARGV: key prefix, then
-// the terms. Reply: per term the number of postings, then member, score
-// pairs.
+// KEYS: the project's corpus statistics (the slot). ARGV: key prefix, the
+// most members, then the terms. Reply: per term the number of postings
+// (or -1), then member, score pairs.
 var anywhereScript = goredis.NewScript(`
 local p = ARGV[1]
+local most = tonumber(ARGV[2])
 local out = {}
-for i = 2, #ARGV do
+for i = 3, #ARGV do
   local t = ARGV[i]
-  local ids = redis.call('SMEMBERS', p .. 'at:' .. t)
-  local part = {}
-  for j = 1, #ids, 500 do
-    local chunk = {}
-    for x = j, math.min(j + 499, #ids) do chunk[#chunk + 1] = ids[x] end
-    local sc = redis.call('ZMSCORE', p .. 't:' .. t, unpack(chunk))
-    for x = 1, #chunk do
-      if sc[x] then
-        part[#part + 1] = chunk[x]
-        part[#part + 1] = sc[x]
+  if redis.call('SCARD', p .. 'at:' .. t) > most then
+    out[#out + 1] = '-1'
+  else
+    local ids = redis.call('SMEMBERS', p .. 'at:' .. t)
+    local part = {}
+    for j = 1, #ids, 500 do
+      local chunk = {}
+      for x = j, math.min(j + 499, #ids) do chunk[#chunk + 1] = ids[x] end
+      local sc = redis.call('ZMSCORE', p .. 't:' .. t, unpack(chunk))
+      for x = 1, #chunk do
+        if sc[x] then
+          part[#part + 1] = chunk[x]
+          part[#part + 1] = sc[x]
+        end
       end
     end
+    out[#out + 1] = tostring(#part / 2)
+    for _, v in ipairs(part) do out[#out + 1] = v end
   end
-  out[#out + 1] = tostring(#part / 2)
-  for _, v in ipairs(part) do out[#out + 1] = v end
 end
 return out
 `)
@@ -316,7 +339,7 @@ func (s *Store) readAnywhere(ctx context.Context, reads []*lexRead) error {
 		return nil
 	}
 	replies, err := s.evalTags(ctx, anywhereScript, len(jobs), func(i int) ([]string, []any) {
-		args := []any{jobs[i].r.keys.p}
+		args := []any{jobs[i].r.keys.p, s.anywhereMax}
 		for _, l := range jobs[i].lists {
 			args = append(args, l.term())
 		}
@@ -325,6 +348,7 @@ func (s *Store) readAnywhere(ctx context.Context, reads []*lexRead) error {
 	if err != nil {
 		return s.wrap("lexical reach-anywhere postings", err)
 	}
+	var whole []*postingList // lists read as lists after all
 	for i, j := range jobs {
 		d := replies[i]
 		at := 0
@@ -333,6 +357,17 @@ func (s *Store) readAnywhere(ctx context.Context, reads []*lexRead) error {
 				return fmt.Errorf("redis lexical: reach-anywhere reply of %d values for %d lists", len(d), len(j.lists))
 			}
 			n, err := strconv.Atoi(d[at])
+			if n == -1 && err == nil {
+				// Too many: the list is read as planned for it, and its
+				// postings judged by their filter fields.
+				l.subset, l.read = false, l.planned
+				l.truncated = l.read > 0 && l.read < l.df
+				if l.read > 0 {
+					whole = append(whole, l)
+				}
+				at++
+				continue
+			}
 			if err != nil || n < 0 || at+1+2*n > len(d) {
 				return fmt.Errorf("redis lexical: reach-anywhere reply: count %q", d[at])
 			}
@@ -356,5 +391,24 @@ func (s *Store) readAnywhere(ctx context.Context, reads []*lexRead) error {
 			at += 1 + 2*n
 		}
 	}
+	if len(whole) == 0 {
+		return nil
+	}
+	pipe := s.c.Pipeline()
+	for _, l := range whole {
+		l.cmd = pipe.ZRangeArgsWithScores(ctx, goredis.ZRangeArgs{Key: l.key, Start: 0, Stop: l.read - 1, Rev: true})
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return s.wrap("lexical postings", err)
+	}
+	for _, l := range whole {
+		l.ps = l.cmd.Val()
+	}
 	return nil
 }
+
+// anywhereReadMax is the most reach-anywhere postings of one term read in
+// a project: past it the term's list is read instead, as far as the read
+// budget goes (a project whose memories mostly reach anywhere, a common
+// term), and its postings judged by their filter fields.
+const anywhereReadMax = 2048

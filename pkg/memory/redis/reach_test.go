@@ -156,4 +156,8 @@ func TestReachAnywherePostingsReadLikeTheLists(t *testing.T) {
 		t.Fatal(err)
 	}
 	compare("after the erasures")
+	// A term with more reach-anywhere postings in a project than a read
+	// takes is read from the project's list instead, with the same answer.
+	redis.SetAnywhereMax(s, 3)
+	compare("reading the lists of the terms with more than 3 postings of reach anywhere")
 }

@@ -154,16 +154,30 @@ func TestCrossProjectReadsProjectsOfReachAnywhere(t *testing.T) {
 	}
 	// The rebuild's write of a vector it read earlier does not undo a
 	// newer one: a node that holds another vector by then is left alone.
-	stale := node("h4", "p4", memory.ReachAnywhere)
+	h4 := node("h4", "p4", memory.ReachAnywhere)
+	scanned := redis.VisFields(ctx, s, h4)
+	stale := h4
 	stale.Embedding = []float32{-1, 0, 0}
-	if n, err := redis.RebuildVector(ctx, s, stale); err != nil || n != 0 {
+	if n, err := redis.RebuildVector(ctx, s, stale, scanned); err != nil || n != 0 {
 		t.Errorf("a stale vector's rebuild = %d, %v; want 0 (left alone)", n, err)
 	}
 	if v, err := c.VEmb(ctx, redis.AnywhereVectorsKey(s, redis.Space(tenant, "p4"), "m3"), "h4", false).Result(); err != nil || len(v) != 3 || fmt.Sprint(v[0])[0] == '-' {
 		t.Errorf("h4's vector in the reach-anywhere set after a stale rebuild: %v, %v; want the node's", v, err)
 	}
-	if n, err := redis.RebuildVector(ctx, s, node("h4", "p4", memory.ReachAnywhere)); err != nil || n != 1 && n != 0 {
-		t.Errorf("the current vector's rebuild = %d, %v", n, err)
+	// Nor a writer's change of its reach (nor an erasure) since the scan.
+	here := memory.ReachHere
+	if _, err := s.Update(ctx, "h4", memory.Patch{Reach: &here}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := redis.RebuildVector(ctx, s, h4, scanned); err != nil || n != 0 {
+		t.Errorf("the rebuild of a node changed since its scan = %d, %v; want 0", n, err)
+	}
+	if ok, err := c.VIsMember(ctx, redis.AnywhereVectorsKey(s, redis.Space(tenant, "p4"), "m3"), "h4").Result(); err != nil || ok {
+		t.Errorf("h4, of reach here now, in p4's reach-anywhere vector set after a stale rebuild (%v)", err)
+	}
+	anywhere = memory.ReachAnywhere
+	if _, err := s.Update(ctx, "h4", memory.Patch{Reach: &anywhere}); err != nil {
+		t.Fatal(err)
 	}
 
 	// An erased project leaves the registry.

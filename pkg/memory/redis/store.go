@@ -59,6 +59,7 @@ type Store struct {
 	lexBudget, lexMinPer int  // postings a lexical query reads per project; at least per term
 	noHeads              bool // read postings from the sorted sets only (tests: lexhead.go)
 	noAnywhere           bool // cross-project reads as before FormatReach, whatever the format (tests: reach.go)
+	anywhereMax          int  // the most reach-anywhere postings of a term read in a project (anywhereReadMax; tests lower it)
 	dict                 dictCache
 	noDictCache          bool   // ask lexDictScript for every dictionary (tests: lexdict.go)
 	adjacentHook         func() // called between Adjacent's two reads (tests)
@@ -167,8 +168,9 @@ func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
 
 		formatTTL: FormatTTL,
 
-		lexBudget: lexicalBudget,
-		lexMinPer: lexicalMinPerTerm,
+		lexBudget:   lexicalBudget,
+		anywhereMax: anywhereReadMax,
+		lexMinPer:   lexicalMinPerTerm,
 	}
 	var problems []string
 	for _, o := range opts {

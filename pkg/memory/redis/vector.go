@@ -200,9 +200,35 @@ func (s *Store) vectorFiltered(ctx context.Context, blob goredis.Vector, reads [
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, s.vectorErr(err)
 	}
+	// Another project's elements come from its reach-anywhere set, whose
+	// attributes a rebuild may have left stale (rebuildReach): judged by
+	// their filter fields too, as the unfiltered rounds judge every
+	// element.
+	pipe = s.c.Pipeline()
+	queued := false
+	for i, r := range reads {
+		r.res, r.vis = sims[i].Val(), nil
+		if r.tag.kind == tagForeign && len(r.res) > 0 {
+			ids := make([]string, len(r.res))
+			for j, v := range r.res {
+				ids[j] = v.Name
+			}
+			r.vis, queued = pipe.HMGet(ctx, r.keys.vis(), ids...), true
+		}
+	}
+	if queued {
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, s.wrap("vector filter fields", err)
+		}
+	}
+	now := time.Unix(0, nowNano)
 	var out []memory.Scored
-	for _, c := range sims {
-		for _, v := range c.Val() {
+	for _, r := range reads {
+		if r.vis != nil {
+			out = append(out, r.visible(f, now, limit)...)
+			continue
+		}
+		for _, v := range r.res {
 			if cos := 2*v.Score - 1; cos > 0 {
 				out = append(out, memory.Scored{ID: v.Name, Score: cos})
 			}
