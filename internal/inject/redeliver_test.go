@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -33,6 +34,20 @@ func (o *outage) Publish(ctx context.Context, e events.Envelope) error {
 		return errors.New("nats: connection closed (the test's outage)")
 	}
 	return o.Client.Publish(ctx, e)
+}
+
+// outageBus is an embedded NATS server with the topology set up, and the
+// injector's client on it as an outage (no publish failing yet).
+func outageBus(t *testing.T) (*server.Server, jetstream.JetStream, events.Topology, *outage) {
+	t.Helper()
+	srv, nc := eventstest.RunServer(t)
+	topo := eventstest.Topology()
+	js := eventstest.Setup(t, nc, topo)
+	client, err := events.NewClient(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, js, topo, &outage{Client: client}
 }
 
 // runInjector runs h through a runner of cfg on js until the test ends,
@@ -73,14 +88,7 @@ func TestRedeliveredTurnAnsweredWithItsRecordedBlock(t *testing.T) {
 		f := newFixture(t, b, nil)
 		first := f.add(memory.Node{Subkind: memory.Decision, Label: "Deploys to production run through make release"})
 
-		srv, nc := eventstest.RunServer(t)
-		topo := eventstest.Topology()
-		js := eventstest.Setup(t, nc, topo)
-		client, err := events.NewClient(nc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pub := &outage{Client: client}
+		srv, js, topo, pub := outageBus(t)
 		cfg := runner.ConfigFor(topo, events.ConsumerInjector)
 		cfg.BackoffBase, cfg.BackoffMax = 1500*time.Millisecond, 1500*time.Millisecond
 		var mu sync.Mutex
@@ -202,14 +210,7 @@ func TestReadyPublishOutageSpendsNoDelivery(t *testing.T) {
 	f := newFixture(t, storetest.Backend{Name: "sqlite", Open: storetest.OpenSQLite}, nil)
 	f.add(memory.Node{Subkind: memory.Decision, Label: "Deploys to production run through make release"})
 
-	srv, nc := eventstest.RunServer(t)
-	topo := eventstest.Topology()
-	js := eventstest.Setup(t, nc, topo)
-	client, err := events.NewClient(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub := &outage{Client: client}
+	srv, js, topo, pub := outageBus(t)
 	pub.fail.Store(8)
 	cfg := runner.ConfigFor(topo, events.ConsumerInjector)
 	if cfg.MaxDeliver != 3 {
