@@ -380,6 +380,10 @@ func check(ctx context.Context, t *recT, c *cluster, d *driver, warm []*turnRec,
 			}
 			if !ok && !judgedEarlier(d, tr, recorded) {
 				r.FeedbackTurnsBad++
+				if r.FeedbackTurnsBad <= 10 {
+					t.Logf("turn %s/%s/%s (turn_started %s at %s, answered %v at %s): its record carries %d memories, no feedback record",
+						tr.project, tr.session, tr.turn, tr.startedID, tr.started.Format("15:04:05.000"), tr.replied, tr.repliedAt.Format("15:04:05.000"), len(rec.IDs))
+				}
 			}
 		}
 	}
