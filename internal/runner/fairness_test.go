@@ -185,7 +185,8 @@ func TestWaitedTurnPastItsDeadlineIsHandledAgain(t *testing.T) {
 	var calls, expired atomic.Int32
 	release, entered := make(chan struct{}), make(chan struct{})
 	cfg := h.injectorConfig() // one handler
-	cfg.BackoffBase, cfg.BackoffMax, cfg.WaitMax = 400*time.Millisecond, 400*time.Millisecond, 400*time.Millisecond // the wait outlasts the deadline
+	// The wait outlasts the deadline.
+	cfg.BackoffBase, cfg.BackoffMax, cfg.WaitMax = 400*time.Millisecond, 400*time.Millisecond, 400*time.Millisecond
 	cfg.ServerClockSkew = time.Millisecond
 	h.start(cfg, func(ctx context.Context, ev events.Envelope) error {
 		if ev.SessionID == "busy" {

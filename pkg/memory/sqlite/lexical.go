@@ -575,14 +575,7 @@ func (x *lexIndex) searchPruned(words []string, sc *scratch, want int, accept fu
 				rids, tfs := tm.part(p, &sc.blk)
 				tfs = tfs[:len(rids)]
 				for i, rid := range rids {
-					old := sc.score[rid]
-					if old == 0 {
-						sc.touched = append(sc.touched, rid)
-					}
-					f := float64(tfs[i])
-					v := old + bm.score(k, f, x.docLen[rid])
-					sc.score[rid] = v
-					if v > top {
+					if v := sc.add(rid, bm.score(k, float64(tfs[i]), x.docLen[rid])); v > top {
 						top = v
 					}
 				}
@@ -614,13 +607,7 @@ func (x *lexIndex) searchPruned(words []string, sc *scratch, want int, accept fu
 		for _, rid := range sc.touchT {
 			f := float64(sc.tf[rid])
 			sc.tf[rid] = 0
-			old := sc.score[rid]
-			if old == 0 {
-				sc.touched = append(sc.touched, rid)
-			}
-			v := old + bm.score(k, f, x.docLen[rid])
-			sc.score[rid] = v
-			if v > top {
+			if v := sc.add(rid, bm.score(k, f, x.docLen[rid])); v > top {
 				top = v
 			}
 		}

@@ -73,18 +73,7 @@ func TestPrunedSearchMatchesExhaustive(t *testing.T) {
 			}
 			return vocab[i]
 		}
-		text := func() string {
-			if rng.IntN(3) == 0 {
-				n := c.Node()
-				return docText(&n)
-			}
-			var sb strings.Builder
-			for range 3 + rng.IntN(30) {
-				sb.WriteString(word())
-				sb.WriteByte(' ')
-			}
-			return sb.String()
-		}
+		text := func() string { return mixedText(rng, c, word, 30) }
 		live := map[uint32]string{} // what the index should hold
 		// Even rounds give a re-indexed or removed document's previous
 		// text (as the store's writes do: its terms derived from it), odd
@@ -185,6 +174,21 @@ func TestPrunedSearchMatchesExhaustive(t *testing.T) {
 	if pruned < 40 {
 		t.Errorf("only %d queries were pruned: the test does not exercise pruning", pruned)
 	}
+}
+
+// mixedText is a random document: one in three a memory of the bench
+// corpus, the others 3 to most+2 words of word.
+func mixedText(rng *rand.Rand, c *memorytest.BenchCorpus, word func() string, most int) string {
+	if rng.IntN(3) == 0 {
+		n := c.Node()
+		return docText(&n)
+	}
+	var sb strings.Builder
+	for range 3 + rng.IntN(most) {
+		sb.WriteString(word())
+		sb.WriteByte(' ')
+	}
+	return sb.String()
 }
 
 // TestRemoveByTermsOrScan: a document removed or re-indexed with the text

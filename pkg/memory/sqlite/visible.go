@@ -41,13 +41,7 @@ func (x *lexIndex) searchVisible(words []string, sc *scratch, want int, vis []ui
 	sc.touched = sc.touched[:0]
 	var top float32
 	add := func(rid uint32, k, f float64) {
-		old := sc.score[rid]
-		if old == 0 {
-			sc.touched = append(sc.touched, rid)
-		}
-		v := old + bm.score(k, f, x.docLen[rid])
-		sc.score[rid] = v
-		if v > top {
+		if v := sc.add(rid, bm.score(k, f, x.docLen[rid])); v > top {
 			top = v
 		}
 	}
@@ -100,6 +94,18 @@ func (x *lexIndex) searchVisible(words []string, sc *scratch, want int, vis []ui
 	}
 	x.visitBest(sc, top, want, more, visit, false)
 	return common
+}
+
+// add adds s to rid's score, noting rid among the touched documents the
+// first time, and returns the new score.
+func (sc *scratch) add(rid uint32, s float32) float32 {
+	old := sc.score[rid]
+	if old == 0 {
+		sc.touched = append(sc.touched, rid)
+	}
+	v := old + s
+	sc.score[rid] = v
+	return v
 }
 
 // markVisible sets the bits of vis (sorted) in sc.mark (sized for n rids

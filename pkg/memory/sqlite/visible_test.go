@@ -61,18 +61,7 @@ func TestSearchVisibleMatches(t *testing.T) {
 			}
 			return vocab[int(float64(len(vocab))*rng.Float64()*rng.Float64())]
 		}
-		text := func() string {
-			if rng.IntN(3) == 0 {
-				n := c.Node()
-				return docText(&n)
-			}
-			var sb strings.Builder
-			for range 3 + rng.IntN(25) {
-				sb.WriteString(word())
-				sb.WriteByte(' ')
-			}
-			return sb.String()
-		}
+		text := func() string { return mixedText(rng, c, word, 25) }
 		// Projects of skewed sizes: project 0 holds about half.
 		project := map[uint32]int{}
 		live := map[uint32]string{}
