@@ -158,7 +158,7 @@ func (s *Store) readPostings(ctx context.Context, reads []*lexRead) error {
 				headed[i] = append(headed[i], l)
 				hkeys = append(hkeys, r.keys.head(l.term()))
 			default:
-				l.cmd = pipe.ZRangeArgsWithScores(ctx, goredis.ZRangeArgs{Key: l.key, Start: 0, Stop: l.read - 1, Rev: true})
+				l.queueRead(ctx, pipe)
 			}
 		}
 		if len(hkeys) > 0 {
@@ -199,6 +199,12 @@ func (s *Store) readPostings(ctx context.Context, reads []*lexRead) error {
 		return err
 	}
 	return s.readAnywhere(ctx, reads)
+}
+
+// queueRead queues the read of l's best l.read postings on pipe (into
+// l.cmd).
+func (l *postingList) queueRead(ctx context.Context, pipe goredis.Pipeliner) {
+	l.cmd = pipe.ZRangeArgsWithScores(ctx, goredis.ZRangeArgs{Key: l.key, Start: 0, Stop: l.read - 1, Rev: true})
 }
 
 // buildHeads reads the lists of build (per read) with lexHeadScript, one

@@ -396,7 +396,7 @@ func (s *Store) readAnywhere(ctx context.Context, reads []*lexRead) error {
 	}
 	pipe := s.c.Pipeline()
 	for _, l := range whole {
-		l.cmd = pipe.ZRangeArgsWithScores(ctx, goredis.ZRangeArgs{Key: l.key, Start: 0, Stop: l.read - 1, Rev: true})
+		l.queueRead(ctx, pipe)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return s.wrap("lexical postings", err)

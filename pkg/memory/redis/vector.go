@@ -76,13 +76,7 @@ func (s *Store) Vector(ctx context.Context, model string, vec []float32, f memor
 		for _, r := range pending {
 			r.res = r.sim.Val()
 			s.noteSetSize(r.set, int64(len(r.res)) < r.count && len(r.res) <= smallSet)
-			if len(r.res) > 0 {
-				ids := make([]string, len(r.res))
-				for j, v := range r.res {
-					ids[j] = v.Name
-				}
-				r.vis = pipe.HMGet(ctx, r.keys.vis(), ids...)
-			}
+			r.queueVis(ctx, pipe)
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			return nil, s.wrap("vector filter fields", err)
@@ -157,6 +151,20 @@ type vecRead struct {
 	vis   *goredis.SliceCmd
 }
 
+// queueVis queues the read of the filter fields of the last search's
+// elements on pipe (into r.vis) and reports whether there were any.
+func (r *vecRead) queueVis(ctx context.Context, pipe goredis.Pipeliner) bool {
+	if len(r.res) == 0 {
+		return false
+	}
+	ids := make([]string, len(r.res))
+	for j, v := range r.res {
+		ids[j] = v.Name
+	}
+	r.vis = pipe.HMGet(ctx, r.keys.vis(), ids...)
+	return true
+}
+
 // visible returns the first limit visible neighbours of the last search,
 // with cosine scores (VSIM's score is (1 + cosine) / 2), positive only.
 func (r *vecRead) visible(f memory.Filter, now time.Time, limit int) []memory.Scored {
@@ -208,12 +216,8 @@ func (s *Store) vectorFiltered(ctx context.Context, blob goredis.Vector, reads [
 	queued := false
 	for i, r := range reads {
 		r.res, r.vis = sims[i].Val(), nil
-		if r.tag.kind == tagForeign && len(r.res) > 0 {
-			ids := make([]string, len(r.res))
-			for j, v := range r.res {
-				ids[j] = v.Name
-			}
-			r.vis, queued = pipe.HMGet(ctx, r.keys.vis(), ids...), true
+		if r.tag.kind == tagForeign {
+			queued = r.queueVis(ctx, pipe) || queued
 		}
 	}
 	if queued {
