@@ -260,7 +260,7 @@ func (s *Store) planReads(ctx context.Context, tags []scopeTag, qs []memory.LexT
 	subsets := s.reachReads(ctx)
 	for _, r := range reads {
 		r.plan(s.lexBudget, minPer)
-		if subsets && r.tag.kind == tagForeign || r.tag.kind == tagStats {
+		if (subsets && r.tag.kind == tagForeign) || r.tag.kind == tagStats {
 			for _, l := range r.lists {
 				l.planned = l.read // read so if its reach-anywhere postings are too many (readAnywhere)
 				l.subset, l.truncated, l.read = true, false, 0
