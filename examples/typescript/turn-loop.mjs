@@ -57,6 +57,9 @@ async function turn(turnId, userText) {
       { role: "user", content: userText },
       { role: "assistant", content: answer },
     ],
+    // The memories the prompt carried: their feedback survives a store
+    // failover between Engram's answer and its record of it.
+    injected_node_ids: injection?.nodeIds,
   });
   const tokens = Math.ceil(messages.reduce((n, m) => n + m.content.length, 0) / 4);
   await client.publishTokensReported(conversation, { input_tokens: tokens, context_window: 128_000 });

@@ -159,7 +159,7 @@ func (d *driver) turn(ctx context.Context, proj, sid string, t int) (*turnRec, e
 	ended := events.New(ref, events.TurnEnded{Messages: []events.Message{
 		{Role: events.RoleUser, Content: chaos.UserText(sid, t)},
 		{Role: events.RoleAssistant, Content: chaos.AssistantText(sid, t)},
-	}})
+	}, InjectedNodeIDs: rec.ids})
 	n, err = d.publish(ctx, ended, time.Time{})
 	rec.publishRetries += n
 	if err != nil {

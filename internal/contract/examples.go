@@ -45,8 +45,9 @@ func exampleEvents() (map[events.Type]events.Envelope, error) {
 				{Role: events.RoleTool, Content: "make deploy ENV=prod", ToolName: "read_file", ToolCallID: "call-1", ToolStatus: events.ToolOK},
 				{Role: events.RoleAssistant, Content: "Run make deploy ENV=prod."},
 			},
-			ChangedPaths: []string{"services/billing/deploy.md"},
-			InputTokens:  1450,
+			ChangedPaths:    []string{"services/billing/deploy.md"},
+			InputTokens:     1450,
+			InjectedNodeIDs: []string{"n-rule-1", "n-deploy-2"},
 		}),
 		events.TypeSessionIdle: mk("01HWTQ61CD4W6V2K9T0M5R7XBE", sess, events.SessionIdle{LastActivity: at.Add(-10 * time.Minute)}),
 		events.TypeTokensReported: mk("01HWTQ62EF4W6V2K9T0M5R7XBF", sess, events.TokensReported{

@@ -137,6 +137,17 @@
 // are digest-keyed, so even a write repeated after a crash between the
 // write and its record reinforces rather than duplicates.
 //
+// The injection record can come after the turn's end: the injector answers
+// the platform before it records (the answer is on the turn's critical
+// path), and a store failover between the two holds the record back. A
+// platform that names the block's ids in turn_ended (injected_node_ids)
+// has the turn marked ("transcript.injected", before its transcript is
+// appended, so a span that holds the turn finds the mark); a span with a
+// marked turn and no record waits for it (ErrInjectionPending, a runner
+// wait) up to InjectionWait after the turn's end. The ids themselves are
+// not judged: the record is what the injector answered with (a platform
+// could name any id), and a redelivered turn_started answers with it.
+//
 // # What the model sees
 //
 // Render: USER / ASSISTANT lines, assistant text capped at 2,000 characters,

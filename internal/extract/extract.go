@@ -107,11 +107,22 @@ var (
 // lease name.
 const (
 	LeaseName   = "extract"
-	recTurn     = "extractor.turn"     // a turn's extraction is done (or given up)
-	recFeedback = "extractor.feedback" // a turn's verdicts were applied
-	recWritten  = "extractor.written"  // a span's memories were written
-	recInvalid  = "extractor.invalid"  // the k-th invalid reply for a span
+	recTurn     = "extractor.turn"      // a turn's extraction is done (or given up)
+	recFeedback = "extractor.feedback"  // a turn's verdicts were applied
+	recWritten  = "extractor.written"   // a span's memories were written
+	recInvalid  = "extractor.invalid"   // the k-th invalid reply for a span
+	recInjected = "transcript.injected" // the platform says the turn carried memories
 )
+
+// InjectionWait is how long after a turn's end the extraction of a span
+// waits for the injection record of a turn that the platform says carried
+// memories (Turn.InjectedNodeIDs). The injector answers the platform
+// before it records what it answered (the answer is on the turn's critical
+// path, the record is not); a store failover between the two (7 s in the
+// clustered chaos run) can hold the record back past the turn's end, and
+// the turn's feedback would be lost. A record that has not come by then
+// never will: the injector starts no record past the turn's reply deadline.
+const InjectionWait = time.Minute
 
 // Errors. The handler maps them onto the runner's delay, retry and
 // dead-letter decisions.
@@ -122,6 +133,11 @@ var (
 	// ErrLeaseLost: the session's lease expired while a span was worked on;
 	// the work is redone by whoever holds it next (memory.ErrLeaseLost).
 	ErrLeaseLost = memory.ErrLeaseLost
+	// ErrInjectionPending: a turn of the span carried memories (the platform
+	// says so) and the injector's record of them is not there yet: the
+	// span waits for it (the handler returns runner.Wait), InjectionWait at
+	// most after the turn's end.
+	ErrInjectionPending = errors.New("extract: a turn's injection record is not written yet")
 	// ErrBusy: another replica holds the session's lease and the turn is
 	// not extracted yet. The handler returns it (transient: the runner's
 	// backoff) rather than acknowledge: the holder usually folds the turn
@@ -207,6 +223,10 @@ type Turn struct {
 	Turn         string
 	Messages     []memory.Message
 	ChangedPaths []string
+	// InjectedNodeIDs are the memories the platform says the turn's prompt
+	// carried (events.TurnEnded.InjectedNodeIDs): the turn then has, or
+	// will have within InjectionWait, the injector's record.
+	InjectedNodeIDs []string
 }
 
 // Result says what handling a turn did.
@@ -243,9 +263,9 @@ func (x *Extractor) HandleTurn(ctx context.Context, t Turn) (Result, error) {
 func (x *Extractor) StoreTurn(ctx context.Context, t Turn) (Result, error) {
 	var res Result
 	ref := x.ref(t.Tenant, t.Project, t.Session)
-	_, appended, err := x.store.AppendTranscript(ctx, ref, t.Turn, t.Messages)
+	_, appended, err := x.appendTurn(ctx, ref, t)
 	if err != nil {
-		return res, fmt.Errorf("extract: append transcript of turn %q: %w", t.Turn, err)
+		return res, err
 	}
 	res.Appended = appended
 	if paths := memory.NormalisePaths(t.ChangedPaths); len(paths) > 0 {
@@ -279,9 +299,9 @@ func (x *Extractor) StoreTurn(ctx context.Context, t Turn) (Result, error) {
 func (x *Extractor) ExtractTurn(ctx context.Context, t Turn) (Result, error) {
 	var res Result
 	ref := x.ref(t.Tenant, t.Project, t.Session)
-	stored, appended, err := x.store.AppendTranscript(ctx, ref, t.Turn, t.Messages)
+	stored, appended, err := x.appendTurn(ctx, ref, t)
 	if err != nil {
-		return res, fmt.Errorf("extract: append transcript of turn %q: %w", t.Turn, err)
+		return res, err
 	}
 	res.Appended = appended
 	hint := int64(0)
@@ -297,6 +317,22 @@ func (x *Extractor) ExtractTurn(ctx context.Context, t Turn) (Result, error) {
 		res.Busy = !done
 	}
 	return res, err
+}
+
+// appendTurn appends the turn's transcript (AppendTranscript: once per
+// turn id), after marking a turn that carried memories (recInjected) so
+// that a span holding the turn finds the mark.
+func (x *Extractor) appendTurn(ctx context.Context, ref memory.SessionRef, t Turn) ([]memory.Message, bool, error) {
+	if len(t.InjectedNodeIDs) > 0 {
+		if err := x.store.MarkEventProcessed(ctx, ref.ProjectRef(), recInjected, recordKey(t.Session, t.Turn), x.cfg.RecordTTL); err != nil {
+			return nil, false, fmt.Errorf("extract: mark turn %q injected: %w", t.Turn, err)
+		}
+	}
+	stored, appended, err := x.store.AppendTranscript(ctx, ref, t.Turn, t.Messages)
+	if err != nil {
+		return nil, false, fmt.Errorf("extract: append transcript of turn %q: %w", t.Turn, err)
+	}
+	return stored, appended, nil
 }
 
 func (x *Extractor) drain(ctx context.Context, ref memory.SessionRef, cause string, hint int64, res Result) (Result, error) {
@@ -517,6 +553,9 @@ func (x *Extractor) extractSpan(ctx context.Context, ref memory.SessionRef, caus
 	if err != nil {
 		return nil, false, 0, err
 	}
+	if err := x.awaitInjected(ctx, ref, span, injected); err != nil {
+		return nil, false, 0, err
+	}
 
 	transcript := Render(msgs, x.cfg)
 	if len([]rune(strings.TrimSpace(transcript))) < x.cfg.MinSpanChars {
@@ -598,6 +637,34 @@ func (x *Extractor) readInjected(ctx context.Context, ref memory.SessionRef, spa
 		out = append(out, injectedTurn{turn: t.ID, ids: rec.IDs, rec: rec})
 	}
 	return out, nil
+}
+
+// awaitInjected returns ErrInjectionPending when a turn of the span without
+// an injection record carried memories (recInjected) and ended less than
+// InjectionWait ago: its record may still be on its way. Past that, the
+// span goes on without it (the turn's memories are not judged).
+func (x *Extractor) awaitInjected(ctx context.Context, ref memory.SessionRef, span []spanTurn, injected []injectedTurn) error {
+	recorded := make(map[string]bool, len(injected))
+	for _, it := range injected {
+		recorded[it.turn] = true
+	}
+	now := x.now()
+	for _, t := range span {
+		if recorded[t.ID] {
+			continue
+		}
+		if age := now.Sub(t.Msgs[0].CreatedAt); age >= InjectionWait || age <= -InjectionWait {
+			continue
+		}
+		marked, err := x.store.EventProcessed(ctx, ref.ProjectRef(), recInjected, recordKey(ref.Session, t.ID))
+		if err != nil {
+			return fmt.Errorf("extract: read injection mark of turn %q: %w", t.ID, err)
+		}
+		if marked {
+			return fmt.Errorf("%w: turn %q of %s", ErrInjectionPending, t.ID, ref)
+		}
+	}
+	return nil
 }
 
 // finish marks the span's turns done and shortens their injection records'

@@ -37,7 +37,8 @@ func TurnFromEvent(ev events.Envelope) (Turn, error) {
 	if err != nil {
 		return Turn{}, fmt.Errorf("extract: %w", err)
 	}
-	t := Turn{EventID: ev.ID, Tenant: ev.TenantID, Project: ev.ProjectID, Session: ev.SessionID, Turn: ev.TurnID, ChangedPaths: te.ChangedPaths}
+	t := Turn{EventID: ev.ID, Tenant: ev.TenantID, Project: ev.ProjectID, Session: ev.SessionID, Turn: ev.TurnID,
+		ChangedPaths: te.ChangedPaths, InjectedNodeIDs: te.InjectedNodeIDs}
 	t.Messages = make([]memory.Message, len(te.Messages))
 	for i, m := range te.Messages {
 		mm := memory.Message{
@@ -89,7 +90,9 @@ func (h *Handler) Store(ctx context.Context, ev events.Envelope) error {
 //     is stored either way;
 //   - a turn that breaks the transcript rules: Permanent;
 //   - another replica holds the session and the turn is not extracted yet:
-//     transient (ErrBusy), retried with the runner's backoff until it is.
+//     transient (ErrBusy), retried with the runner's backoff until it is;
+//   - a turn of the span carried memories whose injection record is not
+//     written yet (ErrInjectionPending): runner.Wait, InjectionWait at most.
 func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
 	t, err := TurnFromEvent(ev)
 	if err != nil {
@@ -129,6 +132,10 @@ func Classify(err error) error {
 			return runner.Permanent(err)
 		}
 		return runner.RetryAfter(err, inv.Delay)
+	case errors.Is(err, ErrInjectionPending):
+		// Not a failure: the injector's record is on its way (a wait
+		// spends no delivery).
+		return runner.Wait(err)
 	case errors.As(err, &budget):
 		return runner.RetryAfter(err, max(time.Until(budget.Until), time.Second))
 	case errors.Is(err, llm.ErrUnavailable), errors.Is(err, llm.ErrModelMissing), errors.Is(err, memory.ErrUnavailable):

@@ -62,7 +62,8 @@
 //
 //	turn_started     TurnStarted     text*, paths, project_names {id: name}, reply_to, reply_by
 //	turn_ended       TurnEnded       messages* [{role*: user|assistant|tool, content, tool_calls [{id,name*,arguments}],
-//	                                  tool_name, tool_call_id, tool_status: ok|failed (* for tool)}], changed_paths, input_tokens
+//	                                  tool_name, tool_call_id, tool_status: ok|failed (* for tool)}], changed_paths, input_tokens,
+//	                                  injected_node_ids (the node_ids of the block the prompt carried)
 //	session_idle     SessionIdle     last_activity*
 //	tokens_reported  TokensReported  stack_id, input_tokens (0: unknown), context_window, ephemeral, force
 //
@@ -184,7 +185,7 @@
 //	// err (ErrInjectTimeout or any other): run the turn without memory.
 //	prompt := inj.Block + userText
 //	... run the model ...
-//	client.PublishTurnEnded(ctx, ref, events.TurnEnded{Messages: msgs})
+//	client.PublishTurnEnded(ctx, ref, events.TurnEnded{Messages: msgs, InjectedNodeIDs: inj.NodeIDs})
 //	client.PublishTokensReported(ctx, ref, events.TokensReported{InputTokens: n})
 //
 // Inject publishes turn_started with reply_to set to a subject of its own

@@ -68,7 +68,8 @@ func Example() {
 			{Role: events.RoleUser, Content: user},
 			{Role: events.RoleAssistant, Content: answer},
 		},
-		InputTokens: 1234,
+		InputTokens:     1234,
+		InjectedNodeIDs: inj.NodeIDs, // what the prompt carried: its feedback is then never lost
 	})
 	fmt.Println("turn_ended published:", err == nil)
 	_, err = client.PublishTokensReported(ctx, ref, events.TokensReported{InputTokens: 1234})

@@ -93,6 +93,12 @@ type TurnEnded struct {
 	ChangedPaths []string `json:"changed_paths,omitempty"`
 	// InputTokens is the prompt size of the turn's last model call; 0: unknown.
 	InputTokens int64 `json:"input_tokens,omitempty"`
+	// InjectedNodeIDs are the node ids of the injection_ready the turn's
+	// prompt carried (Injection.NodeIDs), if any. The injector answers
+	// before it records the injection; with them the extractor waits for a
+	// record still being written (a store failover between the two) instead
+	// of judging the turn as one without memories.
+	InjectedNodeIDs []string `json:"injected_node_ids,omitempty"`
 }
 
 // EventType implements Payload.
@@ -126,6 +132,11 @@ func (t TurnEnded) validate(p *problems) {
 		}
 	}
 	paths(p, "changed_paths", t.ChangedPaths)
+	for i, id := range t.InjectedNodeIDs {
+		if id == "" {
+			p.add(fmt.Sprintf("injected_node_ids[%d]", i), "empty id")
+		}
+	}
 	if t.InputTokens < 0 {
 		p.add("input_tokens", "negative")
 	}

@@ -88,6 +88,8 @@ export interface TurnEnded {
   changed_paths?: string[];
   /** Prompt size of the turn's last model call; 0: unknown. */
   input_tokens?: number;
+  /** The node_ids of the injection_ready the turn's prompt carried, if any. The injector answers before it records the injection; with them the extractor waits (a minute at most) for a record still being written, so the memories' feedback is not lost to a store failover between the two. No empty id. */
+  injected_node_ids?: string[];
 }
 
 /** One message of a turn. */
@@ -312,7 +314,7 @@ export type Shape = "string" | "integer" | "number" | "boolean" | "time" | "obje
 export const SHAPES: Record<string, Record<string, Shape>> = {
   Envelope: { id: "string", type: "string", version: "integer", occurred_at: "time", tenant_id: "string", project_id: "string", session_id: "string", turn_id: "string", payload: "object" },
   TurnStarted: { text: "string", paths: { array: "string" }, project_names: { map: "string" }, reply_to: "string", reply_by: "time" },
-  TurnEnded: { messages: { array: { ref: "Message" } }, changed_paths: { array: "string" }, input_tokens: "integer" },
+  TurnEnded: { messages: { array: { ref: "Message" } }, changed_paths: { array: "string" }, input_tokens: "integer", injected_node_ids: { array: "string" } },
   Message: { role: "string", content: "string", tool_calls: { array: { ref: "ToolCall" } }, tool_name: "string", tool_call_id: "string", tool_status: "string", tokens_in: "integer", tokens_out: "integer" },
   ToolCall: { id: "string", name: "string", arguments: "string" },
   SessionIdle: { last_activity: "time" },
@@ -340,7 +342,7 @@ export const PAYLOAD_OBJECT: Record<EventType, string> = {
 };
 
 /** The JSON names of every field of the envelope and its payloads: a key that differs from one of them only in case is refused. */
-export const KNOWN_FIELDS: readonly string[] = ["arguments", "block", "cause", "changed", "changed_paths", "changes", "completion_tokens", "content", "context_window", "duplicates", "ephemeral", "force", "forgotten", "from", "held", "id", "in_reply_to", "input_tokens", "kind", "last_activity", "linked", "messages", "name", "node_ids", "occurred_at", "pass", "paths", "payload", "project_id", "project_names", "prompt_tokens", "reason", "reply_by", "reply_to", "restored", "revised", "role", "scores", "session_id", "stack_id", "steps", "stored", "tenant_id", "text", "tokens_after", "tokens_before", "tokens_in", "tokens_out", "tool_call_id", "tool_calls", "tool_name", "tool_status", "turn_id", "type", "up_to", "version"];
+export const KNOWN_FIELDS: readonly string[] = ["arguments", "block", "cause", "changed", "changed_paths", "changes", "completion_tokens", "content", "context_window", "duplicates", "ephemeral", "force", "forgotten", "from", "held", "id", "in_reply_to", "injected_node_ids", "input_tokens", "kind", "last_activity", "linked", "messages", "name", "node_ids", "occurred_at", "pass", "paths", "payload", "project_id", "project_names", "prompt_tokens", "reason", "reply_by", "reply_to", "restored", "revised", "role", "scores", "session_id", "stack_id", "steps", "stored", "tenant_id", "text", "tokens_after", "tokens_before", "tokens_in", "tokens_out", "tool_call_id", "tool_calls", "tool_name", "tool_status", "turn_id", "type", "up_to", "version"];
 
 /** Objects whose keys are data (a map), not field names. */
 export const MAP_FIELDS: readonly string[] = ["project_names"];

@@ -403,6 +403,9 @@ function validatePayload(type: EventType, pl: Obj, p: Problems): void {
         });
       });
       paths(p, "changed_paths", pl["changed_paths"]);
+      arr(pl["injected_node_ids"]).forEach((s, i) => {
+        if (str(s) === "") p.add(`injected_node_ids[${i}]`, "empty id");
+      });
       if (num(pl["input_tokens"]) < 0) p.add("input_tokens", "negative");
       return;
     }

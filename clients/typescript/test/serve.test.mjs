@@ -85,6 +85,7 @@ describe("against engram serve", { skip: needsServe() }, () => {
           { role: "assistant", content: `Answer ${i}: tag vX.Y.Z; the release workflow deploys. Use pnpm.` },
         ],
         input_tokens: 1000 * i,
+        injected_node_ids: inj.nodeIds,
       });
       assert.equal(ended.type, "turn_ended");
     }
