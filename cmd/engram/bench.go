@@ -51,6 +51,7 @@ func benchInject(ctx context.Context, stdout io.Writer, args []string) error {
 		conc      int
 		projects  int
 		anywhere  int
+		novel     bool
 		dbPath    string
 		namespace string
 		cpuProf   string
@@ -60,6 +61,7 @@ func benchInject(ctx context.Context, stdout io.Writer, args []string) error {
 		fs.IntVar(&memories, "memories", 10000, "memories in the store (all in one project unless -projects)")
 		fs.IntVar(&projects, "projects", 1, "spread the memories (and the turns) over this many projects")
 		fs.IntVar(&anywhere, "anywhere-every", 0, "make every Nth memory reach anywhere (recalled from the other projects too); 0: none")
+		fs.BoolVar(&novel, "novel-words", false, "give each turn's question a word of its own (a store's caches of query terms miss)")
 		fs.StringVar(&dbPath, "db", "", "sqlite: use and keep this database file, seeded only if it holds no memory yet (a fixture reused between runs; loaded before the turns are measured, without a vector graph: the injector with the built-in embedder reads no vector)")
 		fs.StringVar(&namespace, "namespace", "", "redis: use and keep this namespace, seeded only if it holds no memory yet")
 		fs.StringVar(&clients, "clients", "1,8", "concurrent clients, comma-separated: one measurement each")
@@ -140,7 +142,7 @@ func benchInject(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	progress := io.Writer(os.Stderr)
 	results, lineCounts, err := injectbench.Run(ctx, st, injectbench.Options{
-		StoreName: storeKind, Memories: memories, Projects: projects, AnywhereEvery: anywhere, Seeded: seeded, Clients: cs, Turns: turns, Warmup: min(100, turns),
+		StoreName: storeKind, Memories: memories, Projects: projects, AnywhereEvery: anywhere, NovelWords: novel, Seeded: seeded, Clients: cs, Turns: turns, Warmup: min(100, turns),
 		Dir: dir, Concurrency: conc, Progress: progress, ServerCPU: serverCPU, CPUProfile: cpuProf,
 	})
 	if err != nil {

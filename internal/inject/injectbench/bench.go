@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -47,6 +48,10 @@ type Options struct {
 	// anywhere (recalled from the tenant's other projects too, as the
 	// extractor marks lessons that help elsewhere); 0: none does.
 	AnywhereEvery int
+	// NovelWords gives each turn's question a word no other turn has, as
+	// a conversation's new words do: what the store keeps of query terms
+	// (the Redis store's statistics of other projects) misses every turn.
+	NovelWords bool
 	// Seeded says the store already holds the corpus (a kept fixture):
 	// the seeding is skipped.
 	Seeded  bool
@@ -295,7 +300,7 @@ func Run(ctx context.Context, st Store, opts Options) ([]Result, []LineCount, er
 		// 4.2x and 1.8x, and the turn's p99 2.5x and 1.8x, what they were
 		// after a collection.
 		runtime.GC()
-		if _, _, err := drive(ctx, client, corpus, clients, projects, opts.Warmup, run+"-warm"); err != nil {
+		if _, _, err := drive(ctx, client, corpus, clients, projects, opts.Warmup, run+"-warm", opts.NovelWords); err != nil {
 			return nil, nil, err
 		}
 		var ms0, ms1 runtime.MemStats
@@ -312,7 +317,7 @@ func Run(ctx context.Context, st Store, opts Options) ([]Result, []LineCount, er
 		if err != nil {
 			return nil, nil, err
 		}
-		lat, res, err := drive(ctx, client, corpus, clients, projects, opts.Turns, fmt.Sprintf("%s-c%d", run, clients))
+		lat, res, err := drive(ctx, client, corpus, clients, projects, opts.Turns, fmt.Sprintf("%s-c%d", run, clients), opts.NovelWords)
 		stopProfile()
 		if err != nil {
 			return nil, nil, err
@@ -355,7 +360,13 @@ func Run(ctx context.Context, st Store, opts Options) ([]Result, []LineCount, er
 
 // drive runs turns spread over clients concurrent platforms and returns the
 // latencies (ms) with throughput and block sizes.
-func drive(ctx context.Context, client *events.Client, corpus []string, clients, projects, turns int, tag string) ([]float64, Result, error) {
+func drive(ctx context.Context, client *events.Client, corpus []string, clients, projects, turns int, tag string, novel bool) ([]float64, Result, error) {
+	word := strings.Map(func(r rune) rune {
+		if unicode.IsLetter(r) || unicode.IsDigit(r) {
+			return r
+		}
+		return -1
+	}, tag)
 	var (
 		mu       sync.Mutex
 		lat      []float64
@@ -373,7 +384,11 @@ func drive(ctx context.Context, client *events.Client, corpus []string, clients,
 			for i := range next {
 				ref := events.Ref{ProjectID: ProjectName(i % projects), SessionID: fmt.Sprintf("%s-s%d", tag, c), TurnID: fmt.Sprintf("%s-t%d", tag, i)}
 				t0 := time.Now()
-				got, err := client.Inject(ctx, ref, events.TurnStarted{Text: corpus[i%len(corpus)],
+				text := corpus[i%len(corpus)]
+				if novel {
+					text += fmt.Sprintf(" nw%sq%d", word, i)
+				}
+				got, err := client.Inject(ctx, ref, events.TurnStarted{Text: text,
 					ProjectNames: map[string]string{OtherProject: "Billing API"}})
 				d := time.Since(t0)
 				mu.Lock()

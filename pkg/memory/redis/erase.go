@@ -143,6 +143,12 @@ func (er *redisEraser) run(ctx context.Context) error {
 		s.regList.invalidate()
 		s.reachList.invalidate()
 	}
+	// What this process keeps of the spaces' statistics (statscache.go)
+	// names their terms: gone with them, not at its expiry (a node's
+	// erasure drops its space's: dropNode, tagWrites).
+	for _, sp := range er.whole {
+		s.stats.drop(s.keys(sp).p)
+	}
 	if len(er.gone) > 0 {
 		return er.references(ctx)
 	}
@@ -381,7 +387,7 @@ func (s *Store) dropNode(ctx context.Context, pipe goredis.Pipeliner, n *memory.
 		pipe.SRem(ctx, k.path(p), id)
 	}
 	tf, length := docTokens(n)
-	lw := newTagWrites(k)
+	lw := s.tagWrites(k)
 	lw.reindex(id, -1, length, 0, tf, nil)
 	// Out of every term's reach-anywhere postings, whatever its reach:
 	// an earlier version's edit, or a rebuild racing one, can have left

@@ -424,3 +424,15 @@ func HeadCopy(n *memory.Node) string { return headCopy(n) }
 
 // FormatKey is the key of the store's format.
 func FormatKey(s *Store) string { return s.formatKey() }
+
+// SetStatsCache turns the statistics cache of statistics-only projects
+// (statscache.go) on or off.
+func SetStatsCache(s *Store, on bool) { s.noStatsCache = !on }
+
+// StatsKept reports whether the statistics cache holds project's.
+func StatsKept(s *Store, project memory.ProjectRef) bool {
+	s.stats.mu.Lock()
+	defer s.stats.mu.Unlock()
+	_, ok := s.stats.m[s.keys(space(project)).p]
+	return ok
+}

@@ -532,7 +532,7 @@ type tagWrites struct {
 	k    keys
 	args []any // reindexLexScript's ARGV
 
-	// With scored set (newScoredTagWrites), reindex computes the postings'
+	// With scored set (scoredTagWrites), reindex computes the postings'
 	// scores here, from the statistics n and l the caller read under
 	// WATCH, and groups them by term for reindexScoredScript.
 	scored bool
@@ -552,6 +552,15 @@ func newTagWrites(k keys) *tagWrites {
 	return &tagWrites{k: k, args: []any{k.p, dictToken(), "0"}}
 }
 
+// tagWrites returns newTagWrites(k), and forgets what this process keeps
+// of the project's statistics (statscache.go): its next query reads them
+// with this write in them. (A query between the two may keep them from
+// before the write, for statsTTL: like another process' write.)
+func (s *Store) tagWrites(k keys) *tagWrites {
+	s.stats.drop(k.p)
+	return newTagWrites(k)
+}
+
 // dictFineDocs is the most documents of a posting-script call that sets
 // the versions of its new terms only (see reindexLexScript).
 const dictFineDocs = 16
@@ -564,15 +573,15 @@ func fineFlag(docs int) string {
 	return "0"
 }
 
-// newScoredTagWrites is newTagWrites for a caller that read the scope's
+// scoredTagWrites is tagWrites for a caller that read the scope's
 // statistics (n documents, l total length: HMGET of k.stats(), each
 // missing or unparsable value 0, as the script reads them) with the stats
 // key WATCHed: the postings are scored here (scoreDoc), as
 // reindexLexScript scores them, and the script only stores them. An
 // import's chunk spent about a third of its server time in that script's
 // arithmetic and tables.
-func newScoredTagWrites(k keys, n, l float64) *tagWrites {
-	w := newTagWrites(k)
+func (s *Store) scoredTagWrites(k keys, n, l float64) *tagWrites {
+	w := s.tagWrites(k)
 	w.scored, w.n, w.l = true, n, l
 	return w
 }
@@ -733,7 +742,7 @@ return 0
 // a node of reach anywhere, added its space to the reach registry
 // (markReach: another slot, so outside the MULTI, before it).
 func (s *Store) writeNode(ctx context.Context, pipe goredis.Pipeliner, old, n *memory.Node) {
-	lw := newTagWrites(s.keys(spaceOf(n)))
+	lw := s.tagWrites(s.keys(spaceOf(n)))
 	s.writeNodeTo(ctx, pipe, lw, old, n)
 	lw.flush(ctx, pipe)
 }

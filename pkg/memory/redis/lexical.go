@@ -241,7 +241,7 @@ func (s *Store) judge(ctx context.Context, reads []*lexRead, qs []memory.LexTerm
 // their document frequencies count in the groups' weights (score) as
 // the lists' would if they were read.
 func (s *Store) planReads(ctx context.Context, tags []scopeTag, qs []memory.LexTerm, minPer int) ([]*lexRead, error) {
-	dicts, err := s.dictionaries(ctx, tags, qs, dictArgs(qs))
+	dicts, err := s.tagDictionaries(ctx, tags, qs)
 	if err != nil {
 		return nil, err
 	}
@@ -268,6 +268,49 @@ func (s *Store) planReads(ctx context.Context, tags []scopeTag, qs []memory.LexT
 		}
 	}
 	return reads, nil
+}
+
+// tagDictionaries is dictionaries for the tags, with the dictionaries of
+// statistics-only tags (tagStats) taken from the statistics cache when
+// every query term of theirs was read within statsTTL (statscache.go),
+// and kept there when read.
+func (s *Store) tagDictionaries(ctx context.Context, tags []scopeTag, qs []memory.LexTerm) ([][]string, error) {
+	args := dictArgs(qs)
+	if s.noStatsCache {
+		return s.dictionaries(ctx, tags, qs, args)
+	}
+	terms := make([]string, len(args))
+	for i, a := range args {
+		terms[i] = a.(string)
+	}
+	now := s.now()
+	out := make([][]string, len(tags))
+	var rest []scopeTag
+	var at []int // index in tags of rest[i]
+	for i, t := range tags {
+		if t.kind == tagStats {
+			if d, ok := s.stats.get(s.keys(t.project).p, terms, now); ok {
+				out[i] = d
+				continue
+			}
+		}
+		rest = append(rest, t)
+		at = append(at, i)
+	}
+	if len(rest) == 0 {
+		return out, nil
+	}
+	dicts, err := s.dictionaries(ctx, rest, qs, args)
+	if err != nil {
+		return nil, err
+	}
+	for j, d := range dicts {
+		out[at[j]] = d
+		if rest[j].kind == tagStats {
+			s.stats.put(s.keys(rest[j].project).p, terms, d, now)
+		}
+	}
+	return out, nil
 }
 
 // dictArgs are lexDictScript's ARGV for the query terms qs, after the key

@@ -554,7 +554,7 @@ func batchReplaces(batch []memory.Node, id, digest string) bool {
 func (s *Store) putTag(ctx context.Context, project string, nodes []memory.Node, edges []memory.Edge) error {
 	k := s.keys(project)
 	// The statistics are WATCHed too: the postings are scored here, with
-	// the ones read (newScoredTagWrites).
+	// the ones read (scoredTagWrites).
 	watch := []string{k.digests(), k.stats()}
 	for _, n := range nodes {
 		watch = append(watch, k.node(n.ID))
@@ -601,7 +601,7 @@ func (s *Store) putTag(ctx context.Context, project string, nodes []memory.Node,
 			}
 		}
 		_, err := tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
-			lw := newScoredTagWrites(k, statValue(st.Val(), 0), statValue(st.Val(), 1))
+			lw := s.scoredTagWrites(k, statValue(st.Val(), 0), statValue(st.Val(), 1))
 			if s.scoreInScript {
 				lw = newTagWrites(k)
 			}

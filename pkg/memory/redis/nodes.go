@@ -747,7 +747,7 @@ func (s *Store) modifyTag(ctx context.Context, op, project string, ids []string,
 			}
 		}
 		_, err := tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
-			lw := newTagWrites(k)
+			lw := s.tagWrites(k)
 			for i := range writes {
 				s.writeNodeTo(ctx, p, lw, &writes[i].old, &writes[i].n)
 			}

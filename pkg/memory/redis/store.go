@@ -61,10 +61,12 @@ type Store struct {
 	noAnywhere           bool // cross-project reads as before FormatReach, whatever the format (tests: reach.go)
 	anywhereMax          int  // the most reach-anywhere postings of a term read in a project (anywhereReadMax; tests lower it)
 	dict                 dictCache
-	noDictCache          bool   // ask lexDictScript for every dictionary (tests: lexdict.go)
-	adjacentHook         func() // called between Adjacent's two reads (tests)
-	pendingHook          func() // called between HasPendingEmbeddings' two reads (tests)
-	scoreInScript        bool   // PutBatch scores postings in reindexLexScript, as single writes do (tests)
+	stats                statsCache // statistics-only projects' dictionaries (statscache.go)
+	noStatsCache         bool       // every statistics-only project read afresh (tests)
+	noDictCache          bool       // ask lexDictScript for every dictionary (tests: lexdict.go)
+	adjacentHook         func()     // called between Adjacent's two reads (tests)
+	pendingHook          func()     // called between HasPendingEmbeddings' two reads (tests)
+	scoreInScript        bool       // PutBatch scores postings in reindexLexScript, as single writes do (tests)
 	closeCli             bool
 
 	// The store's format as last read (format.go; nil: read it again) and
