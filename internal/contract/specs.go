@@ -33,7 +33,7 @@ var specs = map[reflect.Type]map[string]spec{
 		"messages":          {doc: "The turn's messages in order: the user's, the assistant's with their tool calls, the tool results.", required: true, minItems: 1},
 		"changed_paths":     {doc: "Repository-relative paths the turn modified (memories attached to them may be stale). No empty path.", nonEmptyItems: true},
 		"input_tokens":      {doc: "Prompt size of the turn's last model call; 0: unknown.", nonNegative: true},
-		"injected_node_ids": {doc: "The node_ids of the injection_ready the turn's prompt carried, if any. The injector answers before it records the injection; with them the extractor waits (a minute at most) for a record still being written, so the memories' feedback is not lost to a store failover between the two. No empty id.", nonEmptyItems: true},
+		"injected_node_ids": {doc: "The node_ids of the injection_ready the turn's prompt carried, if any. The injector answers before it records the injection; with them the extractor waits for a record still being written (a minute at most from its first look), so the memories' feedback is not lost to a store failover between the two. No empty id.", nonEmptyItems: true},
 	},
 	reflect.TypeFor[events.Message](): {
 		"role":         {doc: "Who wrote the message.", required: true, enum: []string{string(events.RoleUser), string(events.RoleAssistant), string(events.RoleTool)}},

@@ -42,10 +42,15 @@ type Config struct {
 	InvalidDelay time.Duration // first retry delay after an invalid reply; doubles each failure (30s)
 
 	// Coordination.
-	LeaseTTL     time.Duration // per-session lease; must be shorter than the consumer's ack wait (30s)
-	RecordTTL    time.Duration // processed records (turn extracted, feedback applied) (30 days)
-	ScanWindow   int           // messages read back to find the span start, widened x8 when needed (16)
-	MaxSpanLoops int           // spans extracted by one lease holder before it lets go (16)
+	LeaseTTL  time.Duration // per-session lease; must be shorter than the consumer's ack wait (30s)
+	RecordTTL time.Duration // processed records (turn extracted, feedback applied) (30 days)
+	// InjectionWait bounds how long a span waits for the injection record
+	// of a turn that the platform says carried memories, from the first
+	// time a span found it missing, on the store's clock (1m; see
+	// ErrInjectionPending).
+	InjectionWait time.Duration
+	ScanWindow    int // messages read back to find the span start, widened x8 when needed (16)
+	MaxSpanLoops  int // spans extracted by one lease holder before it lets go (16)
 	// SpanTurns bounds a span: at most this many turns, and no more than
 	// fit TranscriptChars rendered (at least one turn), so that a backlog
 	// (turns stored while the model was down) is extracted oldest first in
@@ -69,7 +74,7 @@ func Defaults() Config {
 		InjectedLabelChars: 300,
 		CrossProject:       true, MaxMemories: 5, SameCosine: 0.85,
 		MaxInvalid: 3, InvalidDelay: 30 * time.Second,
-		LeaseTTL: 30 * time.Second, RecordTTL: 30 * 24 * time.Hour, ScanWindow: 16, MaxSpanLoops: 16, SpanTurns: 8,
+		LeaseTTL: 30 * time.Second, RecordTTL: 30 * 24 * time.Hour, InjectionWait: time.Minute, ScanWindow: 16, MaxSpanLoops: 16, SpanTurns: 8,
 		EmbedBatch: 32, BacklogPeriod: 5 * time.Second,
 		Temperature: 0.1,
 	}
@@ -118,6 +123,9 @@ func (c Config) Validate() error {
 	}
 	if c.RecordTTL <= 0 {
 		bad("record TTL %v must be positive", c.RecordTTL)
+	}
+	if c.InjectionWait <= 0 {
+		bad("injection wait %v must be positive", c.InjectionWait)
 	}
 	if c.BacklogPeriod <= 0 {
 		bad("backlog period %v must be positive", c.BacklogPeriod)

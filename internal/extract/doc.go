@@ -144,7 +144,9 @@
 // has the turn marked ("transcript.injected", before its transcript is
 // appended, so a span that holds the turn finds the mark); a span with a
 // marked turn and no record waits for it (ErrInjectionPending, a runner
-// wait) up to InjectionWait after the turn's end. The ids themselves are
+// wait) up to Config.InjectionWait from the first span that found it
+// missing (a processed record the store expires: the store's clock, not
+// the platform's occurred_at). The ids themselves are
 // not judged: the record is what the injector answered with (a platform
 // could name any id), and a redelivered turn_started answers with it.
 //

@@ -112,17 +112,9 @@ const (
 	recWritten  = "extractor.written"   // a span's memories were written
 	recInvalid  = "extractor.invalid"   // the k-th invalid reply for a span
 	recInjected = "transcript.injected" // the platform says the turn carried memories
+	recAwaiting = "extractor.awaiting"  // a span waits for the turn's injection record (for InjectionWait)
+	recAwaited  = "extractor.awaited"   // a span started waiting for it
 )
-
-// InjectionWait is how long after a turn's end the extraction of a span
-// waits for the injection record of a turn that the platform says carried
-// memories (Turn.InjectedNodeIDs). The injector answers the platform
-// before it records what it answered (the answer is on the turn's critical
-// path, the record is not); a store failover between the two (7 s in the
-// clustered chaos run) can hold the record back past the turn's end, and
-// the turn's feedback would be lost. A record that has not come by then
-// never will: the injector starts no record past the turn's reply deadline.
-const InjectionWait = time.Minute
 
 // Errors. The handler maps them onto the runner's delay, retry and
 // dead-letter decisions.
@@ -134,9 +126,17 @@ var (
 	// the work is redone by whoever holds it next (memory.ErrLeaseLost).
 	ErrLeaseLost = memory.ErrLeaseLost
 	// ErrInjectionPending: a turn of the span carried memories (the platform
-	// says so) and the injector's record of them is not there yet: the
-	// span waits for it (the handler returns runner.Wait), InjectionWait at
-	// most after the turn's end.
+	// says so: Turn.InjectedNodeIDs) and the injector's record of them is
+	// not there yet. The injector answers the platform before it records
+	// what it answered (the answer is on the turn's critical path, the
+	// record is not); a store failover between the two (7 s in the
+	// clustered chaos run) can hold the record back past the turn's end,
+	// and the turn's feedback would be lost. The span waits for it (the
+	// handler returns runner.Wait) Config.InjectionWait at most, from the
+	// first time a span found it missing, on the store's clock (a record
+	// kept TTL, not the platform's occurred_at); then it goes on without it
+	// (the record of an injector killed between its answer and the record
+	// never comes) and Result.Unjudged counts the turn.
 	ErrInjectionPending = errors.New("extract: a turn's injection record is not written yet")
 	// ErrBusy: another replica holds the session's lease and the turn is
 	// not extracted yet. The handler returns it (transient: the runner's
@@ -232,6 +232,7 @@ type Turn struct {
 // Result says what handling a turn did.
 type Result struct {
 	Appended bool            // the turn's messages were new
+	Unjudged int             // turns that carried memories whose injection record never came (Config.InjectionWait)
 	Spans    int             // extraction calls made (one per span)
 	Skipped  int             // spans too short to extract
 	Changes  []events.Change // memories written, reinforced, linked, judged, marked stale
@@ -365,7 +366,7 @@ func (x *Extractor) drain(ctx context.Context, ref memory.SessionRef, cause stri
 				if len(span) == 0 {
 					return nil
 				}
-				changes, called, proposed, err := x.extractSpan(ctx, ref, cause, span)
+				changes, called, proposed, err := x.extractSpan(ctx, ref, cause, span, &res)
 				if called {
 					res.Spans++
 				} else if err == nil {
@@ -540,7 +541,7 @@ func groupTurns(msgs []memory.Message) []spanTurn {
 // reports whether the model was called and how many memories its reply
 // proposed; a full reply (as many memories as one reply may hold) to a
 // span of several turns is not applied (errSpanFull).
-func (x *Extractor) extractSpan(ctx context.Context, ref memory.SessionRef, cause string, span []spanTurn) (changes []events.Change, called bool, proposed int, err error) {
+func (x *Extractor) extractSpan(ctx context.Context, ref memory.SessionRef, cause string, span []spanTurn, res *Result) (changes []events.Change, called bool, proposed int, err error) {
 	var msgs []memory.Message
 	for _, t := range span {
 		msgs = append(msgs, t.Msgs...)
@@ -553,13 +554,13 @@ func (x *Extractor) extractSpan(ctx context.Context, ref memory.SessionRef, caus
 	if err != nil {
 		return nil, false, 0, err
 	}
-	if err := x.awaitInjected(ctx, ref, span, injected); err != nil {
-		return nil, false, 0, err
-	}
 
 	transcript := Render(msgs, x.cfg)
 	if len([]rune(strings.TrimSpace(transcript))) < x.cfg.MinSpanChars {
 		return nil, false, 0, x.finish(ctx, ref, span, injected)
+	}
+	if err := x.awaitInjected(ctx, ref, span, injected, res); err != nil {
+		return nil, false, 0, err
 	}
 
 	p, shown, err := x.prompt(ctx, ref, transcript, injected)
@@ -639,30 +640,51 @@ func (x *Extractor) readInjected(ctx context.Context, ref memory.SessionRef, spa
 	return out, nil
 }
 
-// awaitInjected returns ErrInjectionPending when a turn of the span without
-// an injection record carried memories (recInjected) and ended less than
-// InjectionWait ago: its record may still be on its way. Past that, the
-// span goes on without it (the turn's memories are not judged).
-func (x *Extractor) awaitInjected(ctx context.Context, ref memory.SessionRef, span []spanTurn, injected []injectedTurn) error {
+// awaitInjected returns ErrInjectionPending when a turn of the span that
+// carried memories (recInjected) has no injection record, unless a span
+// has waited for it Config.InjectionWait already: the first span to find
+// it missing marks the wait (recAwaiting, kept InjectionWait, and
+// recAwaited); once recAwaiting has expired the span goes on, and the turn
+// counts in unjudged.
+func (x *Extractor) awaitInjected(ctx context.Context, ref memory.SessionRef, span []spanTurn, injected []injectedTurn, res *Result) error {
 	recorded := make(map[string]bool, len(injected))
 	for _, it := range injected {
 		recorded[it.turn] = true
 	}
-	now := x.now()
+	p := ref.ProjectRef()
 	for _, t := range span {
 		if recorded[t.ID] {
 			continue
 		}
-		if age := now.Sub(t.Msgs[0].CreatedAt); age >= InjectionWait || age <= -InjectionWait {
-			continue
-		}
-		marked, err := x.store.EventProcessed(ctx, ref.ProjectRef(), recInjected, recordKey(ref.Session, t.ID))
+		key := recordKey(ref.Session, t.ID)
+		marked, err := x.store.EventProcessed(ctx, p, recInjected, key)
 		if err != nil {
 			return fmt.Errorf("extract: read injection mark of turn %q: %w", t.ID, err)
 		}
-		if marked {
+		if !marked {
+			continue
+		}
+		awaited, err := x.store.EventProcessed(ctx, p, recAwaited, key)
+		if err != nil {
+			return fmt.Errorf("extract: read injection wait of turn %q: %w", t.ID, err)
+		}
+		if !awaited {
+			if err := x.store.MarkEventProcessed(ctx, p, recAwaiting, key, x.cfg.InjectionWait); err != nil {
+				return fmt.Errorf("extract: mark injection wait of turn %q: %w", t.ID, err)
+			}
+			if err := x.store.MarkEventProcessed(ctx, p, recAwaited, key, x.cfg.RecordTTL); err != nil {
+				return fmt.Errorf("extract: mark injection wait of turn %q: %w", t.ID, err)
+			}
 			return fmt.Errorf("%w: turn %q of %s", ErrInjectionPending, t.ID, ref)
 		}
+		waiting, err := x.store.EventProcessed(ctx, p, recAwaiting, key)
+		if err != nil {
+			return fmt.Errorf("extract: read injection wait of turn %q: %w", t.ID, err)
+		}
+		if waiting {
+			return fmt.Errorf("%w: turn %q of %s", ErrInjectionPending, t.ID, ref)
+		}
+		res.Unjudged++
 	}
 	return nil
 }

@@ -107,6 +107,11 @@ func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
 			zap.String("session", ev.SessionID), zap.Int("spans", res.Spans), zap.Bool("busy", res.Busy),
 			zap.Int("changes", len(res.Changes)))
 	}
+	if res.Unjudged > 0 {
+		h.log.Warn("turns that carried memories were extracted without their injection record (it never came): their memories are not judged",
+			zap.String("event_id", ev.ID), zap.String("tenant", ev.TenantID), zap.String("project", ev.ProjectID),
+			zap.String("session", ev.SessionID), zap.Int("turns", res.Unjudged))
+	}
 	if res.Busy {
 		// Not acknowledged until the turn is extracted: see ErrBusy. A
 		// wait, not a failure (runner.Wait: handled again after 1 s

@@ -49,6 +49,11 @@ func WithReplyPrefixes(prefixes ...string) HandlerOption {
 	return func(h *Handler) { h.replyPrefixes = append([]string(nil), prefixes...) }
 }
 
+// WithWallClock sets the clock the reply deadline is judged by (tests).
+func WithWallClock(now func() time.Time) HandlerOption {
+	return func(h *Handler) { h.now = now }
+}
+
 // NewHandler returns the turn_started handler.
 func NewHandler(inj *Injector, pub Publisher, log *zap.Logger, opts ...HandlerOption) *Handler {
 	if log == nil {
@@ -129,6 +134,15 @@ func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
 	}
 	for _, p := range block.Problems {
 		h.log.Warn("injection degraded", zap.String("event_id", ev.ID), zap.String("project", ev.ProjectID), zap.Error(p))
+	}
+	if !ts.ReplyBy.IsZero() && h.now().After(ts.ReplyBy) {
+		// Composed past the deadline (the store slowed down: a failover):
+		// the platform went on without memory, as above. A record now
+		// would have the extractor judge memories the turn never carried.
+		h.log.Info(skipMessage,
+			zap.String("event_id", ev.ID), zap.String("project", ev.ProjectID), zap.String("session", ev.SessionID),
+			zap.Time("reply_by", ts.ReplyBy), zap.Bool("after_compose", true))
+		return nil
 	}
 	out := readyEvent(ev, block.Injection())
 	if ts.ReplyTo != "" {

@@ -69,7 +69,7 @@ func Example() {
 			{Role: events.RoleAssistant, Content: answer},
 		},
 		InputTokens:     1234,
-		InjectedNodeIDs: inj.NodeIDs, // what the prompt carried: its feedback is then never lost
+		InjectedNodeIDs: inj.NodeIDs, // what the prompt carried: a store failover cannot lose its feedback
 	})
 	fmt.Println("turn_ended published:", err == nil)
 	_, err = client.PublishTokensReported(ctx, ref, events.TokensReported{InputTokens: 1234})

@@ -88,7 +88,7 @@ export interface TurnEnded {
   changed_paths?: string[];
   /** Prompt size of the turn's last model call; 0: unknown. */
   input_tokens?: number;
-  /** The node_ids of the injection_ready the turn's prompt carried, if any. The injector answers before it records the injection; with them the extractor waits (a minute at most) for a record still being written, so the memories' feedback is not lost to a store failover between the two. No empty id. */
+  /** The node_ids of the injection_ready the turn's prompt carried, if any. The injector answers before it records the injection; with them the extractor waits for a record still being written (a minute at most from its first look), so the memories' feedback is not lost to a store failover between the two. No empty id. */
   injected_node_ids?: string[];
 }
 
