@@ -38,7 +38,17 @@ func (s *Store) Erase(ctx context.Context, sc memory.EraseScope, seen memory.See
 		return memory.Erased{}, err
 	}
 	er := &redisEraser{s: s, sc: sc, seen: seen, gone: map[string]string{}}
-	if err := er.run(ctx); err != nil {
+	err := er.run(ctx)
+	// What this process keeps of the spaces' dictionaries and statistics
+	// (lexdict.go, statscache.go) names their terms: gone with them, also
+	// when the erasure stopped half-way (a node's erasure drops its
+	// space's statistics: dropNode, tagWrites).
+	for _, sp := range er.whole {
+		p := s.keys(sp).p
+		s.stats.drop(p, s.now())
+		s.dict.dropPrefix(p)
+	}
+	if err != nil {
 		return memory.Erased{}, fmt.Errorf("redis: erase %s: %w", sc, err)
 	}
 	s.briefs.Forget(sc.HoldsSession)
@@ -142,12 +152,6 @@ func (er *redisEraser) run(ctx context.Context) error {
 		s.mu.Unlock()
 		s.regList.invalidate()
 		s.reachList.invalidate()
-	}
-	// What this process keeps of the spaces' statistics (statscache.go)
-	// names their terms: gone with them, not at its expiry (a node's
-	// erasure drops its space's: dropNode, tagWrites).
-	for _, sp := range er.whole {
-		s.stats.drop(s.keys(sp).p)
 	}
 	if len(er.gone) > 0 {
 		return er.references(ctx)

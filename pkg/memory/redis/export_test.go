@@ -436,3 +436,46 @@ func StatsKept(s *Store, project memory.ProjectRef) bool {
 	_, ok := s.stats.m[s.keys(space(project)).p]
 	return ok
 }
+
+// SetStatsCacheMax sets how many lists the statistics cache holds.
+func SetStatsCacheMax(s *Store, n int) {
+	s.stats.mu.Lock()
+	defer s.stats.mu.Unlock()
+	s.stats.max = n
+}
+
+// StatsRepliesExact compares, for each query, the dictionary replies of
+// projects read as statistics-only tags through the statistics cache with
+// fresh replies (the cache filled by the queries before).
+func StatsRepliesExact(ctx context.Context, s *Store, projects []memory.ProjectRef, queries [][]string) (hits int, err error) {
+	tags := make([]scopeTag, len(projects))
+	for i, p := range projects {
+		tags[i] = scopeTag{project: space(p), kind: tagStats}
+	}
+	for qn, words := range queries {
+		qs := memory.LexTerms(words)
+		var terms []string
+		for _, a := range dictArgs(qs) {
+			terms = append(terms, a.(string))
+		}
+		for _, tg := range tags {
+			if _, ok := s.stats.get(s.keys(tg.project).p, terms, s.now()); ok {
+				hits++
+			}
+		}
+		got, err := s.tagDictionaries(ctx, tags, qs)
+		if err != nil {
+			return hits, err
+		}
+		want, err := s.dictionaries(ctx, tags, qs, dictArgs(qs))
+		if err != nil {
+			return hits, err
+		}
+		for i := range tags {
+			if !slices.Equal(got[i], want[i]) {
+				return hits, fmt.Errorf("query %d %v, project %v:\n got %q\nwant %q", qn, words, projects[i], got[i], want[i])
+			}
+		}
+	}
+	return hits, nil
+}

@@ -557,7 +557,7 @@ func newTagWrites(k keys) *tagWrites {
 // with this write in them. (A query between the two may keep them from
 // before the write, for statsTTL: like another process' write.)
 func (s *Store) tagWrites(k keys) *tagWrites {
-	s.stats.drop(k.p)
+	s.stats.drop(k.p, s.now())
 	return newTagWrites(k)
 }
 

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -143,6 +144,18 @@ func (c *dictCache) drop(key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.m, key)
+}
+
+// dropPrefix drops the ranges of the project of keys prefix p (its
+// erasure).
+func (c *dictCache) dropPrefix(p string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range c.m {
+		if strings.HasPrefix(k, p) {
+			delete(c.m, k)
+		}
+	}
 }
 
 // needsRange reports whether a query term's lists depend on the

@@ -307,7 +307,7 @@ func (s *Store) tagDictionaries(ctx context.Context, tags []scopeTag, qs []memor
 	for j, d := range dicts {
 		out[at[j]] = d
 		if rest[j].kind == tagStats {
-			s.stats.put(s.keys(rest[j].project).p, terms, d, now)
+			s.stats.put(s.keys(rest[j].project).p, terms, d, now) // now: when the read started
 		}
 	}
 	return out, nil

@@ -63,6 +63,7 @@ func TestStatisticsOfOtherProjectsAreKeptAWhile(t *testing.T) {
 	for p := range 5 {
 		put(s, fmt.Sprintf("p%d", p), 0, 20+10*p)
 	}
+	advance(2 * time.Second) // past statsQuiet of this store's writes
 	f := memory.Filter{TenantID: tenant, ProjectID: "p0", CrossProject: true}
 	terms := []string{"redis", "queue", "timeout"}
 	query := func(st *redis.Store) []memory.Scored {
@@ -120,10 +121,20 @@ func TestStatisticsOfOtherProjectsAreKeptAWhile(t *testing.T) {
 		t.Errorf("past statsTTL: %v, want the exact answer %v", got, changed)
 	}
 
-	// This process' own write is in its next query.
+	// This process' own write is in its next query, and that read is not
+	// kept (it may have come before the write was applied: statsQuiet);
+	// one a little later is.
+	p4 := memory.ProjectRef{Tenant: tenant, Project: "p4"}
 	put(s, "p4", 500, 30)
 	if got, want := query(s), query(exact); !same(got, want) {
 		t.Errorf("after this store's write: %v, want the exact answer %v", got, want)
+	}
+	if redis.StatsKept(s, p4) {
+		t.Error("a read right after this store's write to p4 was kept")
+	}
+	advance(2 * time.Second)
+	if got, want := query(s), query(exact); !same(got, want) || !redis.StatsKept(s, p4) {
+		t.Errorf("a read 2 s after the write: %v (kept %v), want the exact answer %v, kept", got, redis.StatsKept(s, p4), want)
 	}
 
 	// And its erasure of a project forgets what it kept of it.
@@ -138,5 +149,74 @@ func TestStatisticsOfOtherProjectsAreKeptAWhile(t *testing.T) {
 	}
 	if got, want := query(s), query(exact); !same(got, want) {
 		t.Errorf("after the erasure: %v, want the exact answer %v", got, want)
+	}
+}
+
+// The cache's replies are the fresh replies' for any query whose terms
+// were all read before, in any order and combination (prefix expansions,
+// short terms, an empty project); the cache is bounded by the lists it
+// holds, dropping the projects kept longest.
+func TestStatisticsCacheRepliesAsTheDictionaries(t *testing.T) {
+	c := testClient(t)
+	var mu sync.Mutex
+	at := time.Now()
+	s := openStore(t, c, redis.WithClock(func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return at
+	}))
+	ctx := t.Context()
+	vocab := strings.Fields("deploy deployment deployed deploying staging stage redis queue queued timeout timeouts retry retried de dev devops")
+	var projects []memory.ProjectRef
+	for p := range 3 {
+		pr := memory.ProjectRef{Tenant: "acme", Project: fmt.Sprintf("p%d", p)}
+		projects = append(projects, pr)
+		var batch []memory.Node
+		for i := range 15 + 10*p {
+			label := fmt.Sprintf("%s %s %s n%d", vocab[i%len(vocab)], vocab[(i*7+3)%len(vocab)], vocab[(i*5+1)%len(vocab)], i)
+			batch = append(batch, memory.Node{ID: fmt.Sprintf("%s-%d", pr.Project, i), TenantID: "acme", ProjectID: pr.Project,
+				Subkind: memory.Decision, Scope: memory.ScopeProject, Label: label, Confidence: 0.9, Reach: memory.ReachHere})
+		}
+		if err := s.PutBatch(ctx, batch, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	projects = append(projects, memory.ProjectRef{Tenant: "acme", Project: "empty"})
+	mu.Lock()
+	at = at.Add(2 * time.Second) // past statsQuiet of the writes
+	mu.Unlock()
+	queries := [][]string{
+		{"redis", "queue"},
+		{"queue", "redis"},
+		{"timeout", "redis", "deploy"},
+		{"deploy", "timeout"},
+		{"deployment", "deploy", "queue"},
+		{"queue", "deployment", "deploy", "redis", "timeout"},
+		{"de", "dev"},
+		{"dev", "de", "staging"},
+		{"staging", "dev"},
+	}
+	hits, err := redis.StatsRepliesExact(ctx, s, projects, queries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Queries 2, 4, 6 and 9 are made of terms read before: their 4
+	// projects each are answered from the cache.
+	if hits < 4*len(projects) {
+		t.Errorf("%d replies from the cache, want at least %d", hits, 4*len(projects))
+	}
+	// Bounded: with room for a few lists the oldest projects go first.
+	redis.SetStatsCacheMax(s, 3)
+	if _, err := redis.StatsRepliesExact(ctx, s, projects[:2], [][]string{{"redis", "queue", "retry"}}); err != nil {
+		t.Fatal(err)
+	}
+	kept := 0
+	for _, p := range projects {
+		if redis.StatsKept(s, p) {
+			kept++
+		}
+	}
+	if kept != 1 {
+		t.Errorf("%d projects kept with room for 3 lists, want 1 (the latest)", kept)
 	}
 }
