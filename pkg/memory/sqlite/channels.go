@@ -25,8 +25,13 @@ func (s *Store) Lexical(ctx context.Context, terms []string, f memory.Filter, li
 	x := s.idx
 	x.mu.RLock()
 	defer x.mu.RUnlock()
+	tenant, ok := x.strs.lookup(f.TenantID)
+	if !ok {
+		return nil, nil // no memory of the tenant was ever indexed
+	}
 	sc := x.scratch.get()
 	defer x.scratch.put(sc)
+	sc.tenant = tenant // the tenant's statistics (tenants.go)
 	gf := x.compile(&f, now)
 	more := func() bool { return len(t.items) < t.k }
 	accept := func(rid uint32) bool { return x.pass(rid, &gf) }
@@ -49,7 +54,7 @@ func (s *Store) Lexical(ctx context.Context, terms []string, f memory.Filter, li
 	}
 	if size := x.scopes.visibleSize(&f); size == 0 {
 		return nil, nil // nothing to see
-	} else if float64(size) <= visibleShare*float64(x.lex.nDocs) && x.lex.postingsOf(terms) > visiblePostings*size {
+	} else if float64(size) <= visibleShare*float64(x.lex.nDocs) && x.lex.postingsOf(terms, tenant) > visiblePostings*size {
 		// The filter sees a small part of the store (scopes.go), and the
 		// query's lists are long against it: only those documents are
 		// scored (short lists are read whole faster than the documents

@@ -49,12 +49,14 @@ func (x *lexIndex) idsOf(counts map[string]int, into []uint32) ([]uint32, bool) 
 // one, and returns how many.
 func (x *lexIndex) removeScan(rid uint32) int {
 	n := 0
+	t := x.tenantOf(rid)
 	for id := range x.tms {
 		tm := &x.tms[id]
 		if tm.name != "" && tm.df > 0 && tm.kill(rid) {
 			tm.df--
 			tm.stale++
 			tm.ver++
+			x.countTerm(t, uint32(id), -1)
 			n++
 		}
 	}
@@ -88,6 +90,7 @@ func (x *lexIndex) removeAll(rids []uint32) {
 			for i, rid := range &buf.rids {
 				if gone[rid>>6]&(1<<(rid&63)) != 0 && buf.tfs[i] != 0 {
 					tm.clearTF(b, i)
+					x.countTerm(x.tenantOf(rid), uint32(id), -1)
 					k++
 				}
 			}
@@ -95,6 +98,7 @@ func (x *lexIndex) removeAll(rids []uint32) {
 		for i, rid := range tm.rids {
 			if gone[rid>>6]&(1<<(rid&63)) != 0 && tm.tfs[i] != 0 {
 				tm.tfs[i] = 0
+				x.countTerm(x.tenantOf(rid), uint32(id), -1)
 				k++
 			}
 		}

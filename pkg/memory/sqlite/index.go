@@ -288,7 +288,7 @@ func (x *index) commitLocked(changes []change, edges []edgeChange, load bool) {
 			} else if prev != nil && load {
 				old = counts
 			}
-			x.lex.setCounts(c.rid, counts, old)
+			x.lex.setCounts(c.rid, h.tenant, counts, old)
 		}
 		if c.vec {
 			if prev != nil && prev.model != 0 {

@@ -101,6 +101,7 @@ type term struct {
 	maxTF  uint16     // the highest tf of a posting written (a bound for pruning: never lowered)
 	minLen uint32     // the shortest document a posting was written for (a bound: never raised)
 	ver    uint32     // bumped when the term's live documents change (the union df cache)
+	id     uint32     // its index in lexIndex.tms
 }
 
 // lexIndex is an in-memory BM25 index over node rids. Postings are appended;
@@ -112,18 +113,24 @@ type term struct {
 // strings (pointers) the garbage collector would scan at every cycle; as
 // ids the per-document lists hold no pointers at all.
 type lexIndex struct {
-	ids       map[string]uint32 // term -> its id (index in tms)
-	tms       []term            // by id; a free slot (see free) has no name
-	free      []uint32          // ids of terms compact deleted, for new terms
-	dict      []string          // sorted terms, for prefix expansion (with mid and recent: see mergeRecent)
-	mid       []string          // sorted terms added since dict was last merged (up to an eighth of it)
-	recent    []string          // sorted terms added since mid was last merged (kept small)
-	docPrint  []uint64          // per rid: the fingerprint of the live document's terms (docterms.go); 0: none
-	docLen    []uint32          // per rid: tokens
-	nDocs     int
-	totalLen  int64
-	dead      int // stale postings
-	live      int // live postings
+	ids      map[string]uint32 // term -> its id (index in tms)
+	tms      []term            // by id; a free slot (see free) has no name
+	free     []uint32          // ids of terms compact deleted, for new terms
+	dict     []string          // sorted terms, for prefix expansion (with mid and recent: see mergeRecent)
+	mid      []string          // sorted terms added since dict was last merged (up to an eighth of it)
+	recent   []string          // sorted terms added since mid was last merged (kept small)
+	docPrint []uint64          // per rid: the fingerprint of the live document's terms (docterms.go); 0: none
+	docLen   []uint32          // per rid: tokens
+	nDocs    int
+	totalLen int64
+	// Per tenant other than the default (tenants.go): a search's
+	// statistics are its tenant's.
+	docTenant []uint32                // per rid: the tenant of the live document (empty until another tenant's is indexed)
+	tenantDF  map[uint64]int32        // tenantKey(tenant, term id) -> the tenant's live documents holding the term
+	otherDF   map[uint32]int32        // term id -> the same summed over those tenants
+	tenantN   map[uint32]*tenantCount // those tenants' live documents and lengths
+	dead      int                     // stale postings
+	live      int                     // live postings
 	dfCache   dfCache
 	noPrune   bool         // tests: score every unit in full (the reference pruning must match)
 	noPack    bool         // tests: never pack lists in blocks (see packing)
@@ -162,11 +169,13 @@ func (x *lexIndex) remove(rid uint32, old map[string]int) {
 	ids, ok := x.idsOf(old, nil)
 	if old != nil && ok && termPrint(ids) == x.docPrint[rid] {
 		missed := false
+		t := x.tenantOf(rid)
 		for _, id := range ids {
 			if tm := &x.tms[id]; tm.kill(rid) {
 				tm.df--
 				tm.stale++
 				tm.ver++
+				x.countTerm(t, id, -1)
 				n++
 			} else {
 				missed = true // only if two term sets shared a fingerprint
@@ -189,6 +198,8 @@ func (x *lexIndex) remove(rid uint32, old map[string]int) {
 func (x *lexIndex) forget(rid uint32) {
 	x.nDocs--
 	x.totalLen -= int64(x.docLen[rid])
+	x.countDoc(x.tenantOf(rid), x.docLen[rid], -1)
+	x.setTenant(rid, 0)
 	x.docPrint[rid] = 0
 	x.docLen[rid] = 0
 }
@@ -198,7 +209,7 @@ func (x *lexIndex) forget(rid uint32) {
 func (x *lexIndex) set(rid uint32, text string) {
 	counts := map[string]int{}
 	tokens(text, counts)
-	x.setCounts(rid, counts, nil)
+	x.setCounts(rid, 0, counts, nil)
 }
 
 // reset re-indexes a document indexed with the text old.
@@ -206,17 +217,21 @@ func (x *lexIndex) reset(rid uint32, text, old string) {
 	counts, was := map[string]int{}, map[string]int{}
 	tokens(text, counts)
 	tokens(old, was)
-	x.setCounts(rid, counts, was)
+	x.setCounts(rid, 0, counts, was)
 }
 
-// setCounts is set for a text already tokenised (tokens); old is the
-// counts of the text the document was indexed with (nil: not known).
-func (x *lexIndex) setCounts(rid uint32, counts, old map[string]int) {
+// setCounts is set for a text already tokenised (tokens), of a document
+// of tenant tenant (its number in the store's string table; tenants.go); old
+// is the counts of the text the document was indexed with (nil: not
+// known).
+func (x *lexIndex) setCounts(rid, tenant uint32, counts, old map[string]int) {
 	x.grow(rid)
 	x.remove(rid, old)
+	x.setTenant(rid, tenant)
 	if len(counts) == 0 {
 		x.docPrint[rid] = termPrint(nil)
 		x.nDocs++
+		x.countDoc(tenant, 0, 1)
 		return
 	}
 	ids := make([]uint32, 0, len(counts))
@@ -233,12 +248,14 @@ func (x *lexIndex) setCounts(rid uint32, counts, old map[string]int) {
 		tm := &x.tms[id]
 		tf := uint16(min(c, math.MaxUint16))
 		tm.add(rid, tf, length, pack)
+		x.countTerm(tenant, id, 1)
 		ids = append(ids, id)
 	}
 	x.docPrint[rid] = termPrint(ids)
 	x.docLen[rid] = length
 	x.nDocs++
 	x.totalLen += int64(length)
+	x.countDoc(tenant, length, 1)
 	x.live += len(ids)
 	if len(x.recent) > recentMax {
 		x.mergeRecent()
@@ -274,10 +291,10 @@ func (x *lexIndex) newTerm(t string) uint32 {
 		id, x.free = x.free[n-1], x.free[:n-1]
 		// The version goes on from the freed term's: a cached union
 		// count that named this id cannot be taken for the new term's.
-		x.tms[id] = term{name: t, ver: x.tms[id].ver + 1}
+		x.tms[id] = term{name: t, ver: x.tms[id].ver + 1, id: id}
 	} else {
 		id = uint32(len(x.tms))
-		x.tms = append(x.tms, term{name: t})
+		x.tms = append(x.tms, term{name: t, id: id})
 	}
 	x.ids[t] = id
 	i, _ := slices.BinarySearch(x.recent, t)
@@ -352,7 +369,7 @@ func (x *lexIndex) compact() {
 // expand returns the dictionary terms a query term matches: itself and, for
 // terms of at least prefixMin runes, up to prefixMax longer terms it
 // prefixes (the first in dictionary order).
-func (x *lexIndex) expand(q string) []*term {
+func (x *lexIndex) expand(q string, t uint32) []*term {
 	var out []*term
 	if tm := x.term(q); tm != nil {
 		out = append(out, tm)
@@ -360,9 +377,15 @@ func (x *lexIndex) expand(q string) []*term {
 	if utf8.RuneCountInString(q) < prefixMin {
 		return out
 	}
-	longer := prefixRange(x.dict, q, nil)
-	longer = prefixRange(x.mid, q, longer)
-	longer = prefixRange(x.recent, q, longer)
+	var keep func(string) bool
+	if x.split() {
+		// Only the tenant's own terms (tenants.go): another tenant's
+		// vocabulary does not take the places of its expansions.
+		keep = func(s string) bool { tm := x.term(s); return tm != nil && x.dfOf(tm, t) > 0 }
+	}
+	longer := prefixRange(x.dict, q, nil, keep)
+	longer = prefixRange(x.mid, q, longer, keep)
+	longer = prefixRange(x.recent, q, longer, keep)
 	if len(x.mid) > 0 || len(x.recent) > 0 {
 		slices.Sort(longer)
 	}
@@ -373,14 +396,17 @@ func (x *lexIndex) expand(q string) []*term {
 }
 
 // prefixRange appends up to prefixMax terms of sorted that q is a proper
-// prefix of.
-func prefixRange(sorted []string, q string, into []string) []string {
+// prefix of (and keep takes, unless keep is nil).
+func prefixRange(sorted []string, q string, into []string, keep func(string) bool) []string {
 	i, found := slices.BinarySearch(sorted, q)
 	if found {
 		i++
 	}
-	for n := 0; i < len(sorted) && n < prefixMax && strings.HasPrefix(sorted[i], q); i, n = i+1, n+1 {
-		into = append(into, sorted[i])
+	for n := 0; i < len(sorted) && n < prefixMax && strings.HasPrefix(sorted[i], q); i++ {
+		if keep == nil || keep(sorted[i]) {
+			into = append(into, sorted[i])
+			n++
+		}
 	}
 	return into
 }
@@ -399,6 +425,7 @@ type scratch struct {
 	found     []posting
 	blk       blockBuf // a block of postings decoded
 	vis       []uint32 // the documents a filter sees (searchVisible), also set in mark
+	tenant    uint32   // whose statistics the search weighs with (tenants.go): the filter's tenant
 }
 
 // commonShare is memory.CommonShare: when the rarer terms already matched
@@ -434,13 +461,16 @@ func (x *lexIndex) searchPruned(words []string, sc *scratch, want int, accept fu
 	}
 	n := len(x.docLen)
 	N, idf, bm := x.prepare(sc)
+	if N == 0 {
+		return false // the tenant has no document
+	}
 	// A query term is scored as up to two kinds of unit: its group (the
 	// prefix's tokens, the words' own among them, one idf from the summed
 	// document frequency) and each word's own token (ExactWeight x its own
 	// idf). Units are scored rarest first and each is judged common on its
 	// own: "use" stays scored as a word when its family ("used", "user",
 	// "useful", ...) is common enough to be left out.
-	us := x.units(words)
+	us := x.units(words, sc.tenant)
 	sc.touched = sc.touched[:0]
 	var top float32 // the best score so far (scores only grow; each is finite and positive, so a comparison keeps it)
 	// k: the unit's weighted idf times k1 + 1 (a group that is also its
@@ -479,8 +509,8 @@ func (x *lexIndex) searchPruned(words []string, sc *scratch, want int, accept fu
 					if !c.group {
 						w = c.w
 					}
-					if w > 0 && c.lists[0].df > 0 {
-						spare += w * idf(float64(c.lists[0].df)) * (bm25K1 + 1)
+					if df := x.dfOf(c.lists[0], sc.tenant); w > 0 && df > 0 {
+						spare += w * idf(float64(df)) * (bm25K1 + 1)
 					}
 				}
 				sc.restrict(n, x.commonCut(sc, top, want, spare, accept), 0)
@@ -516,7 +546,11 @@ func (x *lexIndex) searchPruned(words []string, sc *scratch, want int, accept fu
 			if !ok {
 				continue
 			}
-			k := w * idf(float64(tm.df)) * (bm25K1 + 1)
+			df := x.dfOf(tm, sc.tenant)
+			if df == 0 {
+				continue
+			}
+			k := w * idf(float64(df)) * (bm25K1 + 1)
 			if tm.seekable(len(sc.cands)) {
 				sc.found = x.candidates(tm, sc.cands, sc.mark, sc.found[:0], &sc.blk)
 				for _, p := range sc.found {
@@ -563,14 +597,15 @@ func (x *lexIndex) searchPruned(words []string, sc *scratch, want int, accept fu
 		}
 		if len(u.lists) == 1 && u.lists[0].stale == 0 {
 			// One list, every posting live and of its own document: df is
-			// the list's length, and each posting's contribution is final.
-			// One pass, the same sums in the same order as the general
-			// case below.
+			// the list's length (the tenant's part of it), and each
+			// posting's contribution is final. One pass, the same sums in
+			// the same order as the general case below.
 			tm := u.lists[0]
-			if tm.df == 0 {
+			df := x.dfOf(tm, sc.tenant)
+			if df == 0 {
 				continue
 			}
-			k := (u.w + u.we) * idf(float64(tm.df)) * (bm25K1 + 1)
+			k := (u.w + u.we) * idf(float64(df)) * (bm25K1 + 1)
 			for p := range tm.parts() {
 				rids, tfs := tm.part(p, &sc.blk)
 				tfs = tfs[:len(rids)]
@@ -599,8 +634,11 @@ func (x *lexIndex) searchPruned(words []string, sc *scratch, want int, accept fu
 				}
 			}
 		}
-		df := float64(len(sc.touchT))
+		df := float64(x.ofTenant(sc.touchT, sc.tenant))
 		if df == 0 {
+			for _, rid := range sc.touchT {
+				sc.tf[rid] = 0
+			}
 			continue
 		}
 		k := (u.w + u.we) * idf(df) * (bm25K1 + 1)
@@ -620,18 +658,20 @@ func (x *lexIndex) searchPruned(words []string, sc *scratch, want int, accept fu
 }
 
 // prepare sizes sc's accumulators for the index (x.nDocs > 0) and returns
-// the query's BM25 statistics: the document count, the idf of a document
-// frequency and the length normalisation.
+// the query's BM25 statistics, its tenant's (sc.tenant): the document
+// count (0: the tenant has none), the idf of a document frequency and the
+// length normalisation.
 func (x *lexIndex) prepare(sc *scratch) (N float64, idf func(df float64) float64, bm bm25) {
 	if n := len(x.docLen); len(sc.tf) < n {
 		sc.tf = make([]float32, n+n/4)
 		sc.score = make([]float32, n+n/4)
 	}
-	avg := float64(x.totalLen) / float64(x.nDocs)
-	if avg == 0 {
+	n, total := x.docsOf(sc.tenant)
+	avg := float64(total) / float64(n)
+	if !(avg > 0) {
 		avg = 1
 	}
-	N = float64(x.nDocs)
+	N = float64(n)
 	idf = func(df float64) float64 { return math.Log(1 + (N-df+0.5)/(df+0.5)) }
 	return N, idf, bm25{c1: bm25K1 * (1 - bm25B), c2: bm25K1 * bm25B / avg}
 }
@@ -652,16 +692,16 @@ func (x *lexIndex) accumulateGroup(sc *scratch, lists []*term, cands []uint32) {
 	}
 }
 
-// units are the lexical units of a query's words (see searchPruned),
-// rarest first.
-func (x *lexIndex) units(words []string) []lexUnit {
+// units are the lexical units of a query's words (see searchPruned) for
+// tenant t's statistics (tenants.go), rarest first.
+func (x *lexIndex) units(words []string, t uint32) []lexUnit {
 	lts := memory.LexTerms(words)
 	us := make([]lexUnit, 0, 2*len(lts))
 	for _, lt := range lts {
-		exp := x.expand(lt.Prefix)
+		exp := x.expand(lt.Prefix, t)
 		var exact []*term
 		for _, w := range lt.Words {
-			if tm := x.term(w); tm != nil && tm.df > 0 {
+			if tm := x.term(w); tm != nil && x.dfOf(tm, t) > 0 {
 				exact = append(exact, tm)
 				if !slices.Contains(exp, tm) {
 					exp = append(exp, tm) // past the prefix's first prefixMax expansions
@@ -673,7 +713,7 @@ func (x *lexIndex) units(words []string) []lexUnit {
 		}
 		g := lexUnit{lists: exp, w: lt.Weight, group: true}
 		for _, tm := range exp {
-			g.df += tm.df
+			g.df += x.dfOf(tm, t)
 		}
 		if len(exp) == 1 && len(exact) == 1 {
 			g.we = memory.ExactWeight * lt.Weight
@@ -681,7 +721,7 @@ func (x *lexIndex) units(words []string) []lexUnit {
 		}
 		us = append(us, g)
 		for _, tm := range exact {
-			us = append(us, lexUnit{lists: []*term{tm}, w: memory.ExactWeight * lt.Weight, df: tm.df})
+			us = append(us, lexUnit{lists: []*term{tm}, w: memory.ExactWeight * lt.Weight, df: x.dfOf(tm, t)})
 		}
 	}
 	slices.SortStableFunc(us, func(a, b lexUnit) int { return a.df - b.df })

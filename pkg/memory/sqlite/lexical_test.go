@@ -381,7 +381,7 @@ func TestDictionaryRunsExpandAsOne(t *testing.T) {
 				}
 			}
 			var got []string
-			for _, tm := range x.expand(q) {
+			for _, tm := range x.expand(q, 0) {
 				got = append(got, tm.name)
 			}
 			if !slices.Equal(got, want) {

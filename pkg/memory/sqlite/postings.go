@@ -278,9 +278,13 @@ func seekCost(n int) int {
 // only, but its idf needs the count over every posting.
 func (x *lexIndex) unionDF(lists []*term, sc *scratch) int {
 	if len(lists) == 1 {
-		return lists[0].df
+		return x.dfOf(lists[0], sc.tenant)
 	}
-	key := make([]byte, 0, 4*len(lists))
+	key := make([]byte, 0, 4*len(lists)+4)
+	if x.split() {
+		t := sc.tenant // the tenant's documents only (tenants.go)
+		key = append(key, 'T', byte(t), byte(t>>8), byte(t>>16), byte(t>>24))
+	}
 	var ver uint64
 	for _, tm := range lists {
 		id := x.ids[tm.name]
@@ -292,8 +296,9 @@ func (x *lexIndex) unionDF(lists []*term, sc *scratch) int {
 	}
 	sc.sizeSeen(len(x.docLen))
 	df := 0
+	keep := x.keepTenant(sc.tenant)
 	for _, tm := range lists {
-		df = sc.markLive(tm, df, 0)
+		df = sc.markLive(tm, df, 0, keep)
 	}
 	sc.clearSeen()
 	x.dfCache.put(string(key), ver, df)
@@ -307,15 +312,16 @@ func (sc *scratch) sizeSeen(n int) {
 	}
 }
 
-// markLive sets the bits of tm's live documents in sc.seen and returns
-// count plus those not set before, stopping once that reaches stop (<= 0:
-// never). The words it sets are noted, so that clearSeen reads no list.
-func (sc *scratch) markLive(tm *term, count, stop int) int {
+// markLive sets the bits of tm's live documents (those keep takes; nil:
+// every one) in sc.seen and returns count plus those not set before,
+// stopping once that reaches stop (<= 0: never). The words it sets are
+// noted, so that clearSeen reads no list.
+func (sc *scratch) markLive(tm *term, count, stop int, keep func(rid uint32) bool) int {
 	for p := range tm.parts() {
 		rids, tfs := tm.part(p, &sc.blk)
 		tfs = tfs[:len(rids)]
 		for i, rid := range rids {
-			if tfs[i] == 0 {
+			if tfs[i] == 0 || keep != nil && !keep(rid) {
 				continue
 			}
 			w, b := rid>>6, uint64(1)<<(rid&63)

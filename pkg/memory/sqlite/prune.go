@@ -70,18 +70,18 @@ func (x *lexIndex) finishFound(sc *scratch, us []lexUnit, restDF []int, i, want 
 			u := &us[j]
 			if commonOn && float64(u.df) > commonShare*N {
 				if w := u.commonWeight(); w > 0 {
-					r += bound(u.lists[:1], w, idf, bm)
+					r += x.bound(u.lists[:1], w, idf, bm, sc.tenant)
 				}
 				continue
 			}
-			r += bound(u.lists, u.w+u.we, idf, bm)
+			r += x.bound(u.lists, u.w+u.we, idf, bm, sc.tenant)
 		}
 		return r
 	}
 	// Those that cannot reach the want-th best found with all the units
 	// left add are out from the start.
 	if kth := x.kthOf(sc, sc.cands, *top, want, accept); kth > 0 {
-		sc.keepWithin(kth, reach(i, len(sc.touched) >= 2*want))
+		sc.keepWithin(kth, reach(i, x.foundCount(sc) >= 2*want))
 	}
 	// The most the units add to a document none found: only a unit not
 	// common brings one in, and the common ones then count for it.
@@ -97,11 +97,11 @@ func (x *lexIndex) finishFound(sc *scratch, us []lexUnit, restDF []int, i, want 
 				continue
 			}
 			lists = lists[:1]
-			df = lists[0].df
-			newCommon += bound(lists, w, idf, bm)
+			df = x.dfOf(lists[0], sc.tenant)
+			newCommon += x.bound(lists, w, idf, bm, sc.tenant)
 		} else {
 			df = x.unionDF(lists, sc)
-			newDocs += bound(lists, w, idf, bm)
+			newDocs += x.bound(lists, w, idf, bm, sc.tenant)
 		}
 		if df > 0 {
 			k := w * idf(float64(df)) * (bm25K1 + 1)
@@ -177,18 +177,18 @@ func (sc *scratch) keepWithin(cut float32, reach float64) {
 // most the units left can add to a document not found yet. A search that
 // cannot prune pays for this sample only, not for finishFound's work.
 func (x *lexIndex) worthPruning(sc *scratch, us []lexUnit, i, want int, accept func(uint32) bool, idf func(float64) float64, bm bm25, N float64, top float32) bool {
-	commonKnown := len(sc.touched) >= 2*want
+	commonKnown := x.foundCount(sc) >= 2*want
 	isCommon := func(u *lexUnit) bool { return float64(u.df) > commonShare*N }
 	reach := 0.0
 	for j := i; j < len(us); j++ {
 		u := &us[j]
 		if commonKnown && isCommon(u) {
 			if w := u.commonWeight(); w > 0 {
-				reach += bound(u.lists[:1], w, idf, bm)
+				reach += x.bound(u.lists[:1], w, idf, bm, sc.tenant)
 			}
 			continue
 		}
-		reach += bound(u.lists, u.w+u.we, idf, bm)
+		reach += x.bound(u.lists, u.w+u.we, idf, bm, sc.tenant)
 	}
 	sample := x.bestAccepted(sc, sc.touched, top, pruneSample*want, accept)
 	if len(sample) < want || float64(sample[0].score) <= reach*(1+pruneSlack) {
@@ -222,7 +222,7 @@ func (x *lexIndex) worthPruning(sc *scratch, us []lexUnit, i, want int, accept f
 				continue
 			}
 			lists = lists[:1]
-			df = lists[0].df
+			df = x.dfOf(lists[0], sc.tenant)
 		} else {
 			df = x.unionDF(lists, sc)
 		}
@@ -261,16 +261,18 @@ func (u *lexUnit) commonWeight() float64 {
 // score: w x idf x (k1 + 1) x tf / (tf + norm), with the idf of the
 // largest list's document frequency (the unit's, the union's, is at least
 // that), tf the lists' highest term frequencies summed and norm that of
-// their shortest document.
-func bound(lists []*term, w float64, idf func(float64) float64, bm bm25) float64 {
+// their shortest document; frequencies are tenant t's (tenants.go), tf and
+// length bounds the store's (bounds all the same).
+func (x *lexIndex) bound(lists []*term, w float64, idf func(float64) float64, bm bm25, t uint32) float64 {
 	maxDF := 0
 	var tf float64
 	minLen := uint32(math.MaxUint32)
 	for _, tm := range lists {
-		if tm.df == 0 {
+		df := x.dfOf(tm, t)
+		if df == 0 {
 			continue
 		}
-		maxDF = max(maxDF, tm.df)
+		maxDF = max(maxDF, df)
 		tf += float64(tm.maxTF)
 		minLen = min(minLen, tm.minLen)
 	}
@@ -353,12 +355,12 @@ func bitIndex(b uint64) int { return bits.TrailingZeros64(b) }
 // documents untouched (restricted): then counted over their lists, up to
 // need.
 func (x *lexIndex) touchedAtLeast(sc *scratch, done []lexUnit, restricted bool, need int) bool {
-	if len(sc.touched) >= need || !restricted {
-		return len(sc.touched) >= need
+	if found := x.foundCount(sc); found >= need || !restricted {
+		return found >= need
 	}
 	for _, u := range done {
 		for _, tm := range u.lists {
-			if tm.df >= need {
+			if x.dfOf(tm, sc.tenant) >= need {
 				return true
 			}
 		}
@@ -366,9 +368,10 @@ func (x *lexIndex) touchedAtLeast(sc *scratch, done []lexUnit, restricted bool, 
 	sc.sizeSeen(len(x.docLen))
 	defer sc.clearSeen()
 	count := 0
+	keep := x.keepTenant(sc.tenant)
 	for _, u := range done {
 		for _, tm := range u.lists {
-			if count = sc.markLive(tm, count, need); count >= need {
+			if count = sc.markLive(tm, count, need, keep); count >= need {
 				return true
 			}
 		}

@@ -14,11 +14,13 @@ const visibleShare = 0.25
 const visiblePostings = 2
 
 // postingsOf is how many live postings the query's units hold (a
-// group's summed over its lists).
-func (x *lexIndex) postingsOf(words []string) int {
+// group's summed over its lists), every tenant's: what reading them costs.
+func (x *lexIndex) postingsOf(words []string, t uint32) int {
 	n := 0
-	for _, u := range x.units(words) {
-		n += u.df
+	for _, u := range x.units(words, t) {
+		for _, tm := range u.lists {
+			n += tm.df
+		}
 	}
 	return n
 }
@@ -29,7 +31,7 @@ func (x *lexIndex) postingsOf(words []string) int {
 // documents only (looked up in the lists when they are few against a list,
 // by a pass over it against their bit set otherwise), so that a project of
 // a thousand memories in a store of a million costs about what its own
-// postings cost, not the store's. The scores are search's (the store's
+// postings cost, not the store's. The scores are search's (the tenant's
 // statistics, the same units in the same order, the common words' rule
 // decided on the same counts: TestSearchVisibleMatches).
 func (x *lexIndex) searchVisible(words []string, sc *scratch, want int, vis []uint32, more func() bool, visit func(rid uint32, score float64) bool) (left bool) {
@@ -37,7 +39,10 @@ func (x *lexIndex) searchVisible(words []string, sc *scratch, want int, vis []ui
 		return false
 	}
 	N, idf, bm := x.prepare(sc)
-	us := x.units(words)
+	if N == 0 {
+		return false // the tenant has no document
+	}
+	us := x.units(words, sc.tenant)
 	sc.touched = sc.touched[:0]
 	var top float32
 	add := func(rid uint32, k, f float64) {
@@ -62,7 +67,11 @@ func (x *lexIndex) searchVisible(words []string, sc *scratch, want int, vis []ui
 			if !ok {
 				continue
 			}
-			k := w * idf(float64(tm.df)) * (bm25K1 + 1)
+			df := x.dfOf(tm, sc.tenant)
+			if df == 0 {
+				continue
+			}
+			k := w * idf(float64(df)) * (bm25K1 + 1)
 			sc.found = x.candidates(tm, vis, sc.mark, sc.found[:0], &sc.blk)
 			for _, p := range sc.found {
 				if sc.score[p.rid] != 0 {
@@ -71,7 +80,7 @@ func (x *lexIndex) searchVisible(words []string, sc *scratch, want int, vis []ui
 			}
 			continue
 		}
-		// The unit's idf is the store's: its documents in every project
+		// The unit's idf is the tenant's: its documents in every project
 		// (a group's from the union of its lists, cached).
 		df := x.unionDF(u.lists, sc)
 		if df == 0 {
