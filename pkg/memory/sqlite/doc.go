@@ -132,8 +132,10 @@
 //     eval's output is unchanged); and at most vectorAmongMax of them get
 //     the vector channel's exact cosines instead of a graph walk over the
 //     store (vectorAmong). The statistics (document count, lengths,
-//     document frequencies) stay the store's: other tenants' memories
-//     still weigh in a term's idf, as before;
+//     document frequencies) are the tenant's since stop 47 (tenants.go:
+//     another tenant's memories weighed in a term's idf, which a tenant
+//     could read back from its own scores); the projects of one tenant
+//     share them;
 //   - the conversation index (conversation.go): per conversation (tenant,
 //     project, session) its memories' rids in memory.CompareConversation
 //     order, so that Adjacent (memory.Conversations) finds a memory's
