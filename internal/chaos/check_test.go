@@ -72,6 +72,10 @@ type report struct {
 	// Of them, turns answered by an injector killed -9 before it wrote the
 	// record (it answers first), whose redelivery was skipped as late.
 	KilledBeforeRecord int `json:"killed_between_reply_and_record"`
+	// Turns the extractor judged without their injection record after
+	// waiting for it (the platform named the block's memories in
+	// turn_ended): at most the answered turns left without a record.
+	Unjudged int `json:"unjudged"`
 	// Redeliveries of an answered and recorded turn_started answered with
 	// the recorded block (the injector's log), and those of them after the
 	// reply deadline (skipped, leaving the record unmatched, before the fix).
@@ -106,6 +110,7 @@ const (
 	skipMsg        = "turn_started arrived after its reply deadline; skipped"
 	notRecordedMsg = "answered block not recorded" // the record write failed (the Redis kill): a redelivery composes anew
 	againMsg       = "turn_started already answered; its recorded block sent again"
+	unjudgedMsg    = "turns that carried memories were extracted without their injection record"
 )
 
 // check verifies what the deployment did against the script and returns
@@ -461,6 +466,24 @@ func check(ctx context.Context, t *recT, c *cluster, d *driver, warm []*turnRec,
 		}); err != nil {
 			t.Error(err)
 		}
+	}
+	for _, w := range c.workers {
+		if !strings.HasPrefix(w.name, "extractor") {
+			continue
+		}
+		if err := w.grep(func(line string) {
+			var l struct {
+				Turns int `json:"turns"`
+			}
+			if strings.Contains(line, unjudgedMsg) && json.Unmarshal([]byte(line), &l) == nil {
+				r.Unjudged += l.Turns
+			}
+		}); err != nil {
+			t.Error(err)
+		}
+	}
+	if r.Unjudged > r.RepliedUnrecorded {
+		t.Errorf("%d turns judged without their injection record, %d answered turns left without one: a record was lost", r.Unjudged, r.RepliedUnrecorded)
 	}
 	if r.RecordsMismatch > 0 || r.AnswerNoRecord > 0 {
 		t.Errorf("%d injection records unlike the turn's answers, %d answers without a record", r.RecordsMismatch, r.AnswerNoRecord)

@@ -113,7 +113,11 @@
 //     without the log line for a turn whose injector was killed -9 between
 //     its answer and the record (it answers first, for the reply's
 //     latency) when the turn's redelivery was skipped as late
-//     (killed_between_reply_and_record). The redeliveries the
+//     (killed_between_reply_and_record). The platform names the block's
+//     memories in turn_ended (injected_node_ids): the extractor waits for
+//     a record still on its way and, when none comes, logs the turns it
+//     extracted without one (unjudged), which cannot be more than the
+//     answered turns left without a record. The redeliveries the
 //     injector answered with their recorded block are counted
 //     (answered_from_record; _late: after the reply deadline, which used
 //     to be skipped with the record left for the extractor to judge). No
