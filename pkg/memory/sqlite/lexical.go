@@ -248,7 +248,9 @@ func (x *lexIndex) setCounts(rid, tenant uint32, counts, old map[string]int) {
 		tm := &x.tms[id]
 		tf := uint16(min(c, math.MaxUint16))
 		tm.add(rid, tf, length, pack)
-		x.countTerm(tenant, id, 1)
+		if tenant != 0 {
+			x.countTerm(tenant, id, 1)
+		}
 		ids = append(ids, id)
 	}
 	x.docPrint[rid] = termPrint(ids)
@@ -370,18 +372,20 @@ func (x *lexIndex) compact() {
 // terms of at least prefixMin runes, up to prefixMax longer terms it
 // prefixes (the first in dictionary order).
 func (x *lexIndex) expand(q string, t uint32) []*term {
+	var keep func(string) bool
+	if x.split() {
+		// Only the tenant's own terms (tenants.go): another tenant's
+		// vocabulary does not take the places of its expansions, nor the
+		// prefix's own token (a group of two lists scores apart from its
+		// word, of one with it: the scores would tell).
+		keep = func(s string) bool { tm := x.term(s); return tm != nil && x.dfOf(tm, t) > 0 }
+	}
 	var out []*term
-	if tm := x.term(q); tm != nil {
+	if tm := x.term(q); tm != nil && (keep == nil || x.dfOf(tm, t) > 0) {
 		out = append(out, tm)
 	}
 	if utf8.RuneCountInString(q) < prefixMin {
 		return out
-	}
-	var keep func(string) bool
-	if x.split() {
-		// Only the tenant's own terms (tenants.go): another tenant's
-		// vocabulary does not take the places of its expansions.
-		keep = func(s string) bool { tm := x.term(s); return tm != nil && x.dfOf(tm, t) > 0 }
 	}
 	longer := prefixRange(x.dict, q, nil, keep)
 	longer = prefixRange(x.mid, q, longer, keep)

@@ -382,7 +382,8 @@ func (s *Store) PutBatch(ctx context.Context, nodes []memory.Node, edges []memor
 		rids := make([]int64, len(prepared))
 		for i, p := range prepared {
 			// An id stays in its tenant: a batch may not move another
-			// tenant's node into its own.
+			// tenant's node into its own (the lexical index counts a
+			// document's statistics for its tenant: tenants.go).
 			old, rid, err := w.get(p.ID)
 			switch {
 			case err == nil && old.TenantID != p.TenantID:

@@ -15,10 +15,14 @@ package sqlite
 //
 // The default tenant (number 0) pays nothing: the counts below hold only
 // the other tenants', and the default tenant's are the store's less
-// those. A store with one tenant keeps no map entry and no per-document
-// tenant at all. What the search reads of other tenants' postings still
-// costs time (their documents are scored and dropped by the filter);
-// those are not statistics.
+// those. A store whose memories are all the default tenant's keeps no map
+// entry and no per-document tenant at all; one whose only tenant is named
+// pays the per-tenant counts (two map updates a posting when indexing, a
+// tenant a document, the counting filters in a search). What the search
+// reads of other tenants' postings still costs time (their documents are
+// scored and dropped by the filter); those are not statistics. A
+// document's tenant never changes (Put refuses to move a node to another
+// tenant): the index reads it anew only when the text is indexed again.
 
 // tenantCount is a tenant's live documents and their summed length.
 type tenantCount struct {

@@ -170,4 +170,26 @@ func TestSearchWeighsWithItsTenantsStatistics(t *testing.T) {
 		t.Fatal(err)
 	}
 	compare("after the erasures")
+
+	// New writes take the erased rows' rids (another tenant's now), and
+	// the index is built again from the file at open.
+	var gamma, more2 []memory.Node
+	for i := range 80 {
+		gamma = append(gamma, node("gamma", fmt.Sprintf("g%d", i), "redis queue deploy zebra team "+words(3)+fmt.Sprintf(" g%d", i)))
+	}
+	for i := range 30 {
+		more2 = append(more2, node("bravo", fmt.Sprintf("bn%d", i), words(4)+fmt.Sprintf(" bn%d", i)))
+	}
+	put(shared, gamma...)
+	put(shared, more2...)
+	put(alone, more2...)
+	compare("after rows reused")
+	if err := shared.Close(); err != nil {
+		t.Fatal(err)
+	}
+	shared = open(t, filepath.Join(dir, "shared.db"))
+	if err := shared.WaitLoaded(ctx); err != nil {
+		t.Fatal(err)
+	}
+	compare("after a reopen")
 }
