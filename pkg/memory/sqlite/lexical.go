@@ -372,16 +372,17 @@ func (x *lexIndex) compact() {
 // terms of at least prefixMin runes, up to prefixMax longer terms it
 // prefixes (the first in dictionary order).
 func (x *lexIndex) expand(q string, t uint32) []*term {
-	var keep func(string) bool
-	if x.split() {
-		// Only the tenant's own terms (tenants.go): another tenant's
-		// vocabulary does not take the places of its expansions, nor the
-		// prefix's own token (a group of two lists scores apart from its
-		// word, of one with it: the scores would tell).
-		keep = func(s string) bool { tm := x.term(s); return tm != nil && x.dfOf(tm, t) > 0 }
-	}
+	// Only terms the tenant's live documents hold (tenants.go): another
+	// tenant's vocabulary does not take the places of its expansions, nor
+	// the prefix's own token (a group of two lists scores apart from its
+	// word, of one with it: the scores would tell); nor do terms whose
+	// documents were all removed, which stay in the dictionary until
+	// compact (their places went to nothing, and live terms after them
+	// were not matched; the Redis store drops a term with its last
+	// posting).
+	keep := func(s string) bool { tm := x.term(s); return tm != nil && x.dfOf(tm, t) > 0 }
 	var out []*term
-	if tm := x.term(q); tm != nil && (keep == nil || x.dfOf(tm, t) > 0) {
+	if tm := x.term(q); tm != nil && x.dfOf(tm, t) > 0 {
 		out = append(out, tm)
 	}
 	if utf8.RuneCountInString(q) < prefixMin {
@@ -400,7 +401,7 @@ func (x *lexIndex) expand(q string, t uint32) []*term {
 }
 
 // prefixRange appends up to prefixMax terms of sorted that q is a proper
-// prefix of (and keep takes, unless keep is nil).
+// prefix of and keep takes (nil: every one).
 func prefixRange(sorted []string, q string, into []string, keep func(string) bool) []string {
 	i, found := slices.BinarySearch(sorted, q)
 	if found {

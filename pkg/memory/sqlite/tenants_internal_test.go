@@ -289,3 +289,35 @@ func TestPrefixTokenOfAnotherTenantOnly(t *testing.T) {
 		}
 	}
 }
+
+// Terms whose documents were all removed stay in the dictionary until
+// compact; they take no place among a prefix's expansions (they took 40
+// of "alpha"'s, and the live "alphabet" after them was not matched), in a
+// store of one tenant as beside another.
+func TestRemovedTermsTakeNoExpansionPlace(t *testing.T) {
+	for _, other := range []bool{false, true} {
+		x := newLexIndex()
+		put := func(rid, tn uint32, text string) {
+			c := map[string]int{}
+			tokens(text, c)
+			x.setCounts(rid, tn, c, nil)
+		}
+		for i := range 40 {
+			put(uint32(i+1), 0, fmt.Sprintf("alphaaa%02d", i))
+		}
+		for i := range 40 {
+			x.remove(uint32(i+1), nil) // dead, not compacted (fewer than 1,024)
+		}
+		for i := range 10 {
+			put(uint32(100+i), 0, fmt.Sprintf("alphabet x%d", i))
+		}
+		if other {
+			put(500, 7, "unrelated")
+		}
+		var sc scratch
+		got := topVisiting(x, &sc, []string{"alpha"}, 100, func(rid uint32) bool { return rid < 500 }, true)
+		if len(got) != 10 {
+			t.Errorf("another tenant %v: %d hits for alpha, want the 10 alphabet memories", other, len(got))
+		}
+	}
+}
