@@ -1,6 +1,8 @@
 package memorytest
 
 import (
+	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -20,6 +22,64 @@ var tenantTests = []subtest{
 	{"Tenants/Sessions", testTenantSessions},
 	{"Tenants/Journal", testTenantJournal},
 	{"Tenants/Invalid", testTenantInvalid},
+	{"Tenants/Statistics", testTenantStatistics},
+}
+
+// testTenantStatistics: a tenant's lexical scores are its own memories'
+// doing. Another tenant writing many memories that hold the query's words
+// (and words its prefix expands to) changes none of them, nor does its
+// erasure: a score that moved would tell a tenant how many of another
+// tenant's memories hold a word (the SQLite store's statistics were the
+// store's until stop 47).
+func testTenantStatistics(e *env) {
+	for i, label := range []string{"deploy the billing service with make release", "the deployment runs on friday evenings",
+		"billing invoices are sent monthly", "release notes go to the wiki", "never deploy on fridays"} {
+		p := "p"
+		if i == 4 {
+			p = ""
+		}
+		e.upsert(tnode("a", p, memory.Decision, label))
+	}
+	queries := [][]string{{"deploy"}, {"billing", "release"}, {"deployment", "friday"}}
+	scores := func(when string) [][]memory.Scored {
+		var out [][]memory.Scored
+		for _, cross := range []bool{false, true} {
+			for _, q := range queries {
+				got, err := e.s.Lexical(e.ctx, q, memory.Filter{TenantID: "a", ProjectID: "p", CrossProject: cross}, 10)
+				e.ok(err, "Lexical "+when)
+				if len(got) == 0 {
+					e.t.Fatalf("%s: no hit for %v", when, q)
+				}
+				out = append(out, got)
+			}
+		}
+		return out
+	}
+	same := func(when string, got, want [][]memory.Scored) {
+		for i := range want {
+			ok := len(got[i]) == len(want[i])
+			for j := 0; ok && j < len(got[i]); j++ {
+				ok = got[i][j].ID == want[i][j].ID && math.Abs(got[i][j].Score-want[i][j].Score) < 1e-9
+			}
+			if !ok {
+				e.t.Errorf("%s, query %d: tenant a's scores %v, before %v", when, i, got[i], want[i])
+			}
+		}
+	}
+	before := scores("alone")
+	var batch []memory.Node
+	for i := range 60 {
+		for _, p := range []string{"p", "other", ""} {
+			n := tnode("b", p, memory.Decision, fmt.Sprintf("deploy billing release deployments%02d friday note %d of %s", i, i, p))
+			n.Reach = memory.ReachAnywhere
+			batch = append(batch, n)
+		}
+	}
+	e.ok(e.s.PutBatch(e.ctx, batch, nil), "PutBatch of tenant b")
+	same("beside tenant b", scores("beside tenant b"), before)
+	_, err := e.s.Erase(e.ctx, memory.EraseScope{Tenant: "b"}, nil)
+	e.ok(err, "Erase tenant b")
+	same("after tenant b's erasure", scores("after tenant b's erasure"), before)
 }
 
 // tnode is a memory of tenant t in project p ("" : global).
