@@ -1,7 +1,6 @@
 package inject_test
 
 import (
-	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -38,21 +37,7 @@ func TestThroughJetStream(t *testing.T) {
 		}
 		// As injectfx wires it: no processed-event records (the injector's
 		// answers are idempotent by message id).
-		r, err := runner.New(js, runner.ConfigFor(topo, events.ConsumerInjector),
-			inject.NewHandler(f.inj, pub, nil).Handle)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		if err := r.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			sctx, c := context.WithTimeout(context.Background(), 10*time.Second)
-			defer c()
-			_ = r.Stop(sctx)
-		})
+		ctx := runInjector(t, js, runner.ConfigFor(topo, events.ConsumerInjector), inject.NewHandler(f.inj, pub, nil), nil)
 
 		platform := eventstest.Connect(t, srv)
 		client, err := events.NewClient(platform, events.WithInjectTimeout(20*time.Second))

@@ -84,7 +84,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
 			return fmt.Errorf("inject: %w", err) // wraps events.ErrInvalidEvent: permanent
 		}
 	}
-	late := !ts.ReplyBy.IsZero() && h.now().After(ts.ReplyBy)
+	late := h.late(ts)
 	req := Request{
 		Tenant: ev.TenantID, Project: ev.ProjectID, Session: ev.SessionID, Turn: ev.TurnID,
 		Text: ts.Text, Paths: ts.Paths, ProjectNames: ts.ProjectNames,
@@ -119,9 +119,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
 	if late {
 		// The platform went on without memory: neither answer nor record
 		// an injection that the turn never carried.
-		h.log.Info(skipMessage,
-			zap.String("event_id", ev.ID), zap.String("project", ev.ProjectID), zap.String("session", ev.SessionID),
-			zap.Time("reply_by", ts.ReplyBy))
+		h.skipped(ev, ts.ReplyBy)
 		return nil
 	}
 	block, err := h.inj.Compose(ctx, req)
@@ -135,13 +133,11 @@ func (h *Handler) Handle(ctx context.Context, ev events.Envelope) error {
 	for _, p := range block.Problems {
 		h.log.Warn("injection degraded", zap.String("event_id", ev.ID), zap.String("project", ev.ProjectID), zap.Error(p))
 	}
-	if !ts.ReplyBy.IsZero() && h.now().After(ts.ReplyBy) {
+	if h.late(ts) {
 		// Composed past the deadline (the store slowed down: a failover):
 		// the platform went on without memory, as above. A record now
 		// would have the extractor judge memories the turn never carried.
-		h.log.Info(skipMessage,
-			zap.String("event_id", ev.ID), zap.String("project", ev.ProjectID), zap.String("session", ev.SessionID),
-			zap.Time("reply_by", ts.ReplyBy), zap.Bool("after_compose", true))
+		h.skipped(ev, ts.ReplyBy, zap.Bool("after_compose", true))
 		return nil
 	}
 	out := readyEvent(ev, block.Injection())
@@ -205,8 +201,19 @@ func ReplyBy(ev events.Envelope) time.Time {
 // (nothing can have been answered or recorded for it), like a late turn
 // the handler skips.
 func (h *Handler) Expired(ev events.Envelope) {
-	h.log.Info(skipMessage, zap.String("event_id", ev.ID), zap.String("project", ev.ProjectID),
-		zap.String("session", ev.SessionID), zap.Time("reply_by", ReplyBy(ev)), zap.Bool("before_handler", true))
+	h.skipped(ev, ReplyBy(ev), zap.Bool("before_handler", true))
+}
+
+// late reports whether the platform has stopped waiting for ts's answer.
+func (h *Handler) late(ts events.TurnStarted) bool {
+	return !ts.ReplyBy.IsZero() && h.now().After(ts.ReplyBy)
+}
+
+// skipped logs a turn_started left unanswered and unrecorded because the
+// platform went on without memory (skipMessage: the chaos suite reads it).
+func (h *Handler) skipped(ev events.Envelope, replyBy time.Time, more ...zap.Field) {
+	h.log.Info(skipMessage, append([]zap.Field{zap.String("event_id", ev.ID), zap.String("project", ev.ProjectID),
+		zap.String("session", ev.SessionID), zap.Time("reply_by", replyBy)}, more...)...)
 }
 
 // skipMessage is logged for a turn_started that arrived after its reply

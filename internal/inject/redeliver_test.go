@@ -51,12 +51,14 @@ func outageBus(t *testing.T) (*server.Server, jetstream.JetStream, events.Topolo
 }
 
 // runInjector runs h through a runner of cfg on js until the test ends,
-// telling seen of each call first. It returns a context that ends with
+// telling seen (unless nil) of each call first. It returns a context that ends with
 // the test (60 s at most).
 func runInjector(t *testing.T, js jetstream.JetStream, cfg runner.Config, h *inject.Handler, seen func(events.Envelope)) context.Context {
 	t.Helper()
 	r, err := runner.New(js, cfg, func(ctx context.Context, ev events.Envelope) error {
-		seen(ev)
+		if seen != nil {
+			seen(ev)
+		}
 		return h.Handle(ctx, ev)
 	})
 	if err != nil {

@@ -43,19 +43,8 @@ func TestReplyToOnlyInboxes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := runner.New(js, runner.ConfigFor(topo, events.ConsumerInjector),
-		inject.NewHandler(f.inj, pub, nil, inject.WithReplyPrefixes("_INBOX.", "_INBOX_acme.")).Handle)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, c := context.WithTimeout(context.Background(), 10*time.Second)
-		defer c()
-		_ = r.Stop(sctx)
-	})
+	runInjector(t, js, runner.ConfigFor(topo, events.ConsumerInjector),
+		inject.NewHandler(f.inj, pub, nil, inject.WithReplyPrefixes("_INBOX.", "_INBOX_acme.")), nil)
 
 	// An attacker's connection watches everything published on the server.
 	spy := eventstest.Connect(t, srv)

@@ -32,7 +32,7 @@ func (t TurnStarted) validate(p *problems) {
 	if t.Text == "" {
 		p.add("text", "missing")
 	}
-	paths(p, "paths", t.Paths)
+	nonEmpty(p, "paths", t.Paths, "empty path")
 	for id := range t.ProjectNames {
 		if id == "" {
 			p.add("project_names", "empty project id")
@@ -131,12 +131,8 @@ func (t TurnEnded) validate(p *problems) {
 			}
 		}
 	}
-	paths(p, "changed_paths", t.ChangedPaths)
-	for i, id := range t.InjectedNodeIDs {
-		if id == "" {
-			p.add(fmt.Sprintf("injected_node_ids[%d]", i), "empty id")
-		}
-	}
+	nonEmpty(p, "changed_paths", t.ChangedPaths, "empty path")
+	nonEmpty(p, "injected_node_ids", t.InjectedNodeIDs, "empty id")
 	if t.InputTokens < 0 {
 		p.add("input_tokens", "negative")
 	}
@@ -347,10 +343,11 @@ func (c CompactionDone) validate(p *problems) {
 	}
 }
 
-func paths(p *problems, field string, ps []string) {
-	for i, s := range ps {
+// nonEmpty reports each empty element of a list field with reason.
+func nonEmpty(p *problems, field string, items []string, reason string) {
+	for i, s := range items {
 		if s == "" {
-			p.add(fmt.Sprintf("%s[%d]", field, i), "empty path")
+			p.add(fmt.Sprintf("%s[%d]", field, i), reason)
 		}
 	}
 }

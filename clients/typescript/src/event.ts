@@ -366,7 +366,7 @@ function validatePayload(type: EventType, pl: Obj, p: Problems): void {
   switch (type) {
     case "turn_started": {
       if (str(pl["text"]) === "") p.add("text", "missing");
-      paths(p, "paths", pl["paths"]);
+      nonEmpty(p, "paths", pl["paths"], "empty path");
       for (const id of Object.keys((pl["project_names"] as Obj | undefined) ?? {})) {
         if (id === "") p.add("project_names", "empty project id");
       }
@@ -402,10 +402,8 @@ function validatePayload(type: EventType, pl: Obj, p: Problems): void {
           if (str(((c ?? {}) as Obj)["name"]) === "") p.add(`${f}tool_calls[${j}].name`, "missing");
         });
       });
-      paths(p, "changed_paths", pl["changed_paths"]);
-      arr(pl["injected_node_ids"]).forEach((s, i) => {
-        if (str(s) === "") p.add(`injected_node_ids[${i}]`, "empty id");
-      });
+      nonEmpty(p, "changed_paths", pl["changed_paths"], "empty path");
+      nonEmpty(p, "injected_node_ids", pl["injected_node_ids"], "empty id");
       if (num(pl["input_tokens"]) < 0) p.add("input_tokens", "negative");
       return;
     }
@@ -451,9 +449,10 @@ function validatePayload(type: EventType, pl: Obj, p: Problems): void {
   }
 }
 
-function paths(p: Problems, field: string, v: unknown): void {
+/** Reports each empty element of a list field with reason. */
+function nonEmpty(p: Problems, field: string, v: unknown, reason: string): void {
   arr(v).forEach((s, i) => {
-    if (str(s) === "") p.add(`${field}[${i}]`, "empty path");
+    if (str(s) === "") p.add(`${field}[${i}]`, reason);
   });
 }
 

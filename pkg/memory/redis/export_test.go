@@ -454,10 +454,7 @@ func StatsRepliesExact(ctx context.Context, s *Store, projects []memory.ProjectR
 	}
 	for qn, words := range queries {
 		qs := memory.LexTerms(words)
-		var terms []string
-		for _, a := range dictArgs(qs) {
-			terms = append(terms, a.(string))
-		}
+		terms := dictTerms(qs)
 		for _, tg := range tags {
 			if _, ok := s.stats.get(s.keys(tg.project).p, terms, s.now()); ok {
 				hits++

@@ -279,10 +279,7 @@ func (s *Store) tagDictionaries(ctx context.Context, tags []scopeTag, qs []memor
 	if s.noStatsCache {
 		return s.dictionaries(ctx, tags, qs, args)
 	}
-	terms := make([]string, len(args))
-	for i, a := range args {
-		terms[i] = a.(string)
-	}
+	terms := dictTerms(qs)
 	now := s.now()
 	out := make([][]string, len(tags))
 	var rest []scopeTag
@@ -316,15 +313,26 @@ func (s *Store) tagDictionaries(ctx context.Context, tags []scopeTag, qs []memor
 // dictArgs are lexDictScript's ARGV for the query terms qs, after the key
 // prefix and the expansions.
 func dictArgs(qs []memory.LexTerm) []any {
-	args := make([]any, 0, len(qs))
+	terms := dictTerms(qs)
+	args := make([]any, len(terms))
+	for i, t := range terms {
+		args[i] = t
+	}
+	return args
+}
+
+// dictTerms are dictArgs as strings: how the statistics cache names the
+// query terms (statscache.go).
+func dictTerms(qs []memory.LexTerm) []string {
+	terms := make([]string, 0, len(qs))
 	for _, q := range qs {
 		arg := q.Prefix
 		if utf8.RuneCountInString(arg) < memory.PrefixMin {
 			arg = "=" + arg
 		}
-		args = append(args, arg+" "+strings.Join(q.Words, " "))
+		terms = append(terms, arg+" "+strings.Join(q.Words, " "))
 	}
-	return args
+	return terms
 }
 
 // weigh sets the BM25 statistics of the reads from their scopes together:

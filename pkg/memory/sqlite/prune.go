@@ -81,7 +81,7 @@ func (x *lexIndex) finishFound(sc *scratch, us []lexUnit, restDF []int, i, want 
 	// Those that cannot reach the want-th best found with all the units
 	// left add are out from the start.
 	if kth := x.kthOf(sc, sc.cands, *top, want, accept); kth > 0 {
-		sc.keepWithin(kth, reach(i, x.foundCount(sc) >= 2*want))
+		sc.keepWithin(kth, reach(i, x.ofTenant(sc.touched, sc.tenant) >= 2*want))
 	}
 	// The most the units add to a document none found: only a unit not
 	// common brings one in, and the common ones then count for it.
@@ -177,7 +177,7 @@ func (sc *scratch) keepWithin(cut float32, reach float64) {
 // most the units left can add to a document not found yet. A search that
 // cannot prune pays for this sample only, not for finishFound's work.
 func (x *lexIndex) worthPruning(sc *scratch, us []lexUnit, i, want int, accept func(uint32) bool, idf func(float64) float64, bm bm25, N float64, top float32) bool {
-	commonKnown := x.foundCount(sc) >= 2*want
+	commonKnown := x.ofTenant(sc.touched, sc.tenant) >= 2*want
 	isCommon := func(u *lexUnit) bool { return float64(u.df) > commonShare*N }
 	reach := 0.0
 	for j := i; j < len(us); j++ {
@@ -355,7 +355,7 @@ func bitIndex(b uint64) int { return bits.TrailingZeros64(b) }
 // documents untouched (restricted): then counted over their lists, up to
 // need.
 func (x *lexIndex) touchedAtLeast(sc *scratch, done []lexUnit, restricted bool, need int) bool {
-	if found := x.foundCount(sc); found >= need || !restricted {
+	if found := x.ofTenant(sc.touched, sc.tenant); found >= need || !restricted {
 		return found >= need
 	}
 	for _, u := range done {

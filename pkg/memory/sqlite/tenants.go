@@ -140,15 +140,6 @@ func (x *lexIndex) ofTenant(rids []uint32, t uint32) int {
 	return n
 }
 
-// foundCount is how many documents a search touched so far that are its
-// tenant's (sc.touched: every tenant's).
-func (x *lexIndex) foundCount(sc *scratch) int {
-	if !x.split() {
-		return len(sc.touched)
-	}
-	return x.ofTenant(sc.touched, sc.tenant)
-}
-
 // keepTenant is a markLive filter of tenant t's documents (nil: every
 // document is the default tenant's).
 func (x *lexIndex) keepTenant(t uint32) func(rid uint32) bool {
