@@ -54,7 +54,8 @@ func openStore(ctx context.Context, cfg config.Config, sqliteOpts ...sqlite.Opti
 		if err != nil {
 			return nil, err
 		}
-		s, err := redis.New(client, redis.WithCloseClient(), redis.WithVectorQuantization(cfg.Store.RedisVectorQuant))
+		s, err := redis.New(client, redis.WithCloseClient(), redis.WithVectorQuantization(cfg.Store.RedisVectorQuant),
+			redis.WithReplicaWait(cfg.Store.RedisReplicaWait))
 		if err != nil {
 			_ = client.Close()
 			return nil, fmt.Errorf("app: redis store: %w", err)

@@ -40,6 +40,12 @@ type Worker struct {
 	// Processed that is also a dlq.Shelf (the memory store) serves. The
 	// process parks every worker's letters on the first selected worker's.
 	Letters dlq.Shelf
+	// Durable, when set, is asked before an event is acknowledged whether
+	// the store's writes would survive the loss of one of its servers
+	// (runner.WithDurable; the Redis store waits for a replica). Unset, a
+	// Processed or Letters that is a runner.Durable (the memory store)
+	// serves.
+	Durable runner.Durable
 	// Options are extra runner options.
 	Options []runner.Option
 }
@@ -50,6 +56,20 @@ func (w Worker) consumer() string {
 		return w.Consumer
 	}
 	return w.Role
+}
+
+// durable is what the worker's acknowledgements wait for (see Durable).
+func (w Worker) durable() runner.Durable {
+	if w.Durable != nil {
+		return w.Durable
+	}
+	if d, ok := w.Processed.(runner.Durable); ok {
+		return d
+	}
+	if d, ok := w.Letters.(runner.Durable); ok {
+		return d
+	}
+	return nil
 }
 
 // Workers are the running runners of a process.
@@ -150,6 +170,9 @@ func StartWorkers(ctx context.Context, js jetstream.JetStream, topo events.Topol
 		}
 		if w.parking != nil {
 			opts = append(opts, runner.WithParking(w.parking))
+		}
+		if d := wk.durable(); d != nil {
+			opts = append(opts, runner.WithDurable(d))
 		}
 		opts = append(opts, wk.Options...)
 		r, err := runner.New(js, rc, wk.Handler, opts...)

@@ -206,6 +206,11 @@ type Store struct {
 	// RedisVectorQuant is how new Redis vector sets store vectors: q8
 	// (default), noquant (float32) or bin. Existing sets keep theirs.
 	RedisVectorQuant string
+	// RedisReplicaWait is how long a worker waits for a replica of each
+	// Redis primary to hold the writes so far before it acknowledges an
+	// event (redis.Store.Durable; a primary without replicas is not waited
+	// for); 0 acknowledges at once.
+	RedisReplicaWait time.Duration
 	// RedisCA, RedisCert and RedisKey are PEM files for TLS to Redis
 	// (rediss:// URLs): the CA(s) of the server's certificate and a client
 	// certificate and key. See RedisTLS.
@@ -273,7 +278,7 @@ func Default() Config {
 		},
 		HTTP:         HTTP{Addr: "127.0.0.1:7474", LagRefresh: 15 * time.Second},
 		Console:      Console{Addr: DefaultConsoleAddr},
-		Store:        Store{Kind: StoreSQLite, RedisVectorQuant: "q8"},
+		Store:        Store{Kind: StoreSQLite, RedisVectorQuant: "q8", RedisReplicaWait: redis.DefaultReplicaWait},
 		Events:       eventsDefaults(),
 		Work:         Work{Concurrency: 2, ShutdownTimeout: 25 * time.Second},
 		Idle:         Idle{Enabled: true, Quiet: 30 * time.Minute},
@@ -494,6 +499,9 @@ func (c Config) Validate() error {
 		}
 	default:
 		bad("store (ENGRAM_STORE) %q: want %s or %s", c.Store.Kind, StoreSQLite, StoreRedis)
+	}
+	if w := c.Store.RedisReplicaWait; w < 0 || (w > 0 && w < time.Millisecond) {
+		bad("Redis replica wait (ENGRAM_REDIS_REPLICA_WAIT): %v: 0 (off) or at least 1ms", w)
 	}
 	if err := redis.CheckQuantization(c.Store.RedisVectorQuant); err != nil {
 		bad("Redis vector quantization (ENGRAM_REDIS_VECTOR_QUANT): %v", err)

@@ -85,6 +85,8 @@ func (c *Config) Settings() []Setting {
 			Usage: "Redis 8 URL (redis://host:port/db), required with -store redis"},
 		{Flag: "redis-vector-quant", Env: "ENGRAM_REDIS_VECTOR_QUANT", Group: Runtime, value: (*strV)(&c.Store.RedisVectorQuant),
 			Usage: "how new Redis vector sets store vectors: q8 (int8), noquant (float32, exact cosine) or bin; a set keeps the one it was created with"},
+		{Flag: "redis-replica-wait", Env: "ENGRAM_REDIS_REPLICA_WAIT", Group: Runtime, value: (*durV)(&c.Store.RedisReplicaWait),
+			Usage: "how long a worker waits for a Redis replica to hold its writes before it acknowledges the event (a primary without replicas: not at all); 0: acknowledge at once (writes can be lost with a primary)"},
 		{Flag: "subject-prefix", Env: "ENGRAM_SUBJECT_PREFIX", Group: Conn, value: (*strV)(&c.Events.SubjectPrefix),
 			Usage: "first token(s) of every subject: <prefix>.in.<type>.<tenant>.<project>.<session>"},
 		{Flag: "in-max-age", Env: "ENGRAM_IN_MAX_AGE", Group: Topology, value: (*durV)(&c.Events.InMaxAge),

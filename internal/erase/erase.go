@@ -165,6 +165,17 @@ func (e *Eraser) Erase(ctx context.Context, sc Scope, o Options) (Receipt, error
 			err = fmt.Errorf("erase %s: persistence: %w", sc, err)
 		}
 	}
+	if d, ok := e.store.(durable); ok && err == nil {
+		// A Redis primary lost before its replica had the deletions
+		// would be replaced by a replica that still holds the records.
+		if derr := d.Durable(ctx); derr != nil {
+			r.Persistence.Incomplete = append(r.Persistence.Incomplete, "store replicas: the deletions are not confirmed on a replica yet ("+
+				derr.Error()+"): a primary lost now could bring the records back; erase again")
+			err = fmt.Errorf("erase %s: replicas: %w", sc, derr)
+		} else {
+			r.Persistence.Done = append(r.Persistence.Done, "store replicas: every primary's replica holds the deletions (where a primary has one)")
+		}
+	}
 	if e.bus != nil {
 		r.Persistence.Done = append(r.Persistence.Done, "streams: every message deleted was overwritten (JetStream secure delete)")
 		if _, ok := r.Streams[e.bus.kvStream()]; ok && e.bus.Bucket != "" {
@@ -180,6 +191,12 @@ func (e *Eraser) Erase(ctx context.Context, sc Scope, o Options) (Receipt, error
 	}
 	r.FinishedAt = e.now().UTC()
 	return r, err
+}
+
+// durable is a store whose writes can be confirmed on its replicas (the
+// Redis store: redis.Store.Durable).
+type durable interface {
+	Durable(ctx context.Context) error
 }
 
 // rounds erases the streams and the store until a round finds nothing.

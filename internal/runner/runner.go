@@ -40,6 +40,14 @@ type Processed interface {
 	MarkEventProcessed(ctx context.Context, p memory.ProjectRef, consumer, eventID string, ttl time.Duration) error
 }
 
+// Durable is a store that can say when its writes so far would survive
+// the loss of one of its servers (the Redis store: on a replica, see
+// redis.Store.Durable). It wraps memory.ErrUnavailable when they are not
+// yet.
+type Durable interface {
+	Durable(ctx context.Context) error
+}
+
 // projectOf is where an event's processed record lives: its tenant's project.
 func projectOf(ev events.Envelope) memory.ProjectRef {
 	return memory.ProjectRef{Tenant: ev.TenantID, Project: ev.ProjectID}
@@ -246,6 +254,14 @@ func WithGates(g ...Gate) Option { return func(r *Runner) { r.gates = append(r.g
 // recorded.
 func WithProcessed(p Processed) Option { return func(r *Runner) { r.processed = p } }
 
+// WithDurable makes the runner acknowledge an event only once d says the
+// store's writes are durable (see Durable): an event acknowledged while
+// its effects could still be lost with a server is an event dropped. A
+// handled event whose writes are not durable yet waits (Wait: no delivery
+// spent) and is acknowledged, without calling the handler again, once
+// they are.
+func WithDurable(d Durable) Option { return func(r *Runner) { r.durable = d } }
+
 // WithObserver reports outcomes, pauses and captures.
 func WithObserver(o Observer) Option { return func(r *Runner) { r.obs = o } }
 
@@ -287,6 +303,7 @@ type Runner struct {
 	log        *zap.Logger
 	gates      []Gate
 	processed  Processed
+	durable    Durable // WithDurable: acknowledge only once the store's writes are durable
 	obs        Observer
 	dlq        *dlq.Writer
 	parking    *dlq.Parking
@@ -1021,6 +1038,10 @@ func (r *Runner) handle(d *delivery) {
 			return
 		}
 		if state == seenSame {
+			if r.notDurable(d, &o) {
+				r.obs.Delivered(o)
+				return
+			}
 			o.Result = ResultDuplicate
 			r.ackDuplicate(msg, meta, ev, &o)
 			r.obs.Delivered(o)
@@ -1057,6 +1078,9 @@ func (r *Runner) handle(d *delivery) {
 			}
 			cancel()
 		}
+		if r.notDurable(d, &o) {
+			break
+		}
 		if err := msg.Ack(); err != nil {
 			o.Err = fmt.Errorf("runner: ack: %w", err)
 			r.log.Warn("ack failed", zap.Error(err), zap.String("event_id", ev.ID))
@@ -1075,6 +1099,35 @@ func (r *Runner) handle(d *delivery) {
 	}
 	r.obs.Delivered(o)
 }
+
+// notDurable reports whether the store's writes are not durable yet
+// (WithDurable), in which case the delivery was kept waiting (or, when the
+// runner stops or it has waited Config.MaxWait, nak'ed) and o says so: it
+// comes back as a handled event (processed records) or, without them,
+// through the handler again, and is acknowledged once they are.
+func (r *Runner) notDurable(d *delivery, o *Outcome) bool {
+	if r.durable == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), durableTimeout)
+	err := r.durable.Durable(ctx)
+	cancel()
+	if err == nil {
+		return false
+	}
+	err = fmt.Errorf("runner: the store's writes are not durable yet: %w", err)
+	o.Err = err
+	if (d.waitSince.IsZero() || time.Since(d.waitSince) < r.cfg.MaxWait) && r.pullCtx.Err() == nil {
+		r.wait(d, err, o)
+	} else {
+		r.retry(d.msg, d.meta, err, o)
+	}
+	return true
+}
+
+// durableTimeout bounds a Durable call (the Redis store's own wait is
+// shorter: DefaultReplicaWait).
+const durableTimeout = 30 * time.Second
 
 // call runs the handler with a heartbeat and turns a panic into an error.
 func (r *Runner) call(ctx context.Context, msg jetstream.Msg, ev events.Envelope) (err error) {

@@ -14,6 +14,9 @@ package redis
 // INFO, BGREWRITEAOF and BGSAVE are for an erasure's Purge: the
 // append-only file (and a snapshot) rewritten so that they no longer hold
 // what was erased (without them Purge reports the step as not done).
+// INFO and WAIT are for Durable (durable.go): a worker acknowledges an
+// event only once its writes are on a replica; Ping fails when the user
+// may not send WAIT (unless WithReplicaWait(0)).
 //
 // TestConformanceUnderACL runs the whole store contract as such a user.
 // A Redis Cluster client also needs the topology commands:
@@ -21,4 +24,4 @@ package redis
 const ACLCommands = "-@all +@connection +@transaction +@scripting +@keyspace +@hash +@set +@sortedset +@list +@string " +
 	"-@dangerous -@blocking -@admin " +
 	"+vadd +vrem +vsim +vemb +vcard +vdim +vinfo +vgetattr +vsetattr +vismember +vlinks +vrandmember " +
-	"+info +bgrewriteaof +bgsave"
+	"+info +bgrewriteaof +bgsave +wait"

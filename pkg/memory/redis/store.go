@@ -73,6 +73,9 @@ type Store struct {
 	// how long it is trusted.
 	formatRead atomic.Pointer[formatRead]
 	formatTTL  time.Duration
+
+	replicaWait time.Duration // Durable's wait for a replica (durable.go); 0: off
+	durable     durability
 }
 
 var (
@@ -168,7 +171,8 @@ func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
 		dims:   map[string]int{},
 		regTTL: registryTTL,
 
-		formatTTL: FormatTTL,
+		formatTTL:   FormatTTL,
+		replicaWait: DefaultReplicaWait,
 
 		lexBudget:   lexicalBudget,
 		anywhereMax: anywhereReadMax,
@@ -195,6 +199,14 @@ func (s *Store) Ping(ctx context.Context) error {
 	// unknown-command error on an older one.
 	if err := s.c.VCard(ctx, s.ns+":{probe}:v").Err(); err != nil && !errors.Is(err, goredis.Nil) {
 		return fmt.Errorf("redis memory store: the server has no vector sets (Redis 8 is needed): %w", err)
+	}
+	if s.replicaWait > 0 {
+		// Durable sends WAIT; an ACL user without it would have every
+		// event's acknowledgement fail. WAIT 0 answers at once.
+		if err := s.c.Do(ctx, "wait", 0, 1).Err(); err != nil {
+			return fmt.Errorf("redis memory store: WAIT refused (Durable needs it: add +wait to the user's ACL, see redis.ACLCommands, "+
+				"or turn the replica wait off): %w", err)
+		}
 	}
 	return nil
 }

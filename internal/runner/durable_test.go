@@ -1,0 +1,83 @@
+package runner_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/engram-memory/engram/internal/runner"
+	"github.com/engram-memory/engram/pkg/events"
+	"github.com/engram-memory/engram/pkg/memory"
+)
+
+// replicas is a runner.Durable whose first calls say the store's writes
+// are not on a replica yet; it notes how far the consumer had acknowledged
+// at each of them.
+type replicas struct {
+	mu      sync.Mutex
+	behind  int // calls left that fail
+	calls   int
+	ackedAt []uint64
+	floor   func() uint64
+}
+
+func (r *replicas) Durable(context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls++
+	if r.behind > 0 {
+		r.behind--
+		r.ackedAt = append(r.ackedAt, r.floor())
+		return fmt.Errorf("primary 10.0.0.1:6379: %w: none of its 1 replicas acknowledged its writes within 2s", memory.ErrUnavailable)
+	}
+	return nil
+}
+
+// A handled event is acknowledged only once the store says its writes
+// would survive the loss of a server (the Redis store: on a replica): until
+// then it waits without spending a delivery, and is not handled again (its
+// processed record answers).
+func TestAckWaitsForDurableWrites(t *testing.T) {
+	h := newHarness(t, func(c *events.ConsumerConfig) { c.MaxDeliver = 2 })
+	cfg := h.config()
+	cfg.WaitMax = 20 * time.Millisecond
+	d := &replicas{behind: 3, floor: func() uint64 { return h.consumer().AckFloor.Stream }}
+	var mu sync.Mutex
+	handled := 0
+	h.start(cfg, func(context.Context, events.Envelope) error {
+		mu.Lock()
+		handled++
+		mu.Unlock()
+		return nil
+	}, runner.WithProcessed(newMemProcessed()), runner.WithDurable(d))
+	h.publish(1)
+	eventually(t, "acked", func() bool { return h.consumer().AckFloor.Stream == 1 })
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.calls != 4 || len(d.ackedAt) != 3 {
+		t.Fatalf("Durable called %d times (%d refused), want 4 (3)", d.calls, len(d.ackedAt))
+	}
+	for i, f := range d.ackedAt {
+		if f != 0 {
+			t.Fatalf("refusal %d: the event was acknowledged already (ack floor %d)", i+1, f)
+		}
+	}
+	mu.Lock()
+	if handled != 1 {
+		t.Fatalf("handled %d times, want once", handled)
+	}
+	mu.Unlock()
+	if n := h.obs.count(runner.ResultWaiting); n != 3 {
+		t.Fatalf("%d waits, want 3: %+v", n, h.obs.all())
+	}
+	for _, o := range h.obs.all() {
+		if o.Delivery != 1 {
+			t.Fatalf("a wait for the replicas spent a delivery: %+v", o)
+		}
+	}
+	if len(h.letters()) != 0 || h.consumer().NumRedelivered != 0 {
+		t.Fatalf("letters %d, redelivered %d", len(h.letters()), h.consumer().NumRedelivered)
+	}
+}
