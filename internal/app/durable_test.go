@@ -1,0 +1,100 @@
+package app_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/engram-memory/engram/internal/app"
+	"github.com/engram-memory/engram/pkg/events"
+	"github.com/engram-memory/engram/pkg/events/eventstest"
+	"github.com/engram-memory/engram/pkg/memory"
+)
+
+// replicatedStore keeps processed-event records and, like the Redis store
+// with replicas, says its writes are not on a replica for its first
+// Durable calls.
+type replicatedStore struct {
+	mu     sync.Mutex
+	done   map[string]bool
+	behind int
+	calls  int
+}
+
+func (s *replicatedStore) EventProcessed(_ context.Context, p memory.ProjectRef, consumer, id string) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.done[p.Tenant+"/"+p.Project+"/"+consumer+"/"+id], nil
+}
+
+func (s *replicatedStore) MarkEventProcessed(_ context.Context, p memory.ProjectRef, consumer, id string, _ time.Duration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.done[p.Tenant+"/"+p.Project+"/"+consumer+"/"+id] = true
+	return nil
+}
+
+func (s *replicatedStore) Durable(context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	if s.behind > 0 {
+		s.behind--
+		return fmt.Errorf("%w: not on a replica yet", memory.ErrUnavailable)
+	}
+	return nil
+}
+
+// A worker whose store can wait for its replicas (the Redis store) has its
+// events acknowledged only once the store says its writes are durable:
+// StartWorkers takes Durable from the worker's processed-event store.
+func TestWorkersAcknowledgeOnceTheStoreIsDurable(t *testing.T) {
+	_, nc := eventstest.RunServer(t)
+	topo := eventstest.Topology()
+	js := eventstest.Setup(t, nc, topo)
+	cfg := testConfig(t)
+	cfg.Work.Workers = []string{"extractor"}
+	st := &replicatedStore{done: map[string]bool{}, behind: 2}
+	ctx := context.Background()
+	w, err := app.StartWorkers(ctx, js, topo, cfg, []app.Worker{{Role: events.ConsumerExtractor,
+		Handler: func(context.Context, events.Envelope) error { return nil }, Processed: st}}, nil, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop(ctx)
+	cl, err := events.NewClient(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.PublishTurnEnded(ctx, events.Ref{ProjectID: "p", SessionID: "s", TurnID: "t1"},
+		events.TurnEnded{Messages: []events.Message{{Role: events.RoleUser, Content: "hello"}}}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		c, err := js.Consumer(ctx, topo.In.Name, events.ConsumerExtractor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := c.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.AckFloor.Stream == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not acknowledged after a minute (Durable called %d times)", st.calls)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.calls != 3 {
+		t.Fatalf("Durable called %d times before the acknowledgement, want 3 (two refusals, then yes)", st.calls)
+	}
+}
