@@ -198,8 +198,40 @@ func (t *Tool) Run(ctx context.Context, c Caller, req Request) (Response, error)
 		r.Op = memory.Neutralise(op.Op)
 		resp.Results[i] = r
 	}
+	if len(changes) > 0 {
+		t.confirmDurable(ctx, c, req, &resp)
+	}
 	t.publish(ctx, c, changes)
 	return resp, nil
+}
+
+// durable is a store whose writes can be confirmed on its replicas (the
+// Redis store: redis.Store.Durable).
+type durable interface {
+	Durable(ctx context.Context) error
+}
+
+// confirmDurable waits until the store's writes are on a replica (a store
+// that can say so: Redis with replicas). The changes are made either way;
+// when it cannot confirm them, each write's result says that a primary
+// lost now could take the change with it, so that the agent checks
+// before it relies on it.
+func (t *Tool) confirmDurable(ctx context.Context, c Caller, req Request, resp *Response) {
+	d, ok := t.store.(durable)
+	if !ok {
+		return
+	}
+	err := d.Durable(ctx)
+	if err == nil {
+		return
+	}
+	t.log.Warn("memory changes not confirmed on a replica", zap.String("project", c.Project), zap.String("principal", c.Principal), zap.Error(err))
+	for i := range resp.Results {
+		if r := &resp.Results[i]; r.OK && len(changesOf(req.Ops[i], *r)) > 0 {
+			r.Note = strings.TrimSpace(r.Note + " Done, but not yet confirmed on a replica of the memory store: if its server is lost now, " +
+				"the change may be lost with it; recall the memory before relying on it.")
+		}
+	}
 }
 
 // changesOf is what a successful operation changed.
