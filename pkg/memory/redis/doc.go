@@ -364,6 +364,12 @@
 // vectors holds the server for seconds (VADD builds the HNSW graph), so
 // bulk loads should send batches of a few hundred nodes.
 //
+// A transaction's EXEC is answered before the primary's replicas have it:
+// Durable (durable.go) is what a worker asks before it acknowledges an
+// event, and returns once a replica of every primary holds every write the
+// primary took so far (WAIT on a connection that just wrote, one per
+// primary), so that a failover promotes a replica that has them.
+//
 // # Import (issue 35)
 //
 // An import (engram memory import, the bench's seeding) is PutBatch

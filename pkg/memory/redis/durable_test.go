@@ -24,7 +24,7 @@ import (
 // configuration lines (a later line overrides an earlier one), stops it at
 // the end of the test and returns its address; it skips where there is
 // none.
-func redisServer(t *testing.T, extra ...string) string {
+func redisServer(t testing.TB, extra ...string) string {
 	t.Helper()
 	server := redis8Server(t)
 	dir := t.TempDir()
@@ -60,7 +60,7 @@ func redisServer(t *testing.T, extra ...string) string {
 	return addr
 }
 
-func plainClient(t *testing.T, addr string) *goredis.Client {
+func plainClient(t testing.TB, addr string) *goredis.Client {
 	c := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
@@ -68,7 +68,7 @@ func plainClient(t *testing.T, addr string) *goredis.Client {
 
 // linkUp waits until the replica at c is connected to its primary and in
 // sync.
-func linkUp(t *testing.T, c *goredis.Client) {
+func linkUp(t testing.TB, c *goredis.Client) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
@@ -248,4 +248,32 @@ func TestDurableOnAClusterWithAReplica(t *testing.T) {
 		t.Fatalf("Durable once the replica woke: %v", err)
 	}
 	sameKeys(t, primary, replica)
+}
+
+// BenchmarkDurable: what a worker's acknowledgement waits for, a write
+// then Durable, against a primary with a replica on the same machine and
+// one without (go test -run '^$' -bench Durable ./pkg/memory/redis).
+func BenchmarkDurable(b *testing.B) {
+	for _, replicated := range []bool{false, true} {
+		b.Run(map[bool]string{false: "no-replica", true: "replica"}[replicated], func(b *testing.B) {
+			pAddr := redisServer(b)
+			primary := plainClient(b, pAddr)
+			if replicated {
+				linkUp(b, plainClient(b, redisServer(b, "replicaof 127.0.0.1 "+strings.Split(pAddr, ":")[1])))
+			}
+			st, err := redis.New(primary, redis.WithNamespace("bench"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			for b.Loop() {
+				if err := primary.Set(ctx, "bench:{p}:w", "x", 0).Err(); err != nil {
+					b.Fatal(err)
+				}
+				if err := st.Durable(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -110,7 +110,7 @@ func TestPurgeRewritesTheAppendOnlyFile(t *testing.T) {
 
 // redis8Server returns the loader command of the Redis 8 that
 // scripts/redis8.sh unpacked, or skips.
-func redis8Server(t *testing.T) []string {
+func redis8Server(t testing.TB) []string {
 	t.Helper()
 	if os.Getenv("ENGRAM_TEST_REDIS_URL") == "" {
 		t.Skip("no Redis 8 (ENGRAM_TEST_REDIS_URL unset)")
