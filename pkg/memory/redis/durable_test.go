@@ -277,3 +277,23 @@ func BenchmarkDurable(b *testing.B) {
 		})
 	}
 }
+
+// TestPingTellsAnOldServerFromAnError: only a server that does not know
+// VCARD lacks vector sets; a refused VCARD (here an ACL user without it; in
+// the chaos suite a MOVED during a failover) is reported as what it is.
+func TestPingTellsAnOldServerFromAnError(t *testing.T) {
+	addr := redisServer(t)
+	if err := plainClient(t, addr).Do(context.Background(), "acl", "setuser", "engram", "on", ">ping-test-pw", "~*", "-@all", "+@connection", "+ping").Err(); err != nil {
+		t.Fatal(err)
+	}
+	c := goredis.NewClient(&goredis.Options{Addr: addr, Username: "engram", Password: "ping-test-pw", MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	st, err := redis.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = st.Ping(context.Background())
+	if err == nil || strings.Contains(err.Error(), "no vector sets") || !strings.Contains(err.Error(), "NOPERM") {
+		t.Fatalf("Ping as a user without VCARD = %v, want the refusal, not a server without vector sets", err)
+	}
+}

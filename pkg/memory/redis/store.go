@@ -198,7 +198,12 @@ func (s *Store) Ping(ctx context.Context) error {
 	// VCARD of a missing key answers 0 on a server with vector sets and an
 	// unknown-command error on an older one.
 	if err := s.c.VCard(ctx, s.ns+":{probe}:v").Err(); err != nil && !errors.Is(err, goredis.Nil) {
-		return fmt.Errorf("redis memory store: the server has no vector sets (Redis 8 is needed): %w", err)
+		if strings.Contains(strings.ToLower(err.Error()), "unknown command") {
+			return fmt.Errorf("redis memory store: the server has no vector sets (Redis 8 is needed): %w", err)
+		}
+		// A node down or moving its slots (a failover), a refused
+		// command: not a server without vector sets.
+		return s.wrap("ping (VCARD)", err)
 	}
 	if s.replicaWait > 0 {
 		// Durable sends WAIT; an ACL user without it would have every
