@@ -424,11 +424,18 @@ func (x *Extractor) drain(ctx context.Context, ref memory.SessionRef, cause stri
 
 // holding runs fn with the lease held and renewed (memory.HoldLease); fn's
 // context ends when the lease is lost. The lease is released afterwards.
+// fn's own errors come back as they are (they say "extract:" already);
+// the lease's (lost, not released) are wrapped.
 func (x *Extractor) holding(ctx context.Context, ref memory.SessionRef, owner string, fn func(context.Context) error) error {
-	if err := memory.HoldLease(ctx, x.store, ref, LeaseName, owner, x.cfg.LeaseTTL, fn); err != nil {
+	var own error
+	err := memory.HoldLease(ctx, x.store, ref, LeaseName, owner, x.cfg.LeaseTTL, func(ctx context.Context) error {
+		own = fn(ctx)
+		return own
+	})
+	if err != nil && err != own { //nolint:errorlint // identity: fn's error, unwrapped
 		return fmt.Errorf("extract: %w", err)
 	}
-	return nil
+	return err
 }
 
 // full reports whether a reply that proposed n memories was full: as many

@@ -137,6 +137,8 @@ func TestRedeliveryAfterCrash(t *testing.T) {
 				turn := userTurn("t1", "Never tag releases by hand; CI tags them with v-prefixed semver.")
 				if _, err := x.HandleTurn(f.ctx, turn); !errors.Is(err, errCrash) {
 					t.Fatalf("first delivery: err = %v, want the crash", err)
+				} else if strings.Contains(err.Error(), "extract: extract:") {
+					t.Errorf("first delivery: %q says where it failed twice", err)
 				}
 				if _, err := x.HandleTurn(f.ctx, turn); err != nil {
 					t.Fatalf("redelivery: %v", err)
