@@ -166,14 +166,16 @@ func (e *Eraser) Erase(ctx context.Context, sc Scope, o Options) (Receipt, error
 		}
 	}
 	if d, ok := e.store.(durable); ok && err == nil {
-		// A Redis primary lost before its replica had the deletions
-		// would be replaced by a replica that still holds the records.
+		// Deletions not yet durable could come back: a Redis primary lost
+		// before its replica had them is replaced by a replica that still
+		// holds the records; a machine that loses power before SQLite's
+		// log reaches the disk reopens with them.
 		if derr := d.Durable(ctx); derr != nil {
-			r.Persistence.Incomplete = append(r.Persistence.Incomplete, "store replicas: the deletions are not confirmed on a replica yet ("+
-				derr.Error()+"): a primary lost now could bring the records back; erase again")
-			err = fmt.Errorf("erase %s: replicas: %w", sc, derr)
+			r.Persistence.Incomplete = append(r.Persistence.Incomplete, "store: the deletions are not confirmed durable yet ("+
+				derr.Error()+"): a server or machine lost now could bring the records back; erase again")
+			err = fmt.Errorf("erase %s: durable: %w", sc, derr)
 		} else {
-			r.Persistence.Done = append(r.Persistence.Done, "store replicas: every primary's replica holds the deletions (where a primary has one)")
+			r.Persistence.Done = append(r.Persistence.Done, "store: the deletions are durable (SQLite: its log synced to disk; Redis: on a replica of every primary that has one)")
 		}
 	}
 	if e.bus != nil {
@@ -193,8 +195,8 @@ func (e *Eraser) Erase(ctx context.Context, sc Scope, o Options) (Receipt, error
 	return r, err
 }
 
-// durable is a store whose writes can be confirmed on its replicas (the
-// Redis store: redis.Store.Durable).
+// durable is a store that can confirm its writes durable (the SQLite
+// store: its log synced; the Redis store: on its replicas).
 type durable interface {
 	Durable(ctx context.Context) error
 }

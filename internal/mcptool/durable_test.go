@@ -34,11 +34,11 @@ func TestWritesNotConfirmedOnAReplicaSaySo(t *testing.T) {
 	}
 	f.tool = tool
 	r := f.one(shop, Op{Op: OpRecall, Query: "stripe webhook"})
-	if u.calls != 0 || strings.Contains(r.Note, "replica") {
+	if u.calls != 0 || strings.Contains(r.Note, "durable") {
 		t.Fatalf("a recall asked the replicas (%d calls) or says %q", u.calls, r.Note)
 	}
 	r = f.one(shop, Op{Op: OpForget, ID: f.ids["webhook"], Reason: "fixed for good in v2"})
-	if u.calls != 1 || !strings.Contains(r.Note, "not yet confirmed on a replica") {
+	if u.calls != 1 || !strings.Contains(r.Note, "not yet confirmed durable") {
 		t.Fatalf("forget: %d Durable calls, note %q", u.calls, r.Note)
 	}
 	if n, err := f.store.Get(f.ctx, f.ids["webhook"]); err != nil || n.ArchivedAt.IsZero() {

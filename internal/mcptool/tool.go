@@ -205,17 +205,16 @@ func (t *Tool) Run(ctx context.Context, c Caller, req Request) (Response, error)
 	return resp, nil
 }
 
-// durable is a store whose writes can be confirmed on its replicas (the
-// Redis store: redis.Store.Durable).
+// durable is a store that can confirm its writes durable (the SQLite
+// store: its log synced to disk; the Redis store: on its replicas).
 type durable interface {
 	Durable(ctx context.Context) error
 }
 
-// confirmDurable waits until the store's writes are on a replica (a store
-// that can say so: Redis with replicas). The changes are made either way;
-// when it cannot confirm them, each write's result says that a primary
-// lost now could take the change with it, so that the agent checks
-// before it relies on it.
+// confirmDurable waits until the store's writes are durable (on disk, on
+// a replica). The changes are made either way; when it cannot confirm
+// them, each write's result says that a server lost now could take the
+// change with it, so that the agent checks before it relies on it.
 func (t *Tool) confirmDurable(ctx context.Context, c Caller, req Request, resp *Response) {
 	d, ok := t.store.(durable)
 	if !ok {
@@ -225,10 +224,10 @@ func (t *Tool) confirmDurable(ctx context.Context, c Caller, req Request, resp *
 	if err == nil {
 		return
 	}
-	t.log.Warn("memory changes not confirmed on a replica", zap.String("project", c.Project), zap.String("principal", c.Principal), zap.Error(err))
+	t.log.Warn("memory changes not confirmed durable", zap.String("project", c.Project), zap.String("principal", c.Principal), zap.Error(err))
 	for i := range resp.Results {
 		if r := &resp.Results[i]; r.OK && len(changesOf(req.Ops[i], *r)) > 0 {
-			r.Note = strings.TrimSpace(r.Note + " Done, but not yet confirmed on a replica of the memory store: if its server is lost now, " +
+			r.Note = strings.TrimSpace(r.Note + " Done, but not yet confirmed durable by the memory store: if its server is lost now, " +
 				"the change may be lost with it; recall the memory before relying on it.")
 		}
 	}

@@ -16,6 +16,8 @@
 // rebuilds the WITHOUT ROWID tables whose primary key gains it
 // (TestMigrationToTenants opens a schema-2 file with a row in every table).
 // The database runs in WAL mode with synchronous=NORMAL and a busy timeout; every write that touches several rows is one transaction.
+// A worker acknowledges an event only after Durable has synced the log (durable.go): NORMAL alone survives the
+// process, not the machine.
 //
 // # In-memory indexes
 //

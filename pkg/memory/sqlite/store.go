@@ -117,6 +117,8 @@ type Store struct {
 	chunk      int
 	hook       func(loaded int)
 	background bool // WithBackgroundLoad
+
+	wal walSync // Durable (durable.go)
 }
 
 // loadState is what LoadStatus reports.
@@ -249,6 +251,7 @@ func (s *Store) Close() error {
 			return true
 		})
 		err = s.db.Close()
+		s.closeWAL()
 		s.unlock()
 	})
 	return err
