@@ -46,6 +46,13 @@ type Worker struct {
 	// Processed or Letters that is a runner.Durable (the memory store)
 	// serves.
 	Durable runner.Durable
+	// AckUndurable acknowledges the worker's events without asking the
+	// store (no Durable): for a worker whose effect is not its writes (the
+	// injector's is the reply it sent; its injection record, should a
+	// failover or a power loss take it, is waited for by the extractor a
+	// bounded time and the turn judged without it), so that a turn does
+	// not pay an fsync or a replica's round trip.
+	AckUndurable bool
 	// Options are extra runner options.
 	Options []runner.Option
 }
@@ -60,6 +67,9 @@ func (w Worker) consumer() string {
 
 // durable is what the worker's acknowledgements wait for (see Durable).
 func (w Worker) durable() runner.Durable {
+	if w.AckUndurable {
+		return nil
+	}
 	if w.Durable != nil {
 		return w.Durable
 	}

@@ -65,5 +65,9 @@ func NewWorker(cfg config.Config, st memory.Store, c *llm.Client, ec *events.Cli
 		// A poison turn_started whose letter ENGRAM_DLQ refuses waits in
 		// the store, not in the injector's ack-pending slots.
 		Letters: st,
+		// Its effect is the reply; the injection record is the
+		// extractor's to wait for (a bounded time): no fsync or replica
+		// round trip a turn.
+		AckUndurable: true,
 	}, nil
 }
