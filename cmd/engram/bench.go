@@ -56,7 +56,7 @@ func benchInject(ctx context.Context, stdout io.Writer, args []string) error {
 		namespace string
 		cpuProf   string
 	)
-	_, _, err := loadConfig("bench inject", args, config.Conn, func(fs *flag.FlagSet) {
+	cfg, _, err := loadConfig("bench inject", args, config.Conn, func(fs *flag.FlagSet) {
 		fs.StringVar(&storeKind, "store", "sqlite", "store to measure: sqlite (temporary file) or redis (ENGRAM_REDIS_URL, a throw-away namespace)")
 		fs.IntVar(&memories, "memories", 10000, "memories in the store (all in one project unless -projects)")
 		fs.IntVar(&projects, "projects", 1, "spread the memories (and the turns) over this many projects")
@@ -141,9 +141,12 @@ func benchInject(ctx context.Context, stdout io.Writer, args []string) error {
 		}
 	}
 	progress := io.Writer(os.Stderr)
+	syncAlways, syncEvery := cfg.NATS.SyncPolicy()
 	results, lineCounts, err := injectbench.Run(ctx, st, injectbench.Options{
 		StoreName: storeKind, Memories: memories, Projects: projects, AnywhereEvery: anywhere, NovelWords: novel, Seeded: seeded, Clients: cs, Turns: turns, Warmup: min(100, turns),
 		Dir: dir, Concurrency: conc, Progress: progress, ServerCPU: serverCPU, CPUProfile: cpuProf,
+		// The embedded server syncs as engram serve's does by default.
+		NATSSyncAlways: syncAlways, NATSSyncInterval: syncEvery,
 	})
 	if err != nil {
 		return err

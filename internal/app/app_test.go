@@ -67,6 +67,11 @@ func TestProcessRunsRegisteredWorkers(t *testing.T) {
 	if p.Bus.Embedded == nil || !strings.HasPrefix(p.Bus.URL, "nats://127.0.0.1:") {
 		t.Fatalf("bus %+v", p.Bus)
 	}
+	// The embedded server syncs its streams every ENGRAM_NATS_SYNC (1s),
+	// not every two minutes (nats-server's default).
+	if js := p.Bus.Embedded.NATS().JetStreamConfig(); js == nil || js.SyncInterval != time.Second || js.SyncAlways {
+		t.Fatalf("embedded JetStream config %+v, want a sync every second", js)
+	}
 	if got := p.Workers.Roles(); len(got) != 1 || got[0] != events.ConsumerCompactor {
 		t.Fatalf("workers %v", got)
 	}

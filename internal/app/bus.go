@@ -167,6 +167,7 @@ func OpenBus(ctx context.Context, cfg config.Config, embed bool, name string, lo
 			Listen:   cfg.NATS.Listen,
 			Logger:   newNATSLogger(log),
 		}
+		eo.SyncAlways, eo.SyncInterval = cfg.NATS.SyncPolicy()
 		if err := natsauth.EnsurePrivateDir(cfg.DataDir); err != nil {
 			return nil, err
 		}

@@ -177,6 +177,20 @@ type NATS struct {
 	// ($XDG_CONFIG_HOME/engram/nats-store-keys). Not a setting: tests set
 	// it, operators set XDG_CONFIG_HOME or StoreKeyFile.
 	StoreKeyDir string
+	// Sync is how the embedded server syncs its JetStream files to disk:
+	// "always" (after every write) or an interval ("1s"); a message
+	// published since the last sync is lost with the machine's power.
+	Sync string
+}
+
+// SyncPolicy is what Sync says (checked by Validate): after every write,
+// or every interval.
+func (n NATS) SyncPolicy() (always bool, interval time.Duration) {
+	if n.Sync == "always" {
+		return true, 0
+	}
+	d, _ := time.ParseDuration(n.Sync)
+	return false, d
 }
 
 // Client is the authentication and TLS given by settings (not the data
@@ -275,6 +289,7 @@ func Default() Config {
 		NATS: NATS{
 			Listen:         "127.0.0.1:4222",
 			ConnectTimeout: 5 * time.Second,
+			Sync:           "1s",
 		},
 		HTTP:         HTTP{Addr: "127.0.0.1:7474", LagRefresh: 15 * time.Second},
 		Console:      Console{Addr: DefaultConsoleAddr},
@@ -438,6 +453,9 @@ func (c Config) Validate() error {
 
 	if strings.TrimSpace(c.DataDir) == "" {
 		bad("data dir (ENGRAM_DATA) is empty")
+	}
+	if always, d := c.NATS.SyncPolicy(); !always && d <= 0 {
+		bad("embedded NATS sync (ENGRAM_NATS_SYNC) %q: want always or an interval such as 1s", c.NATS.Sync)
 	}
 	if err := memory.CheckPIITenants(c.RedactPII); err != nil {
 		bad("ENGRAM_REDACT_PII: %v", err)

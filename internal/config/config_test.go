@@ -113,6 +113,8 @@ func TestValidateListsEveryProblem(t *testing.T) {
 	c.Idle.Quiet = 0
 	c.Log.Format = "xml"
 	c.Store.RedisVectorQuant = "fp8"
+	c.Store.RedisReplicaWait = -time.Second
+	c.NATS.Sync = "sometimes"
 	err := c.Validate()
 	if err == nil {
 		t.Fatal("want errors")
@@ -123,7 +125,8 @@ func TestValidateListsEveryProblem(t *testing.T) {
 	}
 	want := []string{"ENGRAM_DATA", "ENGRAM_NATS_URL", "ENGRAM_NATS_LISTEN", "ENGRAM_REDIS_URL",
 		"ENGRAM_SUBJECT_PREFIX", "ENGRAM_STREAM_REPLICAS", "ENGRAM_ACK_WAIT", "ENGRAM_MAX_DELIVER",
-		"ENGRAM_CONCURRENCY", "ENGRAM_WORKER_CONCURRENCY", "ENGRAM_IDLE_QUIET", "ENGRAM_LOG_FORMAT", "ENGRAM_REDIS_VECTOR_QUANT", "llm config: host"}
+		"ENGRAM_CONCURRENCY", "ENGRAM_WORKER_CONCURRENCY", "ENGRAM_IDLE_QUIET", "ENGRAM_LOG_FORMAT", "ENGRAM_REDIS_VECTOR_QUANT",
+		"ENGRAM_REDIS_REPLICA_WAIT", "ENGRAM_NATS_SYNC", "llm config: host"}
 	if n := len(joined.Unwrap()); n != len(want) {
 		t.Errorf("got %d problems, want %d:\n%v", n, len(want), err)
 	}

@@ -45,6 +45,13 @@ type Options struct {
 	// Poly1305). An existing plaintext store is converted when the server
 	// starts with a key; a store encrypted with another key cannot be read.
 	StoreKey string
+	// SyncInterval is how often the JetStream files are synced to disk
+	// (0: the server's default, two minutes); SyncAlways syncs after every
+	// write. A message acknowledged to its publisher is in the operating
+	// system's cache until then: it survives the process, not a power
+	// loss.
+	SyncInterval time.Duration
+	SyncAlways   bool
 	// Logger, if set, receives the server's messages; Debug and Trace turn
 	// on its verbose levels.
 	Logger       Logger
@@ -111,6 +118,10 @@ func Start(o Options) (*Server, error) {
 	opts.JetStream, opts.StoreDir, opts.JetStreamMaxStore = true, o.StoreDir, o.MaxStore
 	opts.NoSigs, opts.NoLog, opts.Debug, opts.Trace = true, o.Logger == nil, o.Debug, o.Trace
 	opts.DisableShortFirstPing = true
+	if o.SyncInterval > 0 {
+		opts.SyncInterval = o.SyncInterval
+	}
+	opts.SyncAlways = o.SyncAlways
 	if len(o.Users) > 0 {
 		opts.Users = o.Users
 	}

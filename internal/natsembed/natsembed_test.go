@@ -169,3 +169,20 @@ func TestGuardWaitsForASecondFailure(t *testing.T) {
 		t.Fatal("a lasting failure was not reported")
 	}
 }
+
+// The sync options reach the server's JetStream: an interval, or after
+// every write.
+func TestStartSetsTheSyncPolicy(t *testing.T) {
+	for _, o := range []natsembed.Options{{SyncInterval: 250 * time.Millisecond}, {SyncAlways: true}} {
+		o.StoreDir, o.Listen = t.TempDir(), "127.0.0.1:-1"
+		srv, err := natsembed.Start(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		js := srv.NATS().JetStreamConfig()
+		srv.Shutdown()
+		if js == nil || js.SyncAlways != o.SyncAlways || (!o.SyncAlways && js.SyncInterval != o.SyncInterval) {
+			t.Errorf("options %+v: JetStream config %+v", o, js)
+		}
+	}
+}

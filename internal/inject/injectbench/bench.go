@@ -62,6 +62,11 @@ type Options struct {
 	Turns       int    // measured turns per measurement (all clients together)
 	Warmup      int    // unmeasured turns first
 	Dir         string // scratch folder (NATS store)
+	// NATSSyncAlways and NATSSyncInterval are the embedded server's sync
+	// policy (engram serve's ENGRAM_NATS_SYNC; 0 and false: nats-server's
+	// default, every two minutes).
+	NATSSyncAlways   bool
+	NATSSyncInterval time.Duration
 	Concurrency int    // injector handlers in flight
 	Progress    io.Writer
 	// ServerCPU reports the CPU time the store's server has used so far
@@ -234,7 +239,8 @@ func Run(ctx context.Context, st Store, opts Options) ([]Result, []LineCount, er
 		return nil, nil, err
 	}
 
-	srv, err := natsembed.Start(natsembed.Options{StoreDir: filepath.Join(opts.Dir, "nats"), Listen: "127.0.0.1:-1"})
+	srv, err := natsembed.Start(natsembed.Options{StoreDir: filepath.Join(opts.Dir, "nats"), Listen: "127.0.0.1:-1",
+		SyncAlways: opts.NATSSyncAlways, SyncInterval: opts.NATSSyncInterval})
 	if err != nil {
 		return nil, nil, err
 	}
