@@ -58,17 +58,17 @@ type Options struct {
 	Clients []int // concurrent clients per measurement, e.g. 1 and 8
 	// CPUProfile, when set, writes a CPU profile of each measurement's
 	// turns (not the seeding, not the warm-up) to CPUProfile-c<clients>.
-	CPUProfile  string
-	Turns       int    // measured turns per measurement (all clients together)
-	Warmup      int    // unmeasured turns first
-	Dir         string // scratch folder (NATS store)
+	CPUProfile string
+	Turns      int    // measured turns per measurement (all clients together)
+	Warmup     int    // unmeasured turns first
+	Dir        string // scratch folder (NATS store)
 	// NATSSyncAlways and NATSSyncInterval are the embedded server's sync
 	// policy (engram serve's ENGRAM_NATS_SYNC; 0 and false: nats-server's
 	// default, every two minutes).
 	NATSSyncAlways   bool
 	NATSSyncInterval time.Duration
-	Concurrency int    // injector handlers in flight
-	Progress    io.Writer
+	Concurrency      int // injector handlers in flight
+	Progress         io.Writer
 	// ServerCPU reports the CPU time the store's server has used so far
 	// (Redis: INFO cpu), for server_cpu_ms_per_turn; nil for a store in
 	// this process.
