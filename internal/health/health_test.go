@@ -73,6 +73,7 @@ func TestEndpoints(t *testing.T) {
 	m.Delivered(runner.Outcome{Worker: "extractor", Type: events.TypeTurnEnded, Result: runner.ResultAcked, Latency: 20 * time.Millisecond})
 	m.Delivered(runner.Outcome{Worker: "injector", Type: events.TypeTurnStarted, Result: runner.ResultRetried,
 		Delay: time.Second, DeadLetterFailed: true})
+	m.Delivered(runner.Outcome{Worker: "extractor", Type: events.TypeTurnEnded, Result: runner.ResultUndurable, Delay: time.Second})
 	m.ObserveCall(llm.CallInfo{Op: "chat", Role: llm.RoleExtract, Project: "p", Model: "qwen2.5:3b", Latency: time.Second, PromptTokens: 100, CompletionTokens: 20})
 	code, body = get(t, srv.URL()+"/metrics")
 	for _, want := range []string{
@@ -80,6 +81,7 @@ func TestEndpoints(t *testing.T) {
 		`engram_handler_duration_seconds_count{type="turn_ended",worker="extractor"} 1`,
 		`engram_model_tokens_total{kind="prompt",project="",role="extract"} 100`, // no project ids by default
 		`engram_dlq_write_failures_total{worker="injector"} 1`,
+		`engram_acks_waiting_durable_total{worker="extractor"} 1`,
 	} {
 		if code != 200 || !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)

@@ -24,6 +24,7 @@ type Metrics struct {
 	captured     *prometheus.CounterVec
 	dlqFailed    *prometheus.CounterVec
 	dlqParked    *prometheus.CounterVec
+	undurable    *prometheus.CounterVec
 
 	idle prometheus.Counter
 
@@ -123,6 +124,10 @@ func NewMetrics(reg prometheus.Registerer, opts ...MetricsOption) (*Metrics, err
 			Name: "engram_dlq_write_failures_total",
 			Help: "Dead letters that could be stored nowhere (ENGRAM_DLQ full or unreachable, and the store could not park them): the event was nak'ed with backoff and stays in its stream, holding its consumer's slot; alert when this grows.",
 		}, []string{"worker"}),
+		undurable: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "engram_acks_waiting_durable_total",
+			Help: "Handled events whose acknowledgement waits because the store could not confirm their writes durable (a Redis primary's replicas did not acknowledge within ENGRAM_REDIS_REPLICA_WAIT, SQLite could not sync its log): they are acknowledged once it can; alert when this keeps growing.",
+		}, []string{"worker"}),
 		dlqParked: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "engram_dlq_parked_total",
 			Help: "Dead letters ENGRAM_DLQ refused (full or unreachable) that were parked in the store instead (the event terminated; the letter moves to the DLQ once it has room).",
@@ -161,7 +166,7 @@ func NewMetrics(reg prometheus.Registerer, opts ...MetricsOption) (*Metrics, err
 		o(m)
 	}
 	for _, c := range []prometheus.Collector{m.handled, m.failed, m.deadLettered, m.latency, m.paused,
-		m.captured, m.dlqFailed, m.dlqParked, m.idle, m.compactionRefused, m.consolidationPasses, m.consolidationMessages,
+		m.captured, m.dlqFailed, m.dlqParked, m.undurable, m.idle, m.compactionRefused, m.consolidationPasses, m.consolidationMessages,
 		m.llmCalls, m.llmLatency, m.llmTokens} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -179,6 +184,7 @@ func (m *Metrics) InitWorker(worker string) {
 	m.deadLettered.WithLabelValues(worker, "advisory")
 	m.dlqFailed.WithLabelValues(worker)
 	m.dlqParked.WithLabelValues(worker)
+	m.undurable.WithLabelValues(worker)
 	m.captured.WithLabelValues(worker)
 	m.paused.WithLabelValues(worker)
 }
@@ -209,6 +215,9 @@ func (m *Metrics) Delivered(o runner.Outcome) {
 	}
 	if o.Parked {
 		m.dlqParked.WithLabelValues(o.Worker).Inc()
+	}
+	if o.Result == runner.ResultUndurable {
+		m.undurable.WithLabelValues(o.Worker).Inc()
 	}
 	if o.Result == runner.ResultDeadLettered {
 		m.deadLettered.WithLabelValues(o.Worker, "handler").Inc()

@@ -69,7 +69,7 @@ func TestAckWaitsForDurableWrites(t *testing.T) {
 		t.Fatalf("handled %d times, want once", handled)
 	}
 	mu.Unlock()
-	if n := h.obs.count(runner.ResultWaiting); n != 3 {
+	if n := h.obs.count(runner.ResultUndurable); n != 3 {
 		t.Fatalf("%d waits, want 3: %+v", n, h.obs.all())
 	}
 	for _, o := range h.obs.all() {

@@ -65,6 +65,7 @@ const (
 	ResultInterrupted  Result = "interrupted"   // shutdown cut the handler short: nak, redelivered at once
 	ResultExpired      Result = "expired"       // past its deadline on its first delivery (WithDeadline): acked, handler not called
 	ResultWaiting      Result = "waiting"       // the handler said Wait: kept, handled again later, no delivery spent
+	ResultUndurable    Result = "undurable"     // handled, but the store's writes are not durable yet (WithDurable): kept as a wait, acknowledged once they are
 )
 
 // Outcome describes one delivery, for metrics.
@@ -1119,6 +1120,7 @@ func (r *Runner) notDurable(d *delivery, o *Outcome) bool {
 	o.Err = err
 	if (d.waitSince.IsZero() || time.Since(d.waitSince) < r.cfg.MaxWait) && r.pullCtx.Err() == nil {
 		r.wait(d, err, o)
+		o.Result = ResultUndurable
 	} else {
 		r.retry(d.msg, d.meta, err, o)
 	}
