@@ -3,18 +3,13 @@ package redis_test
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io/fs"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
-
-	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/engram-memory/engram/pkg/memory"
 	"github.com/engram-memory/engram/pkg/memory/redis"
@@ -27,40 +22,11 @@ import (
 // least-privilege ACL user (redis.ACLCommands); the kept session's texts
 // are still there.
 func TestPurgeRewritesTheAppendOnlyFile(t *testing.T) {
-	server := redis8Server(t)
 	dir := t.TempDir()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
-	conf := filepath.Join(dir, "redis.conf")
-	if err := os.WriteFile(conf, []byte(strings.Join([]string{
-		fmt.Sprintf("port %d", port), "bind 127.0.0.1", "dir " + dir, `save ""`,
-		"appendonly yes", "aof-use-rdb-preamble no", "appendfsync always",
-		"user default off",
-		"user engram on >purge-test-pw ~engram:* resetchannels " + redis.ACLCommands,
-	}, "\n")+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(server[0], append(server[1:], conf)...)
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	c := goredis.NewClient(&goredis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port), Username: "engram", Password: "purge-test-pw"})
-	t.Cleanup(func() { _ = c.Close() })
+	addr := redisServer(t, "dir "+dir, "appendonly yes", "aof-use-rdb-preamble no", "appendfsync always")
+	c := aclClient(t, addr, append([]string{"~engram:*", "resetchannels"}, strings.Fields(redis.ACLCommands)...)...)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for c.Ping(ctx).Err() != nil {
-		if ctx.Err() != nil {
-			t.Fatalf("the private Redis does not answer:\n%s", out.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 	st, err := redis.New(c)
 	if err != nil {
 		t.Fatal(err)
