@@ -29,16 +29,19 @@ import (
 // primary's loss holds them (Redis Cluster promotes the replica with the
 // most data, a Sentinel the one with the highest offset).
 //
-// A primary with no replica connected has nothing to wait for: Durable
-// lets its writes through (the deployment keeps no copy of them anyway)
-// and logs nothing; the number is read from INFO replication and kept for
-// replicaCountTTL. A primary whose replicas do not acknowledge within the
+// A primary with no replica online has nothing to wait for: Durable lets
+// its writes through (the deployment keeps no copy of them anyway) and logs
+// nothing; a replica still loading the primary's data after a restart is
+// not online (see onlineReplicas). The number is read from INFO
+// replication and kept for replicaCountTTL. A primary whose replicas do not acknowledge within the
 // wait is an error (memory.ErrUnavailable): the caller does not
 // acknowledge its event, which is delivered again and redone.
 
 // DefaultReplicaWait is how long Durable waits for a replica's
-// acknowledgement by default.
-const DefaultReplicaWait = 2 * time.Second
+// acknowledgement by default (a replica in sync answers in a round trip;
+// the wait is at most half the client's read timeout, 3 s by default: see
+// waitFor).
+const DefaultReplicaWait = time.Second
 
 // replicaCountTTL is how long a primary's count of connected replicas is
 // trusted before INFO is read again.
@@ -133,7 +136,7 @@ func (s *Store) durableOn(ctx context.Context, node *goredis.Client, cc *goredis
 	if n == 0 {
 		return nil
 	}
-	return fmt.Errorf("primary %s: %w: none of its %d replicas acknowledged its writes within %v", addr, memory.ErrUnavailable, n, s.waitFor(node))
+	return fmt.Errorf("primary %s: %w: none of its %d online replicas acknowledged its writes within %v", addr, memory.ErrUnavailable, n, s.waitFor(node))
 }
 
 // waitOn writes key and sends WAIT on one connection of node (a pipeline
@@ -162,7 +165,7 @@ func (s *Store) waitFor(node *goredis.Client) time.Duration {
 	return w
 }
 
-// replicasOf returns how many replicas node has connected, from INFO
+// replicasOf returns how many replicas node has online, from INFO
 // replication, read again when fresh is set or the last count is older
 // than replicaCountTTL.
 func (s *Store) replicasOf(ctx context.Context, node *goredis.Client, addr string, fresh bool) (int, error) {
@@ -178,14 +181,7 @@ func (s *Store) replicasOf(ctx context.Context, node *goredis.Client, addr strin
 	if err != nil {
 		return 0, fmt.Errorf("primary %s: INFO replication: %w", addr, err)
 	}
-	n := 0
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "connected_slaves:"); ok {
-			if n, err = strconv.Atoi(v); err != nil {
-				return 0, fmt.Errorf("primary %s: INFO replication: connected_slaves %q: %w", addr, v, err)
-			}
-		}
-	}
+	n := onlineReplicas(info)
 	d.mu.Lock()
 	if d.replicas == nil {
 		d.replicas = map[string]replicaCount{}
@@ -193,6 +189,31 @@ func (s *Store) replicasOf(ctx context.Context, node *goredis.Client, addr strin
 	d.replicas[addr] = replicaCount{n: n, at: now}
 	d.mu.Unlock()
 	return n, nil
+}
+
+// onlineReplicas counts the replicas of an INFO replication reply that are
+// online: connected and past their first synchronisation. A replica still
+// loading the primary's data (after its restart, a full resync of many
+// gigabytes) acknowledges nothing until it is done; waiting for it would
+// hold every acknowledgement for as long, while it holds no copy that a
+// failover could promote anyway.
+func onlineReplicas(info string) int {
+	n := 0
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(k, "slave") || strings.TrimPrefix(k, "slave") == "" {
+			continue
+		}
+		if _, err := strconv.Atoi(strings.TrimPrefix(k, "slave")); err != nil {
+			continue // slave_read_repl_offset and the like
+		}
+		for _, f := range strings.Split(v, ",") {
+			if f == "state=online" {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // syncKey returns the key Durable writes on the primary at addr: in a
