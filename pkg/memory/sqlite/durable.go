@@ -51,6 +51,9 @@ func (s *Store) Durable(ctx context.Context) error {
 	if w.completed.Load() > arrived {
 		return nil // a sync that started after this caller's commits is done
 	}
+	if s.closed.Load() {
+		return ErrClosed // Close closed the log file (closeWAL): not opened again
+	}
 	if w.f == nil {
 		f, err := os.OpenFile(s.path+"-wal", os.O_RDWR, 0)
 		if errors.Is(err, fs.ErrNotExist) {
