@@ -1110,7 +1110,9 @@ func (r *Runner) notDurable(d *delivery, o *Outcome) bool {
 	if r.durable == nil {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), durableTimeout)
+	// Bounded by a third of the ack wait: the handler's heartbeat has
+	// stopped, and the message must not be delivered again meanwhile.
+	ctx, cancel := context.WithTimeout(context.Background(), min(durableTimeout, max(r.ackWait/3, time.Second)))
 	err := r.durable.Durable(ctx)
 	cancel()
 	if err == nil {
@@ -1120,10 +1122,17 @@ func (r *Runner) notDurable(d *delivery, o *Outcome) bool {
 	o.Err = err
 	if (d.waitSince.IsZero() || time.Since(d.waitSince) < r.cfg.MaxWait) && r.pullCtx.Err() == nil {
 		r.wait(d, err, o)
-		o.Result = ResultUndurable
 	} else {
-		r.retry(d.msg, d.meta, err, o)
+		// Stopping, or waited MaxWait: back to the stream, never to the
+		// dead letters (its handling is done; only its durability is not).
+		o.Delay = r.cfg.UnavailableDelay
+		if nerr := d.msg.NakWithDelay(o.Delay); nerr != nil {
+			r.log.Warn("nak failed", zap.Error(nerr), zap.String("event_id", o.EventID))
+		}
+		r.log.Warn("event handled, its writes not durable yet: delivered again later", zap.String("event_id", o.EventID),
+			zap.Duration("delay", o.Delay), zap.Error(err))
 	}
+	o.Result = ResultUndurable
 	return true
 }
 
@@ -1257,6 +1266,14 @@ func (r *Runner) deadLetter(msg jetstream.Msg, meta *jetstream.MsgMetadata, reas
 	var err error
 	if r.parking != nil {
 		o.Parked, err = r.parking.Put(ctx, l)
+		if err == nil && o.Parked && r.durable != nil {
+			// The letter is in the store: it must be durable there
+			// before its event is terminated (a failover or a power loss
+			// would take both).
+			if derr := r.durable.Durable(ctx); derr != nil {
+				err = fmt.Errorf("runner: the parked letter is not durable yet: %w", derr)
+			}
+		}
 	} else {
 		err = r.dlq.Put(ctx, l)
 	}

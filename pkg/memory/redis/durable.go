@@ -33,14 +33,19 @@ import (
 // its writes through (the deployment keeps no copy of them anyway) and logs
 // nothing; a replica still loading the primary's data after a restart is
 // not online (see onlineReplicas). The number is read from INFO
-// replication and kept for replicaCountTTL. A primary whose replicas do not acknowledge within the
+// replication and kept for replicaCountTTL. A primary that had a replica
+// online within replicaGrace is still waited for: a replica whose link
+// dropped a moment ago would be promoted without the writes taken
+// meanwhile. Left open: a failover between a handler's write and Durable
+// promotes a replica that may lack the write, and the new primary has no
+// replica yet, so Durable lets the event through. A primary whose replicas do not acknowledge within the
 // wait is an error (memory.ErrUnavailable): the caller does not
 // acknowledge its event, which is delivered again and redone.
 
 // DefaultReplicaWait is how long Durable waits for a replica's
 // acknowledgement by default (a replica in sync answers in a round trip;
-// the wait is at most half the client's read timeout, 3 s by default: see
-// waitFor).
+// the wait is at most half the client's read timeout, 5 s by default in
+// go-redis v9.23: see waitFor).
 const DefaultReplicaWait = time.Second
 
 // replicaCountTTL is how long a primary's count of connected replicas is
@@ -66,15 +71,39 @@ func WithReplicaWait(d time.Duration) Option {
 
 // durability is the state Durable keeps per primary (by address).
 type durability struct {
-	mu       sync.Mutex
-	replicas map[string]replicaCount
-	keys     map[string]string // primary address -> a key in a slot it serves (cluster)
+	mu        sync.Mutex
+	replicas  map[string]replicaCount
+	keys      map[string]string  // primary address -> a key in a slot it serves (cluster)
+	masters   []*goredis.Client  // a cluster's primaries as last listed (mastersTTL)
+	mastersAt time.Time
 }
 
+// replicaCount is what INFO replication last said of a primary's online
+// replicas, and when a replica was last seen online.
 type replicaCount struct {
-	n  int
-	at time.Time
+	n    int
+	at   time.Time
+	seen time.Time
 }
+
+// expected reports whether writes on the primary are to wait for a
+// replica: one is online, or was within replicaGrace (a replica whose link
+// dropped a moment ago is promoted without the writes taken meanwhile: a
+// primary that had one waits for it that long before it acknowledges
+// without a copy).
+func (c replicaCount) expected(now time.Time) bool {
+	return c.n > 0 || (!c.seen.IsZero() && now.Sub(c.seen) < replicaGrace)
+}
+
+// replicaGrace is how long a primary that had an online replica is still
+// waited for after the replica went (its link dropped, it restarts and
+// loads): events wait that long, then are acknowledged without a copy.
+const replicaGrace = time.Minute
+
+// mastersTTL is how long a cluster's list of primaries is used before it
+// is listed again (go-redis reloads the cluster's layout for each listing);
+// an error on a primary lists them again at the next call.
+const mastersTTL = time.Second
 
 // Durable returns once every write the store's primaries have taken so far
 // is on at least one of their replicas (see above), or with an error
@@ -86,10 +115,27 @@ func (s *Store) Durable(ctx context.Context) error {
 	}
 	switch c := s.c.(type) {
 	case *goredis.ClusterClient:
-		err := c.ForEachMaster(ctx, func(ctx context.Context, node *goredis.Client) error {
-			return s.durableOn(ctx, node, c)
-		})
-		return s.wrap("durable", err)
+		nodes, err := s.primaries(ctx, c)
+		if err != nil {
+			return s.wrap("durable", err)
+		}
+		errs := make([]error, len(nodes))
+		var wg sync.WaitGroup
+		for i, node := range nodes {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = s.durableOn(ctx, node, c)
+			}()
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			s.durable.mu.Lock()
+			s.durable.mastersAt = time.Time{} // list them again: a failover, a node gone
+			s.durable.mu.Unlock()
+			return s.wrap("durable", err)
+		}
+		return nil
 	case *goredis.Client:
 		return s.wrap("durable", s.durableOn(ctx, c, nil))
 	default:
@@ -102,11 +148,11 @@ func (s *Store) Durable(ctx context.Context) error {
 // node belongs to (nil: a standalone server).
 func (s *Store) durableOn(ctx context.Context, node *goredis.Client, cc *goredis.ClusterClient) error {
 	addr := node.Options().Addr
-	n, err := s.replicasOf(ctx, node, addr, false)
+	rc, err := s.replicasOf(ctx, node, addr, false)
 	if err != nil {
 		return err
 	}
-	if n == 0 {
+	if !rc.expected(time.Now()) {
 		return nil
 	}
 	key, err := s.syncKey(ctx, addr, cc)
@@ -114,8 +160,9 @@ func (s *Store) durableOn(ctx context.Context, node *goredis.Client, cc *goredis
 		return err
 	}
 	acked, err := s.waitOn(ctx, node, key)
-	if err != nil && cc != nil && strings.HasPrefix(err.Error(), "MOVED ") {
-		// The slot moved since the key was chosen: choose again, once.
+	if err != nil && cc != nil && (strings.HasPrefix(err.Error(), "MOVED ") || strings.HasPrefix(err.Error(), "ASK ")) {
+		// The slot moved, or is moving, since the key was chosen: choose
+		// again, once.
 		s.forgetKey(addr)
 		if key, err = s.syncKey(ctx, addr, cc); err != nil {
 			return err
@@ -128,15 +175,15 @@ func (s *Store) durableOn(ctx context.Context, node *goredis.Client, cc *goredis
 	if acked > 0 {
 		return nil
 	}
-	// None acknowledged: has the primary still a replica? One that left
-	// (a replica restarting) leaves nothing to wait for.
-	if n, err = s.replicasOf(ctx, node, addr, true); err != nil {
+	// None acknowledged: is a replica still expected? One gone longer
+	// than replicaGrace leaves nothing to wait for.
+	if rc, err = s.replicasOf(ctx, node, addr, true); err != nil {
 		return err
 	}
-	if n == 0 {
+	if !rc.expected(time.Now()) {
 		return nil
 	}
-	return fmt.Errorf("primary %s: %w: none of its %d online replicas acknowledged its writes within %v", addr, memory.ErrUnavailable, n, s.waitFor(node))
+	return fmt.Errorf("primary %s: %w: no replica acknowledged its writes within %v (%d online)", addr, memory.ErrUnavailable, s.waitFor(node), rc.n)
 }
 
 // waitOn writes key and sends WAIT on one connection of node (a pipeline
@@ -165,30 +212,60 @@ func (s *Store) waitFor(node *goredis.Client) time.Duration {
 	return w
 }
 
-// replicasOf returns how many replicas node has online, from INFO
-// replication, read again when fresh is set or the last count is older
-// than replicaCountTTL.
-func (s *Store) replicasOf(ctx context.Context, node *goredis.Client, addr string, fresh bool) (int, error) {
+// replicasOf returns what INFO replication says of node's online
+// replicas, read again when fresh is set or the last reading is older than
+// replicaCountTTL.
+func (s *Store) replicasOf(ctx context.Context, node *goredis.Client, addr string, fresh bool) (replicaCount, error) {
 	d := &s.durable
 	now := time.Now()
 	d.mu.Lock()
 	rc, ok := d.replicas[addr]
 	d.mu.Unlock()
 	if ok && !fresh && now.Sub(rc.at) < replicaCountTTL {
-		return rc.n, nil
+		return rc, nil
 	}
 	info, err := node.Info(ctx, "replication").Result()
 	if err != nil {
-		return 0, fmt.Errorf("primary %s: INFO replication: %w", addr, err)
+		return replicaCount{}, fmt.Errorf("primary %s: INFO replication: %w", addr, err)
 	}
-	n := onlineReplicas(info)
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	if d.replicas == nil {
 		d.replicas = map[string]replicaCount{}
 	}
-	d.replicas[addr] = replicaCount{n: n, at: now}
+	rc = d.replicas[addr]
+	rc.n, rc.at = onlineReplicas(info), now
+	if rc.n > 0 {
+		rc.seen = now
+	}
+	d.replicas[addr] = rc
+	return rc, nil
+}
+
+// primaries lists a cluster's primaries, at most every mastersTTL.
+func (s *Store) primaries(ctx context.Context, cc *goredis.ClusterClient) ([]*goredis.Client, error) {
+	d := &s.durable
+	d.mu.Lock()
+	if !d.mastersAt.IsZero() && time.Since(d.mastersAt) < mastersTTL {
+		ms := d.masters
+		d.mu.Unlock()
+		return ms, nil
+	}
 	d.mu.Unlock()
-	return n, nil
+	var mu sync.Mutex
+	var ms []*goredis.Client
+	if err := cc.ForEachMaster(ctx, func(_ context.Context, node *goredis.Client) error {
+		mu.Lock()
+		ms = append(ms, node)
+		mu.Unlock()
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	d.masters, d.mastersAt = ms, time.Now()
+	d.mu.Unlock()
+	return ms, nil
 }
 
 // onlineReplicas counts the replicas of an INFO replication reply that are
