@@ -73,8 +73,8 @@ func WithReplicaWait(d time.Duration) Option {
 type durability struct {
 	mu        sync.Mutex
 	replicas  map[string]replicaCount
-	keys      map[string]string  // primary address -> a key in a slot it serves (cluster)
-	masters   []*goredis.Client  // a cluster's primaries as last listed (mastersTTL)
+	keys      map[string]string // primary address -> a key in a slot it serves (cluster)
+	masters   []*goredis.Client // a cluster's primaries as last listed (mastersTTL)
 	mastersAt time.Time
 }
 
