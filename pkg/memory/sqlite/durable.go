@@ -32,11 +32,18 @@ type walSync struct {
 	f         *os.File
 	started   atomic.Uint64 // syncs started
 	completed atomic.Uint64 // the number (started) of the last sync that succeeded; set under mu
+	// failed is the first sync's error, returned by every later call: after
+	// a write-back error Linux marks the pages clean and reports the error
+	// once, so a later sync would succeed without the commits on disk.
+	failed error
+	hook   func() // tests: called after a sync is counted, before it runs
 }
 
 // Durable returns once every commit made so far is on disk: it syncs the
-// write-ahead log (see above). A store whose file has no log yet (nothing
-// written since it was created) has nothing to sync.
+// write-ahead log (see above). A store whose file has no log (nothing
+// written since it was created, or every connection closed: the log was
+// checkpointed into the synced database and removed) has nothing to sync.
+// Once a sync failed, it fails for good: the store must be reopened.
 func (s *Store) Durable(ctx context.Context) error {
 	if s.closed.Load() {
 		return ErrClosed
@@ -48,36 +55,69 @@ func (s *Store) Durable(ctx context.Context) error {
 	arrived := w.started.Load()
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.failed != nil {
+		return w.failed
+	}
 	if w.completed.Load() > arrived {
 		return nil // a sync that started after this caller's commits is done
 	}
 	if s.closed.Load() {
 		return ErrClosed // Close closed the log file (closeWAL): not opened again
 	}
-	if w.f == nil {
-		f, err := os.OpenFile(s.path+"-wal", os.O_RDWR, 0)
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("sqlite: durable: %w", err)
-		}
-		w.f = f
+	ok, err := w.open(s.path + "-wal")
+	if err != nil || !ok {
+		return err
 	}
 	n := w.started.Add(1)
+	if w.hook != nil {
+		w.hook()
+	}
 	if err := w.f.Sync(); err != nil {
-		return fmt.Errorf("sqlite: durable: sync the write-ahead log: %w", err)
+		w.failed = fmt.Errorf("sqlite: durable: sync the write-ahead log (reopen the store: a failed sync is not retried): %w", err)
+		return w.failed
 	}
 	w.completed.Store(n)
 	return nil
+}
+
+// open makes w.f the log file at path (reopened when SQLite removed it and
+// made another since); ok false: there is none.
+func (w *walSync) open(path string) (ok bool, err error) {
+	cur, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		w.close()
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("sqlite: durable: %w", err)
+	}
+	if w.f != nil {
+		if held, err := w.f.Stat(); err == nil && os.SameFile(held, cur) {
+			return true, nil
+		}
+		w.close()
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("sqlite: durable: %w", err)
+	}
+	w.f = f
+	return true, nil
+}
+
+func (w *walSync) close() {
+	if w.f != nil {
+		_ = w.f.Close()
+		w.f = nil
+	}
 }
 
 // closeWAL closes the log file Durable opened (Close).
 func (s *Store) closeWAL() {
 	s.wal.mu.Lock()
 	defer s.wal.mu.Unlock()
-	if s.wal.f != nil {
-		_ = s.wal.f.Close()
-		s.wal.f = nil
-	}
+	s.wal.close()
 }
