@@ -81,3 +81,48 @@ func TestAckWaitsForDurableWrites(t *testing.T) {
 		t.Fatalf("letters %d, redelivered %d", len(h.letters()), h.consumer().NumRedelivered)
 	}
 }
+
+// An event whose writes stay undurable past MaxWait goes back to the
+// stream, and never to the dead letters, however many deliveries that
+// takes: its handling is done; once the store is durable it is
+// acknowledged.
+func TestUndurablePastMaxWaitIsNeverDeadLettered(t *testing.T) {
+	h := newHarness(t, func(c *events.ConsumerConfig) { c.MaxDeliver = 2 })
+	cfg := h.config()
+	cfg.WaitMax = 10 * time.Millisecond
+	cfg.MaxWait = 50 * time.Millisecond
+	cfg.UnavailableDelay = 50 * time.Millisecond
+	d := &replicas{behind: 1 << 30, floor: func() uint64 { return 0 }}
+	handled := 0
+	var mu sync.Mutex
+	h.start(cfg, func(context.Context, events.Envelope) error {
+		mu.Lock()
+		handled++
+		mu.Unlock()
+		return nil
+	}, runner.WithProcessed(newMemProcessed()), runner.WithDurable(d))
+	h.publish(1)
+	eventually(t, "delivered past the limit", func() bool {
+		for _, o := range h.obs.all() {
+			if o.Delivery > 2 && o.Result == runner.ResultUndurable {
+				return true
+			}
+		}
+		return false
+	})
+	if n := len(h.letters()); n != 0 {
+		t.Fatalf("%d letters: a handled event was dead-lettered for its durability", n)
+	}
+	if f := h.consumer().AckFloor.Stream; f != 0 {
+		t.Fatalf("acknowledged (floor %d) while not durable", f)
+	}
+	d.mu.Lock()
+	d.behind = 0
+	d.mu.Unlock()
+	eventually(t, "acked once durable", func() bool { return h.consumer().AckFloor.Stream == 1 })
+	mu.Lock()
+	defer mu.Unlock()
+	if handled != 1 {
+		t.Fatalf("handled %d times, want once", handled)
+	}
+}
