@@ -36,11 +36,13 @@ import (
 // replication and kept for replicaCountTTL. A primary that had a replica
 // online within replicaGrace is still waited for: a replica whose link
 // dropped a moment ago would be promoted without the writes taken
-// meanwhile. Left open: a failover between a handler's write and Durable
-// promotes a replica that may lack the write, and the new primary has no
-// replica yet, so Durable lets the event through. A primary whose replicas do not acknowledge within the
-// wait is an error (memory.ErrUnavailable): the caller does not
-// acknowledge its event, which is delivered again and redone.
+// meanwhile. A primary whose replicas do not acknowledge within the wait
+// is an error (memory.ErrUnavailable): the caller does not acknowledge its
+// event, which waits (the runner) and is acknowledged once they do.
+//
+// Left open: a failover between a handler's write and Durable promotes a
+// replica that may lack the write, and the new primary has no replica yet,
+// so Durable lets the event through.
 
 // DefaultReplicaWait is how long Durable waits for a replica's
 // acknowledgement by default (a replica in sync answers in a round trip;
@@ -48,7 +50,7 @@ import (
 // go-redis v9.23: see waitFor).
 const DefaultReplicaWait = time.Second
 
-// replicaCountTTL is how long a primary's count of connected replicas is
+// replicaCountTTL is how long a primary's count of online replicas is
 // trusted before INFO is read again.
 const replicaCountTTL = 5 * time.Second
 
