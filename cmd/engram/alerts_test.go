@@ -35,6 +35,8 @@ func TestServeExportsAlertCountersAtStart(t *testing.T) {
 			`engram_events_dead_lettered_total{source="advisory",worker="`+w+`"} 0`)
 		want["engram_dlq_write_failures_total"] = append(want["engram_dlq_write_failures_total"],
 			`engram_dlq_write_failures_total{worker="`+w+`"} 0`)
+		want["engram_acks_waiting_durable_total"] = append(want["engram_acks_waiting_durable_total"],
+			`engram_acks_waiting_durable_total{worker="`+w+`"} 0`)
 	}
 	for _, role := range []string{"extract", "consolidate", "summarize"} {
 		for _, outcome := range []string{"budget_exhausted", "ok", "permanent", "transient"} {
