@@ -473,6 +473,11 @@ func TestErasureLeavesNothing(t *testing.T) {
 				if r.Store != wantStore {
 					rt.Fatalf("Erase %s: the store counted\n %+v, want\n %+v", sc, r.Store, wantStore)
 				}
+				// Both stores confirm their deletions durable (SQLite's log
+				// synced, Redis on its replicas: these test servers have none).
+				if !slices.ContainsFunc(r.Persistence.Done, func(d string) bool { return strings.HasPrefix(d, "store: the deletions are durable") }) {
+					rt.Fatalf("Erase %s: the receipt does not say the deletions are durable: %v", sc, r.Persistence.Done)
+				}
 				for _, name := range []string{b.topo.In.Name, b.topo.Out.Name, b.topo.DLQ.Name, "KV_" + idle.DefaultBucket} {
 					if r.Streams[name] != wantStreams[name] {
 						rt.Fatalf("Erase %s: stream %s counted %d, want %d (receipt %v)", sc, name, r.Streams[name], wantStreams[name], r.Streams)
