@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,12 +45,9 @@ func TestAckWaitsForDurableWrites(t *testing.T) {
 	cfg := h.config()
 	cfg.WaitMax = 20 * time.Millisecond
 	d := &replicas{behind: 3, floor: func() uint64 { return h.consumer().AckFloor.Stream }}
-	var mu sync.Mutex
-	handled := 0
+	var handled atomic.Int32
 	h.start(cfg, func(context.Context, events.Envelope) error {
-		mu.Lock()
-		handled++
-		mu.Unlock()
+		handled.Add(1)
 		return nil
 	}, runner.WithProcessed(newMemProcessed()), runner.WithDurable(d))
 	h.publish(1)
@@ -64,11 +62,9 @@ func TestAckWaitsForDurableWrites(t *testing.T) {
 			t.Fatalf("refusal %d: the event was acknowledged already (ack floor %d)", i+1, f)
 		}
 	}
-	mu.Lock()
-	if handled != 1 {
-		t.Fatalf("handled %d times, want once", handled)
+	if n := handled.Load(); n != 1 {
+		t.Fatalf("handled %d times, want once", n)
 	}
-	mu.Unlock()
 	if n := h.obs.count(runner.ResultUndurable); n != 3 {
 		t.Fatalf("%d waits, want 3: %+v", n, h.obs.all())
 	}
@@ -93,12 +89,9 @@ func TestUndurablePastMaxWaitIsNeverDeadLettered(t *testing.T) {
 	cfg.MaxWait = 50 * time.Millisecond
 	cfg.UnavailableDelay = 50 * time.Millisecond
 	d := &replicas{behind: 1 << 30, floor: func() uint64 { return 0 }}
-	handled := 0
-	var mu sync.Mutex
+	var handled atomic.Int32
 	h.start(cfg, func(context.Context, events.Envelope) error {
-		mu.Lock()
-		handled++
-		mu.Unlock()
+		handled.Add(1)
 		return nil
 	}, runner.WithProcessed(newMemProcessed()), runner.WithDurable(d))
 	h.publish(1)
@@ -120,9 +113,7 @@ func TestUndurablePastMaxWaitIsNeverDeadLettered(t *testing.T) {
 	d.behind = 0
 	d.mu.Unlock()
 	eventually(t, "acked once durable", func() bool { return h.consumer().AckFloor.Stream == 1 })
-	mu.Lock()
-	defer mu.Unlock()
-	if handled != 1 {
-		t.Fatalf("handled %d times, want once", handled)
+	if n := handled.Load(); n != 1 {
+		t.Fatalf("handled %d times, want once", n)
 	}
 }
