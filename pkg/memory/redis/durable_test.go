@@ -300,3 +300,26 @@ func TestPingTellsAnOldServerFromAnError(t *testing.T) {
 		t.Fatalf("Ping as a user without VCARD = %v, want the refusal, not a server without vector sets", err)
 	}
 }
+
+// A user without WAIT is refused at start with a message that names it
+// (every acknowledgement would fail); with the replica wait off it is not
+// needed.
+func TestPingRefusesAUserWithoutWait(t *testing.T) {
+	addr := redisServer(t)
+	rules := append([]string{"~*", "resetchannels"}, strings.Fields(strings.ReplaceAll(redis.ACLCommands, "+wait", ""))...)
+	c := aclClient(t, addr, rules...)
+	st, err := redis.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Ping(context.Background()); err == nil || !strings.Contains(err.Error(), "+wait") {
+		t.Fatalf("Ping as a user without WAIT = %v, want a refusal naming +wait", err)
+	}
+	off, err := redis.New(c, redis.WithReplicaWait(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := off.Ping(context.Background()); err != nil {
+		t.Fatalf("Ping with the replica wait off: %v", err)
+	}
+}

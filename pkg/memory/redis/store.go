@@ -75,6 +75,7 @@ type Store struct {
 	formatTTL  time.Duration
 
 	replicaWait time.Duration // Durable's wait for a replica (durable.go); 0: off
+	waitAllowed atomic.Bool   // Ping found the user may send WAIT
 	durable     durability
 }
 
@@ -205,13 +206,15 @@ func (s *Store) Ping(ctx context.Context) error {
 		// command: not a server without vector sets.
 		return s.wrap("ping (VCARD)", err)
 	}
-	if s.replicaWait > 0 {
+	if s.replicaWait > 0 && !s.waitAllowed.Load() {
 		// Durable sends WAIT; an ACL user without it would have every
-		// event's acknowledgement fail. WAIT 0 answers at once.
+		// event's acknowledgement fail. WAIT 0 answers at once; checked
+		// until it passes once (Ping is also the store's health check).
 		if err := s.c.Do(ctx, "wait", 0, 1).Err(); err != nil {
 			return fmt.Errorf("redis memory store: WAIT refused (Durable needs it: add +wait to the user's ACL, see redis.ACLCommands, "+
 				"or turn the replica wait off): %w", err)
 		}
+		s.waitAllowed.Store(true)
 	}
 	return nil
 }
