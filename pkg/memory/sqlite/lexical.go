@@ -125,19 +125,20 @@ type lexIndex struct {
 	totalLen int64
 	// Per tenant other than the default (tenants.go): a search's
 	// statistics are its tenant's.
-	docTenant []uint32                // per rid: the tenant of the live document (empty until another tenant's is indexed)
-	tenantDF  map[uint64]int32        // tenantKey(tenant, term id) -> the tenant's live documents holding the term
-	otherDF   map[uint32]int32        // term id -> the same summed over those tenants
-	tenantN   map[uint32]*tenantCount // those tenants' live documents and lengths
-	dead      int                     // stale postings
-	live      int                     // live postings
-	dfCache   dfCache
-	noPrune   bool         // tests: score every unit in full (the reference pruning must match)
-	noPack    bool         // tests: never pack lists in blocks (see packing)
-	forcePack bool         // tests: always pack lists in blocks
-	pruned    atomic.Int64 // searches pruned (MaxScore: the units left scored for the documents found only)
-	failed    atomic.Int64 // searches that tried to prune and scored every unit in full after all
-	scanned   atomic.Int64 // documents removed by looking them up in every list (docterms.go)
+	docTenant     []uint32                // per rid: the tenant of the live document (empty until another tenant's is indexed)
+	tenantDF      map[uint64]int32        // tenantKey(tenant, term id) -> the tenant's live documents holding the term
+	otherDF       map[uint32]int32        // term id -> the same summed over those tenants
+	tenantN       map[uint32]*tenantCount // those tenants' live documents and lengths
+	dead          int                     // stale postings
+	live          int                     // live postings
+	dfCache       dfCache
+	noPrune       bool         // tests: score every unit in full (the reference pruning must match)
+	scatterGroups bool         // tests: sum a group's frequencies in sc.tf (the reference mergeGroup must match)
+	noPack        bool         // tests: never pack lists in blocks (see packing)
+	forcePack     bool         // tests: always pack lists in blocks
+	pruned        atomic.Int64 // searches pruned (MaxScore: the units left scored for the documents found only)
+	failed        atomic.Int64 // searches that tried to prune and scored every unit in full after all
+	scanned       atomic.Int64 // documents removed by looking them up in every list (docterms.go)
 }
 
 func newLexIndex() *lexIndex { return &lexIndex{ids: map[string]uint32{}} }
@@ -418,19 +419,24 @@ func prefixRange(sorted []string, q string, into []string, keep func(string) boo
 
 // scratch holds per-query accumulators, reused between queries.
 type scratch struct {
-	mark      []uint64 // bit set of the touched documents, for the common terms
-	tf        []float32
-	score     []float32
-	touchT    []uint32
-	touched   []uint32
-	best      []ranked
-	seen      []uint64 // bit set for unionDF and touchedAtLeast (markLive)
-	seenWords []uint32 // the words of seen that markLive set
-	cands     []uint32 // the documents a pruned search still scores, in rid order
-	found     []posting
-	blk       blockBuf // a block of postings decoded
-	vis       []uint32 // the documents a filter sees (searchVisible), also set in mark
-	tenant    uint32   // whose statistics the search weighs with (tenants.go): the filter's tenant
+	mark       []uint64 // bit set of the touched documents, for the common terms
+	tf         []float32
+	score      []float32
+	touchT     []uint32
+	touched    []uint32
+	best       []ranked
+	seen       []uint64 // bit set for unionDF and touchedAtLeast (markLive)
+	seenWords  []uint32 // the words of seen that markLive set
+	cands      []uint32 // the documents a pruned search still scores, in rid order
+	found      []posting
+	blk        blockBuf // a block of postings decoded
+	vis        []uint32 // the documents a filter sees (searchVisible), also set in mark
+	merged     []merged // a group's documents, frequencies summed (mergeGroup), and the buffers it merges with
+	merged2    []merged
+	run        []merged
+	tail       []merged
+	groupOrder []*term
+	tenant     uint32 // whose statistics the search weighs with (tenants.go): the filter's tenant
 }
 
 // commonShare is memory.CommonShare: when the rarer terms already matched
@@ -622,35 +628,18 @@ func (x *lexIndex) searchPruned(words []string, sc *scratch, want int, accept fu
 			}
 			continue
 		}
-		sc.touchT = sc.touchT[:0]
-		for _, tm := range u.lists {
-			for p := range tm.parts() {
-				rids, tfs := tm.part(p, &sc.blk)
-				tfs = tfs[:len(rids)]
-				for i, rid := range rids {
-					tf := tfs[i]
-					if tf == 0 {
-						continue // stale
-					}
-					if sc.tf[rid] == 0 {
-						sc.touchT = append(sc.touchT, rid)
-					}
-					sc.tf[rid] += float32(tf)
-				}
-			}
+		if x.scatterGroups {
+			top = x.scatterGroup(sc, u, idf, bm, top)
+			continue
 		}
-		df := float64(x.ofTenant(sc.touchT, sc.tenant))
+		ms := x.mergeGroup(u.lists, sc)
+		df := float64(x.ofTenantMerged(ms, sc.tenant))
 		if df == 0 {
-			for _, rid := range sc.touchT {
-				sc.tf[rid] = 0
-			}
 			continue
 		}
 		k := (u.w + u.we) * idf(df) * (bm25K1 + 1)
-		for _, rid := range sc.touchT {
-			f := float64(sc.tf[rid])
-			sc.tf[rid] = 0
-			if v := sc.add(rid, bm.score(k, f, x.docLen[rid])); v > top {
+		for _, m := range ms {
+			if v := sc.add(m.rid, bm.score(k, float64(m.tf), x.docLen[m.rid])); v > top {
 				top = v
 			}
 		}

@@ -1,0 +1,103 @@
+package sqlite
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/engram-memory/engram/pkg/memory/memorytest"
+)
+
+// TestGroupMergeMatchesScatter: a group scored by merging its lists
+// (mergeGroup) gives every document the score that summing the lists'
+// frequencies in an array gave (scatterGroup), bit for bit, on an index
+// with churn (re-indexed documents: stale postings and unsorted tails in
+// the lists), plain and packed in blocks.
+func TestGroupMergeMatchesScatter(t *testing.T) {
+	for _, pack := range []bool{false, true} {
+		t.Run(fmt.Sprintf("packed=%v", pack), func(t *testing.T) {
+			c := memorytest.NewBenchCorpus()
+			rng := rand.New(rand.NewPCG(3, 4))
+			x := newLexIndex()
+			x.forcePack = pack
+			for i := range 5200 {
+				n := c.Node()
+				// The last 1,200 re-index documents in no order (fewer than
+				// would make compact drop the stale postings): their
+				// new postings go to the lists' tails.
+				rid := uint32(i + 1)
+				if i >= 4000 {
+					rid = uint32(rng.IntN(4000) + 1)
+				}
+				x.set(rid, docText(&n))
+			}
+			x.remove(11, nil)
+			var sc scratch
+			search := func(q []string, scatter bool) map[uint32]float64 {
+				x.scatterGroups = scatter
+				defer func() { x.scatterGroups = false }()
+				got := map[uint32]float64{}
+				x.search(q, &sc, 0, nil, nil, func(rid uint32, s float64) bool { got[rid] = s; return true })
+				return got
+			}
+			groups, tails, stale := 0, 0, 0
+			for range 300 {
+				q := c.Query()
+				for _, u := range x.units(q, 0) {
+					if len(u.lists) < 2 {
+						continue
+					}
+					groups++
+					for _, tm := range u.lists {
+						if tm.run < len(tm.rids) {
+							tails++
+						}
+						stale += tm.stale
+					}
+				}
+				merged, scattered := search(q, false), search(q, true)
+				if len(merged) == 0 || !maps.Equal(merged, scattered) {
+					t.Fatalf("query %v: merged %d docs, scattered %d docs, or different scores", q, len(merged), len(scattered))
+				}
+			}
+			t.Logf("%d groups, %d of their lists with a tail, %d stale postings in them", groups, tails, stale)
+			if groups == 0 || tails == 0 || stale == 0 {
+				t.Fatalf("the queries met %d groups, %d lists with a tail, %d stale postings: the test needs all three", groups, tails, stale)
+			}
+		})
+	}
+}
+
+// TestLiveMergesTheTail: a list's live postings come out in rid order with
+// the tail merged in, stale ones left out.
+func TestLiveMergesTheTail(t *testing.T) {
+	var tm term
+	for _, rid := range []uint32{2, 4, 6, 8} {
+		tm.add(rid, 1, 5, false)
+	}
+	for _, rid := range []uint32{7, 1, 9, 3} {
+		tm.add(rid, 2, 5, false) // out of order: the tail
+	}
+	if tm.run == len(tm.rids) {
+		t.Fatal("no tail: the test needs one")
+	}
+	tm.kill(4)
+	var sc scratch
+	want := []merged{{1, 2}, {2, 1}, {3, 2}, {6, 1}, {7, 2}, {8, 1}, {9, 2}}
+	if got := sc.live(&tm); !slicesEqual(got, want) {
+		t.Fatalf("live = %v, want %v", got, want)
+	}
+}
+
+func slicesEqual(a, b []merged) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
