@@ -53,6 +53,9 @@ func (x *lexIndex) removeScan(rid uint32) int {
 	for id := range x.tms {
 		tm := &x.tms[id]
 		if tm.name != "" && tm.df > 0 && tm.kill(rid) {
+			if tm.dense {
+				x.setDense(tm, rid, 0)
+			}
 			tm.df--
 			tm.stale++
 			tm.ver++
@@ -90,6 +93,9 @@ func (x *lexIndex) removeAll(rids []uint32) {
 			for i, rid := range &buf.rids {
 				if gone[rid>>6]&(1<<(rid&63)) != 0 && buf.tfs[i] != 0 {
 					tm.clearTF(b, i)
+					if tm.dense {
+						x.setDense(tm, rid, 0)
+					}
 					x.countTerm(x.tenantOf(rid), uint32(id), -1)
 					k++
 				}
@@ -98,6 +104,9 @@ func (x *lexIndex) removeAll(rids []uint32) {
 		for i, rid := range tm.rids {
 			if gone[rid>>6]&(1<<(rid&63)) != 0 && tm.tfs[i] != 0 {
 				tm.tfs[i] = 0
+				if tm.dense {
+					x.setDense(tm, rid, 0)
+				}
 				x.countTerm(x.tenantOf(rid), uint32(id), -1)
 				k++
 			}

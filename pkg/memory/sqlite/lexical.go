@@ -99,6 +99,7 @@ type term struct {
 	stale  int        // postings of removed or re-indexed documents (tf 0, until compact)
 	run    int        // how many plain postings from the first are in rid order (see sortTail)
 	maxTF  uint16     // the highest tf of a posting written (a bound for pruning: never lowered)
+	dense  bool       // the index keeps a dense copy of the list (lexIndex.dense, dense.go)
 	minLen uint32     // the shortest document a posting was written for (a bound: never raised)
 	ver    uint32     // bumped when the term's live documents change (the union df cache)
 	id     uint32     // its index in lexIndex.tms
@@ -132,13 +133,15 @@ type lexIndex struct {
 	dead          int                     // stale postings
 	live          int                     // live postings
 	dfCache       dfCache
-	noPrune       bool         // tests: score every unit in full (the reference pruning must match)
-	scatterGroups bool         // tests: sum a group's frequencies in sc.tf (the reference mergeGroup must match)
-	noPack        bool         // tests: never pack lists in blocks (see packing)
-	forcePack     bool         // tests: always pack lists in blocks
-	pruned        atomic.Int64 // searches pruned (MaxScore: the units left scored for the documents found only)
-	failed        atomic.Int64 // searches that tried to prune and scored every unit in full after all
-	scanned       atomic.Int64 // documents removed by looking them up in every list (docterms.go)
+	noPrune       bool                // tests: score every unit in full (the reference pruning must match)
+	scatterGroups bool                // tests: sum a group's frequencies in sc.tf (the reference mergeGroup must match)
+	dense         map[uint32][]uint16 // term id -> per rid the live posting's tf (0: none), for the terms most documents hold (dense.go)
+	denseFrom     int                 // tests: keep terms dense from this many documents (0: denseMinDocs)
+	noPack        bool                // tests: never pack lists in blocks (see packing)
+	forcePack     bool                // tests: always pack lists in blocks
+	pruned        atomic.Int64        // searches pruned (MaxScore: the units left scored for the documents found only)
+	failed        atomic.Int64        // searches that tried to prune and scored every unit in full after all
+	scanned       atomic.Int64        // documents removed by looking them up in every list (docterms.go)
 }
 
 func newLexIndex() *lexIndex { return &lexIndex{ids: map[string]uint32{}} }
@@ -173,6 +176,9 @@ func (x *lexIndex) remove(rid uint32, old map[string]int) {
 		t := x.tenantOf(rid)
 		for _, id := range ids {
 			if tm := &x.tms[id]; tm.kill(rid) {
+				if tm.dense {
+					x.setDense(tm, rid, 0)
+				}
 				tm.df--
 				tm.stale++
 				tm.ver++
@@ -249,6 +255,11 @@ func (x *lexIndex) setCounts(rid, tenant uint32, counts, old map[string]int) {
 		tm := &x.tms[id]
 		tf := uint16(min(c, math.MaxUint16))
 		tm.add(rid, tf, length, pack)
+		if tm.dense {
+			x.setDense(tm, rid, tf)
+		} else {
+			x.keepDense(tm)
+		}
 		if tenant != 0 {
 			x.countTerm(tenant, id, 1)
 		}
@@ -354,6 +365,7 @@ func (x *lexIndex) compact() {
 		ps = slices.DeleteFunc(tm.all(ps[:0]), func(p posting) bool { return p.tf == 0 })
 		if len(ps) == 0 {
 			delete(x.ids, tm.name)
+			delete(x.dense, uint32(id))
 			*tm = term{ver: tm.ver + 1}
 			x.free = append(x.free, uint32(id))
 			continue
@@ -562,7 +574,7 @@ func (x *lexIndex) searchPruned(words []string, sc *scratch, want int, accept fu
 				continue
 			}
 			k := w * idf(float64(df)) * (bm25K1 + 1)
-			if tm.seekable(len(sc.cands)) {
+			if tm.dense || tm.seekable(len(sc.cands)) {
 				sc.found = x.candidates(tm, sc.cands, sc.mark, sc.found[:0], &sc.blk)
 				for _, p := range sc.found {
 					v := sc.score[p.rid] + bm.score(k, float64(p.tf), x.docLen[p.rid])

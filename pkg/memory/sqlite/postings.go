@@ -44,7 +44,7 @@ func (tm *term) add(rid uint32, tf uint16, length uint32, pack bool) {
 // kill marks the live posting of document rid stale (tf 0): found in the
 // blocks that may hold it, else by binary search in the plain sorted
 // postings, else in the tail (newest first). It reports whether it found
-// one.
+// one. (Its callers clear the dense copy: dense.go.)
 func (tm *term) kill(rid uint32) bool {
 	if nb := tm.nblocks(); nb > 0 && tm.blockFirst(0) <= rid {
 		var buf blockBuf
@@ -186,11 +186,21 @@ func (tm *term) seek(from int, rid uint32) int {
 }
 
 // candidates appends to out the live postings of tm whose document is
-// among cands (sorted rids, also set in mark): when the candidates are few
+// among cands (sorted rids, also set in mark): from its dense copy when it
+// has one (dense.go); when the candidates are few
 // against the list (seekable), found in the blocks that may hold them
 // (decoded into buf) and by binary search in the plain sorted postings;
 // otherwise by reading the list; and by reading the tail.
 func (x *lexIndex) candidates(tm *term, cands []uint32, mark []uint64, out []posting, buf *blockBuf) []posting {
+	if tm.dense {
+		d := x.dense[tm.id]
+		for _, rid := range cands {
+			if int(rid) < len(d) && d[rid] != 0 {
+				out = append(out, posting{rid, d[rid]})
+			}
+		}
+		return out
+	}
 	if !tm.seekable(len(cands)) {
 		for p := range tm.parts() {
 			rids, tfs := tm.part(p, buf)

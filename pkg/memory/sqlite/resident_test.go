@@ -83,7 +83,7 @@ func BenchmarkResidentBytes(b *testing.B) {
 	}
 	x := s.idx
 	n := float64(len(x.byID))
-	var text, heads, postings, docTerms, vecs, terms, plain, packed int
+	var text, heads, postings, docTerms, vecs, terms, plain, packed, dense int
 	for _, h := range x.heads {
 		if h == nil {
 			continue
@@ -112,6 +112,9 @@ func BenchmarkResidentBytes(b *testing.B) {
 			packed += len(tm.bl.skip)*4 + len(tm.bl.data)
 		}
 		terms += len(x.lex.tms[i].name)
+	}
+	for _, d := range x.lex.dense {
+		dense += cap(d) * 2 // the commonest terms' dense copies (dense.go)
 	}
 	// The dictionary: the term table, the names (above), the three sorted
 	// runs of names (string headers) and the name -> id map (its entries:
@@ -150,6 +153,7 @@ func BenchmarkResidentBytes(b *testing.B) {
 	b.ReportMetric(float64(postings)/n, "postings-bytes/memory")
 	b.ReportMetric(float64(plain)/n, "postings-plain-bytes/memory")
 	b.ReportMetric(float64(packed)/n, "postings-packed-bytes/memory")
+	b.ReportMetric(float64(dense)/n, "postings-dense-bytes/memory")
 	b.ReportMetric(float64(docTerms)/n, "docterms-bytes/memory")
 	b.ReportMetric(float64(terms)/n, "dictionary-bytes/memory")
 	b.ReportMetric(float64(len(x.lex.tms)), "terms")
