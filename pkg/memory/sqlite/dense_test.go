@@ -1,8 +1,13 @@
 package sqlite
 
 import (
+	"bufio"
+	"compress/gzip"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -125,5 +130,73 @@ func TestDenseCopyIsTheList(t *testing.T) {
 			both(func(x *lexIndex) { x.compact() })
 			check("compacted")
 		})
+	}
+}
+
+// TestDenseAnswersAsListsDev: on real conversations (the development sets'
+// memories, all in one index; ENGRAM_TEST_DENSE_DEV names engram eval's
+// DIRs separated by the path list separator, LoCoMo-dev by default), an
+// index keeping its commonest terms dense from 200 documents on answers
+// each question's words as one without copies, documents and scores bit
+// for bit.
+func TestDenseAnswersAsListsDev(t *testing.T) {
+	dirs := filepath.SplitList(os.Getenv("ENGRAM_TEST_DENSE_DEV"))
+	if len(dirs) == 0 {
+		dirs = []string{"../../../../shared/eval/locomo-dev"}
+	}
+	for _, dir := range dirs {
+		f, err := os.Open(filepath.Join(dir, "graph.jsonl.gz"))
+		if err != nil {
+			t.Skipf("no evaluation graph: %v", err)
+		}
+		zr, err := gzip.NewReader(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dense, plain := newLexIndex(), newLexIndex()
+		dense.denseFrom, plain.denseFrom = 200, 1<<30
+		sc := bufio.NewScanner(zr)
+		sc.Buffer(make([]byte, 1<<20), 1<<24)
+		rid := uint32(0)
+		for sc.Scan() {
+			var n memory.Node
+			var kind struct{ Type string }
+			if json.Unmarshal(sc.Bytes(), &kind) != nil || kind.Type != "node" || json.Unmarshal(sc.Bytes(), &n) != nil {
+				continue
+			}
+			rid++
+			text := docText(&n)
+			dense.set(rid, text)
+			plain.set(rid, text)
+		}
+		f.Close()
+		if err := sc.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if len(dense.dense) == 0 {
+			t.Fatalf("%s: %d memories, no term kept dense", dir, rid)
+		}
+		qf, err := os.ReadFile(filepath.Join(dir, "questions.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var dsc, psc scratch
+		n := 0
+		for line := range strings.Lines(string(qf)) {
+			var q struct{ Question string }
+			if json.Unmarshal([]byte(line), &q) != nil || q.Question == "" {
+				continue
+			}
+			terms := memory.Terms(q.Question)
+			got, want := topOf(dense, &dsc, terms, memory.DefaultChannelLimit, nil), topOf(plain, &psc, terms, memory.DefaultChannelLimit, nil)
+			if !slices.Equal(got, want) {
+				t.Fatalf("%s: %q:\ndense %v\nplain %v", dir, q.Question, got, want)
+			}
+			n++
+		}
+		t.Logf("%s: %d memories, %d terms kept dense, %d questions answered alike", dir, rid, len(dense.dense), n)
+		if n == 0 {
+			t.Fatalf("%s: no question", dir)
+		}
 	}
 }
