@@ -89,7 +89,10 @@
 // slow handler (a model call) does not get its message redelivered. A call
 // is bounded by Config.HandlerTimeout (default 15m): past it the handler's
 // ctx is cancelled, the heartbeat stops and the failure is transient, so a
-// stuck handler cannot hold its message forever.
+// stuck handler cannot hold its message forever. The steps after a
+// handler returns (its processed record, Durable) are kept alive the same
+// way, from the handler's last heartbeat (keepAlive): a slow store there
+// got the event delivered and handled again (TestStepsAfterTheHandlerAreKeptAlive).
 //
 // # Health gating
 //

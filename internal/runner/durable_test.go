@@ -117,3 +117,47 @@ func TestUndurablePastMaxWaitIsNeverDeadLettered(t *testing.T) {
 		t.Fatalf("handled %d times, want once", n)
 	}
 }
+
+// slowMark is a Processed record whose writes take a while.
+type slowMark struct {
+	*memProcessed
+	delay time.Duration
+}
+
+func (s slowMark) MarkEventProcessed(ctx context.Context, project memory.ProjectRef, consumer, id string, ttl time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(s.delay):
+	}
+	return s.memProcessed.MarkEventProcessed(ctx, project, consumer, id, ttl)
+}
+
+// The work after the handler (its processed record, Durable) is kept
+// alive as the handler was: a record slower than what is left of the ack
+// wait since the handler's last heartbeat does not get the event
+// delivered, and handled, again.
+func TestStepsAfterTheHandlerAreKeptAlive(t *testing.T) {
+	const ackWait = time.Second
+	h := newHarness(t, func(c *events.ConsumerConfig) { c.AckWait = ackWait })
+	var handled atomic.Int32
+	h.start(h.config(), func(ctx context.Context, _ events.Envelope) error {
+		handled.Add(1)
+		time.Sleep(ackWait * 6 / 10) // one heartbeat, at a third
+		return nil
+	}, runner.WithProcessed(slowMark{newMemProcessed(), ackWait * 9 / 10}), runner.WithDurable(&replicas{floor: func() uint64 { return 0 }}))
+	h.publish(1)
+	eventually(t, "acked", func() bool { return h.consumer().AckFloor.Stream == 1 })
+	time.Sleep(ackWait / 2) // a redelivery would have come by now
+	if n := handled.Load(); n != 1 {
+		t.Fatalf("handled %d times, want once", n)
+	}
+	for _, o := range h.obs.all() {
+		if o.Delivery != 1 {
+			t.Fatalf("the server delivered the event again while its processed record was written: %+v", o)
+		}
+	}
+	if ci := h.consumer(); ci.NumRedelivered != 0 || ci.NumAckPending != 0 {
+		t.Fatalf("redelivered %d, ack pending %d", ci.NumRedelivered, ci.NumAckPending)
+	}
+}

@@ -1039,7 +1039,10 @@ func (r *Runner) handle(d *delivery) {
 			return
 		}
 		if state == seenSame {
-			if r.notDurable(d, &o) {
+			stop := r.keepAlive(d, ev.ID)
+			undurable := r.notDurable(d, &o)
+			stop()
+			if undurable {
 				r.obs.Delivered(o)
 				return
 			}
@@ -1062,13 +1065,16 @@ func (r *Runner) handle(d *delivery) {
 	}
 
 	start := time.Now()
-	herr := r.call(ctx, msg, ev)
+	herr := r.call(ctx, d, ev)
 	o.Latency = time.Since(start)
 	o.Err = herr
 
 	switch {
 	case herr == nil:
 		o.Result = ResultAcked
+		// The handler's heartbeat has stopped; the processed record and
+		// Durable can take longer than what is left of the ack wait.
+		stop := r.keepAlive(d, ev.ID)
 		if r.processed != nil {
 			mctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			if err := r.mark(mctx, ev.ID, digest, projectOf(ev)); err != nil {
@@ -1079,7 +1085,9 @@ func (r *Runner) handle(d *delivery) {
 			}
 			cancel()
 		}
-		if r.notDurable(d, &o) {
+		undurable := r.notDurable(d, &o)
+		stop()
+		if undurable {
 			break
 		}
 		if err := msg.Ack(); err != nil {
@@ -1140,8 +1148,41 @@ func (r *Runner) notDurable(d *delivery, o *Outcome) bool {
 // shorter: DefaultReplicaWait).
 const durableTimeout = 30 * time.Second
 
-// call runs the handler with a heartbeat and turns a panic into an error.
-func (r *Runner) call(ctx context.Context, msg jetstream.Msg, ev events.Envelope) (err error) {
+// keepAlive keeps d from being delivered again while the work after its
+// handler runs (the processed record, Durable: up to 10 s and a third of
+// the ack wait): an InProgress a third of the ack wait after its last
+// keep-alive (d.queued: its pull, the keeper's or the handler's
+// heartbeat), then every third, until stop is called. A quick step sends
+// none. Before it, a redelivery in that gap did the work again.
+func (r *Runner) keepAlive(d *delivery, id string) (stop func()) {
+	every := max(r.ackWait/3, 10*time.Millisecond)
+	done, stopped := make(chan struct{}), make(chan struct{})
+	t := time.NewTimer(time.Until(d.queued.Add(every)))
+	go func() {
+		defer close(stopped)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			if err := d.msg.InProgress(); err != nil {
+				r.log.Warn("in-progress heartbeat failed", zap.Error(err), zap.String("event_id", id))
+			}
+			t.Reset(every)
+		}
+	}()
+	return func() {
+		close(done)
+		<-stopped
+	}
+}
+
+// call runs the handler with a heartbeat (noted in d.queued) and turns a
+// panic into an error.
+func (r *Runner) call(ctx context.Context, d *delivery, ev events.Envelope) (err error) {
+	msg := d.msg
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.HandlerTimeout)
 	defer cancel()
 	hbDone := make(chan struct{})
@@ -1159,6 +1200,8 @@ func (r *Runner) call(ctx context.Context, msg jetstream.Msg, ev events.Envelope
 			case <-t.C:
 				if err := msg.InProgress(); err != nil {
 					r.log.Warn("in-progress heartbeat failed", zap.Error(err), zap.String("event_id", ev.ID))
+				} else {
+					d.queued = time.Now()
 				}
 			}
 		}
