@@ -10,9 +10,11 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/engram-memory/engram/internal/app"
+	"github.com/engram-memory/engram/internal/runner"
 	"github.com/engram-memory/engram/pkg/events"
 	"github.com/engram-memory/engram/pkg/events/eventstest"
 	"github.com/engram-memory/engram/pkg/memory"
+	"github.com/engram-memory/engram/pkg/memory/redis"
 )
 
 // replicatedStore keeps processed-event records and, like the Redis store
@@ -110,3 +112,7 @@ func ackOne(t *testing.T, w app.Worker) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// The Redis store counts failovers: a worker's runner, given it as its
+// Processed record, runs a handler again after one (runner.WithDurable).
+var _ runner.Failovers = (*redis.Store)(nil)

@@ -94,6 +94,17 @@
 // way, from the handler's last heartbeat (keepAlive): a slow store there
 // got the event delivered and handled again (TestStepsAfterTheHandlerAreKeptAlive).
 //
+// # Durability
+//
+// WithDurable: an event is acknowledged only once the store says its
+// writes would survive the loss of a server (the Redis store: on a
+// replica); until then it waits, no delivery spent, and is then
+// acknowledged without being handled again. A store that also counts its
+// failovers (Failovers: a Redis cluster primary replaced by its replica,
+// which may lack the last writes) gets a handler that began before the
+// count moved run again in the same delivery, up to maxRedo times: its
+// writes are made again where they are kept now.
+//
 // # Health gating
 //
 // Gates (WithGates: the model, the store) are checked before pulling, at

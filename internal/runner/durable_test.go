@@ -161,3 +161,76 @@ func TestStepsAfterTheHandlerAreKeptAlive(t *testing.T) {
 		t.Fatalf("redelivered %d, ack pending %d", ci.NumRedelivered, ci.NumAckPending)
 	}
 }
+
+// failingOver is a runner.Durable that counts failovers: the first calls
+// of Durable see one each (a primary replaced while the handler ran), the
+// first of them also refusing, as Durable does while the cluster settles.
+type failingOver struct {
+	mu        sync.Mutex
+	bumps     int // calls left that count a failover
+	refuse    int // calls left that refuse
+	calls     int
+	failovers atomic.Uint64
+}
+
+func (f *failingOver) Durable(context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.bumps > 0 {
+		f.bumps--
+		f.failovers.Add(1)
+	}
+	if f.refuse > 0 {
+		f.refuse--
+		return fmt.Errorf("primary 10.0.0.1:6379: %w: connection refused", memory.ErrUnavailable)
+	}
+	return nil
+}
+
+func (f *failingOver) Failovers() uint64 { return f.failovers.Load() }
+
+// A failover counted after a handler began gets it run again before the
+// event is acknowledged (its writes may be gone with the primary): once
+// per failover, up to three times, in the same delivery, also when the
+// event waited for durability in between (its processed record found).
+func TestFailoverHandlesTheEventAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		bumps, refuse int
+		handled       int32
+	}{
+		{"one failover", 1, 0, 2},
+		{"a failover, then a wait", 1, 1, 2},
+		{"failovers without end", 1 << 20, 0, 4},
+		{"none", 0, 1, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, func(c *events.ConsumerConfig) { c.MaxDeliver = 2 })
+			cfg := h.config()
+			cfg.WaitMax = 20 * time.Millisecond
+			d := &failingOver{bumps: tc.bumps, refuse: tc.refuse}
+			var handled atomic.Int32
+			h.start(cfg, func(context.Context, events.Envelope) error {
+				handled.Add(1)
+				return nil
+			}, runner.WithProcessed(newMemProcessed()), runner.WithDurable(d))
+			h.publish(1)
+			eventually(t, "acked", func() bool { return h.consumer().AckFloor.Stream == 1 })
+			if n := handled.Load(); n != tc.handled {
+				t.Fatalf("handled %d times, want %d", n, tc.handled)
+			}
+			for _, o := range h.obs.all() {
+				if o.Delivery != 1 {
+					t.Fatalf("a failover spent a delivery: %+v", o)
+				}
+			}
+			if n := h.obs.count(runner.ResultAcked) + h.obs.count(runner.ResultDuplicate); n != 1 {
+				t.Fatalf("%d acknowledgements, want 1: %+v", n, h.obs.all())
+			}
+			if len(h.letters()) != 0 || h.consumer().NumRedelivered != 0 {
+				t.Fatalf("letters %d, redelivered %d", len(h.letters()), h.consumer().NumRedelivered)
+			}
+		})
+	}
+}

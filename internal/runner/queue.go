@@ -23,6 +23,12 @@ type delivery struct {
 	evErr    error
 	deadline time.Time // zero: none
 	queued   time.Time // when the intake queued it, or its last InProgress
+	// failovers is the durable store's failover count when its handler
+	// last began (counted: it did); redone how many times a failover got
+	// it handled again (Runner.lostWrites).
+	failovers uint64
+	counted   bool
+	redone    int
 	// first: nothing can have been done for it yet (see Runner.firstDelivery).
 	first bool
 	// from is its sender (senderOf), which the queue serves in turn and

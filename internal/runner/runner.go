@@ -48,6 +48,20 @@ type Durable interface {
 	Durable(ctx context.Context) error
 }
 
+// Failovers is a Durable store that counts the losses of a server its
+// writes may have been on before they were durable (the Redis store: a
+// cluster primary replaced by its promoted replica, redis.Store.Failovers).
+// A handler that began before the count moved may have lost writes with
+// that server: the runner runs it again (up to maxRedo times) before it
+// acknowledges the event.
+type Failovers interface {
+	Failovers() uint64
+}
+
+// maxRedo bounds how many times a handler runs again for failovers during
+// one delivery (each is a server lost while it ran).
+const maxRedo = 3
+
 // projectOf is where an event's processed record lives: its tenant's project.
 func projectOf(ev events.Envelope) memory.ProjectRef {
 	return memory.ProjectRef{Tenant: ev.TenantID, Project: ev.ProjectID}
@@ -261,7 +275,15 @@ func WithProcessed(p Processed) Option { return func(r *Runner) { r.processed = 
 // handled event whose writes are not durable yet waits (Wait: no delivery
 // spent) and is acknowledged, without calling the handler again, once
 // they are.
-func WithDurable(d Durable) Option { return func(r *Runner) { r.durable = d } }
+//
+// A d that also counts failovers (Failovers) gets a handler that ran while
+// the count moved run again, as its writes may be gone with a server.
+func WithDurable(d Durable) Option {
+	return func(r *Runner) {
+		r.durable = d
+		r.failovers, _ = d.(Failovers)
+	}
+}
 
 // WithObserver reports outcomes, pauses and captures.
 func WithObserver(o Observer) Option { return func(r *Runner) { r.obs = o } }
@@ -304,7 +326,8 @@ type Runner struct {
 	log        *zap.Logger
 	gates      []Gate
 	processed  Processed
-	durable    Durable // WithDurable: acknowledge only once the store's writes are durable
+	durable    Durable   // WithDurable: acknowledge only once the store's writes are durable
+	failovers  Failovers // the durable store's failover count, when it keeps one
 	obs        Observer
 	dlq        *dlq.Writer
 	parking    *dlq.Parking
@@ -1046,10 +1069,14 @@ func (r *Runner) handle(d *delivery) {
 				r.obs.Delivered(o)
 				return
 			}
-			o.Result = ResultDuplicate
-			r.ackDuplicate(msg, meta, ev, &o)
-			r.obs.Delivered(o)
-			return
+			if !r.lostWrites(d) {
+				o.Result = ResultDuplicate
+				r.ackDuplicate(msg, meta, ev, &o)
+				r.obs.Delivered(o)
+				return
+			}
+			// Handled by this delivery, then waited for durability, and
+			// a failover came meanwhile: handled again below.
 		}
 	}
 
@@ -1064,6 +1091,10 @@ func (r *Runner) handle(d *delivery) {
 		return
 	}
 
+run:
+	if r.failovers != nil {
+		d.failovers, d.counted = r.failovers.Failovers(), true
+	}
 	start := time.Now()
 	herr := r.call(ctx, d, ev)
 	o.Latency = time.Since(start)
@@ -1089,6 +1120,9 @@ func (r *Runner) handle(d *delivery) {
 		stop()
 		if undurable {
 			break
+		}
+		if r.lostWrites(d) {
+			goto run
 		}
 		if err := msg.Ack(); err != nil {
 			o.Err = fmt.Errorf("runner: ack: %w", err)
@@ -1147,6 +1181,24 @@ func (r *Runner) notDurable(d *delivery, o *Outcome) bool {
 // durableTimeout bounds a Durable call (the Redis store's own wait is
 // shorter: DefaultReplicaWait).
 const durableTimeout = 30 * time.Second
+
+// lostWrites reports whether a failover the durable store counted came
+// after d's handler began (so its writes may be gone with a server) and d
+// may still run again for it (maxRedo); it notes the run to come.
+func (r *Runner) lostWrites(d *delivery) bool {
+	if !d.counted || r.failovers.Failovers() == d.failovers {
+		return false
+	}
+	if d.redone >= maxRedo {
+		r.log.Warn("store failovers while the event was handled: acknowledged without handling it again",
+			zap.String("event_id", d.ev.ID), zap.Int("handled again", d.redone))
+		return false
+	}
+	d.redone++
+	r.log.Warn("a store server was replaced while the event was handled: handled again (its writes may be lost with it)",
+		zap.String("event_id", d.ev.ID), zap.Int("time", d.redone))
+	return true
+}
 
 // keepAlive keeps d from being delivered again while the work after its
 // handler runs (the processed record, Durable: up to 10 s and a third of

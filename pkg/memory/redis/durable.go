@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -40,9 +42,16 @@ import (
 // is an error (memory.ErrUnavailable): the caller does not acknowledge its
 // event, which waits (the runner) and is acknowledged once they do.
 //
-// Left open: a failover between a handler's write and Durable promotes a
-// replica that may lack the write, and the new primary has no replica yet,
-// so Durable lets the event through.
+// A failover between a handler's write and Durable promotes a replica
+// that may lack the write, and the new primary has no replica yet:
+// Durable alone would let the event through. So the store counts the
+// cluster's failovers it sees (Failovers: the set of primaries listed
+// changed, a primary's address replaced by its promoted replica's), and
+// the runner runs again a handler that began before the count moved
+// (runner.Failovers): its writes are made again on the primaries that
+// serve now. A primary that restarts in place (standalone, or a cluster
+// node back before it is failed over) is not counted: what it lost with
+// it is what its own persistence (appendfsync) lost.
 
 // DefaultReplicaWait is how long Durable waits for a replica's
 // acknowledgement by default (a replica in sync answers in a round trip;
@@ -78,6 +87,8 @@ type durability struct {
 	keys      map[string]string // primary address -> a key in a slot it serves (cluster)
 	masters   []*goredis.Client // a cluster's primaries as last listed (mastersTTL)
 	mastersAt time.Time
+	set       string        // their addresses, sorted, as last listed
+	failovers atomic.Uint64 // times the set listed changed (Failovers)
 }
 
 // replicaCount is what INFO replication last said of a primary's online
@@ -264,11 +275,28 @@ func (s *Store) primaries(ctx context.Context, cc *goredis.ClusterClient) ([]*go
 	}); err != nil {
 		return nil, err
 	}
+	addrs := make([]string, len(ms))
+	for i, m := range ms {
+		addrs[i] = m.Options().Addr
+	}
+	slices.Sort(addrs)
+	set := strings.Join(addrs, ",")
 	d.mu.Lock()
 	d.masters, d.mastersAt = ms, time.Now()
+	if d.set != "" && d.set != set {
+		d.failovers.Add(1)
+	}
+	d.set = set
 	d.mu.Unlock()
 	return ms, nil
 }
+
+// Failovers counts the changes Durable has seen in a cluster's set of
+// primaries (a failover replaces a primary's address with its promoted
+// replica's; a node added or removed counts too): a handler whose writes
+// began before the count moved may have had them on a primary lost since
+// (see above). A standalone server's count stays 0.
+func (s *Store) Failovers() uint64 { return s.durable.failovers.Load() }
 
 // onlineReplicas counts the replicas of an INFO replication reply that are
 // online: connected and past their first synchronisation. A replica still

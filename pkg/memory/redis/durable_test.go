@@ -216,9 +216,17 @@ func TestDurableWithoutAReplica(t *testing.T) {
 // every primary (a key of its own in a slot the primary serves, WAIT on
 // the same connection): one primary holding every slot, one replica.
 func TestDurableOnAClusterWithAReplica(t *testing.T) {
+	st, primary, replica, _, rAddr := replicatedCluster(t)
+	waitsForTheReplica(t, st, primary, replica, rAddr)
+}
+
+// replicatedCluster builds a Redis Cluster of one primary (every slot) and
+// its replica, and a store on it.
+func replicatedCluster(t *testing.T) (st *redis.Store, primary, replica *goredis.Client, pAddr, rAddr string) {
+	t.Helper()
 	cluster := []string{"cluster-enabled yes", "cluster-config-file nodes.conf", "cluster-node-timeout 60000"}
-	pAddr, rAddr := redisServer(t, cluster...), redisServer(t, cluster...)
-	primary, replica := plainClient(t, pAddr), plainClient(t, rAddr)
+	pAddr, rAddr = redisServer(t, cluster...), redisServer(t, cluster...)
+	primary, replica = plainClient(t, pAddr), plainClient(t, rAddr)
 	ctx := context.Background()
 	if err := primary.Do(ctx, "cluster", "addslotsrange", 0, 16383).Err(); err != nil {
 		t.Fatal(err)
@@ -246,7 +254,7 @@ func TestDurableOnAClusterWithAReplica(t *testing.T) {
 	linkUp(t, replica)
 	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{pAddr}, MaxRetries: -1})
 	t.Cleanup(func() { _ = cc.Close() })
-	st, err := redis.New(cc, redis.WithNamespace("durable"), redis.WithReplicaWait(500*time.Millisecond))
+	st, err = redis.New(cc, redis.WithNamespace("durable"), redis.WithReplicaWait(500*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +264,57 @@ func TestDurableOnAClusterWithAReplica(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	waitsForTheReplica(t, st, primary, replica, rAddr)
+	return st, primary, replica, pAddr, rAddr
+}
+
+// TestFailoversCounted: a failover (the replica promoted, the primary's
+// address no longer among the primaries) moves the store's failover count
+// once Durable lists the primaries again, and only then: a handler that
+// began before it runs again (runner.Failovers).
+func TestFailoversCounted(t *testing.T) {
+	st, _, replica, _, rAddr := replicatedCluster(t)
+	ctx := context.Background()
+	if err := st.Durable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond) // the primaries are listed again
+	if err := st.Durable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := st.Failovers(); n != 0 {
+		t.Fatalf("%d failovers counted before any", n)
+	}
+	if err := replica.Do(ctx, "cluster", "failover").Err(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		role, err := replica.Do(ctx, "role").Slice()
+		if err == nil && len(role) > 0 && role[0] == "master" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the replica at %s was not promoted within a minute: %v %v", rAddr, role, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for st.Failovers() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("Durable did not count the failover within a minute")
+		}
+		time.Sleep(200 * time.Millisecond)
+		_ = st.Durable(ctx) // errors while the cluster settles
+	}
+	if n := st.Failovers(); n != 1 {
+		t.Fatalf("%d failovers counted, want 1", n)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if err := st.Durable(ctx); err != nil {
+		t.Fatalf("Durable on the new primary: %v", err)
+	}
+	if n := st.Failovers(); n != 1 {
+		t.Fatalf("%d failovers counted after the cluster settled, want 1", n)
+	}
 }
 
 // BenchmarkDurable: what a worker's acknowledgement waits for, a write
