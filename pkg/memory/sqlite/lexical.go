@@ -828,6 +828,19 @@ func (sc *scratch) bestFrom(docs []uint32, h *histogram, cut int) []ranked {
 	return best
 }
 
+// clearScores zeroes the touched documents' scores: the whole array at
+// once when they are more than a tenth of it (a sequential clear of 4 MB
+// at a million documents costs less than as many scattered writes).
+func (sc *scratch) clearScores() {
+	if len(sc.touched) > len(sc.score)/10 {
+		clear(sc.score)
+		return
+	}
+	for _, rid := range sc.touched {
+		sc.score[rid] = 0
+	}
+}
+
 // unmarkTouched clears the touched documents' bits in sc.mark (what
 // restrict, finishFound and keepWithin set): the whole bit set at once
 // when they outnumber its words (at a million documents it is 16 KB, less
@@ -872,11 +885,7 @@ type ranked struct {
 // every document touched, and the others are visited after them only
 // when more still says so.
 func (x *lexIndex) visitBest(sc *scratch, top float32, want int, more func() bool, visit func(rid uint32, score float64) bool, restricted bool) {
-	defer func() {
-		for _, rid := range sc.touched {
-			sc.score[rid] = 0
-		}
-	}()
+	defer sc.clearScores()
 	docs := sc.touched
 	if restricted {
 		docs = sc.cands
