@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/engram-memory/engram/pkg/memory/memorytest"
@@ -85,19 +86,7 @@ func TestLiveMergesTheTail(t *testing.T) {
 	tm.kill(4)
 	var sc scratch
 	want := []merged{{1, 2}, {2, 1}, {3, 2}, {6, 1}, {7, 2}, {8, 1}, {9, 2}}
-	if got := sc.live(&tm); !slicesEqual(got, want) {
+	if got := sc.live(&tm); !slices.Equal(got, want) {
 		t.Fatalf("live = %v, want %v", got, want)
 	}
-}
-
-func slicesEqual(a, b []merged) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
