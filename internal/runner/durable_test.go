@@ -2,6 +2,7 @@ package runner_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -230,6 +231,45 @@ func TestFailoverHandlesTheEventAgain(t *testing.T) {
 			}
 			if len(h.letters()) != 0 || h.consumer().NumRedelivered != 0 {
 				t.Fatalf("letters %d, redelivered %d", len(h.letters()), h.consumer().NumRedelivered)
+			}
+		})
+	}
+}
+
+// A handler run again for a failover that fails (a transient error, or
+// Wait) is run until it succeeds, in the same delivery: back on the stream,
+// the processed record of its first run would get the event acknowledged
+// as handled, its writes lost with the primary never made again.
+func TestFailedRunAgainIsNotAcknowledgedAsHandled(t *testing.T) {
+	for _, wait := range []bool{false, true} {
+		t.Run(map[bool]string{false: "transient", true: "wait"}[wait], func(t *testing.T) {
+			h := newHarness(t, func(c *events.ConsumerConfig) { c.MaxDeliver = 5 })
+			cfg := h.config()
+			cfg.WaitMax = 20 * time.Millisecond
+			d := &failingOver{bumps: 1}
+			var handled, ok atomic.Int32
+			h.start(cfg, func(context.Context, events.Envelope) error {
+				if handled.Add(1) == 2 {
+					if wait {
+						return runner.Wait(errors.New("not yet"))
+					}
+					return errors.New("the store settles after the failover")
+				}
+				ok.Add(1)
+				return nil
+			}, runner.WithProcessed(newMemProcessed()), runner.WithDurable(d))
+			h.publish(1)
+			eventually(t, "acked", func() bool { return h.consumer().AckFloor.Stream == 1 })
+			if n := ok.Load(); n != 2 || handled.Load() != 3 {
+				t.Fatalf("handled %d times, %d of them successfully, want 3 and 2: %+v", handled.Load(), n, h.obs.all())
+			}
+			if n := h.obs.count(runner.ResultDuplicate); n != 0 {
+				t.Fatalf("acknowledged as handled before its run again succeeded: %+v", h.obs.all())
+			}
+			for _, o := range h.obs.all() {
+				if o.Delivery != 1 {
+					t.Fatalf("the failed run again went back to the stream: %+v", o)
+				}
 			}
 		})
 	}

@@ -26,9 +26,10 @@ type delivery struct {
 	// failovers is the durable store's failover count when its handler
 	// last began (counted: it did); redone how many times a failover got
 	// it handled again (Runner.lostWrites).
-	failovers uint64
-	counted   bool
-	redone    int
+	failovers   uint64
+	counted     bool
+	redone      int
+	redoPending bool // a run again for a failover is due or failed: the processed record does not answer for it
 	// first: nothing can have been done for it yet (see Runner.firstDelivery).
 	first bool
 	// from is its sender (senderOf), which the queue serves in turn and

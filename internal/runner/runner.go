@@ -1069,7 +1069,7 @@ func (r *Runner) handle(d *delivery) {
 				r.obs.Delivered(o)
 				return
 			}
-			if !r.lostWrites(d) {
+			if !d.redoPending && !r.lostWrites(d) {
 				o.Result = ResultDuplicate
 				r.ackDuplicate(msg, meta, ev, &o)
 				r.obs.Delivered(o)
@@ -1135,7 +1135,10 @@ run:
 		if err := msg.Nak(); err != nil {
 			r.log.Warn("nak failed", zap.Error(err), zap.String("event_id", ev.ID))
 		}
-	case IsWait(herr) && (d.waitSince.IsZero() || time.Since(d.waitSince) < r.cfg.MaxWait) && r.pullCtx.Err() == nil:
+	case (IsWait(herr) || d.redoPending) && (d.waitSince.IsZero() || time.Since(d.waitSince) < r.cfg.MaxWait) && r.pullCtx.Err() == nil:
+		// A handler run again for a failover that fails waits here, as
+		// the same delivery: back on the stream, its processed record
+		// (from the first run) would get it acknowledged as handled.
 		r.wait(d, herr, &o)
 	default:
 		r.retry(msg, meta, herr, &o)
@@ -1184,9 +1187,11 @@ const durableTimeout = 30 * time.Second
 
 // lostWrites reports whether a failover the durable store counted came
 // after d's handler began (so its writes may be gone with a server) and d
-// may still run again for it (maxRedo); it notes the run to come.
+// may still run again for it (maxRedo); it notes the run to come
+// (d.redoPending, until a run of the handler succeeds and is durable).
 func (r *Runner) lostWrites(d *delivery) bool {
 	if !d.counted || r.failovers.Failovers() == d.failovers {
+		d.redoPending = false
 		return false
 	}
 	if d.redone >= maxRedo {
@@ -1195,6 +1200,7 @@ func (r *Runner) lostWrites(d *delivery) bool {
 		return false
 	}
 	d.redone++
+	d.redoPending = true
 	r.log.Warn("a store server was replaced while the event was handled: handled again (its writes may be lost with it)",
 		zap.String("event_id", d.ev.ID), zap.Int("time", d.redone))
 	return true

@@ -89,6 +89,14 @@ type durability struct {
 	mastersAt time.Time
 	set       string        // their addresses, sorted, as last listed
 	failovers atomic.Uint64 // times the set listed changed (Failovers)
+	listing   sync.Mutex    // one listing at a time: applied in the order made
+}
+
+// listed reports whether the primaries were listed once.
+func (d *durability) listed() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.set != ""
 }
 
 // replicaCount is what INFO replication last said of a primary's online
@@ -255,16 +263,24 @@ func (s *Store) replicasOf(ctx context.Context, node *goredis.Client, addr strin
 	return rc, nil
 }
 
-// primaries lists a cluster's primaries, at most every mastersTTL.
+// primaries lists a cluster's primaries, at most every mastersTTL, one
+// listing at a time (two applied out of order would count a failover
+// back and forth).
 func (s *Store) primaries(ctx context.Context, cc *goredis.ClusterClient) ([]*goredis.Client, error) {
 	d := &s.durable
-	d.mu.Lock()
-	if !d.mastersAt.IsZero() && time.Since(d.mastersAt) < mastersTTL {
-		ms := d.masters
-		d.mu.Unlock()
+	fresh := func() ([]*goredis.Client, bool) {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return d.masters, !d.mastersAt.IsZero() && time.Since(d.mastersAt) < mastersTTL
+	}
+	if ms, ok := fresh(); ok {
 		return ms, nil
 	}
-	d.mu.Unlock()
+	d.listing.Lock()
+	defer d.listing.Unlock()
+	if ms, ok := fresh(); ok {
+		return ms, nil // listed while this call waited
+	}
 	var mu sync.Mutex
 	var ms []*goredis.Client
 	if err := cc.ForEachMaster(ctx, func(_ context.Context, node *goredis.Client) error {

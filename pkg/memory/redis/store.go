@@ -216,6 +216,14 @@ func (s *Store) Ping(ctx context.Context) error {
 		}
 		s.waitAllowed.Store(true)
 	}
+	if cc, ok := s.c.(*goredis.ClusterClient); ok && s.replicaWait > 0 && !s.durable.listed() {
+		// The failover count starts from the primaries listed first: at
+		// start (the store's gate), not at the first Durable, so that a
+		// failover under the first event's handler is counted.
+		if _, err := s.primaries(ctx, cc); err != nil {
+			return s.wrap("ping (list the primaries)", err)
+		}
+	}
 	return nil
 }
 
