@@ -25,7 +25,12 @@ type merged struct{ rid, tf uint32 }
 func (x *lexIndex) mergeGroup(lists []*term, sc *scratch) []merged {
 	order := append(sc.groupOrder[:0], lists...)
 	slices.SortFunc(order, func(a, b *term) int { return cmp.Compare(a.count(), b.count()) })
-	sc.groupOrder = order[:0]
+	defer func() {
+		// The pooled scratch must not keep terms (pointers into a term
+		// table the index may since have grown, and their lists) alive.
+		clear(order)
+		sc.groupOrder = order[:0]
+	}()
 	acc := sc.merged[:0]
 	for i, tm := range order {
 		run := sc.live(tm)
