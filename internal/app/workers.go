@@ -40,12 +40,11 @@ type Worker struct {
 	// Processed that is also a dlq.Shelf (the memory store) serves. The
 	// process parks every worker's letters on the first selected worker's.
 	Letters dlq.Shelf
-	// Durable, when set, is asked before an event is acknowledged whether
-	// the store's writes would survive the loss of one of its servers
-	// (runner.WithDurable; the Redis store waits for a replica). Unset, a
-	// Processed or Letters that is a runner.Durable (the memory store)
-	// serves.
-	Durable runner.Durable
+	// The worker's acknowledgements wait until the store's writes would
+	// survive the loss of one of its servers (runner.WithDurable; the Redis
+	// store waits for a replica) when its Processed or Letters can say so
+	// (the memory store does), unless AckUndurable.
+	//
 	// AckUndurable acknowledges the worker's events without asking the
 	// store (no Durable): for a worker whose effect is not its writes (the
 	// injector's is the reply it sent; its injection record, should a
@@ -69,9 +68,6 @@ func (w Worker) consumer() string {
 func (w Worker) durable() runner.Durable {
 	if w.AckUndurable {
 		return nil
-	}
-	if w.Durable != nil {
-		return w.Durable
 	}
 	if d, ok := w.Processed.(runner.Durable); ok {
 		return d
