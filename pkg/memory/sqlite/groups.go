@@ -114,23 +114,6 @@ func (sc *scratch) live(tm *term) []merged {
 	return out
 }
 
-// ofTenantMerged counts the documents of ms that are tenant t's.
-func (x *lexIndex) ofTenantMerged(ms []merged, t uint32) int {
-	if !x.split() {
-		if t == 0 {
-			return len(ms)
-		}
-		return 0
-	}
-	n := 0
-	for _, m := range ms {
-		if x.tenantOf(m.rid) == t {
-			n++
-		}
-	}
-	return n
-}
-
 // scatterGroup scores group unit u in full by summing its lists'
 // frequencies in sc.tf: what mergeGroup replaced, kept as the reference
 // its test compares with (lexIndex.scatterGroups). It returns the best

@@ -645,7 +645,7 @@ func (x *lexIndex) searchPruned(words []string, sc *scratch, want int, accept fu
 			continue
 		}
 		ms := x.mergeGroup(u.lists, sc)
-		df := float64(x.ofTenantMerged(ms, sc.tenant))
+		df := float64(countOfTenant(x, ms, func(m merged) uint32 { return m.rid }, sc.tenant))
 		if df == 0 {
 			continue
 		}

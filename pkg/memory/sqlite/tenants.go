@@ -125,15 +125,21 @@ func (x *lexIndex) split() bool { return len(x.tenantN) > 0 }
 
 // ofTenant counts the documents of rids that are tenant t's.
 func (x *lexIndex) ofTenant(rids []uint32, t uint32) int {
+	return countOfTenant(x, rids, func(rid uint32) uint32 { return rid }, t)
+}
+
+// countOfTenant counts the documents of docs (rid gives each one's) that
+// are tenant t's.
+func countOfTenant[D any](x *lexIndex, docs []D, rid func(D) uint32, t uint32) int {
 	if !x.split() {
 		if t == 0 {
-			return len(rids)
+			return len(docs)
 		}
 		return 0
 	}
 	n := 0
-	for _, rid := range rids {
-		if x.tenantOf(rid) == t {
+	for _, d := range docs {
+		if x.tenantOf(rid(d)) == t {
 			n++
 		}
 	}
