@@ -36,8 +36,10 @@ func TestGroupMergeMatchesScatter(t *testing.T) {
 			x.remove(11, nil)
 			var sc scratch
 			search := func(q []string, scatter bool) map[uint32]float64 {
-				x.scatterGroups = scatter
-				defer func() { x.scatterGroups = false }()
+				if scatter {
+					x.groupRef = x.scatterGroup
+					defer func() { x.groupRef = nil }()
+				}
 				got := map[uint32]float64{}
 				x.search(q, &sc, 0, nil, nil, func(rid uint32, s float64) bool { got[rid] = s; return true })
 				return got
@@ -89,4 +91,43 @@ func TestLiveMergesTheTail(t *testing.T) {
 	if got := sc.live(&tm); !slices.Equal(got, want) {
 		t.Fatalf("live = %v, want %v", got, want)
 	}
+}
+
+// scatterGroup scores group unit u in full by summing its lists'
+// frequencies in sc.tf: what mergeGroup replaced, the reference it is
+// compared with (lexIndex.groupRef). It returns the best score so far.
+func (x *lexIndex) scatterGroup(sc *scratch, u lexUnit, idf func(float64) float64, bm bm25, top float32) float32 {
+	sc.touchT = sc.touchT[:0]
+	for _, tm := range u.lists {
+		for p := range tm.parts() {
+			rids, tfs := tm.part(p, &sc.blk)
+			tfs = tfs[:len(rids)]
+			for i, rid := range rids {
+				tf := tfs[i]
+				if tf == 0 {
+					continue // stale
+				}
+				if sc.tf[rid] == 0 {
+					sc.touchT = append(sc.touchT, rid)
+				}
+				sc.tf[rid] += float32(tf)
+			}
+		}
+	}
+	df := float64(x.ofTenant(sc.touchT, sc.tenant))
+	if df == 0 {
+		for _, rid := range sc.touchT {
+			sc.tf[rid] = 0
+		}
+		return top
+	}
+	k := (u.w + u.we) * idf(df) * (bm25K1 + 1)
+	for _, rid := range sc.touchT {
+		f := float64(sc.tf[rid])
+		sc.tf[rid] = 0
+		if v := sc.add(rid, bm.score(k, f, x.docLen[rid])); v > top {
+			top = v
+		}
+	}
+	return top
 }

@@ -126,22 +126,22 @@ type lexIndex struct {
 	totalLen int64
 	// Per tenant other than the default (tenants.go): a search's
 	// statistics are its tenant's.
-	docTenant     []uint32                // per rid: the tenant of the live document (empty until another tenant's is indexed)
-	tenantDF      map[uint64]int32        // tenantKey(tenant, term id) -> the tenant's live documents holding the term
-	otherDF       map[uint32]int32        // term id -> the same summed over those tenants
-	tenantN       map[uint32]*tenantCount // those tenants' live documents and lengths
-	dead          int                     // stale postings
-	live          int                     // live postings
-	dfCache       dfCache
-	noPrune       bool                // tests: score every unit in full (the reference pruning must match)
-	scatterGroups bool                // tests: sum a group's frequencies in sc.tf (the reference mergeGroup must match)
-	dense         map[uint32][]uint16 // term id -> per rid the live posting's tf (0: none), for the terms most documents hold (dense.go)
-	denseFrom     int                 // tests: keep terms dense from this many documents (0: denseMinDocs)
-	noPack        bool                // tests: never pack lists in blocks (see packing)
-	forcePack     bool                // tests: always pack lists in blocks
-	pruned        atomic.Int64        // searches pruned (MaxScore: the units left scored for the documents found only)
-	failed        atomic.Int64        // searches that tried to prune and scored every unit in full after all
-	scanned       atomic.Int64        // documents removed by looking them up in every list (docterms.go)
+	docTenant []uint32                // per rid: the tenant of the live document (empty until another tenant's is indexed)
+	tenantDF  map[uint64]int32        // tenantKey(tenant, term id) -> the tenant's live documents holding the term
+	otherDF   map[uint32]int32        // term id -> the same summed over those tenants
+	tenantN   map[uint32]*tenantCount // those tenants' live documents and lengths
+	dead      int                     // stale postings
+	live      int                     // live postings
+	dfCache   dfCache
+	noPrune   bool                                                                                  // tests: score every unit in full (the reference pruning must match)
+	groupRef  func(sc *scratch, u lexUnit, idf func(float64) float64, bm bm25, top float32) float32 // tests: scores a group instead of mergeGroup (the reference it must match)
+	dense     map[uint32][]uint16                                                                   // term id -> per rid the live posting's tf (0: none), for the terms most documents hold (dense.go)
+	denseFrom int                                                                                   // tests: keep terms dense from this many documents (0: denseMinDocs)
+	noPack    bool                                                                                  // tests: never pack lists in blocks (see packing)
+	forcePack bool                                                                                  // tests: always pack lists in blocks
+	pruned    atomic.Int64                                                                          // searches pruned (MaxScore: the units left scored for the documents found only)
+	failed    atomic.Int64                                                                          // searches that tried to prune and scored every unit in full after all
+	scanned   atomic.Int64                                                                          // documents removed by looking them up in every list (docterms.go)
 }
 
 func newLexIndex() *lexIndex { return &lexIndex{ids: map[string]uint32{}} }
@@ -640,8 +640,8 @@ func (x *lexIndex) searchPruned(words []string, sc *scratch, want int, accept fu
 			}
 			continue
 		}
-		if x.scatterGroups {
-			top = x.scatterGroup(sc, u, idf, bm, top)
+		if x.groupRef != nil {
+			top = x.groupRef(sc, u, idf, bm, top)
 			continue
 		}
 		ms := x.mergeGroup(u.lists, sc)
