@@ -37,6 +37,17 @@ func (r *replicas) Durable(context.Context) error {
 	return nil
 }
 
+// startCounting starts h's runner with processed-event records, d as its
+// Durable and a handler that succeeds, counting its calls.
+func startCounting(h *harness, cfg runner.Config, d runner.Durable) *atomic.Int32 {
+	var handled atomic.Int32
+	h.start(cfg, func(context.Context, events.Envelope) error {
+		handled.Add(1)
+		return nil
+	}, runner.WithProcessed(newMemProcessed()), runner.WithDurable(d))
+	return &handled
+}
+
 // A handled event is acknowledged only once the store says its writes
 // would survive the loss of a server (the Redis store: on a replica): until
 // then it waits without spending a delivery, and is not handled again (its
@@ -46,11 +57,7 @@ func TestAckWaitsForDurableWrites(t *testing.T) {
 	cfg := h.config()
 	cfg.WaitMax = 20 * time.Millisecond
 	d := &replicas{behind: 3, floor: func() uint64 { return h.consumer().AckFloor.Stream }}
-	var handled atomic.Int32
-	h.start(cfg, func(context.Context, events.Envelope) error {
-		handled.Add(1)
-		return nil
-	}, runner.WithProcessed(newMemProcessed()), runner.WithDurable(d))
+	handled := startCounting(h, cfg, d)
 	h.publish(1)
 	eventually(t, "acked", func() bool { return h.consumer().AckFloor.Stream == 1 })
 	d.mu.Lock()
@@ -90,11 +97,7 @@ func TestUndurablePastMaxWaitIsNeverDeadLettered(t *testing.T) {
 	cfg.MaxWait = 50 * time.Millisecond
 	cfg.UnavailableDelay = 50 * time.Millisecond
 	d := &replicas{behind: 1 << 30, floor: func() uint64 { return 0 }}
-	var handled atomic.Int32
-	h.start(cfg, func(context.Context, events.Envelope) error {
-		handled.Add(1)
-		return nil
-	}, runner.WithProcessed(newMemProcessed()), runner.WithDurable(d))
+	handled := startCounting(h, cfg, d)
 	h.publish(1)
 	eventually(t, "delivered past the limit", func() bool {
 		for _, o := range h.obs.all() {
@@ -211,11 +214,7 @@ func TestFailoverHandlesTheEventAgain(t *testing.T) {
 			cfg := h.config()
 			cfg.WaitMax = 20 * time.Millisecond
 			d := &failingOver{bumps: tc.bumps, refuse: tc.refuse}
-			var handled atomic.Int32
-			h.start(cfg, func(context.Context, events.Envelope) error {
-				handled.Add(1)
-				return nil
-			}, runner.WithProcessed(newMemProcessed()), runner.WithDurable(d))
+			handled := startCounting(h, cfg, d)
 			h.publish(1)
 			eventually(t, "acked", func() bool { return h.consumer().AckFloor.Stream == 1 })
 			if n := handled.Load(); n != tc.handled {
