@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/engram-memory/engram/internal/inject"
 	"github.com/engram-memory/engram/internal/storetest"
@@ -14,20 +15,28 @@ import (
 
 // explainGraph seeds a standing rule, memories that answer a deploy
 // question well, a few that answer it weakly (the floor cuts them), one
-// attached to a path and one reached only through an edge.
+// attached to a path and one reached only through an edge. Each is written
+// a second after the one before, so that the conversation's order (by time,
+// then by id) is the order written here, not the random ids': the last
+// staging note is the deploy decision's context, a candidate under the
+// floor.
 func explainGraph(f *fixture) (rule, deploy, hop, onPath memory.Node) {
-	rule = f.add(memory.Node{Subkind: memory.Preference, Label: "Never use the rm tool", AssertedBy: memory.AssertedUser, Source: memory.SourceUser})
-	deploy = f.add(memory.Node{Subkind: memory.Decision, Label: "Deploys to production run through make release",
-		Body: "The release target tags the image and rolls the Kubernetes deployment to production."})
-	f.add(memory.Node{Subkind: memory.Pattern, Label: "Production deploys wait for the canary", Body: "a deploy to production waits ten minutes"})
-	for i := range 8 {
-		f.add(memory.Node{Subkind: memory.Observation, Label: fmt.Sprintf("Staging note %d", i), Body: fmt.Sprintf("staging cluster %d was slow on release day", i)})
+	add := func(n memory.Node) memory.Node {
+		f.clock.t = f.clock.t.Add(time.Second)
+		return f.add(n)
 	}
-	hop = f.add(memory.Node{Subkind: memory.EntityKind, Label: "Kubernetes cluster eu-west", Body: "hosts the shop"})
+	rule = add(memory.Node{Subkind: memory.Preference, Label: "Never use the rm tool", AssertedBy: memory.AssertedUser, Source: memory.SourceUser})
+	for i := range 8 {
+		add(memory.Node{Subkind: memory.Observation, Label: fmt.Sprintf("Staging note %d", i), Body: fmt.Sprintf("staging cluster %d was slow on release day", i)})
+	}
+	deploy = add(memory.Node{Subkind: memory.Decision, Label: "Deploys to production run through make release",
+		Body: "The release target tags the image and rolls the Kubernetes deployment to production."})
+	add(memory.Node{Subkind: memory.Pattern, Label: "Production deploys wait for the canary", Body: "a deploy to production waits ten minutes"})
+	hop = add(memory.Node{Subkind: memory.EntityKind, Label: "Kubernetes cluster eu-west", Body: "hosts the shop"})
 	if _, err := f.st.Link(f.ctx, memory.Edge{Src: deploy.ID, Dst: hop.ID, Relation: memory.About, Weight: 1}); err != nil {
 		f.t.Fatal(err)
 	}
-	onPath = f.add(memory.Node{Subkind: memory.Pattern, Label: "Handlers log with zap", Paths: []string{"internal/shop/handler.go"}})
+	onPath = add(memory.Node{Subkind: memory.Pattern, Label: "Handlers log with zap", Paths: []string{"internal/shop/handler.go"}})
 	return rule, deploy, hop, onPath
 }
 
