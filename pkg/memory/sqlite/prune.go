@@ -326,10 +326,15 @@ func (sc *scratch) restrict(n int, cut float32, reach float64) {
 		sc.mark = make([]uint64, words+words/4)
 	}
 	need := float64(cut) - reach*(1+pruneSlack) - pruneSlack*float64(cut)
+	// Without a branch on the comparison: on the common words' cut a
+	// touched document passes about as often as not, and the mispredicted
+	// branch was most of the loop's time.
 	for _, rid := range sc.touched {
+		var in uint64
 		if float64(sc.score[rid]) >= need {
-			sc.mark[rid>>6] |= 1 << (rid & 63)
+			in = 1
 		}
+		sc.mark[rid>>6] |= in << (rid & 63)
 	}
 	sc.candsFromMarks()
 }
