@@ -797,13 +797,6 @@ type histogram struct {
 	counts [cutBuckets]int
 }
 
-func (h *histogram) fill(sc *scratch, docs []uint32, top float32) {
-	h.scale = float32(cutBuckets-1) / top
-	for _, rid := range docs {
-		h.counts[h.bucket(sc.score[rid])]++
-	}
-}
-
 func (h *histogram) bucket(v float32) int { return min(int(v*h.scale), cutBuckets-1) }
 
 // cutFor is the highest bucket at which the documents counted from the
@@ -830,6 +823,51 @@ func (sc *scratch) bestFrom(docs []uint32, h *histogram, cut int) []ranked {
 	slices.SortFunc(best, func(a, b ranked) int { return cmp.Compare(b.score, a.score) })
 	sc.best = best
 	return best
+}
+
+// fillBest counts docs by score in h (top: the best score) and returns
+// the documents of the buckets from the cut for need up (the highest
+// bucket at which need documents are counted from the best; 0 when there
+// are fewer), best first, and the cut: what bestFrom returns from a
+// histogram of them all, in the same order, in one pass over docs instead
+// of two. The cut of the documents counted so far is at most the cut of
+// all (counts only grow), so a document under it is not kept, and those
+// kept under it are dropped as it rises (TestFillBestIsFillThenBestFrom).
+func (sc *scratch) fillBest(docs []uint32, h *histogram, top float32, need int) ([]ranked, int) {
+	h.scale = float32(cutBuckets-1) / top
+	best := sc.best[:0]
+	low, next := 0, max(4*need, 1024)
+	for _, rid := range docs {
+		v := sc.score[rid]
+		b := h.bucket(v)
+		h.counts[b]++
+		if b < low {
+			continue
+		}
+		if best = append(best, ranked{v, rid}); len(best) >= next {
+			if c := h.cutFor(need); c > low {
+				low = c
+				best = h.keepFrom(best, low)
+			}
+			next = max(next, 2*len(best))
+		}
+	}
+	cut := max(0, h.cutFor(need))
+	best = h.keepFrom(best, cut)
+	slices.SortFunc(best, func(a, b ranked) int { return cmp.Compare(b.score, a.score) })
+	sc.best = best
+	return best, cut
+}
+
+// keepFrom drops from rs, in place and in order, those under bucket cut.
+func (h *histogram) keepFrom(rs []ranked, cut int) []ranked {
+	kept := rs[:0]
+	for _, r := range rs {
+		if h.bucket(r.score) >= cut {
+			kept = append(kept, r)
+		}
+	}
+	return kept
 }
 
 // clearScores zeroes the touched documents' scores: the whole array at
@@ -915,9 +953,8 @@ func (x *lexIndex) visitBest(sc *scratch, top float32, want int, more func() boo
 		return
 	}
 	var h histogram
-	h.fill(sc, docs, top)
-	cut := max(0, h.cutFor(want))
-	for _, r := range sc.bestFrom(docs, &h, cut) {
+	best, cut := sc.fillBest(docs, &h, top, want)
+	for _, r := range best {
 		if !visit(r.rid, float64(r.score)) {
 			break
 		}

@@ -299,12 +299,15 @@ func (x *lexIndex) bestAccepted(sc *scratch, docs []uint32, top float32, n int, 
 		return nil
 	}
 	var h histogram
-	h.fill(sc, docs, top)
+	best, _ := sc.fillBest(docs, &h, top, n)
 	for need := n; need <= 512*n; need *= 8 {
 		cut := h.cutFor(need)
 		all := cut < 0 // fewer than need in all: read them all
+		if need > n {
+			best = sc.bestFrom(docs, &h, max(cut, 0))
+		}
 		var out []ranked
-		for _, r := range sc.bestFrom(docs, &h, max(cut, 0)) {
+		for _, r := range best {
 			if accept == nil || accept(r.rid) {
 				if out = append(out, r); len(out) == n {
 					return out
