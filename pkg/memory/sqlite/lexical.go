@@ -952,8 +952,22 @@ func (x *lexIndex) visitBest(sc *scratch, top float32, want int, more func() boo
 		}
 		return
 	}
+	// The best documents: those over a floor judged on a sample (one
+	// comparison a document), or when the sample misjudged it (fewer
+	// than want reach it) those from a histogram's cut.
 	var h histogram
-	best, cut := sc.fillBest(docs, &h, top, want)
+	var best []ranked
+	var under func(v float32) bool // a document not in best
+	if floor := sc.floorFor(docs, top, want); floor > 0 {
+		if best = sc.above(docs, floor); len(best) >= want {
+			under = func(v float32) bool { return v < floor }
+		}
+	}
+	if under == nil {
+		var cut int
+		best, cut = sc.fillBest(docs, &h, top, want)
+		under = func(v float32) bool { return h.bucket(v) < cut }
+	}
 	for _, r := range best {
 		if !visit(r.rid, float64(r.score)) {
 			break
@@ -963,11 +977,48 @@ func (x *lexIndex) visitBest(sc *scratch, top float32, want int, more func() boo
 		return
 	}
 	for _, rid := range docs {
-		if v := sc.score[rid]; h.bucket(v) < cut {
+		if v := sc.score[rid]; under(v) {
 			visit(rid, float64(v))
 		}
 	}
 	others()
+}
+
+// sampleEvery: floorFor judges on every sampleEvery-th document.
+const sampleEvery = 16
+
+// floorFor returns a score that about 4 x need of docs reach, judged on
+// every sampleEvery-th of them (top: the best score); 0 when they are too
+// few to judge so.
+func (sc *scratch) floorFor(docs []uint32, top float32, need int) float32 {
+	m := 4*need/sampleEvery + 1
+	if len(docs) < 4*sampleEvery*m {
+		return 0
+	}
+	var h histogram
+	h.scale = float32(cutBuckets-1) / top
+	for i := 0; i < len(docs); i += sampleEvery {
+		h.counts[h.bucket(sc.score[docs[i]])]++
+	}
+	cut := h.cutFor(m)
+	if cut <= 0 {
+		return 0
+	}
+	return float32(cut) / h.scale
+}
+
+// above returns the documents of docs scoring floor or more, best first
+// (in sc.best, reused).
+func (sc *scratch) above(docs []uint32, floor float32) []ranked {
+	best := sc.best[:0]
+	for _, rid := range docs {
+		if v := sc.score[rid]; v >= floor {
+			best = append(best, ranked{v, rid})
+		}
+	}
+	slices.SortFunc(best, func(a, b ranked) int { return cmp.Compare(b.score, a.score) })
+	sc.best = best
+	return best
 }
 
 // scoreDense adds the contribution of a dense term (k: its weighted idf

@@ -292,11 +292,22 @@ func (x *lexIndex) kthAccepted(sc *scratch, top float32, want int, accept func(u
 
 // bestAccepted returns the n best documents of docs that accept takes
 // (nil: every one), best first (fewer when fewer are accepted, or none
-// among the 8^3 x n best), found with a histogram of the scores (top: the
-// best).
+// among the 8^3 x n best): those over a floor judged on a sample of
+// docs (floorFor), or, when fewer of them are accepted, found with a
+// histogram of the scores (top: the best).
 func (x *lexIndex) bestAccepted(sc *scratch, docs []uint32, top float32, n int, accept func(uint32) bool) []ranked {
 	if !(top > 0) {
 		return nil
+	}
+	if floor := sc.floorFor(docs, top, n); floor > 0 {
+		var out []ranked
+		for _, r := range sc.above(docs, floor) {
+			if accept == nil || accept(r.rid) {
+				if out = append(out, r); len(out) == n {
+					return out
+				}
+			}
+		}
 	}
 	var h histogram
 	best, _ := sc.fillBest(docs, &h, top, n)

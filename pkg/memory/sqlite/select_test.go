@@ -63,3 +63,100 @@ func TestFillBestIsFillThenBestFrom(t *testing.T) {
 		}
 	}
 }
+
+// TestBestFirstFindsTheBest: visitBest and bestAccepted, whichever way
+// they select (a floor judged on a sample, or the histogram when the
+// sample misjudges or the filter rejects too many), give what sorting
+// every document gives: the want best accepted (ties by id, here the rid)
+// for a caller keeping them as the Lexical channel does, and the n best
+// accepted scores.
+func TestBestFirstFindsTheBest(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	var x lexIndex
+	for _, shape := range []string{"ties", "spread", "one-high"} {
+		for _, ndocs := range []int{100, 2000, 50000} {
+			for _, keep := range []int{1, 2, 40} { // the filter takes 1 in keep
+				t.Run(fmt.Sprintf("%s/%d/%d", shape, ndocs, keep), func(t *testing.T) {
+					var sc scratch
+					sc.score = make([]float32, ndocs+1)
+					var top float32
+					for rid := 1; rid <= ndocs; rid++ {
+						v := float32(1 + rng.IntN(20))
+						switch shape {
+						case "spread":
+							v = rng.Float32()*50 + 0.01
+						case "one-high":
+							if rid != ndocs/2 {
+								v = float32(1 + rng.IntN(3))
+							} else {
+								v = 1000
+							}
+						}
+						sc.score[rid] = v
+						sc.touched = append(sc.touched, uint32(rid))
+						top = max(top, v)
+					}
+					accept := func(rid uint32) bool { return rid%uint32(keep) == 0 }
+					var want []ranked
+					for _, rid := range sc.touched {
+						if accept(rid) {
+							want = append(want, ranked{sc.score[rid], rid})
+						}
+					}
+					slices.SortFunc(want, func(a, b ranked) int {
+						if c := cmp.Compare(b.score, a.score); c != 0 {
+							return c
+						}
+						return cmp.Compare(a.rid, b.rid)
+					})
+					const k = 60
+					want = want[:min(k, len(want))]
+
+					if got := x.bestAccepted(&sc, sc.touched, top, k, accept); len(got) != len(want) {
+						t.Fatalf("bestAccepted: %d, want %d", len(got), len(want))
+					} else {
+						for i := range got {
+							if got[i].score != want[i].score {
+								t.Fatalf("bestAccepted %d: %v, want %v", i, got[i].score, want[i].score)
+							}
+						}
+					}
+
+					var kept []ranked // the caller: the k best accepted, ties by rid
+					visit := func(rid uint32, v float64) bool {
+						if len(kept) == k {
+							last := kept[k-1]
+							if float32(v) < last.score {
+								return false
+							}
+							if float32(v) == last.score && rid > last.rid {
+								return true
+							}
+						}
+						if accept(rid) {
+							kept = append(kept, ranked{float32(v), rid})
+							slices.SortFunc(kept, func(a, b ranked) int {
+								if c := cmp.Compare(b.score, a.score); c != 0 {
+									return c
+								}
+								return cmp.Compare(a.rid, b.rid)
+							})
+							kept = kept[:min(k, len(kept))]
+						}
+						return true
+					}
+					touched := slices.Clone(sc.touched)
+					x.visitBest(&sc, top, k, func() bool { return len(kept) < k }, visit, false)
+					if !slices.Equal(kept, want) {
+						t.Fatalf("visitBest kept %d, want %d (first %v, want %v)", len(kept), len(want), kept[:min(3, len(kept))], want[:min(3, len(want))])
+					}
+					for _, rid := range touched {
+						if sc.score[rid] != 0 {
+							t.Fatalf("score of %d left %v", rid, sc.score[rid])
+						}
+					}
+				})
+			}
+		}
+	}
+}
