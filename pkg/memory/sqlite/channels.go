@@ -43,7 +43,7 @@ func (s *Store) Lexical(ctx context.Context, terms []string, f memory.Filter, li
 			if score < last.score {
 				return false // nothing scoring less can enter either
 			}
-			if score == last.score && x.heads[rid] != nil && x.idCmp(rid, last.rid) >= 0 {
+			if score == last.score && x.idCmp(rid, last.rid) >= 0 {
 				return true
 			}
 		}

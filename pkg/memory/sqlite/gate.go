@@ -36,7 +36,12 @@ func idKey(id string) [2]uint64 {
 	return [2]uint64{binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])}
 }
 
-// idCmp orders the nodes at rids a and b by id (x.mu held; both exist).
+// idCmp orders the nodes at rids a and b by id (x.mu held), from their
+// gates' keys, reading the ids (heads) only when the keys are equal; a
+// node without a head (not expected: a removed node is no candidate)
+// orders first, so that a caller goes on to its filter, which rejects it.
+// The lexical channel compares its thousands of ties this way: a gate is
+// one read, a head a second, from another array.
 func (x *index) idCmp(a, b uint32) int {
 	ka, kb := &x.gates[a].key, &x.gates[b].key
 	if c := cmp.Compare(ka[0], kb[0]); c != 0 {
@@ -45,7 +50,11 @@ func (x *index) idCmp(a, b uint32) int {
 	if c := cmp.Compare(ka[1], kb[1]); c != 0 {
 		return c
 	}
-	return strings.Compare(x.heads[a].id, x.heads[b].id)
+	ha, hb := x.heads[a], x.heads[b]
+	if ha == nil || hb == nil {
+		return -1
+	}
+	return strings.Compare(ha.id, hb.id)
 }
 
 const (
