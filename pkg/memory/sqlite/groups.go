@@ -113,3 +113,77 @@ func (sc *scratch) live(tm *term) []merged {
 	sc.run = out
 	return out
 }
+
+// scoreGroup scores group u (with the search's idf and length
+// normalisation) without a merged copy of its largest list, the longest
+// of the merges: the other lists are merged (mergeGroup) and the largest
+// is read in place, the merged documents taken in as it passes them, so
+// that the documents are scored in rid order with the sums mergeGroup
+// gives (TestScoreGroupIsTheMerge). The group's document frequency, which
+// its weight needs first, is the one counted when it was last merged
+// (x.dfCache, while none of its lists changed). ok is false (nothing
+// done; the caller merges it all and notes the count) when that count is
+// not known or the largest list has an unsorted tail.
+func (x *lexIndex) scoreGroup(sc *scratch, u lexUnit, idf func(float64) float64, bm bm25, top float32) (float32, bool) {
+	big := 0
+	for i, tm := range u.lists {
+		if tm.count() > u.lists[big].count() {
+			big = i
+		}
+	}
+	tm := u.lists[big]
+	if tm.run < len(tm.rids) {
+		return top, false
+	}
+	var df int
+	if len(u.lists) == 1 {
+		df = x.dfOf(tm, sc.tenant)
+	} else {
+		var ok bool
+		if df, ok = x.dfCache.get(x.unionKey(u.lists, sc)); !ok {
+			return top, false
+		}
+	}
+	if df == 0 {
+		return top, true
+	}
+	k := (u.w + u.we) * idf(float64(df)) * (bm25K1 + 1)
+	var rest []merged
+	if len(u.lists) > 1 {
+		others := append(sc.groupRest[:0], u.lists[:big]...)
+		others = append(others, u.lists[big+1:]...)
+		rest = x.mergeGroup(others, sc)
+		clear(others)
+		sc.groupRest = others[:0]
+	}
+	docLen := x.docLen
+	a := 0
+	for p := range tm.parts() {
+		rids, tfs := tm.part(p, &sc.blk)
+		tfs = tfs[:len(rids)]
+		for i, rid := range rids {
+			tf := uint32(tfs[i])
+			if tf == 0 {
+				continue
+			}
+			for ; a < len(rest) && rest[a].rid < rid; a++ {
+				if v := sc.add(rest[a].rid, bm.score(k, float64(rest[a].tf), docLen[rest[a].rid])); v > top {
+					top = v
+				}
+			}
+			if a < len(rest) && rest[a].rid == rid {
+				tf += rest[a].tf
+				a++
+			}
+			if v := sc.add(rid, bm.score(k, float64(tf), docLen[rid])); v > top {
+				top = v
+			}
+		}
+	}
+	for ; a < len(rest); a++ {
+		if v := sc.add(rest[a].rid, bm.score(k, float64(rest[a].tf), docLen[rest[a].rid])); v > top {
+			top = v
+		}
+	}
+	return top, true
+}

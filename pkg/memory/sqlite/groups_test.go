@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -18,22 +19,7 @@ import (
 func TestGroupMergeMatchesScatter(t *testing.T) {
 	for _, pack := range []bool{false, true} {
 		t.Run(fmt.Sprintf("packed=%v", pack), func(t *testing.T) {
-			c := memorytest.NewBenchCorpus()
-			rng := rand.New(rand.NewPCG(3, 4))
-			x := newLexIndex()
-			x.forcePack = pack
-			for i := range 5200 {
-				n := c.Node()
-				// The last 1,200 re-index documents in no order (fewer than
-				// would make compact drop the stale postings): their
-				// new postings go to the lists' tails.
-				rid := uint32(i + 1)
-				if i >= 4000 {
-					rid = uint32(rng.IntN(4000) + 1)
-				}
-				x.set(rid, docText(&n))
-			}
-			x.remove(11, nil)
+			c, x := churnIndex(pack)
 			var sc scratch
 			search := func(q []string, scatter bool) map[uint32]float64 {
 				if scatter {
@@ -67,6 +53,67 @@ func TestGroupMergeMatchesScatter(t *testing.T) {
 			t.Logf("%d groups, %d of their lists with a tail, %d stale postings in them", groups, tails, stale)
 			if groups == 0 || tails == 0 || stale == 0 {
 				t.Fatalf("the queries met %d groups, %d lists with a tail, %d stale postings: the test needs all three", groups, tails, stale)
+			}
+		})
+	}
+}
+
+// churnIndex is an index of 5,200 bench corpus documents whose last 1,200
+// re-index documents in no order (fewer than would make compact drop the
+// stale postings: their new postings go to the lists' tails), one removed,
+// plain or packed in blocks; and the corpus, for queries.
+func churnIndex(pack bool) (*memorytest.BenchCorpus, *lexIndex) {
+	c := memorytest.NewBenchCorpus()
+	rng := rand.New(rand.NewPCG(3, 4))
+	x := newLexIndex()
+	x.forcePack = pack
+	for i := range 5200 {
+		n := c.Node()
+		rid := uint32(i + 1)
+		if i >= 4000 {
+			rid = uint32(rng.IntN(4000) + 1)
+		}
+		x.set(rid, docText(&n))
+	}
+	x.remove(11, nil)
+	return c, x
+}
+
+// TestScoreGroupIsTheMerge: a group scored with its largest list read in
+// place (scoreGroup, once its count is known from a first search) gives
+// every document the score the merge gave, bit for bit, and the scatter
+// reference's; on an index with churn, plain and packed.
+func TestScoreGroupIsTheMerge(t *testing.T) {
+	for _, pack := range []bool{false, true} {
+		t.Run(fmt.Sprintf("packed=%v", pack), func(t *testing.T) {
+			c, x := churnIndex(pack)
+			var sc scratch
+			search := func(q []string) map[uint32]float64 {
+				got := map[uint32]float64{}
+				x.search(q, &sc, 0, nil, nil, func(rid uint32, s float64) bool { got[rid] = s; return true })
+				return got
+			}
+			inPlace := 0
+			for range 300 {
+				q := c.Query()
+				x.dfCache = dfCache{}
+				merged := search(q) // counts noted
+				for _, u := range x.units(q, 0) {
+					big := slices.MaxFunc(u.lists, func(a, b *term) int { return cmp.Compare(a.count(), b.count()) })
+					if u.group && big.run == len(big.rids) && (len(u.lists) > 1 || big.stale > 0) {
+						inPlace++
+					}
+				}
+				read := search(q) // the largest lists read in place
+				x.groupRef = x.scatterGroup
+				scattered := search(q)
+				x.groupRef = nil
+				if len(merged) == 0 || !maps.Equal(merged, read) || !maps.Equal(merged, scattered) {
+					t.Fatalf("query %v: %d, %d and %d docs, or different scores", q, len(merged), len(read), len(scattered))
+				}
+			}
+			if t.Logf("%d groups read in place", inPlace); inPlace == 0 {
+				t.Fatal("no group was read in place: the test needs some")
 			}
 		})
 	}

@@ -448,6 +448,7 @@ type scratch struct {
 	run        []merged
 	tail       []merged
 	groupOrder []*term
+	groupRest  []*term
 	tenant     uint32 // whose statistics the search weighs with (tenants.go): the filter's tenant
 }
 
@@ -648,8 +649,16 @@ func (x *lexIndex) searchPruned(words []string, sc *scratch, want int, accept fu
 			top = x.groupRef(sc, u, idf, bm, top)
 			continue
 		}
+		if t, ok := x.scoreGroup(sc, u, idf, bm, top); ok {
+			top = t
+			continue
+		}
 		ms := x.mergeGroup(u.lists, sc)
 		df := float64(countOfTenant(x, ms, func(m merged) uint32 { return m.rid }, sc.tenant))
+		if len(u.lists) > 1 {
+			key, ver := x.unionKey(u.lists, sc)
+			x.dfCache.put(key, ver, int(df)) // scoreGroup's, next time
+		}
 		if df == 0 {
 			continue
 		}

@@ -290,6 +290,24 @@ func (x *lexIndex) unionDF(lists []*term, sc *scratch) int {
 	if len(lists) == 1 {
 		return x.dfOf(lists[0], sc.tenant)
 	}
+	key, ver := x.unionKey(lists, sc)
+	if df, ok := x.dfCache.get(key, ver); ok {
+		return df
+	}
+	sc.sizeSeen(len(x.docLen))
+	df := 0
+	keep := x.keepTenant(sc.tenant)
+	for _, tm := range lists {
+		df = sc.markLive(tm, df, 0, keep)
+	}
+	sc.clearSeen()
+	x.dfCache.put(key, ver, df)
+	return df
+}
+
+// unionKey is the key of lists' union in x.dfCache (for sc's tenant) and
+// the version the count holds for (it grows with any list's).
+func (x *lexIndex) unionKey(lists []*term, sc *scratch) (string, uint64) {
 	key := make([]byte, 0, 4*len(lists)+4)
 	if x.split() {
 		t := sc.tenant // the tenant's documents only (tenants.go)
@@ -301,18 +319,7 @@ func (x *lexIndex) unionDF(lists []*term, sc *scratch) int {
 		key = append(key, byte(id), byte(id>>8), byte(id>>16), byte(id>>24))
 		ver += uint64(tm.ver)
 	}
-	if df, ok := x.dfCache.get(string(key), ver); ok {
-		return df
-	}
-	sc.sizeSeen(len(x.docLen))
-	df := 0
-	keep := x.keepTenant(sc.tenant)
-	for _, tm := range lists {
-		df = sc.markLive(tm, df, 0, keep)
-	}
-	sc.clearSeen()
-	x.dfCache.put(string(key), ver, df)
-	return df
+	return string(key), ver
 }
 
 // sizeSeen makes sc.seen a bit set of n documents.
