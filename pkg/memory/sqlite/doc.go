@@ -55,8 +55,9 @@
 //     was measured first and rejected: with prefix queries and common terms
 //     it took p50 530 ms, p99 2.1 s per query at 100,000 nodes under modernc.
 //     A query scores every matching document, then hands the channel those
-//     at or above the 60th best score first, best first (a score histogram
-//     finds the cut; only those are sorted), and the rest only when the
+//     at or above the 60th best score first, best first (those over a floor
+//     judged on every 16th document, or a score histogram's cut when the
+//     floor leaves too few; only those are sorted), and the rest only when the
 //     filter rejected some of them: the channel stops at the first document
 //     it cannot take, so it makes the same top 60 with a few dozen filter
 //     checks instead of thousands (TestVisitBestKeepsTheTop). Score ties

@@ -919,7 +919,8 @@ type ranked struct {
 // their scores) and clears their scores.
 //
 // When many are touched, the documents at or above the want-th best score
-// (found with a histogram, without sorting them all) are visited first,
+// (found without sorting them all: over a floor judged on a sample, or
+// from a histogram's cut, see below) are visited first,
 // best first, until visit returns false (it can take nothing scoring less:
 // its want places are full); the rest are visited, in no order, only when
 // more says the caller still lacks candidates (its filter rejected some of
