@@ -295,7 +295,11 @@ func Run(ctx context.Context, st Store, opts Options) ([]Result, []LineCount, er
 	// with its recorded block.
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
 	var results []Result
-	for _, clients := range opts.Clients {
+	for m, clients := range opts.Clients {
+		// Each measurement's turns are new too: one that repeated an
+		// earlier one's client count (-clients 1,8,1) had its turns
+		// answered from the records of that one's.
+		tag := fmt.Sprintf("%s-m%d", run, m)
 		// As testing.B does before a benchmark: collect the setup's garbage
 		// (the seeding's, or the previous run's) so that the measured turns
 		// run on the heap of a process that serves, not of one that has
@@ -306,7 +310,7 @@ func Run(ctx context.Context, st Store, opts Options) ([]Result, []LineCount, er
 		// 4.2x and 1.8x, and the turn's p99 2.5x and 1.8x, what they were
 		// after a collection.
 		runtime.GC()
-		if _, _, err := drive(ctx, client, corpus, clients, projects, opts.Warmup, run+"-warm", opts.NovelWords); err != nil {
+		if _, _, err := drive(ctx, client, corpus, clients, projects, opts.Warmup, tag+"-warm", opts.NovelWords); err != nil {
 			return nil, nil, err
 		}
 		var ms0, ms1 runtime.MemStats
@@ -323,7 +327,7 @@ func Run(ctx context.Context, st Store, opts Options) ([]Result, []LineCount, er
 		if err != nil {
 			return nil, nil, err
 		}
-		lat, res, err := drive(ctx, client, corpus, clients, projects, opts.Turns, fmt.Sprintf("%s-c%d", run, clients), opts.NovelWords)
+		lat, res, err := drive(ctx, client, corpus, clients, projects, opts.Turns, fmt.Sprintf("%s-c%d", tag, clients), opts.NovelWords)
 		stopProfile()
 		if err != nil {
 			return nil, nil, err

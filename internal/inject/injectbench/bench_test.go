@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/engram-memory/engram/internal/storetest"
 	"github.com/engram-memory/engram/pkg/llm/hashembed"
 	"github.com/engram-memory/engram/pkg/memory"
+	"github.com/engram-memory/engram/pkg/memory/sqlite"
 )
 
 // TestRunSmall runs the whole benchmark harness on a small corpus: the
@@ -204,5 +207,45 @@ func BenchmarkRecorded(b *testing.B) {
 			sort.Float64s(lat)
 			b.ReportMetric(lat[len(lat)/2], "p50_ms")
 		})
+	}
+}
+
+// recordCounter is a SQLite store that counts the injection records
+// written (every other method, optional interfaces too, the store's own).
+type recordCounter struct {
+	*sqlite.Store
+	puts atomic.Int64
+}
+
+func (r *recordCounter) PutInjection(ctx context.Context, s memory.SessionRef, turnID string, in memory.Injection, ttl time.Duration) error {
+	r.puts.Add(1)
+	return r.Store.PutInjection(ctx, s, turnID, in, ttl)
+}
+
+// TestMeasurementsAreFresh: two measurements with the same client count
+// in one run each build their own blocks: the second's turns are not
+// answered from the first's records (every turn, warm-up included, writes
+// its record).
+func TestMeasurementsAreFresh(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "engram.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	rc := &recordCounter{Store: st}
+	res, _, err := Run(ctx, rc, Options{StoreName: "sqlite", Memories: 300, Clients: []int{1, 1}, Turns: 20,
+		Warmup: 3, Dir: t.TempDir(), Concurrency: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 2 || res[0].Turns != 20 || res[1].Turns != 20 {
+		t.Fatalf("results %+v", res)
+	}
+	// Each measured and warm-up turn writes its record, and so does each of
+	// the corpus turns whose lines Run counts.
+	if got, want := rc.puts.Load(), int64(2*(20+3)+len(Corpus())); got != want {
+		t.Fatalf("%d injection records written, want %d: turns answered from an earlier measurement's", got, want)
 	}
 }
