@@ -62,6 +62,12 @@ const (
 	gateAnywhere                     // reach anywhere
 	gateArchived                     // archived
 	gateSuperseded                   // superseded by another node
+	// gateLive: the gate of a stored node (setGate). A node's gate and
+	// head are set together and cleared together (erase); the filter
+	// tells a stored node by its gate alone, not by a read of its head
+	// in another array (a zero gate, a removed node's, would otherwise
+	// pass as the default tenant's global memory).
+	gateLive
 )
 
 // noID stands for a filter id that no head carries.
@@ -84,7 +90,7 @@ func (x *index) setGate(rid uint32, h *memory.Node, hd *head) {
 	}
 	g := gate{project: hd.project, session: hd.session, tenant: hd.tenant,
 		confidence: h.Confidence, validTo: unixNanoOr0(h.ValidTo),
-		key: idKey(h.ID)}
+		key: idKey(h.ID), flags: gateLive}
 	if h.Scope == memory.ScopeSession {
 		g.flags |= gateSession
 	}
@@ -138,7 +144,7 @@ func (x *index) compile(f *memory.Filter, now time.Time) gateFilter {
 
 // pass applies memory.Visible's rules to the node at rid (x.mu held).
 func (x *index) pass(rid uint32, gf *gateFilter) bool {
-	if int(rid) >= len(x.heads) || x.heads[rid] == nil {
+	if int(rid) >= len(x.gates) || x.gates[rid].flags&gateLive == 0 {
 		return false
 	}
 	g := &x.gates[rid]
