@@ -187,3 +187,81 @@ func (x *lexIndex) scoreGroup(sc *scratch, u lexUnit, idf func(float64) float64,
 	}
 	return top, true
 }
+
+// scorePair scores a word's own token (unit w) and the next unit, its
+// stem group g, in one pass when the word's list is the group's largest
+// (a word and its family, "validates" beside "validate validates": the
+// same long list read twice otherwise). Each document gets the word's
+// contribution, then the group's, in the order two passes would add them
+// (the units are consecutive), so the scores are the same bit for bit.
+// ok is false (nothing done) unless the word is one list without stale
+// postings, the group's largest list is that list (no unsorted tail) and
+// its count is known (as scoreGroup), and neither unit is common (the
+// group would have begun the common words' rule; N: the tenant's
+// documents).
+func (x *lexIndex) scorePair(sc *scratch, w, g lexUnit, idf func(float64) float64, bm bm25, N float64, top float32) (float32, bool) {
+	if w.group || !g.group || len(w.lists) != 1 || len(g.lists) < 2 || float64(g.df) > commonShare*N {
+		return top, false
+	}
+	tm := w.lists[0]
+	if tm.stale != 0 || tm.run < len(tm.rids) {
+		return top, false
+	}
+	big := -1
+	for i, l := range g.lists {
+		if l.count() > tm.count() || l == tm && big >= 0 {
+			return top, false // a list larger than the word's, or the word's twice
+		}
+		if l == tm {
+			big = i
+		}
+	}
+	if big < 0 {
+		return top, false
+	}
+	dfW := x.dfOf(tm, sc.tenant)
+	dfG, ok := x.dfCache.get(x.unionKey(g.lists, sc))
+	if !ok || dfW == 0 || dfG == 0 {
+		return top, false
+	}
+	kW := (w.w + w.we) * idf(float64(dfW)) * (bm25K1 + 1)
+	kG := (g.w + g.we) * idf(float64(dfG)) * (bm25K1 + 1)
+	others := append(sc.groupRest[:0], g.lists[:big]...)
+	others = append(others, g.lists[big+1:]...)
+	rest := x.mergeGroup(others, sc)
+	clear(others)
+	sc.groupRest = others[:0]
+	docLen, score := x.docLen, sc.score
+	a := 0
+	groupOnly := func(m merged) {
+		if v := sc.add(m.rid, bm.score(kG, float64(m.tf), docLen[m.rid])); v > top {
+			top = v
+		}
+	}
+	for p := range tm.parts() {
+		rids, tfs := tm.part(p, &sc.blk)
+		tfs = tfs[:len(rids)]
+		for i, rid := range rids {
+			for ; a < len(rest) && rest[a].rid < rid; a++ {
+				groupOnly(rest[a])
+			}
+			tf := uint32(tfs[i])
+			tfG := tf
+			if a < len(rest) && rest[a].rid == rid {
+				tfG += rest[a].tf
+				a++
+			}
+			n := docLen[rid]
+			v := sc.add(rid, bm.score(kW, float64(tf), n)) + bm.score(kG, float64(tfG), n)
+			score[rid] = v
+			if v > top {
+				top = v
+			}
+		}
+	}
+	for ; a < len(rest); a++ {
+		groupOnly(rest[a])
+	}
+	x.paired.Add(1)
+	return top, true
+}

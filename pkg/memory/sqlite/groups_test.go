@@ -178,3 +178,50 @@ func (x *lexIndex) scatterGroup(sc *scratch, u lexUnit, idf func(float64) float6
 	}
 	return top
 }
+
+// TestScorePairIsTwoPasses: a word and its stem group scored in one pass
+// (scorePair, the word's list the group's largest) give every document
+// the scores of two passes, bit for bit, on an index with churn, plain
+// and packed, once the groups' counts are known.
+func TestScorePairIsTwoPasses(t *testing.T) {
+	for _, pack := range []bool{false, true} {
+		t.Run(fmt.Sprintf("packed=%v", pack), func(t *testing.T) {
+			c, x := churnIndex(pack)
+			// Words of their own beside rarer family members, so that
+			// the word's list is its group's largest: "alphas" beside
+			// "alpha" and "alphabet", some documents holding two of them.
+			rng := rand.New(rand.NewPCG(5, 9))
+			for i := range 450 { // the family in under a quarter of the documents: not common
+				n := c.Node()
+				n.Body += " " + []string{"alphas", "alphas alphas", "alphas alpha", "alpha", "alphabet alphas", "alphabet"}[rng.IntN(6)]
+				x.set(uint32(6000+i), docText(&n))
+			}
+			var sc scratch
+			search := func(q []string) map[uint32]float64 {
+				got := map[uint32]float64{}
+				x.search(q, &sc, 0, nil, nil, func(rid uint32, s float64) bool { got[rid] = s; return true })
+				return got
+			}
+			for r := range 300 {
+				q := c.Query()
+				switch r % 3 {
+				case 0:
+					q = []string{"alphas"}
+				case 1:
+					q = append(q, "alphas")
+				}
+				search(q) // the groups' counts noted
+				x.noPair = true
+				apart := search(q)
+				x.noPair = false
+				together := search(q)
+				if len(apart) == 0 || !maps.Equal(apart, together) {
+					t.Fatalf("query %v: %d and %d docs, or different scores", q, len(apart), len(together))
+				}
+			}
+			if t.Logf("%d words scored with their group", x.paired.Load()); x.paired.Load() == 0 {
+				t.Fatal("no word was scored with its group: the test needs some")
+			}
+		})
+	}
+}

@@ -142,6 +142,8 @@ type lexIndex struct {
 	pruned    atomic.Int64                                                                          // searches pruned (MaxScore: the units left scored for the documents found only)
 	failed    atomic.Int64                                                                          // searches that tried to prune and scored every unit in full after all
 	scanned   atomic.Int64                                                                          // documents removed by looking them up in every list (docterms.go)
+	noPair    bool                                                                                  // tests: score a word and its group in two passes (the reference scorePair must match)
+	paired    atomic.Int64                                                                          // a word and its group scored in one pass (scorePair)
 }
 
 func newLexIndex() *lexIndex { return &lexIndex{ids: map[string]uint32{}} }
@@ -521,7 +523,12 @@ func (x *lexIndex) searchPruned(words []string, sc *scratch, want int, accept fu
 	// but brings in none (on the development set leaving those out too
 	// cost R@1 0.475 -> 0.468 and R@10 0.904 -> 0.894).
 	common := false
+	fused := false // unit i was scored with unit i-1 (scorePair)
 	for i, u := range us {
+		if fused {
+			fused = false
+			continue
+		}
 		if !common && want > 0 && float64(u.df) > commonShare*N && x.touchedAtLeast(sc, us[:i], restricted, 2*want) {
 			common = true // units are sorted by df: so are the rest
 			if !restricted {
@@ -622,6 +629,12 @@ func (x *lexIndex) searchPruned(words []string, sc *scratch, want int, accept fu
 				}
 			}
 			continue
+		}
+		if i+1 < len(us) && !restricted && !x.noPair {
+			if t, ok := x.scorePair(sc, u, us[i+1], idf, bm, N, top); ok {
+				top, fused = t, true
+				continue
+			}
 		}
 		if len(u.lists) == 1 && u.lists[0].stale == 0 {
 			// One list, every posting live and of its own document: df is
