@@ -148,44 +148,7 @@ func (x *lexIndex) scoreGroup(sc *scratch, u lexUnit, idf func(float64) float64,
 		return top, true
 	}
 	k := (u.w + u.we) * idf(float64(df)) * (bm25K1 + 1)
-	var rest []merged
-	if len(u.lists) > 1 {
-		others := append(sc.groupRest[:0], u.lists[:big]...)
-		others = append(others, u.lists[big+1:]...)
-		rest = x.mergeGroup(others, sc)
-		clear(others)
-		sc.groupRest = others[:0]
-	}
-	docLen := x.docLen
-	a := 0
-	for p := range tm.parts() {
-		rids, tfs := tm.part(p, &sc.blk)
-		tfs = tfs[:len(rids)]
-		for i, rid := range rids {
-			tf := uint32(tfs[i])
-			if tf == 0 {
-				continue
-			}
-			for ; a < len(rest) && rest[a].rid < rid; a++ {
-				if v := sc.add(rest[a].rid, bm.score(k, float64(rest[a].tf), docLen[rest[a].rid])); v > top {
-					top = v
-				}
-			}
-			if a < len(rest) && rest[a].rid == rid {
-				tf += rest[a].tf
-				a++
-			}
-			if v := sc.add(rid, bm.score(k, float64(tf), docLen[rid])); v > top {
-				top = v
-			}
-		}
-	}
-	for ; a < len(rest); a++ {
-		if v := sc.add(rest[a].rid, bm.score(k, float64(rest[a].tf), docLen[rest[a].rid])); v > top {
-			top = v
-		}
-	}
-	return top, true
+	return x.scoreLists(sc, tm, x.mergeOthers(u.lists, big, sc), 0, k, bm, top), true
 }
 
 // scorePair scores a word's own token (unit w) and the next unit, its
@@ -193,12 +156,12 @@ func (x *lexIndex) scoreGroup(sc *scratch, u lexUnit, idf func(float64) float64,
 // (a word and its family, "validates" beside "validate validates": the
 // same long list read twice otherwise). Each document gets the word's
 // contribution, then the group's, in the order two passes would add them
-// (the units are consecutive), so the scores are the same bit for bit.
-// ok is false (nothing done) unless the word is one list without stale
-// postings, the group's largest list is that list (no unsorted tail) and
-// its count is known (as scoreGroup), and neither unit is common (the
-// group would have begun the common words' rule; N: the tenant's
-// documents).
+// (the units are consecutive), so the scores are the same bit for bit
+// (TestScorePairIsTwoPasses). ok is false (nothing done) unless the word
+// is one list without stale postings, the group's largest list is that
+// list (no unsorted tail) and its count is known (as scoreGroup), and
+// neither unit is common (the group would have begun the common words'
+// rule; N: the tenant's documents).
 func (x *lexIndex) scorePair(sc *scratch, w, g lexUnit, idf func(float64) float64, bm bm25, N float64, top float32) (float32, bool) {
 	if w.group || !g.group || len(w.lists) != 1 || len(g.lists) < 2 || float64(g.df) > commonShare*N {
 		return top, false
@@ -226,42 +189,68 @@ func (x *lexIndex) scorePair(sc *scratch, w, g lexUnit, idf func(float64) float6
 	}
 	kW := (w.w + w.we) * idf(float64(dfW)) * (bm25K1 + 1)
 	kG := (g.w + g.we) * idf(float64(dfG)) * (bm25K1 + 1)
-	others := append(sc.groupRest[:0], g.lists[:big]...)
-	others = append(others, g.lists[big+1:]...)
+	x.paired.Add(1)
+	return x.scoreLists(sc, tm, x.mergeOthers(g.lists, big, sc), kW, kG, bm, top), true
+}
+
+// mergeOthers is mergeGroup of lists but lists[big] (nil when there is
+// no other).
+func (x *lexIndex) mergeOthers(lists []*term, big int, sc *scratch) []merged {
+	if len(lists) < 2 {
+		return nil
+	}
+	others := append(sc.groupRest[:0], lists[:big]...)
+	others = append(others, lists[big+1:]...)
 	rest := x.mergeGroup(others, sc)
-	clear(others)
+	clear(others) // as mergeGroup's: no term kept alive by the pooled scratch
 	sc.groupRest = others[:0]
+	return rest
+}
+
+// scoreLists scores a group whose largest list tm (in rid order) is read
+// in place and whose other lists are merged in rest: each live document
+// gets bm25 of the group's tf (tm's and rest's summed) at weight kG, and
+// a document of tm, first, bm25 of tm's own tf at weight kW (0: none; see
+// scorePair). Documents are scored in rid order. It returns the best
+// score, top at least.
+func (x *lexIndex) scoreLists(sc *scratch, tm *term, rest []merged, kW, kG float64, bm bm25, top float32) float32 {
 	docLen, score := x.docLen, sc.score
 	a := 0
-	groupOnly := func(m merged) {
-		if v := sc.add(m.rid, bm.score(kG, float64(m.tf), docLen[m.rid])); v > top {
-			top = v
-		}
-	}
 	for p := range tm.parts() {
 		rids, tfs := tm.part(p, &sc.blk)
 		tfs = tfs[:len(rids)]
 		for i, rid := range rids {
-			for ; a < len(rest) && rest[a].rid < rid; a++ {
-				groupOnly(rest[a])
-			}
 			tf := uint32(tfs[i])
+			if tf == 0 {
+				continue // stale
+			}
+			for ; a < len(rest) && rest[a].rid < rid; a++ {
+				if v := sc.add(rest[a].rid, bm.score(kG, float64(rest[a].tf), docLen[rest[a].rid])); v > top {
+					top = v
+				}
+			}
 			tfG := tf
 			if a < len(rest) && rest[a].rid == rid {
 				tfG += rest[a].tf
 				a++
 			}
 			n := docLen[rid]
-			v := sc.add(rid, bm.score(kW, float64(tf), n)) + bm.score(kG, float64(tfG), n)
-			score[rid] = v
+			var v float32
+			if kW == 0 {
+				v = sc.add(rid, bm.score(kG, float64(tfG), n))
+			} else {
+				v = sc.add(rid, bm.score(kW, float64(tf), n)) + bm.score(kG, float64(tfG), n)
+				score[rid] = v
+			}
 			if v > top {
 				top = v
 			}
 		}
 	}
 	for ; a < len(rest); a++ {
-		groupOnly(rest[a])
+		if v := sc.add(rest[a].rid, bm.score(kG, float64(rest[a].tf), docLen[rest[a].rid])); v > top {
+			top = v
+		}
 	}
-	x.paired.Add(1)
-	return top, true
+	return top
 }
