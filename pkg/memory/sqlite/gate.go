@@ -39,7 +39,8 @@ func idKey(id string) [2]uint64 {
 // idCmp orders the nodes at rids a and b by id (x.mu held), from their
 // gates' keys, reading the ids (heads) only when the keys are equal; a
 // node without a head (not expected: a removed node is no candidate)
-// orders first, so that a caller goes on to its filter, which rejects it.
+// orders before those with one, so that the tie check goes on to its
+// filter, which rejects it.
 // The lexical channel compares its thousands of ties this way: a gate is
 // one read, a head a second, from another array.
 func (x *index) idCmp(a, b uint32) int {
@@ -52,9 +53,16 @@ func (x *index) idCmp(a, b uint32) int {
 	}
 	ha, hb := x.heads[a], x.heads[b]
 	if ha == nil || hb == nil {
-		return -1
+		return cmp.Compare(b2i(ha != nil), b2i(hb != nil))
 	}
 	return strings.Compare(ha.id, hb.id)
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 const (

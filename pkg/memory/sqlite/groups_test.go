@@ -97,6 +97,9 @@ func TestScoreGroupIsTheMerge(t *testing.T) {
 			for range 300 {
 				q := c.Query()
 				x.dfCache = dfCache{}
+				accept := func(rid uint32) bool { return rid%3 != 0 }
+				mergedTop := topOf(x, &sc, q, 10, accept) // as the channel asks, merged
+				x.dfCache = dfCache{}
 				merged := search(q) // counts noted
 				for _, u := range x.units(q, 0) {
 					big := slices.MaxFunc(u.lists, func(a, b *term) int { return cmp.Compare(a.count(), b.count()) })
@@ -105,6 +108,9 @@ func TestScoreGroupIsTheMerge(t *testing.T) {
 					}
 				}
 				read := search(q) // the largest lists read in place
+				if top := topOf(x, &sc, q, 10, accept); !slices.Equal(top, mergedTop) {
+					t.Fatalf("query %v: the best 10 accepted %v, merged %v", q, top, mergedTop)
+				}
 				x.groupRef = x.scatterGroup
 				scattered := search(q)
 				x.groupRef = nil
@@ -213,10 +219,17 @@ func TestScorePairIsTwoPasses(t *testing.T) {
 				search(q) // the groups' counts noted
 				x.noPair = true
 				apart := search(q)
+				// As the channel asks (the best 10 accepted, pruned, the
+				// common words' rule), under a filter taking 1 in 3.
+				accept := func(rid uint32) bool { return rid%3 != 0 }
+				apartTop := topOf(x, &sc, q, 10, accept)
 				x.noPair = false
 				together := search(q)
 				if len(apart) == 0 || !maps.Equal(apart, together) {
 					t.Fatalf("query %v: %d and %d docs, or different scores", q, len(apart), len(together))
+				}
+				if top := topOf(x, &sc, q, 10, accept); !slices.Equal(top, apartTop) {
+					t.Fatalf("query %v: the best 10 accepted %v, in two passes %v", q, top, apartTop)
 				}
 			}
 			if t.Logf("%d words scored with their group", x.paired.Load()); x.paired.Load() == 0 {

@@ -976,17 +976,20 @@ func (x *lexIndex) visitBest(sc *scratch, top float32, want int, more func() boo
 		return
 	}
 	// The best documents: those over a floor judged on a sample (one
-	// comparison a document), or when the sample misjudged it (fewer
-	// than want reach it) those from a histogram's cut.
+	// comparison a document; when too many are over it, those of them
+	// from a histogram's cut), or when the sample misjudged it (fewer
+	// than want reach it) those from a histogram's cut of all.
 	var h histogram
 	var best []ranked
 	var under func(v float32) bool // a document not in best
 	if floor := sc.floorFor(docs, top, want); floor > 0 {
-		if best = sc.above(docs, floor); len(best) >= want {
-			under = func(v float32) bool { return v < floor }
+		var cut int
+		if best, cut = sc.above(docs, floor, top, want, &h); len(best) >= want {
+			under = func(v float32) bool { return v < floor || h.bucket(v) < cut }
 		}
 	}
 	if under == nil {
+		h = histogram{}
 		var cut int
 		best, cut = sc.fillBest(docs, &h, top, want)
 		under = func(v float32) bool { return h.bucket(v) < cut }
@@ -1031,18 +1034,38 @@ func (sc *scratch) floorFor(docs []uint32, top float32, need int) float32 {
 }
 
 // above returns the documents of docs scoring floor or more, best first
-// (in sc.best, reused).
-func (sc *scratch) above(docs []uint32, floor float32) []ranked {
+// (in sc.best, reused), and the histogram's cut it applied (0: none).
+// When they are more than aboveMax allows for need (the sample misjudged
+// the floor: a periodic pattern of scores, every 16th document low, puts
+// it under nearly all of them), only those from the cut for need of a
+// histogram of their scores in h (top: the best) are kept and sorted; the
+// others of them are under the cut.
+func (sc *scratch) above(docs []uint32, floor, top float32, need int, h *histogram) ([]ranked, int) {
 	best := sc.best[:0]
 	for _, rid := range docs {
 		if v := sc.score[rid]; v >= floor {
 			best = append(best, ranked{v, rid})
 		}
 	}
+	cut := 0
+	if len(best) > aboveMax(len(docs), need) {
+		h.scale = float32(cutBuckets-1) / top
+		for _, r := range best {
+			h.counts[h.bucket(r.score)]++
+		}
+		cut = max(0, h.cutFor(need))
+		best = h.keepFrom(best, cut)
+	}
 	slices.SortFunc(best, func(a, b ranked) int { return cmp.Compare(b.score, a.score) })
 	sc.best = best
-	return best
+	return best, cut
 }
+
+// aboveMax is the most documents of n that above sorts without a
+// histogram's cut first for need: the floor aims at 4 x need; the ties of
+// a common word's documents near the need-th best (thousands at one score
+// on the bench's corpus) are kept by either.
+func aboveMax(n, need int) int { return max(64*need, n/16) }
 
 // scoreDense adds the contribution of a dense term (k: its weighted idf
 // times k1 + 1) to each candidate's score (sc.cands) and returns the best

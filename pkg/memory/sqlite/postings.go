@@ -369,7 +369,7 @@ func (sc *scratch) clearSeen() {
 // terms' versions when counted (versions only grow: an equal sum means no
 // term changed). Searches share it under their read lock, hence its own.
 type dfCache struct {
-	mu sync.Mutex
+	mu sync.RWMutex // every search reads it for each group; writes are the merges
 	m  map[string]cachedDF
 }
 
@@ -382,8 +382,8 @@ type cachedDF struct {
 const dfCacheMax = 1 << 14
 
 func (c *dfCache) get(key string, ver uint64) (int, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.mu.RLock()
+	defer c.mu.RUnlock()
 	e, ok := c.m[key]
 	return e.df, ok && e.ver == ver
 }

@@ -144,8 +144,7 @@ func (x *lexIndex) finishFound(sc *scratch, us []lexUnit, restDF []int, i, want 
 }
 
 // kthOf is the want-th best score of the documents in rids that accept
-// takes (nil: every one); -1 when fewer are accepted among the 8^3 x want
-// best.
+// takes (nil: every one); -1 when fewer are accepted (see bestAccepted).
 func (x *lexIndex) kthOf(sc *scratch, rids []uint32, top float32, want int, accept func(uint32) bool) float32 {
 	best := x.bestAccepted(sc, rids, top, want, accept)
 	if len(best) < want {
@@ -291,17 +290,19 @@ func (x *lexIndex) kthAccepted(sc *scratch, top float32, want int, accept func(u
 }
 
 // bestAccepted returns the n best documents of docs that accept takes
-// (nil: every one), best first (fewer when fewer are accepted, or none
-// among the 8^3 x n best): those over a floor judged on a sample of
-// docs (floorFor), or, when fewer of them are accepted, found with a
-// histogram of the scores (top: the best).
+// (nil: every one), best first: those over a floor judged on a sample of
+// docs (floorFor) when n of them are accepted; otherwise found with a
+// histogram of the scores (top: the best), and then fewer when fewer are
+// accepted, or none when fewer than n are among the 8^3 x n best.
 func (x *lexIndex) bestAccepted(sc *scratch, docs []uint32, top float32, n int, accept func(uint32) bool) []ranked {
 	if !(top > 0) {
 		return nil
 	}
 	if floor := sc.floorFor(docs, top, n); floor > 0 {
+		var h histogram
+		best, _ := sc.above(docs, floor, top, n, &h)
 		var out []ranked
-		for _, r := range sc.above(docs, floor) {
+		for _, r := range best {
 			if accept == nil || accept(r.rid) {
 				if out = append(out, r); len(out) == n {
 					return out

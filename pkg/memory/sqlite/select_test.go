@@ -73,7 +73,7 @@ func TestFillBestIsFillThenBestFrom(t *testing.T) {
 func TestBestFirstFindsTheBest(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	var x lexIndex
-	for _, shape := range []string{"ties", "spread", "one-high"} {
+	for _, shape := range []string{"ties", "spread", "one-high", "periodic"} {
 		for _, ndocs := range []int{100, 2000, 50000} {
 			for _, keep := range []int{1, 2, 40} { // the filter takes 1 in keep
 				t.Run(fmt.Sprintf("%s/%d/%d", shape, ndocs, keep), func(t *testing.T) {
@@ -90,6 +90,12 @@ func TestBestFirstFindsTheBest(t *testing.T) {
 								v = float32(1 + rng.IntN(3))
 							} else {
 								v = 1000
+							}
+						case "periodic": // every 16th low: the sample judges the floor from those
+							if rid%sampleEvery == 1 {
+								v = 0.5
+							} else {
+								v = 10 + rng.Float32()
 							}
 						}
 						sc.score[rid] = v
@@ -158,5 +164,47 @@ func TestBestFirstFindsTheBest(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// TestAboveCutsAMisjudgedFloor: when every document the sample reads
+// scores low, the floor is under nearly all of them, and above keeps only
+// those from a histogram's cut of them (not all, to be sorted), best
+// first; TestBestFirstFindsTheBest's "periodic" shape checks the callers'
+// answers.
+func TestAboveCutsAMisjudgedFloor(t *testing.T) {
+	const n, want = 50000, 60
+	var sc scratch
+	sc.score = make([]float32, n+1)
+	docs := make([]uint32, n)
+	var top float32
+	for i := range docs {
+		rid := uint32(i + 1)
+		docs[i] = rid
+		sc.score[rid] = 10 + float32(i%97)/100
+		if i%sampleEvery == 0 {
+			sc.score[rid] = 0.5
+		}
+		top = max(top, sc.score[rid])
+	}
+	floor := sc.floorFor(docs, top, want)
+	if floor <= 0 || floor > 1 {
+		t.Fatalf("floor %v: the test needs one the sample misjudged", floor)
+	}
+	var h histogram
+	got, cut := sc.above(docs, floor, top, want, &h)
+	if cut == 0 || len(got) < want || len(got) > n/10 {
+		t.Fatalf("above kept %d of %d documents (cut %d)", len(got), n, cut)
+	}
+	if !slices.IsSortedFunc(got, func(a, b ranked) int { return cmp.Compare(b.score, a.score) }) || got[0].score != top {
+		t.Fatalf("not the best first: %v", got[:3])
+	}
+	for _, rid := range docs {
+		if v := sc.score[rid]; v >= got[want-1].score && h.bucket(v) < cut {
+			t.Fatalf("document %d (%v) as good as the %d-th kept (%v) left under the cut", rid, v, want, got[want-1].score)
+		}
+	}
+	if got, cut := sc.above(docs, 10.9, top, want, &histogram{}); len(got) == 0 || cut != 0 {
+		t.Fatalf("above a sound floor kept %d, cut %d", len(got), cut)
 	}
 }
