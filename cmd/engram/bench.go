@@ -65,7 +65,7 @@ func benchInject(ctx context.Context, stdout io.Writer, args []string) error {
 		fs.StringVar(&dbPath, "db", "", "sqlite: use and keep this database file, seeded only if it holds no memory yet (a fixture reused between runs; loaded before the turns are measured, without a vector graph: the injector with the built-in embedder reads no vector)")
 		fs.StringVar(&namespace, "namespace", "", "redis: use and keep this namespace, seeded only if it holds no memory yet")
 		fs.StringVar(&clients, "clients", "1,8", "concurrent clients, comma-separated: one measurement each")
-		fs.StringVar(&cpuProf, "cpuprofile", "", "write a CPU profile of each measurement's turns to FILE-c<clients> (go tool pprof)")
+		fs.StringVar(&cpuProf, "cpuprofile", "", "write a CPU profile of each measurement's turns to FILE-c<clients> (FILE-c<clients>-2 for the second measurement of a client count; go tool pprof)")
 		fs.IntVar(&turns, "turns", 1000, "measured turns per measurement")
 		fs.IntVar(&conc, "concurrency", 8, "injector handlers in flight")
 		fs.BoolVar(&asJSON, "json", false, "print one JSON object per measurement")

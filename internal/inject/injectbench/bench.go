@@ -57,7 +57,8 @@ type Options struct {
 	Seeded  bool
 	Clients []int // concurrent clients per measurement, e.g. 1 and 8
 	// CPUProfile, when set, writes a CPU profile of each measurement's
-	// turns (not the seeding, not the warm-up) to CPUProfile-c<clients>.
+	// turns (not the seeding, not the warm-up) to CPUProfile-c<clients>
+	// (-c<clients>-2 for a client count's second measurement, and so on).
 	CPUProfile string
 	Turns      int    // measured turns per measurement (all clients together)
 	Warmup     int    // unmeasured turns first
@@ -192,11 +193,13 @@ func Corpus() []string {
 }
 
 // Lines builds the block of every corpus turn directly (no bus) and counts
-// its lines: the table in package inject's docs.
-func Lines(ctx context.Context, inj *inject.Injector) ([]LineCount, error) {
+// its lines: the table in package inject's docs. Each turn is the first of
+// a session of its own, named after run (a kept fixture's sessions of an
+// earlier run would have had their standing instructions already).
+func Lines(ctx context.Context, inj *inject.Injector, run string) ([]LineCount, error) {
 	var out []LineCount
 	for i, q := range Corpus() {
-		b, err := inj.Build(ctx, inject.Request{Project: Project, Session: fmt.Sprintf("lines-%d", i), Turn: "t1", Text: q,
+		b, err := inj.Build(ctx, inject.Request{Project: Project, Session: fmt.Sprintf("%s-lines-%d", run, i), Turn: "t1", Text: q,
 			ProjectNames: map[string]string{OtherProject: "Billing API"}})
 		if err != nil {
 			return nil, err
@@ -234,7 +237,11 @@ func Run(ctx context.Context, st Store, opts Options) ([]Result, []LineCount, er
 	if err != nil {
 		return nil, nil, err
 	}
-	lines, err := Lines(ctx, inj)
+	// Sessions are new on every run: a kept fixture holds the injection
+	// records of the runs before, and a turn id seen before is answered
+	// with its recorded block.
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	lines, err := Lines(ctx, inj, run)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -290,10 +297,6 @@ func Run(ctx context.Context, st Store, opts Options) ([]Result, []LineCount, er
 	}
 
 	corpus := Corpus()
-	// Sessions are new on every run: a kept fixture holds the injection
-	// records of the runs before, and a turn id seen before is answered
-	// with its recorded block.
-	run := strconv.FormatInt(time.Now().UnixNano(), 36)
 	var results []Result
 	for m, clients := range opts.Clients {
 		// Each measurement's turns are new too: one that repeated an
@@ -323,7 +326,7 @@ func Run(ctx context.Context, st Store, opts Options) ([]Result, []LineCount, er
 		if opts.ServerCPU != nil {
 			srv0, srvErr = opts.ServerCPU(ctx)
 		}
-		stopProfile, err := startProfile(opts.CPUProfile, clients)
+		stopProfile, err := startProfile(opts.CPUProfile, profileName(opts.Clients, m))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -443,14 +446,30 @@ feed:
 	return lat, res, nil
 }
 
-// startProfile starts a CPU profile of the measured turns of clients
-// clients into path-c<clients> (nothing when path is empty) and returns
-// its stop.
-func startProfile(path string, clients int) (func(), error) {
+// profileName is the suffix of measurement m's CPU profile: c<clients>,
+// and -<n> for the n-th measurement of a client count measured before
+// (-clients 1,8,1: c1, c8, c1-2).
+func profileName(clients []int, m int) string {
+	name := fmt.Sprintf("c%d", clients[m])
+	seen := 0
+	for _, c := range clients[:m+1] {
+		if c == clients[m] {
+			seen++
+		}
+	}
+	if seen > 1 {
+		name += fmt.Sprintf("-%d", seen)
+	}
+	return name
+}
+
+// startProfile starts a CPU profile of a measurement's turns into
+// path-<name> (nothing when path is empty) and returns its stop.
+func startProfile(path, name string) (func(), error) {
 	if path == "" {
 		return func() {}, nil
 	}
-	f, err := os.Create(fmt.Sprintf("%s-c%d", path, clients))
+	f, err := os.Create(path + "-" + name)
 	if err != nil {
 		return nil, err
 	}

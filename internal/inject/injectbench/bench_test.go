@@ -225,7 +225,7 @@ func (r *recordCounter) PutInjection(ctx context.Context, s memory.SessionRef, t
 // TestMeasurementsAreFresh: two measurements with the same client count
 // in one run each build their own blocks: the second's turns are not
 // answered from the first's records (every turn, warm-up included, writes
-// its record).
+// its record), and each writes its own CPU profile.
 func TestMeasurementsAreFresh(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -235,8 +235,9 @@ func TestMeasurementsAreFresh(t *testing.T) {
 	}
 	defer st.Close()
 	rc := &recordCounter{Store: st}
+	prof := filepath.Join(t.TempDir(), "cpu")
 	res, _, err := Run(ctx, rc, Options{StoreName: "sqlite", Memories: 300, Clients: []int{1, 1}, Turns: 20,
-		Warmup: 3, Dir: t.TempDir(), Concurrency: 2})
+		Warmup: 3, Dir: t.TempDir(), Concurrency: 2, CPUProfile: prof})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,5 +248,11 @@ func TestMeasurementsAreFresh(t *testing.T) {
 	// the corpus turns whose lines Run counts.
 	if got, want := rc.puts.Load(), int64(2*(20+3)+len(Corpus())); got != want {
 		t.Fatalf("%d injection records written, want %d: turns answered from an earlier measurement's", got, want)
+	}
+	// Each measurement's profile is its own file.
+	for _, name := range []string{prof + "-c1", prof + "-c1-2"} {
+		if fi, err := os.Stat(name); err != nil || fi.Size() == 0 {
+			t.Errorf("profile %s: %v", name, err)
+		}
 	}
 }
