@@ -842,7 +842,7 @@ func (sc *scratch) bestFrom(docs []uint32, h *histogram, cut int) []ranked {
 			best = append(best, ranked{v, rid})
 		}
 	}
-	slices.SortFunc(best, func(a, b ranked) int { return cmp.Compare(b.score, a.score) })
+	slices.SortFunc(best, bestFirst)
 	sc.best = best
 	return best
 }
@@ -876,7 +876,7 @@ func (sc *scratch) fillBest(docs []uint32, h *histogram, top float32, need int) 
 	}
 	cut := max(0, h.cutFor(need))
 	best = h.keepFrom(best, cut)
-	slices.SortFunc(best, func(a, b ranked) int { return cmp.Compare(b.score, a.score) })
+	slices.SortFunc(best, bestFirst)
 	sc.best = best
 	return best, cut
 }
@@ -927,6 +927,10 @@ type ranked struct {
 	score float32
 	rid   uint32
 }
+
+// bestFirst orders ranked documents by score, best first (ties in no
+// order: the best-first visit's callers break them on the id).
+func bestFirst(a, b ranked) int { return cmp.Compare(b.score, a.score) }
 
 // visitBest calls visit for the touched documents (top is the best of
 // their scores) and clears their scores.
@@ -1056,7 +1060,7 @@ func (sc *scratch) above(docs []uint32, floor, top float32, need int, h *histogr
 		cut = max(0, h.cutFor(need))
 		best = h.keepFrom(best, cut)
 	}
-	slices.SortFunc(best, func(a, b ranked) int { return cmp.Compare(b.score, a.score) })
+	slices.SortFunc(best, bestFirst)
 	sc.best = best
 	return best, cut
 }

@@ -242,7 +242,7 @@ func (x *lexIndex) worthPruning(sc *scratch, us []lexUnit, i, want int, accept f
 			}
 		}
 	}
-	slices.SortFunc(sample, func(a, b ranked) int { return cmp.Compare(b.score, a.score) })
+	slices.SortFunc(sample, bestFirst)
 	return float64(sample[want-1].score) > reach*(1+pruneSlack)+pruneSlack
 }
 

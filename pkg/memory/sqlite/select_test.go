@@ -55,7 +55,7 @@ func TestFillBestIsFillThenBestFrom(t *testing.T) {
 					if !slices.Equal(got, wantBest) {
 						t.Fatalf("%d kept, want %d (first %v, want %v)", len(got), len(wantBest), got[:min(3, len(got))], wantBest[:min(3, len(wantBest))])
 					}
-					if !slices.IsSortedFunc(got, func(a, b ranked) int { return cmp.Compare(b.score, a.score) }) || len(got) < min(need, ndocs) {
+					if !slices.IsSortedFunc(got, bestFirst) || len(got) < min(need, ndocs) {
 						t.Fatalf("%d kept of %d, need %d", len(got), ndocs, need)
 					}
 				})
@@ -109,12 +109,7 @@ func TestBestFirstFindsTheBest(t *testing.T) {
 							want = append(want, ranked{sc.score[rid], rid})
 						}
 					}
-					slices.SortFunc(want, func(a, b ranked) int {
-						if c := cmp.Compare(b.score, a.score); c != 0 {
-							return c
-						}
-						return cmp.Compare(a.rid, b.rid)
-					})
+					slices.SortFunc(want, byScoreThenRid)
 					const k = 60
 					want = want[:min(k, len(want))]
 
@@ -141,12 +136,7 @@ func TestBestFirstFindsTheBest(t *testing.T) {
 						}
 						if accept(rid) {
 							kept = append(kept, ranked{float32(v), rid})
-							slices.SortFunc(kept, func(a, b ranked) int {
-								if c := cmp.Compare(b.score, a.score); c != 0 {
-									return c
-								}
-								return cmp.Compare(a.rid, b.rid)
-							})
+							slices.SortFunc(kept, byScoreThenRid)
 							kept = kept[:min(k, len(kept))]
 						}
 						return true
@@ -196,7 +186,7 @@ func TestAboveCutsAMisjudgedFloor(t *testing.T) {
 	if cut == 0 || len(got) < want || len(got) > n/10 {
 		t.Fatalf("above kept %d of %d documents (cut %d)", len(got), n, cut)
 	}
-	if !slices.IsSortedFunc(got, func(a, b ranked) int { return cmp.Compare(b.score, a.score) }) || got[0].score != top {
+	if !slices.IsSortedFunc(got, bestFirst) || got[0].score != top {
 		t.Fatalf("not the best first: %v", got[:3])
 	}
 	for _, rid := range docs {
@@ -207,4 +197,13 @@ func TestAboveCutsAMisjudgedFloor(t *testing.T) {
 	if got, cut := sc.above(docs, 10.9, top, want, &histogram{}); len(got) == 0 || cut != 0 {
 		t.Fatalf("above a sound floor kept %d, cut %d", len(got), cut)
 	}
+}
+
+// byScoreThenRid orders by score, best first, ties by rid: the order of the
+// test's caller, which breaks ties on the rid as the channel does on the id.
+func byScoreThenRid(a, b ranked) int {
+	if c := bestFirst(a, b); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.rid, b.rid)
 }
