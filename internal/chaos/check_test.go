@@ -206,11 +206,18 @@ func check(ctx context.Context, t *recT, c *cluster, d *driver, warm []*turnRec,
 	r.Sessions = len(order)
 
 	// Transcripts and extraction records.
+	storedAt := map[memory.SessionRef]map[string]int{} // a session's turns by their place in the stored transcript
 	for _, ref := range order {
 		turns := sessions[ref]
 		msgs, err := st.Messages(ctx, ref, 0, 0)
 		if err != nil {
 			t.Fatalf("messages of %v: %v", ref, err)
+		}
+		storedAt[ref] = map[string]int{}
+		for i, m := range msgs {
+			if _, ok := storedAt[ref][m.TurnID]; !ok {
+				storedAt[ref][m.TurnID] = i
+			}
 		}
 		problem, reordered := transcriptProblem(ref.Session, turns, msgs)
 		if reordered {
@@ -308,6 +315,7 @@ func check(ctx context.Context, t *recT, c *cluster, d *driver, warm []*turnRec,
 	// every answer the platform received for it (in time or late).
 	carried := map[string]int{}
 	recorded := map[string][]string{} // turn_started id -> recorded ids
+	var unjudged []*turnRec           // turns whose record carries memories and that have no feedback record
 	for _, tr := range d.turns {
 		rec, err := st.GetInjection(ctx, memory.SessionRef{Project: tr.project, Session: tr.session}, tr.turn)
 		d.mu.Lock()
@@ -383,12 +391,17 @@ func check(ctx context.Context, t *recT, c *cluster, d *driver, warm []*turnRec,
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !ok && !judgedEarlier(d, tr, recorded) {
-				r.FeedbackTurnsBad++
-				if r.FeedbackTurnsBad <= 10 {
-					t.Logf("turn %s/%s/%s (turn_started %s at %s, answered %v at %s): its record carries %d memories, no feedback record",
-						tr.project, tr.session, tr.turn, tr.startedID, tr.started.Format("15:04:05.000"), tr.replied, tr.repliedAt.Format("15:04:05.000"), len(rec.IDs))
-				}
+			if !ok {
+				unjudged = append(unjudged, tr) // judged earlier? once every record is read
+			}
+		}
+	}
+	for _, tr := range unjudged {
+		if !judgedEarlier(d, tr, recorded, storedAt[memory.SessionRef{Project: tr.project, Session: tr.session}]) {
+			r.FeedbackTurnsBad++
+			if r.FeedbackTurnsBad <= 10 {
+				t.Logf("turn %s/%s/%s (turn_started %s at %s, answered %v at %s): its record carries %d memories, no feedback record",
+					tr.project, tr.session, tr.turn, tr.startedID, tr.started.Format("15:04:05.000"), tr.replied, tr.repliedAt.Format("15:04:05.000"), len(recorded[tr.startedID]))
 			}
 		}
 	}
@@ -510,11 +523,24 @@ func injectorKilledDuring(kills []time.Time, from, to time.Time) bool {
 // judgedEarlier reports whether every memory of tr's recorded block was
 // also in the recorded block of an earlier turn of its session (the
 // extractor judges an id once per span, against the first turn carrying
-// it). recorded holds the records of the turns before tr.
-func judgedEarlier(d *driver, tr *turnRec, answered map[string][]string) bool {
+// it). answered holds the session's records. Earlier is the
+// session's stored order (storedAt: a turn's place in its stored
+// transcript), which a span follows: a turn_ended redelivered after a
+// later one was stored comes after it there, and the later turn, first in
+// the span, is the one judged (the conversation's order, where the turns
+// are not stored, as before).
+func judgedEarlier(d *driver, tr *turnRec, answered map[string][]string, storedAt map[string]int) bool {
+	before := func(o *turnRec) bool {
+		a, okA := storedAt[o.turn]
+		b, okB := storedAt[tr.turn]
+		if okA && okB {
+			return a < b
+		}
+		return o.index < tr.index
+	}
 	earlier := map[string]bool{}
 	for _, o := range d.turns {
-		if o.session == tr.session && o.project == tr.project && o.index < tr.index {
+		if o.session == tr.session && o.project == tr.project && before(o) {
 			for _, id := range answered[o.startedID] {
 				earlier[id] = true
 			}
