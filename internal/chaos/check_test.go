@@ -315,7 +315,7 @@ func check(ctx context.Context, t *recT, c *cluster, d *driver, warm []*turnRec,
 	// every answer the platform received for it (in time or late).
 	carried := map[string]int{}
 	recorded := map[string][]string{} // turn_started id -> recorded ids
-	var unjudged []*turnRec           // turns whose record carries memories and that have no feedback record
+	var noFeedback []*turnRec         // turns whose record carries memories and that have no feedback record
 	for _, tr := range d.turns {
 		rec, err := st.GetInjection(ctx, memory.SessionRef{Project: tr.project, Session: tr.session}, tr.turn)
 		d.mu.Lock()
@@ -392,11 +392,11 @@ func check(ctx context.Context, t *recT, c *cluster, d *driver, warm []*turnRec,
 				t.Fatal(err)
 			}
 			if !ok {
-				unjudged = append(unjudged, tr) // judged earlier? once every record is read
+				noFeedback = append(noFeedback, tr) // judged earlier? once every record is read
 			}
 		}
 	}
-	for _, tr := range unjudged {
+	for _, tr := range noFeedback {
 		if !judgedEarlier(d, tr, recorded, storedAt[memory.SessionRef{Project: tr.project, Session: tr.session}]) {
 			r.FeedbackTurnsBad++
 			if r.FeedbackTurnsBad <= 10 {
