@@ -115,16 +115,16 @@ func (sc *scratch) live(tm *term) []merged {
 }
 
 // scoreGroup scores group u (with the search's idf and length
-// normalisation) without a merged copy of its largest list, the longest
-// of the merges: the other lists are merged (mergeGroup) and the largest
-// is read in place, the merged documents taken in as it passes them, so
-// that the documents are scored in rid order with the sums mergeGroup
-// gives (TestScoreGroupIsTheMerge). The group's document frequency, which
-// its weight needs first, is the one counted when it was last merged
-// (x.dfCache, while none of its lists changed). ok is false (nothing
-// done; the caller merges it all and notes the count) when that count is
-// not known or the largest list has an unsorted tail.
-func (x *lexIndex) scoreGroup(sc *scratch, u lexUnit, idf func(float64) float64, bm bm25, top float32) (float32, bool) {
+// normalisation) and returns the best score, top at least. When the
+// group's document frequency, which its weight needs first, is known (the
+// one counted when it was last merged, in x.dfCache while none of its
+// lists changed), its largest list is read in place and only the others
+// merged (mergeGroup), the merged documents taken in as it passes them:
+// the same documents in rid order with the same sums as a merge of all
+// (TestScoreGroupIsTheMerge), without a copy of the longest list. Otherwise
+// (or when the largest list has an unsorted tail) all its lists are merged
+// and the count noted for the next search.
+func (x *lexIndex) scoreGroup(sc *scratch, u lexUnit, idf func(float64) float64, bm bm25, top float32) float32 {
 	big := 0
 	for i, tm := range u.lists {
 		if tm.count() > u.lists[big].count() {
@@ -132,23 +132,39 @@ func (x *lexIndex) scoreGroup(sc *scratch, u lexUnit, idf func(float64) float64,
 		}
 	}
 	tm := u.lists[big]
-	if tm.run < len(tm.rids) {
-		return top, false
+	var key string
+	var ver uint64
+	if len(u.lists) > 1 {
+		key, ver = x.unionKey(u.lists, sc)
 	}
-	var df int
-	if len(u.lists) == 1 {
-		df = x.dfOf(tm, sc.tenant)
-	} else {
-		var ok bool
-		if df, ok = x.dfCache.get(x.unionKey(u.lists, sc)); !ok {
-			return top, false
+	if tm.run == len(tm.rids) {
+		df, ok := x.dfOf(tm, sc.tenant), true
+		if len(u.lists) > 1 {
+			df, ok = x.dfCache.get(key, ver)
+		}
+		if ok {
+			if df == 0 {
+				return top
+			}
+			k := (u.w + u.we) * idf(float64(df)) * (bm25K1 + 1)
+			return x.scoreLists(sc, tm, x.mergeOthers(u.lists, big, sc), 0, k, bm, top)
 		}
 	}
+	ms := x.mergeGroup(u.lists, sc)
+	df := countOfTenant(x, ms, func(m merged) uint32 { return m.rid }, sc.tenant)
+	if len(u.lists) > 1 {
+		x.dfCache.put(key, ver, df) // read in place next time
+	}
 	if df == 0 {
-		return top, true
+		return top
 	}
 	k := (u.w + u.we) * idf(float64(df)) * (bm25K1 + 1)
-	return x.scoreLists(sc, tm, x.mergeOthers(u.lists, big, sc), 0, k, bm, top), true
+	for _, m := range ms {
+		if v := sc.add(m.rid, bm.score(k, float64(m.tf), x.docLen[m.rid])); v > top {
+			top = v
+		}
+	}
+	return top
 }
 
 // scorePair scores a word's own token (unit w) and the next unit, its

@@ -662,25 +662,7 @@ func (x *lexIndex) searchPruned(words []string, sc *scratch, want int, accept fu
 			top = x.groupRef(sc, u, idf, bm, top)
 			continue
 		}
-		if t, ok := x.scoreGroup(sc, u, idf, bm, top); ok {
-			top = t
-			continue
-		}
-		ms := x.mergeGroup(u.lists, sc)
-		df := float64(countOfTenant(x, ms, func(m merged) uint32 { return m.rid }, sc.tenant))
-		if len(u.lists) > 1 {
-			key, ver := x.unionKey(u.lists, sc)
-			x.dfCache.put(key, ver, int(df)) // scoreGroup's, next time
-		}
-		if df == 0 {
-			continue
-		}
-		k := (u.w + u.we) * idf(df) * (bm25K1 + 1)
-		for _, m := range ms {
-			if v := sc.add(m.rid, bm.score(k, float64(m.tf), x.docLen[m.rid])); v > top {
-				top = v
-			}
-		}
+		top = x.scoreGroup(sc, u, idf, bm, top)
 	}
 	x.visitBest(sc, top, want, more, visit, restricted)
 	if restricted {
