@@ -137,6 +137,20 @@
 // are digest-keyed, so even a write repeated after a crash between the
 // write and its record reinforces rather than duplicates.
 //
+// On a Redis cluster the span's record lives on its project's primary,
+// which replicates asynchronously: a record that survived a failover means
+// the project's writes before it did (a replica holds a prefix of its
+// primary's writes), but not the writes a span made on another primary (a
+// global memory, another project's memory reinforced, a contradiction's
+// edge copy). A span that wrote elsewhere therefore records itself only
+// once the store says its writes are on a replica and no failover came
+// since it began writing (Replicated: Durable, then Failovers); after a
+// failover it is not recorded (ErrFailedOver, a runner wait) and is
+// extracted again, which writes what was lost and reinforces the rest
+// (TestSpanWrittenAgainAfterAFailover). A span written in its project alone
+// waits for nothing, and neither does the SQLite store (one file, whose
+// commits survive in order).
+//
 // The injection record can come after the turn's end: the injector answers
 // the platform before it records (the answer is on the turn's critical
 // path), and a store failover between the two holds the record back. A

@@ -137,6 +137,9 @@ func Classify(err error) error {
 			return runner.Permanent(err)
 		}
 		return runner.RetryAfter(err, inv.Delay)
+	case errors.Is(err, ErrFailedOver):
+		// Extracted again as the same delivery (the span is not recorded).
+		return runner.Wait(err)
 	case errors.Is(err, ErrInjectionPending):
 		// Not a failure: the injector's record is on its way (a wait
 		// spends no delivery).

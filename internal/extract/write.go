@@ -200,7 +200,12 @@ type writtenMemory struct {
 // said is what the user said in the span (their messages only): a memory
 // the model marks as stated by the user must share a word with it
 // (memory.Grounded).
-func (x *Extractor) write(ctx context.Context, ref memory.SessionRef, reply Reply, shown map[string]bool, said string) ([]events.Change, error) {
+//
+// elsewhere reports a write outside the span's project (see Replicated):
+// a memory whose project is not the span's (a global one, another
+// project's reinforced), or a contradiction linked (its edge's copy is
+// kept under the other end's project).
+func (x *Extractor) write(ctx context.Context, ref memory.SessionRef, reply Reply, shown map[string]bool, said string) (changes []events.Change, elsewhere bool, err error) {
 	mems := reply.Memories
 	if len(mems) > x.cfg.MaxMemories {
 		mems = mems[:x.cfg.MaxMemories]
@@ -222,7 +227,7 @@ func (x *Extractor) write(ctx context.Context, ref memory.SessionRef, reply Repl
 		}
 	}
 	if len(nodes) == 0 {
-		return nil, nil
+		return nil, false, nil
 	}
 	var vecs [][]float32
 	model := ""
@@ -237,7 +242,6 @@ func (x *Extractor) write(ctx context.Context, ref memory.SessionRef, reply Repl
 			x.Kick() // the backlog embedder retries
 		}
 	}
-	var changes []events.Change
 	var earlier []writtenMemory
 	for i, n := range nodes {
 		var vec []float32
@@ -261,7 +265,7 @@ func (x *Extractor) write(ctx context.Context, ref memory.SessionRef, reply Repl
 		if target != "" {
 			olds, gerr := x.store.GetMany(ctx, []string{target})
 			if gerr != nil {
-				return changes, fmt.Errorf("extract: load memory %s: %w", target, gerr)
+				return changes, elsewhere, fmt.Errorf("extract: load memory %s: %w", target, gerr)
 			}
 			if len(olds) == 1 {
 				res, err = x.store.Upsert(ctx, reinforcement(olds[0], n))
@@ -279,7 +283,10 @@ func (x *Extractor) write(ctx context.Context, ref memory.SessionRef, reply Repl
 			continue // a proposal the model got wrong; the others stand
 		}
 		if err != nil {
-			return changes, fmt.Errorf("extract: write memory: %w", err)
+			return changes, elsewhere, fmt.Errorf("extract: write memory: %w", err)
+		}
+		if res.Node.ProjectID != ref.Project {
+			elsewhere = true
 		}
 		kind := events.ChangeReinforced
 		if res.Created {
@@ -295,14 +302,15 @@ func (x *Extractor) write(ctx context.Context, ref memory.SessionRef, reply Repl
 			if memory.IsNotFound(err) || errors.Is(err, memory.ErrInvalid) {
 				continue
 			}
+			elsewhere = true // attempted, it may have written its copy under opp's project
 			if err != nil {
-				return changes, fmt.Errorf("extract: link contradiction: %w", err)
+				return changes, elsewhere, fmt.Errorf("extract: link contradiction: %w", err)
 			}
 			changes = append(changes, events.Change{ID: opp, Kind: events.ChangeLinked})
 		}
 		earlier = append(earlier, writtenMemory{id: id, vec: vec})
 	}
-	return changes, nil
+	return changes, elsewhere, nil
 }
 
 func cosine(a, b []float32) float64 {
