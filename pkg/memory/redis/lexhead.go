@@ -165,7 +165,16 @@ func (s *Store) readPostings(ctx context.Context, reads []*lexRead) error {
 			gets[i] = pipe.MGet(ctx, hkeys...)
 		}
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	// Other projects' reach-anywhere postings in the same round trip.
+	jobs := anywhereJobs(reads)
+	scripts := make([]*goredis.Cmd, len(jobs))
+	for i, j := range jobs {
+		keys, args := j.call(s)
+		scripts[i] = anywhereScript.EvalSha(ctx, pipe, keys, args...)
+	}
+	// The scripts come last: a first error that is NOSCRIPT is theirs, the
+	// commands before them answered.
+	if _, err := pipe.Exec(ctx); err != nil && !goredis.HasErrorPrefix(err, "NOSCRIPT") {
 		return s.wrap("lexical postings", err)
 	}
 	build := make([][]*postingList, len(reads))
@@ -198,7 +207,28 @@ func (s *Store) readPostings(ctx context.Context, reads []*lexRead) error {
 	if err := s.buildHeads(ctx, reads, build); err != nil {
 		return err
 	}
-	return s.readAnywhere(ctx, reads)
+	if noScript(scripts) {
+		// Not loaded (a server restarted, a new node): loaded and sent again.
+		return s.readAnywhere(ctx, jobs)
+	}
+	replies := make([][]string, len(scripts))
+	for i, c := range scripts {
+		if replies[i], err = c.StringSlice(); err != nil {
+			return s.wrap("lexical reach-anywhere postings", err)
+		}
+	}
+	return s.keepAnywhere(ctx, jobs, replies)
+}
+
+// noScript reports whether one of cmds failed because its script was not
+// loaded on the server (NOSCRIPT).
+func noScript(cmds []*goredis.Cmd) bool {
+	for _, c := range cmds {
+		if err := c.Err(); err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
+			return true
+		}
+	}
+	return false
 }
 
 // queueRead queues the read of l's best l.read postings on pipe (into

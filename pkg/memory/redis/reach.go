@@ -311,16 +311,18 @@ end
 return out
 `)
 
-// readAnywhere reads the postings of the reads' subset lists (another
-// project's, from FormatReach: planReads) from their reach-anywhere
-// postings, one script a project in one pipeline: a few members each,
-// where the lists hold every memory of the project.
-func (s *Store) readAnywhere(ctx context.Context, reads []*lexRead) error {
-	type job struct {
-		r     *lexRead
-		lists []*postingList
-	}
-	var jobs []job
+// anywhereJob is the reach-anywhere read of one project (readPostings):
+// its lists that are another project's (subset, from FormatReach:
+// planReads), read from their reach-anywhere postings by anywhereScript
+// (a few members each, where the lists hold every memory of the project).
+type anywhereJob struct {
+	r     *lexRead
+	lists []*postingList
+}
+
+// anywhereJobs is the reach-anywhere reads of reads (nil for none).
+func anywhereJobs(reads []*lexRead) []anywhereJob {
+	var jobs []anywhereJob
 	for _, r := range reads {
 		if r.tag.kind == tagStats {
 			continue
@@ -332,22 +334,39 @@ func (s *Store) readAnywhere(ctx context.Context, reads []*lexRead) error {
 			}
 		}
 		if len(ls) > 0 {
-			jobs = append(jobs, job{r, ls})
+			jobs = append(jobs, anywhereJob{r, ls})
 		}
 	}
+	return jobs
+}
+
+// call is the job's script call: its keys and arguments.
+func (j anywhereJob) call(s *Store) ([]string, []any) {
+	args := []any{j.r.keys.p, s.anywhereMax}
+	for _, l := range j.lists {
+		args = append(args, l.term())
+	}
+	return []string{j.r.keys.stats()}, args
+}
+
+// readAnywhere reads the jobs' postings, one script a project in one
+// pipeline (readPostings sends them with the posting heads instead, and
+// comes here when the script was not loaded).
+func (s *Store) readAnywhere(ctx context.Context, jobs []anywhereJob) error {
 	if len(jobs) == 0 {
 		return nil
 	}
-	replies, err := s.evalTags(ctx, anywhereScript, len(jobs), func(i int) ([]string, []any) {
-		args := []any{jobs[i].r.keys.p, s.anywhereMax}
-		for _, l := range jobs[i].lists {
-			args = append(args, l.term())
-		}
-		return []string{jobs[i].r.keys.stats()}, args
-	})
+	replies, err := s.evalTags(ctx, anywhereScript, len(jobs), func(i int) ([]string, []any) { return jobs[i].call(s) })
 	if err != nil {
 		return s.wrap("lexical reach-anywhere postings", err)
 	}
+	return s.keepAnywhere(ctx, jobs, replies)
+}
+
+// keepAnywhere keeps the jobs' script replies as their lists' postings,
+// and reads as lists those of which the project holds too many that reach
+// anywhere.
+func (s *Store) keepAnywhere(ctx context.Context, jobs []anywhereJob, replies [][]string) error {
 	var whole []*postingList // lists read as lists after all
 	for i, j := range jobs {
 		d := replies[i]

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -160,4 +161,67 @@ func TestReachAnywherePostingsReadLikeTheLists(t *testing.T) {
 	// takes is read from the project's list instead, with the same answer.
 	redis.SetAnywhereMax(s, 3)
 	compare("reading the lists of the terms with more than 3 postings of reach anywhere")
+}
+
+// TestAnywherePostingsRideWithTheHeads: another project's reach-anywhere
+// postings are read in the round trip of the posting heads (a cross-project
+// search costs no trip more than the project's own), and a server that lost
+// the script (NOSCRIPT) gets it loaded and asked again, the answer the same.
+func TestAnywherePostingsRideWithTheHeads(t *testing.T) {
+	h := &cmdHook{}
+	c := hookedClient(t, h)
+	s := openStore(t, c)
+	ctx := t.Context()
+	var nodes []memory.Node
+	for i := range 12 {
+		nodes = append(nodes,
+			memory.Node{ID: fmt.Sprintf("a%02d", i), ProjectID: "pa", Subkind: memory.Decision, Scope: memory.ScopeProject,
+				Label: fmt.Sprintf("deploy the staging cluster %d", i), Confidence: 0.9, Reach: memory.ReachHere},
+			memory.Node{ID: fmt.Sprintf("b%02d", i), ProjectID: "pb", Subkind: memory.Decision, Scope: memory.ScopeProject,
+				Label: fmt.Sprintf("deploy with argo release %d", i), Confidence: 0.9, Reach: memory.ReachAnywhere})
+	}
+	if err := s.PutBatch(ctx, nodes, nil); err != nil {
+		t.Fatal(err)
+	}
+	terms := []string{"deploy", "staging"}
+	here := memory.Filter{ProjectID: "pa"}
+	cross := memory.Filter{ProjectID: "pa", CrossProject: true}
+	search := func(f memory.Filter) ([]memory.Scored, int64) {
+		t.Helper()
+		h.trips.Store(0)
+		h.count.Store(true)
+		got, err := s.Lexical(ctx, terms, f, 30)
+		h.count.Store(false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got, h.trips.Load()
+	}
+	search(here) // posting heads built, dictionary ranges cached
+	want, _ := search(cross)
+	var others int
+	for _, g := range want {
+		if strings.HasPrefix(g.ID, "b") {
+			others++
+		}
+	}
+	if others == 0 || len(want) != 24 {
+		t.Fatalf("cross-project search found %d memories, %d of the other project's: want 24, 12", len(want), others)
+	}
+	_, tripsHere := search(here)
+	got, tripsCross := search(cross)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("cross-project search changed between two reads:\n%v\n%v", got, want)
+	}
+	if tripsCross != tripsHere {
+		t.Errorf("a cross-project search took %d round trips, the project's own %d: want the same", tripsCross, tripsHere)
+	}
+	h.spoil.Store(1) // the next EVALSHA answers NOSCRIPT
+	got, _ = search(cross)
+	if h.spoil.Load() >= 0 {
+		t.Fatal("no script was sent: the test spoiled nothing")
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("after NOSCRIPT:\n%v\nwant\n%v", got, want)
+	}
 }
