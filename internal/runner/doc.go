@@ -103,7 +103,11 @@
 // failovers (Failovers: a Redis cluster primary replaced by its replica,
 // which may lack the last writes) gets a handler that began before the
 // count moved run again in the same delivery, up to maxRedo times: its
-// writes are made again where they are kept now.
+// writes are made again where they are kept now. A run again is recorded
+// as owed before it begins and as done when it succeeded (processed.go):
+// a worker stopped in between hands the event back with the first run's
+// processed records, and the next delivery runs the handler again instead
+// of acknowledging it as handled (TestRunAgainOwedAcrossAStop).
 //
 // # Health gating
 //

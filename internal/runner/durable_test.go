@@ -12,6 +12,7 @@ import (
 	"github.com/engram-memory/engram/internal/runner"
 	"github.com/engram-memory/engram/pkg/events"
 	"github.com/engram-memory/engram/pkg/memory"
+	"go.uber.org/zap/zaptest"
 )
 
 // replicas is a runner.Durable whose first calls say the store's writes
@@ -271,5 +272,56 @@ func TestFailedRunAgainIsNotAcknowledgedAsHandled(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A worker stopped while a run again for a failover is due hands the event
+// back to the stream with its processed records written by the first run:
+// the next delivery runs the handler again (the run again is recorded as
+// owed until it succeeds) instead of acknowledging it as handled, its
+// writes lost with the primary never made again.
+func TestRunAgainOwedAcrossAStop(t *testing.T) {
+	h := newHarness(t, func(c *events.ConsumerConfig) { c.MaxDeliver = 5 })
+	cfg := h.config()
+	cfg.WaitMax = 20 * time.Millisecond
+	procs := newMemProcessed()
+	var first atomic.Int32
+	began := make(chan struct{})
+	r1, err := runner.New(h.js, cfg, func(ctx context.Context, _ events.Envelope) error {
+		if first.Add(1) == 2 { // the run again: the worker stops meanwhile
+			close(began)
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return nil
+	}, runner.WithLogger(zaptest.NewLogger(t)), runner.WithObserver(h.obs), runner.WithProcessed(procs),
+		runner.WithDurable(&failingOver{bumps: 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r1.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h.publish(1)
+	select {
+	case <-began:
+	case <-time.After(waitLong):
+		t.Fatal("the handler was not run again after the failover")
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	_ = r1.Stop(sctx) // the run again is cut off: the event goes back to the stream
+	cancel()
+
+	var second atomic.Int32
+	h.start(cfg, func(context.Context, events.Envelope) error {
+		second.Add(1)
+		return nil
+	}, runner.WithProcessed(procs), runner.WithDurable(&failingOver{}))
+	eventually(t, "acked", func() bool { return h.consumer().AckFloor.Stream == 1 })
+	if n := second.Load(); n != 1 {
+		t.Fatalf("the next worker handled the event %d times, want 1 (the run again it was owed): %+v", n, h.obs.all())
+	}
+	if n := h.obs.count(runner.ResultDuplicate); n != 0 {
+		t.Fatalf("acknowledged as handled with its run again owed: %+v", h.obs.all())
 	}
 }

@@ -28,9 +28,23 @@ import (
 // (consumer, id) without suffix was written by a version before digests: it
 // still makes the event a duplicate (its content cannot be compared) until
 // it expires (Config.ProcessedTTL).
+//
+// A run again for a failover (Runner.lostWrites: the handler's writes may
+// be gone with a primary) is owed once its event's records exist: should
+// the worker stop before the run again succeeds, the event goes back to
+// the stream and its records would get it acknowledged as handled. So the
+// run again is recorded before it begins and when it is done:
+//
+//	(consumer+"/redo",   id+"#"+k)       the k-th run again for failovers is owed
+//	(consumer+"/redone", id+"#"+k)       it succeeded (and was durable)
+//
+// and a delivery that finds the last owed run again not done runs the
+// handler again (owedRedo) instead of acknowledging a duplicate.
 const (
 	seenSuffix   = "/seen"
 	digestSuffix = "/sha256"
+	redoSuffix   = "/redo"
+	redoneSuffix = "/redone"
 )
 
 // seen is what the records say of a delivery.
@@ -88,4 +102,42 @@ func (r *Runner) mark(ctx context.Context, id, digest string, p memory.ProjectRe
 		return err
 	}
 	return r.processed.MarkEventProcessed(ctx, p, c+seenSuffix, id, r.cfg.ProcessedTTL)
+}
+
+func redoKey(id string, k int) string { return fmt.Sprintf("%s#%d", id, k) }
+
+// owedRedo is the run again for failovers that the records of a handled
+// event say is owed (0: none): the last one recorded (at most maxRedo),
+// unless it is recorded done. One read for an event never run again.
+func (r *Runner) owedRedo(ctx context.Context, id string, p memory.ProjectRef) (int, error) {
+	c := r.cfg.Consumer
+	last := 0
+	for k := 1; k <= maxRedo; k++ {
+		owed, err := r.processed.EventProcessed(ctx, p, c+redoSuffix, redoKey(id, k))
+		if err != nil {
+			return 0, err
+		}
+		if !owed {
+			break
+		}
+		last = k
+	}
+	if last == 0 {
+		return 0, nil
+	}
+	done, err := r.processed.EventProcessed(ctx, p, c+redoneSuffix, redoKey(id, last))
+	if err != nil || done {
+		return 0, err
+	}
+	return last, nil
+}
+
+// markRedo records that the k-th run again of id for failovers is owed
+// (redone false) or done (true).
+func (r *Runner) markRedo(ctx context.Context, id string, k int, p memory.ProjectRef, redone bool) error {
+	suffix := redoSuffix
+	if redone {
+		suffix = redoneSuffix
+	}
+	return r.processed.MarkEventProcessed(ctx, p, r.cfg.Consumer+suffix, redoKey(id, k), r.cfg.ProcessedTTL)
 }

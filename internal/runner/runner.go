@@ -1061,6 +1061,25 @@ func (r *Runner) handle(d *delivery) {
 			r.obs.Delivered(o)
 			return
 		}
+		if state == seenSame && r.failovers != nil && !d.redoPending {
+			// An earlier delivery ran the handler, then owed it a run
+			// again for a failover and went back to the stream before
+			// that run succeeded (its worker stopped): owed here.
+			lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			owed, err := r.owedRedo(lctx, ev.ID, projectOf(ev))
+			cancel()
+			if err != nil {
+				o.Err = fmt.Errorf("runner: processed-event lookup: %w", err)
+				r.retry(msg, meta, o.Err, &o)
+				r.obs.Delivered(o)
+				return
+			}
+			if owed > 0 {
+				d.redone, d.redoPending = owed, true
+				r.log.Warn("a run again for a store failover is owed by an earlier delivery: handled again",
+					zap.String("event_id", ev.ID), zap.Int("time", owed))
+			}
+		}
 		if state == seenSame {
 			stop := r.keepAlive(d, ev.ID)
 			undurable := r.notDurable(d, &o)
@@ -1124,6 +1143,7 @@ run:
 		if r.lostWrites(d) {
 			goto run
 		}
+		r.redone(d)
 		if err := msg.Ack(); err != nil {
 			o.Err = fmt.Errorf("runner: ack: %w", err)
 			r.log.Warn("ack failed", zap.Error(err), zap.String("event_id", ev.ID))
@@ -1203,7 +1223,29 @@ func (r *Runner) lostWrites(d *delivery) bool {
 	d.redoPending = true
 	r.log.Warn("a store server was replaced while the event was handled: handled again (its writes may be lost with it)",
 		zap.String("event_id", d.ev.ID), zap.Int("time", d.redone))
+	if r.processed != nil {
+		// Owed even if this worker stops before the run again succeeds
+		// (processed.go).
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := r.markRedo(ctx, d.ev.ID, d.redone, projectOf(d.ev), false); err != nil {
+			r.log.Warn("could not record the run again owed for a failover", zap.Error(err), zap.String("event_id", d.ev.ID))
+		}
+		cancel()
+	}
 	return true
+}
+
+// redone records that d's last run again for failovers succeeded (before
+// its acknowledgement: a redelivery then owes none).
+func (r *Runner) redone(d *delivery) {
+	if d.redone == 0 || r.processed == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.markRedo(ctx, d.ev.ID, d.redone, projectOf(d.ev), true); err != nil {
+		r.log.Warn("could not record the run again for a failover as done", zap.Error(err), zap.String("event_id", d.ev.ID))
+	}
 }
 
 // keepAlive keeps d from being delivered again while the work after its
