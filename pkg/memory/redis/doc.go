@@ -176,7 +176,8 @@
 // what concurrent turns queue for). The scope tags of one read (the
 // project, the global memories, other projects) share each round trip.
 // A CrossProject read searches only the projects holding memories of
-// reach anywhere (the reach registry, reach.go) and counts the statistics
+// reach anywhere (the reach registry, reach.go: their reach-anywhere
+// postings read in the posting heads' round trip) and counts the statistics
 // of the tenant's other projects without searching them; what it read of
 // those it keeps for 30 s (statscache.go: their counts weigh the query's
 // terms, and barely move between two turns).

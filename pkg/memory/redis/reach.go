@@ -38,8 +38,10 @@ import (
 // such a node after that.
 //
 // Of each such project a cross-project lexical read takes the
-// reach-anywhere postings (writeAnywhere, readAnywhere), not the posting
-// lists, which name every memory of the project.
+// reach-anywhere postings (writeAnywhere, anywhereScript), not the posting
+// lists, which name every memory of the project, in the round trip that
+// reads the searched projects' posting heads (readPostings; readAnywhere
+// when the server answered NOSCRIPT).
 
 func (s *Store) reachKey() string { return s.ns + ":{r}:reach" }
 
