@@ -325,3 +325,95 @@ func TestRunAgainOwedAcrossAStop(t *testing.T) {
 		t.Fatalf("acknowledged as handled with its run again owed: %+v", h.obs.all())
 	}
 }
+
+// switchDurable counts one failover on its first Durable call (a primary
+// replaced while the handler ran, seen when Durable lists the primaries)
+// and refuses while refuse is set (the cluster settling).
+type switchDurable struct {
+	refuse    atomic.Bool
+	calls     atomic.Int32
+	failovers atomic.Uint64
+}
+
+func (s *switchDurable) Durable(context.Context) error {
+	if s.calls.Add(1) == 1 {
+		s.failovers.Add(1)
+	}
+	if s.refuse.Load() {
+		return fmt.Errorf("primary 10.0.0.1:6379: %w: connection refused", memory.ErrUnavailable)
+	}
+	return nil
+}
+
+func (s *switchDurable) Failovers() uint64 { return s.failovers.Load() }
+
+// A failover the store counts while the handled event waits for its
+// writes' durability (Durable lists the primaries) calls for a run again
+// that is owed at once: a worker stopped during that wait hands the event
+// back, and the next worker runs the handler again instead of
+// acknowledging it as a duplicate. (Found by review: the run again was
+// recorded only once Durable succeeded.)
+func TestRunAgainOwedWhenStoppedWaitingForDurability(t *testing.T) {
+	h := newHarness(t, func(c *events.ConsumerConfig) { c.MaxDeliver = 5 })
+	cfg := h.config()
+	cfg.WaitMax = 20 * time.Millisecond
+	procs := newMemProcessed()
+	d1 := &switchDurable{}
+	d1.refuse.Store(true)
+	var first atomic.Int32
+	r1, err := runner.New(h.js, cfg, func(context.Context, events.Envelope) error {
+		first.Add(1)
+		return nil
+	}, runner.WithLogger(zaptest.NewLogger(t)), runner.WithObserver(h.obs), runner.WithProcessed(procs), runner.WithDurable(d1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r1.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h.publish(1)
+	eventually(t, "undurable", func() bool { return h.obs.count(runner.ResultUndurable) >= 2 })
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_ = r1.Stop(sctx)
+	cancel()
+	if first.Load() != 1 || d1.Failovers() != 1 {
+		t.Fatalf("setup: handled %d, failovers %d", first.Load(), d1.Failovers())
+	}
+
+	var second atomic.Int32
+	h.start(cfg, func(context.Context, events.Envelope) error {
+		second.Add(1)
+		return nil
+	}, runner.WithProcessed(procs), runner.WithDurable(&failingOver{}))
+	eventually(t, "acked", func() bool { return h.consumer().AckFloor.Stream == 1 })
+	if n := second.Load(); n != 1 {
+		t.Fatalf("a failover came after the handler began; the next worker ran it %d times, want 1; outcomes %+v", n, h.obs.all())
+	}
+}
+
+// The same without a stop: the durability wait runs past MaxWait, the
+// event goes back to the stream and comes back as a new delivery, which
+// runs the run again it is owed.
+func TestRunAgainOwedPastMaxWait(t *testing.T) {
+	h := newHarness(t, func(c *events.ConsumerConfig) { c.MaxDeliver = 5 })
+	cfg := h.config()
+	cfg.WaitMax = 20 * time.Millisecond
+	cfg.MaxWait = 150 * time.Millisecond
+	cfg.UnavailableDelay = 300 * time.Millisecond
+	d := &switchDurable{}
+	d.refuse.Store(true)
+	var handled atomic.Int32
+	h.start(cfg, func(context.Context, events.Envelope) error {
+		handled.Add(1)
+		return nil
+	}, runner.WithProcessed(newMemProcessed()), runner.WithDurable(d))
+	h.publish(1)
+	// past MaxWait the delivery is nak'ed (UnavailableDelay); the cluster
+	// settles before it comes back
+	time.Sleep(300 * time.Millisecond)
+	d.refuse.Store(false)
+	eventually(t, "acked", func() bool { return h.consumer().AckFloor.Stream == 1 })
+	if n := handled.Load(); n != 2 {
+		t.Fatalf("a failover was counted after the handler began: handled %d times, want 2 (duplicates %d)", n, h.obs.count(runner.ResultDuplicate))
+	}
+}

@@ -30,6 +30,7 @@ type delivery struct {
 	counted     bool
 	redone      int
 	redoPending bool // a run again for a failover is due or failed: the processed record does not answer for it
+	owedNoted   bool // the run again a failover seen while waiting for durability calls for is recorded as owed
 	// first: nothing can have been done for it yet (see Runner.firstDelivery).
 	first bool
 	// from is its sender (senderOf), which the queue serves in turn and

@@ -1185,6 +1185,11 @@ func (r *Runner) notDurable(d *delivery, o *Outcome) bool {
 	}
 	err = fmt.Errorf("runner: the store's writes are not durable yet: %w", err)
 	o.Err = err
+	// A failover seen here (the store counts it when it lists its
+	// primaries, which Durable does) calls for a run again once the
+	// store is durable; recorded as owed now, since the delivery may
+	// go back to the stream meanwhile (a stop, MaxWait).
+	r.noteOwed(d)
 	if (d.waitSince.IsZero() || time.Since(d.waitSince) < r.cfg.MaxWait) && r.pullCtx.Err() == nil {
 		r.wait(d, err, o)
 	} else {
@@ -1219,20 +1224,29 @@ func (r *Runner) lostWrites(d *delivery) bool {
 			zap.String("event_id", d.ev.ID), zap.Int("handled again", d.redone))
 		return false
 	}
+	r.noteOwed(d) // owed even if this worker stops before the run again succeeds (processed.go)
 	d.redone++
-	d.redoPending = true
+	d.redoPending, d.owedNoted = true, false
 	r.log.Warn("a store server was replaced while the event was handled: handled again (its writes may be lost with it)",
 		zap.String("event_id", d.ev.ID), zap.Int("time", d.redone))
-	if r.processed != nil {
-		// Owed even if this worker stops before the run again succeeds
-		// (processed.go).
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if err := r.markRedo(ctx, d.ev.ID, d.redone, projectOf(d.ev), false); err != nil {
-			r.log.Warn("could not record the run again owed for a failover", zap.Error(err), zap.String("event_id", d.ev.ID))
-		}
-		cancel()
-	}
 	return true
+}
+
+// noteOwed records the run again that a failover counted since d's
+// handler began calls for (the (d.redone+1)-th) as owed, once, when the
+// runner keeps processed records.
+func (r *Runner) noteOwed(d *delivery) {
+	if r.processed == nil || r.failovers == nil || !d.counted || d.owedNoted || d.redone >= maxRedo ||
+		r.failovers.Failovers() == d.failovers {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.markRedo(ctx, d.ev.ID, d.redone+1, projectOf(d.ev), false); err != nil {
+		r.log.Warn("could not record the run again owed for a failover", zap.Error(err), zap.String("event_id", d.ev.ID))
+		return
+	}
+	d.owedNoted = true
 }
 
 // redone records that d's last run again for failovers succeeded (before
