@@ -150,6 +150,12 @@ var (
 	// survive them (see Replicated). The span's record is not written; the
 	// handler returns runner.Wait and the span is extracted again.
 	ErrFailedOver = errors.New("extract: a store server failed over during the span's writes")
+	// ErrNotReplicated: the store's replicas did not acknowledge the span's
+	// writes on another server than its project's (see Replicated) within
+	// a few attempts. The span's record is not written; the handler
+	// returns runner.Wait (no delivery spent, the consumer not paused) and
+	// the span is extracted again.
+	ErrNotReplicated = errors.New("extract: the span's writes are not on a replica yet")
 )
 
 // Replicated is a store whose servers replicate asynchronously (the Redis
@@ -158,14 +164,19 @@ var (
 // (a span found recorded is not extracted again), and it lives on the
 // span's project's server: a replica holds a prefix of its primary's
 // writes, so a record that survived a failover means the project's writes
-// before it did. A span that also wrote elsewhere (a global memory, a
-// memory of another project reinforced, a contradiction's edge copy under
+// before it did. A span that also wrote elsewhere (a memory created: its
+// id's entry in the id index is on a slot of its own; a global memory; a
+// memory of another project reinforced; a contradiction's edge copy under
 // its other end) could lose those writes with their server while its
 // record survives: extracted again, it would find its record and do
-// nothing. So such a span waits until the store says its writes are on a
-// replica (Durable) and no failover came since it began writing
-// (Failovers) before it records itself. The SQLite store is one file whose
-// commits survive in order: it is not Replicated and nothing waits.
+// nothing (a lost id entry leaves its memory unreachable by id). So such
+// a span waits until the store says its writes are on a replica (Durable)
+// and no failover came since it began writing (Failovers) before it
+// records itself; extracted again, a memory found by its digest gets its
+// id entry written again (the Redis store's reserve). A span that only
+// reinforced its project's memories waits for nothing. The SQLite store is
+// one file whose commits survive in order: it is not Replicated and
+// nothing waits.
 type Replicated interface {
 	Durable(ctx context.Context) error
 	Failovers() uint64
@@ -851,8 +862,8 @@ const settleTries = 5
 // no failover since failovers (rs.Failovers when it began writing), so
 // that its record may be written (see Replicated): ErrFailedOver when a
 // failover came (the record would survive writes lost with the old
-// primary), else the store's error when its replicas do not acknowledge
-// after settleTries attempts. A replica that lags a moment is waited for here,
+// primary), else ErrNotReplicated with the store's error when its replicas
+// do not acknowledge after settleTries attempts. A replica that lags a moment is waited for here,
 // not by extracting the span again.
 func settle(ctx context.Context, rs Replicated, failovers uint64) error {
 	var err error
@@ -872,7 +883,7 @@ func settle(ctx context.Context, rs Replicated, failovers uint64) error {
 		return ErrFailedOver
 	}
 	if err != nil {
-		return fmt.Errorf("extract: wait for the span's writes on a replica: %w", err)
+		return fmt.Errorf("%w: %w", ErrNotReplicated, err)
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/engram-memory/engram/internal/extract"
 	"github.com/engram-memory/engram/internal/runner"
+	"github.com/engram-memory/engram/pkg/events"
 	"github.com/engram-memory/engram/pkg/memory"
 	"github.com/engram-memory/engram/pkg/memory/redis"
 )
@@ -100,9 +101,10 @@ func newFailingOver(t *testing.T, open func(t testing.TB) memory.Store, mod ...f
 // spanRecorded reports whether steps record a span's writes.
 func spanRecorded(steps []string) bool { return slices.Contains(steps, "record extractor.written") }
 
-// A span that wrote a global memory records itself only once the store says
-// its writes are on a replica; a span whose writes are all in its project's
-// slot (where the record is kept) waits for nothing.
+// A span that wrote a global memory (or created any memory: its id's entry
+// is on a slot of its own) records itself only once the store says its
+// writes are on a replica; a span that only reinforced its project's
+// memories (all in the slot where the record is kept) waits for nothing.
 func TestSpanRecordWaitsForWritesElsewhere(t *testing.T) {
 	eachStore(t, func(t *testing.T, open func(t testing.TB) memory.Store) {
 		f, st := newFailingOver(t, open)
@@ -120,12 +122,17 @@ func TestSpanRecordWaitsForWritesElsewhere(t *testing.T) {
 
 		f.srv.Enqueue(reply(nil, rule("Never push directly to main.", "project")))
 		f.handle(userTurn("t2", "Never push directly to main, please."))
+		if steps := st.taken(); !spanRecorded(steps) || !slices.Contains(steps, "durable") {
+			t.Fatalf("steps %q: a span that created a project memory waits for its id's entry too", steps)
+		}
+		f.srv.Enqueue(reply(nil, rule("Never push directly to main.", "project")))
+		res := f.handle(userTurn("t3", "Again: never push directly to main."))
 		steps = st.taken()
 		if !spanRecorded(steps) || slices.Contains(steps, "durable") {
-			t.Fatalf("steps %q: a span written in its project alone is recorded without waiting", steps)
+			t.Fatalf("steps %q: a span that only reinforced its project's memory is recorded without waiting", steps)
 		}
-		if _, ok := f.find("Never push directly to main."); !ok {
-			t.Fatal("the project rule was not written")
+		if len(res.Changes) != 1 || res.Changes[0].Kind != events.ChangeReinforced {
+			t.Fatalf("changes %+v: want the project rule reinforced", res.Changes)
 		}
 	})
 }
@@ -177,7 +184,8 @@ func TestSpanWrittenAgainAfterAFailover(t *testing.T) {
 
 // A replica that lags is waited for within the span (Durable asked again),
 // not by extracting the span again; one that does not answer leaves the
-// span unrecorded with the store's error (the runner waits for the store).
+// span unrecorded, waited for as the same delivery (a runner wait: no
+// delivery spent, the consumer not paused; review: it was Unavailable).
 func TestSpanWaitsForALaggingReplica(t *testing.T) {
 	eachStore(t, func(t *testing.T, open func(t testing.TB) memory.Store) {
 		f, st := newFailingOver(t, open)
@@ -198,8 +206,8 @@ func TestSpanWaitsForALaggingReplica(t *testing.T) {
 		st.durableErrs = 100
 		f.srv.Enqueue(reply(nil, rule("Always write dates as ISO 8601.", "global")))
 		_, err := f.x.HandleTurn(f.ctx, userTurn("t2", "Always write dates as ISO 8601 from now on."))
-		if !errors.Is(err, memory.ErrUnavailable) || !runner.IsUnavailable(extract.Classify(err)) {
-			t.Fatalf("HandleTurn = %v, want the store's unavailability", err)
+		if !errors.Is(err, extract.ErrNotReplicated) || !errors.Is(err, memory.ErrUnavailable) || !runner.IsWait(extract.Classify(err)) {
+			t.Fatalf("HandleTurn = %v, want ErrNotReplicated with the store's unavailability, waited for as the same delivery", err)
 		}
 		if steps := st.taken(); spanRecorded(steps) {
 			t.Fatalf("steps %q: the span was recorded before its writes were on a replica", steps)

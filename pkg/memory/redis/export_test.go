@@ -476,3 +476,6 @@ func StatsRepliesExact(ctx context.Context, s *Store, projects []memory.ProjectR
 	}
 	return hits, nil
 }
+
+// IDKey is the id index key that holds id's entry.
+func IDKey(s *Store, id string) string { return s.idKey(id) }

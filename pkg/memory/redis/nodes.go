@@ -984,6 +984,15 @@ func (s *Store) reserve(ctx context.Context, op string, n *memory.Node) (bool, e
 		return false, s.wrap(op, err)
 	}
 	if existing != "" {
+		// The node's id -> project entry is on another slot (another
+		// primary on a cluster) than the node: a failover there can lose
+		// it while the node stays, and Get by id would never find the
+		// node again. Written again here (not from the id cache), so that
+		// a write repeated after such a failover (a span extracted again)
+		// mends it.
+		if err := s.c.HSetNX(ctx, s.idKey(existing), existing, sp).Err(); err != nil {
+			return false, s.wrap(op, err)
+		}
 		return false, nil
 	}
 	return true, s.claimID(ctx, n.ID, sp)
