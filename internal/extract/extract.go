@@ -144,43 +144,7 @@ var (
 	// into its next span (the retry then finds it done), but a holder that
 	// dies may leave no other event to redo it.
 	ErrBusy = errors.New("extract: another replica holds the session; the turn is retried until it is extracted")
-	// ErrFailedOver: a server of the store was replaced (a Redis cluster
-	// primary by its replica) while the span wrote to more than one of
-	// them, so some of its writes may be gone while its record would
-	// survive them (see Replicated). The span's record is not written; the
-	// handler returns runner.Wait and the span is extracted again.
-	ErrFailedOver = errors.New("extract: a store server failed over during the span's writes")
-	// ErrNotReplicated: the store's replicas did not acknowledge the span's
-	// writes on another server than its project's (see Replicated) within
-	// a few attempts. The span's record is not written; the handler
-	// returns runner.Wait (no delivery spent, the consumer not paused) and
-	// the span is extracted again.
-	ErrNotReplicated = errors.New("extract: the span's writes are not on a replica yet")
 )
-
-// Replicated is a store whose servers replicate asynchronously (the Redis
-// store on a cluster with replicas: redis.Store), so that a server's
-// failover can lose its last writes. A span's record guards its writes
-// (a span found recorded is not extracted again), and it lives on the
-// span's project's server: a replica holds a prefix of its primary's
-// writes, so a record that survived a failover means the project's writes
-// before it did. A span that also wrote elsewhere (a memory created: its
-// id's entry in the id index is on a slot of its own; a global memory; a
-// memory of another project reinforced; a contradiction's edge copy under
-// its other end) could lose those writes with their server while its
-// record survives: extracted again, it would find its record and do
-// nothing (a lost id entry leaves its memory unreachable by id). So such
-// a span waits until the store says its writes are on a replica (Durable)
-// and no failover came since it began writing (Failovers) before it
-// records itself; extracted again, a memory found by its digest gets its
-// id entry written again (the Redis store's reserve). A span that only
-// reinforced its project's memories waits for nothing. The SQLite store is
-// one file whose commits survive in order: it is not Replicated and
-// nothing waits.
-type Replicated interface {
-	Durable(ctx context.Context) error
-	Failovers() uint64
-}
 
 // InvalidReplyError reports an unusable reply. Final is set once
 // Config.MaxInvalid replies for the span were invalid: the span's turns are
@@ -637,7 +601,9 @@ func (x *Extractor) extractSpan(ctx context.Context, ref memory.SessionRef, caus
 		return nil, true, proposed, errSpanFull
 	}
 	if !done {
-		rs, replicated := x.store.(Replicated)
+		// A span's record guards its writes; those it made on another
+		// server than its project's are waited for first (memory.Replicated).
+		rs, replicated := x.store.(memory.Replicated)
 		var failovers uint64
 		if replicated {
 			failovers = rs.Failovers()
@@ -648,8 +614,8 @@ func (x *Extractor) extractSpan(ctx context.Context, ref memory.SessionRef, caus
 			return changes, true, proposed, err
 		}
 		if replicated && elsewhere {
-			if err := settle(ctx, rs, failovers); err != nil {
-				return changes, true, proposed, err
+			if err := memory.Settle(ctx, rs, failovers); err != nil {
+				return changes, true, proposed, fmt.Errorf("extract: span %s of %s: %w", spanKey, ref, err)
 			}
 		}
 		if err := x.store.MarkEventProcessed(ctx, ref.ProjectRef(), recWritten, spanKey, x.cfg.RecordTTL); err != nil {
@@ -850,40 +816,6 @@ func (x *Extractor) publish(ctx context.Context, ref memory.SessionRef, cause, k
 	ev.ID = eventID(ref.ProjectRef(), key)
 	if err := x.pub.Publish(ctx, ev); err != nil {
 		return fmt.Errorf("extract: publish memory_changed: %w", err)
-	}
-	return nil
-}
-
-// settleTries bounds how many times settle asks the store for its writes'
-// durability before it gives up (the span is then extracted again).
-const settleTries = 5
-
-// settle returns once the span's writes are on a replica (rs.Durable) with
-// no failover since failovers (rs.Failovers when it began writing), so
-// that its record may be written (see Replicated): ErrFailedOver when a
-// failover came (the record would survive writes lost with the old
-// primary), else ErrNotReplicated with the store's error when its replicas
-// do not acknowledge after settleTries attempts. A replica that lags a moment is waited for here,
-// not by extracting the span again.
-func settle(ctx context.Context, rs Replicated, failovers uint64) error {
-	var err error
-	for try := range settleTries {
-		if try > 0 {
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("extract: wait for the span's writes on a replica: %w", ctx.Err())
-			case <-time.After(time.Duration(try) * 200 * time.Millisecond):
-			}
-		}
-		if err = rs.Durable(ctx); err == nil {
-			break
-		}
-	}
-	if rs.Failovers() != failovers {
-		return ErrFailedOver
-	}
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrNotReplicated, err)
 	}
 	return nil
 }

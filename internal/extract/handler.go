@@ -137,7 +137,7 @@ func Classify(err error) error {
 			return runner.Permanent(err)
 		}
 		return runner.RetryAfter(err, inv.Delay)
-	case errors.Is(err, ErrFailedOver), errors.Is(err, ErrNotReplicated):
+	case errors.Is(err, memory.ErrFailedOver), errors.Is(err, memory.ErrNotReplicated):
 		// Extracted again as the same delivery (the span is not recorded).
 		return runner.Wait(err)
 	case errors.Is(err, ErrInjectionPending):

@@ -19,10 +19,10 @@ import (
 
 // The Redis store is what the extractor finds Replicated in production
 // (app.StoreModule provides it as it is).
-var _ extract.Replicated = (*redis.Store)(nil)
+var _ memory.Replicated = (*redis.Store)(nil)
 
 // failingOver is a store whose servers replicate asynchronously, as the
-// extractor sees it (extract.Replicated): the steps of a span are logged in
+// extractor sees it (memory.Replicated): the steps of a span are logged in
 // order, Durable can fail a number of times first, and a global memory's
 // write can be lost with a failover (it goes to a store nobody reads, and
 // the failover count moves: a primary killed after it answered the write,
@@ -153,8 +153,8 @@ func TestSpanWrittenAgainAfterAFailover(t *testing.T) {
 		}
 		turn := userTurn("t1", "Never use yarn here, we use pnpm. And always answer in Indonesian.")
 		_, err := f.x.HandleTurn(f.ctx, turn)
-		if !errors.Is(err, extract.ErrFailedOver) || !runner.IsWait(extract.Classify(err)) {
-			t.Fatalf("HandleTurn = %v, want ErrFailedOver, waited for as the same delivery", err)
+		if !errors.Is(err, memory.ErrFailedOver) || !runner.IsWait(extract.Classify(err)) {
+			t.Fatalf("HandleTurn = %v, want memory.ErrFailedOver, waited for as the same delivery", err)
 		}
 		if steps := st.taken(); spanRecorded(steps) {
 			t.Fatalf("steps %q: the span was recorded over a lost write", steps)
@@ -206,7 +206,7 @@ func TestSpanWaitsForALaggingReplica(t *testing.T) {
 		st.durableErrs = 100
 		f.srv.Enqueue(reply(nil, rule("Always write dates as ISO 8601.", "global")))
 		_, err := f.x.HandleTurn(f.ctx, userTurn("t2", "Always write dates as ISO 8601 from now on."))
-		if !errors.Is(err, extract.ErrNotReplicated) || !errors.Is(err, memory.ErrUnavailable) || !runner.IsWait(extract.Classify(err)) {
+		if !errors.Is(err, memory.ErrNotReplicated) || !errors.Is(err, memory.ErrUnavailable) || !runner.IsWait(extract.Classify(err)) {
 			t.Fatalf("HandleTurn = %v, want ErrNotReplicated with the store's unavailability, waited for as the same delivery", err)
 		}
 		if steps := st.taken(); spanRecorded(steps) {

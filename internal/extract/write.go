@@ -202,7 +202,7 @@ type writtenMemory struct {
 // (memory.Grounded).
 //
 // elsewhere reports a write outside the span's project's slot (see
-// Replicated): a memory created (its id's entry in the store's id index
+// memory.Replicated): a memory created (its id's entry in the store's id index
 // lives on a slot of its own), a memory whose project is not the span's (a
 // global one, another project's reinforced), or a contradiction linked
 // (its edge's copy is kept under the other end's project).

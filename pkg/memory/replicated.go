@@ -1,0 +1,72 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Replicated is a store whose servers replicate asynchronously (the Redis
+// store on a cluster with replicas), so that a server's failover can lose
+// the writes it took last. Durable returns once every write made so far is
+// on a replica; Failovers counts the failovers the store has seen (a
+// primary replaced by a replica that may lack its last writes).
+//
+// A worker that guards its writes with a record of its own (the
+// extractor's span record, the consolidator's journal) keeps the record on
+// its project's server: a replica holds a prefix of its primary's writes,
+// so a record that survived a failover means the project's writes before
+// it did. Writes on another server are not covered: a memory created (its
+// id's entry in the id index is on a slot of its own), a global memory,
+// another project's, an edge's copy under its other end. The worker waits
+// for them (Settle) before it records them as done, and makes them again
+// after a failover (a memory found by its digest then gets its id's entry
+// written again). The SQLite store is one file whose commits survive in
+// order: it is not Replicated.
+type Replicated interface {
+	Durable(ctx context.Context) error
+	Failovers() uint64
+}
+
+var (
+	// ErrFailedOver: a server of the store failed over while the writes
+	// were made; some of them may be lost (see Replicated).
+	ErrFailedOver = errors.New("memory: a store server failed over during the writes")
+	// ErrNotReplicated: the store's replicas did not acknowledge the
+	// writes within a few attempts (see Settle).
+	ErrNotReplicated = errors.New("memory: the writes are not on a replica yet")
+)
+
+// settleTries bounds how many times Settle asks the store for its writes'
+// durability.
+const settleTries = 5
+
+// Settle returns once the writes made so far are on a replica
+// (rs.Durable) and no failover came since failovers (rs.Failovers before
+// the writes began): ErrFailedOver when one did, else ErrNotReplicated
+// with the store's error when its replicas do not acknowledge after
+// settleTries attempts 0.2 to 0.8 s apart (a replica that lags a moment is
+// waited for here).
+func Settle(ctx context.Context, rs Replicated, failovers uint64) error {
+	var err error
+	for try := range settleTries {
+		if try > 0 {
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("%w: %w", ErrNotReplicated, ctx.Err())
+			case <-time.After(time.Duration(try) * 200 * time.Millisecond):
+			}
+		}
+		if err = rs.Durable(ctx); err == nil {
+			break
+		}
+	}
+	if rs.Failovers() != failovers {
+		return ErrFailedOver
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrNotReplicated, err)
+	}
+	return nil
+}
