@@ -233,7 +233,13 @@
 // first), and settled after: a pass cut off in between leaves the entry
 // pending ("cut off: may not have been applied" in the history), and undo
 // looks at what is stored (a pending revise finds its replacement through
-// the old fact's superseded-by).
+// the old fact's superseded-by). On a Redis cluster the journal lives on
+// the project's primary and a memory's id entry on another: a call that
+// created a memory is settled only once the store says its writes are on a
+// replica with no failover since (callSettled, memory.Settle); after a
+// failover its entries are left pending and the call is made again, and
+// replicas that do not acknowledge leave them pending and the pass waits
+// (memory.ErrNotReplicated, a runner wait).
 //
 // consolidation_done reports the pass id, the messages it read (from) and
 // the cursor after it (up_to), the counts (stored, revised, forgotten,

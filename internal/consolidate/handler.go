@@ -80,6 +80,10 @@ func Classify(err error) error {
 	}
 	var budget *llm.BudgetError
 	switch {
+	case errors.Is(err, memory.ErrFailedOver), errors.Is(err, memory.ErrNotReplicated):
+		// A call's writes not confirmed on a replica: the pass resumes
+		// from its journal as the same delivery.
+		return runner.Wait(err)
 	case errors.Is(err, ErrTranscriptBehind):
 		return runner.Wait(err) // not a failure: handled again shortly, no delivery spent
 	case errors.As(err, &budget):

@@ -342,7 +342,7 @@ func (c *Consolidator) pass(ctx context.Context, ref memory.SessionRef, req Requ
 			l.RecordProse(resp.Message.Content)
 		} else {
 			tc := calls[0]
-			key, r, err := p.call(ctx, tc, l)
+			key, r, err := p.callSettled(ctx, tc, l)
 			if err != nil {
 				// What the call wrote before the store failed is journaled
 				// (settled, or pending when the write's outcome is unknown).

@@ -1,0 +1,140 @@
+package consolidate_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/engram-memory/engram/internal/consolidate"
+	"github.com/engram-memory/engram/internal/runner"
+	"github.com/engram-memory/engram/internal/storetest"
+	"github.com/engram-memory/engram/pkg/memory"
+	"github.com/engram-memory/engram/pkg/memory/redis"
+)
+
+// The Redis store is what the consolidator finds Replicated in production.
+var _ memory.Replicated = (*redis.Store)(nil)
+
+// failingOver is a store whose servers replicate asynchronously, as the
+// consolidator sees it (memory.Replicated): a memory's creation can be lost
+// with a failover (the write goes to a store nobody reads and the failover
+// count moves: a primary killed after it answered, its replica promoted
+// without the write), and Durable can fail.
+type failingOver struct {
+	memory.Store
+	lost memory.Store
+
+	mu          sync.Mutex
+	failovers   uint64
+	lose        int // how many creations more are lost with a failover
+	durableErrs int // Durable fails this many times before it succeeds
+	durables    int
+}
+
+func (s *failingOver) Upsert(ctx context.Context, n memory.Node) (memory.UpsertResult, error) {
+	s.mu.Lock()
+	lose := s.lose > 0 && n.Subkind != memory.Topic
+	if lose {
+		s.lose--
+		s.failovers++
+	}
+	s.mu.Unlock()
+	if lose {
+		return s.lost.Upsert(ctx, n)
+	}
+	return s.Store.Upsert(ctx, n)
+}
+
+func (s *failingOver) Durable(context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.durables++
+	if s.durableErrs > 0 {
+		s.durableErrs--
+		return fmt.Errorf("%w: no replica acknowledged", memory.ErrUnavailable)
+	}
+	return nil
+}
+
+func (s *failingOver) Failovers() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failovers
+}
+
+func (s *failingOver) waits() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.durables
+}
+
+// A memory a pass remembers is written on the project's server and its
+// id's entry on another: the pass's journal, on the project's, says it
+// was applied only once the store says the writes are on a replica. A
+// creation a failover took is marked pending and the call is made again,
+// so the memory is stored; a forget (the project's server alone) waits for
+// nothing.
+func TestRememberLostWithAFailoverIsMadeAgain(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		st := &failingOver{Store: b.Open(t)}
+		st.lost = b.Open(t)
+		f := newFixture(t, st)
+		old := f.seed(memory.Node{Subkind: memory.Observation, Label: "The user deploys on Fridays."})
+		st.lose = 1
+		f.say("We no longer deploy on Fridays. And I moved to Porto last month.", "")
+		f.srv.Enqueue(
+			callOn(t, consolidate.ToolForget, old.Label, map[string]any{"reason": "the user said so"}),
+			remember("The user lives in Porto.", "observation"),
+			done())
+		res := f.run()
+		if _, ok := f.liveTexts()["The user lives in Porto."]; !ok {
+			t.Fatalf("the memory whose creation a failover took was not written again: live %v", f.liveTexts())
+		}
+		if got := f.get(old.ID); got.ArchivedAt.IsZero() {
+			t.Fatal("the project memory was not forgotten")
+		}
+		if n := st.waits(); n != 2 {
+			t.Fatalf("waited for replicas %d times: want 2 (the lost creation, the one made again; none for the forget)", n)
+		}
+		pass, err := st.GetPass(f.ctx, memory.ProjectRef{Project: project}, res.Pass.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pending, applied int
+		for _, e := range pass.Entries {
+			if e.After == nil || e.After.Label != "The user lives in Porto." {
+				continue
+			}
+			if e.Pending {
+				pending++
+			} else {
+				applied++
+			}
+		}
+		if pending != 1 || applied != 1 || res.Outcome.Stored != 1 {
+			t.Fatalf("journal %+v, outcome %+v: want the lost creation pending, then one applied and stored", pass.Entries, res.Outcome)
+		}
+	})
+}
+
+// Replicas that do not acknowledge a creation leave its entry pending (it
+// may not be on a replica) and the pass resumes as the same delivery.
+func TestRememberNotOnAReplicaStaysPending(t *testing.T) {
+	st := &failingOver{Store: sqliteStore(t), durableErrs: 100}
+	f := newFixture(t, st)
+	f.say("I moved to Porto last month.", "")
+	f.srv.Enqueue(remember("The user lives in Porto.", "observation"), done())
+	_, err := f.c.Run(f.ctx, consolidate.Request{Project: project, Session: session, Cause: "idle-1"})
+	if !errors.Is(err, memory.ErrNotReplicated) || !runner.IsWait(consolidate.Classify(err)) {
+		t.Fatalf("Run = %v, want ErrNotReplicated, waited for as the same delivery", err)
+	}
+	passes, err := st.Passes(f.ctx, memory.PassQuery{Project: project})
+	if err != nil || len(passes) != 1 {
+		t.Fatalf("passes %v, %v", passes, err)
+	}
+	if es := passes[0].Entries; len(es) != 1 || !es[0].Pending {
+		t.Fatalf("journal %+v: want the creation pending", es)
+	}
+}
