@@ -605,7 +605,29 @@ func (s *Store) Upsert(ctx context.Context, in memory.Node) (memory.UpsertResult
 		}
 		return err
 	}, k.digests())
+	if err == nil && !res.Created {
+		err = s.mendID(ctx, "upsert", res.Node.ID, spaceOf(&res.Node))
+	}
 	return res, err
+}
+
+// mendID writes id's entry in the id index again after a write reinforced
+// its node (on a Redis Cluster only). The entry is on another slot than
+// the node (another primary): a failover there can lose it while the node
+// stays, and Get by id would not find the node again. A write repeated
+// after such a failover (a span extracted again, a consolidator's call
+// settled again) finds the node by its digest and mends the entry. Not
+// from the id cache, which this process may hold from before the loss; on
+// a standalone server both keys are on the one server. After the write's
+// transaction: an erasure of the node aborts it (the node is watched).
+func (s *Store) mendID(ctx context.Context, op, id, space string) error {
+	if _, cluster := s.c.(*goredis.ClusterClient); !cluster {
+		return nil
+	}
+	if err := s.c.HSetNX(ctx, s.idKey(id), id, space).Err(); err != nil {
+		return s.wrap(op, err)
+	}
+	return nil
 }
 
 // Update applies a patch (memory.ApplyPatch); a new digest another node of
@@ -984,15 +1006,6 @@ func (s *Store) reserve(ctx context.Context, op string, n *memory.Node) (bool, e
 		return false, s.wrap(op, err)
 	}
 	if existing != "" {
-		// The node's id -> project entry is on another slot (another
-		// primary on a cluster) than the node: a failover there can lose
-		// it while the node stays, and Get by id would never find the
-		// node again. Written again here (not from the id cache), so that
-		// a write repeated after such a failover (a span extracted again)
-		// mends it.
-		if err := s.c.HSetNX(ctx, s.idKey(existing), existing, sp).Err(); err != nil {
-			return false, s.wrap(op, err)
-		}
 		return false, nil
 	}
 	return true, s.claimID(ctx, n.ID, sp)

@@ -9,14 +9,14 @@ import (
 )
 
 // TestLostIDIndexEntryIsWrittenAgain: a new memory's id -> project entry is
-// in the id index, on a slot of its own (another primary on a cluster). Lost
-// with its primary while the memory stays (a replica promoted without it),
-// the memory could not be read by id any more, and a write of the same
-// memory again (a span extracted again after the failover) reinforced it
-// without claiming an id. That write now writes the entry again. (Found by
-// review.)
+// in the id index, on a slot of its own (another primary on a Redis
+// Cluster). Lost with its primary while the memory stays (a replica
+// promoted without it), the memory could not be read by id any more, and a
+// write of the same memory again (a span extracted again after the
+// failover) reinforced it without claiming an id. That write now writes the
+// entry again. (Found by review.)
 func TestLostIDIndexEntryIsWrittenAgain(t *testing.T) {
-	c := testClient(t)
+	c := testCluster(t)
 	ns := randomNamespace()
 	open := func() *redis.Store {
 		s, err := redis.New(c, redis.WithNamespace(ns))
