@@ -141,17 +141,19 @@
 // which replicates asynchronously: a record that survived a failover means
 // the project's writes before it did (a replica holds a prefix of its
 // primary's writes), but not the writes a span made on another primary (a
-// memory created: its id's entry in the id index; a global memory; another
-// project's memory reinforced; a contradiction's edge copy). A span that
-// wrote elsewhere therefore records itself only once the store says its
-// writes are on a replica and no failover came since it began writing
+// memory's id entry in the id index, written when it is created and again
+// when it is reinforced; a global memory; another project's; a
+// contradiction's edge copy). A span that wrote a memory therefore records
+// itself only once the store says its writes are on a replica and no
+// failover came since it began writing
 // (memory.Replicated, memory.Settle); after a failover it is not recorded
 // (memory.ErrFailedOver, a runner wait) and is extracted again, which
 // writes what was lost, reinforces the rest and writes again the id
 // entries of the memories it finds by digest
 // (TestSpanWrittenAgainAfterAFailover). Replicas that do not acknowledge
-// within a few attempts are waited for the same way (memory.ErrNotReplicated). A
-// span that only reinforced its project's memories waits for nothing, and
+// within a few attempts are waited for the same way (memory.ErrNotReplicated),
+// and the span's next attempt waits for them even if it writes nothing
+// (Extractor.unsettled). A span that wrote nothing waits for nothing, and
 // neither does the SQLite store (one file, whose commits survive in
 // order). The model is asked again when a span is extracted again, so what
 // it writes the second time is likely, not certain, to be what was lost.

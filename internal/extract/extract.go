@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -183,6 +184,12 @@ type Extractor struct {
 	now   func() time.Time
 
 	kick chan struct{} // wakes the backlog embedder
+
+	// unsettled holds the spans (spanKey) whose writes an attempt made
+	// and could not confirm on a replica (memory.Settle failed): the next
+	// attempt waits for them before it records the span, whatever it
+	// writes itself (the model may propose nothing the second time).
+	unsettled sync.Map
 }
 
 // Option configures an Extractor.
@@ -613,10 +620,12 @@ func (x *Extractor) extractSpan(ctx context.Context, ref memory.SessionRef, caus
 		if err != nil {
 			return changes, true, proposed, err
 		}
-		if replicated && elsewhere {
+		if _, earlier := x.unsettled.Load(spanKey); replicated && (elsewhere || earlier) {
 			if err := memory.Settle(ctx, rs, failovers); err != nil {
+				x.unsettled.Store(spanKey, struct{}{})
 				return changes, true, proposed, fmt.Errorf("extract: span %s of %s: %w", spanKey, ref, err)
 			}
+			x.unsettled.Delete(spanKey)
 		}
 		if err := x.store.MarkEventProcessed(ctx, ref.ProjectRef(), recWritten, spanKey, x.cfg.RecordTTL); err != nil {
 			return changes, true, proposed, fmt.Errorf("extract: record span: %w", err)

@@ -101,10 +101,10 @@ func newFailingOver(t *testing.T, open func(t testing.TB) memory.Store, mod ...f
 // spanRecorded reports whether steps record a span's writes.
 func spanRecorded(steps []string) bool { return slices.Contains(steps, "record extractor.written") }
 
-// A span that wrote a global memory (or created any memory: its id's entry
-// is on a slot of its own) records itself only once the store says its
-// writes are on a replica; a span that only reinforced its project's
-// memories (all in the slot where the record is kept) waits for nothing.
+// A span that wrote a memory (a global one; a project's created or
+// reinforced: its id's entry is written on a slot of its own) records
+// itself only once the store says its writes are on a replica; a span that
+// wrote nothing waits for nothing.
 func TestSpanRecordWaitsForWritesElsewhere(t *testing.T) {
 	eachStore(t, func(t *testing.T, open func(t testing.TB) memory.Store) {
 		f, st := newFailingOver(t, open)
@@ -127,12 +127,16 @@ func TestSpanRecordWaitsForWritesElsewhere(t *testing.T) {
 		}
 		f.srv.Enqueue(reply(nil, rule("Never push directly to main.", "project")))
 		res := f.handle(userTurn("t3", "Again: never push directly to main."))
-		steps = st.taken()
-		if !spanRecorded(steps) || slices.Contains(steps, "durable") {
-			t.Fatalf("steps %q: a span that only reinforced its project's memory is recorded without waiting", steps)
+		if steps := st.taken(); !spanRecorded(steps) || !slices.Contains(steps, "durable") {
+			t.Fatalf("steps %q: a span that reinforced a memory waits too (the id's entry is written again)", steps)
 		}
 		if len(res.Changes) != 1 || res.Changes[0].Kind != events.ChangeReinforced {
 			t.Fatalf("changes %+v: want the project rule reinforced", res.Changes)
+		}
+		f.srv.Enqueue(reply(nil))
+		f.handle(userTurn("t4", "Thanks, that is all for today."))
+		if steps := st.taken(); !spanRecorded(steps) || slices.Contains(steps, "durable") {
+			t.Fatalf("steps %q: a span that wrote nothing is recorded without waiting", steps)
 		}
 	})
 }
@@ -205,12 +209,24 @@ func TestSpanWaitsForALaggingReplica(t *testing.T) {
 
 		st.durableErrs = 100
 		f.srv.Enqueue(reply(nil, rule("Always write dates as ISO 8601.", "global")))
-		_, err := f.x.HandleTurn(f.ctx, userTurn("t2", "Always write dates as ISO 8601 from now on."))
+		turn := userTurn("t2", "Always write dates as ISO 8601 from now on.")
+		_, err := f.x.HandleTurn(f.ctx, turn)
 		if !errors.Is(err, memory.ErrNotReplicated) || !errors.Is(err, memory.ErrUnavailable) || !runner.IsWait(extract.Classify(err)) {
 			t.Fatalf("HandleTurn = %v, want ErrNotReplicated with the store's unavailability, waited for as the same delivery", err)
 		}
 		if steps := st.taken(); spanRecorded(steps) {
 			t.Fatalf("steps %q: the span was recorded before its writes were on a replica", steps)
+		}
+		// Extracted again, the model proposes nothing this time: the first
+		// attempt's writes are still waited for before the span's record.
+		st.mu.Lock()
+		st.durableErrs = 0
+		st.mu.Unlock()
+		f.srv.Enqueue(reply(nil))
+		f.handle(turn)
+		steps = st.taken()
+		if durable, record := slices.Index(steps, "durable"), slices.Index(steps, "record extractor.written"); durable < 0 || record < durable {
+			t.Fatalf("steps %q: the first attempt's unconfirmed writes were not waited for before the record", steps)
 		}
 	})
 }

@@ -201,11 +201,14 @@ type writtenMemory struct {
 // the model marks as stated by the user must share a word with it
 // (memory.Grounded).
 //
-// elsewhere reports a write outside the span's project's slot (see
-// memory.Replicated): a memory created (its id's entry in the store's id index
-// lives on a slot of its own), a memory whose project is not the span's (a
-// global one, another project's reinforced), or a contradiction linked
-// (its edge's copy is kept under the other end's project).
+// elsewhere reports a write that may be outside the span's project's slot
+// (see memory.Replicated): any memory written (created, its id's entry in
+// the store's id index is on a slot of its own; reinforced, the Redis store
+// writes that entry again, which is how an entry an earlier attempt lost
+// is mended, and which an attempt after an earlier one's unconfirmed
+// writes must wait for too; a global memory or another project's is
+// elsewhere anyway), or a contradiction linked (its edge's copy is kept
+// under the other end's project).
 func (x *Extractor) write(ctx context.Context, ref memory.SessionRef, reply Reply, shown map[string]bool, said string) (changes []events.Change, elsewhere bool, err error) {
 	mems := reply.Memories
 	if len(mems) > x.cfg.MaxMemories {
@@ -286,9 +289,7 @@ func (x *Extractor) write(ctx context.Context, ref memory.SessionRef, reply Repl
 		if err != nil {
 			return changes, elsewhere, fmt.Errorf("extract: write memory: %w", err)
 		}
-		if res.Created || res.Node.ProjectID != ref.Project {
-			elsewhere = true
-		}
+		elsewhere = true // see above
 		kind := events.ChangeReinforced
 		if res.Created {
 			kind = events.ChangeCreated
