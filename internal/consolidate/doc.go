@@ -237,9 +237,12 @@
 // the project's primary and a memory's id entry on another: a call that
 // created a memory is settled only once the store says its writes are on a
 // replica with no failover since (callSettled, memory.Settle); after a
-// failover its entries are left pending and the call is made again, and
-// replicas that do not acknowledge leave them pending and the pass waits
-// (memory.ErrNotReplicated, a runner wait).
+// failover its creations are written again as journaled (the store then
+// finds a surviving memory by its digest, reinforces it and writes its
+// id's entry again), not the call made again (a held near-duplicate would
+// then be stored without review); replicas that do not acknowledge leave
+// its entries pending and the pass waits (memory.ErrNotReplicated, a
+// runner wait).
 //
 // consolidation_done reports the pass id, the messages it read (from) and
 // the cursor after it (up_to), the counts (stored, revised, forgotten,

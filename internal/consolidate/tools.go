@@ -150,63 +150,71 @@ func (p *pass) settle(e *memory.JournalEntry) {
 	p.rec.Entries[n] = *e
 }
 
-// maxRedo bounds how many times callSettled makes a call again after
-// failovers.
-const maxRedo = 3
+// maxSettle bounds how many times callSettled writes a call's creations
+// again after failovers.
+const maxSettle = 3
 
-// callSettled is call, with the writes it made on another server than the
-// project's (elsewhere: a memory created, whose id's entry in the id index
-// is on a slot of its own) waited for before the step's journal records
-// them as applied (memory.Replicated, memory.Settle): the journal lives on
-// the project's server, and a failover could keep it and lose those
-// writes. After a failover meanwhile the call's entries are marked pending
-// (they may not have been applied) and the call is made again against what
-// the servers that serve now hold (a memory that survived is then found a
-// duplicate; one whose id's entry was lost is not found by id, written
-// again, and the store writes its id's entry again), up to maxRedo times.
-// Replicas that do not acknowledge leave the entries pending and return
-// memory.ErrNotReplicated.
+// callSettled is call, with the memories it created (each id's entry in
+// the store's id index is on another slot than the project's, on a Redis
+// Cluster another primary: created) waited for before the step's journal
+// records them as applied (memory.Replicated, memory.Settle): the journal
+// lives on the project's server, and a failover could keep it and lose an
+// id's entry, leaving the memory unreachable by id. After a failover
+// meanwhile each creation is written again as the journal holds it (a
+// memory that survived is found by its digest and reinforced, which writes
+// its id's entry again; one that did not is stored with its id) and waited
+// for again, up to maxSettle times; the call is not made again (its result
+// stands). Replicas that do not acknowledge leave the call's entries
+// pending ("may not have been applied") and return the error.
 func (p *pass) callSettled(ctx context.Context, tc llm.ToolCall, l *Ledger) (string, result, error) {
 	rs, replicated := p.c.store.(memory.Replicated)
-	for redo := 1; ; redo++ {
-		from := len(p.rec.Entries)
-		var failovers uint64
-		if replicated {
-			failovers = rs.Failovers()
-		}
-		key, r, err := p.call(ctx, tc, l)
-		if err != nil || !replicated || !elsewhere(p.rec.Entries[from:], p.ref.Project) {
-			return key, r, err
-		}
+	var failovers uint64
+	if replicated {
+		failovers = rs.Failovers()
+	}
+	from := len(p.rec.Entries)
+	key, r, err := p.call(ctx, tc, l)
+	made := created(p.rec.Entries[from:])
+	if err != nil || !replicated || len(made) == 0 {
+		return key, r, err
+	}
+	for try := 1; ; try++ {
 		err = memory.Settle(ctx, rs, failovers)
 		if err == nil {
 			return key, r, nil
 		}
-		for i := from; i < len(p.rec.Entries); i++ {
-			p.rec.Entries[i].Pending = true
+		if !errors.Is(err, memory.ErrFailedOver) || try == maxSettle {
+			break
 		}
-		if !errors.Is(err, memory.ErrFailedOver) || redo == maxRedo {
-			return key, r, fmt.Errorf("consolidate: %s of pass %s: %w", tc.Name, p.rec.ID, err)
+		failovers = rs.Failovers()
+		for _, n := range made {
+			if _, err = p.c.store.Upsert(ctx, n); err != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
 		}
 	}
+	for i := from; i < len(p.rec.Entries); i++ {
+		p.rec.Entries[i].Pending = true
+	}
+	return key, r, fmt.Errorf("consolidate: %s of pass %s: %w", tc.Name, p.rec.ID, err)
 }
 
-// elsewhere reports whether entries wrote outside project's slot: a node
-// created (an entry with a node after and none before, or a revision's
-// replacement), a node of another project or none (global), an edge
-// (whose copy is kept under its destination's project). The pass's tools
-// change only its project's memories (own), so in practice the creations.
-func elsewhere(entries []memory.JournalEntry, project string) bool {
+// created is the memories entries created (a remembered memory, a topic, a
+// revision's replacement), as written.
+func created(entries []memory.JournalEntry) []memory.Node {
+	var out []memory.Node
 	for _, e := range entries {
-		switch {
-		case e.After != nil && (e.Before == nil || e.NewID != ""),
-			e.Edge != nil,
-			e.Before != nil && e.Before.ProjectID != project,
-			e.After != nil && e.After.ProjectID != project:
-			return true
+		if e.Pending || e.After == nil {
+			continue
+		}
+		if e.Op == memory.OpRemember && e.Before == nil || e.Op == memory.OpRevise {
+			out = append(out, *e.After)
 		}
 	}
-	return false
+	return out
 }
 
 // result is what one call did (its journal entries are in the pass's
