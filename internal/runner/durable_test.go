@@ -417,3 +417,45 @@ func TestRunAgainOwedPastMaxWait(t *testing.T) {
 		t.Fatalf("a failover was counted after the handler began: handled %d times, want 2 (duplicates %d)", n, h.obs.count(runner.ResultDuplicate))
 	}
 }
+
+// refuseOnce is a Durable whose first call sees a failover and refuses;
+// the rest succeed.
+type refuseOnce struct {
+	calls     atomic.Int32
+	failovers atomic.Uint64
+}
+
+func (s *refuseOnce) Durable(context.Context) error {
+	if s.calls.Add(1) == 1 {
+		s.failovers.Add(1)
+		return fmt.Errorf("%w: refused", memory.ErrUnavailable)
+	}
+	return nil
+}
+func (s *refuseOnce) Failovers() uint64 { return s.failovers.Load() }
+
+// The run again owed for a failover seen during the durability wait is
+// adopted from the records (owedRedo); a failover during that run again
+// calls for a second one, recorded as owed before it runs. (Found by
+// review: the first wait's note was kept and the second went unrecorded.)
+func TestSecondRunAgainRecordedOwed(t *testing.T) {
+	h := newHarness(t, func(c *events.ConsumerConfig) { c.MaxDeliver = 5 })
+	cfg := h.config()
+	cfg.WaitMax = 20 * time.Millisecond
+	procs := newMemProcessed()
+	d := &refuseOnce{}
+	var runs atomic.Int32
+	h.start(cfg, func(context.Context, events.Envelope) error {
+		if runs.Add(1) == 2 {
+			d.failovers.Add(1) // a failover during the first run again
+		}
+		return nil
+	}, runner.WithProcessed(procs), runner.WithDurable(d))
+	evs := h.publish(1)
+	eventually(t, "acked", func() bool { return h.consumer().AckFloor.Stream == 1 })
+	owed2, _ := procs.EventProcessed(context.Background(), memory.ProjectRef{Project: "proj"}, cfg.Consumer+"/redo", evs[0].ID+"#2")
+	done2, _ := procs.EventProcessed(context.Background(), memory.ProjectRef{Project: "proj"}, cfg.Consumer+"/redone", evs[0].ID+"#2")
+	if runs.Load() != 3 || !owed2 || !done2 {
+		t.Fatalf("the second run again (run %d) was not recorded as owed before it ran (owed %v): a stop during it hands back an event whose records owe only the first", runs.Load(), owed2)
+	}
+}

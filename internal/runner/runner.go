@@ -1075,7 +1075,10 @@ func (r *Runner) handle(d *delivery) {
 				return
 			}
 			if owed > 0 {
-				d.redone, d.redoPending = owed, true
+				// The owed run again is this delivery's now: the next
+				// failover's is not noted yet (noteOwed), and the count
+				// starts again when it runs.
+				d.redone, d.redoPending, d.owedNoted, d.counted = owed, true, false, false
 				r.log.Warn("a run again for a store failover is owed by an earlier delivery: handled again",
 					zap.String("event_id", ev.ID), zap.Int("time", owed))
 			}
