@@ -328,18 +328,21 @@ func TestRunAgainOwedAcrossAStop(t *testing.T) {
 
 // switchDurable counts one failover on its first Durable call (a primary
 // replaced while the handler ran, seen when Durable lists the primaries)
-// and refuses while refuse is set (the cluster settling).
+// and refuses while refuse is set (the cluster settling), or on that first
+// call alone (refuseFirst).
 type switchDurable struct {
-	refuse    atomic.Bool
-	calls     atomic.Int32
-	failovers atomic.Uint64
+	refuse      atomic.Bool
+	refuseFirst bool
+	calls       atomic.Int32
+	failovers   atomic.Uint64
 }
 
 func (s *switchDurable) Durable(context.Context) error {
-	if s.calls.Add(1) == 1 {
+	n := s.calls.Add(1)
+	if n == 1 {
 		s.failovers.Add(1)
 	}
-	if s.refuse.Load() {
+	if s.refuse.Load() || s.refuseFirst && n == 1 {
 		return fmt.Errorf("primary 10.0.0.1:6379: %w: connection refused", memory.ErrUnavailable)
 	}
 	return nil
@@ -418,22 +421,6 @@ func TestRunAgainOwedPastMaxWait(t *testing.T) {
 	}
 }
 
-// refuseOnce is a Durable whose first call sees a failover and refuses;
-// the rest succeed.
-type refuseOnce struct {
-	calls     atomic.Int32
-	failovers atomic.Uint64
-}
-
-func (s *refuseOnce) Durable(context.Context) error {
-	if s.calls.Add(1) == 1 {
-		s.failovers.Add(1)
-		return fmt.Errorf("%w: refused", memory.ErrUnavailable)
-	}
-	return nil
-}
-func (s *refuseOnce) Failovers() uint64 { return s.failovers.Load() }
-
 // The run again owed for a failover seen during the durability wait is
 // adopted from the records (owedRedo); a failover during that run again
 // calls for a second one, recorded as owed before it runs. (Found by
@@ -443,7 +430,7 @@ func TestSecondRunAgainRecordedOwed(t *testing.T) {
 	cfg := h.config()
 	cfg.WaitMax = 20 * time.Millisecond
 	procs := newMemProcessed()
-	d := &refuseOnce{}
+	d := &switchDurable{refuseFirst: true}
 	var runs atomic.Int32
 	h.start(cfg, func(context.Context, events.Envelope) error {
 		if runs.Add(1) == 2 {
