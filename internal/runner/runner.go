@@ -1062,9 +1062,10 @@ func (r *Runner) handle(d *delivery) {
 			return
 		}
 		if state == seenSame && r.failovers != nil && !d.redoPending {
-			// An earlier delivery ran the handler, then owed it a run
-			// again for a failover and went back to the stream before
-			// that run succeeded (its worker stopped): owed here.
+			// A run again for a failover is owed and not done: noted by
+			// an earlier delivery that went back to the stream before it
+			// succeeded (its worker stopped, its wait ran past MaxWait),
+			// or by this one while it waited for durability. Run here.
 			lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			owed, err := r.owedRedo(lctx, ev.ID, projectOf(ev))
 			cancel()
