@@ -185,10 +185,11 @@ type Extractor struct {
 
 	kick chan struct{} // wakes the backlog embedder
 
-	// unsettled holds the spans (spanKey) whose writes an attempt made
-	// and could not confirm on a replica (memory.Settle failed): the next
-	// attempt waits for them before it records the span, whatever it
-	// writes itself (the model may propose nothing the second time).
+	// unsettled holds the spans (spanKey) with writes not yet confirmed on
+	// a replica (memory.Settle): an attempt that wrote and then failed,
+	// in its writes or in Settle, leaves its span here, and the next
+	// attempt waits for those writes before it records the span, whatever
+	// it writes itself (the model may propose nothing the second time).
 	unsettled sync.Map
 }
 
@@ -615,14 +616,16 @@ func (x *Extractor) extractSpan(ctx context.Context, ref memory.SessionRef, caus
 		if replicated {
 			failovers = rs.Failovers()
 		}
-		var elsewhere bool
-		changes, elsewhere, err = x.write(ctx, ref, reply, shown, memory.UserSaid(msgs))
+		var wrote bool
+		changes, wrote, err = x.write(ctx, ref, reply, shown, memory.UserSaid(msgs))
+		if replicated && wrote {
+			x.unsettled.Store(spanKey, struct{}{})
+		}
 		if err != nil {
 			return changes, true, proposed, err
 		}
-		if _, earlier := x.unsettled.Load(spanKey); replicated && (elsewhere || earlier) {
+		if _, unsettled := x.unsettled.Load(spanKey); unsettled {
 			if err := memory.Settle(ctx, rs, failovers); err != nil {
-				x.unsettled.Store(spanKey, struct{}{})
 				return changes, true, proposed, fmt.Errorf("extract: span %s of %s: %w", spanKey, ref, err)
 			}
 			x.unsettled.Delete(spanKey)

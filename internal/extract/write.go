@@ -201,15 +201,14 @@ type writtenMemory struct {
 // the model marks as stated by the user must share a word with it
 // (memory.Grounded).
 //
-// elsewhere reports a write that may be outside the span's project's slot
-// (see memory.Replicated): any memory written (created, its id's entry in
-// the store's id index is on a slot of its own; reinforced, the Redis store
-// writes that entry again, which is how an entry an earlier attempt lost
-// is mended, and which an attempt after an earlier one's unconfirmed
-// writes must wait for too; a global memory or another project's is
-// elsewhere anyway), or a contradiction linked (its edge's copy is kept
-// under the other end's project).
-func (x *Extractor) write(ctx context.Context, ref memory.SessionRef, reply Reply, shown map[string]bool, said string) (changes []events.Change, elsewhere bool, err error) {
+// wrote reports whether a memory was written, also when err is not nil:
+// each such write may be on another slot than the span's project's (see
+// memory.Replicated: a memory created has its id's entry in the store's
+// id index, on a slot of its own; a reinforcement writes that entry again,
+// which is how an entry an earlier attempt lost is mended; a global
+// memory, another project's and a contradiction's edge copy are elsewhere
+// anyway).
+func (x *Extractor) write(ctx context.Context, ref memory.SessionRef, reply Reply, shown map[string]bool, said string) (changes []events.Change, wrote bool, err error) {
 	mems := reply.Memories
 	if len(mems) > x.cfg.MaxMemories {
 		mems = mems[:x.cfg.MaxMemories]
@@ -269,7 +268,7 @@ func (x *Extractor) write(ctx context.Context, ref memory.SessionRef, reply Repl
 		if target != "" {
 			olds, gerr := x.store.GetMany(ctx, []string{target})
 			if gerr != nil {
-				return changes, elsewhere, fmt.Errorf("extract: load memory %s: %w", target, gerr)
+				return changes, wrote, fmt.Errorf("extract: load memory %s: %w", target, gerr)
 			}
 			if len(olds) == 1 {
 				res, err = x.store.Upsert(ctx, reinforcement(olds[0], n))
@@ -287,9 +286,9 @@ func (x *Extractor) write(ctx context.Context, ref memory.SessionRef, reply Repl
 			continue // a proposal the model got wrong; the others stand
 		}
 		if err != nil {
-			return changes, elsewhere, fmt.Errorf("extract: write memory: %w", err)
+			return changes, wrote, fmt.Errorf("extract: write memory: %w", err)
 		}
-		elsewhere = true // see above
+		wrote = true
 		kind := events.ChangeReinforced
 		if res.Created {
 			kind = events.ChangeCreated
@@ -304,15 +303,14 @@ func (x *Extractor) write(ctx context.Context, ref memory.SessionRef, reply Repl
 			if memory.IsNotFound(err) || errors.Is(err, memory.ErrInvalid) {
 				continue
 			}
-			elsewhere = true // attempted, it may have written its copy under opp's project
 			if err != nil {
-				return changes, elsewhere, fmt.Errorf("extract: link contradiction: %w", err)
+				return changes, wrote, fmt.Errorf("extract: link contradiction: %w", err)
 			}
 			changes = append(changes, events.Change{ID: opp, Kind: events.ChangeLinked})
 		}
 		earlier = append(earlier, writtenMemory{id: id, vec: vec})
 	}
-	return changes, elsewhere, nil
+	return changes, wrote, nil
 }
 
 func cosine(a, b []float32) float64 {
