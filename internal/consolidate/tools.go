@@ -164,8 +164,9 @@ const maxSettle = 3
 // memory that survived is found by its digest and reinforced, which writes
 // its id's entry again; one that did not is stored with its id) and waited
 // for again, up to maxSettle times; the call is not made again (its result
-// stands). Replicas that do not acknowledge leave the call's entries
-// pending ("may not have been applied") and return the error.
+// stands). Replicas that do not acknowledge, or a call that failed after it
+// created, leave the call's entries pending ("may not have been applied")
+// and return the error.
 func (p *pass) callSettled(ctx context.Context, tc llm.ToolCall, l *Ledger) (string, result, error) {
 	rs, replicated := p.c.store.(memory.Replicated)
 	var failovers uint64
@@ -175,35 +176,45 @@ func (p *pass) callSettled(ctx context.Context, tc llm.ToolCall, l *Ledger) (str
 	from := len(p.rec.Entries)
 	key, r, err := p.call(ctx, tc, l)
 	made := created(p.rec.Entries[from:])
-	if err != nil || !replicated || len(made) == 0 {
+	if !replicated || len(made) == 0 {
 		return key, r, err
 	}
+	if err == nil {
+		err = p.settleCreated(ctx, rs, failovers, made)
+	}
+	if err != nil {
+		// Not confirmed (the call failed after it created, or Settle
+		// did): the call's entries may not have been applied.
+		for i := from; i < len(p.rec.Entries); i++ {
+			p.rec.Entries[i].Pending = true
+		}
+	}
+	return key, r, err
+}
+
+// settleCreated waits for made on a replica (memory.Settle from
+// failovers), writing them again after each failover, up to maxSettle
+// times (see callSettled).
+func (p *pass) settleCreated(ctx context.Context, rs memory.Replicated, failovers uint64, made []memory.Node) error {
 	for try := 1; ; try++ {
-		err = memory.Settle(ctx, rs, failovers)
+		err := memory.Settle(ctx, rs, failovers)
 		if err == nil {
-			return key, r, nil
+			return nil
 		}
 		if !errors.Is(err, memory.ErrFailedOver) || try == maxSettle {
-			break
+			return fmt.Errorf("consolidate: pass %s: %w", p.rec.ID, err)
 		}
 		failovers = rs.Failovers()
 		for _, n := range made {
-			if _, err = p.c.store.Upsert(ctx, n); err != nil {
-				break
+			if _, err := p.c.store.Upsert(ctx, n); err != nil {
+				return fmt.Errorf("consolidate: pass %s: write %s again after a failover: %w", p.rec.ID, n.ID, err)
 			}
 		}
-		if err != nil {
-			break
-		}
 	}
-	for i := from; i < len(p.rec.Entries); i++ {
-		p.rec.Entries[i].Pending = true
-	}
-	return key, r, fmt.Errorf("consolidate: %s of pass %s: %w", tc.Name, p.rec.ID, err)
 }
 
-// created is the memories entries created (a remembered memory, a topic, a
-// revision's replacement), as written.
+// created lists the memories entries created (a remembered memory, a
+// topic, a revision's replacement), as they were written.
 func created(entries []memory.JournalEntry) []memory.Node {
 	var out []memory.Node
 	for _, e := range entries {
