@@ -3,7 +3,6 @@ package consolidate_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"testing"
 
@@ -18,19 +17,17 @@ import (
 var _ memory.Replicated = (*redis.Store)(nil)
 
 // failingOver is a store whose servers replicate asynchronously, as the
-// consolidator sees it (memory.Replicated): a memory's creation can be lost
-// with a failover (the write goes to a store nobody reads and the failover
-// count moves: a primary killed after it answered, its replica promoted
-// without the write), and Durable can fail.
+// consolidator sees it (memory.Replicated, storetest.Replicas): a memory's
+// creation can be lost with a failover (the write goes to a store nobody
+// reads and the failover count moves: a primary killed after it answered,
+// its replica promoted without the write).
 type failingOver struct {
 	memory.Store
+	storetest.Replicas
 	lost memory.Store
 
-	mu          sync.Mutex
-	failovers   uint64
-	lose        int // how many creations more are lost with a failover
-	durableErrs int // Durable fails this many times before it succeeds
-	durables    int
+	mu   sync.Mutex
+	lose int // how many creations more are lost with a failover
 }
 
 func (s *failingOver) Upsert(ctx context.Context, n memory.Node) (memory.UpsertResult, error) {
@@ -38,36 +35,13 @@ func (s *failingOver) Upsert(ctx context.Context, n memory.Node) (memory.UpsertR
 	lose := s.lose > 0 && n.Subkind != memory.Topic
 	if lose {
 		s.lose--
-		s.failovers++
+		s.Failover()
 	}
 	s.mu.Unlock()
 	if lose {
 		return s.lost.Upsert(ctx, n)
 	}
 	return s.Store.Upsert(ctx, n)
-}
-
-func (s *failingOver) Durable(context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.durables++
-	if s.durableErrs > 0 {
-		s.durableErrs--
-		return fmt.Errorf("%w: no replica acknowledged", memory.ErrUnavailable)
-	}
-	return nil
-}
-
-func (s *failingOver) Failovers() uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.failovers
-}
-
-func (s *failingOver) waits() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.durables
 }
 
 // A memory a pass remembers is written on the project's server and its
@@ -96,7 +70,7 @@ func TestRememberLostWithAFailoverIsWrittenAgain(t *testing.T) {
 		if got := f.get(old.ID); got.ArchivedAt.IsZero() {
 			t.Fatal("the project memory was not forgotten")
 		}
-		if n := st.waits(); n != 2 {
+		if n := st.Calls(); n != 2 {
 			t.Fatalf("waited for replicas %d times: want 2 (the lost creation, written again; none for the forget)", n)
 		}
 		pass, err := st.GetPass(f.ctx, memory.ProjectRef{Project: project}, res.Pass.ID)
@@ -119,7 +93,8 @@ func TestRememberLostWithAFailoverIsWrittenAgain(t *testing.T) {
 // Replicas that do not acknowledge a creation leave its entry pending (it
 // may not be on a replica) and the pass resumes as the same delivery.
 func TestRememberNotOnAReplicaStaysPending(t *testing.T) {
-	st := &failingOver{Store: sqliteStore(t), durableErrs: 100}
+	st := &failingOver{Store: sqliteStore(t)}
+	st.Refuse(100)
 	f := newFixture(t, st)
 	f.say("I moved to Porto last month.", "")
 	f.srv.Enqueue(remember("The user lives in Porto.", "observation"), done())
@@ -161,7 +136,7 @@ func TestHoldWaitsForNoReplica(t *testing.T) {
 	if holds != 1 || res.Outcome.Held != 1 {
 		t.Fatalf("journal %+v, outcome %+v: want the remember held", pass.Entries, res.Outcome)
 	}
-	if n := st.waits(); n != 0 {
+	if n := st.Calls(); n != 0 {
 		t.Fatalf("a hold waited for replicas %d times, want 0", n)
 	}
 }

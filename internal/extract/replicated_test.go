@@ -3,7 +3,6 @@ package extract_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/engram-memory/engram/internal/extract"
 	"github.com/engram-memory/engram/internal/runner"
+	"github.com/engram-memory/engram/internal/storetest"
 	"github.com/engram-memory/engram/pkg/events"
 	"github.com/engram-memory/engram/pkg/memory"
 	"github.com/engram-memory/engram/pkg/memory/redis"
@@ -22,20 +22,19 @@ import (
 var _ memory.Replicated = (*redis.Store)(nil)
 
 // failingOver is a store whose servers replicate asynchronously, as the
-// extractor sees it (memory.Replicated): the steps of a span are logged in
-// order, Durable can fail a number of times first, and a global memory's
-// write can be lost with a failover (it goes to a store nobody reads, and
-// the failover count moves: a primary killed after it answered the write,
-// its replica promoted without it).
+// extractor sees it (memory.Replicated, storetest.Replicas): the steps of a
+// span are logged in order, and a global memory's write can be lost with a
+// failover (it goes to a store nobody reads, and the failover count moves:
+// a primary killed after it answered the write, its replica promoted
+// without it).
 type failingOver struct {
 	memory.Store
+	storetest.Replicas
 	lost memory.Store // where a write lost with its primary went
 
-	mu          sync.Mutex
-	failovers   uint64
-	loseGlobal  bool // the next global memory's write is lost with a failover
-	durableErrs int  // Durable fails this many times before it succeeds
-	steps       []string
+	mu         sync.Mutex
+	loseGlobal bool // the next global memory's write is lost with a failover
+	steps      []string
 }
 
 func (s *failingOver) log(step string) {
@@ -57,7 +56,7 @@ func (s *failingOver) Upsert(ctx context.Context, n memory.Node) (memory.UpsertR
 	lose := s.loseGlobal && n.Scope == memory.ScopeGlobal
 	if lose {
 		s.loseGlobal = false
-		s.failovers++
+		s.Failover()
 	}
 	s.mu.Unlock()
 	s.log("upsert " + string(n.Scope))
@@ -72,25 +71,9 @@ func (s *failingOver) MarkEventProcessed(ctx context.Context, p memory.ProjectRe
 	return s.Store.MarkEventProcessed(ctx, p, consumer, id, ttl)
 }
 
-func (s *failingOver) Durable(context.Context) error {
-	s.log("durable")
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.durableErrs > 0 {
-		s.durableErrs--
-		return fmt.Errorf("%w: no replica acknowledged", memory.ErrUnavailable)
-	}
-	return nil
-}
-
-func (s *failingOver) Failovers() uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.failovers
-}
-
 func newFailingOver(t *testing.T, open func(t testing.TB) memory.Store, mod ...func(*extract.Config)) (*fixture, *failingOver) {
 	st := &failingOver{}
+	st.OnDurable = func() { st.log("durable") }
 	f := newFixture(t, func(t testing.TB) memory.Store {
 		st.Store, st.lost = open(t), open(t)
 		return st
@@ -193,7 +176,7 @@ func TestSpanWrittenAgainAfterAFailover(t *testing.T) {
 func TestSpanWaitsForALaggingReplica(t *testing.T) {
 	eachStore(t, func(t *testing.T, open func(t testing.TB) memory.Store) {
 		f, st := newFailingOver(t, open)
-		st.durableErrs = 2
+		st.Refuse(2)
 		f.srv.Enqueue(reply(nil, rule("Always answer in Indonesian.", "global")))
 		f.handle(userTurn("t1", "Always answer in Indonesian, please."))
 		steps := st.taken()
@@ -207,7 +190,7 @@ func TestSpanWaitsForALaggingReplica(t *testing.T) {
 			t.Fatalf("steps %q: want Durable asked 3 times, then the span recorded", steps)
 		}
 
-		st.durableErrs = 100
+		st.Refuse(100)
 		f.srv.Enqueue(reply(nil, rule("Always write dates as ISO 8601.", "global")))
 		turn := userTurn("t2", "Always write dates as ISO 8601 from now on.")
 		_, err := f.x.HandleTurn(f.ctx, turn)
@@ -219,9 +202,7 @@ func TestSpanWaitsForALaggingReplica(t *testing.T) {
 		}
 		// Extracted again, the model proposes nothing this time: the first
 		// attempt's writes are still waited for before the span's record.
-		st.mu.Lock()
-		st.durableErrs = 0
-		st.mu.Unlock()
+		st.Refuse(0)
 		f.srv.Enqueue(reply(nil))
 		f.handle(turn)
 		steps = st.taken()
