@@ -69,8 +69,20 @@ func digestOf(ev any) (string, error) {
 
 func digestKey(id, digest string) string { return id + " " + digest }
 
-// lookup reads the records of ev (one read for an event never seen).
-func (r *Runner) lookup(ctx context.Context, id, digest string, p memory.ProjectRef) (seen, error) {
+// lookup reads the records of ev (one read for an event never seen) and,
+// when owed is asked for and ev was handled, the run again for failovers
+// its records owe (owedRedo; 0: none).
+func (r *Runner) lookup(ctx context.Context, id, digest string, p memory.ProjectRef, owed bool) (seen, int, error) {
+	state, err := r.seenAs(ctx, id, digest, p)
+	if err != nil || state != seenSame || !owed {
+		return state, 0, err
+	}
+	k, err := r.owedRedo(ctx, id, p)
+	return state, k, err
+}
+
+// seenAs is what the records of ev say of it.
+func (r *Runner) seenAs(ctx context.Context, id, digest string, p memory.ProjectRef) (seen, error) {
 	c := r.cfg.Consumer
 	done, err := r.processed.EventProcessed(ctx, p, c+seenSuffix, id)
 	if err != nil {

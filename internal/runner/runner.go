@@ -1044,7 +1044,7 @@ func (r *Runner) handle(d *delivery) {
 		// Bounded as mark is: it runs before the handler's heartbeats,
 		// on the handler context, which has no deadline.
 		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		state, err := r.lookup(lctx, ev.ID, digest, projectOf(ev))
+		state, owed, err := r.lookup(lctx, ev.ID, digest, projectOf(ev), r.failovers != nil && !d.redoPending)
 		cancel()
 		if err != nil {
 			o.Err = fmt.Errorf("runner: processed-event lookup: %w", err)
@@ -1061,28 +1061,16 @@ func (r *Runner) handle(d *delivery) {
 			r.obs.Delivered(o)
 			return
 		}
-		if state == seenSame && r.failovers != nil && !d.redoPending {
-			// A run again for a failover is owed and not done: noted by
-			// an earlier delivery that went back to the stream before it
+		if owed > 0 {
+			// A run again for a failover is owed and not done: noted by an
+			// earlier delivery that went back to the stream before it
 			// succeeded (its worker stopped, its wait ran past MaxWait),
-			// or by this one while it waited for durability. Run here.
-			lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			owed, err := r.owedRedo(lctx, ev.ID, projectOf(ev))
-			cancel()
-			if err != nil {
-				o.Err = fmt.Errorf("runner: processed-event lookup: %w", err)
-				r.retry(msg, meta, o.Err, &o)
-				r.obs.Delivered(o)
-				return
-			}
-			if owed > 0 {
-				// The owed run again is this delivery's now: the next
-				// failover's is not noted yet (noteOwed), and the count
-				// starts again when it runs.
-				d.redone, d.redoPending, d.owedNoted, d.counted = owed, true, false, false
-				r.log.Warn("a run again for a store failover is owed by an earlier delivery: handled again",
-					zap.String("event_id", ev.ID), zap.Int("time", owed))
-			}
+			// or by this one while it waited for durability. It is this
+			// delivery's now: the next failover's is not noted yet
+			// (noteOwed), and the count starts again when it runs.
+			d.redone, d.redoPending, d.owedNoted, d.counted = owed, true, false, false
+			r.log.Warn("a run again for a store failover is owed: handled again",
+				zap.String("event_id", ev.ID), zap.Int("time", owed))
 		}
 		if state == seenSame {
 			stop := r.keepAlive(d, ev.ID)
