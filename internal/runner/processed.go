@@ -120,7 +120,8 @@ func redoKey(id string, k int) string { return fmt.Sprintf("%s#%d", id, k) }
 
 // owedRedo is the run again for failovers that the records of a handled
 // event say is owed (0: none): the last one recorded (at most maxRedo),
-// unless it is recorded done. One read for an event never run again.
+// unless it is recorded done. Every k is read (maxRedo reads): the records
+// expire in the order they were written, so an owed #2 can outlive #1.
 func (r *Runner) owedRedo(ctx context.Context, id string, p memory.ProjectRef) (int, error) {
 	c := r.cfg.Consumer
 	last := 0
@@ -129,10 +130,9 @@ func (r *Runner) owedRedo(ctx context.Context, id string, p memory.ProjectRef) (
 		if err != nil {
 			return 0, err
 		}
-		if !owed {
-			break
+		if owed {
+			last = k
 		}
-		last = k
 	}
 	if last == 0 {
 		return 0, nil
