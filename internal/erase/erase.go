@@ -142,6 +142,11 @@ func (e *Eraser) Erase(ctx context.Context, sc Scope, o Options) (Receipt, error
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	r := Receipt{Scope: sc, StartedAt: e.now().UTC(), Streams: map[string]int{}}
+	var failovers uint64
+	rs, replicated := e.store.(memory.Replicated)
+	if replicated {
+		failovers = rs.Failovers()
+	}
 	texts := newTexts()
 	texts.ids(sc)
 	if sc.Project != "" && sc.Session == "" {
@@ -170,7 +175,14 @@ func (e *Eraser) Erase(ctx context.Context, sc Scope, o Options) (Receipt, error
 		// before its replica had them is replaced by a replica that still
 		// holds the records; a machine that loses power before SQLite's
 		// log reaches the disk reopens with them.
-		if derr := d.Durable(ctx); derr != nil {
+		derr := d.Durable(ctx)
+		if replicated && derr == nil && rs.Failovers() != failovers {
+			// Durable confirmed the primaries serving now; a replica
+			// promoted during the erasure may hold records it deleted on
+			// the primary it replaced.
+			derr = memory.ErrFailedOver
+		}
+		if derr != nil {
 			r.Persistence.Incomplete = append(r.Persistence.Incomplete, "store: the deletions are not confirmed durable yet ("+
 				derr.Error()+"): a server or machine lost now could bring the records back; erase again")
 			err = fmt.Errorf("erase %s: durable: %w", sc, derr)

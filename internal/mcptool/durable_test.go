@@ -45,3 +45,36 @@ func TestWritesNotConfirmedOnAReplicaSaySo(t *testing.T) {
 		t.Fatalf("the forget was not made: %v %+v", err, n.ArchivedAt)
 	}
 }
+
+// failingOver is a store whose replicas acknowledge but whose servers
+// failed over while the ops ran (a primary replaced by a replica that may
+// lack the writes).
+type failingOver struct {
+	memory.Store
+	storetest.Replicas
+}
+
+func (s *failingOver) Archive(ctx context.Context, id string) error {
+	s.Failover() // the write answered, then its primary was lost
+	return s.Store.Archive(ctx, id)
+}
+
+// A change made while the store failed over is not confirmed, though
+// Durable succeeds afterwards (on the primaries serving then).
+func TestWritesDuringAFailoverSaySo(t *testing.T) {
+	f := newFixture(t, storetest.OpenSQLite)
+	st := &failingOver{Store: f.store}
+	tool, err := New(st, f.emb, Config{MinConfidence: 0.3, CrossProject: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.tool = tool
+	r := f.one(shop, Op{Op: OpForget, ID: f.ids["webhook"], Reason: "fixed for good in v2"})
+	if st.Calls() != 1 || !strings.Contains(r.Note, "not yet confirmed durable") {
+		t.Fatalf("forget during a failover: %d Durable calls, note %q", st.Calls(), r.Note)
+	}
+	r = f.one(shop, Op{Op: OpRestore, ID: f.ids["webhook"]})
+	if st.Calls() != 2 || strings.Contains(r.Note, "durable") {
+		t.Fatalf("restore without a failover: %d Durable calls, note %q", st.Calls(), r.Note)
+	}
+}

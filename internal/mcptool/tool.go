@@ -184,6 +184,10 @@ func (t *Tool) Run(ctx context.Context, c Caller, req Request) (Response, error)
 	}
 	resp := Response{Results: make([]Result, len(req.Ops))}
 	var changes []events.Change
+	var failovers uint64
+	if rs, ok := t.store.(memory.Replicated); ok {
+		failovers = rs.Failovers()
+	}
 	for i, op := range req.Ops {
 		r, err := t.run(ctx, c, op)
 		if err != nil {
@@ -199,7 +203,7 @@ func (t *Tool) Run(ctx context.Context, c Caller, req Request) (Response, error)
 		resp.Results[i] = r
 	}
 	if len(changes) > 0 {
-		t.confirmDurable(ctx, c, req, &resp)
+		t.confirmDurable(ctx, c, req, &resp, failovers)
 	}
 	t.publish(ctx, c, changes)
 	return resp, nil
@@ -214,13 +218,20 @@ type durable interface {
 // confirmDurable waits until the store's writes are durable (on disk, on
 // a replica). The changes are made either way; when it cannot confirm
 // them, each write's result says that a server lost now could take the
-// change with it, so that the agent checks before it relies on it.
-func (t *Tool) confirmDurable(ctx context.Context, c Caller, req Request, resp *Response) {
+// change with it, so that the agent checks before it relies on it. A store
+// that counts its failovers (memory.Replicated) confirms nothing when one
+// came since failovers, before the ops: a replica promoted meanwhile may
+// lack the writes (a memory's id entry, on another primary than the
+// memory, among them), and Durable then only confirms the new primary's.
+func (t *Tool) confirmDurable(ctx context.Context, c Caller, req Request, resp *Response, failovers uint64) {
 	d, ok := t.store.(durable)
 	if !ok {
 		return
 	}
 	err := d.Durable(ctx)
+	if rs, ok := t.store.(memory.Replicated); ok && err == nil && rs.Failovers() != failovers {
+		err = memory.ErrFailedOver
+	}
 	if err == nil {
 		return
 	}
