@@ -164,3 +164,64 @@ func (h *harness) consumerOf(name string) *jetstream.ConsumerInfo {
 	}
 	return info
 }
+
+// failingShelf parks letters in a real store, and the first one it parks is
+// lost with a failover (the primary answered, then was replaced by a
+// replica without it): the store's Durable succeeds afterwards, on the
+// primaries serving then.
+type failingShelf struct {
+	dlq.Shelf
+	d     *switchDurable
+	first atomic.Bool
+}
+
+func (s *failingShelf) ParkLetter(ctx context.Context, key string, data []byte) error {
+	if s.first.CompareAndSwap(false, true) {
+		s.d.failovers.Add(1)
+		return nil // answered, then lost
+	}
+	return s.Shelf.ParkLetter(ctx, key, data)
+}
+
+// A letter parked while the store failed over is not taken as parked: its
+// event is not terminated, and it is parked again when delivered again.
+func TestLetterParkedDuringAFailoverIsParkedAgain(t *testing.T) {
+	h := newHarnessTopology(t, func(topo *events.Topology) { topo.DLQ.MaxBytes = 4 << 10 })
+	ctx := context.Background()
+	fillDLQ(t, h)
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "engram.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	d := &switchDurable{}
+	d.calls.Store(1) // its failovers are the shelf's alone
+	shelf := &failingShelf{Shelf: st, d: d}
+	parking := dlq.NewParking(dlq.NewWriter(h.js, h.topo.Subjects()), shelf, dlq.ParkingOptions{Interval: 100 * time.Millisecond})
+	m := nats.NewMsg(h.topo.Subjects().In(events.TypeTurnStarted, "", "p", "poison"))
+	m.Data = []byte(`{"not":"an event"}`)
+	if _, err := h.js.PublishMsg(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	cfg := h.config()
+	cfg.Consumer = events.ConsumerInjector
+	cfg.MaxDeliver = 3
+	h.start(cfg, func(context.Context, events.Envelope) error { return nil }, runner.WithParking(parking), runner.WithDurable(d))
+	eventually(t, "the letter parked", func() bool {
+		n, err := st.CountParkedLetters(ctx)
+		return err == nil && n == 1
+	})
+	eventually(t, "the event terminated", func() bool { return h.consumerOf(events.ConsumerInjector).AckFloor.Stream == 1 })
+	if !shelf.first.Load() || d.failovers.Load() != 1 {
+		t.Fatal("the first letter was not lost: the test lost nothing")
+	}
+	var failed int
+	for _, o := range h.obs.all() {
+		if o.DeadLetterFailed {
+			failed++
+		}
+	}
+	if failed != 1 {
+		t.Fatalf("%d dead-letterings failed, want 1 (the letter lost with the failover): %+v", failed, h.obs.all())
+	}
+}
