@@ -169,10 +169,7 @@ const maxSettle = 3
 // and return the error.
 func (p *pass) callSettled(ctx context.Context, tc llm.ToolCall, l *Ledger) (string, result, error) {
 	rs, replicated := p.c.store.(memory.Replicated)
-	var failovers uint64
-	if replicated {
-		failovers = rs.Failovers()
-	}
+	failovers := memory.FailoversOf(p.c.store)
 	from := len(p.rec.Entries)
 	key, r, err := p.call(ctx, tc, l)
 	made := created(p.rec.Entries[from:])

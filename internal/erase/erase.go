@@ -142,11 +142,7 @@ func (e *Eraser) Erase(ctx context.Context, sc Scope, o Options) (Receipt, error
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	r := Receipt{Scope: sc, StartedAt: e.now().UTC(), Streams: map[string]int{}}
-	var failovers uint64
-	rs, replicated := e.store.(memory.Replicated)
-	if replicated {
-		failovers = rs.Failovers()
-	}
+	failovers := memory.FailoversOf(e.store)
 	texts := newTexts()
 	texts.ids(sc)
 	if sc.Project != "" && sc.Session == "" {
@@ -175,14 +171,9 @@ func (e *Eraser) Erase(ctx context.Context, sc Scope, o Options) (Receipt, error
 		// before its replica had them is replaced by a replica that still
 		// holds the records; a machine that loses power before SQLite's
 		// log reaches the disk reopens with them.
-		derr := d.Durable(ctx)
-		if replicated && derr == nil && rs.Failovers() != failovers {
-			// Durable confirmed the primaries serving now; a replica
-			// promoted during the erasure may hold records it deleted on
-			// the primary it replaced.
-			derr = memory.ErrFailedOver
-		}
-		if derr != nil {
+		// A replica promoted during the erasure may hold records it
+		// deleted on the primary it replaced (ErrFailedOver).
+		if derr := memory.ConfirmDurable(ctx, d, failovers); derr != nil {
 			r.Persistence.Incomplete = append(r.Persistence.Incomplete, "store: the deletions are not confirmed durable yet ("+
 				derr.Error()+"): a server or machine lost now could bring the records back; erase again")
 			err = fmt.Errorf("erase %s: durable: %w", sc, derr)

@@ -612,10 +612,7 @@ func (x *Extractor) extractSpan(ctx context.Context, ref memory.SessionRef, caus
 		// A span's record guards its writes; those it made on another
 		// server than its project's are waited for first (memory.Replicated).
 		rs, replicated := x.store.(memory.Replicated)
-		var failovers uint64
-		if replicated {
-			failovers = rs.Failovers()
-		}
+		failovers := memory.FailoversOf(x.store)
 		var wrote bool
 		changes, wrote, err = x.write(ctx, ref, reply, shown, memory.UserSaid(msgs))
 		if replicated && wrote {

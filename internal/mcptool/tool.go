@@ -184,10 +184,7 @@ func (t *Tool) Run(ctx context.Context, c Caller, req Request) (Response, error)
 	}
 	resp := Response{Results: make([]Result, len(req.Ops))}
 	var changes []events.Change
-	var failovers uint64
-	if rs, ok := t.store.(memory.Replicated); ok {
-		failovers = rs.Failovers()
-	}
+	failovers := memory.FailoversOf(t.store)
 	for i, op := range req.Ops {
 		r, err := t.run(ctx, c, op)
 		if err != nil {
@@ -218,20 +215,14 @@ type durable interface {
 // confirmDurable waits until the store's writes are durable (on disk, on
 // a replica). The changes are made either way; when it cannot confirm
 // them, each write's result says that a server lost now could take the
-// change with it, so that the agent checks before it relies on it. A store
-// that counts its failovers (memory.Replicated) confirms nothing when one
-// came since failovers, before the ops: a replica promoted meanwhile may
-// lack the writes (a memory's id entry, on another primary than the
-// memory, among them), and Durable then only confirms the new primary's.
+// change with it, so that the agent checks before it relies on it; so does
+// a failover since failovers, before the ops (memory.ConfirmDurable).
 func (t *Tool) confirmDurable(ctx context.Context, c Caller, req Request, resp *Response, failovers uint64) {
 	d, ok := t.store.(durable)
 	if !ok {
 		return
 	}
-	err := d.Durable(ctx)
-	if rs, ok := t.store.(memory.Replicated); ok && err == nil && rs.Failovers() != failovers {
-		err = memory.ErrFailedOver
-	}
+	err := memory.ConfirmDurable(ctx, d, failovers)
 	if err == nil {
 		return
 	}

@@ -1414,21 +1414,14 @@ func (r *Runner) deadLetter(msg jetstream.Msg, meta *jetstream.MsgMetadata, reas
 	}
 	var err error
 	if r.parking != nil {
-		var failovers uint64
-		if r.failovers != nil {
-			failovers = r.failovers.Failovers()
-		}
+		failovers := memory.FailoversOf(r.durable)
 		o.Parked, err = r.parking.Put(ctx, l)
 		if err == nil && o.Parked && r.durable != nil {
 			// The letter is in the store: it must be durable there
 			// before its event is terminated (a failover or a power loss
-			// would take both). A failover while it was parked may have
-			// taken it though Durable confirms the primaries serving now.
-			derr := r.durable.Durable(ctx)
-			if derr == nil && r.failovers != nil && r.failovers.Failovers() != failovers {
-				derr = memory.ErrFailedOver
-			}
-			if derr != nil {
+			// would take both; a failover while it was parked, too:
+			// memory.ConfirmDurable).
+			if derr := memory.ConfirmDurable(ctx, r.durable, failovers); derr != nil {
 				err = fmt.Errorf("runner: the parked letter is not durable yet: %w", derr)
 			}
 		}

@@ -38,6 +38,29 @@ var (
 	ErrNotReplicated = errors.New("memory: the writes are not on a replica yet")
 )
 
+// FailoversOf is st's failover count when it keeps one (Replicated), else
+// 0: what a worker notes before its writes, for Settle or ConfirmDurable.
+func FailoversOf(st any) uint64 {
+	if rs, ok := st.(Replicated); ok {
+		return rs.Failovers()
+	}
+	return 0
+}
+
+// ConfirmDurable asks d once whether the writes made so far are durable
+// (on disk, on a replica) and, when d counts its failovers (Replicated),
+// returns ErrFailedOver if one came since failovers (FailoversOf before
+// the writes): Durable then confirms only the primaries serving now, and a
+// replica promoted meanwhile may lack the writes (or, for deletions, still
+// hold what they deleted).
+func ConfirmDurable(ctx context.Context, d interface{ Durable(context.Context) error }, failovers uint64) error {
+	err := d.Durable(ctx)
+	if rs, ok := d.(Replicated); ok && err == nil && rs.Failovers() != failovers {
+		return ErrFailedOver
+	}
+	return err
+}
+
 // settleTries bounds how many times Settle asks the store for its writes'
 // durability.
 const settleTries = 5
