@@ -2,7 +2,6 @@ package app_test
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/engram-memory/engram/internal/app"
 	"github.com/engram-memory/engram/internal/runner"
+	"github.com/engram-memory/engram/internal/storetest"
 	"github.com/engram-memory/engram/pkg/events"
 	"github.com/engram-memory/engram/pkg/events/eventstest"
 	"github.com/engram-memory/engram/pkg/memory"
@@ -19,12 +19,11 @@ import (
 
 // replicatedStore keeps processed-event records and, like the Redis store
 // with replicas, says its writes are not on a replica for its first
-// Durable calls.
+// Durable calls (storetest.Replicas' refusals).
 type replicatedStore struct {
-	mu     sync.Mutex
-	done   map[string]bool
-	behind int
-	calls  int
+	storetest.Replicas
+	mu   sync.Mutex
+	done map[string]bool
 }
 
 func (s *replicatedStore) EventProcessed(_ context.Context, p memory.ProjectRef, consumer, id string) (bool, error) {
@@ -40,17 +39,6 @@ func (s *replicatedStore) MarkEventProcessed(_ context.Context, p memory.Project
 	return nil
 }
 
-func (s *replicatedStore) Durable(context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.calls++
-	if s.behind > 0 {
-		s.behind--
-		return fmt.Errorf("%w: not on a replica yet", memory.ErrUnavailable)
-	}
-	return nil
-}
-
 // A worker whose store can wait for its replicas (the Redis store) has its
 // events acknowledged only once the store says its writes are durable:
 // StartWorkers takes Durable from the worker's processed-event store. A
@@ -58,13 +46,12 @@ func (s *replicatedStore) Durable(context.Context) error {
 func TestWorkersAcknowledgeOnceTheStoreIsDurable(t *testing.T) {
 	for _, undurable := range []bool{false, true} {
 		t.Run(map[bool]string{false: "durable", true: "undurable"}[undurable], func(t *testing.T) {
-			st := &replicatedStore{done: map[string]bool{}, behind: 2}
+			st := &replicatedStore{done: map[string]bool{}}
+			st.Refuse(2)
 			ackOne(t, app.Worker{Role: events.ConsumerExtractor, Handler: func(context.Context, events.Envelope) error { return nil },
 				Processed: st, AckUndurable: undurable})
-			st.mu.Lock()
-			defer st.mu.Unlock()
-			if want := map[bool]int{false: 3, true: 0}[undurable]; st.calls != want {
-				t.Fatalf("Durable called %d times before the acknowledgement, want %d", st.calls, want)
+			if want := map[bool]int{false: 3, true: 0}[undurable]; st.Calls() != want {
+				t.Fatalf("Durable called %d times before the acknowledgement, want %d", st.Calls(), want)
 			}
 		})
 	}

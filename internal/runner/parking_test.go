@@ -3,7 +3,6 @@ package runner_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,8 +12,8 @@ import (
 
 	"github.com/engram-memory/engram/internal/runner"
 	"github.com/engram-memory/engram/internal/runner/dlq"
+	"github.com/engram-memory/engram/internal/storetest"
 	"github.com/engram-memory/engram/pkg/events"
-	"github.com/engram-memory/engram/pkg/memory/sqlite"
 )
 
 // The finding: with ENGRAM_DLQ at its limit, 256 poison events held
@@ -38,7 +37,7 @@ func TestFullDLQValidEventsKeepFlowing(t *testing.T) {
 	ctx := context.Background()
 	fillDLQ(t, h)
 
-	st := openShelf(t)
+	st := storetest.OpenSQLite(t)
 	parking := dlq.NewParking(dlq.NewWriter(h.js, h.topo.Subjects()), st, dlq.ParkingOptions{Interval: 100 * time.Millisecond})
 
 	for i := range poison {
@@ -119,18 +118,6 @@ func TestFullDLQValidEventsKeepFlowing(t *testing.T) {
 }
 
 // fillDLQ publishes letters until ENGRAM_DLQ refuses one.
-// openShelf is a real SQLite store for parked letters, closed when the
-// test ends.
-func openShelf(t *testing.T) *sqlite.Store {
-	t.Helper()
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "engram.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	return st
-}
-
 func fillDLQ(t *testing.T, h *harness) {
 	t.Helper()
 	for i := 0; ; i++ {
@@ -197,7 +184,7 @@ func TestLetterParkedDuringAFailoverIsParkedAgain(t *testing.T) {
 	h := newHarnessTopology(t, func(topo *events.Topology) { topo.DLQ.MaxBytes = 4 << 10 })
 	ctx := context.Background()
 	fillDLQ(t, h)
-	st := openShelf(t)
+	st := storetest.OpenSQLite(t)
 	d := &switchDurable{}
 	d.calls.Store(1) // its failovers are the shelf's alone
 	shelf := &failingShelf{Shelf: st, d: d}
