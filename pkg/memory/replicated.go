@@ -81,15 +81,12 @@ func Settle(ctx context.Context, rs Replicated, failovers uint64) error {
 			case <-time.After(time.Duration(try) * 200 * time.Millisecond):
 			}
 		}
-		if err = rs.Durable(ctx); err == nil {
-			break
+		if err = ConfirmDurable(ctx, rs, failovers); err == nil || errors.Is(err, ErrFailedOver) {
+			return err
 		}
 	}
 	if rs.Failovers() != failovers {
 		return ErrFailedOver
 	}
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrNotReplicated, err)
-	}
-	return nil
+	return fmt.Errorf("%w: %w", ErrNotReplicated, err)
 }
