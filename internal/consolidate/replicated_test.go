@@ -1,9 +1,7 @@
 package consolidate_test
 
 import (
-	"context"
 	"errors"
-	"sync"
 	"testing"
 
 	"github.com/engram-memory/engram/internal/consolidate"
@@ -17,31 +15,10 @@ import (
 var _ memory.Replicated = (*redis.Store)(nil)
 
 // failingOver is a store whose servers replicate asynchronously, as the
-// consolidator sees it (memory.Replicated, storetest.Replicas): a memory's
-// creation can be lost with a failover (the write goes to a store nobody
-// reads and the failover count moves: a primary killed after it answered,
-// its replica promoted without the write).
-type failingOver struct {
-	memory.Store
-	storetest.Replicas
-	lost memory.Store
-
-	mu   sync.Mutex
-	lose int // how many creations more are lost with a failover
-}
-
-func (s *failingOver) Upsert(ctx context.Context, n memory.Node) (memory.UpsertResult, error) {
-	s.mu.Lock()
-	lose := s.lose > 0 && n.Subkind != memory.Topic
-	if lose {
-		s.lose--
-		s.Failover()
-	}
-	s.mu.Unlock()
-	if lose {
-		return s.lost.Upsert(ctx, n)
-	}
-	return s.Store.Upsert(ctx, n)
+// consolidator sees it: a memory's creation (not a topic's) can be lost
+// with a failover (storetest.LosingUpserts).
+func failingOver(st, lost memory.Store) *storetest.LosingUpserts {
+	return &storetest.LosingUpserts{Store: st, Lost: lost, Losable: func(n memory.Node) bool { return n.Subkind != memory.Topic }}
 }
 
 // A memory a pass remembers is written on the project's server and its
@@ -52,11 +29,10 @@ func (s *failingOver) Upsert(ctx context.Context, n memory.Node) (memory.UpsertR
 // project's server alone) waits for nothing.
 func TestRememberLostWithAFailoverIsWrittenAgain(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
-		st := &failingOver{Store: b.Open(t)}
-		st.lost = b.Open(t)
+		st := failingOver(b.Open(t), b.Open(t))
 		f := newFixture(t, st)
 		old := f.seed(memory.Node{Subkind: memory.Observation, Label: "The user deploys on Fridays."})
-		st.lose = 1
+		st.LoseNext(1)
 		f.say("We no longer deploy on Fridays. And I moved to Porto last month.", "")
 		f.srv.Enqueue(
 			callOn(t, consolidate.ToolForget, old.Label, map[string]any{"reason": "the user said so"}),
@@ -93,7 +69,7 @@ func TestRememberLostWithAFailoverIsWrittenAgain(t *testing.T) {
 // Replicas that do not acknowledge a creation leave its entry pending (it
 // may not be on a replica) and the pass resumes as the same delivery.
 func TestRememberNotOnAReplicaStaysPending(t *testing.T) {
-	st := &failingOver{Store: sqliteStore(t)}
+	st := failingOver(sqliteStore(t), nil)
 	st.Refuse(100)
 	f := newFixture(t, st)
 	f.say("I moved to Porto last month.", "")
@@ -116,7 +92,7 @@ func TestRememberNotOnAReplicaStaysPending(t *testing.T) {
 // creations, and a call made again after a failover then stored a held
 // near-duplicate without review.)
 func TestHoldWaitsForNoReplica(t *testing.T) {
-	st := &failingOver{Store: sqliteStore(t)}
+	st := failingOver(sqliteStore(t), nil)
 	f := newFixture(t, st, consolidate.WithEmbedder(nil))
 	const seeded, similar = "The user swims every Tuesday morning.", "The user swims every Tuesday morning at the lake."
 	f.seed(memory.Node{Subkind: memory.Pattern, Label: seeded})

@@ -150,10 +150,6 @@ func (p *pass) settle(e *memory.JournalEntry) {
 	p.rec.Entries[n] = *e
 }
 
-// maxSettle bounds how many times callSettled writes a call's creations
-// again after failovers.
-const maxSettle = 3
-
 // callSettled is call, with the memories it created (each id's entry in
 // the store's id index is on another slot than the project's, on a Redis
 // Cluster another primary: created) waited for before the step's journal
@@ -163,7 +159,7 @@ const maxSettle = 3
 // meanwhile each creation is written again as the journal holds it (a
 // memory that survived is found by its digest and reinforced, which writes
 // its id's entry again; one that did not is stored with its id) and waited
-// for again, up to maxSettle times; the call is not made again (its result
+// for again (memory.SettleWritten); the call is not made again (its result
 // stands). Replicas that do not acknowledge, or a call that failed after it
 // created, leave the call's entries pending ("may not have been applied")
 // and return the error.
@@ -189,25 +185,21 @@ func (p *pass) callSettled(ctx context.Context, tc llm.ToolCall, l *Ledger) (str
 	return key, r, err
 }
 
-// settleCreated waits for made on a replica (memory.Settle from
-// failovers), writing them again after each failover, up to maxSettle
-// times (see callSettled).
+// settleCreated waits for made on a replica, writing them again after
+// each failover (memory.SettleWritten from failovers; see callSettled).
 func (p *pass) settleCreated(ctx context.Context, rs memory.Replicated, failovers uint64, made []memory.Node) error {
-	for try := 1; ; try++ {
-		err := memory.Settle(ctx, rs, failovers)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, memory.ErrFailedOver) || try == maxSettle {
-			return fmt.Errorf("consolidate: pass %s: %w", p.rec.ID, err)
-		}
-		failovers = rs.Failovers()
+	err := memory.SettleWritten(ctx, rs, failovers, func(ctx context.Context) error {
 		for _, n := range made {
 			if _, err := p.c.store.Upsert(ctx, n); err != nil {
-				return fmt.Errorf("consolidate: pass %s: write %s again after a failover: %w", p.rec.ID, n.ID, err)
+				return fmt.Errorf("%s: %w", n.ID, err)
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("consolidate: pass %s: %w", p.rec.ID, err)
 	}
+	return nil
 }
 
 // created lists the memories entries created (a remembered memory, a

@@ -67,3 +67,41 @@ func (r *Replicas) Calls() int {
 	defer r.mu.Unlock()
 	return r.calls
 }
+
+// LosingUpserts is a store whose servers replicate asynchronously
+// (Replicas) and lose writes with a failover: after LoseNext(n) the next
+// n Upserts that Losable takes (nil: every one) go to Lost, a store
+// nobody reads, and each counts a failover (a primary killed after it
+// answered, its replica promoted without the write). Lost nil: Upsert
+// opens no second store, the tests that lose nothing leave it nil.
+type LosingUpserts struct {
+	memory.Store
+	Replicas
+	Lost    memory.Store
+	Losable func(memory.Node) bool
+
+	mu   sync.Mutex
+	lose int
+}
+
+// LoseNext makes the next n Upserts Losable takes lost with a failover.
+func (s *LosingUpserts) LoseNext(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lose = n
+}
+
+// Upsert implements memory.Store, losing the write as LoseNext says.
+func (s *LosingUpserts) Upsert(ctx context.Context, n memory.Node) (memory.UpsertResult, error) {
+	s.mu.Lock()
+	lose := s.lose > 0 && (s.Losable == nil || s.Losable(n))
+	if lose {
+		s.lose--
+		s.Failover()
+	}
+	s.mu.Unlock()
+	if lose {
+		return s.Lost.Upsert(ctx, n)
+	}
+	return s.Store.Upsert(ctx, n)
+}

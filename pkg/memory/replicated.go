@@ -90,3 +90,25 @@ func Settle(ctx context.Context, rs Replicated, failovers uint64) error {
 	}
 	return fmt.Errorf("%w: %w", ErrNotReplicated, err)
 }
+
+// RewriteTries bounds how many times SettleWritten waits for writes it
+// makes again after failovers.
+const RewriteTries = 3
+
+// SettleWritten is Settle for writes the caller can make again (again: a
+// created memory written again as it was stored, which a store finds by
+// its digest and reinforces, mending what the failover lost): after a
+// failover it makes them again and waits again, up to RewriteTries waits
+// in all, and returns the last wait's error.
+func SettleWritten(ctx context.Context, rs Replicated, failovers uint64, again func(context.Context) error) error {
+	for try := 1; ; try++ {
+		err := Settle(ctx, rs, failovers)
+		if err == nil || !errors.Is(err, ErrFailedOver) || try == RewriteTries {
+			return err
+		}
+		failovers = rs.Failovers()
+		if err := again(ctx); err != nil {
+			return fmt.Errorf("write again after a failover: %w", err)
+		}
+	}
+}
