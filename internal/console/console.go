@@ -447,6 +447,8 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, pg *page, status i
 
 func describe(err error) string {
 	switch {
+	case errors.Is(err, memory.ErrNotReplicated), errors.Is(err, memory.ErrFailedOver):
+		return err.Error() // what was written, and what to do
 	case errors.Is(err, memory.ErrUnavailable):
 		return "the memory store is unavailable; try again later"
 	case errors.Is(err, context.DeadlineExceeded):

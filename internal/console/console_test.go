@@ -47,14 +47,15 @@ type unit struct {
 // Store contract's methods.
 type plainStore struct{ memory.Store }
 
-func newUnit(t *testing.T) *unit { return newUnitOn(t, false) }
+func newUnit(t *testing.T) *unit { return newUnitWith(t, nil) }
 
-func newUnitOn(t *testing.T, plain bool) *unit {
+// newUnitWith is newUnit on a SQLite store as wrap wraps it (nil: as it is).
+func newUnitWith(t *testing.T, wrap func(memory.Store) memory.Store) *unit {
 	t.Helper()
 	ctx := timeout(t, 2*time.Minute)
 	var st memory.Store = storetest.OpenSQLite(t)
-	if plain {
-		st = plainStore{st}
+	if wrap != nil {
+		st = wrap(st)
 	}
 	models := llmtest.New(t)
 	w := seed(t, ctx, st, models)
@@ -404,7 +405,7 @@ func TestEraseScopeRules(t *testing.T) {
 // list pages through the timeline with the same filters, the sessions page
 // lists the session ids, and a session shows its summaries.
 func TestWithoutDirectory(t *testing.T) {
-	u := newUnitOn(t, true)
+	u := newUnitWith(t, func(st memory.Store) memory.Store { return plainStore{st} })
 	c := client(t)
 	u.login(t, c, tokShop)
 	code, page := get(t, c, u.url+"/memories?authority=user&state=all")

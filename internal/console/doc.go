@@ -76,7 +76,12 @@
 // merge (stored as its revision, which closes the old one; restore can
 // reopen it) or discard; the resolution is written into the journal
 // entry, once the pass has finished (a running pass would write its
-// journal over it).
+// journal over it) and, on a store with replicas (a Redis Cluster), once
+// they hold the memory it stored: the memory's id entry is on another
+// server than the journal, and a failover keeping one and losing the
+// other would leave a resolved fact whose memory cannot be found by id
+// (memory.SettleWritten; unconfirmed, the page says so and the fact
+// stays open).
 //
 // # Erasure
 //

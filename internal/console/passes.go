@@ -204,7 +204,8 @@ func (s *Server) handleReview(w http.ResponseWriter, r *http.Request, ss *sessio
 // handleResolve resolves a held near-duplicate: keep (store it beside the
 // memory it resembles), merge (store it as that memory's revision: the old
 // one is closed and linked, and restore can reopen it) or discard. The
-// resolution is written into the pass's journal entry.
+// resolution is written into the pass's journal entry, once the memory it
+// stored is on the store's replicas (settle).
 func (s *Server) handleResolve(w http.ResponseWriter, r *http.Request, ss *session) {
 	pg := s.base(w, r, ss, "review", "Held for review")
 	if pg == nil {
@@ -233,6 +234,8 @@ func (s *Server) handleResolve(w http.ResponseWriter, r *http.Request, ss *sessi
 	n := *e.After
 	n.ID, n.Digest = "", ""
 	var flash string
+	failovers := memory.FailoversOf(s.st)
+	var made *memory.Node // the memory the resolution stored
 	switch action := r.PostFormValue("action"); action {
 	case "keep":
 		up, err := s.st.Upsert(ctx, n)
@@ -240,6 +243,7 @@ func (s *Server) handleResolve(w http.ResponseWriter, r *http.Request, ss *sessi
 			s.fail(w, r, pg, 0, err)
 			return
 		}
+		made = &up.Node
 		e.ResolvedID, flash = up.Node.ID, "Kept both: stored as ["+up.Node.ID+"]."
 		e.Resolution = memory.ResolveKeep
 	case "merge":
@@ -252,6 +256,7 @@ func (s *Server) handleResolve(w http.ResponseWriter, r *http.Request, ss *sessi
 			s.fail(w, r, pg, 0, err)
 			return
 		}
+		made = &nn
 		e.ResolvedID, flash = nn.ID, "Merged: ["+nn.ID+"] revises ["+e.NodeID+"]."
 		e.Resolution = memory.ResolveMerge
 	case "discard":
@@ -260,6 +265,14 @@ func (s *Server) handleResolve(w http.ResponseWriter, r *http.Request, ss *sessi
 		s.fail(w, r, pg, http.StatusBadRequest, fmt.Errorf("%w: action %q: want keep, merge or discard", memory.ErrInvalid, action))
 		return
 	}
+	if made != nil {
+		stored, err := s.settle(ctx, failovers, *made)
+		if err != nil {
+			s.fail(w, r, pg, http.StatusServiceUnavailable, fmt.Errorf("[%s] is stored, but the store's replicas have not confirmed it (the held fact stays open: resolve it again): %w", made.ID, err))
+			return
+		}
+		e.ResolvedID = stored.ID
+	}
 	e.ResolvedAt, e.ResolvedBy = s.now().UTC(), "console:"+ss.p.Name
 	if err := s.st.PutPass(ctx, p); err != nil {
 		s.fail(w, r, pg, 0, fmt.Errorf("resolved, but the journal was not updated: %w", err))
@@ -267,4 +280,26 @@ func (s *Server) handleResolve(w http.ResponseWriter, r *http.Request, ss *sessi
 	}
 	s.log.Info("console: held near-duplicate resolved", principalField(ss.p), zapString("pass", p.ID), zapString("resolution", e.Resolution))
 	back(w, r, "/review?"+string(pg.Scope.Query()), flash)
+}
+
+// settle waits for n, a memory a resolution stored, to be on the store's
+// replicas when it has some (memory.Replicated; the SQLite store has
+// none): its id's entry in the store's id index is on another server than
+// the pass's journal, so a failover could keep the journal's resolution
+// and lose the entry, leaving the memory unreachable by id. After a
+// failover n is written again as stored (memory.SettleWritten: found by
+// its digest and reinforced, which writes its id's entry again). It
+// returns the memory as last written (another of the same text, should
+// the write find one).
+func (s *Server) settle(ctx context.Context, failovers uint64, n memory.Node) (memory.Node, error) {
+	rs, ok := s.st.(memory.Replicated)
+	if !ok {
+		return n, nil
+	}
+	err := memory.SettleWritten(ctx, rs, failovers, func(ctx context.Context) error {
+		up, err := s.st.Upsert(ctx, n)
+		n = up.Node
+		return err
+	})
+	return n, err
 }
