@@ -433,15 +433,7 @@ func TestResolveHeld(t *testing.T) {
 			u := newUnit(t)
 			c := client(t)
 			csrf := u.login(t, c, tokShop)
-			entry := -1
-			for i, e := range u.pass.Pass.Entries {
-				if e.Op == memory.OpHold {
-					entry = i
-				}
-			}
-			if entry < 0 {
-				t.Fatal("the seeded pass held nothing")
-			}
+			entry := u.heldEntry(t)
 			form := url.Values{"csrf": {csrf}, "pass": {u.pass.Pass.ID}, "entry": {strconv.Itoa(entry)}, "action": {action}}
 			if code, body := post(t, c, u.url+"/review/resolve?p=shop", form); code != http.StatusSeeOther {
 				t.Fatalf("%s: %d\n%s", action, code, body)
@@ -473,6 +465,18 @@ func TestResolveHeld(t *testing.T) {
 			}
 		})
 	}
+}
+
+// heldEntry is the index of the seeded pass's held fact in its journal.
+func (u *unit) heldEntry(t *testing.T) int {
+	t.Helper()
+	for i, e := range u.pass.Pass.Entries {
+		if e.Op == memory.OpHold {
+			return i
+		}
+	}
+	t.Fatal("the seeded pass held nothing")
+	return -1
 }
 
 func (u *unit) get(t *testing.T, id string) memory.Node {

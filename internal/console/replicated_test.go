@@ -26,15 +26,7 @@ func TestResolveWaitsForReplicas(t *testing.T) {
 	})
 	c := client(t)
 	csrf := u.login(t, c, tokShop)
-	entry := -1
-	for i, e := range u.pass.Pass.Entries {
-		if e.Op == memory.OpHold {
-			entry = i
-		}
-	}
-	if entry < 0 {
-		t.Fatal("the seeded pass held nothing")
-	}
+	entry := u.heldEntry(t)
 	form := url.Values{"csrf": {csrf}, "pass": {u.pass.Pass.ID}, "entry": {strconv.Itoa(entry)}, "action": {"keep"}}
 	resolution := func() memory.JournalEntry {
 		t.Helper()
