@@ -244,7 +244,6 @@ func (s *Server) handleResolve(w http.ResponseWriter, r *http.Request, ss *sessi
 			return
 		}
 		made = &up.Node
-		e.ResolvedID, flash = up.Node.ID, "Kept both: stored as ["+up.Node.ID+"]."
 		e.Resolution = memory.ResolveKeep
 	case "merge":
 		if _, err := s.tool.Load(ctx, pg.Scope.caller(ss.p), e.NodeID, true); err != nil {
@@ -257,7 +256,6 @@ func (s *Server) handleResolve(w http.ResponseWriter, r *http.Request, ss *sessi
 			return
 		}
 		made = &nn
-		e.ResolvedID, flash = nn.ID, "Merged: ["+nn.ID+"] revises ["+e.NodeID+"]."
 		e.Resolution = memory.ResolveMerge
 	case "discard":
 		e.Resolution, flash = memory.ResolveDiscard, "Discarded."
@@ -266,12 +264,19 @@ func (s *Server) handleResolve(w http.ResponseWriter, r *http.Request, ss *sessi
 		return
 	}
 	if made != nil {
-		stored, err := s.settle(ctx, failovers, *made)
+		supersedes := ""
+		if e.Resolution == memory.ResolveMerge {
+			supersedes = e.NodeID
+		}
+		stored, err := s.settle(ctx, failovers, *made, supersedes)
 		if err != nil {
-			s.fail(w, r, pg, http.StatusServiceUnavailable, fmt.Errorf("[%s] is stored, but the store's replicas have not confirmed it (the held fact stays open: resolve it again): %w", made.ID, err))
+			s.fail(w, r, pg, http.StatusServiceUnavailable, fmt.Errorf("the memory is stored, but the store's replicas have not confirmed it (the held fact stays open: resolve it again): %w", err))
 			return
 		}
 		e.ResolvedID = stored.ID
+		if flash = "Kept both: stored as [" + stored.ID + "]."; supersedes != "" {
+			flash = "Merged: [" + stored.ID + "] revises [" + supersedes + "]."
+		}
 	}
 	e.ResolvedAt, e.ResolvedBy = s.now().UTC(), "console:"+ss.p.Name
 	if err := s.st.PutPass(ctx, p); err != nil {
@@ -288,18 +293,25 @@ func (s *Server) handleResolve(w http.ResponseWriter, r *http.Request, ss *sessi
 // the pass's journal, so a failover could keep the journal's resolution
 // and lose the entry, leaving the memory unreachable by id. After a
 // failover n is written again as stored (memory.SettleWritten: found by
-// its digest and reinforced, which writes its id's entry again). It
-// returns the memory as last written (another of the same text, should
-// the write find one).
-func (s *Server) settle(ctx context.Context, failovers uint64, n memory.Node) (memory.Node, error) {
+// its digest and reinforced, which writes its id's entry again) and, for
+// a merge, supersedes (the memory it revises) is closed by it again: the
+// close and the edge are on the project's server, which may be the one
+// that failed over. It returns the memory as last written (another of the
+// same text, should the write find one).
+func (s *Server) settle(ctx context.Context, failovers uint64, n memory.Node, supersedes string) (memory.Node, error) {
 	rs, ok := s.st.(memory.Replicated)
 	if !ok {
 		return n, nil
 	}
 	err := memory.SettleWritten(ctx, rs, failovers, func(ctx context.Context) error {
 		up, err := s.st.Upsert(ctx, n)
-		n = up.Node
-		return err
+		if err != nil {
+			return err
+		}
+		if n = up.Node; supersedes != "" {
+			return s.st.Supersede(ctx, supersedes, n.ID)
+		}
+		return nil
 	})
 	return n, err
 }

@@ -19,37 +19,17 @@ import (
 // replicas do not confirm, the request fails, the held fact stays open and
 // resolving it again stores no second memory.
 func TestResolveWaitsForReplicas(t *testing.T) {
-	var ls *storetest.LosingUpserts
+	var ls *storetest.LosingWrites
 	u := newUnitWith(t, func(st memory.Store) memory.Store {
-		ls = &storetest.LosingUpserts{Store: st, Lost: storetest.OpenSQLite(t)}
+		ls = &storetest.LosingWrites{Store: st, Lost: storetest.OpenSQLite(t)}
 		return ls
 	})
 	c := client(t)
 	csrf := u.login(t, c, tokShop)
 	entry := u.heldEntry(t)
 	form := url.Values{"csrf": {csrf}, "pass": {u.pass.Pass.ID}, "entry": {strconv.Itoa(entry)}, "action": {"keep"}}
-	resolution := func() memory.JournalEntry {
-		t.Helper()
-		p, err := u.st.GetPass(u.ctx, memory.ProjectRef{Project: "shop"}, u.pass.Pass.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p.Entries[entry]
-	}
-	kept := func() []memory.Node {
-		t.Helper()
-		var out []memory.Node
-		err := u.st.Scan(u.ctx, func(n memory.Node) error {
-			if n.Label == heldText {
-				out = append(out, n)
-			}
-			return nil
-		}, func(memory.Edge) error { return nil })
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
+	resolution := func() memory.JournalEntry { return u.entry(t, entry) }
+	kept := func() []memory.Node { return heldMemories(t, u) }
 
 	// The replicas never confirm: 503, nothing resolved.
 	ls.Refuse(1 << 10)
@@ -85,4 +65,88 @@ func TestResolveWaitsForReplicas(t *testing.T) {
 	if _, err := u.st.Get(u.ctx, e.ResolvedID); err != nil {
 		t.Fatalf("the kept memory is not reachable by id: %v", err)
 	}
+}
+
+// A merge is a revision: the new memory, the old one's close and the edge
+// between them, on the project's server. A failover that took them all
+// is mended by writing the new memory again and closing the old one by
+// it again; the journal then says merged, and the memory it resembles is
+// superseded by the resolution's. (The review of stop 52 found the close
+// left out: the journal said merged, both memories stayed live.)
+func TestMergeLostWithAFailoverIsWrittenAgain(t *testing.T) {
+	var ls *storetest.LosingWrites
+	u := newUnitWith(t, func(st memory.Store) memory.Store {
+		ls = &storetest.LosingWrites{Store: st, Lost: storetest.OpenSQLite(t)}
+		return ls
+	})
+	c := client(t)
+	csrf := u.login(t, c, tokShop)
+	entry := u.heldEntry(t)
+	form := url.Values{"csrf": {csrf}, "pass": {u.pass.Pass.ID}, "entry": {strconv.Itoa(entry)}, "action": {"merge"}}
+	ls.LoseNextRevise(1)
+	if code, body := post(t, c, u.url+"/review/resolve?p=shop", form); code != http.StatusSeeOther {
+		t.Fatalf("merge: %d\n%s", code, body)
+	}
+	e := u.entry(t, entry)
+	if fly := u.get(t, u.fly.ID); e.Resolution != memory.ResolveMerge || fly.SupersededBy != e.ResolvedID || fly.Live() {
+		t.Fatalf("journal says %q -> %s, the memory it resembles is superseded by %q (live: %v)", e.Resolution, e.ResolvedID, fly.SupersededBy, fly.Live())
+	}
+	if n := u.get(t, e.ResolvedID); n.Label != heldText || !n.Live() {
+		t.Fatalf("the merged revision: %+v", n)
+	}
+}
+
+// A merge the replicas did not confirm (503) can be resolved again: the
+// revision is found by its digest, no second one is stored.
+func TestMergeAgainAfterUnconfirmed(t *testing.T) {
+	var ls *storetest.LosingWrites
+	u := newUnitWith(t, func(st memory.Store) memory.Store {
+		ls = &storetest.LosingWrites{Store: st}
+		return ls
+	})
+	c := client(t)
+	csrf := u.login(t, c, tokShop)
+	entry := u.heldEntry(t)
+	form := url.Values{"csrf": {csrf}, "pass": {u.pass.Pass.ID}, "entry": {strconv.Itoa(entry)}, "action": {"merge"}}
+	ls.Refuse(1 << 10)
+	if code, body := post(t, c, u.url+"/review/resolve?p=shop", form); code != http.StatusServiceUnavailable {
+		t.Fatalf("merge unconfirmed: %d\n%s", code, body)
+	}
+	ls.Refuse(0)
+	if code, body := post(t, c, u.url+"/review/resolve?p=shop", form); code != http.StatusSeeOther {
+		t.Fatalf("merge again: %d\n%s", code, body)
+	}
+	e := u.entry(t, entry)
+	if fly := u.get(t, u.fly.ID); e.Resolution != memory.ResolveMerge || fly.SupersededBy != e.ResolvedID {
+		t.Fatalf("entry %+v, the memory it resembles superseded by %q", e, fly.SupersededBy)
+	}
+	if got := heldMemories(t, u); len(got) != 1 || got[0].ID != e.ResolvedID {
+		t.Fatalf("revisions of the held fact %+v, want one: the resolution's %s", got, e.ResolvedID)
+	}
+}
+
+// entry is entry i of the seeded pass's journal as stored now.
+func (u *unit) entry(t *testing.T, i int) memory.JournalEntry {
+	t.Helper()
+	p, err := u.st.GetPass(u.ctx, memory.ProjectRef{Project: "shop"}, u.pass.Pass.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Entries[i]
+}
+
+// heldMemories are the memories holding the held fact's text.
+func heldMemories(t *testing.T, u *unit) []memory.Node {
+	t.Helper()
+	var out []memory.Node
+	err := u.st.Scan(u.ctx, func(n memory.Node) error {
+		if n.Label == heldText {
+			out = append(out, n)
+		}
+		return nil
+	}, func(memory.Edge) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -16,6 +16,7 @@ type Memories interface {
 	Get(ctx context.Context, id string) (memory.Node, error)
 	Upsert(ctx context.Context, n memory.Node) (memory.UpsertResult, error)
 	Revise(ctx context.Context, oldID string, n memory.Node) (memory.Node, error)
+	Supersede(ctx context.Context, oldID, newID string) error
 	Archive(ctx context.Context, id string) error
 	Restore(ctx context.Context, id string) error
 	Timeline(ctx context.Context, q memory.TimelineQuery) ([]memory.Node, error)

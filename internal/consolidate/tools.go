@@ -186,12 +186,19 @@ func (p *pass) callSettled(ctx context.Context, tc llm.ToolCall, l *Ledger) (str
 }
 
 // settleCreated waits for made on a replica, writing them again after
-// each failover (memory.SettleWritten from failovers; see callSettled).
-func (p *pass) settleCreated(ctx context.Context, rs memory.Replicated, failovers uint64, made []memory.Node) error {
+// each failover (memory.SettleWritten from failovers; see callSettled): a
+// revision's replacement closes the memory it revises again (the close
+// and the edge are on the project's server, which may be the one that
+// failed over).
+func (p *pass) settleCreated(ctx context.Context, rs memory.Replicated, failovers uint64, made []creation) error {
 	err := memory.SettleWritten(ctx, rs, failovers, func(ctx context.Context) error {
-		for _, n := range made {
-			if _, err := p.c.store.Upsert(ctx, n); err != nil {
-				return fmt.Errorf("%s: %w", n.ID, err)
+		for _, c := range made {
+			up, err := p.c.store.Upsert(ctx, c.node)
+			if err == nil && c.supersedes != "" {
+				err = p.c.store.Supersede(ctx, c.supersedes, up.Node.ID)
+			}
+			if err != nil {
+				return fmt.Errorf("%s: %w", c.node.ID, err)
 			}
 		}
 		return nil
@@ -202,16 +209,24 @@ func (p *pass) settleCreated(ctx context.Context, rs memory.Replicated, failover
 	return nil
 }
 
+// creation is a memory a call created, as it was written, and the memory
+// it closed (a revision's old one; "" for none).
+type creation struct {
+	node       memory.Node
+	supersedes string
+}
+
 // created lists the memories entries created (a remembered memory, a
-// topic, a revision's replacement), as they were written.
-func created(entries []memory.JournalEntry) []memory.Node {
-	var out []memory.Node
+// topic, a revision's replacement).
+func created(entries []memory.JournalEntry) []creation {
+	var out []creation
 	for _, e := range entries {
-		if e.Pending || e.After == nil {
-			continue
-		}
-		if e.Op == memory.OpRemember && e.Before == nil || e.Op == memory.OpRevise {
-			out = append(out, *e.After)
+		switch {
+		case e.Pending || e.After == nil:
+		case e.Op == memory.OpRemember && e.Before == nil:
+			out = append(out, creation{node: *e.After})
+		case e.Op == memory.OpRevise:
+			out = append(out, creation{node: *e.After, supersedes: e.NodeID})
 		}
 	}
 	return out

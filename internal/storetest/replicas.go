@@ -68,40 +68,70 @@ func (r *Replicas) Calls() int {
 	return r.calls
 }
 
-// LosingUpserts is a store whose servers replicate asynchronously
-// (Replicas) and lose writes with a failover: after LoseNext(n) the next
-// n Upserts that Losable takes (nil: every one) go to Lost, a store
-// nobody reads, and each counts a failover (a primary killed after it
-// answered, its replica promoted without the write). Lost nil: Upsert
-// opens no second store, the tests that lose nothing leave it nil.
-type LosingUpserts struct {
+// LosingWrites is a store whose servers replicate asynchronously
+// (Replicas) and lose writes with a failover (a primary killed after it
+// answered, its replica promoted without the write): after LoseNext(n)
+// the next n Upserts that Losable takes (nil: every one), after
+// LoseNextRevise(n) the next n Revises (the new memory, the old one's
+// close and the edge between them: all on the project's primary), go to
+// Lost, a store nobody reads, and each counts a failover. Lost nil: the
+// tests that lose nothing leave it so.
+type LosingWrites struct {
 	memory.Store
 	Replicas
 	Lost    memory.Store
 	Losable func(memory.Node) bool
 
-	mu   sync.Mutex
-	lose int
+	mu                 sync.Mutex
+	lose, loseRevision int
 }
 
 // LoseNext makes the next n Upserts Losable takes lost with a failover.
-func (s *LosingUpserts) LoseNext(n int) {
+func (s *LosingWrites) LoseNext(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.lose = n
 }
 
-// Upsert implements memory.Store, losing the write as LoseNext says.
-func (s *LosingUpserts) Upsert(ctx context.Context, n memory.Node) (memory.UpsertResult, error) {
+// LoseNextRevise makes the next n Revises lost with a failover.
+func (s *LosingWrites) LoseNextRevise(n int) {
 	s.mu.Lock()
-	lose := s.lose > 0 && (s.Losable == nil || s.Losable(n))
-	if lose {
-		s.lose--
-		s.Failover()
-	}
-	s.mu.Unlock()
-	if lose {
+	defer s.mu.Unlock()
+	s.loseRevision = n
+}
+
+// Upsert implements memory.Store, losing the write as LoseNext says.
+func (s *LosingWrites) Upsert(ctx context.Context, n memory.Node) (memory.UpsertResult, error) {
+	if s.losing(&s.lose, func() bool { return s.Losable == nil || s.Losable(n) }) {
 		return s.Lost.Upsert(ctx, n)
 	}
 	return s.Store.Upsert(ctx, n)
+}
+
+// Revise implements memory.Store, losing the revision as LoseNextRevise
+// says (the old memory copied to Lost first, where the revision is made).
+func (s *LosingWrites) Revise(ctx context.Context, oldID string, n memory.Node) (memory.Node, error) {
+	if !s.losing(&s.loseRevision, func() bool { return true }) {
+		return s.Store.Revise(ctx, oldID, n)
+	}
+	old, err := s.Store.Get(ctx, oldID)
+	if err != nil {
+		return memory.Node{}, err
+	}
+	if _, err := s.Lost.Upsert(ctx, old); err != nil {
+		return memory.Node{}, err
+	}
+	return s.Lost.Revise(ctx, oldID, n)
+}
+
+// losing takes one of *left when take says so, counting a failover.
+func (s *LosingWrites) losing(left *int, take func() bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if *left == 0 || !take() {
+		return false
+	}
+	*left--
+	s.Failover()
+	return true
 }
