@@ -18,22 +18,39 @@ import (
 // after a failover it is written again and waited for again; when the
 // replicas do not confirm, the request fails, the held fact stays open and
 // resolving it again stores no second memory.
-func TestResolveWaitsForReplicas(t *testing.T) {
-	var ls *storetest.LosingWrites
-	u := newUnitWith(t, func(st memory.Store) memory.Store {
-		ls = &storetest.LosingWrites{Store: st, Lost: storetest.OpenSQLite(t)}
-		return ls
+// replicatedUnit is a console unit on a store whose writes a failover
+// can lose (storetest.LosingWrites), logged in, with the resolution of its
+// held fact as action ready to post (resolve).
+type replicatedUnit struct {
+	*unit
+	ls   *storetest.LosingWrites
+	held int // the held fact's entry in the seeded pass's journal
+	post func() (int, string)
+}
+
+func newReplicated(t *testing.T, action string) *replicatedUnit {
+	r := &replicatedUnit{}
+	r.unit = newUnitWith(t, func(st memory.Store) memory.Store {
+		r.ls = &storetest.LosingWrites{Store: st, Lost: storetest.OpenSQLite(t)}
+		return r.ls
 	})
 	c := client(t)
-	csrf := u.login(t, c, tokShop)
-	entry := u.heldEntry(t)
-	form := url.Values{"csrf": {csrf}, "pass": {u.pass.Pass.ID}, "entry": {strconv.Itoa(entry)}, "action": {"keep"}}
-	resolution := func() memory.JournalEntry { return u.entry(t, entry) }
-	kept := func() []memory.Node { return heldMemories(t, u) }
+	csrf := r.login(t, c, tokShop)
+	r.held = r.heldEntry(t)
+	form := url.Values{"csrf": {csrf}, "pass": {r.pass.Pass.ID}, "entry": {strconv.Itoa(r.held)}, "action": {action}}
+	r.post = func() (int, string) { return post(t, c, r.url+"/review/resolve?p=shop", form) }
+	return r
+}
+
+func TestResolveWaitsForReplicas(t *testing.T) {
+	u := newReplicated(t, "keep")
+	ls := u.ls
+	resolution := func() memory.JournalEntry { return u.entry(t, u.held) }
+	kept := func() []memory.Node { return heldMemories(t, u.unit) }
 
 	// The replicas never confirm: 503, nothing resolved.
 	ls.Refuse(1 << 10)
-	code, body := post(t, c, u.url+"/review/resolve?p=shop", form)
+	code, body := u.post()
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "resolve it again") {
 		t.Fatalf("replicas that do not confirm: %d, want 503 saying to resolve it again\n%s", code, body)
 	}
@@ -48,7 +65,7 @@ func TestResolveWaitsForReplicas(t *testing.T) {
 	ls.Refuse(0)
 	ls.LoseNext(1)
 	calls := ls.Calls()
-	if code, body := post(t, c, u.url+"/review/resolve?p=shop", form); code != http.StatusSeeOther {
+	if code, body := u.post(); code != http.StatusSeeOther {
 		t.Fatalf("resolving again: %d\n%s", code, body)
 	}
 	if n := ls.Calls() - calls; n != 2 {
@@ -74,20 +91,12 @@ func TestResolveWaitsForReplicas(t *testing.T) {
 // superseded by the resolution's. (The review of stop 52 found the close
 // left out: the journal said merged, both memories stayed live.)
 func TestMergeLostWithAFailoverIsWrittenAgain(t *testing.T) {
-	var ls *storetest.LosingWrites
-	u := newUnitWith(t, func(st memory.Store) memory.Store {
-		ls = &storetest.LosingWrites{Store: st, Lost: storetest.OpenSQLite(t)}
-		return ls
-	})
-	c := client(t)
-	csrf := u.login(t, c, tokShop)
-	entry := u.heldEntry(t)
-	form := url.Values{"csrf": {csrf}, "pass": {u.pass.Pass.ID}, "entry": {strconv.Itoa(entry)}, "action": {"merge"}}
-	ls.LoseNextRevise(1)
-	if code, body := post(t, c, u.url+"/review/resolve?p=shop", form); code != http.StatusSeeOther {
+	u := newReplicated(t, "merge")
+	u.ls.LoseNextRevise(1)
+	if code, body := u.post(); code != http.StatusSeeOther {
 		t.Fatalf("merge: %d\n%s", code, body)
 	}
-	e := u.entry(t, entry)
+	e := u.entry(t, u.held)
 	if fly := u.get(t, u.fly.ID); e.Resolution != memory.ResolveMerge || fly.SupersededBy != e.ResolvedID || fly.Live() {
 		t.Fatalf("journal says %q -> %s, the memory it resembles is superseded by %q (live: %v)", e.Resolution, e.ResolvedID, fly.SupersededBy, fly.Live())
 	}
@@ -99,28 +108,20 @@ func TestMergeLostWithAFailoverIsWrittenAgain(t *testing.T) {
 // A merge the replicas did not confirm (503) can be resolved again: the
 // revision is found by its digest, no second one is stored.
 func TestMergeAgainAfterUnconfirmed(t *testing.T) {
-	var ls *storetest.LosingWrites
-	u := newUnitWith(t, func(st memory.Store) memory.Store {
-		ls = &storetest.LosingWrites{Store: st}
-		return ls
-	})
-	c := client(t)
-	csrf := u.login(t, c, tokShop)
-	entry := u.heldEntry(t)
-	form := url.Values{"csrf": {csrf}, "pass": {u.pass.Pass.ID}, "entry": {strconv.Itoa(entry)}, "action": {"merge"}}
-	ls.Refuse(1 << 10)
-	if code, body := post(t, c, u.url+"/review/resolve?p=shop", form); code != http.StatusServiceUnavailable {
+	u := newReplicated(t, "merge")
+	u.ls.Refuse(1 << 10)
+	if code, body := u.post(); code != http.StatusServiceUnavailable {
 		t.Fatalf("merge unconfirmed: %d\n%s", code, body)
 	}
-	ls.Refuse(0)
-	if code, body := post(t, c, u.url+"/review/resolve?p=shop", form); code != http.StatusSeeOther {
+	u.ls.Refuse(0)
+	if code, body := u.post(); code != http.StatusSeeOther {
 		t.Fatalf("merge again: %d\n%s", code, body)
 	}
-	e := u.entry(t, entry)
+	e := u.entry(t, u.held)
 	if fly := u.get(t, u.fly.ID); e.Resolution != memory.ResolveMerge || fly.SupersededBy != e.ResolvedID {
 		t.Fatalf("entry %+v, the memory it resembles superseded by %q", e, fly.SupersededBy)
 	}
-	if got := heldMemories(t, u); len(got) != 1 || got[0].ID != e.ResolvedID {
+	if got := heldMemories(t, u.unit); len(got) != 1 || got[0].ID != e.ResolvedID {
 		t.Fatalf("revisions of the held fact %+v, want one: the resolution's %s", got, e.ResolvedID)
 	}
 }
