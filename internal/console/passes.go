@@ -292,26 +292,18 @@ func (s *Server) handleResolve(w http.ResponseWriter, r *http.Request, ss *sessi
 // none): its id's entry in the store's id index is on another server than
 // the pass's journal, so a failover could keep the journal's resolution
 // and lose the entry, leaving the memory unreachable by id. After a
-// failover n is written again as stored (memory.SettleWritten: found by
-// its digest and reinforced, which writes its id's entry again) and, for
-// a merge, supersedes (the memory it revises) is closed by it again: the
-// close and the edge are on the project's server, which may be the one
-// that failed over. It returns the memory as last written (another of the
-// same text, should the write find one).
+// failover n is written again (memory.SettleWritten, memory.WriteAgain:
+// for a merge, supersedes, the memory it revises, closed by it again). It
+// returns the memory as last written.
 func (s *Server) settle(ctx context.Context, failovers uint64, n memory.Node, supersedes string) (memory.Node, error) {
 	rs, ok := s.st.(memory.Replicated)
 	if !ok {
 		return n, nil
 	}
 	err := memory.SettleWritten(ctx, rs, failovers, func(ctx context.Context) error {
-		up, err := s.st.Upsert(ctx, n)
-		if err != nil {
-			return err
-		}
-		if n = up.Node; supersedes != "" {
-			return s.st.Supersede(ctx, supersedes, n.ID)
-		}
-		return nil
+		var err error
+		n, err = memory.WriteAgain(ctx, s.st, n, supersedes)
+		return err
 	})
 	return n, err
 }

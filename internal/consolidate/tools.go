@@ -186,19 +186,14 @@ func (p *pass) callSettled(ctx context.Context, tc llm.ToolCall, l *Ledger) (str
 }
 
 // settleCreated waits for made on a replica, writing them again after
-// each failover (memory.SettleWritten from failovers; see callSettled): a
-// revision's replacement closes the memory it revises again (the close
-// and the edge are on the project's server, which may be the one that
-// failed over).
+// each failover (memory.SettleWritten from failovers, memory.WriteAgain:
+// a revision's replacement closes the memory it revises again; see
+// callSettled).
 func (p *pass) settleCreated(ctx context.Context, rs memory.Replicated, failovers uint64, made []creation) error {
 	err := memory.SettleWritten(ctx, rs, failovers, func(ctx context.Context) error {
 		for _, c := range made {
-			up, err := p.c.store.Upsert(ctx, c.node)
-			if err == nil && c.supersedes != "" {
-				err = p.c.store.Supersede(ctx, c.supersedes, up.Node.ID)
-			}
-			if err != nil {
-				return fmt.Errorf("%s: %w", c.node.ID, err)
+			if _, err := memory.WriteAgain(ctx, p.c.store, c.node, c.supersedes); err != nil {
+				return err
 			}
 		}
 		return nil

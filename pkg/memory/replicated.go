@@ -112,3 +112,30 @@ func SettleWritten(ctx context.Context, rs Replicated, failovers uint64, again f
 		}
 	}
 }
+
+// Rewriter is what writing a created memory again takes (WriteAgain).
+type Rewriter interface {
+	Upsert(ctx context.Context, n Node) (UpsertResult, error)
+	Supersede(ctx context.Context, oldID, newID string) error
+}
+
+// WriteAgain writes n, a memory created before a failover, again as it
+// was stored (SettleWritten's again): found by its digest it is
+// reinforced, which writes its id's entry again; lost, it is stored with
+// its id. When n revised supersedes (a revision: the new memory, the old
+// one's close and the edge between them, all on the project's server,
+// which may be the one that failed over), that one is closed by it again
+// (a store allows it on a memory already superseded). It returns the
+// memory as written (another of the same text, should the write find one).
+func WriteAgain(ctx context.Context, st Rewriter, n Node, supersedes string) (Node, error) {
+	up, err := st.Upsert(ctx, n)
+	if err != nil {
+		return n, fmt.Errorf("%s: %w", n.ID, err)
+	}
+	if supersedes != "" {
+		if err := st.Supersede(ctx, supersedes, up.Node.ID); err != nil {
+			return up.Node, fmt.Errorf("%s supersedes %s: %w", up.Node.ID, supersedes, err)
+		}
+	}
+	return up.Node, nil
+}
